@@ -1,0 +1,49 @@
+# clusterlab: `make run` runs the main job on a local loopback cluster, `make test` runs every
+# check. Both install what they need into .venv first (idempotent: stamps skip done work).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(abspath $(VENV))/bin/python
+BIN    := $(abspath $(VENV))/bin
+export PYO3_PYTHON := $(PY)
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(BIN):$(PATH)
+
+RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
+
+.PHONY: setup run test lint rust-test py-test clean-build bench
+
+setup: $(VENV)/.built
+
+$(VENV)/.tools: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "maturin>=1.7,<2"
+	touch $@
+
+# maturin develop builds the Rust core in release mode, links the package source into the
+# venv (Python edits need no rebuild) and installs the dev extras.
+$(VENV)/.built: $(VENV)/.tools $(RUST_SRC)
+	$(BIN)/maturin develop --release --extras dev,report,bench -q
+	touch $@
+
+run: setup
+	$(BIN)/clusterlab demo
+
+lint: setup
+	$(BIN)/ruff check python tests bench
+	cargo clippy --workspace --all-targets --release -- -D warnings
+
+rust-test:
+	cargo test -p clusterlab-core --release
+
+py-test: setup
+	$(PY) -m pytest -q
+
+test: setup lint rust-test py-test
+
+bench: setup
+	$(PY) bench/generate.py
+
+clean-build:
+	rm -rf $(VENV) target python/clusterlab/_core*.so

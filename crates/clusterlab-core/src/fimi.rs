@@ -1,0 +1,339 @@
+//! FIMI `.dat` baskets: one transaction per line, items are non-negative integers (u32)
+//! separated by blanks or tabs.
+//!
+//! Conventions (documented in docs/formats.md and tested):
+//! - every line ending in `\n` is one transaction, so an empty line is an empty transaction;
+//! - a last line without `\n` is a transaction when it holds at least one item;
+//! - `\r` before `\n` (CRLF) and trailing blanks are ignored;
+//! - duplicate items inside a transaction are dropped and items are sorted (set semantics);
+//! - anything else (signs, letters, NUL bytes, items above 4294967295) is an error that
+//!   names the line and column.
+
+use crate::basket::{normalize_tail, Baskets};
+use crate::error::{locate, ParseError};
+use rayon::prelude::*;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+/// What a parse found besides the baskets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParseReport {
+    /// Duplicate items dropped inside transactions.
+    pub duplicates_dropped: u64,
+}
+
+struct ChunkError {
+    pos: usize,
+    message: String,
+}
+
+fn describe(b: u8) -> String {
+    if b.is_ascii_graphic() {
+        format!("'{}'", b as char)
+    } else {
+        format!("byte 0x{b:02x}")
+    }
+}
+
+/// Parse one chunk that starts at a line start. `last` says whether an unterminated final
+/// line belongs to this chunk.
+fn parse_chunk(buf: &[u8], base: usize) -> Result<(Baskets, u64), ChunkError> {
+    let mut b = Baskets::new();
+    // Rough reservation: an item takes about 3-4 bytes of text.
+    b.items.reserve(buf.len() / 4);
+    let mut dups = 0u64;
+    let mut tx_start = 0usize;
+    let n = buf.len();
+    let mut i = 0usize;
+    let mut line_has_bytes = false;
+    while i < n {
+        let c = buf[i];
+        if c.is_ascii_digit() {
+            let start = i;
+            let mut v: u64 = 0;
+            while i < n && buf[i].is_ascii_digit() {
+                v = v * 10 + (buf[i] - b'0') as u64;
+                if v > u32::MAX as u64 {
+                    let mut j = i;
+                    while j < n && buf[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                    return Err(ChunkError {
+                        pos: base + start,
+                        message: format!(
+                            "item {} is larger than 4294967295 (items are u32)",
+                            String::from_utf8_lossy(&buf[start..j])
+                        ),
+                    });
+                }
+                i += 1;
+            }
+            if i < n {
+                let d = buf[i];
+                if !(d == b' ' || d == b'\t' || d == b'\n' || d == b'\r') {
+                    return Err(ChunkError {
+                        pos: base + i,
+                        message: format!("not an integer item: unexpected {} after digits", describe(d)),
+                    });
+                }
+            }
+            b.items.push(v as u32);
+            line_has_bytes = true;
+        } else if c == b' ' || c == b'\t' || c == b'\r' {
+            if c == b'\r' && i + 1 < n && buf[i + 1] != b'\n' {
+                return Err(ChunkError {
+                    pos: base + i,
+                    message: "carriage return inside a line (only CRLF line ends are accepted)".into(),
+                });
+            }
+            line_has_bytes = true;
+            i += 1;
+        } else if c == b'\n' {
+            dups += normalize_tail(&mut b.items, tx_start) as u64;
+            b.offsets.push(b.items.len() as i64);
+            tx_start = b.items.len();
+            line_has_bytes = false;
+            i += 1;
+        } else if c == b'-' {
+            return Err(ChunkError {
+                pos: base + i,
+                message: "negative item (items are non-negative integers)".into(),
+            });
+        } else {
+            return Err(ChunkError {
+                pos: base + i,
+                message: format!("not an integer item: unexpected {}", describe(c)),
+            });
+        }
+    }
+    if line_has_bytes && b.items.len() > tx_start {
+        dups += normalize_tail(&mut b.items, tx_start) as u64;
+        b.offsets.push(b.items.len() as i64);
+    }
+    Ok((b, dups))
+}
+
+/// Split `buf` into about `parts` chunks, each ending just after a newline (the last one at
+/// the end of the buffer).
+fn chunk_bounds(buf: &[u8], parts: usize) -> Vec<(usize, usize)> {
+    let n = buf.len();
+    let parts = parts.max(1);
+    let mut bounds = Vec::with_capacity(parts);
+    let mut start = 0;
+    for p in 1..=parts {
+        if start >= n {
+            break;
+        }
+        let mut end = if p == parts { n } else { (n * p / parts).max(start) };
+        if end < n {
+            end = match memchr::memchr(b'\n', &buf[end..]) {
+                Some(off) => end + off + 1,
+                None => n,
+            };
+        }
+        bounds.push((start, end));
+        start = end;
+    }
+    bounds
+}
+
+/// Parse a FIMI buffer, using all rayon threads on large inputs. `first_line` is the line
+/// number of the buffer's first line in its file (for error messages of byte ranges).
+pub fn parse(buf: &[u8], first_line: u64) -> Result<(Baskets, ParseReport), ParseError> {
+    const MIN_CHUNK: usize = 1 << 20;
+    let parts = (buf.len() / MIN_CHUNK).clamp(1, rayon::current_num_threads() * 4);
+    let bounds = chunk_bounds(buf, parts);
+    let results: Vec<Result<(Baskets, u64), ChunkError>> = bounds
+        .par_iter()
+        .map(|&(s, e)| parse_chunk(&buf[s..e], s))
+        .collect();
+    let mut out = Baskets::new();
+    let total_items: usize = results.iter().map(|r| r.as_ref().map_or(0, |x| x.0.items.len())).sum();
+    out.items.reserve_exact(total_items);
+    let mut report = ParseReport::default();
+    for r in results {
+        match r {
+            Ok((b, d)) => {
+                out.extend(&b);
+                report.duplicates_dropped += d;
+            }
+            Err(e) => {
+                // Chunks are in file order, so the first error found is the earliest.
+                let (line, column) = locate(buf, e.pos, first_line);
+                return Err(ParseError { line, column, message: e.message });
+            }
+        }
+    }
+    Ok((out, report))
+}
+
+/// The byte range `[start, end)` adjusted to line boundaries: a line belongs to the range
+/// that holds its first byte. Ranges that tile a file thus tile its lines.
+pub fn align_range(buf: &[u8], start: usize, end: usize) -> (usize, usize) {
+    let n = buf.len();
+    let align = |p: usize| -> usize {
+        if p == 0 || p >= n {
+            return p.min(n);
+        }
+        if buf[p - 1] == b'\n' {
+            return p;
+        }
+        match memchr::memchr(b'\n', &buf[p..]) {
+            Some(off) => p + off + 1,
+            None => n,
+        }
+    };
+    let s = align(start);
+    let e = align(end).max(s);
+    (s, e)
+}
+
+/// Open a file read-only as bytes (memory-mapped; empty files are fine).
+pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
+    let f = File::open(path)?;
+    if f.metadata()?.len() == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the map is read-only; a file truncated underneath us by another process is
+    // the usual mmap caveat, accepted for basket files that are written once.
+    let m = unsafe { memmap2::Mmap::map(&f)? };
+    Ok(Some(m))
+}
+
+/// Errors of reading a file: I/O or parse.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(std::io::Error),
+    Parse(ParseError),
+}
+
+impl From<std::io::Error> for ReadError {
+    fn from(e: std::io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+/// Read a whole FIMI file, or just the lines whose first byte lies in `range`.
+pub fn read_file(path: &Path, range: Option<(u64, u64)>) -> Result<(Baskets, ParseReport), ReadError> {
+    let map = map_file(path)?;
+    let buf: &[u8] = map.as_deref().unwrap_or(&[]);
+    let (s, e) = match range {
+        Some((s, e)) => align_range(buf, s as usize, e as usize),
+        None => (0, buf.len()),
+    };
+    let first_line = if s == 0 { 1 } else { 1 + memchr::memchr_iter(b'\n', &buf[..s]).count() as u64 };
+    parse(&buf[s..e], first_line).map_err(ReadError::Parse)
+}
+
+/// `parts` byte ranges of a file that tile its lines (empty ranges where lines are few).
+pub fn split_ranges(path: &Path, parts: usize) -> std::io::Result<Vec<(u64, u64)>> {
+    let map = map_file(path)?;
+    let buf: &[u8] = map.as_deref().unwrap_or(&[]);
+    let n = buf.len();
+    Ok((0..parts.max(1))
+        .map(|p| {
+            let (s, e) = align_range(buf, n * p / parts.max(1), n * (p + 1) / parts.max(1));
+            (s as u64, e as u64)
+        })
+        .collect())
+}
+
+/// Write baskets as FIMI text, one transaction per line.
+pub fn write<W: Write>(b: &Baskets, out: W) -> std::io::Result<()> {
+    write_csr(&b.offsets, &b.items, out)
+}
+
+/// Write CSR arrays (as held by Python without a copy) as FIMI text.
+pub fn write_csr<W: Write>(offsets: &[i64], items: &[u32], out: W) -> std::io::Result<()> {
+    let mut w = BufWriter::with_capacity(1 << 20, out);
+    let mut fmt = itoa::Buffer::new();
+    for win in offsets.windows(2) {
+        let t = &items[win[0] as usize..win[1] as usize];
+        for (k, &it) in t.iter().enumerate() {
+            if k > 0 {
+                w.write_all(b" ")?;
+            }
+            w.write_all(fmt.format(it).as_bytes())?;
+        }
+        w.write_all(b"\n")?;
+    }
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Baskets, ParseError> {
+        parse(s.as_bytes(), 1).map(|x| x.0)
+    }
+
+    #[test]
+    fn basic_and_conventions() {
+        let b = p("1 2 3\n\n4\t5  \r\n3 1 3\n7").unwrap();
+        let v: Vec<&[u32]> = b.iter().collect();
+        assert_eq!(v, vec![&[1, 2, 3][..], &[][..], &[4, 5][..], &[1, 3][..], &[7][..]]);
+        assert_eq!(p("").unwrap().len(), 0);
+        assert_eq!(p("1\n").unwrap().len(), 1);
+        assert_eq!(p("1\n   ").unwrap().len(), 1);
+        assert_eq!(p("4294967295\n").unwrap().items, vec![u32::MAX]);
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = p("1 2\n3 x4\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 3));
+        let e = p("1 2\n3 -4\n").unwrap_err();
+        assert!(e.message.contains("negative"));
+        let e = p("1\n2\n4294967296\n").unwrap_err();
+        assert_eq!((e.line, e.column), (3, 1));
+        assert!(e.message.contains("larger"));
+        let e = p("1 2\0\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 4));
+        assert!(e.message.contains("0x00"));
+        let e = p("12a\n").unwrap_err();
+        assert_eq!(e.column, 3);
+    }
+
+    #[test]
+    fn parallel_equals_serial() {
+        let mut s = String::new();
+        for t in 0..200_000u32 {
+            for k in 0..(t % 7) {
+                s.push_str(&format!("{} ", (t * 31 + k * 17) % 1000));
+            }
+            s.push('\n');
+        }
+        let (a, _) = parse(s.as_bytes(), 1).unwrap();
+        let (b, _) = parse_chunk(s.as_bytes(), 0).map_err(|_| ()).unwrap();
+        assert_eq!(a, b);
+        // An error deep in a large buffer is located in the right line.
+        let bad = format!("{s}1 2 z\n");
+        let e = parse(bad.as_bytes(), 1).unwrap_err();
+        assert_eq!(e.line, 200_001);
+    }
+
+    #[test]
+    fn ranges_tile_lines() {
+        let text = b"1 2\n3\n\n4 5 6\n7";
+        for parts in 1..8 {
+            let n = text.len();
+            let mut all = Baskets::new();
+            for k in 0..parts {
+                let (s, e) = align_range(text, n * k / parts, n * (k + 1) / parts);
+                all.extend(&parse(&text[s..e], 1).unwrap().0);
+            }
+            assert_eq!(all, parse(text, 1).unwrap().0, "parts={parts}");
+        }
+    }
+
+    #[test]
+    fn write_roundtrip() {
+        let b = Baskets::from_lists([vec![1u32, 20], vec![], vec![300]]);
+        let mut out = Vec::new();
+        write(&b, &mut out).unwrap();
+        assert_eq!(out, b"1 20\n\n300\n");
+        assert_eq!(parse(&out, 1).unwrap().0, b);
+    }
+}

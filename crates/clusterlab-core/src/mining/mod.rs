@@ -1,0 +1,1 @@
+//! Frequent itemset mining (Apriori, FP-growth, Eclat) and association rules.

@@ -1,0 +1,23 @@
+//! PyO3 binding of clusterlab-core, imported as `clusterlab._core`. Thin on purpose: argument
+//! conversion, releasing the GIL around kernels, and errors turned into Python exceptions.
+//! Each area registers its own functions so that work on one never edits another's file.
+
+// Binding signatures return tuples of numpy arrays by nature.
+#![allow(clippy::type_complexity)]
+
+use pyo3::prelude::*;
+
+mod gen;
+mod hpa;
+mod io;
+mod mining;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    io::register(m)?;
+    gen::register(m)?;
+    mining::register(m)?;
+    hpa::register(m)?;
+    Ok(())
+}

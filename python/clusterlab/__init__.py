@@ -1,0 +1,21 @@
+"""clusterlab: data-intensive parallel work on commodity clusters, and what the network does to it.
+
+>>> import clusterlab
+>>> b = clusterlab.Baskets.from_lists([[1, 2, 3], [2, 3], [3]])
+>>> len(b), b.n_items
+(3, 3)
+"""
+
+from clusterlab._core import __version__
+from clusterlab.data import Baskets, read_baskets, write_baskets
+from clusterlab.errors import BasketFormatError, ClusterlabError, ConfigError
+
+__all__ = [
+    "Baskets",
+    "BasketFormatError",
+    "ClusterlabError",
+    "ConfigError",
+    "read_baskets",
+    "write_baskets",
+    "__version__",
+]

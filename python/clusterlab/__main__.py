@@ -1,0 +1,3 @@
+from clusterlab.cli import main
+
+main()

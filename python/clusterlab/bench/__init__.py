@@ -1,0 +1,1 @@
+"""Benchmarks: ping-pong, collectives, all-to-all broadcast, storage."""

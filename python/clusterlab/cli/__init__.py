@@ -1,0 +1,70 @@
+"""The ``clusterlab`` command. One module per command group; each is imported only when used,
+so ``clusterlab --help`` stays fast and a broken optional dependency breaks only its command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+from clusterlab.errors import ClusterlabError
+
+# name -> (module, attribute). Commands whose module is absent are not offered.
+COMMANDS = {
+    "demo": ("clusterlab.cli.demo", "demo"),
+    "gen": ("clusterlab.cli.gen", "gen"),
+    "stats": ("clusterlab.cli.stats", "stats"),
+    "mine": ("clusterlab.cli.mine", "mine"),
+    "run": ("clusterlab.cli.run", "run"),
+    "bench": ("clusterlab.cli.bench", "bench"),
+    "tune": ("clusterlab.cli.tune", "tune"),
+    "testbed": ("clusterlab.cli.testbed", "testbed"),
+    "monitor": ("clusterlab.cli.monitor", "monitor"),
+    "report": ("clusterlab.cli.report", "report"),
+    "experiment": ("clusterlab.cli.experiment", "experiment"),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(n for n, (mod, _) in COMMANDS.items() if importlib.util.find_spec(mod) is not None)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS or importlib.util.find_spec(COMMANDS[name][0]) is None:
+            return None
+        mod, attr = COMMANDS[name]
+        return getattr(importlib.import_module(mod), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="clusterlab")
+def cli():
+    """clusterlab: mine frequent itemsets on a cluster, and see and fix what the network does to it.
+
+    \b
+    Quick start:
+      clusterlab gen T10I4D100K --items 1000 -o t10.dat
+      clusterlab stats t10.dat
+    """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: clusterlab errors become one line on stderr and exit status 2."""
+    try:
+        rv = cli.main(args=argv, prog_name="clusterlab", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except ClusterlabError as e:
+        click.echo(f"clusterlab: error: {e}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,1 @@
+"""Where ranks run: local processes on loopback, the namespace testbed, or mpirun."""

@@ -1,0 +1,1 @@
+"""The Communicator interface, its backends (tcp, mpi) and collective algorithms."""

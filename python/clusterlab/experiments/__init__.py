@@ -1,0 +1,1 @@
+"""Declarative experiments reproducing the seed studies."""

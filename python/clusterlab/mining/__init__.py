@@ -1,0 +1,1 @@
+"""Frequent itemsets and association rules, sequential and parallel."""

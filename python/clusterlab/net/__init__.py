@@ -1,0 +1,1 @@
+"""Socket and host TCP tuning, and reading TCP_INFO / nstat counters."""
