@@ -1,0 +1,155 @@
+"""The ``Communicator`` interface: what parallel algorithms are written against.
+
+Backends (``tcp``: clusterlab's own mesh; ``mpi``: mpi4py) implement the point-to-point part;
+collectives are algorithms over point-to-point, one module each in ``collectives/``, chosen
+per call by name or by the cost model. Algorithms know nothing of sockets; backends know
+nothing of algorithms (as in Gloo).
+
+Payloads are bytes-like objects or numpy arrays, never pickled: an array travels as its raw
+buffer plus dtype and shape, and arrives as an array; anything else arrives as ``bytes``.
+
+Matching follows MPI: messages from one source with one tag arrive in the order sent. Every
+rank must call collectives in the same order. Every blocking call has a timeout
+(``default_timeout`` seconds unless given) and raises ``CommTimeout`` or ``PeerFailure``
+instead of hanging.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import numpy as np
+
+Payload = bytes | bytearray | memoryview | np.ndarray
+
+# Tags >= 0 are the user's. Collectives use COLLECTIVE_TAG; backends may reserve more below it.
+COLLECTIVE_TAG = -1
+MAX_USER_TAG = 2**30
+
+
+def nbytes(data: Payload) -> int:
+    """Size of a payload in bytes."""
+    if isinstance(data, np.ndarray):
+        return data.nbytes
+    return memoryview(data).nbytes
+
+
+class Communicator(abc.ABC):
+    """A group of ``size`` ranks; this process is ``rank``.
+
+    Subclasses implement ``_send``, ``_recv``, ``_recv_any`` and ``close``. Collectives take an
+    optional ``algorithm`` name (see ``clusterlab.comm.collectives.ALGORITHMS``); by default
+    the cost model picks one by operation, message size and number of ranks.
+    """
+
+    rank: int
+    size: int
+    default_timeout: float = 60.0
+
+    # --- point to point (backends) ---------------------------------------------------------
+    @abc.abstractmethod
+    def _send(self, dest: int, data: Payload, tag: int) -> None: ...
+
+    @abc.abstractmethod
+    def _recv(self, source: int, tag: int, timeout: float) -> Any: ...
+
+    @abc.abstractmethod
+    def _recv_any(self, tag: int, timeout: float) -> tuple[int, Any]: ...
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+
+    def stats(self) -> dict:
+        """Counters of this rank's traffic (bytes and messages sent/received, per peer where
+        known) and, on TCP, the kernel's view of each connection (TCP_INFO)."""
+        return {}
+
+    # --- point to point (public) ----------------------------------------------------------
+    def send(self, dest: int, data: Payload, tag: int = 0) -> None:
+        """Send ``data`` to rank ``dest``. Returns once the data is handed to the transport."""
+        self._check_peer(dest)
+        self._check_tag(tag)
+        self._send(dest, data, tag)
+
+    def recv(self, source: int, tag: int = 0, timeout: float | None = None):
+        """Receive the next message from ``source`` with ``tag``."""
+        self._check_peer(source)
+        self._check_tag(tag)
+        return self._recv(source, tag, self.default_timeout if timeout is None else timeout)
+
+    def recv_any(self, tag: int = 0, timeout: float | None = None) -> tuple[int, Any]:
+        """Receive the next message with ``tag`` from any source: ``(source, data)``."""
+        self._check_tag(tag)
+        return self._recv_any(tag, self.default_timeout if timeout is None else timeout)
+
+    def sendrecv(self, dest: int, data: Payload, source: int, tag: int = 0, timeout: float | None = None):
+        """Send to ``dest`` and receive from ``source`` (safe against exchange deadlock because
+        backends drain incoming data independently of sends)."""
+        self.send(dest, data, tag)
+        return self.recv(source, tag, timeout)
+
+    # --- collectives --------------------------------------------------------------------------
+    def _collective(self, op: str, algorithm: str | None, **kw):
+        from clusterlab.comm import collectives
+
+        return collectives.run(op, self, algorithm=algorithm, **kw)
+
+    def barrier(self, algorithm: str | None = None) -> None:
+        self._collective("barrier", algorithm)
+
+    def bcast(self, data: Payload | None, root: int = 0, algorithm: str | None = None):
+        """Root's ``data`` on every rank (non-roots pass None)."""
+        return self._collective("bcast", algorithm, data=data, root=root)
+
+    def scatter(self, chunks: list[Payload] | None, root: int = 0, algorithm: str | None = None):
+        """Rank i gets ``chunks[i]`` of the root (non-roots pass None)."""
+        return self._collective("scatter", algorithm, chunks=chunks, root=root)
+
+    def gather(self, data: Payload, root: int = 0, algorithm: str | None = None):
+        """List of every rank's ``data`` at the root (None elsewhere)."""
+        return self._collective("gather", algorithm, data=data, root=root)
+
+    def allgather(self, data: Payload, algorithm: str | None = None) -> list:
+        return self._collective("allgather", algorithm, data=data)
+
+    def alltoall(self, chunks: list[Payload], algorithm: str | None = None) -> list:
+        """``chunks[j]`` goes to rank j; returns the list of what each rank sent here. Chunks may
+        differ in size (this is also alltoallv for bytes payloads)."""
+        return self._collective("alltoall", algorithm, chunks=chunks)
+
+    def alltoallv(self, sendbuf: np.ndarray, sendcounts, algorithm: str | None = None):
+        """Array form: ``sendbuf`` holds consecutive blocks of ``sendcounts[j]`` elements for
+        rank j. Returns ``(recvbuf, recvcounts)`` with the blocks ordered by source rank."""
+        sendbuf = np.ascontiguousarray(sendbuf)
+        counts = np.asarray(sendcounts, dtype=np.int64)
+        if counts.size != self.size or counts.sum() != sendbuf.shape[0]:
+            raise ValueError("sendcounts must have one entry per rank and sum to len(sendbuf)")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        parts = self.alltoall([sendbuf[bounds[j]:bounds[j + 1]] for j in range(self.size)], algorithm)
+        recvcounts = np.array([p.shape[0] for p in parts], dtype=np.int64)
+        return np.concatenate(parts) if parts else sendbuf[:0], recvcounts
+
+    def reduce(self, array: np.ndarray, op: str = "sum", root: int = 0, algorithm: str | None = None):
+        """Elementwise ``op`` (sum, min, max) of every rank's array at the root (None elsewhere)."""
+        return self._collective("reduce", algorithm, array=np.ascontiguousarray(array), op=op, root=root)
+
+    def allreduce(self, array: np.ndarray, op: str = "sum", algorithm: str | None = None) -> np.ndarray:
+        return self._collective("allreduce", algorithm, array=np.ascontiguousarray(array), op=op)
+
+    # --- helpers ------------------------------------------------------------------------------
+    def _check_peer(self, r: int) -> None:
+        if not (0 <= r < self.size) or r == self.rank:
+            raise ValueError(f"rank {r} is not a peer of rank {self.rank} (size {self.size})")
+
+    @staticmethod
+    def _check_tag(tag: int) -> None:
+        if not (tag == COLLECTIVE_TAG or 0 <= tag < MAX_USER_TAG):
+            raise ValueError(f"tag {tag} outside 0..{MAX_USER_TAG - 1}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
