@@ -148,16 +148,10 @@ pub fn parse(buf: &[u8], first_line: u64) -> Result<(Baskets, ParseReport), Pars
         .par_iter()
         .map(|&(s, e)| parse_chunk(&buf[s..e], s))
         .collect();
-    let mut out = Baskets::new();
-    let total_items: usize = results.iter().map(|r| r.as_ref().map_or(0, |x| x.0.items.len())).sum();
-    out.items.reserve_exact(total_items);
-    let mut report = ParseReport::default();
+    let mut parsed = Vec::with_capacity(results.len());
     for r in results {
         match r {
-            Ok((b, d)) => {
-                out.extend(&b);
-                report.duplicates_dropped += d;
-            }
+            Ok(x) => parsed.push(x),
             Err(e) => {
                 // Chunks are in file order, so the first error found is the earliest.
                 let (line, column) = locate(buf, e.pos, first_line);
@@ -165,7 +159,39 @@ pub fn parse(buf: &[u8], first_line: u64) -> Result<(Baskets, ParseReport), Pars
             }
         }
     }
-    Ok((out, report))
+    let report = ParseReport { duplicates_dropped: parsed.iter().map(|p| p.1).sum() };
+    Ok((concat(parsed.into_iter().map(|p| p.0).collect()), report))
+}
+
+/// Join per-chunk baskets in order. The copy runs in parallel: on a 10M-transaction file a
+/// serial join of ~800 MB of items costs as much as the parse itself.
+fn concat(parts: Vec<Baskets>) -> Baskets {
+    if parts.len() == 1 {
+        return parts.into_iter().next().unwrap();
+    }
+    let n_items: usize = parts.iter().map(|p| p.items.len()).sum();
+    let n_tx: usize = parts.iter().map(|p| p.len()).sum();
+    let mut items = vec![0u32; n_items];
+    let mut offsets = vec![0i64; n_tx + 1];
+    // Carve the outputs into per-part slices, then fill them concurrently.
+    let mut jobs = Vec::with_capacity(parts.len());
+    let (mut it_rest, mut off_rest) = (&mut items[..], &mut offsets[1..]);
+    let mut base = 0i64;
+    for p in &parts {
+        let (a, b) = it_rest.split_at_mut(p.items.len());
+        let (c, d) = off_rest.split_at_mut(p.len());
+        jobs.push((p, a, c, base));
+        base += p.items.len() as i64;
+        it_rest = b;
+        off_rest = d;
+    }
+    jobs.into_par_iter().for_each(|(p, it, off, base)| {
+        it.copy_from_slice(&p.items);
+        for (o, &src) in off.iter_mut().zip(&p.offsets[1..]) {
+            *o = src + base;
+        }
+    });
+    Baskets { offsets, items }
 }
 
 /// The byte range `[start, end)` adjusted to line boundaries: a line belongs to the range

@@ -39,6 +39,14 @@ class Baskets:
         self.duplicates_dropped = int(duplicates_dropped)
 
     @classmethod
+    def _trusted(cls, offsets, items, labels=None, duplicates_dropped: int = 0) -> Baskets:
+        """Wrap arrays the Rust core produced (already valid): skips the O(n) checks."""
+        b = cls.__new__(cls)
+        b.offsets, b.items, b.duplicates_dropped = offsets, items, int(duplicates_dropped)
+        b.labels = list(labels) if labels is not None else None
+        return b
+
+    @classmethod
     def from_lists(cls, transactions: Iterable[Iterable]) -> Baskets:
         """Build from lists of ints or of strings (strings get a sorted item dictionary)."""
         txs = [list(t) for t in transactions]

@@ -42,7 +42,7 @@ def read_fimi(path, start: int | None = None, end: int | None = None) -> Baskets
         raise _wrap_parse_error(path, e) from None
     except OSError as e:
         raise BasketFormatError(path, 0, 0, f"cannot read: {e.strerror or e}") from None
-    return Baskets(offsets, items, None, dropped)
+    return Baskets._trusted(offsets, items, None, dropped)
 
 
 def read_csv(path, tid_col: str = "transaction_id", item_col: str = "item") -> Baskets:
@@ -54,7 +54,7 @@ def read_csv(path, tid_col: str = "transaction_id", item_col: str = "item") -> B
         offsets, items, labels, _tids = _core.parse_csv_baskets(data, tid_col, item_col)
     except _core.BasketParseError as e:
         raise _wrap_parse_error(path, e) from None
-    return Baskets(offsets, items, labels)
+    return Baskets._trusted(offsets, items, labels)
 
 
 def read_parquet(path, tid_col: str = "transaction_id", item_col: str = "item") -> Baskets:
