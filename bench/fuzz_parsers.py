@@ -41,11 +41,27 @@ if atheris is not None:
     # Coverage of the reference reader (which mirrors the Rust parser's branches) guides
     # libFuzzer; the Rust code itself is not instrumented.
     with atheris.instrument_imports():
-        from tests.test_fuzz_parsers import CSV_SEEDS, FIMI_SEEDS, FIMI_TOKENS, SAFE_FIMI, check_csv, check_fimi, \
-            mutate, mutate_csv
+        from tests.test_fuzz_parsers import (
+            CSV_SEEDS,
+            FIMI_SEEDS,
+            FIMI_TOKENS,
+            SAFE_FIMI,
+            check_csv,
+            check_fimi,
+            mutate,
+            mutate_csv,
+        )
 else:
-    from tests.test_fuzz_parsers import CSV_SEEDS, FIMI_SEEDS, FIMI_TOKENS, SAFE_FIMI, check_csv, check_fimi, mutate, \
-        mutate_csv
+    from tests.test_fuzz_parsers import (
+        CSV_SEEDS,
+        FIMI_SEEDS,
+        FIMI_TOKENS,
+        SAFE_FIMI,
+        check_csv,
+        check_fimi,
+        mutate,
+        mutate_csv,
+    )
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -95,9 +95,9 @@ def test_transactions_are_valid_and_sized():
 
 @settings(max_examples=25, deadline=None)
 @given(d=st.integers(0, 9000), t=st.floats(1, 30), i=st.floats(1, 12), n=st.integers(1, 500),
-       l=st.integers(1, 300), corr=st.floats(0, 1), cm=st.floats(0, 1), seed=st.integers(0, 2**64 - 1))
-def test_any_valid_parameters_give_valid_baskets(d, t, i, n, l, corr, cm, seed):
-    kw = dict(transactions=d, avg_len=t, avg_pattern_len=i, items=n, patterns=l, correlation=corr,
+       npat=st.integers(1, 300), corr=st.floats(0, 1), cm=st.floats(0, 1), seed=st.integers(0, 2**64 - 1))
+def test_any_valid_parameters_give_valid_baskets(d, t, i, n, npat, corr, cm, seed):
+    kw = dict(transactions=d, avg_len=t, avg_pattern_len=i, items=n, patterns=npat, correlation=corr,
               corruption_mean=cm, seed=seed)
     b = generate("T10I4D1K", threads=1, **kw)
     assert len(b) == d

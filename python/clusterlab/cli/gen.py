@@ -54,8 +54,14 @@ def gen(name, output, preset, items, patterns, transactions, correlation, corrup
 
 def _write(output, p, threads, partitions, show):
     if show:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         bar = Progress(TextColumn("[bold]gen[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TimeRemainingColumn(), transient=True)
