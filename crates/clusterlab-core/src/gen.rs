@@ -64,6 +64,9 @@ impl Default for QuestParams {
     }
 }
 
+/// Largest number of patterns or items accepted.
+pub const MAX_TABLE: u32 = 10_000_000;
+
 /// Largest mean accepted for the Poisson sizes (the CDF table grows with it).
 pub const MAX_MEAN: f64 = 100_000.0;
 
@@ -92,11 +95,12 @@ impl QuestParams {
         if !(1.0..=MAX_MEAN).contains(&self.avg_pattern_len) {
             return Err(format!("avg_pattern_len (I) must be in 1..{MAX_MEAN}, got {}", self.avg_pattern_len));
         }
-        if self.patterns == 0 || self.patterns > 100_000_000 {
-            return Err(format!("patterns (L) must be in 1..100000000, got {}", self.patterns));
+        // Upper bounds keep the pattern and item tables (tens of bytes each) within memory.
+        if self.patterns == 0 || self.patterns > MAX_TABLE {
+            return Err(format!("patterns (L) must be in 1..{MAX_TABLE}, got {}", self.patterns));
         }
-        if self.items == 0 {
-            return Err("items (N) must be at least 1, got 0".into());
+        if self.items == 0 || self.items > MAX_TABLE {
+            return Err(format!("items (N) must be in 1..{MAX_TABLE}, got {}", self.items));
         }
         if !(0.0..=1.0).contains(&self.correlation) {
             return Err(format!("correlation must be in 0..1, got {}", self.correlation));
@@ -359,6 +363,8 @@ pub struct Quest {
     pub params: QuestParams,
     pub patterns: Patterns,
     sizes: SizeDist,
+    /// Distinct items over all patterns: no transaction can hold more.
+    reachable: usize,
 }
 
 impl Quest {
@@ -366,7 +372,12 @@ impl Quest {
         params.validate()?;
         let patterns = make_patterns(&params);
         let sizes = SizeDist::new(params.avg_len);
-        Ok(Quest { params, patterns, sizes })
+        let mut seen = vec![false; params.items as usize];
+        for &it in &patterns.items {
+            seen[it as usize] = true;
+        }
+        let reachable = seen.iter().filter(|&&x| x).count();
+        Ok(Quest { params, patterns, sizes, reachable })
     }
 
     /// Number of blocks covering all transactions.
@@ -383,7 +394,8 @@ impl Quest {
         let mut carry: Option<usize> = None;
         let mut scratch: Vec<u32> = Vec::new();
         for _ in 0..count {
-            let target = self.sizes.sample(&mut rng);
+            // A target above the items the patterns hold could never be met.
+            let target = self.sizes.sample(&mut rng).min(self.reachable);
             let start = out.items.len();
             // Guards against patterns that always corrupt to nothing (corruption level 1).
             let mut attempts = 0usize;
@@ -621,6 +633,7 @@ mod tests {
             QuestParams { transactions: 100, items: 3, avg_len: 50.0, avg_pattern_len: 20.0, ..Default::default() },
             QuestParams { transactions: 100, corruption_mean: 1.0, corruption_sd: 0.0, ..Default::default() },
             QuestParams { transactions: 0, ..Default::default() },
+            QuestParams { transactions: 2000, items: 100, avg_len: 1000.0, ..Default::default() },
         ] {
             let q = Quest::new(p.clone()).unwrap();
             let b = q.generate(0, p.transactions);
