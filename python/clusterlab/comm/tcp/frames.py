@@ -129,9 +129,10 @@ def pack_header(kind: int, tag: int, source: int, nbytes: int, meta: bytes, ndim
     return HEADER.pack(MAGIC, kind, ndim, len(meta) - 8 * ndim, 0, tag, source, nbytes) + meta
 
 
-def decode_fixed(buf, expect_source: int, max_frame: int) -> Header:
+def decode_fixed(buf, expect_source: int, max_frame: int, allowed_flags: int = 0) -> Header:
     """Parse and check the fixed header; ``ProtocolError`` names the peer on any violation."""
     magic, kind, ndim, dtlen, flags, tag, source, length = HEADER.unpack(buf)
+    flags &= ~allowed_flags
     who = f"rank {expect_source}"
     if magic != MAGIC:
         if magic[:3] == MAGIC[:3]:

@@ -291,7 +291,7 @@ class TcpCommunicator(Communicator):
         ``out`` became writable."""
         left = deadline - time.monotonic()
         if left <= 0:
-            raise CommTimeout(f"rank {self.rank}: no {what} within the timeout")
+            raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
         events = self._poll.poll(min(left, 0.5) * 1000.0)
         writable = False
         for fd, ev in events:
