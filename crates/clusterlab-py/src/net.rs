@@ -51,7 +51,7 @@ struct Conn {
     start: usize,
     end: usize,
     hdr: Option<Hdr>,
-    direct: Option<(Vec<u8>, usize)>,
+    direct: Option<(Vec<u8>, usize)>, // (payload so far, its final length)
     bytes_sent: u64,
     bytes_recv: u64,
     msgs_sent: u64,
@@ -223,12 +223,14 @@ impl Conn {
             }
             let kind = self.hdr.as_ref().unwrap().kind;
             if n >= DIRECT_MIN && (kind == K_BYTES || kind == K_ARRAY) {
-                // big payload: receive the rest straight into its own buffer
-                let mut v = vec![0u8; n];
-                v[..avail].copy_from_slice(&self.stage[self.start..self.end]);
+                // big payload: receive the rest straight into its own buffer. Not zeroed
+                // (zeroing megabytes costs as much as receiving them): `len` covers only what
+                // has been written, and `read_conn` grows it as bytes arrive.
+                let mut v: Vec<u8> = Vec::with_capacity(n);
+                v.extend_from_slice(&self.stage[self.start..self.end]);
                 self.start = 0;
                 self.end = 0;
-                self.direct = Some((v, avail));
+                self.direct = Some((v, n));
                 return Ok(());
             }
             if self.start + n > STAGE {
@@ -264,8 +266,9 @@ impl NetEngine {
         self.queues.entry((peer, tag)).or_default().push_back(m);
     }
 
-    /// Read everything available on connection `i` (non-blocking).
-    fn read_conn(&mut self, i: usize) {
+    /// Read what is available on connection `i` (non-blocking), at most about `budget` bytes.
+    fn read_conn(&mut self, i: usize, budget: usize) {
+        let mut got = 0usize;
         let max_frame = self.max_frame;
         let mut out = Vec::new();
         let mut ev = Vec::new();
@@ -274,8 +277,8 @@ impl NetEngine {
             if !c.open {
                 break;
             }
-            let (ptr, want) = if let Some((v, filled)) = c.direct.as_mut() {
-                (v[*filled..].as_mut_ptr(), v.len() - *filled)
+            let (ptr, want) = if let Some((v, total)) = c.direct.as_mut() {
+                (v.spare_capacity_mut().as_mut_ptr() as *mut u8, *total - v.len())
             } else {
                 if c.start == c.end {
                     c.start = 0;
@@ -300,10 +303,12 @@ impl NetEngine {
                 break;
             }
             let n = n as usize;
+            got += n;
             c.bytes_recv += n as u64;
-            if let Some((v, filled)) = c.direct.as_mut() {
-                *filled += n;
-                if *filled == v.len() {
+            if let Some((v, total)) = c.direct.as_mut() {
+                // SAFETY: recv() just initialised these n bytes of spare capacity (n <= want).
+                unsafe { v.set_len(v.len() + n) };
+                if v.len() == *total {
                     let (v, _) = c.direct.take().unwrap();
                     let h = c.hdr.take().unwrap();
                     out.push((h.tag, Msg { seq: 0, kind: h.kind, dtype: h.dtype, shape: h.shape, data: v }));
@@ -316,7 +321,7 @@ impl NetEngine {
                     break;
                 }
             }
-            if n < want {
+            if n < want || got >= budget {
                 break;
             }
         }
@@ -354,7 +359,7 @@ impl NetEngine {
 
     /// One poll over every open connection (plus POLLOUT on `out`); reads what is ready.
     /// Returns whether `out` is writable.
-    fn poll_once(&mut self, timeout_ms: i32, out: Option<usize>) -> bool {
+    fn poll_once(&mut self, timeout_ms: i32, out: Option<usize>, budget: usize) -> bool {
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.conns.len());
         let mut which: Vec<usize> = Vec::with_capacity(self.conns.len());
         for (i, c) in self.conns.iter().enumerate() {
@@ -384,7 +389,7 @@ impl NetEngine {
                 writable = true;
             }
             if p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                self.read_conn(which[k]);
+                self.read_conn(which[k], budget);
             }
         }
         writable
@@ -410,7 +415,7 @@ impl NetEngine {
                 return Outcome::Timeout;
             }
             let ms = ((deadline - now).as_secs_f64() * 1000.0).ceil().min(500.0) as i32;
-            self.poll_once(ms.max(1), None);
+            self.poll_once(ms.max(1), None, usize::MAX);
         }
     }
 
@@ -471,7 +476,7 @@ impl NetEngine {
                     return Some(Outcome::Timeout);
                 }
                 let ms = ((deadline - now).as_secs_f64() * 1000.0).ceil().min(500.0) as i32;
-                if self.poll_once(ms.max(1), Some(i)) || !self.conns[i].open {
+                if self.poll_once(ms.max(1), Some(i), usize::MAX) || !self.conns[i].open {
                     break;
                 }
             }
@@ -573,13 +578,14 @@ impl NetEngine {
         }
     }
 
-    /// Read whatever is ready on any connection without waiting (for the background
-    /// drainer). Returns the number of messages + events now pending.
-    fn pump(mut slf: PyRefMut<'_, Self>, py: Python<'_>) -> usize {
+    /// Read what is ready on any connection without waiting, at most about `budget` bytes per
+    /// connection (for the background drainer, which must hand the sockets back quickly).
+    /// Returns the number of bytes now queued here.
+    fn pump(mut slf: PyRefMut<'_, Self>, py: Python<'_>, budget: usize) -> usize {
         let this = &mut *slf;
         py.detach(|| {
-            this.poll_once(0, None);
-            this.queues.values().map(|q| q.len()).sum::<usize>() + this.events.len()
+            this.poll_once(0, None, budget);
+            this.queues.values().flat_map(|q| q.iter().map(|m| m.data.len())).sum::<usize>()
         })
     }
 

@@ -59,6 +59,8 @@ if os.environ.get("CLUSTERLAB_ENGINE", "") == "python":
     _NetEngine = None
 _DT_CACHE: dict = {}   # (array meta bytes, payload length) -> checked (dtype, shape)
 _IDLE = 0.05             # the drainer steps in after this long without a communication call
+_DRAIN_BITE = 1 << 20     # bytes per connection per drainer step
+_DRAIN_CAP = 1 << 30      # the drainer reads ahead at most this much for a busy program
 _IDLE_CHECK = 0.05       # ... checking this often (a cheap wake-up; nothing on the hot path)
 
 
@@ -199,8 +201,8 @@ class TcpCommunicator(Communicator):
         if n > self.max_frame:
             raise CommError(f"message of {n} bytes exceeds the frame limit of {self.max_frame} bytes")
         head = HEADER.pack(frames.MAGIC, kind, ndim, len(meta) - 8 * ndim, 0, tag, self.rank, n) + meta
+        self._busy += 1
         with self._lock:
-            self._busy += 1
             try:
                 self._check(dest)
                 c = self._conns[dest]
@@ -212,8 +214,8 @@ class TcpCommunicator(Communicator):
 
     def _recv(self, source: int, tag: int, timeout: float):
         key = (source, tag)
+        self._busy += 1
         with self._lock:
-            self._busy += 1
             try:
                 q = self._queues.get(key)
                 if q:
@@ -230,8 +232,8 @@ class TcpCommunicator(Communicator):
                 self._last_active = time.monotonic()
 
     def _recv_any(self, tag: int, timeout: float):
+        self._busy += 1
         with self._lock:
-            self._busy += 1
             try:
                 deadline = time.monotonic() + timeout
                 while True:
@@ -280,8 +282,8 @@ class TcpCommunicator(Communicator):
             flat = data
         if n > self.max_frame:
             raise CommError(f"message of {n} bytes exceeds the frame limit of {self.max_frame} bytes")
+        self._busy += 1  # before taking the lock: tells the drainer to hand it back
         with self._lock:
-            self._busy += 1
             try:
                 if self._error is not None or self._closed:
                     self._check(None)
@@ -309,8 +311,8 @@ class TcpCommunicator(Communicator):
         return self._wait_rs(-1, tag, timeout, f"a message with tag {tag} from any rank")
 
     def _wait_rs(self, source: int, tag: int, timeout: float, what: str):
+        self._busy += 1  # before taking the lock: tells the drainer to hand it back
         with self._lock:
-            self._busy += 1
             try:
                 deadline = time.monotonic() + timeout
                 while True:
@@ -440,9 +442,10 @@ class TcpCommunicator(Communicator):
                 self._read(c)
         return writable
 
-    def _read(self, c: _Conn) -> None:
-        """Read what is available on ``c`` (non-blocking) and queue complete messages."""
-        while c.open:
+    def _read(self, c: _Conn, budget: int = 1 << 62) -> None:
+        """Read what is available on ``c`` (non-blocking, about ``budget`` bytes at most) and
+        queue complete messages."""
+        while c.open and budget > 0:
             try:
                 if c.dest is not None:
                     want = len(c.dest) - c.dest_off
@@ -461,6 +464,7 @@ class TcpCommunicator(Communicator):
                 self._lost(c, "connection closed without goodbye (the process died?)")
                 return
             c.bytes_recv += n
+            budget -= n
             if c.dest is not None:
                 c.dest_off += n
                 if c.dest_off == len(c.dest):
@@ -636,24 +640,29 @@ class TcpCommunicator(Communicator):
                 if self._closed:
                     return
                 events = [fd for fd, _ in events if fd != self._wake_r]
-                if not events or not self._lock.acquire(blocking=False):
+                full = False
+                if not events or self._busy or not self._lock.acquire(blocking=False):
                     continue
                 try:
                     if self._closed or self._busy:
                         continue
                     if self._eng is not None:
-                        self._eng.pump()
+                        # one small bite per step, so a returning program gets the sockets
+                        # back at once; past _DRAIN_CAP bytes read ahead, let senders wait
+                        full = self._eng.pump(_DRAIN_BITE) >= _DRAIN_CAP
                     else:
                         for fd in events:
                             c = self._by_fd.get(fd)
                             if c is not None and c.open:
-                                self._read(c)
+                                self._read(c, _DRAIN_BITE)
                 except Exception as e:  # never die silently: the next call raises it
                     if self._error is None:
                         self._culprit = (self.rank, f"background reader failed: {e!r}")
                         self._error = (CommError, (f"rank {self.rank}: background reader failed: {e!r}",))
                 finally:
                     self._lock.release()
+                if full:
+                    time.sleep(_IDLE_CHECK)
 
     def _shutdown(self) -> None:
         self._closed = True
