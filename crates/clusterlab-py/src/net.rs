@@ -25,6 +25,9 @@ const K_BYE: u8 = 2;
 const K_ABORT: u8 = 3;
 const K_CONTROL: u8 = 4;
 const MIN_TAG: i32 = -16;
+/// Bytes read from one connection per poll round, so that a peer streaming without pause
+/// cannot keep a waiting rank from noticing that its own message has arrived.
+const ROUND_BUDGET: usize = 8 << 20;
 const MAX_TAG: i32 = 1 << 30;
 
 struct Msg {
@@ -415,7 +418,7 @@ impl NetEngine {
                 return Outcome::Timeout;
             }
             let ms = ((deadline - now).as_secs_f64() * 1000.0).ceil().min(500.0) as i32;
-            self.poll_once(ms.max(1), None, usize::MAX);
+            self.poll_once(ms.max(1), None, ROUND_BUDGET);
         }
     }
 
@@ -476,7 +479,7 @@ impl NetEngine {
                     return Some(Outcome::Timeout);
                 }
                 let ms = ((deadline - now).as_secs_f64() * 1000.0).ceil().min(500.0) as i32;
-                if self.poll_once(ms.max(1), Some(i), usize::MAX) || !self.conns[i].open {
+                if self.poll_once(ms.max(1), Some(i), ROUND_BUDGET) || !self.conns[i].open {
                     break;
                 }
             }

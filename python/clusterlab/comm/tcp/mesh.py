@@ -59,6 +59,8 @@ if os.environ.get("CLUSTERLAB_ENGINE", "") == "python":
     _NetEngine = None
 _DT_CACHE: dict = {}   # (array meta bytes, payload length) -> checked (dtype, shape)
 _IDLE = 0.05             # the drainer steps in after this long without a communication call
+_ROUND_BUDGET = 8 << 20   # bytes read per connection per poll round: a streaming peer must not
+                          # keep a waiting rank from seeing that its own message has arrived
 _DRAIN_BITE = 1 << 20     # bytes per connection per drainer step
 _DRAIN_CAP = 1 << 30      # the drainer reads ahead at most this much for a busy program
 _IDLE_CHECK = 0.05       # ... checking this often (a cheap wake-up; nothing on the hot path)
@@ -441,7 +443,7 @@ class TcpCommunicator(Communicator):
             if out is not None and c is out and ev & select.POLLOUT:
                 writable = True
             if ev & (_POLLIN | _POLLERR):
-                self._read(c)
+                self._read(c, _ROUND_BUDGET)
         return writable
 
     def _read(self, c: _Conn, budget: int = 1 << 62) -> None:
