@@ -150,8 +150,8 @@ class MpiCommunicator(Communicator):
         waiting rank does not steal the CPU of the rank it waits for)."""
         if time.monotonic() > deadline:
             raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
-        if spins > 50:  # ~100 us of polling, then sleep (2 cores are shared by many ranks)
-            time.sleep(min(1e-3, 2e-6 * (spins - 50)))
+        if spins > 200:
+            time.sleep(min(1e-3, 1e-6 * (spins - 200)))
         return spins + 1
 
     def _wait(self, reqs, deadline: float, what: str) -> None:
