@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from clusterlab.comm import PeerFailure
+from clusterlab.comm import COLLECTIVE_TAG, PeerFailure
 
 
 def payloads() -> list:
@@ -64,13 +64,16 @@ def tags_and_order(comm) -> list:
         nines = [int(comm.recv(1, tag=9)[0]) for _ in range(20)]
         fives = [int(comm.recv(1, tag=5)[0]) for _ in range(20)]
         big_tag = comm.recv(1, tag=(1 << 30) - 1)
+        coll = comm.recv(1, tag=COLLECTIVE_TAG)
         anys = sorted(comm.recv_any(tag=3)[0] for _ in range(n - 1))
-        return {"nines": nines, "fives": fives, "big_tag": big_tag.decode(), "any_sources": anys}
+        return {"nines": nines, "fives": fives, "big_tag": big_tag.decode(), "collective_tag": coll.decode(),
+                "any_sources": anys}
     if comm.rank == 1:
         for i in range(20):
             comm.send(0, np.array([i], np.int32), tag=5)
             comm.send(0, np.array([100 + i], np.int32), tag=9)
         comm.send(0, b"top tag", tag=(1 << 30) - 1)
+        comm.send(0, b"reserved for collectives", tag=COLLECTIVE_TAG)
     comm.send(0, bytes([comm.rank]), tag=3)
     return None
 
