@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_tune_model_writes_a_usable_model(capsys, tmp_path):
                          "--trial-time", "0.002", "--backend", "tcp")
     assert code == 0, err
     m = CostModel.load(out_path)
-    assert m.alpha > 0 and m.setup > 0 and m.details["points"] > 10
+    assert m.alpha > 0 and m.setup > 0 and m.details["points"] > 10 and m.concurrency == (os.cpu_count() or 1)
     assert "alpha" in out and str(out_path) in out
 
 

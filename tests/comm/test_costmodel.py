@@ -48,6 +48,11 @@ def test_predictions_follow_the_patterns():
     # seed 002: without kept connections, each connection opened on the critical path costs set-up
     assert m.predict("bcast", "flat", 64, n, connected=False) - m.predict("bcast", "flat", 64, n) == pytest.approx(7e-3)
     assert m.predict("bcast", "binomial", 1, 1) == 0.0
+    # ranks sharing one host's CPUs: total bytes over the concurrency bound the byte term
+    shared = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=0, concurrency=2)
+    assert shared.predict("bcast", "binomial", sz, n) == pytest.approx(3 * a + 3.5 * sz * b)
+    assert shared.predict("alltoall", "pairwise", sz, n) == pytest.approx(7 * a + 28 * sz * b)
+    assert shared.predict("scatter", "binomial", sz, n) == pytest.approx(3 * a + 7 * sz * b)  # 12 m / 2 < 7 m
 
 
 def test_pick_changes_with_size_and_ranks():

@@ -9,7 +9,8 @@ call's time; rank 0 collects them and reports, in microseconds:
 - ``predicted_us``: the cost model's time for the algorithm used.
 
 Sizes mean what OSU means: the message (bcast), one rank's chunk (scatter, gather,
-allgather, alltoall: per pair), the array (reduce, allreduce: float32 elements).
+allgather, alltoall: per pair), the array (reduce, allreduce: float32 elements). Payloads are
+numpy ``uint8`` buffers (float32 for reductions), as MPI benchmarks use.
 
 >>> from clusterlab.comm.inproc import run_threads
 >>> rows = run_threads(run, 3, "allreduce", [4, 64], iterations=5, warmup=1)[0]
@@ -67,16 +68,17 @@ def make_args(op: str, m: int, rank: int, n: int, root: int = 0) -> dict:
     """The arguments of one call of ``op`` for size ``m`` on ``rank``."""
     if op == "barrier":
         return {}
+    buf = np.zeros(m, dtype=np.uint8)  # arrays, as MPI benchmarks send buffers
     if op == "bcast":
-        return {"data": bytes(m) if rank == root else None, "root": root}
+        return {"data": buf if rank == root else None, "root": root}
     if op == "scatter":
-        return {"chunks": [bytes(m)] * n if rank == root else None, "root": root}
+        return {"chunks": [buf] * n if rank == root else None, "root": root}
     if op == "gather":
-        return {"data": bytes(m), "root": root}
+        return {"data": buf, "root": root}
     if op == "allgather":
-        return {"data": bytes(m)}
+        return {"data": buf}
     if op == "alltoall":
-        return {"chunks": [bytes(m)] * n}
+        return {"chunks": [buf] * n}
     arr = np.ones(max(1, m // 4), dtype=np.float32)
     return {"array": arr, "op": "sum", "root": root} if op == "reduce" else {"array": arr, "op": "sum"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import statistics
 import threading
@@ -68,8 +69,11 @@ def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[flo
 @click.option("--trial-time", default=0.05, show_default=True, help="Seconds per ping-pong trial.")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where the ping-pong runs (tcp: clusterlab's mesh).")
+@click.option("--concurrency", type=float, default=None,
+              help="Transfers the ranks can run at once; 0 = independent links (a switched cluster). "
+                   "Default: this host's CPU count (local ranks share its CPUs).")
 @click.option("--json", "as_json", is_flag=True, help="Also print the model as JSON.")
-def model(n, output, sizes, trial_time, backend, as_json):
+def model(n, output, sizes, trial_time, backend, concurrency, as_json):
     """Fit the collectives' cost model: ping-pong (alpha, beta), connection set-up, reduction speed.
 
     \b
@@ -84,7 +88,12 @@ def model(n, output, sizes, trial_time, backend, as_json):
     if rows is None:
         return
     setup = connection_setup_times()
-    fitted = costmodel.fit(rows, setup_times=setup, source=f"clusterlab tune model ({backend}, {n} ranks)")
+    if concurrency is None:
+        concurrency = float(os.cpu_count() or 1)
+    if concurrency < 0:
+        raise ConfigError(f"--concurrency must be >= 0, got {concurrency}")
+    fitted = costmodel.fit(rows, setup_times=setup, source=f"clusterlab tune model ({backend}, {n} ranks)",
+                           concurrency=concurrency)
     fitted.details["setup_samples"] = len(setup)
     fitted.details["setup_stdev"] = statistics.pstdev(setup)
     fitted.save(output)
@@ -93,5 +102,6 @@ def model(n, output, sizes, trial_time, backend, as_json):
     else:
         click.echo(f"alpha {fitted.alpha * 1e6:.2f} us, beta {fitted.beta * 1e9:.3f} ns/B "
                    f"({8 / fitted.beta / 1e9 if fitted.beta else float('inf'):.2f} Gbit/s), "
-                   f"gamma {fitted.gamma * 1e9:.3f} ns/B, set-up {fitted.setup * 1e6:.1f} us; "
+                   f"gamma {fitted.gamma * 1e9:.3f} ns/B, set-up {fitted.setup * 1e6:.1f} us, "
+                   f"concurrency {fitted.concurrency:g}; "
                    f"max relative error {fitted.details['max_rel_error']:.1%} -> {output}")
