@@ -48,11 +48,11 @@ def test_predictions_follow_the_patterns():
     # seed 002: without kept connections, each connection opened on the critical path costs set-up
     assert m.predict("bcast", "flat", 64, n, connected=False) - m.predict("bcast", "flat", 64, n) == pytest.approx(7e-3)
     assert m.predict("bcast", "binomial", 1, 1) == 0.0
-    # ranks sharing one host's CPUs: total bytes over the concurrency bound the byte term
+    # ranks sharing one host's CPUs: all messages and bytes over the concurrency bound the terms
     shared = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=0, concurrency=2)
-    assert shared.predict("bcast", "binomial", sz, n) == pytest.approx(3 * a + 3.5 * sz * b)
-    assert shared.predict("alltoall", "pairwise", sz, n) == pytest.approx(7 * a + 28 * sz * b)
-    assert shared.predict("scatter", "binomial", sz, n) == pytest.approx(3 * a + 7 * sz * b)  # 12 m / 2 < 7 m
+    assert shared.predict("bcast", "binomial", sz, n) == pytest.approx(3.5 * a + 3.5 * sz * b)
+    assert shared.predict("alltoall", "pairwise", sz, n) == pytest.approx(28 * a + 28 * sz * b)
+    assert shared.predict("scatter", "binomial", sz, n) == pytest.approx(3.5 * a + 7 * sz * b)  # 12 m / 2 < 7 m
 
 
 def test_pick_changes_with_size_and_ranks():
@@ -121,3 +121,24 @@ def test_auto_choice_is_consistent_when_sizes_differ(n):
             assert got == [1, 4, [1] * (n - 1) + [200_000], r * 5000]
     finally:
         costmodel.use(None)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_patterns_match_the_traffic_the_algorithms_send(n):
+    """Each algorithm's pattern counts the messages it really sends (exactly) and the bytes
+    (up to packing headers), measured on the in-process backend."""
+    from clusterlab.bench.collective import make_args
+
+    m = 4096
+    for op, mods in C.MODULES.items():
+        for name, mod in mods.items():
+            def job(c, op=op, name=name):
+                C.run(op, c, name, **make_args(op, m, c.rank, c.size))
+                s = c.stats()
+                return s["messages_sent"], s["bytes_sent"]
+
+            sent = run_threads(job, n)
+            p = mod.pattern(float(m), n)
+            assert sum(x for x, _ in sent) == p.total_messages, (op, name)
+            total = sum(b for _, b in sent)
+            assert p.total == pytest.approx(total, rel=0.05, abs=64 * p.total_messages), (op, name, total, p.total)

@@ -17,6 +17,7 @@ launcher starts fresh processes and nothing is pickled).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 from clusterlab.errors import ConfigError
@@ -28,8 +29,7 @@ def started_as_rank() -> bool:
     """True when this process is one rank of a job (clusterlab's launcher or mpiexec)."""
     if importlib.util.find_spec("clusterlab.comm.world") is None:
         return False
-    from clusterlab.comm import world as w
-
+    w = importlib.import_module("clusterlab.comm.world")  # the module (the package exports a function)
     return w.under_launcher() or w.under_mpi()
 
 
@@ -52,9 +52,8 @@ def spmd(fn, n: int, *args, backend: str = "auto", timeout: float = 600.0, **kwa
     if kwargs:
         raise ConfigError("keyword arguments reach only in-process ranks; pass them positionally")
     if backend == "world":
-        from clusterlab.comm.world import world
-
-        return [fn(world(), *args)]
+        w = importlib.import_module("clusterlab.comm.world")
+        return [fn(w.world(), *args)]
     if importlib.util.find_spec("clusterlab.cluster.local") is None:
         raise ConfigError(f"backend {backend!r} needs the local launcher (clusterlab.cluster.local), "
                           "which this installation lacks; use --backend inproc")

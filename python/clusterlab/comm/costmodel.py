@@ -10,7 +10,8 @@ prediction is the dot product of the two.
 Hockney assumes every link is independent (a switched cluster). When all ranks share one host
 (the local cluster on loopback) they share its CPUs, so an algorithm that moves more bytes in
 total is slower even with a shorter critical path: with ``concurrency`` = c > 0 the byte term
-is ``beta * max(critical-path bytes, total bytes / c)``. ``clusterlab tune model`` sets c to
+is ``beta * max(critical-path bytes, total bytes / c)`` and the message term likewise
+``alpha * max(critical-path messages, all messages / c)``. ``clusterlab tune model`` sets c to
 the CPU count for local jobs; 0 (the default) means independent links.
 
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
@@ -70,8 +71,11 @@ class CostModel:
         if n <= 1:
             return 0.0
         p = _module(op, algorithm).pattern(float(m), n)
-        moved = max(p.bytes, p.total / self.concurrency) if self.concurrency > 0 else p.bytes
-        t = self.alpha * p.messages + self.beta * moved + self.gamma * p.reduce_bytes
+        msgs, moved = p.messages, p.bytes
+        if self.concurrency > 0:
+            msgs = max(msgs, p.total_messages / self.concurrency)
+            moved = max(moved, p.total / self.concurrency)
+        t = self.alpha * msgs + self.beta * moved + self.gamma * p.reduce_bytes
         return t if connected else t + self.setup * p.peers
 
     def table(self, op: str, m: float, n: int, connected: bool = True) -> dict[str, float]:

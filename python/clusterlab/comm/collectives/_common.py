@@ -25,14 +25,15 @@ class Pattern:
     ``messages`` sent one after another (each pays the latency alpha), ``bytes`` moved one
     after another (each pays beta), ``reduce_bytes`` combined (gamma) and ``peers``: new
     connections opened one after another when connections are not kept (set-up time).
-    ``total`` is the bytes moved over all links together: what counts when the links are not
-    independent (ranks sharing one host's CPUs and loopback)."""
+    ``total`` and ``total_messages`` are the bytes and messages over all links together: what
+    counts when the links are not independent (ranks sharing one host's CPUs and loopback)."""
 
     messages: float
     bytes: float
     reduce_bytes: float = 0.0
     peers: float = 0.0
     total: float = 0.0
+    total_messages: float = 0.0
 
 
 def ceil_log2(n: int) -> int:
