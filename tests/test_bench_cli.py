@@ -52,7 +52,7 @@ def test_collective_json_rows(capsys, backend):
 
 def test_collective_table_with_algorithm_and_model(capsys, tmp_path):
     model = tmp_path / "m.json"
-    CostModel(alpha=1e-3, beta=0, gamma=0, setup=0, source="t").save(model)
+    CostModel(alpha=1e-3, beta=0, gamma=0, setup=0, concurrency=0, source="t").save(model)
     code, out, err = cli(capsys, "bench", "collective", "--op", "barrier", "-n", "4", "--algorithm", "central",
                          "--iterations", "3", "--backend", "inproc", "--model", str(model))
     assert code == 0, err

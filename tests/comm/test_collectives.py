@@ -336,5 +336,7 @@ def test_rank_process_killed_mid_collective(backend, op, name):
     res = getattr(ei.value, "result", None)
     if res is not None:
         assert res.returncodes[victim] != 0
-        if op not in ("gather", "reduce"):  # senders to a dead root may finish before it dies
-            assert all(rc != 0 for rc in res.returncodes), res.returncodes
+        # Ranks that no longer needed it may finish normally (senders to a dead root; in an
+        # allgather a block already passed on); someone must have needed it.
+        if op not in ("gather", "reduce"):
+            assert any(rc != 0 for r, rc in enumerate(res.returncodes) if r != victim), res.returncodes

@@ -37,7 +37,7 @@ def test_fit_refuses_too_little_data():
 
 
 def test_predictions_follow_the_patterns():
-    m = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=1e-3)
+    m = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=1e-3, concurrency=0)
     a, b = m.alpha, m.beta
     n, sz = 8, 1 << 20
     assert m.predict("bcast", "flat", sz, n) == pytest.approx(7 * (a + b * sz))
@@ -56,7 +56,7 @@ def test_predictions_follow_the_patterns():
 
 
 def test_pick_changes_with_size_and_ranks():
-    m = CostModel(alpha=50e-6, beta=1e-9, gamma=0.2e-9, setup=0)
+    m = CostModel(alpha=50e-6, beta=1e-9, gamma=0.2e-9, setup=0, concurrency=0)
     assert m.pick("bcast", 8, 8) == "binomial"
     assert m.pick("bcast", 8 << 20, 8) == "scatter_allgather"
     assert m.pick("bcast", 8, 2) == "binomial"  # flat and binomial tie at 2 ranks: alphabetical
@@ -73,7 +73,7 @@ def test_pick_changes_with_size_and_ranks():
 
 
 def test_save_load_round_trip_and_bad_files(tmp_path):
-    m = CostModel(alpha=1e-5, beta=2e-9, gamma=3e-10, setup=4e-4, source="test", details={"points": 3})
+    m = CostModel(alpha=1e-5, beta=2e-9, gamma=3e-10, setup=4e-4, concurrency=3, source="test", details={"points": 3})
     p = tmp_path / "model.json"
     m.save(p)
     assert CostModel.load(p) == m
@@ -107,7 +107,7 @@ def test_environment_selects_the_model(tmp_path, monkeypatch):
 def test_auto_choice_is_consistent_when_sizes_differ(n):
     """With a model whose choice depends on size, ranks that hold different sizes (or no data:
     bcast/scatter non-roots) still agree: the root announces, or ranks agree on the maximum."""
-    costmodel.use(CostModel(alpha=100e-6, beta=1e-8, gamma=0, setup=0))
+    costmodel.use(CostModel(alpha=100e-6, beta=1e-8, gamma=0, setup=0, concurrency=0))
     try:
         assert n == 2 or C._fixed_choice(costmodel.current(), "bcast", n) is None  # the announcing path runs
         def job(c):

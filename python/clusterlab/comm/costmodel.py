@@ -17,7 +17,7 @@ the CPU count for local jobs; 0 (the default) means independent links.
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
 rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
 
->>> m = CostModel(alpha=20e-6, beta=1e-9, gamma=0.5e-9, setup=100e-6)
+>>> m = CostModel(alpha=20e-6, beta=1e-9, gamma=0.5e-9, setup=100e-6, concurrency=0)
 >>> round(m.predict("bcast", "binomial", 1 << 20, 8) * 1e6)   # 3 rounds of 1 MiB
 3206
 >>> m.pick("bcast", 64, 8), m.pick("bcast", 1 << 24, 8)
@@ -48,14 +48,15 @@ FORMAT = "clusterlab-costmodel/1"
 @dataclass
 class CostModel:
     """Hockney parameters in seconds (``beta``, ``gamma`` per byte). The defaults are a fit of
-    clusterlab's TCP mesh on loopback of the development machine, a sensible start anywhere
-    until ``clusterlab tune model`` fits the real thing."""
+    clusterlab's TCP mesh on the loopback of the (2-CPU) development machine, since the local
+    cluster is the default one: a sensible start until ``clusterlab tune model`` fits the real
+    thing (on a switched cluster, fit with ``--concurrency 0``)."""
 
-    alpha: float = 40e-6
+    alpha: float = 30e-6
     beta: float = 0.5e-9
-    gamma: float = 0.3e-9
-    setup: float = 250e-6
-    concurrency: float = 0.0
+    gamma: float = 0.1e-9
+    setup: float = 150e-6
+    concurrency: float = 2.0
     source: str = "default"
     details: dict = field(default_factory=dict)
 
