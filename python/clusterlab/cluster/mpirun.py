@@ -97,9 +97,16 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
                     local._read_conn(rk, poller, fd_kind)
                     if rk.conn is None and rk.result is None:
                         dropped.append(rk.rank)
-        for rk in ranks:
-            if rk.conn is not None:
-                local._drain_conn(rk, poller, fd_kind)
+        # mpiexec can exit a moment before its ranks' last words reach us: wait for each
+        # connection to close (bounded), reading what comes
+        end = time.monotonic() + 2.0
+        while any(rk.conn is not None for rk in ranks) and time.monotonic() < end:
+            for fd, _ev in poller.poll(50):
+                kind, rk = fd_kind.get(fd, (None, None))
+                if kind == "conn":
+                    local._read_conn(rk, poller, fd_kind)
+                    if rk.conn is None and rk.result is None:
+                        dropped.append(rk.rank)
     finally:
         local._killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
