@@ -60,9 +60,10 @@ def test_pick_changes_with_size_and_ranks():
     assert m.pick("bcast", 8, 8) == "binomial"
     assert m.pick("bcast", 8 << 20, 8) == "scatter_allgather"
     assert m.pick("bcast", 8, 2) == "binomial"  # flat and binomial tie at 2 ranks: alphabetical
-    assert m.pick("allreduce", 8, 16) == "reduce_bcast"
+    assert m.pick("allreduce", 8, 16) == "allgather"
     assert m.pick("allreduce", 8 << 20, 16) in ("reduce_scatter_allgather", "ring")
-    assert m.pick("allreduce", 8, 16, exact=True) == "reduce_scatter_allgather"
+    assert m.pick("allreduce", 8 << 20, 16, exact=True) == "reduce_scatter_allgather"
+    assert m.pick("reduce", 8, 16, exact=True) == "gather"
     for op in C.OPS:  # every pick is a real algorithm, and the table covers them all
         assert set(m.table(op, 1000, 6)) == set(C.ALGORITHMS[op])
         assert m.pick(op, 1000, 6) in C.ALGORITHMS[op]

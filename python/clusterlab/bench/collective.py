@@ -15,7 +15,7 @@ numpy ``uint8`` buffers (float32 for reductions), as MPI benchmarks use.
 >>> from clusterlab.comm.inproc import run_threads
 >>> rows = run_threads(run, 3, "allreduce", [4, 64], iterations=5, warmup=1)[0]
 >>> [(r["bytes"], r["iterations"], r["algorithm"]) for r in rows]
-[(4, 5, 'auto:reduce_scatter_allgather'), (64, 5, 'auto:reduce_scatter_allgather')]
+[(4, 5, 'auto:allgather'), (64, 5, 'auto:allgather')]
 >>> sweep("1:8"), sweep("64KiB,1MiB"), sweep("4K:16K")
 ([1, 2, 4, 8], [65536, 1048576], [4096, 8192, 16384])
 """
