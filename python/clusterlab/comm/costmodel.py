@@ -2,7 +2,7 @@
 
 The model is Hockney's: a message of ``m`` bytes between two ranks takes ``alpha + beta * m``
 seconds (``alpha`` latency, ``beta`` seconds per byte), combining ``m`` bytes in a reduction
-takes ``gamma * m``, and opening a connection takes ``setup`` (seed 002's connection set-up
+(or copying them to pack several payloads into one message) takes ``gamma * m``, and opening a connection takes ``setup`` (seed 002's connection set-up
 cost, paid when connections are not kept). Each algorithm module describes its critical path
 as a ``Pattern`` (messages, bytes, reduced bytes, connections opened one after another); the
 prediction is the dot product of the two.
@@ -17,7 +17,7 @@ the CPU count for local jobs; 0 (the default) means independent links.
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
 rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
 
->>> m = CostModel(alpha=20e-6, beta=1e-9, gamma=0.5e-9, setup=100e-6, concurrency=0)
+>>> m = CostModel(alpha=20e-6, beta=1e-9, gamma=0.1e-9, setup=100e-6, concurrency=0)
 >>> round(m.predict("bcast", "binomial", 1 << 20, 8) * 1e6)   # 3 rounds of 1 MiB
 3206
 >>> m.pick("bcast", 64, 8), m.pick("bcast", 1 << 24, 8)
@@ -54,7 +54,7 @@ class CostModel:
 
     alpha: float = 30e-6
     beta: float = 0.5e-9
-    gamma: float = 0.1e-9
+    gamma: float = 0.12e-9
     setup: float = 150e-6
     concurrency: float = 2.0
     source: str = "default"
@@ -76,7 +76,7 @@ class CostModel:
         if self.concurrency > 0:
             msgs = max(msgs, p.total_messages / self.concurrency)
             moved = max(moved, p.total / self.concurrency)
-        t = self.alpha * msgs + self.beta * moved + self.gamma * p.reduce_bytes
+        t = self.alpha * msgs + self.beta * moved + self.gamma * (p.reduce_bytes + p.copies)
         return t if connected else t + self.setup * p.peers
 
     def table(self, op: str, m: float, n: int, connected: bool = True) -> dict[str, float]:
@@ -176,16 +176,17 @@ def fit(rows: list[dict], setup_times: list[float] | None = None, gamma: float |
                               "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
-def measure_gamma(nbytes: int = 1 << 22, repeat: int = 5) -> float:
-    """Seconds per byte of an elementwise float64 sum (what reductions pay to combine)."""
+def measure_gamma(nbytes: int = 1 << 22, repeat: int = 7) -> float:
+    """Seconds per byte of an elementwise float64 sum into a fresh array (what reductions and
+    packing pay: the work plus allocating and touching the output), median of ``repeat``."""
     a = np.ones(nbytes // 8)
     b = np.ones_like(a)
-    best = math.inf
+    times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        np.add(a, b, out=a)
-        best = min(best, time.perf_counter() - t0)
-    return best / nbytes
+        np.add(a, b)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) / nbytes
 
 
 # --- the process-wide model -----------------------------------------------------------------

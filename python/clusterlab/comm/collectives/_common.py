@@ -26,7 +26,9 @@ class Pattern:
     after another (each pays beta), ``reduce_bytes`` combined (gamma) and ``peers``: new
     connections opened one after another when connections are not kept (set-up time).
     ``total`` and ``total_messages`` are the bytes and messages over all links together: what
-    counts when the links are not independent (ranks sharing one host's CPUs and loopback)."""
+    counts when the links are not independent (ranks sharing one host's CPUs and loopback).
+    ``copies``: bytes copied on the critical path to pack and unpack several payloads into one
+    message (priced like reduced bytes: local memory work)."""
 
     messages: float
     bytes: float
@@ -34,6 +36,7 @@ class Pattern:
     peers: float = 0.0
     total: float = 0.0
     total_messages: float = 0.0
+    copies: float = 0.0
 
 
 def ceil_log2(n: int) -> int:
