@@ -237,10 +237,10 @@ def main() -> None:
     print("latency: NPtcp vs clusterlab ping-pong ...", file=sys.stderr)
     upper = 4 * MIB
     res["nptcp"] = nptcp(upper)
-    res["clusterlab_pingpong"] = local.run(pp.pingpong, 2, pp.sizes(1, upper), 0.02 if a.quick else 0.05, 3,
-                                           timeout=900)[0]
+    cal = local.run(pp.calibrate, 2, pp.sizes(1, upper), 0.02 if a.quick else 0.05, timeout=900)[0]
+    res["clusterlab_pingpong"], res["clusterlab_overhead_us"] = cal["rows"], cal["overhead"] * 1e6
     # the collectives choose with a model fitted to this ping-pong (what `clusterlab tune model` does)
-    model = costmodel.fit(res["clusterlab_pingpong"], setup_times=connection_setup_times(),
+    model = costmodel.fit(cal["rows"], setup_times=connection_setup_times(), overhead=cal["overhead"],
                           source="bench/comm.py ping-pong", concurrency=float(os.cpu_count() or 1))
     res["cost_model"] = model.to_dict()
     model_path = Path(tempfile.mkdtemp()) / "model.json"

@@ -52,12 +52,12 @@ def test_collective_json_rows(capsys, backend):
 
 def test_collective_table_with_algorithm_and_model(capsys, tmp_path):
     model = tmp_path / "m.json"
-    CostModel(alpha=1e-3, beta=0, gamma=0, setup=0, concurrency=0, source="t").save(model)
+    CostModel(alpha=1e-3, beta=0, gamma=0, setup=0, overhead=0, concurrency=0, source="t").save(model)
     code, out, err = cli(capsys, "bench", "collective", "--op", "barrier", "-n", "4", "--algorithm", "central",
                          "--iterations", "3", "--backend", "inproc", "--model", str(model))
     assert code == 0, err
     assert "barrier on 4 ranks" in out and "central" in out
-    assert "6,000.0" in out  # predicted: 2 (n - 1) alpha with alpha = 1 ms
+    assert "2,000.0" in out  # predicted: two hops (in, out) of alpha = 1 ms
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -78,7 +78,7 @@ def test_tune_model_writes_a_usable_model(capsys, tmp_path):
                          "--trial-time", "0.002", "--backend", "tcp")
     assert code == 0, err
     m = CostModel.load(out_path)
-    assert m.alpha > 0 and m.setup > 0 and m.details["points"] > 10 and m.concurrency == (os.cpu_count() or 1)
+    assert m.alpha > 0 and m.setup > 0 and m.overhead > 0 and m.details["points"] > 10 and m.concurrency == (os.cpu_count() or 1)
     assert "alpha" in out and str(out_path) in out
 
 

@@ -22,12 +22,12 @@ def test_fit_recovers_hockney_parameters(alpha, beta, noise, seed):
     rng = np.random.default_rng(seed)
     sizes = [1, 3, 64, 1021, 4096, 65536, 1 << 20, 1 << 22]
     rows = [{"bytes": m, "usec": (alpha + beta * m) * 1e6 * (1 + noise * rng.uniform(-1, 1))} for m in sizes]
-    m = fit(rows, setup_times=[1e-4, 2e-4, 3e-4], gamma=1e-10)
+    m = fit(rows, setup_times=[1e-4, 2e-4, 3e-4], gamma=1e-10, overhead=3e-6)
     assert m.alpha == pytest.approx(alpha, rel=0.1 + 3 * noise)
     # beta only shows when large messages dominate alpha
     if beta * (1 << 22) > 10 * alpha:
         assert m.beta == pytest.approx(beta, rel=0.1 + 3 * noise)
-    assert m.setup == pytest.approx(2e-4) and m.gamma == 1e-10
+    assert m.setup == pytest.approx(2e-4) and m.gamma == 1e-10 and m.overhead == 3e-6
     assert m.details["points"] == len(sizes)
 
 
@@ -37,33 +37,36 @@ def test_fit_refuses_too_little_data():
 
 
 def test_predictions_follow_the_patterns():
-    m = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=1e-3, concurrency=0)
-    a, b = m.alpha, m.beta
+    m = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=1e-3, overhead=1e-6, concurrency=0)
+    a, b, o = m.alpha, m.beta, m.overhead
     n, sz = 8, 1 << 20
-    assert m.predict("bcast", "flat", sz, n) == pytest.approx(7 * (a + b * sz))
-    assert m.predict("bcast", "binomial", sz, n) == pytest.approx(3 * (a + b * sz))
-    assert m.predict("bcast", "scatter_allgather", sz, n) == pytest.approx(10 * a + 2 * 7 / 8 * sz * b)
-    assert m.predict("barrier", "dissemination", 0, 5) == pytest.approx(3 * a)
-    assert m.predict("barrier", "central", 0, 5) == pytest.approx(8 * a)
+    assert m.predict("bcast", "flat", sz, n) == pytest.approx(a + 7 * o + 7 * b * sz)  # one hop, 7 sends
+    assert m.predict("bcast", "binomial", sz, n) == pytest.approx(3 * (a + o + b * sz))
+    assert m.predict("bcast", "scatter_allgather", sz, n) == pytest.approx(10 * a + 17 * o + 2 * 7 / 8 * sz * b)
+    assert m.predict("barrier", "dissemination", 0, 5) == pytest.approx(3 * a + 6 * o)
+    assert m.predict("barrier", "central", 0, 5) == pytest.approx(2 * a + 8 * o)
+    assert m.predict("alltoall", "all_at_once", sz, n) == pytest.approx(a + 14 * o + 7 * b * sz)
+    assert m.predict("alltoall", "pairwise", sz, n) == pytest.approx(7 * a + 14 * o + 7 * b * sz)
     # seed 002: without kept connections, each connection opened on the critical path costs set-up
     assert m.predict("bcast", "flat", 64, n, connected=False) - m.predict("bcast", "flat", 64, n) == pytest.approx(7e-3)
     assert m.predict("bcast", "binomial", 1, 1) == 0.0
     # ranks sharing one host's CPUs: all messages and bytes over the concurrency bound the terms
-    shared = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=0, concurrency=2)
-    assert shared.predict("bcast", "binomial", sz, n) == pytest.approx(3.5 * a + 3.5 * sz * b)
-    assert shared.predict("alltoall", "pairwise", sz, n) == pytest.approx(28 * a + 28 * sz * b)
-    assert shared.predict("scatter", "binomial", sz, n) == pytest.approx(3.5 * a + 7 * sz * b)  # 12 m / 2 < 7 m
+    shared = CostModel(alpha=10e-6, beta=1e-9, gamma=0.0, setup=0, overhead=1e-6, concurrency=2)
+    assert shared.predict("bcast", "binomial", sz, n) == pytest.approx(3 * a + 7 * o + 3.5 * sz * b)
+    assert shared.predict("alltoall", "pairwise", sz, n) == pytest.approx(7 * a + 56 * o + 28 * sz * b)
+    assert shared.predict("scatter", "binomial", sz, n) == pytest.approx(3 * a + 7 * o + 7 * sz * b)  # 12 m / 2 < 7 m
 
 
 def test_pick_changes_with_size_and_ranks():
-    m = CostModel(alpha=50e-6, beta=1e-9, gamma=0.2e-9, setup=0, concurrency=0)
-    assert m.pick("bcast", 8, 8) == "binomial"
+    m = CostModel(alpha=50e-6, beta=1e-9, gamma=0.2e-9, setup=0, overhead=5e-6, concurrency=0)
+    assert m.pick("bcast", 8, 4) == "flat"  # one hop, few sends
+    assert m.pick("bcast", 8, 64) == "binomial"  # 63 sends cost more than 6 hops
     assert m.pick("bcast", 8 << 20, 8) == "scatter_allgather"
-    assert m.pick("bcast", 8, 2) == "binomial"  # flat and binomial tie at 2 ranks: alphabetical
+    assert m.pick("alltoall", 1000, 8) == "all_at_once"
     assert m.pick("allreduce", 8, 16) == "allgather"
     assert m.pick("allreduce", 8 << 20, 16) in ("reduce_scatter_allgather", "ring")
     assert m.pick("allreduce", 8 << 20, 16, exact=True) == "reduce_scatter_allgather"
-    assert m.pick("reduce", 8, 16, exact=True) == "gather"
+    assert m.pick("reduce", 8, 16, exact=True) in ("gather", "linear")
     for op in C.OPS:  # every pick is a real algorithm, and the table covers them all
         assert set(m.table(op, 1000, 6)) == set(C.ALGORITHMS[op])
         assert m.pick(op, 1000, 6) in C.ALGORITHMS[op]
@@ -74,7 +77,8 @@ def test_pick_changes_with_size_and_ranks():
 
 
 def test_save_load_round_trip_and_bad_files(tmp_path):
-    m = CostModel(alpha=1e-5, beta=2e-9, gamma=3e-10, setup=4e-4, concurrency=3, source="test", details={"points": 3})
+    m = CostModel(alpha=1e-5, beta=2e-9, gamma=3e-10, setup=4e-4, overhead=2e-6, concurrency=3, source="test",
+                  details={"points": 3})
     p = tmp_path / "model.json"
     m.save(p)
     assert CostModel.load(p) == m
@@ -108,7 +112,7 @@ def test_environment_selects_the_model(tmp_path, monkeypatch):
 def test_auto_choice_is_consistent_when_sizes_differ(n):
     """With a model whose choice depends on size, ranks that hold different sizes (or no data:
     bcast/scatter non-roots) still agree: the root announces, or ranks agree on the maximum."""
-    costmodel.use(CostModel(alpha=100e-6, beta=1e-8, gamma=0, setup=0, concurrency=0))
+    costmodel.use(CostModel(alpha=100e-6, beta=1e-8, gamma=0, setup=0, overhead=10e-6, concurrency=0))
     try:
         assert n == 2 or C._fixed_choice(costmodel.current(), "bcast", n) is None  # the announcing path runs
         def job(c):

@@ -84,3 +84,37 @@ def write_np_out(rows: list[dict], path) -> None:
     with atomic_open(path) as f:
         for r in rows:
             f.write(f"{r['bytes']:8d} {r['mbps']:f} {r['usec'] * 1e-6:12.8f}\n")
+
+
+def burst(comm, count: int = 2000, trials: int = 3, peer: int = 1) -> float | None:
+    """Seconds per message when rank 0 sends ``count`` 1-byte messages back to back (``peer``
+    acknowledges the last): the per-message CPU overhead (LogP's o) that messages pay even
+    when they overlap in flight. Best of ``trials``; rank 0 returns it, others None.
+
+    >>> from clusterlab.comm.inproc import run_threads
+    >>> run_threads(burst, 2, 50)[0] > 0
+    True
+    """
+    if comm.rank not in (0, peer):
+        return None
+    one = np.zeros(1, dtype=np.uint8)
+    best = float("inf")
+    for _ in range(trials):
+        if comm.rank == 0:
+            t0 = time.perf_counter()
+            for _ in range(count):
+                comm.send(peer, one, DATA_TAG)
+            comm.recv(peer, CTRL_TAG)
+            best = min(best, (time.perf_counter() - t0) / count)
+        else:
+            for _ in range(count):
+                comm.recv(0, DATA_TAG)
+            comm.send(0, b"k", CTRL_TAG)
+    return best if comm.rank == 0 else None
+
+
+def calibrate(comm, sizes: list[int], trial_time: float = 0.05) -> dict | None:
+    """What the cost model is fitted from: ping-pong rows and the burst overhead (rank 0)."""
+    rows = pingpong(comm, sizes, trial_time)
+    o = burst(comm)
+    return {"rows": rows, "overhead": o} if comm.rank == 0 else None

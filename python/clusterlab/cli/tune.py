@@ -74,7 +74,8 @@ def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[flo
                    "Default: this host's CPU count (local ranks share its CPUs).")
 @click.option("--json", "as_json", is_flag=True, help="Also print the model as JSON.")
 def model(n, output, sizes, trial_time, backend, concurrency, as_json):
-    """Fit the collectives' cost model: ping-pong (alpha, beta), connection set-up, reduction speed.
+    """Fit the collectives' cost model: ping-pong (alpha, beta), burst (per-message overhead),
+    connection set-up, reduction speed.
 
     \b
     Example:
@@ -84,23 +85,24 @@ def model(n, output, sizes, trial_time, backend, concurrency, as_json):
     if n < 2:
         raise ConfigError(f"-n must be at least 2 (ping-pong needs two ranks), got {n}")
     bounds = sweep(sizes)
-    rows = spmd(pp.pingpong, n, pp.sizes(bounds[0] or 1, bounds[-1]), trial_time, backend=backend)[0]
-    if rows is None:
+    cal = spmd(pp.calibrate, n, pp.sizes(bounds[0] or 1, bounds[-1]), trial_time, backend=backend)[0]
+    if cal is None:  # a rank other than 0 (started by clusterlab run / mpiexec)
         return
+    rows = cal["rows"]
     setup = connection_setup_times()
     if concurrency is None:
         concurrency = float(os.cpu_count() or 1)
     if concurrency < 0:
         raise ConfigError(f"--concurrency must be >= 0, got {concurrency}")
     fitted = costmodel.fit(rows, setup_times=setup, source=f"clusterlab tune model ({backend}, {n} ranks)",
-                           concurrency=concurrency)
+                           concurrency=concurrency, overhead=cal["overhead"])
     fitted.details["setup_samples"] = len(setup)
     fitted.details["setup_stdev"] = statistics.pstdev(setup)
     fitted.save(output)
     if as_json:
         click.echo(json.dumps(fitted.to_dict(), indent=2))
     else:
-        click.echo(f"alpha {fitted.alpha * 1e6:.2f} us, beta {fitted.beta * 1e9:.3f} ns/B "
+        click.echo(f"alpha {fitted.alpha * 1e6:.2f} us, overhead {fitted.overhead * 1e6:.2f} us, beta {fitted.beta * 1e9:.3f} ns/B "
                    f"({8 / fitted.beta / 1e9 if fitted.beta else float('inf'):.2f} Gbit/s), "
                    f"gamma {fitted.gamma * 1e9:.3f} ns/B, set-up {fitted.setup * 1e6:.1f} us, "
                    f"concurrency {fitted.concurrency:g}; "

@@ -21,16 +21,21 @@ OPS = {"sum": np.add, "min": np.minimum, "max": np.maximum}
 
 @dataclass(frozen=True)
 class Pattern:
-    """What an algorithm costs on its critical path, for ``n`` ranks and ``m`` bytes:
-    ``messages`` sent one after another (each pays the latency alpha), ``bytes`` moved one
-    after another (each pays beta), ``reduce_bytes`` combined (gamma) and ``peers``: new
-    connections opened one after another when connections are not kept (set-up time).
-    ``total`` and ``total_messages`` are the bytes and messages over all links together: what
-    counts when the links are not independent (ranks sharing one host's CPUs and loopback).
-    ``copies``: bytes copied on the critical path to pack and unpack several payloads into one
-    message (priced like reduced bytes: local memory work)."""
+    """What an algorithm costs for ``n`` ranks and ``m`` bytes, along its critical path:
 
-    messages: float
+    - ``hops``: messages that wait for one another (each pays the latency alpha);
+    - ``sends``: messages the busiest rank sends or receives (each pays the per-message CPU
+      overhead, even when they overlap in flight: a flat fan-out is 1 hop and n - 1 sends);
+    - ``bytes``: bytes moved one after another (beta each);
+    - ``reduce_bytes`` combined and ``copies`` (bytes copied to pack several payloads into
+      one message), both local memory work (gamma each);
+    - ``peers``: connections opened one after another when connections are not kept (set-up);
+    - ``total`` and ``total_messages``: bytes and messages over all links together, what
+      counts when links are not independent (ranks sharing one host's CPUs and loopback).
+    """
+
+    hops: float
+    sends: float
     bytes: float
     reduce_bytes: float = 0.0
     peers: float = 0.0

@@ -22,5 +22,5 @@ def run(comm, array, op: str = "sum"):
 
 def pattern(m: float, n: int) -> Pattern:
     rd = allgather_recursive_doubling.pattern(m, n)
-    return Pattern(messages=rd.messages, bytes=rd.bytes, reduce_bytes=(n - 1) * m, peers=rd.peers,
+    return Pattern(hops=rd.hops, sends=rd.sends, bytes=rd.bytes, reduce_bytes=(n - 1) * m, peers=rd.peers,
                    total=rd.total, total_messages=rd.total_messages)

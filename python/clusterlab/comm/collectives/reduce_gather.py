@@ -25,5 +25,5 @@ def run(comm, array, op: str = "sum", root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     g = gather_binomial.pattern(m, n)
-    return Pattern(messages=g.messages, bytes=g.bytes, reduce_bytes=(n - 1) * m, peers=g.peers,
+    return Pattern(hops=g.hops, sends=g.sends, bytes=g.bytes, reduce_bytes=(n - 1) * m, peers=g.peers,
                    total=g.total, total_messages=g.total_messages)
