@@ -56,11 +56,11 @@ class CostModel:
     cluster is the default one: a sensible start until ``clusterlab tune model`` fits the real
     thing (on a switched cluster, fit with ``--concurrency 0``)."""
 
-    alpha: float = 30e-6
+    alpha: float = 40e-6
     beta: float = 0.5e-9
-    gamma: float = 0.12e-9
-    setup: float = 150e-6
-    overhead: float = 5e-6
+    gamma: float = 0.1e-9
+    setup: float = 120e-6
+    overhead: float = 15e-6
     concurrency: float = 2.0
     source: str = "default"
     details: dict = field(default_factory=dict)
