@@ -15,6 +15,12 @@ from clusterlab.comm.tcp.mesh import build_mesh, listen
 H = frames.HEADER
 
 
+@pytest.fixture(params=["rust", "python"])
+def engine(request):
+    """Both mesh engines: the Rust hot path and the Python reference must agree."""
+    return request.param
+
+
 def raw_frame(kind=frames.DATA_BYTES, tag=0, source=1, payload=b"", magic=frames.MAGIC, meta=b"", ndim=0, dtlen=0,
               length=None, flags=0):
     n = len(payload) if length is None else length
@@ -38,8 +44,8 @@ def raw_frame(kind=frames.DATA_BYTES, tag=0, source=1, payload=b"", magic=frames
     (raw_frame(kind=frames.DATA_BYTES, meta=b"<f8", ndim=0, dtlen=3, payload=b""), "array meta"),
     (raw_frame(kind=frames.ABORT, payload=b"not json"), "malformed ABORT"),
 ])
-def test_bad_frames_raise_protocol_error(frame, message):
-    a, b = local_mesh(2, max_frame=1 << 30)
+def test_bad_frames_raise_protocol_error(frame, message, engine):
+    a, b = local_mesh(2, max_frame=1 << 30, engine=engine)
     try:
         b._conns[0].sock.sendall(frame)  # rank 1 misbehaves on the wire
         with pytest.raises(ProtocolError, match=message):
@@ -51,8 +57,8 @@ def test_bad_frames_raise_protocol_error(frame, message):
         b.close()
 
 
-def test_frame_limit_is_the_receivers():
-    a, b = local_mesh(2, max_frame=1000)
+def test_frame_limit_is_the_receivers(engine):
+    a, b = local_mesh(2, max_frame=1000, engine=engine)
     try:
         b.send(0, bytes(999))
         assert len(a.recv(1, timeout=5)) == 999
@@ -159,8 +165,8 @@ def test_listeners_bind_to_loopback_only():
     ls.close()
 
 
-def test_every_wait_is_bounded():
-    a, b = local_mesh(2, drainer=False)  # b never reads: nobody drains its sockets
+def test_every_wait_is_bounded(engine):
+    a, b = local_mesh(2, drainer=False, engine=engine)  # b never reads: nobody drains its sockets
     try:
         t = time.monotonic()
         with pytest.raises(CommTimeout, match="timed out waiting for a message from rank 1 with tag 0"):
@@ -178,8 +184,8 @@ def test_every_wait_is_bounded():
         b.close()
 
 
-def test_peer_close_and_death_are_named():
-    a, b, c = local_mesh(3)
+def test_peer_close_and_death_are_named(engine):
+    a, b, c = local_mesh(3, engine=engine)
     b.close()  # clean goodbye
     with pytest.raises(PeerFailure, match="rank 1 failed: it closed its connection"):
         a.recv(1, timeout=5)
@@ -190,3 +196,27 @@ def test_peer_close_and_death_are_named():
         a.recv(2, timeout=5)
     assert ei.value.rank == 2
     a.close()
+
+
+def test_engines_agree_on_every_payload(engine):
+    import threading
+
+    from tests.comm import scenarios
+
+    a, b = local_mesh(2, engine=engine)
+    try:
+        ps = scenarios.payloads()
+        t = threading.Thread(target=lambda: [a.send(1, p, tag=i) for i, p in enumerate(ps)])
+        t.start()
+        got = [scenarios.digest(b.recv(0, tag=i, timeout=30)) for i in range(len(ps))]
+        t.join(30)
+        assert got == [scenarios.expected_digest(p) for p in ps]
+        # a message queued before its sender said goodbye is still delivered
+        a.send(1, b"last words", tag=77)
+        a.close()
+        assert b.recv(0, tag=77, timeout=5) == b"last words"
+        with pytest.raises(PeerFailure, match="closed its connection"):
+            b.recv(0, tag=77, timeout=5)
+    finally:
+        a.close()
+        b.close()

@@ -56,7 +56,7 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
     e.pop(local.ENV_RANK, None)
     if comm_timeout is not None:
         e[local.ENV_TIMEOUT] = str(comm_timeout)
-    proc = subprocess.Popen([mpiexec, "-n", str(n), *argv], env=e, stdin=stdin, start_new_session=True,
+    proc = subprocess.Popen([mpiexec, "-n", str(n), *argv], env=e, stdin=stdin,
                             preexec_fn=local._pdeathsig_preexec())
     pidfd = os.pidfd_open(proc.pid)
     ranks = [_Slot(r) for r in range(n)]
