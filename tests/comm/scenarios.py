@@ -90,17 +90,32 @@ def exchange_all_at_once(comm, nbytes: int = 8 << 20) -> list:
     return out
 
 
+def have_collectives() -> bool:
+    """Whether the collective algorithms are installed (they live on another branch until merged)."""
+    try:
+        from clusterlab.comm import collectives
+    except ImportError:
+        return False
+    return hasattr(collectives, "run")
+
+
 def kill_mid_exchange(comm, victim: int, at: int, marker: str = "") -> dict:
-    """Ring exchanges; ``victim`` SIGKILLs itself at iteration ``at``. The others must raise
-    PeerFailure naming the victim (their error goes back to the launcher)."""
+    """Rounds of ring exchange plus all-to-all (the collective when installed, else by hand);
+    ``victim`` SIGKILLs itself at round ``at``. The others must raise PeerFailure naming the
+    victim (their error goes back to the launcher)."""
     t0 = time.monotonic()
+    collective = have_collectives()
     for i in range(10_000):
         if comm.rank == victim and i == at:
             os.kill(os.getpid(), signal.SIGKILL)
         nxt, prv = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
         comm.send(nxt, np.full(4096, i, np.int64), tag=2)
         comm.recv(prv, tag=2)
-        for r in range(comm.size):  # an all-to-all round, so every rank talks to the victim
+        if collective:  # every rank talks to the victim inside a collective
+            comm.alltoall([np.full(512, i, np.int64) for _ in range(comm.size)])
+            comm.allreduce(np.array([i], np.int64))
+            continue
+        for r in range(comm.size):
             if r != comm.rank:
                 comm.send(r, bytes([i % 256]), tag=3)
         for r in range(comm.size):

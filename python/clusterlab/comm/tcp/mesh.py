@@ -305,12 +305,12 @@ class TcpCommunicator(Communicator):
                 self._last_active = time.monotonic()
 
     def _recv_rs(self, source: int, tag: int, timeout: float):
-        return self._wait_rs(source, tag, timeout, f"a message from rank {source} with tag {tag}")[1]
+        return self._wait_rs(source, tag, timeout)[1]
 
     def _recv_any_rs(self, tag: int, timeout: float):
-        return self._wait_rs(-1, tag, timeout, f"a message with tag {tag} from any rank")
+        return self._wait_rs(-1, tag, timeout)
 
-    def _wait_rs(self, source: int, tag: int, timeout: float, what: str):
+    def _wait_rs(self, source: int, tag: int, timeout: float):
         self._busy += 1  # before taking the lock: tells the drainer to hand it back
         with self._lock:
             try:
@@ -333,6 +333,8 @@ class TcpCommunicator(Communicator):
                     if st == 2:
                         self._event(r)
                     elif st == 1:
+                        what = (f"a message from rank {source} with tag {tag}" if source >= 0
+                                else f"a message with tag {tag} from any rank")
                         raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
                     elif st == 4:
                         self._check(r[1])
