@@ -152,6 +152,9 @@ class Testbed:
             raise
         self.timings["up"] = time.perf_counter() - t0
         self.is_up = True
+        if self.keep:  # outlives this process: `clusterlab testbed down` removes it
+            with _live_lock:
+                _live.pop(self.name, None)
         return self
 
     def down(self) -> dict:
