@@ -63,14 +63,19 @@ def _cpu_busy() -> tuple[int, int]:
 
 
 def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: int = 1,
-                       per_host_counters: bool = True, drops: Callable[[], dict[str, int]] | None = None,
+                       per_host_counters: bool = True, drops: Callable[[], dict[str, int]] | str | None = None,
                        timeout: float = 120.0) -> list[dict] | None:
     """Run the benchmark on every rank; rank 0 returns one dict per repetition, others None.
 
     ``per_host_counters``: every rank reads its own namespace's TCP counters (testbed); False:
     rank 0 alone reads them (ranks share a namespace). ``drops``: on rank 0, returns the
-    cumulative drop count per switch port.
+    cumulative drop count per switch port (or the name of the switch's namespace, read with
+    ``monitor.netlink.QdiscDrops``).
     """
+    if isinstance(drops, str):
+        from clusterlab.monitor.netlink import QdiscDrops
+
+        drops = QdiscDrops(drops) if comm.rank == 0 else None
     if size < 0 or reps < 1 or warmup < 0:
         raise ConfigError(f"need size >= 0, reps >= 1, warmup >= 0 (got {size}, {reps}, {warmup})")
     dests = send_order(comm.rank, comm.size, order)

@@ -16,7 +16,7 @@ def topo_options(f):
     for opt in reversed([
         click.option("--rate", default="155Mbit", show_default=True, help="Link rate (tc syntax)."),
         click.option("--buffer", default="64KB", show_default=True, help="Switch output buffer per port (bytes)."),
-        click.option("--host-queue", default="256KB", show_default=True,
+        click.option("--host-queue", default="1MB", show_default=True,
                      help="Host egress queue (bytes; below TCP's per-socket queue it drops locally and "
                           "TCP counts those as retransmissions)."),
         click.option("--mtu", default=9000, show_default=True, type=int, help="Interface MTU."),

@@ -109,3 +109,25 @@ class Rtnl:
                     d.update(bytes=v[0], packets=v[1], drops=v[2], overlimits=v[3], qlen=v[6], backlog=v[7])
             out[ifindex] = d
         return out
+
+
+class QdiscDrops:
+    """Callable giving the cumulative drops of each interface's root qdisc in namespace ``ns``
+    (the testbed's switch: its port buffers). The socket is made inside ``ns`` once; calls
+    then work from any namespace. Needs root when ``ns`` is given.
+
+    >>> d = QdiscDrops(None)
+    >>> isinstance(d(), dict)
+    True
+    """
+
+    def __init__(self, ns: str | None):
+        from clusterlab.cluster.testbed.node import in_netns
+
+        with in_netns(ns):
+            self.nl = Rtnl()
+        self.names = {i: d["name"] for i, d in self.nl.links().items()}
+
+    def __call__(self) -> dict[str, int]:
+        return {self.names.get(i, f"if{i}"): q.get("drops", 0) for i, q in self.nl.root_qdiscs().items()
+                if q.get("kind") not in ("noqueue", "")}

@@ -46,19 +46,24 @@ def host_lines(topo: StarTopo, index: int, static_neigh: bool = True) -> list[st
         for j in range(topo.n_nodes):
             if j != index:
                 out.append(f"neigh replace {topo.address(j)} lladdr {topo.mac(j)} dev eth0 nud permanent")
+        out.append(f"neigh replace {topo.switch_address} lladdr {topo.switch_mac} dev eth0 nud permanent")
     out.append("link set eth0 up")
     return out
 
 
 def switch_lines(topo: StarTopo) -> list[str]:
     """``ip -n <switch> -batch`` lines: the bridge (no STP, no forwarding delay, no multicast
-    snooping) with every port attached and up."""
+    snooping) with every port attached and up, and the switch's own address (the rendezvous
+    point of launched jobs)."""
     out = ["link set lo up",
            "link add br0 type bridge stp_state 0 forward_delay 0 mcast_snooping 0 ageing_time 30000"]
     for i in range(topo.n_nodes):
         out.append(f"link set p{i} master br0")
         out.append(f"link set p{i} up")
-    out.append("link set br0 up")
+    out.append(f"link set br0 address {topo.switch_mac} up")
+    out.append(f"addr add {topo.switch_address}/16 dev br0")
+    for j in range(topo.n_nodes):
+        out.append(f"neigh replace {topo.address(j)} lladdr {topo.mac(j)} dev br0 nud permanent")
     return out
 
 

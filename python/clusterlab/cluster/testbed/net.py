@@ -33,7 +33,7 @@ import time
 from clusterlab._atomic import atomic_open
 from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed import link
-from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Switch, TestbedError, ns_name
+from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Switch, TestbedError, in_netns, ns_name
 from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, TcpSettings
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
 
@@ -257,3 +257,16 @@ class Testbed:
 
     def switch_ns(self) -> str:
         return ns_name(self.name, "sw")
+
+    def run(self, fn, nranks: int | None = None, *args, config=None, timeout: float | None = 300.0, **kw) -> list:
+        """Run ``fn(comm, *args)`` with rank i in host i (``clusterlab.cluster.local.run``):
+        each rank's mesh listener binds to its host's address, the launcher's rendezvous
+        listens on the switch's address (this thread visits the switch namespace for that)."""
+        from clusterlab.cluster.local import RankHost
+        from clusterlab.cluster.local import run as local_run
+
+        places = self.placement(nranks)
+        hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
+        with in_netns(self.switch.ns):
+            return local_run(fn, len(places), *args, config=config, timeout=timeout, hosts=hosts,
+                             rendezvous_host=self.topo.switch_address, **kw)

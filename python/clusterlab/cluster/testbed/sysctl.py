@@ -17,6 +17,8 @@ With ``dilation`` k every timer is multiplied by k (the links run k times slower
 True
 >>> TcpSettings(rto_min="5ms", dilation=10).draw(["h0"])["h0"]["net/ipv4/tcp_rto_min_us"]
 50000
+>>> TcpSettings(dilation=2).draw(["h0"])["h0"]["net/ipv4/tcp_rto_min_us"]   # the default, dilated
+400000
 >>> TcpSettings(rmem="4096 131072 6291456").draw(["h0"])["h0"]["net/ipv4/tcp_rmem"]
 '4096 131072 6291456'
 """
@@ -30,6 +32,7 @@ from clusterlab.errors import ConfigError
 from clusterlab.units import parse_duration, parse_size
 
 RTO_MAX_RANGE_MS = (1000, 120000)
+KERNEL_RTO_MIN = 0.200  # Linux's default minimum RTO; scaled too when the run is dilated
 RTO_MIN_RANGE_US = (1000, 120_000_000)
 
 # Always set in every namespace of a testbed: no IPv6 chatter (router solicitations, MLD) on
@@ -86,8 +89,8 @@ class TcpSettings:
         out = {}
         for h in hosts:
             s: dict[str, int | str] = dict(BASE_SYSCTLS)
-            if self.rto_min is not None:
-                lo = parse_duration(self.rto_min)
+            if self.rto_min is not None or k != 1.0:
+                lo = parse_duration(self.rto_min) if self.rto_min is not None else KERNEL_RTO_MIN
                 j = parse_duration(self.rto_jitter) if self.rto_jitter is not None else 0.0
                 us = int(round((lo + rng.uniform(0.0, j)) * k * 1e6))
                 s["net/ipv4/tcp_rto_min_us"] = min(max(us, RTO_MIN_RANGE_US[0]), RTO_MIN_RANGE_US[1])

@@ -8,8 +8,8 @@ turns it into namespaces, veth pairs, a bridge and tc qdiscs.
 (155000000.0, 64000, 9000, 16)
 >>> t.host_names()[:3]
 ['h0', 'h1', 'h2']
->>> t.address(0), t.address(15)
-('10.0.0.1', '10.0.0.16')
+>>> t.address(0), t.address(15), t.switch_address
+('10.0.0.1', '10.0.0.16', '10.0.255.254')
 >>> StarTopo(hosts=8, rate="155Mbit", dilation=10).effective_rate_bps
 15500000.0
 >>> StarTopo(hosts=1)
@@ -52,7 +52,7 @@ class StarTopo:
     hosts: int = 4
     rate: str | float = "155Mbit"
     buffer: str | int = "64KB"
-    host_queue: str | int = "256KB"
+    host_queue: str | int = "1MB"
     mtu: int = 9000
     dilation: float = 1.0
     storage: bool = False
@@ -100,6 +100,14 @@ class StarTopo:
     def address(self, index: int) -> str:
         """IPv4 address of node ``index`` (10.0.0.1 upwards, inside the namespaces only)."""
         return str(SUBNET.network_address + index + 1)
+
+    @property
+    def switch_address(self) -> str:
+        """The switch's own address (on its bridge): the launcher's rendezvous point, so that
+        ranks in host namespaces can reach a driver that has no address on the testbed."""
+        return str(SUBNET.broadcast_address - 1)
+
+    switch_mac = "02:c1:ab:ff:ff:fe"
 
     def mac(self, index: int) -> str:
         """Locally administered MAC of node ``index``'s interface (fixed, for static entries)."""
