@@ -16,9 +16,10 @@ def topo_options(f):
     for opt in reversed([
         click.option("--rate", default="155Mbit", show_default=True, help="Link rate (tc syntax)."),
         click.option("--buffer", default="64KB", show_default=True, help="Switch output buffer per port (bytes)."),
-        click.option("--host-queue", default="1MB", show_default=True,
-                     help="Host egress queue (bytes; below TCP's per-socket queue it drops locally and "
-                          "TCP counts those as retransmissions)."),
+        click.option("--host-queue", default="256KB", show_default=True,
+                     help="Host egress queue (bytes). Modest, so RTTs stay short; when a host bursts more "
+                          "than this it drops locally, and a flow with nothing in flight then waits >= 200 ms "
+                          "(TCP's probe timer). A NIC-like 1000 packets: 9MB at MTU 9000."),
         click.option("--mtu", default=9000, show_default=True, type=int, help="Interface MTU."),
         click.option("--dilation", default=1.0, show_default=True, type=float,
                      help="Divide rates by k, multiply timers by k, report times divided by k."),

@@ -43,7 +43,10 @@ class StarTopo:
 
     ``rate``: link rate in each direction (tc syntax, ``155Mbit``). ``buffer``: the switch's
     output buffer per port in bytes (where incast drops happen). ``host_queue``: the host's own
-    egress queue in bytes (kept modest so RTTs are not inflated by host queueing). ``mtu``:
+    egress queue in bytes (kept modest so RTTs are not inflated by host queueing; a host that
+    bursts more than this drops locally, and a TCP flow with nothing in flight then waits for
+    its probe timer, >= 200 ms whatever the RTO minimum: use about 1000 packets to model a
+    NIC that never drops). ``mtu``:
     interface MTU (9000 by default; classical IP over ATM uses 9180). ``dilation``: divide
     rates by k (and multiply timers by k elsewhere) so large runs fit on few cores.
     ``storage``: add one more host named ``st`` (a storage target) on the same switch.
@@ -52,7 +55,7 @@ class StarTopo:
     hosts: int = 4
     rate: str | float = "155Mbit"
     buffer: str | int = "64KB"
-    host_queue: str | int = "1MB"
+    host_queue: str | int = "256KB"
     mtu: int = 9000
     dilation: float = 1.0
     storage: bool = False
