@@ -89,8 +89,8 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
             if mon is not None:
                 mon.stop()
     else:
-        from clusterlab.cluster.testbed import TcpSettings, Testbed
         from clusterlab.cli.testbed import make_topo
+        from clusterlab.cluster.testbed import TcpSettings, Testbed
 
         topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage)
         tcp = TcpSettings(rto_min=rto_min, rto_jitter=rto_jitter, rto_max=rto_max, seed=tb_seed, dilation=dilation)

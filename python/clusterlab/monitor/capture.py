@@ -51,7 +51,7 @@ class PacketCapture:
     """Count frames per (interface, length bucket) in a thread. ``ns``: namespace to capture
     in (None: the current one); ``iface``: only this interface (None: all of them)."""
 
-    def __init__(self, ns: str | None = None, iface: str | None = None, ring_mb: int = 8,
+    def __init__(self, ns: str | None = None, iface: str | None = None, ring_mb: int = 32,
                  block_kb: int = 256):
         self.ns, self.iface = ns, iface
         self.block_size = block_kb * 1024

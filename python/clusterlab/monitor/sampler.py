@@ -52,7 +52,7 @@ SCHEMA = pa.schema([("t", pa.float64()), ("node", pa.string()), ("iface", pa.str
 @dataclasses.dataclass
 class Target:
     """One namespace to sample. ``ns`` None is the monitor's own namespace. ``ifaces``: which
-    interfaces (None: all but lo). ``tcp``: record its TCP counters."""
+    interfaces (None: all, lo included). ``tcp``: record its TCP counters."""
 
     node: str
     ns: str | None = None
@@ -209,7 +209,7 @@ class Monitor:
             qd = o.nl.root_qdiscs()
             for idx, d in links.items():
                 name = d["name"]
-                if (o.t.ifaces is None and name == "lo") or (o.t.ifaces is not None and name not in o.t.ifaces):
+                if o.t.ifaces is not None and name not in o.t.ifaces:
                     continue
                 for m in LINK_COUNTERS:
                     if m in d:

@@ -27,6 +27,7 @@ MNT_DETACH = 2
 SIOCETHTOOL = 0x8946
 # Legacy ethtool "set one feature" commands (struct ethtool_value {u32 cmd; u32 data}).
 ETHTOOL_SET = {"tso": 0x1F, "gso": 0x24, "gro": 0x2C}
+ETHTOOL_GET = {"tso": 0x1E, "gso": 0x23, "gro": 0x2B}
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -37,11 +38,21 @@ def _check(rc: int, what: str) -> None:
         raise OSError(e, f"{what}: {os.strerror(e)}")
 
 
-def offload_off(ifname: str, feature: str) -> None:
-    ev = ctypes.create_string_buffer(struct.pack("II", ETHTOOL_SET[feature], 0), 8)
+def _ethtool(ifname: str, cmd: int, data: int = 0) -> int:
+    ev = ctypes.create_string_buffer(struct.pack("II", cmd, data), 8)
     ifr = bytearray(struct.pack("16sP", ifname.encode(), ctypes.addressof(ev)).ljust(40, b"\0"))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         fcntl.ioctl(s.fileno(), SIOCETHTOOL, ifr)
+    return struct.unpack("II", ev.raw)[1]
+
+
+def offload_off(ifname: str, feature: str) -> None:
+    _ethtool(ifname, ETHTOOL_SET[feature], 0)
+
+
+def offload_on(ifname: str, feature: str) -> bool:
+    """Is ``feature`` (tso, gso, gro) on for ``ifname`` in the current namespace?"""
+    return bool(_ethtool(ifname, ETHTOOL_GET[feature]))
 
 
 def main() -> int:

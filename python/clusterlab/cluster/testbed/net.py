@@ -31,8 +31,8 @@ import threading
 import time
 
 from clusterlab._atomic import atomic_open
-from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed import link
+from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Switch, TestbedError, in_netns, ns_name
 from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, TcpSettings
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
@@ -101,6 +101,8 @@ class Testbed:
     ``static_neigh``: permanent ARP entries and static bridge entries (no ARP, no flooding).
     ``keep``: do not remove the testbed when this process exits (``clusterlab testbed up``).
     """
+
+    __test__ = False  # not a pytest class
 
     def __init__(self, topo: StarTopo, name: str | None = None, tcp: TcpSettings | None = None,
                  rps: bool = True, offloads_off: bool = True, static_neigh: bool = True, keep: bool = False):

@@ -114,7 +114,7 @@ class StarTopo:
 
     def mac(self, index: int) -> str:
         """Locally administered MAC of node ``index``'s interface (fixed, for static entries)."""
-        return "02:c1:ab:00:%02x:%02x" % divmod(index, 256)
+        return "02:c1:ab:00:{:02x}:{:02x}".format(*divmod(index, 256))
 
     def to_dict(self) -> dict:
         return {"hosts": self.hosts, "rate": str(self.rate), "rate_bps": self.rate_bps,
