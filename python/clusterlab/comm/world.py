@@ -67,6 +67,10 @@ def world(timeout: float = 60.0) -> Communicator:
                     _WORLD = MpiCommunicator()
                 else:
                     raise ConfigError(f"CLUSTERLAB_BACKEND={backend!r}: expected tcp or mpi")
+                from clusterlab.cluster import local
+
+                if local.ENV_RDV in os.environ:  # started by launch_mpi: report results to it
+                    _connect_results(_WORLD.rank, timeout)
             else:
                 _WORLD = TcpCommunicator(0, 1, {}, drainer=False)
             t = os.environ.get("CLUSTERLAB_TIMEOUT")
@@ -110,6 +114,18 @@ def _from_launcher(timeout: float) -> Communicator:
         raise
     _LAUNCHER = s
     return build_mesh(rank, size, table, listener, secret, config, max(deadline - time.monotonic(), 1.0))
+
+
+def _connect_results(rank: int, timeout: float) -> None:
+    global _LAUNCHER
+    from clusterlab.cluster import local
+
+    secret = bytes.fromhex(os.environ.pop(local.ENV_SECRET, "") or _env(local.ENV_SECRET))
+    host, _, port = _env(local.ENV_RDV).rpartition(":")
+    s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    handshake.connect(s, secret, rank, handshake.LAUNCHER, timeout)
+    local.send_control(s, rank, {"op": "hello", "host": "", "port": 0, "pid": os.getpid()})
+    _LAUNCHER = s
 
 
 def _tcp_over_mpi(timeout: float) -> Communicator:

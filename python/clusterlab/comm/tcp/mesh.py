@@ -46,7 +46,13 @@ DIRECT_MIN = 32 * 1024   # payloads at least this big are received straight into
 _HSIZE = HEADER.size
 _POLLIN = select.POLLIN | select.POLLPRI
 _POLLERR = select.POLLERR | select.POLLHUP | select.POLLNVAL
-_IDLE = 0.002            # the drainer steps in after this long without a communication call
+_unpack_from = HEADER.unpack_from
+_MAGIC = frames.MAGIC
+_MIN_TAG = frames.MIN_TAG
+_MAX_TAG = frames.MAX_USER_TAG
+_META_CACHE: dict = {}   # (array meta bytes, payload length) -> checked (dtype, shape)
+_IDLE = 0.05             # the drainer steps in after this long without a communication call
+_IDLE_CHECK = 0.05       # ... checking this often (a cheap wake-up; nothing on the hot path)
 
 
 class _Conn:
@@ -112,7 +118,7 @@ class TcpCommunicator(Communicator):
         self._last_active = time.monotonic()
         self._drainer = None
         self._wake_r = self._wake_w = -1
-        if drainer and socks:
+        if drainer and socks and os.environ.get("CLUSTERLAB_DRAINER", "1") != "0":
             self._wake_r, self._wake_w = os.pipe()
             self._drainer = threading.Thread(target=self._drain_loop, name=f"clusterlab-drain-{rank}",
                                              daemon=True)
@@ -285,7 +291,7 @@ class TcpCommunicator(Communicator):
         ``out`` became writable."""
         left = deadline - time.monotonic()
         if left <= 0:
-            raise CommTimeout(f"rank {self.rank}: no {what} within the timeout")
+            raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
         events = self._poll.poll(min(left, 0.5) * 1000.0)
         writable = False
         for fd, ev in events:
@@ -349,28 +355,45 @@ class TcpCommunicator(Communicator):
             if h is None:
                 if avail < _HSIZE:
                     break
-                h = frames.decode_fixed(sv[c.start:c.start + _HSIZE], c.peer, self.max_frame)
-                if avail < _HSIZE + h.meta_len:
+                # fast path: one unpack and a few comparisons; anything odd goes to the full
+                # checker, which raises the precise ProtocolError
+                magic, kind, ndim, dtlen, flags, tag, source, n = _unpack_from(c.stage, c.start)
+                if (magic != _MAGIC or flags or source != c.peer or n > self.max_frame
+                        or not (_MIN_TAG <= tag < _MAX_TAG) or kind > DATA_ARRAY or (kind == DATA_BYTES and (ndim or dtlen))):
+                    h = frames.decode_fixed(sv[c.start:c.start + _HSIZE], c.peer, self.max_frame)
+                else:
+                    h = frames.Header(kind, ndim, dtlen, tag, source, n)
+                mlen = h.dtlen + 8 * h.ndim
+                if avail < _HSIZE + mlen:
+                    c.hdr = None
                     break
                 if h.kind == DATA_ARRAY:
-                    c.dtype, c.shape = frames.decode_array_meta(sv[c.start + _HSIZE:c.start + _HSIZE + h.meta_len], h)
-                c.start += _HSIZE + h.meta_len
-                avail -= _HSIZE + h.meta_len
+                    if not (3 <= dtlen <= frames.MAX_DTYPE_LEN and ndim <= frames.MAX_NDIM):
+                        frames.decode_fixed(sv[c.start:c.start + _HSIZE], c.peer, self.max_frame)
+                    key = (bytes(sv[c.start + _HSIZE:c.start + _HSIZE + mlen]), n)
+                    meta = _META_CACHE.get(key)
+                    if meta is None:
+                        meta = frames.decode_array_meta(key[0], h)
+                        if len(_META_CACHE) > 4096:
+                            _META_CACHE.clear()
+                        _META_CACHE[key] = meta
+                    c.dtype, c.shape = meta
+                c.start += _HSIZE + mlen
+                avail -= _HSIZE + mlen
                 c.hdr = h
             n = h.length
             if avail >= n:
-                body = sv[c.start:c.start + n]
+                off = c.start
                 c.start += n
                 c.hdr = None
                 if h.kind == DATA_ARRAY:
-                    arr = np.empty(c.shape, c.dtype)
-                    if n:
-                        arr.reshape(-1).view(np.uint8)[:] = body
-                    self._deliver(c, h.tag, arr)
+                    dt = c.dtype
+                    arr = np.frombuffer(c.stage, dt, n // dt.itemsize, off).copy() if n else np.empty(0, dt)
+                    self._deliver(c, h.tag, arr.reshape(c.shape) if len(c.shape) != 1 else arr)
                 elif h.kind == DATA_BYTES:
-                    self._deliver(c, h.tag, bytes(body))
+                    self._deliver(c, h.tag, bytes(sv[off:off + n]))
                 else:
-                    self._control(c, h, bytes(body))
+                    self._control(c, h, bytes(sv[off:off + n]))
                 continue
             # incomplete payload
             if n >= DIRECT_MIN and h.kind in (DATA_ARRAY, DATA_BYTES):
@@ -452,42 +475,46 @@ class TcpCommunicator(Communicator):
 
     # --- background drainer -------------------------------------------------------------------
     def _drain_loop(self) -> None:
+        """Read on the program's behalf while it is away from communication calls.
+
+        It sleeps while the program communicates (so it never competes for the GIL or the
+        sockets on the latency path) and wakes every ``_IDLE_CHECK`` seconds to see whether
+        the program has been away for longer than ``_IDLE``."""
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         registered = set()
         while not self._closed:
-            for c in list(self._conns.values()):
-                if c.open and c.fd not in registered:
-                    poller.register(c.fd, _POLLIN)
-                    registered.add(c.fd)
-                elif not c.open and c.fd in registered:
-                    poller.unregister(c.fd)
-                    registered.discard(c.fd)
-            try:
-                events = poller.poll(1000)
-            except (OSError, ValueError):
-                return
-            if self._closed:
-                return
-            if not events or all(fd == self._wake_r for fd, _ in events):
-                continue
-            # stay out of the way while the program itself is communicating
-            if self._busy or time.monotonic() - self._last_active < _IDLE or not self._lock.acquire(blocking=False):
-                time.sleep(_IDLE)
-                continue
-            try:
+            time.sleep(_IDLE_CHECK)
+            while not self._closed and not self._busy and time.monotonic() - self._last_active > _IDLE:
+                for c in list(self._conns.values()):
+                    if c.open and c.fd not in registered:
+                        poller.register(c.fd, _POLLIN)
+                        registered.add(c.fd)
+                    elif not c.open and c.fd in registered:
+                        poller.unregister(c.fd)
+                        registered.discard(c.fd)
+                try:
+                    events = poller.poll(_IDLE_CHECK * 1000)
+                except (OSError, ValueError):
+                    return
                 if self._closed:
                     return
-                for fd, _ev in events:
-                    c = self._by_fd.get(fd)
-                    if c is not None and c.open:
-                        self._read(c)
-            except Exception as e:  # never die silently: the next call raises it
-                if self._error is None:
-                    self._culprit = (self.rank, f"background reader failed: {e!r}")
-                    self._error = (CommError, (f"rank {self.rank}: background reader failed: {e!r}",))
-            finally:
-                self._lock.release()
+                events = [fd for fd, _ in events if fd != self._wake_r]
+                if not events or not self._lock.acquire(blocking=False):
+                    continue
+                try:
+                    if self._closed or self._busy:
+                        continue
+                    for fd in events:
+                        c = self._by_fd.get(fd)
+                        if c is not None and c.open:
+                            self._read(c)
+                except Exception as e:  # never die silently: the next call raises it
+                    if self._error is None:
+                        self._culprit = (self.rank, f"background reader failed: {e!r}")
+                        self._error = (CommError, (f"rank {self.rank}: background reader failed: {e!r}",))
+                finally:
+                    self._lock.release()
 
     def _shutdown(self) -> None:
         self._closed = True
