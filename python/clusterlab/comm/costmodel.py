@@ -7,6 +7,12 @@ cost, paid when connections are not kept). Each algorithm module describes its c
 as a ``Pattern`` (messages, bytes, reduced bytes, connections opened one after another); the
 prediction is the dot product of the two.
 
+Hockney assumes every link is independent (a switched cluster). When all ranks share one host
+(the local cluster on loopback) they share its CPUs, so an algorithm that moves more bytes in
+total is slower even with a shorter critical path: with ``concurrency`` = c > 0 the byte term
+is ``beta * max(critical-path bytes, total bytes / c)``. ``clusterlab tune model`` sets c to
+the CPU count for local jobs; 0 (the default) means independent links.
+
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
 rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
 
@@ -48,11 +54,12 @@ class CostModel:
     beta: float = 0.5e-9
     gamma: float = 0.3e-9
     setup: float = 250e-6
+    concurrency: float = 0.0
     source: str = "default"
     details: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for k in ("alpha", "beta", "gamma", "setup"):
+        for k in ("alpha", "beta", "gamma", "setup", "concurrency"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ConfigError(f"cost model parameter {k} must be a finite number >= 0, got {v!r}")
@@ -63,7 +70,8 @@ class CostModel:
         if n <= 1:
             return 0.0
         p = _module(op, algorithm).pattern(float(m), n)
-        t = self.alpha * p.messages + self.beta * p.bytes + self.gamma * p.reduce_bytes
+        moved = max(p.bytes, p.total / self.concurrency) if self.concurrency > 0 else p.bytes
+        t = self.alpha * p.messages + self.beta * moved + self.gamma * p.reduce_bytes
         return t if connected else t + self.setup * p.peers
 
     def table(self, op: str, m: float, n: int, connected: bool = True) -> dict[str, float]:
@@ -101,6 +109,7 @@ class CostModel:
             raise ConfigError(f"{where}: missing {', '.join(missing)}")
         try:
             return cls(alpha=d["alpha"], beta=d["beta"], gamma=d["gamma"], setup=d["setup"],
+                       concurrency=d.get("concurrency", 0.0),
                        source=str(d.get("source", where)), details=dict(d.get("details") or {}))
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
@@ -137,10 +146,11 @@ def _module(op: str, algorithm: str):
 
 # --- fitting ----------------------------------------------------------------------------------
 def fit(rows: list[dict], setup_times: list[float] | None = None, gamma: float | None = None,
-        source: str = "fit") -> CostModel:
+        source: str = "fit", concurrency: float = 0.0) -> CostModel:
     """Fit ``alpha`` and ``beta`` to ping-pong rows (``bytes``, ``usec`` = half round trip),
     minimising relative error so small and large messages count alike; ``setup`` is the
-    median of ``setup_times`` (seconds per connection), ``gamma`` as given or measured here."""
+    median of ``setup_times`` (seconds per connection), ``gamma`` as given or measured here,
+    ``concurrency`` as given (see the module docstring)."""
     pts = [(float(r["bytes"]), float(r["usec"]) * 1e-6) for r in rows if float(r["usec"]) > 0]
     if len({b for b, _ in pts}) < 2:
         raise ConfigError("fitting a cost model needs ping-pong times for at least two message sizes")
@@ -155,7 +165,7 @@ def fit(rows: list[dict], setup_times: list[float] | None = None, gamma: float |
     rel = np.abs(alpha + beta * m - t) / t
     setup = float(np.median(setup_times)) if setup_times else CostModel.setup
     return CostModel(alpha=float(alpha), beta=float(beta), gamma=measure_gamma() if gamma is None else gamma,
-                     setup=setup, source=source,
+                     setup=setup, concurrency=concurrency, source=source,
                      details={"points": len(pts), "max_rel_error": round(float(rel.max()), 4),
                               "median_rel_error": round(float(np.median(rel)), 4),
                               "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

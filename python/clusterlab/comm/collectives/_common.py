@@ -24,16 +24,29 @@ class Pattern:
     """What an algorithm costs on its critical path, for ``n`` ranks and ``m`` bytes:
     ``messages`` sent one after another (each pays the latency alpha), ``bytes`` moved one
     after another (each pays beta), ``reduce_bytes`` combined (gamma) and ``peers``: new
-    connections opened one after another when connections are not kept (set-up time)."""
+    connections opened one after another when connections are not kept (set-up time).
+    ``total`` is the bytes moved over all links together: what counts when the links are not
+    independent (ranks sharing one host's CPUs and loopback)."""
 
     messages: float
     bytes: float
     reduce_bytes: float = 0.0
     peers: float = 0.0
+    total: float = 0.0
 
 
 def ceil_log2(n: int) -> int:
     return max(0, (n - 1).bit_length())
+
+
+def binomial_subtree_total(n: int) -> int:
+    """Sum of the subtree sizes of every non-root rank of a binomial tree on ``n`` ranks (the
+    chunks a binomial scatter or gather moves in all).
+
+    >>> binomial_subtree_total(8), binomial_subtree_total(5)
+    (12, 5)
+    """
+    return sum(min(v & -v, n - v) for v in range(1, n))
 
 
 def split(flat: np.ndarray, n: int) -> list[np.ndarray]:
@@ -90,5 +103,5 @@ def check_root(comm, root: int) -> None:
         raise ValueError(f"root {root} is not a rank (size {comm.size})")
 
 
-__all__ = ["TAG", "Pattern", "ceil_log2", "split", "reduce_fn", "check_array", "check_like", "combine", "check_chunks",
+__all__ = ["TAG", "Pattern", "binomial_subtree_total", "ceil_log2", "split", "reduce_fn", "check_array", "check_like", "combine", "check_chunks",
            "check_root", "nbytes"]

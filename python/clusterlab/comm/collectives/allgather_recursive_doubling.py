@@ -50,5 +50,6 @@ def pattern(m: float, n: int) -> Pattern:
     p = 1 << (n.bit_length() - 1)
     k = ceil_log2(p)
     if p == n:
-        return Pattern(messages=k, bytes=(n - 1) * m, peers=k)
-    return Pattern(messages=k + 2, bytes=(p - 1) * 2 * m + m + n * m, peers=k + 1)
+        return Pattern(messages=k, bytes=(n - 1) * m, peers=k, total=n * (n - 1) * m)
+    return Pattern(messages=k + 2, bytes=(p - 1) * 2 * m + m + n * m, peers=k + 1,
+                   total=(n - p) * m + (p * n - n) * m + (n - p) * n * m)
