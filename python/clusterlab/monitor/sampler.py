@@ -11,7 +11,10 @@ row means zero):
 * per node (namespace): the TCP counters of ``procfs.TCP_COUNTERS`` (nstat names such as
   ``TcpRetransSegs``, ``TcpExtTCPTimeouts``, ``TcpExtTCPLossProbes``);
 * per machine (node ``machine``): ``cpu_user cpu_system cpu_iowait cpu_softirq cpu_idle``
-  (fractions of all CPUs' time in the interval) and ``disk_read_bytes disk_write_bytes``;
+  (fractions of all CPUs' time in the interval), ``disk_read_bytes disk_write_bytes``, and
+  ``interval_seconds``, the true length of the interval (a tick can be late; divide by it
+  for rates); every sampled node has its own ``interval_seconds`` row too, and its rows carry
+  the time its counters were read;
 * packet-length histogram: ``len_packets`` and ``len_bytes`` with ``bucket`` b meaning
   frames of 64*b .. 64*b+63 bytes, per sending interface; ``capture_drops`` if the capture
   ring overflowed.
@@ -203,8 +206,18 @@ class Monitor:
     def _sample(self, first: bool = False) -> None:
         s0 = time.perf_counter()
         t = time.monotonic() - self._t0
+        if not first:  # the true length of this interval (ticks can be late): rates divide by it
+            self._emit(t, "machine", "", "interval_seconds", -1, t - self._prev.get("t", 0.0))
+        self._prev["t"] = t
         for o in self._open:
             node = o.t.node
+            # each node's rows carry the time its counters were read, and the true interval
+            # since its previous read: visiting 100 namespaces takes a while, and rates must
+            # not be skewed by where in the visit a node came
+            t = time.monotonic() - self._t0
+            if not first:
+                self._emit(t, node, "", "interval_seconds", -1, t - self._prev.get(("t", node), 0.0))
+            self._prev[("t", node)] = t
             links = o.nl.links()
             qd = o.nl.root_qdiscs()
             for idx, d in links.items():
@@ -237,6 +250,7 @@ class Monitor:
             if total > 0:
                 for k in ("user", "system", "iowait", "softirq", "idle"):
                     self._emit(t, "machine", "", f"cpu_{k}", -1, (cpu[k] - old[k]) / total)
+        t = time.monotonic() - self._t0
         if self.disk:
             with open("/proc/diskstats") as f:
                 disks = procfs.parse_diskstats(f.read())

@@ -20,6 +20,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 CPU_BOUND_IDLE = 0.15
@@ -76,6 +77,15 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     k = float(meta.get("dilation", 1.0) or 1.0)
     dt = float(meta.get("interval", 0.1)) / k
     df["tu"] = df["t"] / k
+    # each node's true sampling intervals (real seconds, keyed by node and t); rates divide by
+    # them, not by the nominal interval (ticks can be late)
+    ivl = {n: g.set_index("t")["value"] for n, g in df[df.metric == "interval_seconds"].groupby("node")}
+
+    def per_s(series, node="machine"):  # series indexed by real t -> undilated per-second rates
+        iv = ivl.get(node, ivl.get("machine"))
+        dts = iv.reindex(series.index).to_numpy() / k if iv is not None else np.full(len(series), np.nan)
+        dts[~(dts > 0)] = dt
+        return series.to_numpy() / dts
     tlabel = "time [s]" + (f" (undilated, k={k:g})" if k != 1 else "")
     written = []
 
@@ -91,8 +101,8 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     if len(tx):
         nodes = sorted(tx.node.unique(), key=lambda n: (len(n), n))
         for n in nodes:
-            s = tx[tx.node == n].groupby("tu")["value"].sum()
-            ax.plot(s.index, s.values * 8 / dt / 1e6, lw=0.9, label=n if len(nodes) <= 16 else None)
+            s = tx[tx.node == n].groupby("t")["value"].sum()
+            ax.plot(s.index / k, per_s(s, n) * 8 / 1e6, lw=0.9, label=n if len(nodes) <= 16 else None)
         if len(nodes) <= 16:
             ax.legend(fontsize=7, ncol=4)
     ax.set_xlabel(tlabel)
@@ -109,8 +119,8 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
         a1.set_yscale("log")
         top = h.sort_values(ascending=False).index[:5]
         for b in sorted(top):
-            s = ln[ln.bucket == b].groupby("tu")["value"].sum()
-            a2.plot(s.index, s.values / dt, lw=0.9, label=f"{b * 64}-{b * 64 + 63} B")
+            s = ln[ln.bucket == b].groupby("t")["value"].sum()
+            a2.plot(s.index / k, per_s(s, "switch"), lw=0.9, label=f"{b * 64}-{b * 64 + 63} B")
         a2.legend(fontsize=7)
     a1.set_xlabel("frame length [bytes], 64-byte buckets")
     a1.set_ylabel("packets")
@@ -135,8 +145,6 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     to = df[df.metric == "TcpExtTCPTimeouts"].groupby("node")["value"].sum()
     nodes = sorted(set(rt.index) | set(to.index), key=lambda n: (len(n), n))
     if nodes:
-        import numpy as np
-
         x = np.arange(len(nodes))
         a2.bar(x - 0.2, [rt.get(n, 0) for n in nodes], 0.4, label="retransmitted segments")
         a2.bar(x + 0.2, [to.get(n, 0) for n in nodes], 0.4, label="timeouts")
