@@ -20,7 +20,7 @@ TCP_COUNTERS = (
     "TcpOutSegs", "TcpInSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
     "TcpExtTCPFastRetrans", "TcpExtTCPSlowStartRetrans", "TcpExtTCPSpuriousRTOs",
     "TcpExtTCPLostRetransmit", "TcpExtTCPSackRecovery", "TcpExtTCPRenoRecovery",
-    "TcpExtTCPOFOQueue", "TcpExtTCPBacklogDrop", "TcpExtListenDrops",
+    "TcpExtTCPOFOQueue", "TcpExtTCPBacklogDrop", "TcpExtListenDrops", "TcpExtTCPWinProbe",
 )
 SECTOR = 512
 _PARTITION = re.compile(r"^(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+)\d+$|^(nvme\d+n\d+|mmcblk\d+)p\d+$")
