@@ -110,6 +110,7 @@ class Monitor:
         self.disk = disk
         self.cols: dict[str, list] = {c: [] for c in SCHEMA.names}
         self.late = 0
+        self.error: str | None = None
         self.samples = 0
         self.sample_seconds = 0.0
         self._stop = threading.Event()
@@ -158,14 +159,18 @@ class Monitor:
         self._stop.set()
         self._thread.join(timeout=5 + self.interval)
         self._thread = None
-        self._sample()  # the last partial interval
+        if self.error is None:
+            try:
+                self._sample()  # the last partial interval
+            except Exception as e:
+                self.error = f"last sample failed: {e}"
         if self._capture is not None:
             self._capture.stop()
         for o in self._open:
             o.close()
         self.meta = {"interval": self.interval, "dilation": self.dilation, "started": self.started_at,
                      "duration": time.monotonic() - self._t0, "samples": self.samples, "late_samples": self.late,
-                     "sample_cost_seconds": round(self.sample_seconds, 3),
+                     "sample_cost_seconds": round(self.sample_seconds, 3), "error": self.error,
                      "nodes": [t.node for t in self.targets],
                      "capture": None if self._capture is None else
                      {"packets": self._capture.seen, "drops": self._capture.drops}}
@@ -178,7 +183,8 @@ class Monitor:
                 break
             try:
                 self._sample()
-            except Exception:  # a namespace vanished under us: stop sampling, keep what we have
+            except Exception as e:  # a namespace vanished under us: keep what we have, say why
+                self.error = f"sampling stopped at t={time.monotonic() - self._t0:.2f}s: {e}"
                 break
             nxt += self.interval
             now = time.monotonic()
