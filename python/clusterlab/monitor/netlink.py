@@ -86,10 +86,14 @@ class Rtnl:
             for a, s, e in _attrs(data, off + 16, end):
                 if a == IFLA_IFNAME:
                     d["name"] = bytes(data[s:e]).split(b"\0")[0].decode()
+                    if "rx_bytes" in d:
+                        break
                 elif a == IFLA_STATS64 and e - s >= _STATS64.size:
                     v = _STATS64.unpack_from(data, s)
                     d.update(rx_packets=v[0], tx_packets=v[1], rx_bytes=v[2], tx_bytes=v[3],
                              rx_dropped=v[6], tx_dropped=v[7])
+                    if d["name"]:
+                        break
             out[ifindex] = d
         return out
 

@@ -1,5 +1,5 @@
-"""Parsers of the kernel's counter files (/proc/net/snmp, /proc/net/netstat, /proc/stat,
-/proc/diskstats). Pure functions of text, so they are tested without root.
+"""Parsers of the kernel's counter files (/proc/net/dev, /proc/net/snmp, /proc/net/netstat,
+/proc/stat, /proc/diskstats). Pure functions of text, so they are tested without root.
 
 >>> snmp = "Tcp: RtoAlgorithm RetransSegs\\nTcp: 1 7\\nUdp: InDatagrams\\nUdp: 3\\n"
 >>> parse_snmp(snmp)
@@ -39,6 +39,55 @@ def parse_snmp(text: str) -> dict[str, int]:
                 out[hdr + n] = int(v)
             except ValueError:
                 continue
+    return out
+
+
+class CounterReader:
+    """Pick a few counters out of /proc/net/snmp or netstat text, fast: the name lines never
+    change, so the positions of the wanted counters are found once and reused.
+
+    >>> r = CounterReader(("TcpRetransSegs", "TcpExtTCPTimeouts"))
+    >>> r.read("Tcp: A RetransSegs\\nTcp: 1 7\\nTcpExt: TCPTimeouts B\\nTcpExt: 3 4\\n")
+    {'TcpRetransSegs': 7, 'TcpExtTCPTimeouts': 3}
+    """
+
+    def __init__(self, wanted):
+        self.wanted = set(wanted)
+        self.layout: dict[str, list[tuple[str, int]]] | None = None
+
+    def read(self, text: str) -> dict[str, int]:
+        lines = text.splitlines()
+        if self.layout is None:
+            self.layout = {}
+            for names in lines[0::2]:
+                hdr, _, ns = names.partition(":")
+                picks = [(hdr + n, i) for i, n in enumerate(ns.split()) if hdr + n in self.wanted]
+                if picks:
+                    self.layout[hdr + ":"] = picks
+        out = {}
+        for line in lines[1::2]:
+            hdr, _, vs = line.partition(" ")
+            picks = self.layout.get(hdr)
+            if picks:
+                f = vs.split()
+                for name, i in picks:
+                    out[name] = int(f[i])
+        return out
+
+
+def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
+    """/proc/net/dev: per interface rx/tx bytes, packets and drops.
+
+    >>> parse_net_dev("Inter-|...\\n face |...\\n  eth0: 100 2 0 1 0 0 0 0 300 4 0 5 0 0 0 0\\n")["eth0"]
+    {'rx_bytes': 100, 'rx_packets': 2, 'rx_dropped': 1, 'tx_bytes': 300, 'tx_packets': 4, 'tx_dropped': 5}
+    """
+    out = {}
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        f = rest.split()
+        if len(f) >= 12:
+            out[name.strip()] = {"rx_bytes": int(f[0]), "rx_packets": int(f[1]), "rx_dropped": int(f[3]),
+                                 "tx_bytes": int(f[8]), "tx_packets": int(f[9]), "tx_dropped": int(f[11])}
     return out
 
 

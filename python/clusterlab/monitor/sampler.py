@@ -5,7 +5,7 @@ What it records (``metric`` names; counters are increases during the interval en
 row means zero):
 
 * per interface (``node``, ``iface``): ``rx_bytes rx_packets tx_bytes tx_packets rx_dropped
-  tx_dropped`` (from rtnetlink, like /proc/net/dev);
+  tx_dropped`` (/proc/net/dev of the namespace);
 * per root qdisc: ``qdisc_drops qdisc_overlimits`` (counters), ``qdisc_backlog_bytes
   qdisc_qlen`` (gauges); on the testbed the switch ports' qdiscs are the output buffers;
 * per node (namespace): the TCP counters of ``procfs.TCP_COUNTERS`` (nstat names such as
@@ -69,16 +69,23 @@ class _Open:
         with in_netns(t.ns):
             self.nl = Rtnl()
             # Files under /proc/thread-self/net stay bound to the namespace they were opened in.
+            self.dev = os.open("/proc/thread-self/net/dev", os.O_RDONLY)
             self.fds = [os.open(f"/proc/thread-self/net/{f}", os.O_RDONLY) for f in ("snmp", "netstat")] if t.tcp else []
+            self.index = {d["name"]: i for i, d in self.nl.links().items()}
+        self.readers = [procfs.CounterReader(procfs.TCP_COUNTERS) for _ in self.fds]
 
     def tcp(self) -> dict[str, int]:
         out: dict[str, int] = {}
-        for fd in self.fds:
-            out.update(procfs.parse_snmp(_pread_all(fd).decode()))
+        for fd, r in zip(self.fds, self.readers, strict=True):
+            out.update(r.read(_pread_all(fd).decode()))
         return out
+
+    def links(self) -> dict[str, dict[str, int]]:
+        return procfs.parse_net_dev(_pread_all(self.dev).decode())
 
     def close(self):
         self.nl.close()
+        os.close(self.dev)
         for fd in self.fds:
             os.close(fd)
 
@@ -224,16 +231,15 @@ class Monitor:
             if not first:
                 self._emit(t, node, "", "interval_seconds", -1, t - self._prev.get(("t", node), 0.0))
             self._prev[("t", node)] = t
-            links = o.nl.links()
+            links = o.links()
             qd = o.nl.root_qdiscs()
-            for idx, d in links.items():
-                name = d["name"]
+            for name, d in links.items():
                 if o.t.ifaces is not None and name not in o.t.ifaces:
                     continue
                 for m in LINK_COUNTERS:
                     if m in d:
                         self._counter(t, (node, name, m), node, name, m, d[m], first)
-                q = qd.get(idx)
+                q = qd.get(o.index.get(name, -1))
                 if q and "drops" in q:
                     self._counter(t, (node, name, "qd"), node, name, "qdisc_drops", q["drops"], first)
                     self._counter(t, (node, name, "qo"), node, name, "qdisc_overlimits", q["overlimits"], first)
