@@ -165,7 +165,8 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     b = sw[sw.metric == "qdisc_backlog_bytes"]
     for port in sorted(b.iface.unique(), key=lambda n: (len(n), n))[:16]:
         s = b[b.iface == port].set_index("tu")["value"]
-        a2.plot(s.index, s.values / 1e3, lw=0.8, label=port)
+        # a gauge row is written when non-zero or just back to zero: hold each value until the next
+        a2.plot(s.index, s.values / 1e3, lw=0.8, label=port, drawstyle="steps-post")
     a2.set_xlabel(tlabel)
     a2.set_ylabel("backlog [KB]")
     a2.set_title("switch port backlog (sampled)")
