@@ -26,6 +26,7 @@ import select
 import socket
 import struct
 import threading
+import time
 
 from clusterlab.cluster.testbed.node import in_netns
 
@@ -63,6 +64,7 @@ class PacketCapture:
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._cur = 0
         with in_netns(ns):
             self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
             self.names = {i: n for i, n in socket.if_nameindex()}
@@ -97,7 +99,7 @@ class PacketCapture:
         ring, bs = self.ring, self.block_size
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN | select.POLLERR)
-        cur = 0
+        self._cur = cur = 0
         unpack = struct.unpack_from
         while not self._stop.is_set():
             base = cur * bs
@@ -120,7 +122,6 @@ class PacketCapture:
                     c[1] += length
                 off += nxt
             struct.pack_into("=I", ring, base + 8, 0)  # hand the block back to the kernel
-            cur = (cur + 1) % self.block_nr
             with self.lock:
                 self.seen += num
                 for (ifindex, b), (n, nb) in local.items():
@@ -129,6 +130,17 @@ class PacketCapture:
                         self.nbytes[ifindex] = [0] * NBUCKETS
                     self.counts[ifindex][b] += n
                     self.nbytes[ifindex][b] += nb
+            self._cur = cur = (cur + 1) % self.block_nr
+
+    def drain(self, timeout: float = 2.0) -> None:
+        """Wait until the counting thread has caught up with what the kernel captured so far
+        (at most ``timeout`` s; a busy machine can starve the thread)."""
+        time.sleep(0.05)  # the kernel retires a partly filled block after 20 ms
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self._thread is not None and self._thread.is_alive():
+            if not struct.unpack_from("=I", self.ring, self._cur * self.block_size + 8)[0] & TP_STATUS_USER:
+                return
+            time.sleep(0.01)
 
     def snapshot(self) -> dict[str, tuple[list[int], list[int]]]:
         """Cumulative (packets, bytes) per bucket for each interface name; updates ``drops``."""

@@ -166,6 +166,8 @@ class Monitor:
         self._stop.set()
         self._thread.join(timeout=5 + self.interval)
         self._thread = None
+        if self._capture is not None:
+            self._capture.drain()
         if self.error is None:
             try:
                 self._sample()  # the last partial interval
