@@ -1,1 +1,1 @@
-"""Plots and reports."""
+"""Plots (matplotlib) and Markdown/HTML reports of runs."""

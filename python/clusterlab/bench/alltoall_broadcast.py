@@ -1,0 +1,141 @@
+"""Seed 000's all-to-all broadcast (section 4): barrier, every rank sends a block of ``size``
+bytes to every other rank, barrier; repeated ``reps`` times.
+
+Written only against the ``Communicator``: the same code runs on the local loopback cluster,
+on the namespace testbed and on a real cluster. What each repetition reports (at rank 0):
+
+* ``seconds``: the slowest rank's time from leaving the first barrier to leaving the second;
+* ``retransmissions`` / ``timeouts``: TCP segments retransmitted and retransmission timeouts
+  (``TcpRetransSegs``, ``TcpExtTCPTimeouts``) during the repetition, in total and per host.
+  On the testbed each rank reads its own host's namespace; on a shared namespace (local run)
+  only rank 0 reads the machine-wide counters, and ``per_host`` is empty;
+* ``drops``: packets dropped at the switch's output buffers, in total and per port, when the
+  caller passes a ``drops`` reader (the testbed's switch).
+
+Send order: ``same`` (every rank sends to 0, 1, 2, ... in turn, so all start by flooding the
+same receiver) or ``shifted`` (rank r sends to r+1, r+2, ...: one sender per receiver at a
+time).
+
+>>> send_order(2, 4, "same"), send_order(2, 4, "shifted")
+([0, 1, 3], [3, 0, 1])
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from clusterlab.errors import ConfigError
+
+ORDERS = ("same", "shifted")
+TAG = 7
+COUNTERS = ("TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes", "TcpOutSegs")
+
+
+def send_order(rank: int, size: int, order: str) -> list[int]:
+    """The destinations of ``rank`` in the order it sends to them."""
+    if order == "same":
+        return [j for j in range(size) if j != rank]
+    if order == "shifted":
+        return [(rank + k) % size for k in range(1, size)]
+    raise ConfigError(f"send order must be one of {', '.join(ORDERS)}, got {order!r}")
+
+
+def tcp_counters() -> dict[str, int]:
+    """This process's namespace TCP counters (nstat names)."""
+    from clusterlab.monitor.procfs import parse_snmp
+
+    out: dict[str, int] = {}
+    for f in ("/proc/self/net/snmp", "/proc/self/net/netstat"):
+        with open(f) as fh:
+            out.update(parse_snmp(fh.read()))
+    return {k: out.get(k, 0) for k in COUNTERS}
+
+
+def _cpu_busy() -> tuple[int, int]:
+    from clusterlab.monitor.procfs import parse_cpu
+
+    with open("/proc/stat") as f:
+        c = parse_cpu(f.read())
+    return c["idle"] + c["iowait"], sum(c.values())
+
+
+def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: int = 1,
+                       per_host_counters: bool = True, drops: Callable[[], dict[str, int]] | str | None = None,
+                       timeout: float = 120.0) -> list[dict] | None:
+    """Run the benchmark on every rank; rank 0 returns one dict per repetition, others None.
+
+    ``per_host_counters``: every rank reads its own namespace's TCP counters (testbed); False:
+    rank 0 alone reads them (ranks share a namespace). ``drops``: on rank 0, returns the
+    cumulative drop count per switch port (or the name of the switch's namespace, read with
+    ``monitor.netlink.QdiscDrops``).
+    """
+    if isinstance(drops, str):
+        from clusterlab.monitor.netlink import QdiscDrops
+
+        drops = QdiscDrops(drops) if comm.rank == 0 else None
+    if size < 0 or reps < 1 or warmup < 0:
+        raise ConfigError(f"need size >= 0, reps >= 1, warmup >= 0 (got {size}, {reps}, {warmup})")
+    dests = send_order(comm.rank, comm.size, order)
+    block = np.full(size, comm.rank % 251, dtype=np.uint8)
+    peers = [j for j in range(comm.size) if j != comm.rank]
+    read_counters = per_host_counters or comm.rank == 0
+    results = []
+    for rep in range(warmup + reps):
+        c0 = tcp_counters() if read_counters else None
+        d0 = drops() if (drops is not None and comm.rank == 0) else None
+        cpu0 = _cpu_busy()
+        comm.barrier()
+        t0 = time.perf_counter()
+        for d in dests:
+            comm.send(d, block, TAG)
+        for s in peers:
+            got = comm.recv(s, TAG, timeout=timeout)
+            arr = np.frombuffer(got, dtype=np.uint8) if not isinstance(got, np.ndarray) else got.view(np.uint8)
+            if arr.size != size or (size and not (arr == s % 251).all()):
+                raise RuntimeError(f"rank {comm.rank}: block from rank {s} is wrong "
+                                   f"({arr.size} bytes, expected {size} bytes of {s % 251})")
+        comm.barrier()
+        elapsed = time.perf_counter() - t0
+        cpu1 = _cpu_busy()
+        c1 = tcp_counters() if read_counters else None
+        d1 = drops() if (drops is not None and comm.rank == 0) else None
+        mine = [elapsed] + ([c1[k] - c0[k] for k in COUNTERS] if read_counters else [-1] * len(COUNTERS))
+        allv = comm.gather(np.array(mine, dtype=np.float64), root=0)
+        if comm.rank != 0 or rep < warmup:
+            continue
+        m = np.vstack([np.asarray(v, dtype=np.float64) for v in allv])
+        idle = (cpu1[0] - cpu0[0]) / max(1, cpu1[1] - cpu0[1])
+        row = {"rep": rep - warmup, "seconds": float(m[:, 0].max()), "rank0_seconds": float(m[0, 0]),
+               "cpu_idle": round(idle, 3)}
+        rows = m if per_host_counters else m[:1]
+        for i, k in enumerate(COUNTERS, start=1):
+            name = {"TcpRetransSegs": "retransmissions", "TcpExtTCPTimeouts": "timeouts",
+                    "TcpExtTCPLossProbes": "loss_probes", "TcpOutSegs": "segments"}[k]
+            row[name] = int(rows[:, i].sum())
+            if per_host_counters and name in ("retransmissions", "timeouts"):
+                row[f"{name}_per_host"] = [int(x) for x in rows[:, i]]
+        if d0 is not None:
+            per_port = {p: int(d1.get(p, 0) - d0.get(p, 0)) for p in d1}
+            row["drops"] = sum(per_port.values())
+            row["drops_per_port"] = per_port
+        results.append(row)
+    return results if comm.rank == 0 else None
+
+
+def summarize(reps: list[dict]) -> dict:
+    """Median/min/max seconds and totals over repetitions.
+
+    >>> summarize([{"seconds": 0.1, "retransmissions": 2, "timeouts": 1},
+    ...            {"seconds": 0.3, "retransmissions": 0, "timeouts": 0}])["median_seconds"]
+    0.2
+    """
+    s = np.array([r["seconds"] for r in reps])
+    out = {"median_seconds": float(np.median(s)), "min_seconds": float(s.min()), "max_seconds": float(s.max()),
+           "retransmissions": int(sum(r.get("retransmissions", 0) for r in reps)),
+           "timeouts": int(sum(r.get("timeouts", 0) for r in reps))}
+    if any("drops" in r for r in reps):
+        out["drops"] = int(sum(r.get("drops", 0) for r in reps))
+    return out

@@ -1,0 +1,54 @@
+"""``clusterlab monitor``: record the monitor table while a command runs (or for a while)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import click
+
+from clusterlab.errors import ConfigError
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.option("--testbed", "tb_name", default=None, help="Monitor this testbed (default: the local machine).")
+@click.option("--interval", default=0.1, show_default=True, type=float, help="Sampling interval [s].")
+@click.option("--duration", default=None, type=float, help="Stop after this many seconds (no command).")
+@click.option("--no-capture", is_flag=True, help="Skip the packet-length histogram.")
+@click.option("-o", "--out", default="runs/monitor/monitor.parquet", show_default=True,
+              help="Output table (.parquet, or .csv).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def monitor(tb_name, interval, duration, no_capture, out, command):
+    """Sample traffic, packet sizes, drops, TCP counters, CPU and disk into one table.
+
+    \b
+    Examples:
+      clusterlab monitor --duration 5 -o runs/idle/monitor.parquet
+      clusterlab monitor --testbed lab -o runs/x/monitor.parquet -- clusterlab testbed exec lab h0 ...
+      clusterlab report runs/x
+    """
+    from clusterlab.monitor import Monitor
+
+    if not command and duration is None:
+        raise ConfigError("give a command to run or --duration")
+    if tb_name:
+        from clusterlab.cluster.testbed import Testbed
+
+        m = Monitor.for_testbed(Testbed.attach(tb_name), interval, capture=not no_capture)
+    else:
+        m = Monitor.local(interval, capture=not no_capture)
+    rc = 0
+    with m:
+        try:
+            if command:
+                rc = subprocess.call(list(command))
+            else:
+                time.sleep(duration)
+        except KeyboardInterrupt:
+            rc = 130
+    m.write(out)
+    meta = m.meta
+    click.echo(f"{out}: {m.table().num_rows} rows, {meta['samples']} samples "
+               f"({meta['late_samples']} late), capture {meta['capture']}", err=True)
+    if rc:
+        raise SystemExit(rc)

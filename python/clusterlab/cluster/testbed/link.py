@@ -1,0 +1,87 @@
+"""Links (Mininet's ``Link``): one veth pair per host, shaped with tbf on both ends.
+
+The switch end ``p<i>`` gets ``tbf rate R limit B``: R is the link rate, B bytes the switch's
+output buffer toward host i. When several hosts send to one host at once (incast), that queue
+overflows and tbf drops, as the ATM switch of seed 000 dropped cells. The host end ``eth0``
+gets ``tbf rate R limit Q`` with a modest Q, so a host cannot send faster than its link and
+its RTTs are not inflated by megabytes of host queueing.
+
+These functions only write the ``ip -batch`` / ``tc -batch`` lines; ``net.Testbed`` runs them.
+
+>>> from clusterlab.cluster.testbed.topo import StarTopo
+>>> t = StarTopo(hosts=2, rate="155Mbit", buffer="64KB")
+>>> print(veth_lines("t1", t)[0])
+link add name eth0 address 02:c1:ab:00:00:00 mtu 9000 netns clab-t1-h0 type veth peer name p0 mtu 9000 netns clab-t1-sw
+>>> port_qdisc_lines(t)[0]
+'qdisc replace dev p0 root tbf rate 155000000bit burst 18028 limit 64000'
+"""
+
+from __future__ import annotations
+
+from clusterlab.cluster.testbed.node import ns_name
+from clusterlab.cluster.testbed.topo import ETH_HLEN, StarTopo
+
+
+def burst_bytes(topo: StarTopo) -> int:
+    """tbf bucket: two full frames (tbf drops frames larger than its bucket; a deeper bucket
+    would let bursts pass at veth speed instead of the link rate)."""
+    return 2 * (int(topo.mtu) + ETH_HLEN)
+
+
+def veth_lines(testbed: str, topo: StarTopo) -> list[str]:
+    """Root ``ip -batch`` lines creating each pair directly inside its two namespaces."""
+    sw = ns_name(testbed, "sw")
+    out = []
+    for i, name in enumerate(topo.host_names()):
+        out.append(f"link add name eth0 address {topo.mac(i)} mtu {topo.mtu} netns {ns_name(testbed, name)} "
+                   f"type veth peer name p{i} mtu {topo.mtu} netns {sw}")
+    return out
+
+
+def host_lines(topo: StarTopo, index: int, static_neigh: bool = True) -> list[str]:
+    """``ip -n <host> -batch`` lines: address, static neighbour entries for every other host,
+    interfaces up."""
+    out = ["link set lo up", f"addr add {topo.address(index)}/16 dev eth0"]
+    if static_neigh:
+        for j in range(topo.n_nodes):
+            if j != index:
+                out.append(f"neigh replace {topo.address(j)} lladdr {topo.mac(j)} dev eth0 nud permanent")
+        out.append(f"neigh replace {topo.switch_address} lladdr {topo.switch_mac} dev eth0 nud permanent")
+    out.append("link set eth0 up")
+    return out
+
+
+def switch_lines(topo: StarTopo) -> list[str]:
+    """``ip -n <switch> -batch`` lines: the bridge (no STP, no forwarding delay, no multicast
+    snooping) with every port attached and up, and the switch's own address (the rendezvous
+    point of launched jobs)."""
+    out = ["link set lo up",
+           "link add br0 type bridge stp_state 0 forward_delay 0 mcast_snooping 0 ageing_time 30000"]
+    for i in range(topo.n_nodes):
+        out.append(f"link set p{i} master br0")
+        out.append(f"link set p{i} up")
+    out.append(f"link set br0 address {topo.switch_mac} up")
+    out.append(f"addr add {topo.switch_address}/16 dev br0")
+    for j in range(topo.n_nodes):
+        out.append(f"neigh replace {topo.address(j)} lladdr {topo.mac(j)} dev br0 nud permanent")
+    return out
+
+
+def fdb_lines(topo: StarTopo) -> list[str]:
+    """``bridge -batch`` lines: static forwarding entries, so the switch never floods."""
+    return [f"fdb replace {topo.mac(i)} dev p{i} master static" for i in range(topo.n_nodes)]
+
+
+def _tbf(dev: str, topo: StarTopo, limit: int) -> str:
+    rate = int(round(topo.effective_rate_bps))
+    return f"qdisc replace dev {dev} root tbf rate {rate}bit burst {burst_bytes(topo)} limit {limit}"
+
+
+def port_qdisc_lines(topo: StarTopo) -> list[str]:
+    """``tc -n <switch> -batch`` lines: each port's output buffer."""
+    return [_tbf(f"p{i}", topo, topo.buffer_bytes) for i in range(topo.n_nodes)]
+
+
+def host_qdisc_lines(topo: StarTopo) -> list[str]:
+    """``tc -n <host> -batch`` lines: the host's egress queue."""
+    return [_tbf("eth0", topo, topo.host_queue_bytes)]

@@ -1,0 +1,143 @@
+"""What to build: hosts on one switch, the links' rate, port buffer and MTU (Mininet's ``Topo``).
+
+A topology is plain data: it can be checked, printed and saved without root. ``net.Testbed``
+turns it into namespaces, veth pairs, a bridge and tc qdiscs.
+
+>>> t = StarTopo(hosts=16, rate="155Mbit", buffer="64KB")
+>>> t.rate_bps, t.buffer_bytes, t.mtu, len(t.host_names())
+(155000000.0, 64000, 9000, 16)
+>>> t.host_names()[:3]
+['h0', 'h1', 'h2']
+>>> t.address(0), t.address(15), t.switch_address
+('10.0.0.1', '10.0.0.16', '10.0.255.254')
+>>> StarTopo(hosts=8, rate="155Mbit", dilation=10).effective_rate_bps
+15500000.0
+>>> StarTopo(hosts=1)
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: hosts must be 2..1000, got 1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+
+from clusterlab.errors import ConfigError
+from clusterlab.units import parse_rate, parse_size
+
+PREFIX = "clab"
+"""Every namespace this project creates starts with ``clab-`` (clean removes exactly those)."""
+
+MAX_HOSTS = 1000
+NAME_RE = re.compile(r"^[a-z0-9]{1,8}$")
+SUBNET = ipaddress.IPv4Network("10.0.0.0/16")
+# Ethernet header + FCS-less overhead that tc accounts on veth (14 bytes of MAC header).
+ETH_HLEN = 14
+
+
+@dataclasses.dataclass(frozen=True)
+class StarTopo:
+    """``hosts`` hosts on one switch (a Linux bridge), each attached by its own link.
+
+    ``rate``: link rate in each direction (tc syntax, ``155Mbit``). ``buffer``: the switch's
+    output buffer per port in bytes (where incast drops happen). ``host_queue``: the host's own
+    egress queue in bytes (kept modest so RTTs are not inflated by host queueing; a host that
+    bursts more than this drops locally, and a TCP flow with nothing in flight then waits for
+    its probe timer, >= 200 ms whatever the RTO minimum: use about 1000 packets to model a
+    NIC that never drops). ``mtu``:
+    interface MTU (9000 by default; classical IP over ATM uses 9180). ``dilation``: divide
+    rates by k (and multiply timers by k elsewhere) so large runs fit on few cores.
+    ``storage``: add one more host named ``st`` (a storage target) on the same switch.
+    """
+
+    hosts: int = 4
+    rate: str | float = "155Mbit"
+    buffer: str | int = "64KB"
+    host_queue: str | int = "256KB"
+    mtu: int = 9000
+    dilation: float = 1.0
+    storage: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.hosts, int) or not 2 <= self.hosts <= MAX_HOSTS:
+            raise ConfigError(f"hosts must be 2..{MAX_HOSTS}, got {self.hosts}")
+        if not 68 <= int(self.mtu) <= 65000:
+            raise ConfigError(f"mtu must be 68..65000, got {self.mtu}")
+        if not self.dilation >= 1.0:
+            raise ConfigError(f"dilation must be >= 1, got {self.dilation}")
+        if self.rate_bps < 8_000:
+            raise ConfigError(f"rate must be at least 8kbit, got {self.rate!r}")
+        for what, v in (("buffer", self.buffer_bytes), ("host_queue", self.host_queue_bytes)):
+            if v < self.mtu + ETH_HLEN:
+                raise ConfigError(f"{what} of {v} bytes cannot hold one {self.mtu}-byte packet; "
+                                  f"use at least {self.mtu + ETH_HLEN} bytes")
+
+    @property
+    def rate_bps(self) -> float:
+        return parse_rate(self.rate)
+
+    @property
+    def effective_rate_bps(self) -> float:
+        """The rate tc enforces: ``rate / dilation``."""
+        return self.rate_bps / self.dilation
+
+    @property
+    def buffer_bytes(self) -> int:
+        return parse_size(self.buffer)
+
+    @property
+    def host_queue_bytes(self) -> int:
+        return parse_size(self.host_queue)
+
+    @property
+    def n_nodes(self) -> int:
+        """Hosts including the storage host."""
+        return self.hosts + (1 if self.storage else 0)
+
+    def host_names(self) -> list[str]:
+        """Compute hosts ``h0..h{n-1}``, then ``st`` when there is a storage host."""
+        return [f"h{i}" for i in range(self.hosts)] + (["st"] if self.storage else [])
+
+    def address(self, index: int) -> str:
+        """IPv4 address of node ``index`` (10.0.0.1 upwards, inside the namespaces only)."""
+        return str(SUBNET.network_address + index + 1)
+
+    @property
+    def switch_address(self) -> str:
+        """The switch's own address (on its bridge): the launcher's rendezvous point, so that
+        ranks in host namespaces can reach a driver that has no address on the testbed."""
+        return str(SUBNET.broadcast_address - 1)
+
+    switch_mac = "02:c1:ab:ff:ff:fe"
+
+    def mac(self, index: int) -> str:
+        """Locally administered MAC of node ``index``'s interface (fixed, for static entries)."""
+        return "02:c1:ab:00:{:02x}:{:02x}".format(*divmod(index, 256))
+
+    def to_dict(self) -> dict:
+        return {"hosts": self.hosts, "rate": str(self.rate), "rate_bps": self.rate_bps,
+                "buffer_bytes": self.buffer_bytes, "host_queue_bytes": self.host_queue_bytes,
+                "mtu": int(self.mtu), "dilation": float(self.dilation), "storage": self.storage}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> StarTopo:
+        return cls(hosts=int(d["hosts"]), rate=d.get("rate_bps", d.get("rate", "155Mbit")),
+                   buffer=int(d["buffer_bytes"]), host_queue=int(d["host_queue_bytes"]),
+                   mtu=int(d["mtu"]), dilation=float(d["dilation"]), storage=bool(d["storage"]))
+
+
+def check_name(name: str) -> str:
+    """A testbed's short name: 1-8 lowercase letters/digits (it goes into interface names).
+
+    >>> check_name("t1")
+    't1'
+    >>> check_name("Bad-Name")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: testbed name 'Bad-Name' must be 1-8 lowercase letters or digits
+    """
+    if not NAME_RE.match(name or ""):
+        raise ConfigError(f"testbed name {name!r} must be 1-8 lowercase letters or digits")
+    return name

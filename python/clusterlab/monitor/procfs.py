@@ -1,0 +1,116 @@
+"""Parsers of the kernel's counter files (/proc/net/dev, /proc/net/snmp, /proc/net/netstat,
+/proc/stat, /proc/diskstats). Pure functions of text, so they are tested without root.
+
+>>> snmp = "Tcp: RtoAlgorithm RetransSegs\\nTcp: 1 7\\nUdp: InDatagrams\\nUdp: 3\\n"
+>>> parse_snmp(snmp)
+{'TcpRtoAlgorithm': 1, 'TcpRetransSegs': 7, 'UdpInDatagrams': 3}
+>>> cpu = parse_cpu("cpu  10 2 30 400 5 0 7 0 0 0\\ncpu0 1 1 1 1 1 1 1 1 0 0\\n")
+>>> cpu["user"], cpu["system"], cpu["idle"], cpu["iowait"], cpu["softirq"]
+(12, 30, 400, 5, 7)
+>>> parse_diskstats("   8       0 sda 10 0 80 0 5 0 16 0 0 0 0\\n   8       1 sda1 9 0 72 0 4 0 8 0 0 0 0\\n")
+{'sda': (40960, 8192)}
+"""
+
+from __future__ import annotations
+
+import re
+
+# TCP counters recorded per namespace (nstat names: the header of the line + the field).
+TCP_COUNTERS = (
+    "TcpOutSegs", "TcpInSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
+    "TcpExtTCPFastRetrans", "TcpExtTCPSlowStartRetrans", "TcpExtTCPSpuriousRTOs",
+    "TcpExtTCPLostRetransmit", "TcpExtTCPSackRecovery", "TcpExtTCPRenoRecovery",
+    "TcpExtTCPOFOQueue", "TcpExtTCPBacklogDrop", "TcpExtListenDrops", "TcpExtTCPWinProbe",
+)
+SECTOR = 512
+_PARTITION = re.compile(r"^(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+)\d+$|^(nvme\d+n\d+|mmcblk\d+)p\d+$")
+
+
+def parse_snmp(text: str) -> dict[str, int]:
+    """/proc/net/snmp or /proc/net/netstat: pairs of lines ``Hdr: names`` / ``Hdr: values``,
+    flattened to nstat's names (``TcpRetransSegs``, ``TcpExtTCPTimeouts``)."""
+    out: dict[str, int] = {}
+    lines = text.splitlines()
+    for names, values in zip(lines[0::2], lines[1::2], strict=False):
+        hdr, _, ns = names.partition(":")
+        _, _, vs = values.partition(":")
+        for n, v in zip(ns.split(), vs.split(), strict=False):
+            try:
+                out[hdr + n] = int(v)
+            except ValueError:
+                continue
+    return out
+
+
+class CounterReader:
+    """Pick a few counters out of /proc/net/snmp or netstat text, fast: the name lines never
+    change, so the positions of the wanted counters are found once and reused.
+
+    >>> r = CounterReader(("TcpRetransSegs", "TcpExtTCPTimeouts"))
+    >>> r.read("Tcp: A RetransSegs\\nTcp: 1 7\\nTcpExt: TCPTimeouts B\\nTcpExt: 3 4\\n")
+    {'TcpRetransSegs': 7, 'TcpExtTCPTimeouts': 3}
+    """
+
+    def __init__(self, wanted):
+        self.wanted = set(wanted)
+        self.layout: dict[str, list[tuple[str, int]]] | None = None
+
+    def read(self, text: str) -> dict[str, int]:
+        lines = text.splitlines()
+        if self.layout is None:
+            self.layout = {}
+            for names in lines[0::2]:
+                hdr, _, ns = names.partition(":")
+                picks = [(hdr + n, i) for i, n in enumerate(ns.split()) if hdr + n in self.wanted]
+                if picks:
+                    self.layout[hdr + ":"] = picks
+        out = {}
+        for line in lines[1::2]:
+            hdr, _, vs = line.partition(" ")
+            picks = self.layout.get(hdr)
+            if picks:
+                f = vs.split()
+                for name, i in picks:
+                    out[name] = int(f[i])
+        return out
+
+
+def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
+    """/proc/net/dev: per interface rx/tx bytes, packets and drops.
+
+    >>> parse_net_dev("Inter-|...\\n face |...\\n  eth0: 100 2 0 1 0 0 0 0 300 4 0 5 0 0 0 0\\n")["eth0"]
+    {'rx_bytes': 100, 'rx_packets': 2, 'rx_dropped': 1, 'tx_bytes': 300, 'tx_packets': 4, 'tx_dropped': 5}
+    """
+    out = {}
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        f = rest.split()
+        if len(f) >= 12:
+            out[name.strip()] = {"rx_bytes": int(f[0]), "rx_packets": int(f[1]), "rx_dropped": int(f[3]),
+                                 "tx_bytes": int(f[8]), "tx_packets": int(f[9]), "tx_dropped": int(f[11])}
+    return out
+
+
+def parse_cpu(text: str) -> dict[str, int]:
+    """The aggregate ``cpu`` line of /proc/stat in clock ticks (user includes nice)."""
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            f = [int(x) for x in line.split()[1:]]
+            f += [0] * (8 - len(f))
+            return {"user": f[0] + f[1], "system": f[2], "idle": f[3], "iowait": f[4], "irq": f[5],
+                    "softirq": f[6], "steal": f[7]}
+    raise ValueError("no aggregate cpu line in /proc/stat")
+
+
+def parse_diskstats(text: str) -> dict[str, tuple[int, int]]:
+    """Bytes read and written per whole disk (partitions, loop and ram devices skipped)."""
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 10:
+            continue
+        name = f[2]
+        if name.startswith(("loop", "ram", "zram", "dm-", "md")) or _PARTITION.match(name):
+            continue
+        out[name] = (int(f[5]) * SECTOR, int(f[9]) * SECTOR)
+    return out

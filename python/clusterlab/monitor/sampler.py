@@ -1,0 +1,347 @@
+"""The sampler: every ``interval`` seconds (0.1 by default) one row per changed counter.
+
+What it records (``metric`` names; counters are increases during the interval ending at
+``t``, gauges are values at ``t``; a counter row that would be 0 is left out, so a missing
+row means zero):
+
+* per interface (``node``, ``iface``): ``rx_bytes rx_packets tx_bytes tx_packets rx_dropped
+  tx_dropped`` (/proc/net/dev of the namespace);
+* per root qdisc: ``qdisc_drops qdisc_overlimits`` (counters), ``qdisc_backlog_bytes
+  qdisc_qlen`` (gauges); on the testbed the switch ports' qdiscs are the output buffers;
+* per node (namespace): the TCP counters of ``procfs.TCP_COUNTERS`` (nstat names such as
+  ``TcpRetransSegs``, ``TcpExtTCPTimeouts``, ``TcpExtTCPLossProbes``);
+* per machine (node ``machine``): ``cpu_user cpu_system cpu_iowait cpu_softirq cpu_idle``
+  (fractions of all CPUs' time in the interval), ``disk_read_bytes disk_write_bytes``, and
+  ``interval_seconds``, the true length of the interval (a tick can be late; divide by it
+  for rates); every sampled node has its own ``interval_seconds`` row too, and its rows carry
+  the time its counters were read;
+* packet-length histogram: ``len_packets`` and ``len_bytes`` with ``bucket`` b meaning
+  frames of 64*b .. 64*b+63 bytes, per sending interface; ``capture_drops`` if the capture
+  ring overflowed.
+
+A local run (``Monitor.local()``) samples the root namespace and ``lo``; it then also sees
+whatever else the machine sends on loopback.
+
+>>> m = Monitor.local(interval=0.05, capture=False)
+>>> with m:
+...     _ = sum(range(10**6))
+>>> table = m.table()
+>>> {"t", "node", "iface", "metric", "bucket", "value"} <= set(table.column_names)
+True
+>>> "cpu_idle" in set(table.column("metric").to_pylist())
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import threading
+import time
+
+import pyarrow as pa
+
+from clusterlab.cluster.testbed.node import in_netns
+from clusterlab.monitor import procfs
+from clusterlab.monitor.netlink import Rtnl
+
+LINK_COUNTERS = ("rx_bytes", "rx_packets", "tx_bytes", "tx_packets", "rx_dropped", "tx_dropped")
+SCHEMA = pa.schema([("t", pa.float64()), ("node", pa.string()), ("iface", pa.string()),
+                    ("metric", pa.string()), ("bucket", pa.int32()), ("value", pa.float64())])
+
+
+@dataclasses.dataclass
+class Target:
+    """One namespace to sample. ``ns`` None is the monitor's own namespace. ``ifaces``: which
+    interfaces (None: all, lo included). ``tcp``: record its TCP counters."""
+
+    node: str
+    ns: str | None = None
+    ifaces: list[str] | None = None
+    tcp: bool = True
+
+
+class _Open:
+    def __init__(self, t: Target):
+        self.t = t
+        with in_netns(t.ns):
+            self.nl = Rtnl()
+            # Files under /proc/thread-self/net stay bound to the namespace they were opened in.
+            self.dev = os.open("/proc/thread-self/net/dev", os.O_RDONLY)
+            self.fds = [os.open(f"/proc/thread-self/net/{f}", os.O_RDONLY) for f in ("snmp", "netstat")] if t.tcp else []
+            self.index = {d["name"]: i for i, d in self.nl.links().items()}
+        self.readers = [procfs.CounterReader(procfs.TCP_COUNTERS) for _ in self.fds]
+
+    def tcp(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for fd, r in zip(self.fds, self.readers, strict=True):
+            out.update(r.read(_pread_all(fd).decode()))
+        return out
+
+    def links(self) -> dict[str, dict[str, int]]:
+        return procfs.parse_net_dev(_pread_all(self.dev).decode())
+
+    def close(self):
+        self.nl.close()
+        os.close(self.dev)
+        for fd in self.fds:
+            os.close(fd)
+
+
+def _pread_all(fd: int) -> bytes:
+    chunks, off = [], 0
+    while True:
+        b = os.pread(fd, 65536, off)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+        off += len(b)
+
+
+class Monitor:
+    """Sample ``targets`` every ``interval`` seconds in a background thread.
+
+    ``capture``: a ``(ns, iface)`` capture point for the packet-length histogram (True: the
+    default for the setup; False/None: no histogram). ``dilation`` is stored with the table so
+    that reports can show undilated time.
+    """
+
+    def __init__(self, targets: list[Target], interval: float = 0.1, capture=None, dilation: float = 1.0,
+                 disk: bool = True):
+        if not 0.005 <= interval <= 60:
+            from clusterlab.errors import ConfigError
+            raise ConfigError(f"monitor interval must be 0.005..60 s, got {interval}")
+        self.targets, self.interval, self.capture_point, self.dilation = targets, interval, capture, dilation
+        self.disk = disk
+        self.cols: dict[str, list] = {c: [] for c in SCHEMA.names}
+        self.late = 0
+        self.error: str | None = None
+        self.samples = 0
+        self.sample_seconds = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._capture = None
+        self.started_at = None
+        self.meta: dict = {}
+
+    @classmethod
+    def local(cls, interval: float = 0.1, capture: bool = True) -> Monitor:
+        """The local machine: root namespace TCP counters, every interface, capture on lo."""
+        return cls([Target("local", None, None, True)], interval, ("", "lo") if capture else None)
+
+    @classmethod
+    def for_testbed(cls, tb, interval: float = 0.1, capture: bool = True) -> Monitor:
+        """Every host (eth0, its egress qdisc, its TCP counters) and every switch port (the
+        output buffers), with the histogram captured at the switch."""
+        targets = [Target(h.name, h.ns, ["eth0"], True) for h in tb.hosts]
+        targets.append(Target("switch", tb.switch.ns, [h.port for h in tb.hosts], False))
+        return cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation)
+
+    # --- running -----------------------------------------------------------------------------
+    def __enter__(self) -> Monitor:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> Monitor:
+        self._open = [_Open(t) for t in self.targets]
+        if self.capture_point:
+            from clusterlab.monitor.capture import PacketCapture
+            ns, iface = self.capture_point
+            self._capture = PacketCapture(ns or None, iface or None).start()
+        self.started_at = time.time()
+        self._t0 = time.monotonic()
+        self._prev: dict = {}
+        self._sample(first=True)
+        self._thread = threading.Thread(target=self._loop, name="monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=5 + self.interval)
+        self._thread = None
+        if self._capture is not None:
+            self._capture.drain()
+        if self.error is None:
+            try:
+                self._sample()  # the last partial interval
+            except Exception as e:
+                self.error = f"last sample failed: {e}"
+        if self._capture is not None:
+            self._capture.stop()
+        for o in self._open:
+            o.close()
+        self.meta = {"interval": self.interval, "dilation": self.dilation, "started": self.started_at,
+                     "duration": time.monotonic() - self._t0, "samples": self.samples, "late_samples": self.late,
+                     "sample_cost_seconds": round(self.sample_seconds, 3), "error": self.error,
+                     "nodes": [t.node for t in self.targets],
+                     "capture": None if self._capture is None else
+                     {"packets": self._capture.seen, "drops": self._capture.drops}}
+
+    def _loop(self) -> None:
+        nxt = self._t0 + self.interval
+        while not self._stop.is_set():
+            delay = nxt - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                break
+            try:
+                self._sample()
+            except Exception as e:  # a namespace vanished under us: keep what we have, say why
+                self.error = f"sampling stopped at t={time.monotonic() - self._t0:.2f}s: {e}"
+                break
+            nxt += self.interval
+            now = time.monotonic()
+            if now > nxt:  # fell behind: skip the missed ticks, count them
+                missed = int((now - nxt) / self.interval) + 1
+                self.late += missed
+                nxt += missed * self.interval
+
+    # --- one sample ------------------------------------------------------------------------
+    def _emit(self, t, node, iface, metric, bucket, value):
+        c = self.cols
+        c["t"].append(t)
+        c["node"].append(node)
+        c["iface"].append(iface)
+        c["metric"].append(metric)
+        c["bucket"].append(bucket)
+        c["value"].append(float(value))
+
+    def _counter(self, t, key, node, iface, metric, value, first, bucket=-1):
+        old = self._prev.get(key)
+        self._prev[key] = value
+        if not first and old is not None and value != old:
+            self._emit(t, node, iface, metric, bucket, value - old)
+
+    def _sample(self, first: bool = False) -> None:
+        s0 = time.perf_counter()
+        t = time.monotonic() - self._t0
+        if not first:  # the true length of this interval (ticks can be late): rates divide by it
+            self._emit(t, "machine", "", "interval_seconds", -1, t - self._prev.get("t", 0.0))
+        self._prev["t"] = t
+        for o in self._open:
+            node = o.t.node
+            # each node's rows carry the time its counters were read, and the true interval
+            # since its previous read: visiting 100 namespaces takes a while, and rates must
+            # not be skewed by where in the visit a node came
+            t = time.monotonic() - self._t0
+            if not first:
+                self._emit(t, node, "", "interval_seconds", -1, t - self._prev.get(("t", node), 0.0))
+            self._prev[("t", node)] = t
+            links = o.links()
+            qd = o.nl.root_qdiscs()
+            for name, d in links.items():
+                if o.t.ifaces is not None and name not in o.t.ifaces:
+                    continue
+                for m in LINK_COUNTERS:
+                    if m in d:
+                        self._counter(t, (node, name, m), node, name, m, d[m], first)
+                q = qd.get(o.index.get(name, -1))
+                if q and "drops" in q:
+                    self._counter(t, (node, name, "qd"), node, name, "qdisc_drops", q["drops"], first)
+                    self._counter(t, (node, name, "qo"), node, name, "qdisc_overlimits", q["overlimits"], first)
+                    key = (node, name, "qb")
+                    if not first and (q["backlog"] or self._prev.get(key)):
+                        self._emit(t, node, name, "qdisc_backlog_bytes", -1, q["backlog"])
+                        self._emit(t, node, name, "qdisc_qlen", -1, q["qlen"])
+                    self._prev[key] = q["backlog"]
+            if o.t.tcp:
+                tcp = o.tcp()
+                for m in procfs.TCP_COUNTERS:
+                    if m in tcp:
+                        self._counter(t, (node, m), node, "", m, tcp[m], first)
+        with open("/proc/stat") as f:
+            cpu = procfs.parse_cpu(f.read())
+        old = self._prev.get("cpu")
+        self._prev["cpu"] = cpu
+        if old is not None and not first:
+            total = sum(cpu.values()) - sum(old.values())
+            if total > 0:
+                for k in ("user", "system", "iowait", "softirq", "idle"):
+                    self._emit(t, "machine", "", f"cpu_{k}", -1, (cpu[k] - old[k]) / total)
+        t = time.monotonic() - self._t0
+        if self.disk:
+            with open("/proc/diskstats") as f:
+                disks = procfs.parse_diskstats(f.read())
+            r, w = sum(v[0] for v in disks.values()), sum(v[1] for v in disks.values())
+            self._counter(t, "dr", "machine", "", "disk_read_bytes", r, first)
+            self._counter(t, "dw", "machine", "", "disk_write_bytes", w, first)
+        if self._capture is not None:
+            snap = self._capture.snapshot()
+            node = "switch" if self._capture.ns else "local"
+            for iface, (pk, by) in snap.items():
+                prev = self._prev.get(("hist", iface))
+                self._prev[("hist", iface)] = (pk, by)
+                if first:
+                    continue
+                for b, n in enumerate(pk):
+                    dn = n - (prev[0][b] if prev else 0)
+                    if dn:
+                        self._emit(t, node, iface, "len_packets", b, dn)
+                        self._emit(t, node, iface, "len_bytes", b, by[b] - (prev[1][b] if prev else 0))
+            self._counter(t, "capdrops", node, "", "capture_drops", self._capture.drops, first)
+        self.samples += 1
+        self.sample_seconds += time.perf_counter() - s0
+
+    # --- results -----------------------------------------------------------------------------
+    def table(self) -> pa.Table:
+        """The tidy table: columns t, node, iface, metric, bucket, value (metadata: interval,
+        dilation, start time, samples, late samples, capture packets and drops)."""
+        tbl = pa.Table.from_pydict(self.cols, schema=SCHEMA)
+        return tbl.replace_schema_metadata({"clusterlab.monitor": json.dumps(self.meta)})
+
+    def write(self, path: str | os.PathLike) -> str:
+        """Write the table atomically: Parquet, or CSV when ``path`` ends in .csv (its
+        metadata then goes to ``<path>.meta.json``)."""
+        return write_table(self.table(), path)
+
+
+def write_table(tbl: pa.Table, path) -> str:
+    from clusterlab._atomic import atomic_open, atomic_path
+
+    path = str(path)
+    if path.endswith(".csv"):
+        import pyarrow.csv as pcsv
+
+        with atomic_path(path) as tmp:
+            pcsv.write_csv(tbl, str(tmp))
+        meta = (tbl.schema.metadata or {}).get(b"clusterlab.monitor", b"{}").decode()
+        with atomic_open(path + ".meta.json") as f:
+            f.write(meta)
+    else:
+        import pyarrow.parquet as pq
+
+        with atomic_path(path) as tmp:
+            pq.write_table(tbl, str(tmp))
+    return path
+
+
+def read_table(path) -> tuple[pa.Table, dict]:
+    """A monitor table and its metadata, from Parquet or CSV."""
+    from clusterlab.errors import ConfigError
+
+    path = str(path)
+    try:
+        if path.endswith(".csv"):
+            import pyarrow.csv as pcsv
+
+            tbl = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=SCHEMA))
+            meta = {}
+            with contextlib.suppress(OSError, ValueError):
+                meta = json.load(open(path + ".meta.json"))
+        else:
+            import pyarrow.parquet as pq
+
+            tbl = pq.read_table(path)
+            meta = json.loads((tbl.schema.metadata or {}).get(b"clusterlab.monitor", b"{}"))
+    except (OSError, pa.ArrowInvalid) as e:
+        raise ConfigError(f"{path}: cannot read a monitor table: {e}") from None
+    missing = set(SCHEMA.names) - set(tbl.column_names)
+    if missing:
+        raise ConfigError(f"{path}: not a monitor table (missing columns {sorted(missing)})")
+    return tbl, meta

@@ -1,0 +1,220 @@
+"""Plots and a summary of one monitor table: traffic per host over time, packet-length
+histogram, TCP retransmissions/timeouts, switch drops and backlog, CPU.
+
+With dilation k the plots show undilated time (t / k) and rates (x k), as the network would
+have run at full speed.
+
+>>> import pyarrow as pa
+>>> from clusterlab.monitor.sampler import SCHEMA
+>>> t = pa.Table.from_pydict({"t": [0.1, 0.1, 0.2], "node": ["h0", "machine", "machine"],
+...     "iface": ["eth0", "", ""], "metric": ["tx_bytes", "cpu_idle", "cpu_idle"],
+...     "bucket": [-1, -1, -1], "value": [1e6, 0.05, 0.10]}, schema=SCHEMA)
+>>> s = summarize(t, {"interval": 0.1, "dilation": 1.0})
+>>> s["cpu_bound"], s["mean_cpu_idle"], s["tx_bytes"]
+(True, 0.075, 1000000)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+CPU_BOUND_IDLE = 0.15
+TCP_PLOTTED = ("TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes")
+
+
+def _df(tbl: pa.Table):
+    return tbl.to_pandas()
+
+
+def summarize(tbl: pa.Table, meta: dict) -> dict:
+    """Totals of a run: bytes, packets, retransmissions, timeouts, drops, CPU idle and whether
+    the run was CPU-bound (mean idle below 15%, so times measure the CPU, not the network)."""
+    df = _df(tbl)
+    k = float(meta.get("dilation", 1.0) or 1.0)
+    hosts = df[(df.node != "switch") & (df.node != "machine")]
+
+    def total(frame, metric):
+        return int(frame.loc[frame.metric == metric, "value"].sum())
+
+    idle = df.loc[df.metric == "cpu_idle", "value"]
+    out = {
+        "duration_seconds": round(float(meta.get("duration", df.t.max() if len(df) else 0.0)) / k, 3),
+        "dilation": k,
+        "interval": meta.get("interval"),
+        "samples": meta.get("samples"),
+        "late_samples": meta.get("late_samples"),
+        "tx_bytes": total(hosts, "tx_bytes"),
+        "tx_packets": total(hosts, "tx_packets"),
+        "retransmissions": total(hosts, "TcpRetransSegs"),
+        "timeouts": total(hosts, "TcpExtTCPTimeouts"),
+        "loss_probes": total(hosts, "TcpExtTCPLossProbes"),
+        "switch_drops": total(df[df.node == "switch"], "qdisc_drops"),
+        "host_queue_drops": total(hosts, "qdisc_drops"),
+        "mean_cpu_idle": round(float(idle.mean()), 3) if len(idle) else None,
+        "capture": meta.get("capture"),
+    }
+    out["cpu_bound"] = out["mean_cpu_idle"] is not None and out["mean_cpu_idle"] < CPU_BOUND_IDLE
+    return out
+
+
+def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = "") -> list[str]:
+    """Write the PNGs into ``outdir``; returns their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from clusterlab._atomic import atomic_path
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    df = _df(tbl)
+    k = float(meta.get("dilation", 1.0) or 1.0)
+    dt = float(meta.get("interval", 0.1)) / k
+    df["tu"] = df["t"] / k
+    # each node's true sampling intervals (real seconds, keyed by node and t); rates divide by
+    # them, not by the nominal interval (ticks can be late)
+    ivl = {n: g.set_index("t")["value"] for n, g in df[df.metric == "interval_seconds"].groupby("node")}
+
+    def per_s(series, node="machine"):  # series indexed by real t -> undilated per-second rates
+        iv = ivl.get(node, ivl.get("machine"))
+        dts = iv.reindex(series.index).to_numpy() / k if iv is not None else np.full(len(series), np.nan)
+        dts[~(dts > 0)] = dt
+        return series.to_numpy() / dts
+    tlabel = "time [s]" + (f" (undilated, k={k:g})" if k != 1 else "")
+    written = []
+
+    def save(fig, name):
+        with atomic_path(outdir / name) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+        plt.close(fig)
+        written.append(name)
+
+    # 1. traffic per host
+    tx = df[(df.metric == "tx_bytes") & (df.node != "switch") & (df.node != "machine")]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    if len(tx):
+        nodes = sorted(tx.node.unique(), key=lambda n: (len(n), n))
+        for n in nodes:
+            s = tx[tx.node == n].groupby("t")["value"].sum()
+            ax.plot(s.index / k, per_s(s, n) * 8 / 1e6, lw=0.9, label=n if len(nodes) <= 16 else None)
+        if len(nodes) <= 16:
+            ax.legend(fontsize=7, ncol=4)
+    ax.set_xlabel(tlabel)
+    ax.set_ylabel("sent [Mbit/s]")
+    ax.set_title(f"{title} traffic per host".strip())
+    save(fig, "traffic.png")
+
+    # 2. packet-length histogram (seed 004: per 64-byte bucket)
+    ln = df[df.metric == "len_packets"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if len(ln):
+        h = ln.groupby("bucket")["value"].sum()
+        a1.bar(h.index * 64, h.values, width=60, align="edge")
+        a1.set_yscale("log")
+        top = h.sort_values(ascending=False).index[:5]
+        for b in sorted(top):
+            s = ln[ln.bucket == b].groupby("t")["value"].sum()
+            a2.plot(s.index / k, per_s(s, "switch"), lw=0.9, label=f"{b * 64}-{b * 64 + 63} B")
+        a2.legend(fontsize=7)
+    a1.set_xlabel("frame length [bytes], 64-byte buckets")
+    a1.set_ylabel("packets")
+    a1.set_title("packet-length histogram")
+    a2.set_xlabel(tlabel)
+    a2.set_ylabel("packets/s")
+    a2.set_title("packets/s of the busiest length buckets")
+    save(fig, "packet_sizes.png")
+
+    # 3. TCP retransmissions / timeouts
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for m in TCP_PLOTTED:
+        s = df[df.metric == m].groupby("tu")["value"].sum()
+        if len(s):
+            a1.plot(s.index, s.values, marker=".", lw=0.8, label=m)
+    a1.set_xlabel(tlabel)
+    a1.set_ylabel("per interval (all hosts)")
+    a1.set_title("TCP retransmissions and timeouts")
+    if a1.lines:
+        a1.legend(fontsize=7)
+    rt = df[df.metric == "TcpRetransSegs"].groupby("node")["value"].sum()
+    to = df[df.metric == "TcpExtTCPTimeouts"].groupby("node")["value"].sum()
+    nodes = sorted(set(rt.index) | set(to.index), key=lambda n: (len(n), n))
+    if nodes:
+        x = np.arange(len(nodes))
+        a2.bar(x - 0.2, [rt.get(n, 0) for n in nodes], 0.4, label="retransmitted segments")
+        a2.bar(x + 0.2, [to.get(n, 0) for n in nodes], 0.4, label="timeouts")
+        a2.set_xticks(x, nodes, rotation=90, fontsize=6)
+        a2.legend(fontsize=7)
+    a2.set_title("per host, whole run")
+    save(fig, "tcp.png")
+
+    # 4. switch drops and backlog
+    sw = df[df.node == "switch"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    d = sw[sw.metric == "qdisc_drops"].groupby("tu")["value"].sum()
+    if len(d):
+        a1.bar(d.index, d.values, width=dt * 0.9)
+    a1.set_xlabel(tlabel)
+    a1.set_ylabel("packets dropped per interval")
+    a1.set_title("switch output-buffer drops (all ports)")
+    b = sw[sw.metric == "qdisc_backlog_bytes"]
+    for port in sorted(b.iface.unique(), key=lambda n: (len(n), n))[:16]:
+        s = b[b.iface == port].set_index("tu")["value"]
+        # a gauge row is written when non-zero or just back to zero: hold each value until the next
+        a2.plot(s.index, s.values / 1e3, lw=0.8, label=port, drawstyle="steps-post")
+    a2.set_xlabel(tlabel)
+    a2.set_ylabel("backlog [KB]")
+    a2.set_title("switch port backlog (sampled)")
+    save(fig, "switch.png")
+
+    # 5. CPU
+    fig, ax = plt.subplots(figsize=(9, 4))
+    cpu = df[df.node == "machine"]
+    parts = [("cpu_user", "user"), ("cpu_system", "system"), ("cpu_softirq", "softirq"), ("cpu_iowait", "iowait")]
+    series = [cpu[cpu.metric == m].set_index("tu")["value"] for m, _ in parts]
+    if all(len(s) for s in series):
+        idx = series[0].index
+        ax.stackplot(idx, *[s.reindex(idx, fill_value=0).values * 100 for s in series],
+                     labels=[lbl for _, lbl in parts])
+        ax.axhline((1 - CPU_BOUND_IDLE) * 100, color="k", ls=":", lw=0.8, label="CPU-bound above")
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel(tlabel)
+    ax.set_ylabel("% of all CPUs")
+    ax.set_title("CPU (whole machine, shared with anything else running)")
+    save(fig, "cpu.png")
+    return written
+
+
+def write_report(tbl: pa.Table, meta: dict, outdir, title: str = "run", extra: dict | None = None) -> dict:
+    """PNGs + ``report.md`` + ``report.html`` + ``summary.json`` in ``outdir``."""
+    from clusterlab._atomic import atomic_open
+
+    outdir = Path(outdir)
+    pngs = plot_all(tbl, meta, outdir, title)
+    s = summarize(tbl, meta)
+    if extra:
+        s["run"] = extra
+    rows = [(k, v) for k, v in s.items() if k not in ("run",)]
+    md = [f"# {title}", "", "| quantity | value |", "|---|---|"]
+    md += [f"| {k} | {json.dumps(v) if isinstance(v, (dict, list)) else v} |" for k, v in rows]
+    if s["cpu_bound"]:
+        md += ["", f"**CPU-bound:** mean idle {s['mean_cpu_idle']:.0%} < {CPU_BOUND_IDLE:.0%}: times measure "
+               "the CPU rather than the network (use --dilation)."]
+    md += [""] + [f"![{p[:-4]}]({p})" for p in pngs]
+    with atomic_open(outdir / "report.md") as f:
+        f.write("\n".join(md) + "\n")
+    html = ["<!doctype html><html><head><meta charset='utf-8'><title>", title, "</title></head><body>",
+            f"<h1>{title}</h1><table border=1 cellpadding=3>"]
+    html += [f"<tr><td>{k}</td><td>{json.dumps(v) if isinstance(v, (dict, list)) else v}</td></tr>" for k, v in rows]
+    html += ["</table>"] + [f"<h2>{p[:-4]}</h2><img src='{p}'>" for p in pngs] + ["</body></html>"]
+    with atomic_open(outdir / "report.html") as f:
+        f.write("".join(html))
+    with atomic_open(outdir / "summary.json") as f:
+        json.dump(s, f, indent=1)
+    return s

@@ -1,0 +1,81 @@
+"""Topology, link shaping lines, sysctl draws and CLI argument errors (no root needed)."""
+
+import pytest
+from click.testing import CliRunner
+
+from clusterlab.cluster.testbed import link
+from clusterlab.cluster.testbed.sysctl import TcpSettings
+from clusterlab.cluster.testbed.topo import StarTopo, check_name
+from clusterlab.errors import ConfigError
+
+
+def test_defaults_follow_the_probe():
+    t = StarTopo(hosts=16)
+    assert (t.rate_bps, t.buffer_bytes, t.mtu, t.dilation) == (155e6, 64000, 9000, 1.0)
+    assert len(set(t.address(i) for i in range(16))) == 16
+    assert all(t.address(i).startswith("10.") for i in range(16))
+    assert len({t.mac(i) for i in range(1000)}) == 1000
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"hosts": 1}, "hosts must be 2..1000"),
+    ({"hosts": 1001}, "hosts must be 2..1000"),
+    ({"mtu": 20}, "mtu must be"),
+    ({"dilation": 0.5}, "dilation must be >= 1"),
+    ({"buffer": "1KB"}, "cannot hold one 9000-byte packet"),
+    ({"rate": "1kbit"}, "rate must be at least"),
+    ({"rate": "fast"}, "cannot read rate"),
+])
+def test_bad_topologies_are_refused(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        StarTopo(**kw)
+
+
+def test_storage_host_is_extra():
+    t = StarTopo(hosts=4, storage=True)
+    assert t.host_names() == ["h0", "h1", "h2", "h3", "st"] and t.n_nodes == 5
+
+
+def test_names_fit_interface_limits():
+    with pytest.raises(ConfigError):
+        check_name("toolongname")
+    t = StarTopo(hosts=1000)
+    lines = link.veth_lines("abcdefgh", t)
+    # interface names inside the namespaces stay within IFNAMSIZ-1
+    assert all(len(w) <= 15 for ln in lines for w in (ln.split()[2], ln.split()[ln.split().index("peer") + 2]))
+
+
+def test_shaping_lines_use_rate_buffer_and_dilation():
+    t = StarTopo(hosts=3, rate="100Mbit", buffer="128KB", host_queue="300KB", dilation=4)
+    ports = link.port_qdisc_lines(t)
+    assert ports == [f"qdisc replace dev p{i} root tbf rate 25000000bit burst 18028 limit 128000" for i in range(3)]
+    assert link.host_qdisc_lines(t) == ["qdisc replace dev eth0 root tbf rate 25000000bit burst 18028 limit 300000"]
+    hl = link.host_lines(t, 1)
+    assert "addr add 10.0.0.2/16 dev eth0" in hl
+    assert sum("nud permanent" in x for x in hl) == 3  # two peers + the switch
+    assert link.fdb_lines(t)[2] == f"fdb replace {t.mac(2)} dev p2 master static"
+
+
+def test_sysctl_draws_are_seeded_and_in_range():
+    s = TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=3)
+    d = s.draw([f"h{i}" for i in range(50)])
+    mins = [v["net/ipv4/tcp_rto_min_us"] for v in d.values()]
+    assert all(5000 <= m <= 105000 for m in mins) and len(set(mins)) > 40
+    assert all(v["net/ipv4/tcp_rto_max_ms"] == 1000 for v in d.values())  # clamped to the kernel's minimum
+    assert d == TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=3).draw(list(d))
+    assert d != TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=4).draw(list(d))
+    with pytest.raises(ConfigError, match="needs rto_min"):
+        TcpSettings(rto_jitter="10ms")
+    with pytest.raises(ConfigError, match="min <= default <= max"):
+        TcpSettings(rmem="100 50 10")
+
+
+def test_cli_reports_bad_settings_as_one_line():
+    from clusterlab.cli import cli
+
+    r = CliRunner().invoke(cli, ["testbed", "up", "--hosts", "1"], standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "hosts must be 2..1000" in str(r.exception)
+    from clusterlab.cli.bench_broadcast import broadcast
+
+    r = CliRunner().invoke(broadcast, ["--dilation", "4"], standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "--dilation needs --hosts" in str(r.exception)
