@@ -8,7 +8,7 @@
 //! runs in parallel over items. Transactions may carry weights (conditional or grouped
 //! databases, as PFP uses).
 
-use super::itemsets::{Emitter, Itemsets, MineParams};
+use super::itemsets::{top_perfect, Emitter, Itemsets, MineParams};
 use super::BasketsRef;
 use rayon::prelude::*;
 
@@ -142,11 +142,13 @@ fn combos(chain: &[(u32, u64)], start: usize, p: &MineParams, em: &mut Emitter) 
 }
 
 fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitter) {
-    if tree.item_count[j] < p.min_count {
+    let count = tree.item_count[j];
+    if count < p.min_count {
         return;
     }
     em.prefix.push(orig[j]);
-    em.emit(tree.item_count[j]);
+    let pe_len = em.pe.len();
+    let mut sub = None;
     if em.prefix.len() < p.max_len && j > 0 {
         // Conditional pattern base of j: the paths above its nodes, weighted by node counts.
         let mut cnt = vec![0u64; j];
@@ -161,7 +163,9 @@ fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitt
                 y = tree.parent[y as usize];
             }
         }
-        let mut freq: Vec<u32> = (0..j as u32).filter(|&c| cnt[c as usize] >= p.min_count).collect();
+        // Items in every transaction of the base are perfect extensions: set aside, not mined.
+        em.pe.extend((0..j).filter(|&c| cnt[c] == count).map(|c| orig[c]));
+        let mut freq: Vec<u32> = (0..j as u32).filter(|&c| cnt[c as usize] >= p.min_count && cnt[c as usize] != count).collect();
         if !freq.is_empty() {
             freq.sort_by(|&a, &b| cnt[b as usize].cmp(&cnt[a as usize]).then(a.cmp(&b)));
             let mut code = vec![u32::MAX; j];
@@ -181,10 +185,14 @@ fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitt
                 }
                 db.close(tree.count[x as usize]);
             }
-            let sub = Tree::build(&db, freq.len(), false);
-            mine_tree(&sub, &sub_orig, p, em);
+            sub = Some((Tree::build(&db, freq.len(), false), sub_orig));
         }
     }
+    em.emit(count);
+    if let Some((t, o)) = sub {
+        mine_tree(&t, &o, p, em);
+    }
+    em.pe.truncate(pe_len);
     em.prefix.pop();
 }
 
@@ -195,7 +203,9 @@ pub fn fpgrowth(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
         return Itemsets::new();
     }
     let counts = db.item_counts();
-    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count).collect();
+    let total = db.total_weight();
+    let (top_pe, top_out) = top_perfect(&counts, total, p);
+    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count && counts[i as usize] != total).collect();
     freq.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
     let mut code = vec![u32::MAX; counts.len()];
     for (k, &i) in freq.iter().enumerate() {
@@ -225,16 +235,18 @@ pub fn fpgrowth(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
     }
     let tree = Tree::build(&cdb, freq.len(), true);
     drop(cdb);
-    let outs: Vec<Itemsets> = (0..freq.len())
+    let mut outs: Vec<Itemsets> = (0..freq.len())
         .into_par_iter()
         .rev()
         .with_max_len(1)
         .map(|j| {
-            let mut em = Emitter::new(p.min_len);
+            let mut em = Emitter::new(p);
+            em.pe = top_pe.clone();
             mine_item(&tree, j, &freq, p, &mut em);
             em.out
         })
         .collect();
+    outs.push(top_out);
     Itemsets::concat(outs).canonicalize()
 }
 
