@@ -241,11 +241,13 @@ pub(crate) struct Emitter {
     pub out: Itemsets,
     pub min_len: usize,
     pub max_len: usize,
+    /// Reusable per-task scratch space of the miner (FP-growth's projection memo).
+    pub scratch: Vec<u32>,
 }
 
 impl Emitter {
     pub fn new(p: &MineParams) -> Self {
-        Emitter { prefix: Vec::with_capacity(64), pe: Vec::new(), out: Itemsets::new(), min_len: p.min_len, max_len: p.max_len }
+        Emitter { prefix: Vec::with_capacity(64), pe: Vec::new(), out: Itemsets::new(), min_len: p.min_len, max_len: p.max_len, scratch: Vec::new() }
     }
 
     /// Report the prefix joined with every subset of the perfect extensions, all with `count`.
