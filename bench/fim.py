@@ -50,7 +50,7 @@ ROWS = [
     ("seed000-style 1M 0.7%", "seed000_1M.dat", 0.007),
 ]
 TOOLS = ("clusterlab", "pyfim", "pyfim-eclat", "mlxtend", "efficient-apriori")
-TIMEOUT = {"clusterlab": 600, "pyfim": 600, "pyfim-eclat": 600, "mlxtend": 300, "efficient-apriori": 180}
+TIMEOUT = {"clusterlab": 600, "pyfim": 600, "pyfim-eclat": 600, "mlxtend": 240, "efficient-apriori": 120}
 MEM_LIMIT = 12 << 30  # address-space cap per anchor subprocess
 
 

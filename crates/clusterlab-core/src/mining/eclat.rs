@@ -45,16 +45,27 @@ impl Lists {
 trait Vertical: Sized {
     /// Intersections of set i with every later set of the class, frequent ones only; items
     /// whose intersection keeps all of set i (perfect extensions) go to `pe` instead.
-    fn extend(c: &Class<Self>, i: usize, min_count: u64, pe: &mut Vec<u32>) -> Class<Self>;
+    /// `pair` (first level only): the known count of {i, j} for every j, so that infrequent
+    /// pairs and perfect extensions are settled without intersecting.
+    fn extend(c: &Class<Self>, i: usize, min_count: u64, pe: &mut Vec<u32>, pair: Option<&[u32]>) -> Class<Self>;
 }
 
 impl Vertical for Bits {
-    fn extend(c: &Class<Bits>, i: usize, min_count: u64, pe: &mut Vec<u32>) -> Class<Bits> {
+    fn extend(c: &Class<Bits>, i: usize, min_count: u64, pe: &mut Vec<u32>, pair: Option<&[u32]>) -> Class<Bits> {
         let w = c.sets.words;
         let rest = c.items.len() - i - 1;
         let mut out = Class { items: Vec::with_capacity(rest), counts: Vec::with_capacity(rest), sets: Bits { words: w, data: Vec::with_capacity(rest * w) } };
         let a = c.sets.get(i);
         for j in i + 1..c.items.len() {
+            if let Some(k) = pair.map(|r| r[j] as u64) {
+                if k == c.counts[i] {
+                    pe.push(c.items[j]);
+                    continue;
+                }
+                if k < min_count {
+                    continue;
+                }
+            }
             let b = c.sets.get(j);
             let s = out.sets.data.len();
             let mut n = 0u64;
@@ -78,11 +89,20 @@ impl Vertical for Bits {
 }
 
 impl Vertical for Lists {
-    fn extend(c: &Class<Lists>, i: usize, min_count: u64, pe: &mut Vec<u32>) -> Class<Lists> {
+    fn extend(c: &Class<Lists>, i: usize, min_count: u64, pe: &mut Vec<u32>, pair: Option<&[u32]>) -> Class<Lists> {
         let rest = c.items.len() - i - 1;
         let a = c.sets.get(i);
         let mut out = Class { items: Vec::with_capacity(rest), counts: Vec::with_capacity(rest), sets: Lists { offsets: vec![0], data: Vec::new() } };
         for j in i + 1..c.items.len() {
+            if let Some(k) = pair.map(|r| r[j] as u64) {
+                if k == c.counts[i] {
+                    pe.push(c.items[j]);
+                    continue;
+                }
+                if k < min_count {
+                    continue;
+                }
+            }
             let b = c.sets.get(j);
             let s = out.sets.data.len();
             let (mut x, mut y) = (0, 0);
@@ -110,33 +130,71 @@ impl Vertical for Lists {
     }
 }
 
-fn branch<S: Vertical>(c: &Class<S>, i: usize, p: &MineParams, em: &mut Emitter) {
+fn branch<S: Vertical>(c: &Class<S>, i: usize, p: &MineParams, em: &mut Emitter, pair: Option<&[u32]>) {
     em.prefix.push(c.items[i]);
     let pe_len = em.pe.len();
-    let sub = (em.prefix.len() < p.max_len && i + 1 < c.items.len()).then(|| S::extend(c, i, p.min_count, &mut em.pe));
+    let sub = (em.prefix.len() < p.max_len && i + 1 < c.items.len()).then(|| S::extend(c, i, p.min_count, &mut em.pe, pair));
     em.emit(c.counts[i]);
     if let Some(sub) = sub {
         for k in 0..sub.items.len() {
-            branch(&sub, k, p, em);
+            branch(&sub, k, p, em, None);
         }
     }
     em.pe.truncate(pe_len);
     em.prefix.pop();
 }
 
-fn run<S: Vertical + Sync>(c: &Class<S>, p: &MineParams, top_pe: &[u32], top_out: Itemsets) -> Itemsets {
+fn run<S: Vertical + Sync>(c: &Class<S>, p: &MineParams, top_pe: &[u32], top_out: Itemsets, pairs: Option<Vec<u32>>) -> Itemsets {
+    let m = c.items.len();
     let mut outs: Vec<Itemsets> = (0..c.items.len())
         .into_par_iter()
         .with_max_len(1)
         .map(|i| {
             let mut em = Emitter::new(p);
             em.pe = top_pe.to_vec();
-            branch(c, i, p, &mut em);
+            branch(c, i, p, &mut em, pairs.as_ref().map(|x| &x[i * m..(i + 1) * m]));
             em.out
         })
         .collect();
     outs.push(top_out);
     Itemsets::concat(outs).canonicalize()
+}
+
+/// Support counts of all pairs of frequent items (codes a < b at a * m + b) in one pass over
+/// the transactions, when the m x m matrix is small; the first level then intersects only
+/// frequent pairs (most candidate pairs of sparse data are infrequent).
+fn pair_counts(db: BasketsRef<'_>, code: &[u32], m: usize) -> Option<Vec<u32>> {
+    if m > 2048 || db.len() > u32::MAX as usize {
+        return None;
+    }
+    let threads = rayon::current_num_threads();
+    let chunk = db.len().div_ceil(threads * 2).max(4096);
+    Some(
+        (0..db.len().div_ceil(chunk))
+            .into_par_iter()
+            .map(|c| {
+                let mut mat = vec![0u32; m * m];
+                let mut s: Vec<u32> = Vec::new();
+                for t in c * chunk..((c + 1) * chunk).min(db.len()) {
+                    s.clear();
+                    s.extend(db.transaction(t).iter().map(|&i| code[i as usize]).filter(|&x| x != u32::MAX));
+                    s.sort_unstable();
+                    for (k, &a) in s.iter().enumerate() {
+                        let row = &mut mat[a as usize * m..a as usize * m + m];
+                        for &b in &s[k + 1..] {
+                            row[b as usize] += 1;
+                        }
+                    }
+                }
+                mat
+            })
+            .reduce(|| vec![0u32; m * m], |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
+                }
+                a
+            }),
+    )
 }
 
 /// All frequent itemsets of `db` in canonical order.
@@ -161,6 +219,7 @@ pub fn eclat(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
     }
     let total: u64 = freq.iter().map(|&i| counts[i as usize]).sum();
     let fcounts: Vec<u64> = freq.iter().map(|&i| counts[i as usize]).collect();
+    let pairs = pair_counts(db, &code, freq.len());
     if total.saturating_mul(32) >= (freq.len() as u64) * (n as u64) {
         let words = n.div_ceil(64);
         let mut data = vec![0u64; freq.len() * words];
@@ -172,7 +231,7 @@ pub fn eclat(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
                 }
             }
         }
-        run(&Class { items: freq, counts: fcounts, sets: Bits { words, data } }, p, &top_pe, top_out)
+        run(&Class { items: freq, counts: fcounts, sets: Bits { words, data } }, p, &top_pe, top_out, pairs)
     } else {
         let mut offsets = vec![0usize; freq.len() + 1];
         for (k, &c) in fcounts.iter().enumerate() {
@@ -189,6 +248,6 @@ pub fn eclat(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
                 }
             }
         }
-        run(&Class { items: freq, counts: fcounts, sets: Lists { offsets, data } }, p, &top_pe, top_out)
+        run(&Class { items: freq, counts: fcounts, sets: Lists { offsets, data } }, p, &top_pe, top_out, pairs)
     }
 }
