@@ -206,6 +206,9 @@ def main() -> None:
     ap.add_argument("--rows", help="comma-separated row numbers (0-based) to run")
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("-o", "--output", default=str(RESULTS / "fim.json"))
+    ap.add_argument("--reuse-anchors", metavar="JSON",
+                    help="take mlxtend and efficient-apriori results (slow, and independent of clusterlab's "
+                         "code) from an earlier run's JSON instead of rerunning them (marked 'reused')")
     a = ap.parse_args()
     if a.worker:
         tool, path, supp, runs = a.worker
@@ -218,12 +221,23 @@ def main() -> None:
         rows, tools, runs = [ROWS[0], ROWS[4], ROWS[5]], ["clusterlab", "pyfim"], 3
     if a.rows:
         rows = [ROWS[int(i)] for i in a.rows.split(",")]
+    reuse = {}
+    if a.reuse_anchors:
+        for r in json.loads(Path(a.reuse_anchors).read_text())["rows"]:
+            for tool in ("mlxtend", "efficient-apriori"):
+                if tool in r["tools"]:
+                    reuse[(r["row"], tool)] = {**r["tools"][tool], "reused": a.reuse_anchors}
     out = {"machine": {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()}, "runs": runs, "rows": []}
     for label, name, supp in rows:
         path = data_path(name)
         row = {"row": label, "file": name, "min_support": supp, "tools": {}}
-        for tool in tools:
-            r = run_worker(tool, path, supp, runs)
+        for tool in TOOLS if reuse else tools:
+            if (label, tool) in reuse:
+                r = reuse[(label, tool)]
+            elif tool in tools:
+                r = run_worker(tool, path, supp, runs)
+            else:
+                continue
             row["tools"][tool] = r
             shown = f"{r['median_s']:.3f} s, {r['peak_rss_bytes'] / 2**20:.0f} MiB, {r['itemsets']}" if "error" not in r else r["error"]
             print(f"{label:24s} {tool:18s} {shown}", flush=True)
@@ -255,7 +269,12 @@ def judge(row: dict) -> None:
     if "median_s" in m:
         row["mlxtend_speedup"] = m["median_s"] / ours["median_s"]
         row["mlxtend_mem_ratio"] = ours["peak_rss_bytes"] / m["peak_rss_bytes"]
-        row["mlxtend_target_met"] = row["mlxtend_speedup"] >= 30 and row["mlxtend_mem_ratio"] <= 0.2
+        # Memory the mining itself added on top of the loaded process (interpreter, libraries,
+        # input): the whole-process peak is dominated by a ~100 MiB baseline every tool shares.
+        row["mlxtend_mining_mem_ratio"] = mining_mem(ours) / max(mining_mem(m), 1)
+        row["mlxtend_speed_target_met"] = row["mlxtend_speedup"] >= 30
+        row["mlxtend_mem_target_met_peak"] = row["mlxtend_mem_ratio"] <= 0.2
+        row["mlxtend_mem_target_met_mining"] = row["mlxtend_mining_mem_ratio"] <= 0.2
     elif m:
         row["mlxtend_note"] = m.get("error")
     e = t.get("efficient-apriori", {})
@@ -263,9 +282,13 @@ def judge(row: dict) -> None:
         row["efficient_apriori_speedup"] = e["median_s"] / ours["median_s"]
 
 
+def mining_mem(r: dict) -> int:
+    return max(r["peak_rss_bytes"] - r["rss_loaded_bytes"], 0)
+
+
 def print_table(out: dict) -> None:
     hdr = f"{'row':24s} {'itemsets':>9s} {'ours s':>8s} {'pyfim s':>8s} {'eclat s':>8s} {'vs best':>7s} " \
-          f"{'mlxtend s':>9s} {'x':>6s} {'mem':>5s} {'eff-apr s':>9s} agree"
+          f"{'mlxtend s':>9s} {'x':>6s} {'mem':>5s} {'minmem':>6s} {'eff-apr s':>9s} agree"
     print(hdr)
     for r in out["rows"]:
         t = r["tools"]
@@ -275,6 +298,7 @@ def print_table(out: dict) -> None:
         print(f"{r['row']:24s} {t['clusterlab'].get('itemsets', ['-'])[0]!s:>9s} {s('clusterlab'):>8s} {s('pyfim'):>8s} "
               f"{s('pyfim-eclat'):>8s} {r.get('vs_pyfim_best', float('nan')):7.2f} {s('mlxtend'):>9s} "
               f"{r.get('mlxtend_speedup', float('nan')):6.0f} {r.get('mlxtend_mem_ratio', float('nan')):5.2f} "
+              f"{r.get('mlxtend_mining_mem_ratio', float('nan')):6.3f} "
               f"{s('efficient-apriori'):>9s} {r.get('counts_agree')}")
 
 
