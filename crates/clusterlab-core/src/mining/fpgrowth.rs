@@ -1,12 +1,12 @@
 //! FP-growth on a compact array-based FP-tree.
 //!
-//! Items are recoded by descending frequency; transactions are sorted lexicographically so
-//! the tree is built in one linear pass (each transaction shares exactly its common prefix
-//! with the previous one: no child lookups). Each item's conditional pattern base is turned
-//! into a small weighted database, recoded by its own frequencies, and mined recursively; a
-//! tree that is a single path emits all combinations of its items directly. The first level
-//! runs in parallel over items. Transactions may carry weights (conditional or grouped
-//! databases, as PFP uses).
+//! Items are recoded by descending frequency; the first tree is built from the transactions
+//! sorted lexicographically in one linear pass (each transaction shares exactly its common
+//! prefix with the previous one: no child lookups). The conditional tree of an item is
+//! projected straight from its parent tree (ancestors copied once, counts summed bottom-up,
+//! infrequent items and perfect extensions relinked away); a tree that is a single path emits
+//! all combinations of its items directly. The first level runs in parallel over items.
+//! Transactions may carry weights (conditional or grouped databases, as PFP uses).
 
 use super::itemsets::{top_perfect, Emitter, Itemsets, MineParams};
 use super::BasketsRef;
