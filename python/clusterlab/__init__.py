@@ -8,16 +8,20 @@
 
 from clusterlab._core import __version__
 from clusterlab.data import Baskets, read_baskets, write_baskets
-from clusterlab.data.generate import generate, generate_file  # noqa: F401 (public API)
+from clusterlab.data.generate import generate, generate_file
 from clusterlab.errors import BasketFormatError, ClusterlabError, ConfigError
-from clusterlab.mining import mine, rules  # noqa: F401  (public API: clusterlab.mine / clusterlab.rules)
+from clusterlab.mining import mine, rules
 
 __all__ = [
     "Baskets",
     "BasketFormatError",
     "ClusterlabError",
     "ConfigError",
+    "generate",
+    "generate_file",
+    "mine",
     "read_baskets",
+    "rules",
     "write_baskets",
     "__version__",
 ]
