@@ -10,7 +10,7 @@ from clusterlab.data.generate import PRESETS, generate_file, quest_params
 from clusterlab.errors import ConfigError
 
 
-@click.command()
+@click.command(short_help="IBM Quest synthetic baskets (T10I4D100K, --preset seed000).")
 @click.argument("name", required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output FIMI file (default: <NAME>.dat).")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), help="A named workload (seed000: 10M transactions, 5000 items).")
