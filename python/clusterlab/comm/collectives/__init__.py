@@ -1,0 +1,176 @@
+"""Collective operations as algorithms over point-to-point messages, one module per algorithm.
+
+``ALGORITHMS[op][name]`` is the function; ``run(op, comm, algorithm=None, **kw)`` calls one by
+name or lets the cost model (``clusterlab.comm.costmodel``) pick the fastest for the size and
+rank count. Algorithms use only ``comm.send``/``comm.recv`` with ``COLLECTIVE_TAG`` and bytes
+or numpy payloads (never pickle), work for any number of ranks, and accept bytes payloads of
+different sizes wherever the operation allows (gather, allgather, alltoall, scatter).
+
+Reductions (sum, min, max): ``reduce.linear``, ``reduce.scatter_gather`` and
+``allreduce.reduce_scatter_allgather`` give the left-to-right rank-order fold bit for bit;
+the tree and ring ones combine in another order, which only matters for floating-point sums
+(last bits). When it picks, the cost model only considers the exact ones for floating-point
+sums, so results do not depend on which algorithm it chose.
+
+Every rank must take the same decision. Where ranks cannot know the size (bcast and scatter:
+only the root has the data; gather, allgather, alltoall: sizes may differ) and the model's
+choice depends on the size, the root announces its choice along a binomial tree (piggybacked
+on the data when the choice is the binomial tree itself), or the ranks agree on the largest
+size first (a dissemination max, ``ceil(log2 n)`` tiny messages).
+
+>>> from clusterlab.comm.inproc import run_threads
+>>> run_threads(lambda c: run("allgather", c, "ring", data=bytes([c.rank]) * c.rank), 3)[0]
+[b'', b'\\x01', b'\\x02\\x02']
+>>> sorted(ALGORITHMS["bcast"])
+['binomial', 'flat', 'scatter_allgather']
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from clusterlab.comm.collectives import (
+    allgather_recursive_doubling,
+    allgather_ring,
+    allreduce_reduce_bcast,
+    allreduce_reduce_scatter_allgather,
+    allreduce_ring,
+    alltoall_all_at_once,
+    alltoall_pairwise,
+    barrier_central,
+    barrier_dissemination,
+    bcast_binomial,
+    bcast_flat,
+    bcast_scatter_allgather,
+    gather_binomial,
+    gather_linear,
+    reduce_binomial,
+    reduce_linear,
+    reduce_scatter_gather,
+    scatter_binomial,
+    scatter_linear,
+)
+from clusterlab.comm.collectives._common import TAG, ceil_log2, nbytes
+from clusterlab.comm.collectives._pack import pack, unpack
+from clusterlab.comm.errors import ProtocolError
+
+_ALL = [bcast_flat, bcast_binomial, bcast_scatter_allgather, scatter_linear, scatter_binomial, gather_linear,
+        gather_binomial, allgather_ring, allgather_recursive_doubling, alltoall_all_at_once, alltoall_pairwise,
+        barrier_central, barrier_dissemination, reduce_binomial, reduce_linear, reduce_scatter_gather,
+        allreduce_ring, allreduce_reduce_scatter_allgather, allreduce_reduce_bcast]
+
+OPS = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce")
+MODULES: dict[str, dict] = {op: {} for op in OPS}
+for _m in _ALL:
+    MODULES[_m.OP][_m.NAME] = _m
+ALGORITHMS: dict[str, dict] = {op: {name: m.run for name, m in names.items()} for op, names in MODULES.items()}
+
+# Keyword arguments of each operation (what ``run`` forwards to the algorithm).
+ARGS = {"barrier": (), "bcast": ("data", "root"), "scatter": ("chunks", "root"), "gather": ("data", "root"),
+        "allgather": ("data",), "alltoall": ("chunks",), "reduce": ("array", "op", "root"),
+        "allreduce": ("array", "op")}
+
+
+def run(op: str, comm, /, algorithm: str | None = None, **kw):
+    """Run collective ``op`` on ``comm`` with the named ``algorithm`` or the cost model's pick.
+    (``op`` is positional-only: reductions take an ``op`` keyword of their own, "sum" etc.)
+
+    >>> from clusterlab.comm.inproc import run_threads
+    >>> run_threads(lambda c: run("bcast", c, "binomial", data=b"hi" if c.rank == 0 else None), 3)
+    [b'hi', b'hi', b'hi']
+    """
+    if op not in MODULES:
+        raise ValueError(f"unknown collective {op!r} (one of {', '.join(OPS)})")
+    unknown = set(kw) - set(ARGS[op])
+    if unknown:
+        raise TypeError(f"{op} got unexpected arguments {sorted(unknown)} (takes {list(ARGS[op])})")
+    if algorithm is not None:
+        if algorithm not in ALGORITHMS[op]:
+            raise ValueError(f"unknown {op} algorithm {algorithm!r} (one of {', '.join(sorted(ALGORITHMS[op]))})")
+        return ALGORITHMS[op][algorithm](comm, **kw)
+    return _auto(op, comm, kw)
+
+
+# --- choosing by the cost model, consistently on every rank ------------------------------------
+_SIZES = [1 << k for k in range(0, 33, 2)]
+_fixed_cache: dict = {}
+
+
+def _fixed_choice(model, op: str, n: int) -> str | None:
+    """The model's pick when it is the same for every size, else None."""
+    key = (id(model), model.alpha, model.beta, model.gamma, op, n)
+    if key not in _fixed_cache:
+        picks = {model.pick(op, m, n) for m in _SIZES}
+        _fixed_cache[key] = picks.pop() if len(picks) == 1 else None
+    return _fixed_cache[key]
+
+
+def _agree_max(comm, value: int) -> int:
+    """The largest ``value`` over all ranks (dissemination pattern; max is idempotent)."""
+    n, r = comm.size, comm.rank
+    d = 1
+    while d < n:
+        comm.send((r + d) % n, struct.pack("<Q", value), TAG)
+        got = comm.recv((r - d) % n, TAG)
+        if len(got) != 8:
+            raise ProtocolError(f"size agreement: rank {(r - d) % n} sent {len(got)} bytes, expected 8")
+        value = max(value, struct.unpack("<Q", got)[0])
+        d <<= 1
+    return value
+
+
+def _auto(op: str, comm, kw: dict):
+    from clusterlab.comm import costmodel
+
+    model, n = costmodel.current(), comm.size
+    names = sorted(ALGORITHMS[op])
+    if op == "barrier":
+        return ALGORITHMS[op][model.pick(op, 0, n)](comm)
+    if op in ("reduce", "allreduce"):
+        a = kw["array"]
+        exact = isinstance(a, np.ndarray) and a.dtype.kind in "fc" and kw.get("op", "sum") == "sum"
+        nb = a.nbytes if isinstance(a, np.ndarray) else 0
+        return ALGORITHMS[op][model.pick(op, nb, n, exact=exact)](comm, **kw)
+    fixed = _fixed_choice(model, op, n)
+    if fixed is not None:
+        return ALGORITHMS[op][fixed](comm, **kw)
+    if op in ("bcast", "scatter"):
+        return _announced(op, comm, model, names, kw)
+    if op in ("gather", "allgather"):
+        m = nbytes(kw["data"])
+    else:
+        m = max((nbytes(c) for c in kw["chunks"]), default=0) if kw.get("chunks") is not None else 0
+    return ALGORITHMS[op][model.pick(op, _agree_max(comm, m), n)](comm, **kw)
+
+
+def _announced(op: str, comm, model, names: list[str], kw: dict):
+    """bcast/scatter: the root picks and tells the others along a binomial tree."""
+    root = kw.get("root", 0)
+    n = comm.size
+    piggyback = op == "bcast"
+    if comm.rank == root:
+        if op == "bcast":
+            if kw.get("data") is None:
+                raise ValueError("the root of a broadcast must pass data")
+            m = nbytes(kw["data"])
+        else:
+            chunks = kw.get("chunks")
+            m = max((nbytes(c) for c in chunks), default=0) if chunks is not None else 0
+        name = model.pick(op, m, n)
+        head = np.array([names.index(name)], dtype=np.uint8)
+        carry = piggyback and name == "binomial"
+        msg = pack([head, kw["data"]] if carry else [head])
+    else:
+        msg = None
+    items = unpack(bcast_binomial.run(comm, msg, root)) if n > 1 else unpack(msg)
+    if not items or not isinstance(items[0], np.ndarray) or items[0].size != 1 or int(items[0][0]) >= len(names):
+        raise ProtocolError(f"{op}: malformed algorithm announcement from root {root}")
+    name = names[int(items[0][0])]
+    if len(items) == 2:  # the data came with the announcement
+        return kw["data"] if comm.rank == root else items[1]
+    return ALGORITHMS[op][name](comm, **kw)
+
+
+__all__ = ["ALGORITHMS", "MODULES", "OPS", "ARGS", "run", "ceil_log2"]

@@ -1,0 +1,202 @@
+"""Cost model for collective algorithms: fit it from ping-pong, predict each algorithm, pick one.
+
+The model is Hockney's: a message of ``m`` bytes between two ranks takes ``alpha + beta * m``
+seconds (``alpha`` latency, ``beta`` seconds per byte), combining ``m`` bytes in a reduction
+takes ``gamma * m``, and opening a connection takes ``setup`` (seed 002's connection set-up
+cost, paid when connections are not kept). Each algorithm module describes its critical path
+as a ``Pattern`` (messages, bytes, reduced bytes, connections opened one after another); the
+prediction is the dot product of the two.
+
+``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
+rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
+
+>>> m = CostModel(alpha=20e-6, beta=1e-9, gamma=0.5e-9, setup=100e-6)
+>>> round(m.predict("bcast", "binomial", 1 << 20, 8) * 1e6)   # 3 rounds of 1 MiB
+3206
+>>> m.pick("bcast", 64, 8), m.pick("bcast", 1 << 24, 8)
+('binomial', 'scatter_allgather')
+>>> fitted = fit([{"bytes": b, "usec": 20 + b * 1e-3} for b in (1, 1024, 65536, 1 << 20)])
+>>> round(fitted.alpha * 1e6, 3), round(fitted.beta * 1e9, 3)
+(20.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from clusterlab._atomic import atomic_open
+from clusterlab.errors import ConfigError
+
+ENV = "CLUSTERLAB_COSTMODEL"  # path of a fitted model every rank loads (same file on every rank)
+FORMAT = "clusterlab-costmodel/1"
+
+
+@dataclass
+class CostModel:
+    """Hockney parameters in seconds (``beta``, ``gamma`` per byte). The defaults are a fit of
+    clusterlab's TCP mesh on loopback of the development machine, a sensible start anywhere
+    until ``clusterlab tune model`` fits the real thing."""
+
+    alpha: float = 40e-6
+    beta: float = 0.5e-9
+    gamma: float = 0.3e-9
+    setup: float = 250e-6
+    source: str = "default"
+    details: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for k in ("alpha", "beta", "gamma", "setup"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ConfigError(f"cost model parameter {k} must be a finite number >= 0, got {v!r}")
+
+    # --- prediction -----------------------------------------------------------------------
+    def predict(self, op: str, algorithm: str, m: float, n: int, connected: bool = True) -> float:
+        """Predicted seconds of ``algorithm`` for ``op`` on ``n`` ranks with size ``m`` bytes."""
+        if n <= 1:
+            return 0.0
+        p = _module(op, algorithm).pattern(float(m), n)
+        t = self.alpha * p.messages + self.beta * p.bytes + self.gamma * p.reduce_bytes
+        return t if connected else t + self.setup * p.peers
+
+    def table(self, op: str, m: float, n: int, connected: bool = True) -> dict[str, float]:
+        """Predicted seconds of every algorithm of ``op``."""
+        from clusterlab.comm.collectives import MODULES
+
+        return {name: self.predict(op, name, m, n, connected) for name in sorted(MODULES[_op(op)])}
+
+    def pick(self, op: str, m: float, n: int, exact: bool = False, connected: bool = True) -> str:
+        """The fastest algorithm (ties: alphabetical); ``exact`` keeps only algorithms whose
+        floating-point sums are the rank-order sum bit for bit."""
+        from clusterlab.comm.collectives import MODULES
+
+        names = sorted(MODULES[_op(op)])
+        if exact:
+            names = [x for x in names if getattr(MODULES[op][x], "EXACT", True)] or names
+        return min(names, key=lambda x: (self.predict(op, x, m, n, connected), x))
+
+    # --- persistence ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, **asdict(self)}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model as JSON, atomically."""
+        with atomic_open(path) as f:
+            json.dump(self.to_dict(), f, indent=2)
+            f.write("\n")
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "cost model") -> CostModel:
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ConfigError(f"{where}: not a clusterlab cost model (expected \"format\": \"{FORMAT}\")")
+        missing = [k for k in ("alpha", "beta", "gamma", "setup") if k not in d]
+        if missing:
+            raise ConfigError(f"{where}: missing {', '.join(missing)}")
+        try:
+            return cls(alpha=d["alpha"], beta=d["beta"], gamma=d["gamma"], setup=d["setup"],
+                       source=str(d.get("source", where)), details=dict(d.get("details") or {}))
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> CostModel:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot read cost model: {e.strerror}") from None
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+        return cls.from_dict(d, str(path))
+
+
+def _op(op: str) -> str:
+    from clusterlab.comm.collectives import MODULES
+
+    if op not in MODULES:
+        raise ValueError(f"unknown collective {op!r} (one of {', '.join(sorted(MODULES))})")
+    return op
+
+
+def _module(op: str, algorithm: str):
+    from clusterlab.comm.collectives import MODULES
+
+    names = MODULES[_op(op)]
+    if algorithm not in names:
+        raise ValueError(f"unknown {op} algorithm {algorithm!r} (one of {', '.join(sorted(names))})")
+    return names[algorithm]
+
+
+# --- fitting ----------------------------------------------------------------------------------
+def fit(rows: list[dict], setup_times: list[float] | None = None, gamma: float | None = None,
+        source: str = "fit") -> CostModel:
+    """Fit ``alpha`` and ``beta`` to ping-pong rows (``bytes``, ``usec`` = half round trip),
+    minimising relative error so small and large messages count alike; ``setup`` is the
+    median of ``setup_times`` (seconds per connection), ``gamma`` as given or measured here."""
+    pts = [(float(r["bytes"]), float(r["usec"]) * 1e-6) for r in rows if float(r["usec"]) > 0]
+    if len({b for b, _ in pts}) < 2:
+        raise ConfigError("fitting a cost model needs ping-pong times for at least two message sizes")
+    m = np.array([b for b, _ in pts])
+    t = np.array([x for _, x in pts])
+    a = np.stack([1 / t, m / t], axis=1)
+    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if alpha < 0:  # clamp, refit the other parameter alone
+        alpha, beta = 0.0, float(np.sum(m / t) / np.sum((m / t) ** 2))
+    if beta < 0:
+        beta, alpha = 0.0, float(np.sum(1 / t) / np.sum((1 / t) ** 2))
+    rel = np.abs(alpha + beta * m - t) / t
+    setup = float(np.median(setup_times)) if setup_times else CostModel.setup
+    return CostModel(alpha=float(alpha), beta=float(beta), gamma=measure_gamma() if gamma is None else gamma,
+                     setup=setup, source=source,
+                     details={"points": len(pts), "max_rel_error": round(float(rel.max()), 4),
+                              "median_rel_error": round(float(np.median(rel)), 4),
+                              "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+
+def measure_gamma(nbytes: int = 1 << 22, repeat: int = 5) -> float:
+    """Seconds per byte of an elementwise float64 sum (what reductions pay to combine)."""
+    a = np.ones(nbytes // 8)
+    b = np.ones_like(a)
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        np.add(a, b, out=a)
+        best = min(best, time.perf_counter() - t0)
+    return best / nbytes
+
+
+# --- the process-wide model -----------------------------------------------------------------
+_override: CostModel | None = None
+_cache: dict[tuple, CostModel] = {}
+
+
+def use(model: CostModel | None) -> None:
+    """Make ``model`` the one collectives use in this process (None: back to $CLUSTERLAB_COSTMODEL
+    or the default). Every rank must use the same model, or ranks would pick different algorithms."""
+    global _override
+    _override = model
+
+
+def current() -> CostModel:
+    """The model in force: ``use()``'s, else the file named by $CLUSTERLAB_COSTMODEL, else the default."""
+    if _override is not None:
+        return _override
+    path = os.environ.get(ENV)
+    if not path:
+        return _cache.setdefault(("default",), CostModel())
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ConfigError(f"{ENV}={path}: cannot read cost model: {e.strerror}") from None
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _cache:
+        _cache[key] = CostModel.load(path)
+    return _cache[key]
