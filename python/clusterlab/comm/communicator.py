@@ -91,7 +91,7 @@ class Communicator(abc.ABC):
         return self.recv(source, tag, timeout)
 
     # --- collectives --------------------------------------------------------------------------
-    def _collective(self, op: str, algorithm: str | None, **kw):
+    def _collective(self, op: str, algorithm: str | None, /, **kw):  # reductions pass op= too
         from clusterlab.comm import collectives
 
         return collectives.run(op, self, algorithm=algorithm, **kw)

@@ -30,7 +30,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -99,8 +100,8 @@ class InprocCommunicator(Communicator):
         msg = _copy_payload(data)
         w = self._w
         with w.cond:
-            if dest in w.failed:
-                raise PeerFailure(dest, w.failed[dest])
+            if dest in w.failed:  # name the rank whose failure started it all
+                raise w.first_failure()
             box = w.boxes[dest]
             box.queues.setdefault((self.rank, tag), deque()).append(msg)
             box.arrivals.setdefault(tag, deque()).append(self.rank)
@@ -233,7 +234,7 @@ def run_threads(fn: Callable[..., Any], n: int, *args, timeout: float = 60.0, re
             errors[r] = CommTimeout(f"rank {r} still running after {timeout:g} s")
             comms[r]._w.fail(r, "timed out")
     if return_exceptions:
-        return [e if e is not None else res for e, res in zip(errors, results)]
+        return [e if e is not None else res for e, res in zip(errors, results, strict=True)]
     failed = [e for e in errors if e is not None]
     if failed:
         primary = [e for e in failed if not isinstance(e, PeerFailure)]

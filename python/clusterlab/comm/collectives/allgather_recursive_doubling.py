@@ -35,7 +35,7 @@ def run(comm, data):
         gids = got[0] if got and isinstance(got[0], np.ndarray) else None
         if gids is None or len(gids) != len(got) - 1 or any(not 0 <= int(i) < n for i in gids):
             raise ProtocolError(f"allgather: malformed block list from rank {partner}")
-        for i, b in zip(gids.tolist(), got[1:]):
+        for i, b in zip(gids.tolist(), got[1:], strict=True):
             held[i] = b
         mask <<= 1
     if len(held) != n:

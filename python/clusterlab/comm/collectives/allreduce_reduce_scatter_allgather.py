@@ -21,7 +21,7 @@ def run(comm, array, op: str = "sum"):
         return a.copy()
     pieces, mine = reduce_scatter(comm, fn, a)
     parts = allgather_ring.run(comm, mine)
-    for j, (x, p) in enumerate(zip(parts, pieces)):
+    for j, (x, p) in enumerate(zip(parts, pieces, strict=True)):
         if not isinstance(x, np.ndarray) or x.shape != p.shape or x.dtype != a.dtype:
             raise ProtocolError(f"allreduce: rank {j}'s piece has the wrong shape or dtype")
     return np.concatenate(parts).reshape(a.shape)

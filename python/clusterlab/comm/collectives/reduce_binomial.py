@@ -7,7 +7,15 @@ left-to-right sum in rank order (use ``linear`` or ``scatter_gather`` when that 
 
 from __future__ import annotations
 
-from clusterlab.comm.collectives._common import TAG, Pattern, ceil_log2, check_array, check_root, combine, reduce_fn
+from clusterlab.comm.collectives._common import (
+    TAG,
+    Pattern,
+    ceil_log2,
+    check_array,
+    check_root,
+    combine,
+    reduce_fn,
+)
 
 OP, NAME = "reduce", "binomial"
 EXACT = False  # floating-point sums differ from the rank-order sum in the last bits

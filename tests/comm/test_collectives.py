@@ -1,0 +1,297 @@
+"""Every collective algorithm against a straightforward reference, on every backend.
+
+Hypothesis draws rank counts (powers of two and not), roots, payload kinds and sizes (bytes of
+different lengths per rank where the operation allows, arrays of several dtypes and shapes).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusterlab.comm import collectives as C
+from clusterlab.comm.collectives._pack import pack, unpack
+from clusterlab.comm.errors import CommTimeout, PeerFailure, ProtocolError
+from clusterlab.comm.inproc import run_threads, world
+
+from .backends import BACKENDS, launch
+
+CASES = [(op, name) for op in C.OPS for name in [*sorted(C.ALGORITHMS[op]), None]]
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+DTYPES = [np.uint8, np.int32, np.int64, np.float32, np.float64]
+
+
+def same(got, want) -> bool:
+    if isinstance(want, np.ndarray):
+        return (isinstance(got, np.ndarray) and got.dtype == want.dtype and got.shape == want.shape
+                and got.tobytes() == want.tobytes())
+    return isinstance(got, (bytes, bytearray, memoryview)) and bytes(got) == bytes(want)
+
+
+def fold(fn, arrays):
+    return functools.reduce(lambda a, b: fn(a, b), arrays[1:], arrays[0].copy())
+
+
+@st.composite
+def payload(draw, rng_seed=None):
+    """A bytes payload or a small array."""
+    if draw(st.booleans()):
+        return draw(st.binary(min_size=0, max_size=300))
+    dt = np.dtype(draw(st.sampled_from(DTYPES)))
+    shape = draw(st.sampled_from([(0,), (1,), (7,), (3, 4), (33,)]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return (np.random.default_rng(seed).random(shape) * 100).astype(dt)
+
+
+def _job(op, name, n, root, per_rank, red_op):
+    """The SPMD function and the expected per-rank results."""
+    if op == "barrier":
+        return (lambda c: C.run("barrier", c, name)), [None] * n
+    if op == "bcast":
+        data = per_rank[root]
+        return (lambda c: C.run("bcast", c, name, data=data if c.rank == root else None, root=root)), [data] * n
+    if op == "scatter":
+        return ((lambda c: C.run("scatter", c, name, chunks=per_rank if c.rank == root else None, root=root)),
+                list(per_rank))
+    if op == "gather":
+        return ((lambda c: C.run("gather", c, name, data=per_rank[c.rank], root=root)),
+                [list(per_rank) if r == root else None for r in range(n)])
+    if op == "allgather":
+        return (lambda c: C.run("allgather", c, name, data=per_rank[c.rank])), [list(per_rank)] * n
+    if op == "alltoall":
+        grid = [[per_rank[(i + j) % n] for j in range(n)] for i in range(n)]  # grid[src][dst]
+        return ((lambda c: C.run("alltoall", c, name, chunks=grid[c.rank])),
+                [[grid[i][j] for i in range(n)] for j in range(n)])
+    ref = fold(C._common.OPS[red_op], per_rank)
+    if op == "reduce":
+        return ((lambda c: C.run("reduce", c, name, array=per_rank[c.rank], op=red_op, root=root)),
+                [ref if r == root else None for r in range(n)])
+    return (lambda c: C.run("allreduce", c, name, array=per_rank[c.rank], op=red_op)), [ref] * n
+
+
+def _exact(op, name, arrays, red_op) -> bool:
+    if op not in ("reduce", "allreduce") or arrays[0].dtype.kind not in "fc" or red_op != "sum":
+        return True
+    if name is None:
+        return True  # the model only picks exact algorithms for floating-point sums
+    return C.MODULES[op][name].EXACT
+
+
+def check(results, expected, op, name, arrays=None, red_op="sum"):
+    exact = _exact(op, name, arrays, red_op) if arrays is not None else True
+    for r, (got, want) in enumerate(zip(results, expected, strict=True)):
+        if want is None:
+            assert got is None, f"rank {r}"
+        elif isinstance(want, list):
+            assert isinstance(got, list) and len(got) == len(want), f"rank {r}"
+            for i, (g, w) in enumerate(zip(got, want, strict=True)):
+                assert same(g, w), f"rank {r} item {i}: {g!r} != {w!r}"
+        elif exact:
+            assert same(got, want), f"rank {r}: {got!r} != {want!r}"
+        else:
+            assert isinstance(got, np.ndarray) and got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5)
+    if op == "allreduce":  # whatever the order, every rank holds the same bits
+        assert len({g.tobytes() for g in results}) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("op", "name"), CASES, ids=[f"{o}-{a or 'auto'}" for o, a in CASES])
+@SETTINGS
+@given(data=st.data())
+def test_algorithm_matches_reference(backend, op, name, data):
+    n = data.draw(st.integers(1, 9), label="ranks")
+    root = data.draw(st.integers(0, n - 1), label="root")
+    red_op = "sum"
+    if op in ("reduce", "allreduce"):
+        dt = np.dtype(data.draw(st.sampled_from(DTYPES)))
+        shape = data.draw(st.sampled_from([(0,), (1,), (5,), (3, 7), (100,)]))
+        red_op = data.draw(st.sampled_from(["sum", "min", "max"]))
+        seed = data.draw(st.integers(0, 2**32 - 1))
+        rng = np.random.default_rng(seed)
+        per_rank = [(rng.random(shape) * 1000 - 500).astype(dt) for _ in range(n)]
+    elif op == "bcast":
+        per_rank = [data.draw(payload())] * n
+    else:
+        per_rank = [data.draw(payload()) for _ in range(n)]
+    fn, expected = _job(op, name, n, root, per_rank, red_op)
+    results = launch(backend, fn, n)
+    check(results, expected, op, name, per_rank if op in ("reduce", "allreduce") else None, red_op)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float_sums_exact_where_documented(backend):
+    """Exact algorithms give the rank-order fold bit for bit; the others stay close."""
+    n = 7
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(1001) * 10.0 ** rng.integers(-8, 8, 1001) for _ in range(n)]
+    ref = fold(np.add, arrays)
+    for name, mod in C.MODULES["allreduce"].items():
+        res = launch(backend, lambda c, name=name: C.run("allreduce", c, name, array=arrays[c.rank]), n)
+        assert len({r.tobytes() for r in res}) == 1
+        if mod.EXACT:
+            assert res[0].tobytes() == ref.tobytes(), name
+    for name, mod in C.MODULES["reduce"].items():
+        res = launch(backend, lambda c, name=name: C.run("reduce", c, name, array=arrays[c.rank], root=2), n)
+        if mod.EXACT:
+            assert res[2].tobytes() == ref.tobytes(), name
+        np.testing.assert_allclose(res[2], ref, rtol=1e-9, atol=1e-300)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mixed_sequence_on_one_communicator(backend):
+    """Many collectives of different kinds and algorithms back to back share one tag safely."""
+    n = 6
+    seq = [(op, name) for op, name in CASES]
+
+    def job(c):
+        out = []
+        for i, (op, name) in enumerate(seq):
+            if op == "barrier":
+                C.run(op, c, name)
+            elif op == "bcast":
+                out.append(C.run(op, c, name, data=bytes([i]) * (i * 97) if c.rank == i % n else None, root=i % n))
+            elif op == "scatter":
+                out.append(C.run(op, c, name, chunks=[bytes([j]) * j * i for j in range(n)] if c.rank == 1 else None,
+                                 root=1))
+            elif op == "gather":
+                out.append(C.run(op, c, name, data=bytes([c.rank]) * i, root=n - 1))
+            elif op == "allgather":
+                out.append(C.run(op, c, name, data=np.full(c.rank + i, c.rank)))
+            elif op == "alltoall":
+                out.append(C.run(op, c, name, chunks=[bytes([c.rank, j, i]) for j in range(n)]))
+            else:
+                kw = {"root": 0} if op == "reduce" else {}
+                out.append(C.run(op, c, name, array=np.arange(i, i + 50) * (c.rank + 1), **kw))
+        return out
+
+    results = launch(backend, job, n)
+    for r in range(1, n):
+        k = 0
+        for op, _ in seq:
+            if op == "barrier":
+                continue
+            if op in ("allgather", "alltoall", "allreduce", "bcast"):
+                a, b = results[0][k], results[r][k]
+                if op == "alltoall":
+                    assert [bytes(x)[1] for x in b] == [r] * n
+                elif op == "allreduce":
+                    assert a.tobytes() == b.tobytes()
+                elif op == "allgather":
+                    assert all(same(x, y) for x, y in zip(a, b, strict=True))
+                else:
+                    assert same(a, b)
+            k += 1
+
+
+def _dying(comm, after: int):
+    """Make ``comm`` raise (as if its process were killed) at its point-to-point call number
+    ``after + 1`` (sends and receives count)."""
+    count = [0]
+
+    def wrap(real):
+        def call(*a):
+            count[0] += 1
+            if count[0] > after:
+                raise RuntimeError(f"rank {comm.rank} killed")
+            return real(*a)
+        return call
+
+    comm._send, comm._recv = wrap(comm._send), wrap(comm._recv)
+
+
+@pytest.mark.parametrize(("op", "name"), [c for c in CASES if c[1] is not None],
+                         ids=[f"{o}-{a}" for o, a in CASES if a is not None])
+def test_rank_killed_mid_collective_inproc(op, name):
+    """A rank dying part-way through a collective makes every other rank raise PeerFailure naming
+    it, at once (not after the timeout)."""
+    n, victim = 6, 4
+    fn, _ = _job(op, name, n, 0, [np.arange(64, dtype=np.int64) * (r + 1) for r in range(n)], "sum")
+
+    def job(c):
+        if c.rank == victim:
+            _dying(c, after=1 if op in ("alltoall", "allreduce", "allgather") else 0)
+        return fn(c)
+
+    t0 = time.monotonic()
+    res = run_threads(job, n, timeout=20, return_exceptions=True)
+    assert time.monotonic() - t0 < 5
+    assert isinstance(res[victim], RuntimeError)
+    for r, x in enumerate(res):
+        if r != victim and isinstance(x, BaseException):
+            assert isinstance(x, PeerFailure) and x.rank == victim, (r, x)
+    # Ranks that needed the victim's data cannot have finished normally.
+    if op in ("barrier", "allgather", "alltoall", "allreduce"):
+        assert all(isinstance(x, PeerFailure) for r, x in enumerate(res) if r != victim)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_arguments_are_clear_errors(backend):
+    def wrong_chunks(c):
+        return C.run("scatter", c, "linear", chunks=[b"a"] if c.rank == 0 else None)
+
+    with pytest.raises(ValueError, match="one chunk per rank"):
+        launch(backend, wrong_chunks, 3)
+
+    def mismatched(c):
+        return C.run("reduce", c, "linear", array=np.zeros(3 + (c.rank == 2)), root=0)
+
+    with pytest.raises(ValueError, match="rank 2 contributed float64\\[4\\], expected float64\\[3\\]"):
+        launch(backend, mismatched, 3)
+    with pytest.raises(ValueError, match="unknown bcast algorithm 'ring'"):
+        launch(backend, lambda c: C.run("bcast", c, "ring", data=b"x", root=0), 2)
+    with pytest.raises(ValueError, match="unknown reduction 'avg'"):
+        launch(backend, lambda c: C.run("allreduce", c, "ring", array=np.zeros(2), op="avg"), 2)
+    with pytest.raises(ValueError, match="unknown collective"):
+        C.run("broadcast", world(1)[0])
+
+
+def test_communicator_methods_use_collectives():
+    def job(c):
+        return (c.bcast(b"x" if c.rank == 0 else None), c.allreduce(np.array([c.rank]), "max").tolist(),
+                c.alltoallv(np.arange(c.size) + 10 * c.rank, [1] * c.size)[0].tolist(), c.gather(bytes([c.rank])))
+
+    res = run_threads(job, 3)
+    assert res[0] == (b"x", [2], [0, 10, 20], [b"\x00", b"\x01", b"\x02"])
+    assert res[1][:3] == (b"x", [2], [1, 11, 21]) and res[1][3] is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=50), st.builds(
+    lambda dt, k: np.arange(k).astype(dt), st.sampled_from(DTYPES + [np.complex128, np.bool_]),
+    st.integers(0, 20))), max_size=6))
+def test_pack_round_trip(items):
+    out = unpack(pack(items))
+    assert len(out) == len(items)
+    for a, b in zip(out, items, strict=True):
+        assert same(a, b)
+
+
+def test_unpack_refuses_corrupt_messages():
+    good = pack([b"abc", np.arange(4, dtype=np.int32)])
+    for bad in (good[:-1], good + b"x", b"XXXX" + good[4:], good[:10], b""):
+        with pytest.raises(ProtocolError):
+            unpack(bad)
+    evil = good.replace(b"<i4", b"|O8")
+    with pytest.raises(ProtocolError, match="refused dtype"):
+        unpack(evil)
+    with pytest.raises(TypeError, match="plain numeric"):
+        pack([np.array(["a"], dtype=object)])
+
+
+def test_inproc_timeout_and_closed_peer():
+    a, b = world(2, default_timeout=0.2)
+    t0 = time.monotonic()
+    with pytest.raises(CommTimeout, match="no message from rank 1"):
+        a.recv(1)
+    assert time.monotonic() - t0 < 1
+    b.close()
+    with pytest.raises(PeerFailure, match="rank 1 failed: closed"):
+        a.recv(1)
+    with pytest.raises(TypeError, match="bytes-like or a numpy array"):
+        a.send(1, "text")
