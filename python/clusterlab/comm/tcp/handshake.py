@@ -1,0 +1,134 @@
+"""Mutual challenge-response authentication of a new connection with the per-job secret.
+
+Both ends prove they hold the secret without sending it, and bind the proof to the two ranks
+and to two fresh nonces, so a recorded exchange cannot be replayed and one side's answer cannot
+be reflected back as the other's (the MACs carry different labels)::
+
+    connector -> acceptor   HELLO   magic, version, my rank, your rank, nonce_c
+    acceptor  -> connector  REPLY   magic, my rank, nonce_a, HMAC(secret, "accept"  | nonce_c | nonce_a | ranks)
+    connector -> acceptor   FINISH  HMAC(secret, "connect" | nonce_a | nonce_c | ranks)
+    acceptor  -> connector  OK
+
+Any mismatch closes the connection with ``ProtocolError``; every read has a deadline.
+The launcher authenticates as rank ``LAUNCHER`` (-1).
+
+>>> import socket, threading
+>>> a, b = socket.socketpair()
+>>> out = {}
+>>> t = threading.Thread(target=lambda: out.setdefault("peer", accept(b, b"k" * 32, 0, {1}, 5.0)))
+>>> t.start(); connect(a, b"k" * 32, 1, 0, 5.0); t.join()
+>>> out["peer"]
+1
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import socket
+import struct
+import time
+from collections.abc import Callable, Container
+
+from clusterlab.comm.errors import CommTimeout, PeerFailure, ProtocolError
+
+LAUNCHER = -1
+HS_MAGIC = b"CLBH"
+HS_VERSION = 1
+NONCE = 32
+_HELLO = struct.Struct(f"<4sB3xii{NONCE}s")           # magic, version, from, to, nonce
+_REPLY = struct.Struct(f"<4sii{NONCE}s32s")            # magic, from, to, nonce, mac
+_OK = b"CLOK"
+MIN_SECRET = 16
+
+
+def _mac(secret: bytes, label: bytes, n1: bytes, n2: bytes, conn_rank: int, acc_rank: int) -> bytes:
+    return hmac.new(secret, label + n1 + n2 + struct.pack("<ii", conn_rank, acc_rank), "sha256").digest()
+
+
+def recv_exact(sock: socket.socket, n: int, deadline: float, who: str) -> bytes:
+    """Read exactly ``n`` bytes before ``deadline`` (``time.monotonic``) from a blocking socket."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CommTimeout(f"handshake with {who} timed out")
+        sock.settimeout(left)
+        try:
+            k = sock.recv_into(view[got:])
+        except TimeoutError:
+            raise CommTimeout(f"handshake with {who} timed out") from None
+        except OSError as e:
+            raise ProtocolError(f"handshake with {who} failed: {e}") from None
+        if k == 0:
+            raise ProtocolError(f"{who} closed the connection during the handshake")
+        got += k
+    return bytes(buf)
+
+
+def _sendall(sock: socket.socket, data: bytes, deadline: float, who: str) -> None:
+    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+    try:
+        sock.sendall(data)
+    except TimeoutError:
+        raise CommTimeout(f"handshake with {who} timed out") from None
+    except OSError as e:
+        raise ProtocolError(f"handshake with {who} failed: {e}") from None
+
+
+def _check_secret(secret: bytes) -> None:
+    if len(secret) < MIN_SECRET:
+        raise ProtocolError(f"the job secret must be at least {MIN_SECRET} bytes")
+
+
+def connect(sock: socket.socket, secret: bytes, my_rank: int, peer_rank: int, timeout: float) -> None:
+    """Authenticate the connecting side of ``sock`` as ``my_rank`` to ``peer_rank``."""
+    _check_secret(secret)
+    deadline = time.monotonic() + timeout
+    who = "the launcher" if peer_rank == LAUNCHER else f"rank {peer_rank}"
+    nonce_c = os.urandom(NONCE)
+    _sendall(sock, _HELLO.pack(HS_MAGIC, HS_VERSION, my_rank, peer_rank, nonce_c), deadline, who)
+    try:
+        raw = recv_exact(sock, _REPLY.size, deadline, who)
+    except ProtocolError:
+        # The acceptor hangs up on a connector it rejects; it is alive, so this is not a death.
+        raise ProtocolError(f"{who} rejected the connection (wrong job secret or rank?)") from None
+    magic, frm, to, nonce_a, mac_a = _REPLY.unpack(raw)
+    if magic != HS_MAGIC or frm != peer_rank or to != my_rank:
+        raise ProtocolError(f"{who} answered the handshake with a bad reply")
+    if not hmac.compare_digest(mac_a, _mac(secret, b"accept", nonce_c, nonce_a, my_rank, peer_rank)):
+        raise ProtocolError(f"{who} failed authentication (it does not hold the job secret)")
+    _sendall(sock, _mac(secret, b"connect", nonce_a, nonce_c, my_rank, peer_rank), deadline, who)
+    if recv_exact(sock, len(_OK), deadline, who) != _OK:
+        raise ProtocolError(f"{who} did not confirm the handshake")
+
+
+def accept(sock: socket.socket, secret: bytes, my_rank: int,
+           allowed: Container[int] | Callable[[int], bool], timeout: float) -> int:
+    """Authenticate the accepting side; returns the peer's rank. ``allowed`` says which ranks
+    may connect here (a container or a predicate)."""
+    _check_secret(secret)
+    deadline = time.monotonic() + timeout
+    who = "an unauthenticated peer"
+    try:
+        raw = recv_exact(sock, _HELLO.size, deadline, who)
+    except PeerFailure as e:  # pragma: no cover - recv_exact raises ProtocolError instead
+        raise ProtocolError(str(e)) from None
+    magic, version, frm, to, nonce_c = _HELLO.unpack(raw)
+    if magic != HS_MAGIC:
+        raise ProtocolError(f"{who} sent a bad handshake magic {magic!r}")
+    if version != HS_VERSION:
+        raise ProtocolError(f"{who} speaks handshake version {version}, this is {HS_VERSION}")
+    ok = allowed(frm) if callable(allowed) else frm in allowed
+    if to != my_rank or not ok:
+        raise ProtocolError(f"{who} claimed to be rank {frm} connecting to rank {to}; not expected here")
+    nonce_a = os.urandom(NONCE)
+    mac_a = _mac(secret, b"accept", nonce_c, nonce_a, frm, my_rank)
+    _sendall(sock, _REPLY.pack(HS_MAGIC, my_rank, frm, nonce_a, mac_a), deadline, who)
+    mac_c = recv_exact(sock, 32, deadline, who)
+    if not hmac.compare_digest(mac_c, _mac(secret, b"connect", nonce_a, nonce_c, frm, my_rank)):
+        raise ProtocolError(f"a peer claiming to be rank {frm} failed authentication (wrong job secret)")
+    _sendall(sock, _OK, deadline, f"rank {frm}")
+    return frm
