@@ -1,5 +1,169 @@
+//! Frequent itemset kernels: the miners, closed/maximal filtering, rules, and the reusable
+//! Apriori pieces (candidate generation and counting) for the parallel miners.
+//! Itemsets travel as CSR numpy arrays: (offsets int64, items uint32, counts uint64).
+
+use clusterlab_core::mining::{self as core, apriori as cap, closed as ccl, fpgrowth as cfp, rules as cru, Algorithm, BasketsRef, Itemsets, MineParams, Target};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+type Arr<'py, T> = Bound<'py, PyArray1<T>>;
+type Csr3<'py> = (Arr<'py, i64>, Arr<'py, u32>, Arr<'py, u64>);
+
+fn verr(e: String) -> PyErr {
+    PyValueError::new_err(e)
+}
+
+fn db<'a>(o: &'a [i64], i: &'a [u32], w: Option<&'a [u64]>) -> PyResult<BasketsRef<'a>> {
+    let d = BasketsRef::new(o, i, w).map_err(verr)?;
+    d.check_sorted().map_err(verr)?;
+    Ok(d)
+}
+
+fn itemsets(o: &[i64], i: &[u32], c: Option<&[u64]>) -> PyResult<Itemsets> {
+    BasketsRef::new(o, i, None).map_err(|e| verr(format!("itemsets: {e}")))?;
+    let n = o.len() - 1;
+    let counts = match c {
+        Some(c) if c.len() != n => return Err(verr(format!("{} counts for {n} itemsets", c.len()))),
+        Some(c) => c.to_vec(),
+        None => vec![0; n],
+    };
+    Ok(Itemsets { offsets: o.to_vec(), items: i.to_vec(), counts })
+}
+
+fn out3(py: Python<'_>, s: Itemsets) -> Csr3<'_> {
+    (PyArray1::from_vec(py, s.offsets), PyArray1::from_vec(py, s.items), PyArray1::from_vec(py, s.counts))
+}
+
+/// Run `f` on a rayon pool of `threads` threads (the global pool when None).
+fn with_threads<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    match threads {
+        None => Ok(f()),
+        Some(0) => Err(verr("threads must be >= 1".into())),
+        Some(n) => {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build().map_err(|e| verr(e.to_string()))?;
+            Ok(pool.install(f))
+        }
+    }
+}
+
+fn params(min_count: u64, min_len: usize, max_len: Option<usize>) -> PyResult<MineParams> {
+    if min_count == 0 {
+        return Err(verr("min_count must be >= 1".into()));
+    }
+    Ok(MineParams { min_count, min_len, max_len: max_len.unwrap_or(usize::MAX) })
+}
+
+/// Mine frequent itemsets of CSR baskets (items ascending in each transaction).
+/// algorithm: "apriori" | "fpgrowth" | "eclat"; target: "all" | "closed" | "maximal".
+/// Optional per-transaction weights (uint64). Returns (offsets, items, counts), canonical.
+#[pyfunction]
+#[pyo3(signature = (offsets, items, min_count, algorithm="fpgrowth", target="all", min_len=1, max_len=None, threads=None, weights=None))]
+#[allow(clippy::too_many_arguments)]
+fn mine_itemsets<'py>(
+    py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, min_count: u64, algorithm: &str, target: &str,
+    min_len: usize, max_len: Option<usize>, threads: Option<usize>, weights: Option<PyReadonlyArray1<u64>>,
+) -> PyResult<Csr3<'py>> {
+    let algo = match algorithm {
+        "apriori" => Algorithm::Apriori,
+        "fpgrowth" => Algorithm::FpGrowth,
+        "eclat" => Algorithm::Eclat,
+        a => return Err(verr(format!("unknown algorithm {a:?} (apriori, fpgrowth, eclat)"))),
+    };
+    let target = match target {
+        "all" => Target::All,
+        "closed" => Target::Closed,
+        "maximal" => Target::Maximal,
+        t => return Err(verr(format!("unknown target {t:?} (all, closed, maximal)"))),
+    };
+    let p = params(min_count, min_len, max_len)?;
+    let w = weights.as_ref().map(|w| w.as_slice()).transpose()?;
+    let d = db(offsets.as_slice()?, items.as_slice()?, w)?;
+    let r = py.detach(|| with_threads(threads, || core::mine(d, algo, target, p)))?;
+    Ok(out3(py, r))
+}
+
+/// FP-growth on (optionally weighted) CSR baskets: the kernel PFP runs on each group's
+/// conditional database. Returns (offsets, items, counts), canonical.
+#[pyfunction]
+#[pyo3(signature = (offsets, items, min_count, weights=None, min_len=1, max_len=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn fpgrowth<'py>(
+    py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, min_count: u64, weights: Option<PyReadonlyArray1<u64>>,
+    min_len: usize, max_len: Option<usize>, threads: Option<usize>,
+) -> PyResult<Csr3<'py>> {
+    let p = params(min_count, min_len, max_len)?;
+    let w = weights.as_ref().map(|w| w.as_slice()).transpose()?;
+    let d = db(offsets.as_slice()?, items.as_slice()?, w)?;
+    let r = py.detach(|| with_threads(threads, || cfp::fpgrowth(d, &p)))?;
+    Ok(out3(py, r))
+}
+
+/// Candidate k-itemsets (join + prune) from frequent (k-1)-itemsets given as CSR.
+/// Returns (offsets, items) in lexicographic order.
+#[pyfunction]
+fn apriori_gen<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>) -> PyResult<(Arr<'py, i64>, Arr<'py, u32>)> {
+    let prev = itemsets(offsets.as_slice()?, items.as_slice()?, None)?;
+    let c = py.detach(|| cap::apriori_gen(&prev)).map_err(verr)?;
+    Ok((PyArray1::from_vec(py, c.offsets), PyArray1::from_vec(py, c.items)))
+}
+
+/// Weighted support counts (uint64, in candidate order) of candidates all of one length k
+/// in CSR baskets; parallel over transaction chunks.
+#[pyfunction]
+#[pyo3(signature = (offsets, items, cand_offsets, cand_items, weights=None, threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn count_candidates<'py>(
+    py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, cand_offsets: PyReadonlyArray1<i64>,
+    cand_items: PyReadonlyArray1<u32>, weights: Option<PyReadonlyArray1<u64>>, threads: Option<usize>,
+) -> PyResult<Arr<'py, u64>> {
+    let w = weights.as_ref().map(|w| w.as_slice()).transpose()?;
+    let d = db(offsets.as_slice()?, items.as_slice()?, w)?;
+    let c = itemsets(cand_offsets.as_slice()?, cand_items.as_slice()?, None)?;
+    let r = py.detach(|| with_threads(threads, || cap::count_candidates(d, &c)))?.map_err(verr)?;
+    Ok(PyArray1::from_vec(py, r))
+}
+
+/// Indices of the closed (or maximal) itemsets among all frequent itemsets (canonical CSR).
+#[pyfunction]
+#[pyo3(signature = (offsets, items, counts, maximal=false))]
+fn closed_filter<'py>(
+    py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, counts: PyReadonlyArray1<u64>, maximal: bool,
+) -> PyResult<Arr<'py, u32>> {
+    let s = itemsets(offsets.as_slice()?, items.as_slice()?, Some(counts.as_slice()?))?;
+    if !s.is_canonical() {
+        return Err(verr("itemsets must be in canonical order (length, then items)".into()));
+    }
+    Ok(PyArray1::from_vec(py, py.detach(|| ccl::filter(&s, maximal))))
+}
+
+/// Association rules from all frequent itemsets (canonical CSR with counts).
+/// Returns (ante_offsets, ante_items, ante_counts, cons_offsets, cons_items, cons_counts,
+/// rule_counts).
+#[pyfunction]
+#[pyo3(signature = (offsets, items, counts, min_confidence, multi=false))]
+fn association_rules<'py>(
+    py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, counts: PyReadonlyArray1<u64>, min_confidence: f64, multi: bool,
+) -> PyResult<(Arr<'py, i64>, Arr<'py, u32>, Arr<'py, u64>, Arr<'py, i64>, Arr<'py, u32>, Arr<'py, u64>, Arr<'py, u64>)> {
+    let s = itemsets(offsets.as_slice()?, items.as_slice()?, Some(counts.as_slice()?))?;
+    if !s.is_canonical() {
+        return Err(verr("itemsets must be in canonical order (length, then items)".into()));
+    }
+    let r = py.detach(|| cru::rules(&s, min_confidence, multi)).map_err(verr)?;
+    let (a, c) = (r.antecedents, r.consequents);
+    Ok((
+        PyArray1::from_vec(py, a.offsets), PyArray1::from_vec(py, a.items), PyArray1::from_vec(py, a.counts),
+        PyArray1::from_vec(py, c.offsets), PyArray1::from_vec(py, c.items), PyArray1::from_vec(py, c.counts),
+        PyArray1::from_vec(py, r.counts),
+    ))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(mine_itemsets, m)?)?;
+    m.add_function(wrap_pyfunction!(fpgrowth, m)?)?;
+    m.add_function(wrap_pyfunction!(apriori_gen, m)?)?;
+    m.add_function(wrap_pyfunction!(count_candidates, m)?)?;
+    m.add_function(wrap_pyfunction!(closed_filter, m)?)?;
+    m.add_function(wrap_pyfunction!(association_rules, m)?)?;
     Ok(())
 }

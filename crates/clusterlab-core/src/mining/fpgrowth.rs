@@ -1,0 +1,270 @@
+//! FP-growth on a compact array-based FP-tree.
+//!
+//! Items are recoded by descending frequency; transactions are sorted lexicographically so
+//! the tree is built in one linear pass (each transaction shares exactly its common prefix
+//! with the previous one: no child lookups). Each item's conditional pattern base is turned
+//! into a small weighted database, recoded by its own frequencies, and mined recursively; a
+//! tree that is a single path emits all combinations of its items directly. The first level
+//! runs in parallel over items. Transactions may carry weights (conditional or grouped
+//! databases, as PFP uses).
+
+use super::itemsets::{Emitter, Itemsets, MineParams};
+use super::BasketsRef;
+use rayon::prelude::*;
+
+const ROOT: u32 = 0;
+
+/// A weighted database in local item codes (code 0 = most frequent), items ascending.
+struct CodedDb {
+    offsets: Vec<usize>,
+    items: Vec<u32>,
+    weights: Vec<u64>,
+}
+
+impl CodedDb {
+    fn with_capacity(n: usize, m: usize) -> Self {
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0);
+        CodedDb { offsets, items: Vec::with_capacity(m), weights: Vec::with_capacity(n) }
+    }
+    fn len(&self) -> usize {
+        self.weights.len()
+    }
+    fn tx(&self, t: usize) -> &[u32] {
+        &self.items[self.offsets[t]..self.offsets[t + 1]]
+    }
+    /// Close the transaction whose items were pushed since the last call (sorting them).
+    fn close(&mut self, w: u64) {
+        let s = *self.offsets.last().unwrap();
+        if self.items.len() == s {
+            return;
+        }
+        self.items[s..].sort_unstable();
+        self.offsets.push(self.items.len());
+        self.weights.push(w);
+    }
+}
+
+struct Tree {
+    item: Vec<u32>,
+    parent: Vec<u32>,
+    count: Vec<u64>,
+    /// Nodes of item j: head[head_start[j]..head_start[j + 1]].
+    head_start: Vec<u32>,
+    head: Vec<u32>,
+    /// Total count of each item.
+    item_count: Vec<u64>,
+}
+
+impl Tree {
+    fn build(db: &CodedDb, n_items: usize, parallel: bool) -> Tree {
+        let mut order: Vec<u32> = (0..db.len() as u32).collect();
+        if parallel {
+            order.par_sort_unstable_by(|&a, &b| db.tx(a as usize).cmp(db.tx(b as usize)));
+        } else {
+            order.sort_unstable_by(|&a, &b| db.tx(a as usize).cmp(db.tx(b as usize)));
+        }
+        let mut item = vec![u32::MAX];
+        let mut parent = vec![ROOT];
+        let mut count = vec![0u64];
+        let mut path: Vec<u32> = Vec::new();
+        let mut prev: &[u32] = &[];
+        for &t in &order {
+            let tx = db.tx(t as usize);
+            let w = db.weights[t as usize];
+            let l = tx.iter().zip(prev).take_while(|(a, b)| a == b).count();
+            path.truncate(l);
+            for &x in &path {
+                count[x as usize] += w;
+            }
+            for &it in &tx[l..] {
+                let node = item.len() as u32;
+                item.push(it);
+                parent.push(path.last().copied().unwrap_or(ROOT));
+                count.push(w);
+                path.push(node);
+            }
+            prev = tx;
+        }
+        // Header table by counting sort of the nodes over items.
+        let mut head_start = vec![0u32; n_items + 1];
+        let mut item_count = vec![0u64; n_items];
+        for x in 1..item.len() {
+            head_start[item[x] as usize + 1] += 1;
+            item_count[item[x] as usize] += count[x];
+        }
+        for j in 0..n_items {
+            head_start[j + 1] += head_start[j];
+        }
+        let mut fill = head_start.clone();
+        let mut head = vec![0u32; item.len() - 1];
+        for x in 1..item.len() {
+            let j = item[x] as usize;
+            head[fill[j] as usize] = x as u32;
+            fill[j] += 1;
+        }
+        Tree { item, parent, count, head_start, head, item_count }
+    }
+
+    fn nodes(&self, j: usize) -> &[u32] {
+        &self.head[self.head_start[j] as usize..self.head_start[j + 1] as usize]
+    }
+
+    /// True when every node has the previous node as parent (one chain from the root).
+    fn single_path(&self) -> bool {
+        (2..self.item.len()).all(|x| self.parent[x] == x as u32 - 1)
+    }
+}
+
+/// Mine the tree whose local codes map to original ids through `orig`.
+fn mine_tree(tree: &Tree, orig: &[u32], p: &MineParams, em: &mut Emitter) {
+    if tree.single_path() {
+        let chain: Vec<(u32, u64)> = (1..tree.item.len()).map(|x| (orig[tree.item[x] as usize], tree.count[x])).collect();
+        combos(&chain, 0, p, em);
+        return;
+    }
+    for j in (0..orig.len()).rev() {
+        mine_item(tree, j, orig, p, em);
+    }
+}
+
+/// Every non-empty combination of a single path (with the current prefix); the count of a
+/// combination is the count of its deepest node.
+fn combos(chain: &[(u32, u64)], start: usize, p: &MineParams, em: &mut Emitter) {
+    for i in start..chain.len() {
+        em.prefix.push(chain[i].0);
+        em.emit(chain[i].1);
+        if em.prefix.len() < p.max_len {
+            combos(chain, i + 1, p, em);
+        }
+        em.prefix.pop();
+    }
+}
+
+fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitter) {
+    if tree.item_count[j] < p.min_count {
+        return;
+    }
+    em.prefix.push(orig[j]);
+    em.emit(tree.item_count[j]);
+    if em.prefix.len() < p.max_len && j > 0 {
+        // Conditional pattern base of j: the paths above its nodes, weighted by node counts.
+        let mut cnt = vec![0u64; j];
+        let nodes = tree.nodes(j);
+        let mut total_len = 0usize;
+        for &x in nodes {
+            let w = tree.count[x as usize];
+            let mut y = tree.parent[x as usize];
+            while y != ROOT {
+                cnt[tree.item[y as usize] as usize] += w;
+                total_len += 1;
+                y = tree.parent[y as usize];
+            }
+        }
+        let mut freq: Vec<u32> = (0..j as u32).filter(|&c| cnt[c as usize] >= p.min_count).collect();
+        if !freq.is_empty() {
+            freq.sort_by(|&a, &b| cnt[b as usize].cmp(&cnt[a as usize]).then(a.cmp(&b)));
+            let mut code = vec![u32::MAX; j];
+            for (k, &c) in freq.iter().enumerate() {
+                code[c as usize] = k as u32;
+            }
+            let sub_orig: Vec<u32> = freq.iter().map(|&c| orig[c as usize]).collect();
+            let mut db = CodedDb::with_capacity(nodes.len(), total_len);
+            for &x in nodes {
+                let mut y = tree.parent[x as usize];
+                while y != ROOT {
+                    let c = code[tree.item[y as usize] as usize];
+                    if c != u32::MAX {
+                        db.items.push(c);
+                    }
+                    y = tree.parent[y as usize];
+                }
+                db.close(tree.count[x as usize]);
+            }
+            let sub = Tree::build(&db, freq.len(), false);
+            mine_tree(&sub, &sub_orig, p, em);
+        }
+    }
+    em.prefix.pop();
+}
+
+/// All frequent itemsets of `db` (items ascending in each transaction; optional weights),
+/// in canonical order.
+pub fn fpgrowth(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
+    if p.max_len == 0 {
+        return Itemsets::new();
+    }
+    let counts = db.item_counts();
+    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count).collect();
+    freq.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
+    let mut code = vec![u32::MAX; counts.len()];
+    for (k, &i) in freq.iter().enumerate() {
+        code[i as usize] = k as u32;
+    }
+    // Recode in parallel chunks, then join (transaction order is irrelevant to the result).
+    let threads = rayon::current_num_threads();
+    let chunk = db.len().div_ceil(threads * 4).max(4096);
+    let parts: Vec<CodedDb> = (0..db.len().div_ceil(chunk))
+        .into_par_iter()
+        .map(|c| {
+            let (a, b) = (c * chunk, ((c + 1) * chunk).min(db.len()));
+            let mut out = CodedDb::with_capacity(b - a, (db.offsets[b] - db.offsets[a]) as usize);
+            for t in a..b {
+                out.items.extend(db.transaction(t).iter().map(|&i| code[i as usize]).filter(|&c| c != u32::MAX));
+                out.close(db.weight(t));
+            }
+            out
+        })
+        .collect();
+    let mut cdb = CodedDb::with_capacity(parts.iter().map(|d| d.len()).sum(), parts.iter().map(|d| d.items.len()).sum());
+    for d in parts {
+        let base = cdb.items.len();
+        cdb.items.extend_from_slice(&d.items);
+        cdb.offsets.extend(d.offsets[1..].iter().map(|o| o + base));
+        cdb.weights.extend_from_slice(&d.weights);
+    }
+    let tree = Tree::build(&cdb, freq.len(), true);
+    drop(cdb);
+    let outs: Vec<Itemsets> = (0..freq.len())
+        .into_par_iter()
+        .rev()
+        .with_max_len(1)
+        .map(|j| {
+            let mut em = Emitter::new(p.min_len);
+            mine_item(&tree, j, &freq, p, &mut em);
+            em.out
+        })
+        .collect();
+    Itemsets::concat(outs).canonicalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::*;
+
+    #[test]
+    fn weighted_equals_repeated() {
+        let b = random_baskets(3, 60, 10, 7);
+        let w: Vec<u64> = (0..b.len() as u64).map(|t| t % 4 + 1).collect();
+        let mut rep = Vec::new();
+        for (t, tx) in b.iter().enumerate() {
+            for _ in 0..w[t] {
+                rep.push(tx.to_vec());
+            }
+        }
+        let rb = crate::Baskets::from_lists(rep);
+        let got = fpgrowth(BasketsRef::new(&b.offsets, &b.items, Some(&w)).unwrap(), &MineParams::new(12));
+        assert_eq!(got, brute_force(&rb, 12));
+    }
+
+    #[test]
+    fn single_path_and_limits() {
+        let b = crate::Baskets::from_lists([vec![1u32, 2, 3], vec![1, 2, 3], vec![1, 2]]);
+        let got = fpgrowth(BasketsRef::from_baskets(&b), &MineParams::new(2));
+        assert_eq!(got.len(), 7);
+        let got = fpgrowth(BasketsRef::from_baskets(&b), &MineParams { min_count: 2, min_len: 2, max_len: 2 });
+        assert_eq!(got.items, vec![1, 2, 1, 3, 2, 3]);
+        assert_eq!(got.counts, vec![3, 2, 2]);
+    }
+}
