@@ -66,4 +66,5 @@ def count_distribution(comm, baskets, min_support, config, stats):
         if large_counts.size == 0:
             break
         levels.append((large_flat, large_counts))
+        k += 1
     return assemble(levels, freq, n_tx)

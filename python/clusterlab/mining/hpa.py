@@ -26,13 +26,14 @@ and the source of most traffic) are replicated at every rank, counted locally an
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 
 import numpy as np
 
 from clusterlab import _core
-from clusterlab.comm.errors import ProtocolError
+from clusterlab.comm.errors import CommTimeout, ProtocolError
 from clusterlab.mining.parallel import global_item_counts, min_count_of
 
 NONE = np.uint32(0xFFFFFFFF)
@@ -56,7 +57,7 @@ def first_pass(comm, baskets, min_support, stats):
     rank_of[freq] = np.arange(freq.size, dtype=np.uint32)
     offsets, ranks = _core.reduce_transactions(baskets.offsets, baskets.items, rank_of, 2)
     row["t_scan"] += time.perf_counter() - t
-    row["candidates"], row["large"] = counts.size, freq.size
+    row["candidates"], row["large"] = int(np.count_nonzero(counts)), freq.size
     row["subsets"] = float(baskets.items.size)
     stats.end(row)
     return freq, counts[freq].astype(np.uint64), n_tx, min_count, offsets, ranks
@@ -81,35 +82,71 @@ def _chunks(offsets: np.ndarray, read_block_bytes: int):
         yield lo, n
 
 
-class _Receiver(threading.Thread):
-    """Counts the blocks of pass k arriving from the other ranks until each has sent its end
-    marker (an empty message)."""
+class _Counter(threading.Thread):
+    """Counts received blocks into the owner's table while the main thread scans and sends.
 
-    def __init__(self, comm, tag: int, table, timeout: float):
-        super().__init__(name=f"hpa-recv-{comm.rank}", daemon=True)
-        self.comm, self.tag, self.table, self.timeout = comm, tag, table, timeout
+    Only the main thread talks to the communicator (backends need not be thread-safe, and
+    MPI's thread level stays irrelevant); this thread runs the Rust counting kernel, which
+    releases the GIL, so counting overlaps routing and sending.
+    """
+
+    def __init__(self, table, name: str):
+        super().__init__(name=name, daemon=True)
+        self.table = table
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.error: BaseException | None = None
         self.t_count = 0.0
-        self.misses = 0
 
     def run(self) -> None:
-        try:
-            pending = self.comm.size - 1
-            while pending:
-                src, data = self.comm.recv_any(self.tag, timeout=self.timeout)
-                if isinstance(data, np.ndarray):
-                    data = data.tobytes()
-                if len(data) == 0:
-                    pending -= 1
-                    continue
-                t = time.perf_counter()
-                try:
-                    self.misses += self.table.count_block(data)
-                except ValueError as e:
-                    raise ProtocolError(f"rank {self.comm.rank}: bad HPA block from rank {src}: {e}") from None
-                self.t_count += time.perf_counter() - t
-        except BaseException as e:  # noqa: BLE001 - handed to the main thread
-            self.error = e
+        while True:
+            item = self.inbox.get()
+            if item is None:
+                return
+            src, data = item
+            if self.error is not None:
+                continue
+            t = time.perf_counter()
+            try:
+                self.table.count_block(data)
+            except ValueError as e:
+                self.error = ProtocolError(f"bad HPA block from rank {src}: {e}")
+            self.t_count += time.perf_counter() - t
+
+
+class _Inbound:
+    """The main thread's side of receiving pass k's blocks: poll, hand blocks to the counter,
+    and track the end markers (an empty message from each peer)."""
+
+    POLL = 1e-4  # seconds a poll between read blocks may wait
+
+    def __init__(self, comm, tag: int, counter: _Counter):
+        self.comm, self.tag, self.counter = comm, tag, counter
+        self.pending = comm.size - 1
+        self.blocks = 0
+
+    def _take(self, src: int, data) -> None:
+        if isinstance(data, np.ndarray):
+            data = data.tobytes()
+        if len(data) == 0:
+            self.pending -= 1
+        else:
+            self.blocks += 1
+            self.counter.inbox.put((src, data))
+
+    def poll(self) -> None:
+        """Take whatever has arrived, without waiting."""
+        while self.pending:
+            try:
+                src, data = self.comm.recv_any(self.tag, timeout=self.POLL)
+            except CommTimeout:
+                return
+            self._take(src, data)
+
+    def finish(self, timeout: float) -> None:
+        """Wait for every peer's remaining blocks and end marker."""
+        while self.pending:
+            src, data = self.comm.recv_any(self.tag, timeout=timeout)
+            self._take(src, data)
 
 
 def allgather_large(comm, k: int, flat: np.ndarray, counts: np.ndarray):
@@ -150,42 +187,44 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
         router = _core.HpaRouter(k, P, me, prev, table, eld_table, config.block_bytes, config.prune)
         row["t_generate"] = time.perf_counter() - t
         tag = PASS_TAG + k
-        receiver = None
+        counter = inbound = None
         if P > 1:
-            receiver = _Receiver(comm, tag, table, config.timeout)
-            receiver.start()
+            counter = _Counter(table, f"hpa-count-{me}")
+            counter.start()
+            inbound = _Inbound(comm, tag, counter)
         try:
-            t_route = t_send = 0.0
-            blocks_sent = 0
+            t_route = t_send = t_recv = 0.0
             for lo, hi in _chunks(offsets, config.read_block_bytes):
                 t = time.perf_counter()
                 ready = router.route(offsets, ranks, lo, hi)
                 t2 = time.perf_counter()
                 for dest, block in ready:
                     comm.send(dest, block, tag)
-                blocks_sent += len(ready)
                 t3 = time.perf_counter()
+                if inbound is not None:
+                    inbound.poll()
                 t_route += t2 - t
                 t_send += t3 - t2
+                t_recv += time.perf_counter() - t3
             t = time.perf_counter()
-            ready = router.flush()
-            for dest, block in ready:
+            for dest, block in router.flush():
                 comm.send(dest, block, tag)
             for dest in range(P):
                 if dest != me:
                     comm.send(dest, b"", tag)
             t_send += time.perf_counter() - t
-        finally:
             t = time.perf_counter()
-            if receiver is not None:
-                # Sends are done (or failed); the receiver ends on the peers' end markers or
-                # on its own timeout / the peer failure the backend reports.
-                receiver.join(config.timeout + 5)
-        if receiver is not None:
-            if receiver.is_alive():
-                raise TimeoutError(f"rank {me}: HPA receiver of pass {k} did not finish")
-            if receiver.error is not None:
-                raise receiver.error
+            if inbound is not None:
+                inbound.finish(config.timeout)
+        finally:
+            if counter is not None:
+                counter.inbox.put(None)
+                counter.join(config.timeout)
+        if counter is not None:
+            if counter.is_alive():
+                raise CommTimeout(f"rank {me}: HPA counting of pass {k} did not finish within {config.timeout:g} s")
+            if counter.error is not None:
+                raise counter.error
         counts = table.counts() + router.local_counts()
         keep = counts >= min_count
         width = k
@@ -205,7 +244,7 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
         row["t_sync"] = time.perf_counter() - t
         rs = router.stats()
         row["t_route"], row["t_send"] = t_route, t_send
-        row["t_count"] = receiver.t_count if receiver is not None else 0.0
+        row["t_count"] = counter.t_count if counter is not None else 0.0
         row["candidates"], row["large"] = n_cand_total, large_counts.size
         row["itemsets_sent"], row["subsets"] = rs["itemsets_sent"], rs["subsets"]
         # Shrink the transactions to the items still in play for pass k + 1.
@@ -219,6 +258,7 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
         if large_counts.size == 0:
             break
         levels.append((large_flat, large_counts))
+        k += 1
     return assemble(levels, freq, n_tx)
 
 

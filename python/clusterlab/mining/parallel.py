@@ -118,7 +118,7 @@ def comm_counters(comm) -> dict[str, float]:
         s = comm.stats() or {}
     except Exception:  # noqa: BLE001 - statistics must never break a run
         s = {}
-    out = {"bytes_sent": float(s.get("bytes_sent", 0)), "messages_sent": float(s.get("messages_sent", 0)),
+    out = {"bytes_sent": float(s.get("bytes_sent", 0)), "messages_sent": float(s.get("messages_sent", s.get("msgs_sent", 0))),
            "retransmissions": 0.0, "timeouts": 0.0}
     for key_out, keys in (("retransmissions", ("total_retrans", "tcpi_total_retrans", "retransmissions")),
                           ("timeouts", ("total_rto", "tcpi_total_rto", "timeouts", "rto_timeouts"))):
@@ -247,11 +247,50 @@ def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01
         from clusterlab.comm.inproc import run_threads
 
         results = run_threads(run_rank, nodes, path, algorithm, min_support, config, timeout=config.timeout)
-    else:
-        from clusterlab.cluster.local import run
+        return results[0]
+    from clusterlab.cluster.local import run
 
-        results = run(run_rank, nodes, path, algorithm, min_support, config, backend=backend, **backend_options)
-    return results[0]
+    backend_options.setdefault("timeout", config.timeout + 30)
+    results = run(_rank_job, nodes, os.fspath(path), algorithm, min_support, dataclasses.asdict(config),
+                  backend=backend, **backend_options)
+    return decode_result(results[0])
+
+
+def _rank_job(comm, path, algorithm, min_support, config: dict):
+    """Module-level entry for launched ranks (arguments arrive as JSON): rank 0 returns the
+    result as Arrow IPC bytes (nothing is pickled), the others None."""
+    table, passes = run_rank(comm, path, algorithm, min_support, ParallelConfig(**config))
+    return None if table is None else encode_result(table, passes)
+
+
+_PASSES_KEY = b"clusterlab.passes"
+
+
+def encode_result(table, passes: list[dict]) -> bytes:
+    """``(table, passes)`` as one Arrow IPC stream (the passes as JSON in the schema metadata)."""
+    import json
+
+    import pyarrow as pa
+
+    meta = dict(table.schema.metadata or {})
+    meta[_PASSES_KEY] = json.dumps(passes).encode()
+    sink = pa.BufferOutputStream()
+    t = table.replace_schema_metadata(meta)
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_result(data: bytes):
+    """Inverse of ``encode_result``: the table exactly as rank 0 built it, and the passes."""
+    import json
+
+    import pyarrow as pa
+
+    t = pa.ipc.open_stream(data).read_all()
+    meta = dict(t.schema.metadata or {})
+    passes = json.loads(meta.pop(_PASSES_KEY, b"[]"))
+    return t.replace_schema_metadata(meta or None), passes
 
 
 def format_passes(passes: list[dict]) -> str:

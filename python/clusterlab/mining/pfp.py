@@ -54,7 +54,7 @@ def pfp(comm, baskets, min_support, config, stats):
     min_count = min_count_of(min_support, n_tx)
     freq = np.flatnonzero(counts >= min_count)
     flist = freq[np.lexsort((freq, -counts[freq]))].astype(np.uint32)  # descending support, then id
-    row["candidates"], row["large"] = counts.size, flist.size
+    row["candidates"], row["large"] = int(np.count_nonzero(counts)), flist.size
     stats.end(row)
 
     row = stats.start(2)
