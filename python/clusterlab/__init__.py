@@ -8,6 +8,7 @@
 
 from clusterlab._core import __version__
 from clusterlab.data import Baskets, read_baskets, write_baskets
+from clusterlab.data.generate import generate as generate, generate_file as generate_file
 from clusterlab.errors import BasketFormatError, ClusterlabError, ConfigError
 
 __all__ = [
