@@ -38,7 +38,7 @@ def count_distribution(comm, baskets, min_support, config, stats):
         t = time.perf_counter()
         cands = _core.hpa_candidates(prev, k - 1, 1, 0)
         table = _core.CandidateTable(k, cands)
-        router = _core.HpaRouter(k, 1, 0, prev, table, None, config.block_bytes, config.prune)
+        router = _core.HpaRouter(k, 1, 0, prev, table, None, max(config.block_bytes, 4 * k), config.prune)
         row["t_generate"] = time.perf_counter() - t
         t = time.perf_counter()
         for lo, hi in _chunks(offsets, config.read_block_bytes):

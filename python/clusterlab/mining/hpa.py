@@ -184,7 +184,8 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
             eld_flat, own = np.zeros(0, np.uint32), _core.hpa_candidates(prev, k - 1, P, me)
         table = _core.CandidateTable(k, own)
         eld_table = _core.CandidateTable(k, eld_flat) if eld_flat.size else None
-        router = _core.HpaRouter(k, P, me, prev, table, eld_table, config.block_bytes, config.prune)
+        # A block always holds at least one k-itemset, whatever block_bytes says.
+        router = _core.HpaRouter(k, P, me, prev, table, eld_table, max(config.block_bytes, 4 * k), config.prune)
         row["t_generate"] = time.perf_counter() - t
         tag = PASS_TAG + k
         counter = inbound = None
