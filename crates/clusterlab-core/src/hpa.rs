@@ -21,5 +21,5 @@ pub mod table;
 
 pub use candidates::{apriori_gen_filtered, eld_split};
 pub use hash::{itemset_hash, owner_of};
-pub use route::{reduce_transactions, Router, RouterStats, Trie};
+pub use route::{reduce_transactions, Router, RouterStats, Trie, WalkScratch};
 pub use table::ItemsetIndex;

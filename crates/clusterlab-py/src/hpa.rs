@@ -76,19 +76,27 @@ fn hpa_eld_candidates<'py>(py: Python<'py>, prev: PyReadonlyArray1<u32>, km1: us
 struct CandidateTable {
     index: Arc<ItemsetIndex>,
     counts: Vec<u64>,
+    // Received pairs with a dense index are counted in a triangle, folded in counts().
+    tri: Option<Vec<u32>>,
     misses: u64,
     blocks: u64,
 }
 
 #[pymethods]
 impl CandidateTable {
+    /// `n_items` > 0 (items are below it) lets pairs use a dense index (pass 2).
     #[new]
-    fn new(py: Python<'_>, k: usize, flat: PyReadonlyArray1<u32>) -> PyResult<Self> {
+    #[pyo3(signature = (k, flat, n_items=0))]
+    fn new(py: Python<'_>, k: usize, flat: PyReadonlyArray1<u32>, n_items: usize) -> PyResult<Self> {
         let f = flat.as_slice()?;
         check_flat(f, k, "candidates")?;
-        let index = py.detach(|| ItemsetIndex::new(k, f.to_vec()));
+        let index = py.detach(|| {
+            let ix = ItemsetIndex::new(k, f.to_vec());
+            if n_items > 0 { ix.with_dense_pairs(n_items) } else { ix }
+        });
         let n = index.len();
-        Ok(CandidateTable { index: Arc::new(index), counts: vec![0; n], misses: 0, blocks: 0 })
+        let tri = index.dense_items().map(|d| vec![0u32; d * (d - 1) / 2]);
+        Ok(CandidateTable { index: Arc::new(index), counts: vec![0; n], tri, misses: 0, blocks: 0 })
     }
 
     fn __len__(&self) -> usize {
@@ -101,10 +109,13 @@ impl CandidateTable {
         if data.len() % (4 * k) != 0 {
             return Err(PyValueError::new_err(format!("message block of {} bytes is not a whole number of {k}-itemsets", data.len())));
         }
-        let (index, counts) = (&self.index, &mut self.counts);
+        let (index, counts, tri) = (&self.index, &mut self.counts, &mut self.tri);
         let m = py.detach(|| {
             let flat: Vec<u32> = data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-            index.count_flat(&flat, counts)
+            match tri {
+                Some(t) => index.count_pairs_tri(&flat, t),
+                None => index.count_flat(&flat, counts),
+            }
         });
         self.misses += m;
         self.blocks += 1;
@@ -112,7 +123,10 @@ impl CandidateTable {
     }
 
     /// Counts in candidate order (numpy uint64).
-    fn counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+    fn counts<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        if let Some(t) = self.tri.take() {
+            self.index.fold_tri(&t, &mut self.counts);
+        }
         PyArray1::from_vec(py, self.counts.clone())
     }
 
@@ -177,8 +191,8 @@ impl PyRouter {
         self.take_ready(py)
     }
 
-    fn local_counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
-        PyArray1::from_vec(py, self.inner.local_counts.clone())
+    fn local_counts<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_vec(py, self.inner.local_counts())
     }
 
     fn eld_counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {

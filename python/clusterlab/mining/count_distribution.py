@@ -37,7 +37,7 @@ def count_distribution(comm, baskets, min_support, config, stats):
         row = stats.start(k)
         t = time.perf_counter()
         cands = _core.hpa_candidates(prev, k - 1, 1, 0)
-        table = _core.CandidateTable(k, cands)
+        table = _core.CandidateTable(k, cands, freq.size)
         router = _core.HpaRouter(k, 1, 0, prev, table, None, max(config.block_bytes, 4 * k), config.prune)
         row["t_generate"] = time.perf_counter() - t
         t = time.perf_counter()

@@ -182,7 +182,7 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
             eld_flat, own = _core.hpa_eld_candidates(prev, k - 1, P, me, freq_pos, config.eld_max)
         else:
             eld_flat, own = np.zeros(0, np.uint32), _core.hpa_candidates(prev, k - 1, P, me)
-        table = _core.CandidateTable(k, own)
+        table = _core.CandidateTable(k, own, freq.size)
         eld_table = _core.CandidateTable(k, eld_flat) if eld_flat.size else None
         # A block always holds at least one k-itemset, whatever block_bytes says.
         router = _core.HpaRouter(k, P, me, prev, table, eld_table, max(config.block_bytes, 4 * k), config.prune)

@@ -28,9 +28,23 @@ pub fn group_transactions(offsets: &[i64], items: &[u32], group_of: &[u32], n_gr
     out
 }
 
-/// Decode `[len, items...]` streams into weighted paths; errors name what was wrong.
-pub fn decode_streams(streams: &[&[u32]], n_pos: usize) -> Result<Vec<(Vec<u32>, u64)>, String> {
-    let mut paths = Vec::new();
+/// Weighted paths in one flat buffer: path `p` is `items[start..start + len]` with `count`.
+#[derive(Debug, Default, Clone)]
+pub struct Paths {
+    pub items: Vec<u32>,
+    pub spans: Vec<(u32, u32, u64)>,
+}
+
+impl Paths {
+    fn path(&self, i: usize) -> &[u32] {
+        let (s, l, _) = self.spans[i];
+        &self.items[s as usize..(s + l) as usize]
+    }
+}
+
+/// Decode `[len, items...]` streams into paths; errors name what was wrong.
+pub fn decode_streams(streams: &[&[u32]], n_pos: usize) -> Result<Paths, String> {
+    let mut p = Paths::default();
     for s in streams {
         let mut i = 0;
         while i < s.len() {
@@ -43,11 +57,12 @@ pub fn decode_streams(streams: &[&[u32]], n_pos: usize) -> Result<Vec<(Vec<u32>,
             if t.iter().any(|&x| x as usize >= n_pos) || t.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(format!("conditional transaction at word {i} is not an ascending list of F-list positions"));
             }
-            paths.push((t.to_vec(), 1));
+            p.spans.push((p.items.len() as u32, n as u32, 1));
+            p.items.extend_from_slice(t);
             i += n;
         }
     }
-    Ok(paths)
+    Ok(p)
 }
 
 struct FpTree {
@@ -59,12 +74,16 @@ struct FpTree {
 }
 
 impl FpTree {
-    /// Build from paths (ascending items): sorted, consecutive paths share their common prefix.
-    fn build(mut paths: Vec<(Vec<u32>, u64)>) -> FpTree {
-        paths.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    /// Build from paths (ascending items): sorted, consecutive paths share their common prefix,
+    /// so no child lookup is ever needed.
+    fn build(paths: &Paths) -> FpTree {
+        let mut order: Vec<u32> = (0..paths.spans.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| paths.path(a as usize).cmp(paths.path(b as usize)));
         let mut t = FpTree { item: vec![u32::MAX], count: vec![0], parent: vec![0], header: Vec::new() };
         let mut stack: Vec<u32> = Vec::new();
-        for (p, c) in &paths {
+        for &pi in &order {
+            let p = paths.path(pi as usize);
+            let c = paths.spans[pi as usize].2;
             let mut l = 0;
             while l < stack.len() && l < p.len() && t.item[stack[l] as usize] == p[l] {
                 l += 1;
@@ -76,7 +95,7 @@ impl FpTree {
             for &x in &p[l..] {
                 let parent = stack.last().copied().unwrap_or(0);
                 t.item.push(x);
-                t.count.push(*c);
+                t.count.push(c);
                 t.parent.push(parent);
                 stack.push((t.item.len() - 1) as u32);
             }
@@ -130,39 +149,46 @@ fn mine_tree(t: &FpTree, restrict: Option<&[bool]>, min_count: u64, max_len: usi
         suffix.push(*x);
         out.push(suffix, cnt);
         if suffix.len() < max_len {
-            // Conditional pattern base of x, then its frequent items only.
-            let mut paths = Vec::with_capacity(nodes.len());
+            // Conditional pattern base of x: first the items' counts, then the paths of the
+            // frequent ones only, written into one flat buffer.
             let mut touched = Vec::new();
             for &n in nodes {
                 let c = t.count[n as usize];
-                let mut p = Vec::new();
                 let mut a = t.parent[n as usize];
                 while a != 0 {
-                    let it = t.item[a as usize];
-                    p.push(it);
-                    if scratch[it as usize] == 0 {
+                    let it = t.item[a as usize] as usize;
+                    if scratch[it] == 0 {
                         touched.push(it);
                     }
-                    scratch[it as usize] += c;
+                    scratch[it] += c;
                     a = t.parent[a as usize];
                 }
-                if !p.is_empty() {
-                    p.reverse();
-                    paths.push((p, c));
-                }
             }
-            let mut cond = Vec::with_capacity(paths.len());
-            for (p, c) in paths {
-                let q: Vec<u32> = p.into_iter().filter(|&it| scratch[it as usize] >= min_count).collect();
-                if !q.is_empty() {
-                    cond.push((q, c));
+            let mut cond = Paths::default();
+            if touched.iter().any(|&it| scratch[it] >= min_count) {
+                for &n in nodes {
+                    let c = t.count[n as usize];
+                    let start = cond.items.len();
+                    let mut a = t.parent[n as usize];
+                    while a != 0 {
+                        let it = t.item[a as usize];
+                        if scratch[it as usize] >= min_count {
+                            cond.items.push(it);
+                        }
+                        a = t.parent[a as usize];
+                    }
+                    let len = cond.items.len() - start;
+                    if len > 0 {
+                        cond.items[start..].reverse();
+                        cond.spans.push((start as u32, len as u32, c));
+                    }
                 }
             }
             for it in touched {
-                scratch[it as usize] = 0;
+                scratch[it] = 0;
             }
-            if !cond.is_empty() {
-                let sub = FpTree::build(cond);
+            if !cond.spans.is_empty() {
+                let sub = FpTree::build(&cond);
                 mine_tree(&sub, None, min_count, max_len, suffix, scratch, out);
             }
         }
@@ -172,8 +198,9 @@ fn mine_tree(t: &FpTree, restrict: Option<&[bool]>, min_count: u64, max_len: usi
 
 /// FP-growth over weighted paths (ascending F-list positions < `n_pos`), keeping only itemsets
 /// whose last (largest-position) item has `in_group[item]`; `max_len` 0 means unlimited.
-pub fn mine_group(paths: Vec<(Vec<u32>, u64)>, n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Mined {
-    let tree = FpTree::build(paths);
+pub fn mine_group(paths: Paths, n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Mined {
+    let tree = FpTree::build(&paths);
+    drop(paths);
     let mut out = Mined { offsets: vec![0], ..Default::default() };
     let mut scratch = vec![0u64; n_pos];
     let max_len = if max_len == 0 { usize::MAX } else { max_len };

@@ -58,47 +58,99 @@ impl Trie {
     }
 
     /// Call `emit` with every k-subset of `t` (ascending) that joins two trie itemsets.
-    pub fn for_each_joinable(&self, t: &[u32], matches: &mut Vec<u32>, prefix: &mut Vec<u32>, emit: &mut impl FnMut(&[u32])) {
+    pub fn for_each_joinable(&self, t: &[u32], scratch: &mut WalkScratch, emit: &mut impl FnMut(&[u32])) {
+        if t.len() <= self.km1 {
+            return;
+        }
+        // Stamp the transaction's items with their positions, so a node with few children
+        // checks each child in O(1) instead of searching the transaction.
+        scratch.stamp = scratch.stamp.wrapping_add(1);
+        if scratch.stamp == 0 {
+            scratch.seen.iter_mut().for_each(|x| *x = 0);
+            scratch.stamp = 1;
+        }
+        let top = t[t.len() - 1] as usize;
+        if scratch.seen.len() <= top {
+            scratch.seen.resize(top + 1, 0);
+            scratch.pos.resize(top + 1, 0);
+        }
+        for (p, &x) in t.iter().enumerate() {
+            scratch.seen[x as usize] = scratch.stamp;
+            scratch.pos[x as usize] = p as u32;
+        }
+        let mut prefix = std::mem::take(&mut scratch.prefix);
+        let mut matches = std::mem::take(&mut scratch.matches);
         prefix.clear();
-        if t.len() > self.km1 {
-            self.walk(0, 0, t, 0, matches, prefix, emit);
+        self.walk(0, 0, t, 0, scratch, &mut matches, &mut prefix, emit);
+        scratch.prefix = prefix;
+        scratch.matches = matches;
+    }
+
+    /// Positions in `t[start..]` of the node's children, ascending.
+    #[inline]
+    fn children_in(&self, children: &[u32], t: &[u32], start: usize, sc: &WalkScratch, out: &mut Vec<u32>) {
+        out.clear();
+        let rest = t.len() - start;
+        if children.len() <= rest * 4 {
+            for &c in children {
+                let c = c as usize;
+                if c < sc.seen.len() && sc.seen[c] == sc.stamp && sc.pos[c] as usize >= start {
+                    out.push(sc.pos[c]);
+                }
+            }
+        } else {
+            for (p, x) in t.iter().enumerate().skip(start) {
+                if children.binary_search(x).is_ok() {
+                    out.push(p as u32);
+                }
+            }
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn walk(&self, node: usize, depth: usize, t: &[u32], start: usize, matches: &mut Vec<u32>, prefix: &mut Vec<u32>, emit: &mut impl FnMut(&[u32])) {
+    fn walk(&self, node: usize, depth: usize, t: &[u32], start: usize, sc: &WalkScratch, matches: &mut Vec<u32>, prefix: &mut Vec<u32>, emit: &mut impl FnMut(&[u32])) {
         let (cs, ce) = self.nodes[node];
         let children = &self.child_item[cs as usize..ce as usize];
         let k = self.km1 + 1;
         if depth + 1 == self.km1 {
-            matches.clear();
-            for &x in &t[start..] {
-                if children.binary_search(&x).is_ok() {
-                    matches.push(x);
-                }
-            }
+            self.children_in(children, t, start, sc, matches);
             let base = prefix.len();
             for a in 0..matches.len() {
                 for b in a + 1..matches.len() {
                     prefix.truncate(base);
-                    prefix.push(matches[a]);
-                    prefix.push(matches[b]);
+                    prefix.push(t[matches[a] as usize]);
+                    prefix.push(t[matches[b] as usize]);
                     emit(prefix);
                 }
             }
             prefix.truncate(base);
             return;
         }
-        // Leave room for the k - depth items still to come.
+        // Leave room for the k - depth - 1 items still to come.
         let last = t.len().saturating_sub(k - depth - 1);
-        for p in start..last {
-            if let Ok(ci) = children.binary_search(&t[p]) {
-                prefix.push(t[p]);
-                self.walk(self.child_node[cs as usize + ci] as usize, depth + 1, t, p + 1, matches, prefix, emit);
-                prefix.pop();
+        let mut here = Vec::new();
+        self.children_in(children, t, start, sc, &mut here);
+        for p in here {
+            let p = p as usize;
+            if p >= last {
+                break;
             }
+            let ci = children.binary_search(&t[p]).expect("a matched child");
+            prefix.push(t[p]);
+            self.walk(self.child_node[cs as usize + ci] as usize, depth + 1, t, p + 1, sc, matches, prefix, emit);
+            prefix.pop();
         }
     }
+}
+
+/// Reusable buffers of the trie walk.
+#[derive(Debug, Default)]
+pub struct WalkScratch {
+    seen: Vec<u32>,
+    pos: Vec<u32>,
+    stamp: u32,
+    prefix: Vec<u32>,
+    matches: Vec<u32>,
 }
 
 /// Counters of one rank's routing in one pass.
@@ -128,7 +180,10 @@ pub struct Router {
     trie: Arc<Trie>,
     prune: Option<Arc<ItemsetIndex>>,
     local: Arc<ItemsetIndex>,
-    pub local_counts: Vec<u64>,
+    local_counts: Vec<u64>,
+    // Pass 2 with a dense pair index: local pairs are counted straight into a triangular
+    // array (one memory access per pair) and folded into `local_counts` at the end.
+    tri_counts: Option<(usize, Vec<u32>)>,
     eld: Option<Arc<ItemsetIndex>>,
     pub eld_counts: Vec<u64>,
     block_u32: usize,
@@ -156,6 +211,7 @@ impl Router {
             trie,
             prune,
             local_counts: vec![0; local.len()],
+            tri_counts: if k == 2 { local.dense_items().map(|n| (n, vec![0u32; n * (n - 1) / 2])) } else { None },
             local,
             eld,
             eld_counts,
@@ -168,9 +224,12 @@ impl Router {
 
     /// Route transactions `lo..hi` of a CSR batch (items are ranks, ascending).
     pub fn route(&mut self, offsets: &[i64], items: &[u32], lo: usize, hi: usize) {
+        if self.k == 2 && self.eld.is_none() {
+            self.route_pairs(offsets, items, lo, hi);
+            return;
+        }
         let trie = self.trie.clone();
-        let mut matches = Vec::new();
-        let mut prefix = Vec::with_capacity(self.k);
+        let mut scratch = WalkScratch::default();
         let mut sub = vec![0u32; self.k.saturating_sub(1)];
         let km1 = self.k - 1;
         let Router { parts, me, prune, local, local_counts, eld, eld_counts, block_u32, bufs, ready, stats, .. } = self;
@@ -186,6 +245,17 @@ impl Router {
                     stats.pruned += 1;
                     return;
                 }
+            }
+            if *parts == 1 && eld.is_none() {
+                // Count Distribution / one rank: everything is local, no hash needed.
+                match local.get_fast(s) {
+                    Some(i) => {
+                        local_counts[i] += 1;
+                        stats.local += 1;
+                    }
+                    None => stats.local_misses += 1,
+                }
+                return;
             }
             let h = itemset_hash(s);
             if let Some(e) = eld {
@@ -216,9 +286,74 @@ impl Router {
         };
         for t in lo..hi {
             let tx = &items[offsets[t] as usize..offsets[t + 1] as usize];
-            trie.for_each_joinable(tx, &mut matches, &mut prefix, &mut emit);
+            trie.for_each_joinable(tx, &mut scratch, &mut emit);
         }
         self.stats.transactions += (hi - lo) as u64;
+    }
+
+    /// Pass 2 fast path. The transactions hold only frequent items (pass 1 reduced them), so
+    /// every pair is a candidate: no trie walk, and local pairs go to the dense index.
+    fn route_pairs(&mut self, offsets: &[i64], items: &[u32], lo: usize, hi: usize) {
+        let (parts, me, block_u32) = (self.parts, self.me, self.block_u32);
+        let mut n_local = 0u64;
+        let mut misses = 0u64;
+        let mut sent = 0u64;
+        let mut n_sub = 0u64;
+        for t in lo..hi {
+            let tx = &items[offsets[t] as usize..offsets[t + 1] as usize];
+            let n = tx.len() as u64;
+            n_sub += n * n.saturating_sub(1) / 2;
+            for (ai, &a) in tx.iter().enumerate() {
+                for &b in &tx[ai + 1..] {
+                    let s = [a, b];
+                    let o = if parts == 1 { me } else { owner_of(itemset_hash(&s), parts) };
+                    if o == me {
+                        if let Some((n, tc)) = &mut self.tri_counts {
+                            let (a, b) = (a as usize, b as usize);
+                            if a < b && b < *n {
+                                tc[super::table::tri(*n, a, b)] += 1;
+                                n_local += 1;
+                                continue;
+                            }
+                        }
+                        match self.local.get_fast(&s) {
+                            Some(i) => {
+                                self.local_counts[i] += 1;
+                                n_local += 1;
+                            }
+                            None => misses += 1,
+                        }
+                    } else {
+                        let buf = &mut self.bufs[o as usize];
+                        buf.extend_from_slice(&s);
+                        sent += 1;
+                        if buf.len() >= block_u32 {
+                            self.stats.blocks += 1;
+                            self.ready.push((o, std::mem::replace(buf, Vec::with_capacity(block_u32))));
+                        }
+                    }
+                }
+            }
+        }
+        let st = &mut self.stats;
+        st.transactions += (hi - lo) as u64;
+        st.enumerated += n_sub;
+        st.local += n_local;
+        st.local_misses += misses;
+        st.sent_itemsets += sent;
+    }
+
+    /// This rank's counts of its own candidates (in candidate order).
+    pub fn local_counts(&mut self) -> Vec<u64> {
+        if let Some((n, tc)) = self.tri_counts.take() {
+            for (i, p) in self.local.items.chunks_exact(2).enumerate() {
+                let (a, b) = (p[0] as usize, p[1] as usize);
+                if a < b && b < n {
+                    self.local_counts[i] += tc[super::table::tri(n, a, b)] as u64;
+                }
+            }
+        }
+        self.local_counts.clone()
     }
 
     /// Move the partly filled blocks to `ready` (end of the scan).
@@ -281,8 +416,8 @@ mod tests {
         let trie = Trie::new(&prev, 2);
         let t = [1u32, 2, 3, 4, 5];
         let mut got = Vec::new();
-        let (mut m, mut p) = (Vec::new(), Vec::new());
-        trie.for_each_joinable(&t, &mut m, &mut p, &mut |s| got.push(s.to_vec()));
+        let mut sc = WalkScratch::default();
+        trie.for_each_joinable(&t, &mut sc, &mut |s| got.push(s.to_vec()));
         // Joins: 12+13, 12+14, 13+14, 23+24 (35 joins nothing).
         assert_eq!(got, vec![vec![1, 2, 3], vec![1, 2, 4], vec![1, 3, 4], vec![2, 3, 4]]);
         let cands = apriori_gen_filtered(&prev, 2, |_| true);
@@ -314,7 +449,7 @@ mod tests {
                     assert!(blk.len() <= 64 / 4 / 3 * 3);
                     received[o as usize].extend(blk);
                 }
-                tables.push((ix, r.local_counts.clone()));
+                tables.push((ix, r.local_counts()));
             }
             for (me, (ix, mut counts)) in tables.into_iter().enumerate() {
                 assert_eq!(ix.count_flat(&received[me], &mut counts), 0);
