@@ -103,15 +103,24 @@ impl CandidateTable {
         self.index.len()
     }
 
-    /// Count every itemset of a received block; returns how many were not candidates.
-    fn count_block(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+    /// Count every itemset of a received block (items of `width` bytes, little-endian);
+    /// returns how many were not candidates.
+    #[pyo3(signature = (data, width=4))]
+    fn count_block(&mut self, py: Python<'_>, data: &[u8], width: usize) -> PyResult<u64> {
         let k = self.index.k;
-        if data.len() % (4 * k) != 0 {
+        if width != 2 && width != 4 {
+            return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
+        }
+        if data.len() % (width * k) != 0 {
             return Err(PyValueError::new_err(format!("message block of {} bytes is not a whole number of {k}-itemsets", data.len())));
         }
         let (index, counts, tri) = (&self.index, &mut self.counts, &mut self.tri);
         let m = py.detach(|| {
-            let flat: Vec<u32> = data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            let flat: Vec<u32> = if width == 2 {
+                data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32).collect()
+            } else {
+                data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+            };
             match tri {
                 Some(t) => index.count_pairs_tri(&flat, t),
                 None => index.count_flat(&flat, counts),
@@ -150,35 +159,49 @@ impl CandidateTable {
 #[pyclass(module = "clusterlab._core", name = "HpaRouter")]
 struct PyRouter {
     inner: Router,
+    width: usize,
 }
 
 #[pymethods]
 impl PyRouter {
     #[new]
-    #[pyo3(signature = (k, parts, me, prev, table, eld=None, block_bytes=8192, prune=true))]
+    #[pyo3(signature = (k, parts, me, prev, table, eld=None, block_bytes=8192, prune=true, width=4))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, k: usize, parts: u32, me: u32, prev: PyReadonlyArray1<u32>, table: &CandidateTable, eld: Option<PyRef<'_, CandidateTable>>, block_bytes: usize, prune: bool) -> PyResult<Self> {
+    fn new(py: Python<'_>, k: usize, parts: u32, me: u32, prev: PyReadonlyArray1<u32>, table: &CandidateTable, eld: Option<PyRef<'_, CandidateTable>>, block_bytes: usize, prune: bool, width: usize) -> PyResult<Self> {
+        if width != 2 && width != 4 {
+            return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
+        }
         if k < 2 || parts == 0 || me >= parts || table.index.k != k {
             return Err(PyValueError::new_err(format!("bad router settings: k={k} parts={parts} me={me} table k={}", table.index.k)));
         }
-        if block_bytes < 4 * k {
+        if block_bytes < width * k {
             return Err(PyValueError::new_err(format!("block_bytes {block_bytes} cannot hold one {k}-itemset")));
         }
         let p = prev.as_slice()?;
         check_flat(p, k - 1, "prev")?;
         let local = table.index.clone();
         let eld = eld.map(|e| e.index.clone());
-        let inner = py.detach(|| Router::new(k, parts, me, p, local, eld, block_bytes, prune));
-        Ok(PyRouter { inner })
+        // Blocks hold block_bytes / (width * k) itemsets; the router counts in u32 units.
+        let per_block_u32 = (block_bytes / (width * k)).max(1) * k * 4;
+        if width == 2 && p.iter().any(|&x| x > u16::MAX as u32) {
+            return Err(PyValueError::new_err("2-byte items need item ranks below 65536"));
+        }
+        let inner = py.detach(|| Router::new(k, parts, me, p, local, eld, per_block_u32, prune));
+        Ok(PyRouter { inner, width })
     }
 
     /// Route transactions lo..hi (items are ranks, ascending); returns the ready blocks as
     /// a list of (owner, bytes).
     fn route<'py>(&mut self, py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, lo: usize, hi: usize) -> PyResult<Bound<'py, PyList>> {
         let (o, i) = (offsets.as_slice()?, items.as_slice()?);
-        check_csr(o, i.len())?;
         if lo > hi || hi + 1 > o.len() {
-            return Err(PyValueError::new_err(format!("transaction range {lo}..{hi} outside 0..{}", o.len() - 1)));
+            return Err(PyValueError::new_err(format!("transaction range {lo}..{hi} outside 0..{}", o.len().saturating_sub(1))));
+        }
+        // Only the routed range is read, so only it is checked (a full check per read block
+        // would cost O(file) each time).
+        let r = &o[lo..=hi];
+        if r[0] < 0 || r.windows(2).any(|w| w[0] > w[1]) || r[r.len() - 1] as usize > i.len() {
+            return Err(PyValueError::new_err("offsets do not describe the items array"));
         }
         let r = &mut self.inner;
         py.detach(|| r.route(o, i, lo, hi));
@@ -218,7 +241,12 @@ impl PyRouter {
     fn take_ready<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for (o, b) in self.inner.ready.drain(..) {
-            out.append((o, PyBytes::new(py, u32_bytes(&b))))?;
+            if self.width == 2 {
+                let narrow: Vec<u8> = b.iter().flat_map(|&x| (x as u16).to_le_bytes()).collect();
+                out.append((o, PyBytes::new(py, &narrow)))?;
+            } else {
+                out.append((o, PyBytes::new(py, u32_bytes(&b))))?;
+            }
         }
         Ok(out)
     }

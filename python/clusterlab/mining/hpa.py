@@ -90,9 +90,9 @@ class _Counter(threading.Thread):
     releases the GIL, so counting overlaps routing and sending.
     """
 
-    def __init__(self, table, name: str):
+    def __init__(self, table, name: str, width: int):
         super().__init__(name=name, daemon=True)
-        self.table = table
+        self.table, self.width = table, width
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.error: BaseException | None = None
         self.t_count = 0.0
@@ -107,7 +107,7 @@ class _Counter(threading.Thread):
                 continue
             t = time.perf_counter()
             try:
-                self.table.count_block(data)
+                self.table.count_block(data, self.width)
             except ValueError as e:
                 self.error = ProtocolError(f"bad HPA block from rank {src}: {e}")
             self.t_count += time.perf_counter() - t
@@ -173,6 +173,8 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
     freq_pos = np.empty(freq.size, dtype=np.uint32)
     freq_pos[np.lexsort((np.arange(freq.size), -fcounts.astype(np.int64)))] = np.arange(freq.size, dtype=np.uint32)
     P, me = comm.size, comm.rank
+    # Items travel as 2-byte ranks when there are few enough frequent items (half the bytes).
+    width = 2 if freq.size <= 65536 else 4
     k = 2
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
         prev = levels[-1][0]
@@ -183,14 +185,15 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
         else:
             eld_flat, own = np.zeros(0, np.uint32), _core.hpa_candidates(prev, k - 1, P, me)
         table = _core.CandidateTable(k, own, freq.size)
-        eld_table = _core.CandidateTable(k, eld_flat) if eld_flat.size else None
+        eld_table = _core.CandidateTable(k, eld_flat, freq.size) if eld_flat.size else None
         # A block always holds at least one k-itemset, whatever block_bytes says.
-        router = _core.HpaRouter(k, P, me, prev, table, eld_table, max(config.block_bytes, 4 * k), config.prune)
+        router = _core.HpaRouter(k, P, me, prev, table, eld_table, max(config.block_bytes, width * k), config.prune,
+                                 width)
         row["t_generate"] = time.perf_counter() - t
         tag = PASS_TAG + k
         counter = inbound = None
         if P > 1:
-            counter = _Counter(table, f"hpa-count-{me}")
+            counter = _Counter(table, f"hpa-count-{me}", width)
             counter.start()
             inbound = _Inbound(comm, tag, counter)
         try:
@@ -217,6 +220,7 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
             t = time.perf_counter()
             if inbound is not None:
                 inbound.finish(config.timeout)
+            t_wait = time.perf_counter() - t
         finally:
             if counter is not None:
                 counter.inbox.put(None)
@@ -226,10 +230,10 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
                 raise CommTimeout(f"rank {me}: HPA counting of pass {k} did not finish within {config.timeout:g} s")
             if counter.error is not None:
                 raise counter.error
+        t = time.perf_counter()
         counts = table.counts() + router.local_counts()
         keep = counts >= min_count
-        width = k
-        own_large = own.reshape(-1, width)[keep].ravel() if own.size else own
+        own_large = own.reshape(-1, k)[keep].ravel() if own.size else own
         large_flat, large_counts = allgather_large(comm, k, own_large, counts[keep])
         n_cand = np.array([len(table)], dtype=np.int64)
         n_cand_total = int(comm.allreduce(n_cand, "sum")[0]) if P > 1 else int(n_cand[0])
@@ -244,7 +248,8 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
             n_cand_total += len(eld_table)
         row["t_sync"] = time.perf_counter() - t
         rs = router.stats()
-        row["t_route"], row["t_send"] = t_route, t_send
+        row["t_route"], row["t_send"], row["t_recv"] = t_route, t_send, t_recv
+        row["t_wait"] = t_wait
         row["t_count"] = counter.t_count if counter is not None else 0.0
         row["candidates"], row["large"] = n_cand_total, large_counts.size
         row["itemsets_sent"], row["subsets"] = rs["itemsets_sent"], rs["subsets"]

@@ -32,7 +32,7 @@ BACKENDS = ("tcp", "mpi", "inproc")
 
 # Per-pass fields every rank records (floats, so the stats travel as one numpy array).
 STAT_FIELDS = ("pass", "candidates", "large", "t_total", "t_generate", "t_scan", "t_route", "t_send",
-               "t_count", "t_sync", "bytes_sent", "messages_sent", "itemsets_sent", "subsets",
+               "t_recv", "t_wait", "t_count", "t_sync", "bytes_sent", "messages_sent", "itemsets_sent", "subsets",
                "retransmissions", "timeouts")
 
 

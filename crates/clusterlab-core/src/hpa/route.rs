@@ -200,7 +200,8 @@ impl Router {
         assert!(k >= 2 && parts >= 1 && me < parts);
         let km1 = k - 1;
         let trie = Arc::new(Trie::new(prev, km1));
-        let prune = if prune && k >= 3 { Some(Arc::new(ItemsetIndex::new(km1, prev.to_vec()))) } else { None };
+        // With one owner the local lookup already rejects non-candidates: pruning only saves traffic.
+        let prune = if prune && k >= 3 && parts > 1 { Some(Arc::new(ItemsetIndex::new(km1, prev.to_vec()))) } else { None };
         let eld = eld.filter(|e| !e.is_empty());
         let eld_counts = vec![0; eld.as_ref().map_or(0, |e| e.len())];
         let block_u32 = (block_bytes / (4 * k)).max(1) * k;
@@ -224,7 +225,7 @@ impl Router {
 
     /// Route transactions `lo..hi` of a CSR batch (items are ranks, ascending).
     pub fn route(&mut self, offsets: &[i64], items: &[u32], lo: usize, hi: usize) {
-        if self.k == 2 && self.eld.is_none() {
+        if self.k == 2 {
             self.route_pairs(offsets, items, lo, hi);
             return;
         }
@@ -295,6 +296,7 @@ impl Router {
     /// every pair is a candidate: no trie walk, and local pairs go to the dense index.
     fn route_pairs(&mut self, offsets: &[i64], items: &[u32], lo: usize, hi: usize) {
         let (parts, me, block_u32) = (self.parts, self.me, self.block_u32);
+        let eld = self.eld.clone();
         let mut n_local = 0u64;
         let mut misses = 0u64;
         let mut sent = 0u64;
@@ -306,6 +308,13 @@ impl Router {
             for (ai, &a) in tx.iter().enumerate() {
                 for &b in &tx[ai + 1..] {
                     let s = [a, b];
+                    if let Some(e) = &eld {
+                        if let Some(i) = e.get_fast(&s) {
+                            self.eld_counts[i] += 1;
+                            self.stats.eld += 1;
+                            continue;
+                        }
+                    }
                     let o = if parts == 1 { me } else { owner_of(itemset_hash(&s), parts) };
                     if o == me {
                         if let Some((n, tc)) = &mut self.tri_counts {
