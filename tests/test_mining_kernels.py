@@ -52,10 +52,10 @@ def test_count_candidates_weighted():
 
 def test_fpgrowth_weighted_equals_repeated():
     w = np.array([2, 1, 1, 3, 1], dtype=np.uint64)
-    repeated = [t for t, n in zip(BASKETS, w) for _ in range(n)]
+    repeated = [t for t, n in zip(BASKETS, w, strict=True) for _ in range(n)]
     a = _core.fpgrowth(*csr(BASKETS), 3, weights=w)
     b = _core.fpgrowth(*csr(repeated), 3)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert np.array_equal(x, y)
 
 

@@ -10,6 +10,7 @@ from clusterlab._core import __version__
 from clusterlab.data import Baskets, read_baskets, write_baskets
 from clusterlab.data.generate import generate as generate, generate_file as generate_file
 from clusterlab.errors import BasketFormatError, ClusterlabError, ConfigError
+from clusterlab.mining import mine, rules  # noqa: F401  (public API: clusterlab.mine / clusterlab.rules)
 
 __all__ = [
     "Baskets",

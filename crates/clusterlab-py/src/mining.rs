@@ -137,6 +137,21 @@ fn closed_filter<'py>(
     Ok(PyArray1::from_vec(py, py.detach(|| ccl::filter(&s, maximal))))
 }
 
+/// Itemsets in canonical order: items sorted inside each itemset, itemsets sorted by
+/// (length, items). Returns (offsets, items, counts).
+#[pyfunction]
+fn canonical_itemsets<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, counts: PyReadonlyArray1<u64>) -> PyResult<Csr3<'py>> {
+    let mut s = itemsets(offsets.as_slice()?, items.as_slice()?, Some(counts.as_slice()?))?;
+    let r = py.detach(|| {
+        for i in 0..s.len() {
+            let (a, b) = (s.offsets[i] as usize, s.offsets[i + 1] as usize);
+            s.items[a..b].sort_unstable();
+        }
+        s.canonicalize()
+    });
+    Ok(out3(py, r))
+}
+
 /// Association rules from all frequent itemsets (canonical CSR with counts).
 /// Returns (ante_offsets, ante_items, ante_counts, cons_offsets, cons_items, cons_counts,
 /// rule_counts).
@@ -165,5 +180,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(closed_filter, m)?)?;
     m.add_function(wrap_pyfunction!(association_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_itemsets, m)?)?;
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! ascending frequency so classes shrink fast. The first level runs in parallel over items.
 //! Weighted databases are handed to FP-growth.
 
-use super::itemsets::{Emitter, Itemsets, MineParams};
+use super::itemsets::{top_perfect, Emitter, Itemsets, MineParams};
 use super::BasketsRef;
 use rayon::prelude::*;
 
@@ -43,12 +43,13 @@ impl Lists {
 }
 
 trait Vertical: Sized {
-    /// Intersections of set i with every later set of the class, frequent ones only.
-    fn extend(c: &Class<Self>, i: usize, min_count: u64) -> Class<Self>;
+    /// Intersections of set i with every later set of the class, frequent ones only; items
+    /// whose intersection keeps all of set i (perfect extensions) go to `pe` instead.
+    fn extend(c: &Class<Self>, i: usize, min_count: u64, pe: &mut Vec<u32>) -> Class<Self>;
 }
 
 impl Vertical for Bits {
-    fn extend(c: &Class<Bits>, i: usize, min_count: u64) -> Class<Bits> {
+    fn extend(c: &Class<Bits>, i: usize, min_count: u64, pe: &mut Vec<u32>) -> Class<Bits> {
         let w = c.sets.words;
         let rest = c.items.len() - i - 1;
         let mut out = Class { items: Vec::with_capacity(rest), counts: Vec::with_capacity(rest), sets: Bits { words: w, data: Vec::with_capacity(rest * w) } };
@@ -62,7 +63,10 @@ impl Vertical for Bits {
                 n += z.count_ones() as u64;
                 z
             }));
-            if n >= min_count {
+            if n == c.counts[i] {
+                pe.push(c.items[j]);
+                out.sets.data.truncate(s);
+            } else if n >= min_count {
                 out.items.push(c.items[j]);
                 out.counts.push(n);
             } else {
@@ -74,7 +78,7 @@ impl Vertical for Bits {
 }
 
 impl Vertical for Lists {
-    fn extend(c: &Class<Lists>, i: usize, min_count: u64) -> Class<Lists> {
+    fn extend(c: &Class<Lists>, i: usize, min_count: u64, pe: &mut Vec<u32>) -> Class<Lists> {
         let rest = c.items.len() - i - 1;
         let a = c.sets.get(i);
         let mut out = Class { items: Vec::with_capacity(rest), counts: Vec::with_capacity(rest), sets: Lists { offsets: vec![0], data: Vec::new() } };
@@ -91,7 +95,10 @@ impl Vertical for Lists {
                 y += (v <= u) as usize;
             }
             let n = (out.sets.data.len() - s) as u64;
-            if n >= min_count {
+            if n == c.counts[i] {
+                pe.push(c.items[j]);
+                out.sets.data.truncate(s);
+            } else if n >= min_count {
                 out.items.push(c.items[j]);
                 out.counts.push(n);
                 out.sets.offsets.push(out.sets.data.len());
@@ -105,26 +112,30 @@ impl Vertical for Lists {
 
 fn branch<S: Vertical>(c: &Class<S>, i: usize, p: &MineParams, em: &mut Emitter) {
     em.prefix.push(c.items[i]);
+    let pe_len = em.pe.len();
+    let sub = (em.prefix.len() < p.max_len && i + 1 < c.items.len()).then(|| S::extend(c, i, p.min_count, &mut em.pe));
     em.emit(c.counts[i]);
-    if em.prefix.len() < p.max_len && i + 1 < c.items.len() {
-        let sub = S::extend(c, i, p.min_count);
+    if let Some(sub) = sub {
         for k in 0..sub.items.len() {
             branch(&sub, k, p, em);
         }
     }
+    em.pe.truncate(pe_len);
     em.prefix.pop();
 }
 
-fn run<S: Vertical + Sync>(c: &Class<S>, p: &MineParams) -> Itemsets {
-    let outs: Vec<Itemsets> = (0..c.items.len())
+fn run<S: Vertical + Sync>(c: &Class<S>, p: &MineParams, top_pe: &[u32], top_out: Itemsets) -> Itemsets {
+    let mut outs: Vec<Itemsets> = (0..c.items.len())
         .into_par_iter()
         .with_max_len(1)
         .map(|i| {
-            let mut em = Emitter::new(p.min_len);
+            let mut em = Emitter::new(p);
+            em.pe = top_pe.to_vec();
             branch(c, i, p, &mut em);
             em.out
         })
         .collect();
+    outs.push(top_out);
     Itemsets::concat(outs).canonicalize()
 }
 
@@ -137,16 +148,17 @@ pub fn eclat(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
         return Itemsets::new();
     }
     let counts = db.item_counts();
-    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count).collect();
+    let n = db.len();
+    let (top_pe, top_out) = top_perfect(&counts, n as u64, p);
+    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count && counts[i as usize] != n as u64).collect();
     freq.sort_by(|&a, &b| counts[a as usize].cmp(&counts[b as usize]).then(a.cmp(&b)));
     if freq.is_empty() {
-        return Itemsets::new();
+        return top_out.canonicalize();
     }
     let mut code = vec![u32::MAX; counts.len()];
     for (k, &i) in freq.iter().enumerate() {
         code[i as usize] = k as u32;
     }
-    let n = db.len();
     let total: u64 = freq.iter().map(|&i| counts[i as usize]).sum();
     let fcounts: Vec<u64> = freq.iter().map(|&i| counts[i as usize]).collect();
     if total.saturating_mul(32) >= (freq.len() as u64) * (n as u64) {
@@ -160,7 +172,7 @@ pub fn eclat(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
                 }
             }
         }
-        run(&Class { items: freq, counts: fcounts, sets: Bits { words, data } }, p)
+        run(&Class { items: freq, counts: fcounts, sets: Bits { words, data } }, p, &top_pe, top_out)
     } else {
         let mut offsets = vec![0usize; freq.len() + 1];
         for (k, &c) in fcounts.iter().enumerate() {
@@ -177,6 +189,6 @@ pub fn eclat(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
                 }
             }
         }
-        run(&Class { items: freq, counts: fcounts, sets: Lists { offsets, data } }, p)
+        run(&Class { items: freq, counts: fcounts, sets: Lists { offsets, data } }, p, &top_pe, top_out)
     }
 }

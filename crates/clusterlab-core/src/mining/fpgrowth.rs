@@ -8,11 +8,15 @@
 //! runs in parallel over items. Transactions may carry weights (conditional or grouped
 //! databases, as PFP uses).
 
-use super::itemsets::{Emitter, Itemsets, MineParams};
+use super::itemsets::{top_perfect, Emitter, Itemsets, MineParams};
 use super::BasketsRef;
 use rayon::prelude::*;
 
 const ROOT: u32 = 0;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// A weighted database in local item codes (code 0 = most frequent), items ascending.
 struct CodedDb {
@@ -86,7 +90,11 @@ impl Tree {
             }
             prev = tx;
         }
-        // Header table by counting sort of the nodes over items.
+        Tree::finish(item, parent, count, n_items)
+    }
+
+    /// Header table by counting sort of the nodes over items.
+    fn finish(item: Vec<u32>, parent: Vec<u32>, count: Vec<u64>, n_items: usize) -> Tree {
         let mut head_start = vec![0u32; n_items + 1];
         let mut item_count = vec![0u64; n_items];
         for x in 1..item.len() {
@@ -141,50 +149,94 @@ fn combos(chain: &[(u32, u64)], start: usize, p: &MineParams, em: &mut Emitter) 
     }
 }
 
+/// The conditional tree of item j, projected straight from the tree: the ancestors of j's
+/// nodes, with the items not in `code` (old code -> new code, order-preserving) skipped, and
+/// each j-node's count added along its path. Shared ancestors are created once (memo in
+/// `scratch`, reset before returning), so no transaction list is built or sorted.
+fn project(tree: &Tree, j: usize, code: &[u32], n_new: usize, scratch: &mut Vec<u32>) -> Tree {
+    const NONE: u32 = u32::MAX;
+    if scratch.len() < tree.item.len() {
+        scratch.resize(tree.item.len(), NONE);
+    }
+    let memo = scratch;
+    let nodes = tree.nodes(j);
+    let mut item = vec![u32::MAX];
+    let mut parent = vec![ROOT];
+    let mut count = vec![0u64];
+    let mut touched: Vec<u32> = Vec::new();
+    let mut climb: Vec<u32> = Vec::new();
+    for &x in nodes {
+        let w = tree.count[x as usize];
+        climb.clear();
+        let mut y = tree.parent[x as usize];
+        while y != ROOT && memo[y as usize] == NONE {
+            climb.push(y);
+            y = tree.parent[y as usize];
+        }
+        let mut top = if y == ROOT { ROOT } else { memo[y as usize] };
+        for &z in climb.iter().rev() {
+            let c = code[tree.item[z as usize] as usize];
+            if c != NONE {
+                let nn = item.len() as u32;
+                item.push(c);
+                parent.push(top);
+                count.push(0);
+                top = nn;
+            }
+            memo[z as usize] = top;
+            touched.push(z);
+        }
+        let mut v = top;
+        while v != ROOT {
+            count[v as usize] += w;
+            v = parent[v as usize];
+        }
+    }
+    for z in touched {
+        memo[z as usize] = NONE;
+    }
+    Tree::finish(item, parent, count, n_new)
+}
+
 fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitter) {
-    if tree.item_count[j] < p.min_count {
+    let count = tree.item_count[j];
+    if count < p.min_count {
         return;
     }
     em.prefix.push(orig[j]);
-    em.emit(tree.item_count[j]);
+    let pe_len = em.pe.len();
+    let mut sub = None;
     if em.prefix.len() < p.max_len && j > 0 {
-        // Conditional pattern base of j: the paths above its nodes, weighted by node counts.
+        // Support of each item in the conditional pattern base of j.
         let mut cnt = vec![0u64; j];
-        let nodes = tree.nodes(j);
-        let mut total_len = 0usize;
-        for &x in nodes {
+        for &x in tree.nodes(j) {
             let w = tree.count[x as usize];
             let mut y = tree.parent[x as usize];
             while y != ROOT {
                 cnt[tree.item[y as usize] as usize] += w;
-                total_len += 1;
                 y = tree.parent[y as usize];
             }
         }
-        let mut freq: Vec<u32> = (0..j as u32).filter(|&c| cnt[c as usize] >= p.min_count).collect();
-        if !freq.is_empty() {
-            freq.sort_by(|&a, &b| cnt[b as usize].cmp(&cnt[a as usize]).then(a.cmp(&b)));
-            let mut code = vec![u32::MAX; j];
-            for (k, &c) in freq.iter().enumerate() {
-                code[c as usize] = k as u32;
+        // Items in every transaction of the base are perfect extensions: set aside, not mined.
+        em.pe.extend((0..j).filter(|&c| cnt[c] == count).map(|c| orig[c]));
+        let mut code = vec![u32::MAX; j];
+        let mut sub_orig = Vec::new();
+        for c in 0..j {
+            if cnt[c] >= p.min_count && cnt[c] != count {
+                code[c] = sub_orig.len() as u32;
+                sub_orig.push(orig[c]);
             }
-            let sub_orig: Vec<u32> = freq.iter().map(|&c| orig[c as usize]).collect();
-            let mut db = CodedDb::with_capacity(nodes.len(), total_len);
-            for &x in nodes {
-                let mut y = tree.parent[x as usize];
-                while y != ROOT {
-                    let c = code[tree.item[y as usize] as usize];
-                    if c != u32::MAX {
-                        db.items.push(c);
-                    }
-                    y = tree.parent[y as usize];
-                }
-                db.close(tree.count[x as usize]);
-            }
-            let sub = Tree::build(&db, freq.len(), false);
-            mine_tree(&sub, &sub_orig, p, em);
+        }
+        if !sub_orig.is_empty() {
+            let t = project(tree, j, &code, sub_orig.len(), &mut em.scratch);
+            sub = Some((t, sub_orig));
         }
     }
+    em.emit(count);
+    if let Some((t, o)) = sub {
+        mine_tree(&t, &o, p, em);
+    }
+    em.pe.truncate(pe_len);
     em.prefix.pop();
 }
 
@@ -195,7 +247,9 @@ pub fn fpgrowth(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
         return Itemsets::new();
     }
     let counts = db.item_counts();
-    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count).collect();
+    let total = db.total_weight();
+    let (top_pe, top_out) = top_perfect(&counts, total, p);
+    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count && counts[i as usize] != total).collect();
     freq.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
     let mut code = vec![u32::MAX; counts.len()];
     for (k, &i) in freq.iter().enumerate() {
@@ -225,16 +279,21 @@ pub fn fpgrowth(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
     }
     let tree = Tree::build(&cdb, freq.len(), true);
     drop(cdb);
-    let outs: Vec<Itemsets> = (0..freq.len())
+    let mut outs: Vec<Itemsets> = (0..freq.len())
         .into_par_iter()
         .rev()
         .with_max_len(1)
         .map(|j| {
-            let mut em = Emitter::new(p.min_len);
+            let mut em = Emitter::new(p);
+            em.pe = top_pe.clone();
+            // The projection memo spans the whole tree: keep one per thread, not per item.
+            em.scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
             mine_item(&tree, j, &freq, p, &mut em);
+            SCRATCH.with(|s| *s.borrow_mut() = std::mem::take(&mut em.scratch));
             em.out
         })
         .collect();
+    outs.push(top_out);
     Itemsets::concat(outs).canonicalize()
 }
 

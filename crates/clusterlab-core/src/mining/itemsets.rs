@@ -79,30 +79,91 @@ impl Itemsets {
     }
 
     /// Sort into canonical order. Items inside each itemset must already be ascending.
-    /// Linear when the input is already canonical; otherwise a parallel sort of indices.
+    /// Linear when the input is already canonical. Otherwise itemsets are bucketed by length
+    /// and, within a length, sorted by a packed integer key (items replaced by their dense
+    /// rank, `bits` each), which keeps the sort on contiguous keys instead of chasing
+    /// offsets; only itemsets too long for a 128-bit key are compared as slices.
     pub fn canonicalize(self) -> Itemsets {
         let n = self.len();
         let sorted = (1..n).into_par_iter().all(|i| canonical_cmp(self.itemset(i - 1), self.itemset(i)) != Ordering::Greater);
         if sorted {
             return self;
         }
-        let mut idx: Vec<u32> = (0..n as u32).collect();
-        idx.par_sort_unstable_by(|&a, &b| canonical_cmp(self.itemset(a as usize), self.itemset(b as usize)).then(a.cmp(&b)));
+        let bound = self.items.par_iter().copied().max().map_or(0, |m| m as usize + 1);
+        let mut rank = vec![0u32; bound];
+        for &i in &self.items {
+            rank[i as usize] = 1;
+        }
+        let mut f = 0u32;
+        for r in rank.iter_mut() {
+            if *r != 0 {
+                *r = f;
+                f += 1;
+            }
+        }
+        let bits = (32 - f.saturating_sub(1).leading_zeros()).max(1) as usize;
+        // Bucket indices by length (counting sort, stable).
+        let starts = self.length_starts();
+        let mut fill = starts.clone();
+        let mut idx = vec![0u32; n];
+        for i in 0..n {
+            let l = self.itemset(i).len();
+            idx[fill[l]] = i as u32;
+            fill[l] += 1;
+        }
+        let key = |i: u32| -> u128 { self.itemset(i as usize).iter().fold(0u128, |k, &x| k << bits | rank[x as usize] as u128) };
+        let mut rest: &mut [u32] = &mut idx;
+        for l in 0..starts.len() - 1 {
+            let (group, tail) = rest.split_at_mut(starts[l + 1] - starts[l]);
+            rest = tail;
+            if group.len() < 2 {
+                continue;
+            }
+            if l * bits <= 64 {
+                let mut kv: Vec<(u64, u32)> = group.par_iter().map(|&i| (key(i) as u64, i)).collect();
+                kv.par_sort_unstable();
+                group.iter_mut().zip(kv).for_each(|(g, (_, i))| *g = i);
+            } else if l * bits <= 128 {
+                let mut kv: Vec<(u128, u32)> = group.par_iter().map(|&i| (key(i), i)).collect();
+                kv.par_sort_unstable();
+                group.iter_mut().zip(kv).for_each(|(g, (_, i))| *g = i);
+            } else {
+                group.par_sort_unstable_by(|&a, &b| self.itemset(a as usize).cmp(self.itemset(b as usize)).then(a.cmp(&b)));
+            }
+        }
         self.gather(&idx)
     }
 
-    /// The itemsets at `idx`, in that order.
+    /// The itemsets at `idx`, in that order (parallel copy straight into the output).
     pub fn gather(&self, idx: &[u32]) -> Itemsets {
-        let mut out = Itemsets {
-            offsets: Vec::with_capacity(idx.len() + 1),
-            items: Vec::with_capacity(idx.iter().map(|&i| self.itemset(i as usize).len()).sum()),
-            counts: Vec::with_capacity(idx.len()),
-        };
-        out.offsets.push(0);
+        let mut offsets = Vec::with_capacity(idx.len() + 1);
+        offsets.push(0i64);
+        let mut acc = 0i64;
         for &i in idx {
-            out.push(self.itemset(i as usize), self.counts[i as usize]);
+            acc += self.offsets[i as usize + 1] - self.offsets[i as usize];
+            offsets.push(acc);
         }
-        out
+        let counts: Vec<u64> = idx.par_iter().map(|&i| self.counts[i as usize]).collect();
+        let mut items = vec![0u32; acc as usize];
+        // Cut the output into pieces at itemset boundaries, each filled by one task.
+        const PIECE: usize = 8192;
+        let mut pieces: Vec<(&[u32], &mut [u32])> = Vec::with_capacity(idx.len() / PIECE + 1);
+        let mut rest: &mut [u32] = &mut items;
+        for (c, ids) in idx.chunks(PIECE).enumerate() {
+            let len = (offsets[c * PIECE + ids.len()] - offsets[c * PIECE]) as usize;
+            let (head, tail) = rest.split_at_mut(len);
+            pieces.push((ids, head));
+            rest = tail;
+        }
+        pieces.into_par_iter().for_each(|(ids, out)| {
+            let mut w = 0;
+            for &i in ids {
+                let s = self.itemset(i as usize);
+                out[w..w + s.len()].copy_from_slice(s);
+                w += s.len();
+            }
+        });
+        Itemsets { offsets, items, counts }
     }
 
     /// Keep the itemsets whose length lies in `min_len..=max_len`.
@@ -170,30 +231,68 @@ impl MineParams {
 }
 
 /// Output buffer a miner writes into while it recurses: the current prefix (original item
-/// ids) plus the flat result arrays. Each itemset is sorted in place right after it is written,
-/// so no per-itemset allocation happens.
+/// ids), the perfect extensions collected on the way down (items contained in every
+/// transaction that contains the prefix: any subset of them can join the prefix with the same
+/// count) and the flat result arrays. Each itemset is sorted in place right after it is
+/// written, so no per-itemset allocation happens.
 pub(crate) struct Emitter {
     pub prefix: Vec<u32>,
+    pub pe: Vec<u32>,
     pub out: Itemsets,
     pub min_len: usize,
+    pub max_len: usize,
+    /// Reusable per-task scratch space of the miner (FP-growth's projection memo).
+    pub scratch: Vec<u32>,
 }
 
 impl Emitter {
-    pub fn new(min_len: usize) -> Self {
-        Emitter { prefix: Vec::with_capacity(64), out: Itemsets::new(), min_len }
+    pub fn new(p: &MineParams) -> Self {
+        Emitter { prefix: Vec::with_capacity(64), pe: Vec::new(), out: Itemsets::new(), min_len: p.min_len, max_len: p.max_len, scratch: Vec::new() }
+    }
+
+    /// Report the prefix joined with every subset of the perfect extensions, all with `count`.
+    #[inline]
+    pub fn emit(&mut self, count: u64) {
+        let m = self.pe.len();
+        if m == 0 {
+            let l = self.prefix.len();
+            if l >= self.min_len.max(1) && l <= self.max_len {
+                self.write(0, count);
+            }
+            return;
+        }
+        assert!(m < 48, "{m} perfect extensions: 2^{m} itemsets will not fit in memory");
+        for mask in 0u64..(1u64 << m) {
+            let l = self.prefix.len() + mask.count_ones() as usize;
+            if l >= self.min_len.max(1) && l <= self.max_len {
+                self.write(mask, count);
+            }
+        }
     }
 
     #[inline]
-    pub fn emit(&mut self, count: u64) {
-        if self.prefix.len() < self.min_len {
-            return;
-        }
+    fn write(&mut self, mask: u64, count: u64) {
         let start = self.out.items.len();
         self.out.items.extend_from_slice(&self.prefix);
+        let mut m = mask;
+        while m != 0 {
+            self.out.items.push(self.pe[m.trailing_zeros() as usize]);
+            m &= m - 1;
+        }
         self.out.items[start..].sort_unstable();
         self.out.offsets.push(self.out.items.len() as i64);
         self.out.counts.push(count);
     }
+}
+
+/// Items whose count equals the total weight (in every transaction): perfect extensions of
+/// the empty prefix. Returned with the itemsets made only of them (all with that count).
+pub(crate) fn top_perfect(counts: &[u64], total: u64, p: &MineParams) -> (Vec<u32>, Itemsets) {
+    let pe: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] == total && total >= p.min_count).collect();
+    let mut em = Emitter::new(p);
+    em.pe = pe.clone();
+    em.emit(total);
+    (pe, em.out)
 }
 
 #[cfg(test)]

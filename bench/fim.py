@@ -1,0 +1,309 @@
+"""Frequent itemset mining, side by side: clusterlab vs pyfim 6.28 vs mlxtend vs efficient-apriori.
+
+Not a test. Every tool runs in its own subprocess (so ``ru_maxrss`` is that tool's peak
+memory), loads the data into its natural in-memory input first (clusterlab: CSR Baskets;
+pyfim and efficient-apriori: a list of transactions; mlxtend: a one-hot boolean DataFrame),
+then times only mining up to a materialized result (our Arrow table, pyfim's Python list,
+mlxtend's DataFrame, efficient-apriori's dict). Median of 5 runs (1 for anchors whose first
+run takes over 10 s); each subprocess is capped by a timeout and an address-space limit.
+The itemset counts of all tools must agree (pyfim's count is corrected for its quirk of
+leaving out itemsets made only of items in every transaction).
+
+    .venv/bin/python bench/fim.py            # all rows, writes bench/results/fim.{json,png}
+    .venv/bin/python bench/fim.py --quick    # fewer rows and runs (smoke run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def shared_data() -> Path:
+    for p in Path(__file__).resolve().parents:
+        if (p / "shared" / "data" / "T10I4D100K.dat").exists():
+            return p / "shared" / "data"
+    sys.exit("cannot find shared/data/T10I4D100K.dat above this checkout")
+
+
+# (label, file, min support as a fraction)
+ROWS = [
+    ("T10I4D100K 1%", "T10I4D100K.dat", 0.01),
+    ("T10I4D100K 0.5%", "T10I4D100K.dat", 0.005),
+    ("T10I4D100K 0.1%", "T10I4D100K.dat", 0.001),
+    ("T10I4D100K 0.05%", "T10I4D100K.dat", 0.0005),
+    ("chess 60%", "chess.dat", 0.6),
+    ("mushroom 10%", "mushroom.dat", 0.1),
+    ("seed000-style 1M 0.7%", "seed000_1M.dat", 0.007),
+]
+TOOLS = ("clusterlab", "pyfim", "pyfim-eclat", "mlxtend", "efficient-apriori")
+TIMEOUT = {"clusterlab": 600, "pyfim": 600, "pyfim-eclat": 600, "mlxtend": 300, "efficient-apriori": 180}
+MEM_LIMIT = 12 << 30  # address-space cap per anchor subprocess
+
+
+def make_seed000_style(path: Path, n: int = 1_000_000, n_items: int = 5000, avg_len: int = 20,
+                       n_patterns: int = 2000, avg_pat: int = 4, seed: int = 0) -> None:
+    """A deterministic IBM-Quest-like basket file in the spirit of seed 000 (5000 items,
+    transactions of ~20 items built from ~4-item potentially large patterns plus noise).
+    Used when the project's own generator is not available in this checkout."""
+    rng = np.random.default_rng(seed)
+    pat_len = np.maximum(1, rng.poisson(avg_pat, n_patterns))
+    pat_off = np.concatenate([[0], np.cumsum(pat_len)])
+    pat_items = rng.integers(0, n_items, pat_off[-1])
+    weight = rng.exponential(1.0, n_patterns)
+    weight /= weight.sum()
+    t_len = np.maximum(1, rng.poisson(avg_len, n))
+    k = np.maximum(1, np.round(t_len * 0.8 / avg_pat).astype(np.int64))  # patterns per transaction
+    pats = rng.choice(n_patterns, size=int(k.sum()), p=weight)
+    tid_of_pat = np.repeat(np.arange(n), k)
+    lens = pat_len[pats]
+    flat_tid = np.repeat(tid_of_pat, lens)
+    starts = np.repeat(pat_off[pats], lens)
+    within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+    flat_items = pat_items[starts + within]
+    keep = rng.random(flat_items.size) > 0.25  # corruption: drop a quarter of pattern items
+    noise_n = np.maximum(0, t_len - k * avg_pat * 3 // 4)
+    noise_tid = np.repeat(np.arange(n), noise_n)
+    noise_items = rng.integers(0, n_items, noise_tid.size)
+    tid = np.concatenate([flat_tid[keep], noise_tid])
+    items = np.concatenate([flat_items[keep], noise_items])
+    key = np.unique(tid.astype(np.int64) * n_items + items)
+    tid, items = key // n_items, (key % n_items).astype(np.uint32)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tid, minlength=n), out=offsets[1:])
+    from clusterlab import _core
+
+    tmp = path.with_name(path.name + ".tmp")
+    _core.write_fimi(str(tmp), offsets, items)
+    os.replace(tmp, path)
+
+
+def data_path(name: str) -> Path:
+    if name != "seed000_1M.dat":
+        return shared_data() / name
+    p = Path(tempfile.gettempdir()) / "clusterlab-bench" / name
+    if not p.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        print(f"generating {p} (1M transactions, 5000 items) ...", flush=True)
+        make_seed000_style(p)
+    return p
+
+
+# ---- worker: one tool, one row, in its own process ---------------------------------------
+
+def worker(tool: str, path: str, supp: float, runs: int) -> dict:
+    # This script is named fim.py: keep it from shadowing pyfim's ``fim`` module.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    import clusterlab
+    from clusterlab.mining.sequential import min_count_of
+
+    b = clusterlab.read_baskets(path)
+    n = len(b)
+    min_count = min_count_of(supp, n)
+    if tool == "clusterlab":
+        data = b
+
+        def run():
+            return clusterlab.mine(data, min_count)
+
+        def count(r):
+            return r.num_rows
+    elif tool in ("pyfim", "pyfim-eclat"):
+        import fim
+
+        data = b.to_lists()
+        fn = fim.fpgrowth if tool == "pyfim" else fim.eclat
+        everywhere = int(np.count_nonzero(np.bincount(b.items) == n)) if b.items.size else 0
+        # pyfim leaves out the itemsets made only of items in every transaction: add them back.
+        missing = (1 << everywhere) - 1
+
+        def run():
+            return fn(data, target="s", supp=-min_count, report="a")
+
+        def count(r):
+            return len(r) + missing
+    elif tool == "mlxtend":
+        import pandas as pd
+        from mlxtend.frequent_patterns import fpgrowth
+
+        n_items = int(b.items.max()) + 1
+        dense = np.zeros((n, n_items), dtype=bool)
+        dense[np.repeat(np.arange(n), np.diff(b.offsets)), b.items] = True
+        used = np.flatnonzero(dense.any(axis=0))
+        data = pd.DataFrame(dense[:, used], columns=used)
+        del dense
+
+        def run():
+            return fpgrowth(data, min_support=min_count / n, use_colnames=True)
+
+        def count(r):
+            return len(r)
+    elif tool == "efficient-apriori":
+        from efficient_apriori import apriori
+
+        data = [tuple(t) for t in b.to_lists()]
+
+        def run():
+            sets, _ = apriori(data, min_support=min_count / n, min_confidence=1.0, max_length=1000)
+            return sets
+
+        def count(r):
+            return sum(len(v) for v in r.values())
+    else:
+        raise SystemExit(f"unknown tool {tool}")
+    del b
+    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    times, counts = [], set()
+    for k in range(runs):
+        t0 = time.perf_counter()
+        r = run()
+        times.append(time.perf_counter() - t0)
+        counts.add(count(r))
+        del r
+        if k == 0 and tool != "clusterlab" and times[0] > 10:
+            break  # slow anchor: one run
+    return {"tool": tool, "times": times, "median_s": statistics.median(times), "itemsets": sorted(counts),
+            "min_count": min_count, "rss_loaded_bytes": rss_loaded,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def run_worker(tool: str, path: Path, supp: float, runs: int) -> dict:
+    cmd = [sys.executable, __file__, "--worker", tool, str(path), repr(supp), str(runs)]
+
+    def limit():
+        if tool != "clusterlab":
+            resource.setrlimit(resource.RLIMIT_AS, (MEM_LIMIT, MEM_LIMIT))
+
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT[tool], preexec_fn=limit)
+    except subprocess.TimeoutExpired:
+        return {"tool": tool, "error": f"timeout after {TIMEOUT[tool]} s"}
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"tool": tool, "error": f"exit {p.returncode}: {last[:200]}"}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", nargs=4, metavar=("TOOL", "PATH", "SUPP", "RUNS"), help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="three rows, 3 runs, clusterlab and pyfim only")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--rows", help="comma-separated row numbers (0-based) to run")
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("-o", "--output", default=str(RESULTS / "fim.json"))
+    a = ap.parse_args()
+    if a.worker:
+        tool, path, supp, runs = a.worker
+        print(json.dumps(worker(tool, path, float(supp), int(runs))))
+        return
+    rows = ROWS
+    tools = a.tools.split(",")
+    runs = a.runs
+    if a.quick:
+        rows, tools, runs = [ROWS[0], ROWS[4], ROWS[5]], ["clusterlab", "pyfim"], 3
+    if a.rows:
+        rows = [ROWS[int(i)] for i in a.rows.split(",")]
+    out = {"machine": {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()}, "runs": runs, "rows": []}
+    for label, name, supp in rows:
+        path = data_path(name)
+        row = {"row": label, "file": name, "min_support": supp, "tools": {}}
+        for tool in tools:
+            r = run_worker(tool, path, supp, runs)
+            row["tools"][tool] = r
+            shown = f"{r['median_s']:.3f} s, {r['peak_rss_bytes'] / 2**20:.0f} MiB, {r['itemsets']}" if "error" not in r else r["error"]
+            print(f"{label:24s} {tool:18s} {shown}", flush=True)
+        judge(row)
+        out["rows"].append(row)
+    out["machine"]["load_avg_end"] = os.getloadavg()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    tmp = Path(a.output).with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(out, indent=2))
+    os.replace(tmp, a.output)
+    print_table(out)
+    plot(out, Path(a.output).with_suffix(".png"))
+
+
+def judge(row: dict) -> None:
+    """Ratios against the anchors and whether each target is met."""
+    t = row["tools"]
+    ours = t.get("clusterlab", {})
+    if "error" in ours or not ours:
+        row["verdict"] = "clusterlab failed"
+        return
+    counts = {k: v["itemsets"] for k, v in t.items() if "itemsets" in v}
+    row["counts_agree"] = len({tuple(c) for c in counts.values()}) == 1 and all(len(c) == 1 for c in counts.values())
+    fims = [t[k]["median_s"] for k in ("pyfim", "pyfim-eclat") if "median_s" in t.get(k, {})]
+    if fims:
+        row["vs_pyfim_best"] = ours["median_s"] / min(fims)
+        row["pyfim_target_met"] = row["vs_pyfim_best"] <= 0.8
+    m = t.get("mlxtend", {})
+    if "median_s" in m:
+        row["mlxtend_speedup"] = m["median_s"] / ours["median_s"]
+        row["mlxtend_mem_ratio"] = ours["peak_rss_bytes"] / m["peak_rss_bytes"]
+        row["mlxtend_target_met"] = row["mlxtend_speedup"] >= 30 and row["mlxtend_mem_ratio"] <= 0.2
+    elif m:
+        row["mlxtend_note"] = m.get("error")
+    e = t.get("efficient-apriori", {})
+    if "median_s" in e:
+        row["efficient_apriori_speedup"] = e["median_s"] / ours["median_s"]
+
+
+def print_table(out: dict) -> None:
+    hdr = f"{'row':24s} {'itemsets':>9s} {'ours s':>8s} {'pyfim s':>8s} {'eclat s':>8s} {'vs best':>7s} " \
+          f"{'mlxtend s':>9s} {'x':>6s} {'mem':>5s} {'eff-apr s':>9s} agree"
+    print(hdr)
+    for r in out["rows"]:
+        t = r["tools"]
+
+        def s(k, t=t):
+            return f"{t[k]['median_s']:.3f}" if "median_s" in t.get(k, {}) else "-"
+        print(f"{r['row']:24s} {t['clusterlab'].get('itemsets', ['-'])[0]!s:>9s} {s('clusterlab'):>8s} {s('pyfim'):>8s} "
+              f"{s('pyfim-eclat'):>8s} {r.get('vs_pyfim_best', float('nan')):7.2f} {s('mlxtend'):>9s} "
+              f"{r.get('mlxtend_speedup', float('nan')):6.0f} {r.get('mlxtend_mem_ratio', float('nan')):5.2f} "
+              f"{s('efficient-apriori'):>9s} {r.get('counts_agree')}")
+
+
+def plot(out: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    rows = out["rows"]
+    tools = [k for k in TOOLS if any(k in r["tools"] for r in rows)]
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    w = 0.8 / len(tools)
+    for j, tool in enumerate(tools):
+        ys = [r["tools"].get(tool, {}).get("median_s", np.nan) for r in rows]
+        ax.bar(np.arange(len(rows)) + j * w, ys, w, label=tool)
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(rows)) + w * (len(tools) - 1) / 2)
+    ax.set_xticklabels([r["row"] for r in rows], rotation=20, ha="right")
+    ax.set_ylabel("median time to a materialized result (s, log)")
+    ax.set_title("Frequent itemset mining (missing bar: timeout or out of memory)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    main()

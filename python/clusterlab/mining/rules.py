@@ -1,0 +1,97 @@
+"""``rules()``: association rules from an itemset table.
+
+For a rule X -> Y over n transactions (mlxtend / Spark definitions):
+support = count(X ∪ Y)/n, confidence = count(X ∪ Y)/count(X),
+lift = confidence / support(Y), leverage = support - support(X)·support(Y),
+conviction = (1 - support(Y)) / (1 - confidence) (inf when confidence is 1).
+
+>>> import clusterlab
+>>> sets = clusterlab.mine([["a", "b"], ["a", "b"], ["a"], ["b", "c"]], min_support=2)
+>>> r = clusterlab.rules(sets, min_confidence=0.6)
+>>> r.select(["antecedent", "consequent", "support", "confidence", "lift"]).to_pylist()
+[{'antecedent': ['b'], 'consequent': ['a'], 'support': 0.5, 'confidence': 0.6666666666666666, 'lift': 0.8888888888888888}, {'antecedent': ['a'], 'consequent': ['b'], 'support': 0.5, 'confidence': 0.6666666666666666, 'lift': 0.8888888888888888}]
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+
+from clusterlab import _core
+from clusterlab.errors import ConfigError
+from clusterlab.mining.result import META_KEY, table_csr, table_info
+
+RULE_COLUMNS = ("antecedent", "consequent", "count", "support", "confidence", "lift", "leverage", "conviction")
+
+
+def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | None = None,
+          consequents: str = "single", n_transactions: int | None = None) -> pa.Table:
+    """Association rules with confidence >= ``min_confidence`` (and lift >= ``min_lift``).
+
+    ``itemsets`` is a table from :func:`clusterlab.mine` with ``target="all"`` (every subset
+    of a frequent itemset must be present to know its count). ``consequents="single"`` gives
+    one-item consequents (pyfim and Spark behaviour), ``"multi"`` every non-empty proper
+    subset as consequent (mlxtend behaviour). ``n_transactions`` defaults to the table's
+    metadata. Columns: antecedent, consequent (lists like the ``items`` column), count,
+    support, confidence, lift, leverage, conviction.
+
+    >>> import clusterlab
+    >>> sets = clusterlab.mine([[1, 2, 3], [1, 2, 3], [1, 2], [3]], min_support=2)
+    >>> r = clusterlab.rules(sets, min_confidence=0.6, consequents="multi")
+    >>> [(a, c) for a, c in zip(r["antecedent"].to_pylist(), r["consequent"].to_pylist())][-3:]
+    [([3], [1, 2]), ([2], [1, 3]), ([1], [2, 3])]
+    """
+    if not isinstance(itemsets, pa.Table) or "items" not in itemsets.column_names or "count" not in itemsets.column_names:
+        raise ConfigError("rules() needs an itemset table with 'items' and 'count' columns (from clusterlab.mine)")
+    if not isinstance(min_confidence, (int, float)) or not 0 <= min_confidence <= 1:
+        raise ConfigError(f"min_confidence must lie in [0, 1], got {min_confidence!r}")
+    if consequents not in ("single", "multi"):
+        raise ConfigError(f"consequents must be 'single' or 'multi', got {consequents!r}")
+    info = table_info(itemsets)
+    if info.get("target", "all") != "all":
+        raise ConfigError(f"rules need all frequent itemsets; this table holds {info['target']} itemsets "
+                          "(mine with target='all')")
+    if info.get("min_len", 1) > 1:
+        raise ConfigError("rules need all frequent itemsets; this table was mined with min_len > 1")
+    n = n_transactions if n_transactions is not None else info.get("n_transactions")
+    if n is None:
+        raise ConfigError("the itemset table carries no n_transactions; pass n_transactions=")
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ConfigError(f"n_transactions must be a positive integer, got {n!r}")
+    offsets, items, counts, labels = table_csr(itemsets)
+    offsets, items, counts = _core.canonical_itemsets(offsets, items, counts)
+    try:
+        ao, ai, ac, co, ci, cc, rc = _core.association_rules(offsets, items, counts, float(min_confidence),
+                                                             consequents == "multi")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    n = float(n)
+    support = rc / n
+    confidence = rc / ac
+    cons_support = cc / n
+    lift = confidence / cons_support
+    leverage = support - (ac / n) * cons_support
+    with np.errstate(divide="ignore", invalid="ignore"):
+        conviction = np.where(confidence >= 1.0, np.inf, (1.0 - cons_support) / (1.0 - confidence))
+    keep = None
+    if min_lift is not None:
+        keep = lift >= min_lift
+
+    def lists(o, i):
+        values = pa.array(i)
+        if labels is not None:
+            values = pa.array(labels, type=pa.string()).take(values)
+        return pa.LargeListArray.from_arrays(pa.array(o), values)
+
+    table = pa.table({
+        "antecedent": lists(ao, ai), "consequent": lists(co, ci), "count": rc.astype(np.int64),
+        "support": support, "confidence": confidence, "lift": lift, "leverage": leverage,
+        "conviction": conviction,
+    })
+    if keep is not None:
+        table = table.filter(pa.array(keep))
+    meta = {"n_transactions": int(n), "min_confidence": float(min_confidence), "min_lift": min_lift,
+            "consequents": consequents}
+    return table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
