@@ -11,6 +11,7 @@ mod gen;
 mod hpa;
 mod io;
 mod mining;
+mod net;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -19,5 +20,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     gen::register(m)?;
     mining::register(m)?;
     hpa::register(m)?;
+    net::register(m)?;
     Ok(())
 }

@@ -56,8 +56,7 @@ def run(n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jit
         rto_min=_dur(rto_min), rto_min_jitter=_dur(rto_min_jitter) or 0.0, rto_max=_dur(rto_max),
         rto_max_jitter=_dur(rto_max_jitter) or 0.0, seed=seed)
     argv = resolve_command(list(command))
-    kw = dict(config=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout), grace=_dur(grace),
-              stdin=None)
+    kw = dict(config=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout), grace=_dur(grace))
     if backend == "tcp":
         res = launch(argv, n, **kw)
     else:

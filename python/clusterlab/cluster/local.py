@@ -126,10 +126,14 @@ def _pdeathsig_preexec():
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
     except (OSError, AttributeError):  # pragma: no cover - not Linux
-        return None
+        return lambda: os.setpgid(0, 0)
     parent = os.getpid()
 
     def pre():
+        # Own process group (so the launcher can signal a rank and whatever it started), but
+        # the launcher's session: with scheduler autogroups a new session per rank would
+        # make every rank its own CPU group, and loopback wake-ups slower by a factor of 3.
+        os.setpgid(0, 0)
         prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the launcher died before prctl took effect
             os._exit(1)
@@ -207,7 +211,7 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
             e[ENV_RANK] = str(r)
             e[ENV_BIND] = hosts[r].bind
             proc = subprocess.Popen(list(hosts[r].prefix) + list(argv), env=e, stdin=stdin,
-                                    start_new_session=True, preexec_fn=pre)
+                                    preexec_fn=pre)
             rk = _Rank(r, proc)
             ranks.append(rk)
             fd_kind[rk.pidfd] = ("exit", rk)
@@ -256,17 +260,29 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
                     poller.unregister(fd)
                     if rk.conn is not None:  # collect what it said before dying
                         _drain_conn(rk, poller, fd_kind)
-                    bad = rk.rc != 0 or not table_sent
-                    if bad and res.failed_rank is None and not res.interrupted:
+                    if rk.rc != 0 and res.failed_rank is None and not res.interrupted:
                         res.failed_rank = rk.rank
-                        res.reason = (f"rank {rk.rank} {_describe_status(rk.rc)}" if rk.rc != 0
-                                      else f"rank {rk.rank} exited before the mesh was built")
+                        res.reason = f"rank {rk.rank} {_describe_status(rk.rc)}"
                         if rk.error:
                             res.reason += f": {rk.error}"
                         fail_at = time.monotonic()
                 elif kind == "conn":
                     _read_conn(rk, poller, fd_kind)
-            if not table_sent and all(rk.hello is not None for rk in ranks):
+            if not table_sent and res.failed_rank is None:
+                # a rank that ended (even cleanly) without joining: those waiting for the
+                # mesh can never get it, so fail them now, naming it
+                gone = [rk for rk in ranks if rk.rc is not None and rk.hello is None]
+                waiting = [rk for rk in ranks if rk.hello is not None and rk.conn is not None]
+                if gone and waiting:
+                    g = gone[0]
+                    res.failed_rank = g.rank
+                    res.reason = f"rank {g.rank} {_describe_status(g.rc)} without joining the mesh"
+                    for rk in waiting:
+                        with contextlib.suppress(OSError, CommError):
+                            send_control(rk.conn, handshake.LAUNCHER,
+                                         {"op": "abort", "rank": g.rank, "detail": res.reason}, 2.0)
+                    fail_at = time.monotonic()
+            if not table_sent and res.failed_rank is None and all(rk.hello is not None for rk in ranks):
                 table = [[rk.hello["host"], rk.hello["port"]] for rk in ranks]
                 for rk in ranks:
                     try:
@@ -327,6 +343,7 @@ def _accept_rank(lsock, secret, ranks, poller, fd_kind, n) -> None:
         print(f"clusterlab: launcher rejected a connection from {addr[0]}:{addr[1]}: {e}", file=sys.stderr)
         s.close()
         return
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     rk = ranks[r]
     rk.conn, rk.hello = s, hello
     fd_kind[s.fileno()] = ("conn", rk)

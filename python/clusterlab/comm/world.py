@@ -26,7 +26,7 @@ import threading
 import time
 
 from clusterlab.comm.communicator import Communicator
-from clusterlab.comm.errors import CommError, CommTimeout, ProtocolError
+from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
 from clusterlab.comm.tcp import frames, handshake
 from clusterlab.comm.tcp.mesh import TcpCommunicator, build_mesh, listen
 from clusterlab.errors import ConfigError
@@ -67,6 +67,10 @@ def world(timeout: float = 60.0) -> Communicator:
                     _WORLD = MpiCommunicator()
                 else:
                     raise ConfigError(f"CLUSTERLAB_BACKEND={backend!r}: expected tcp or mpi")
+                from clusterlab.cluster import local
+
+                if local.ENV_RDV in os.environ:  # started by launch_mpi: report results to it
+                    _connect_results(_WORLD.rank, timeout)
             else:
                 _WORLD = TcpCommunicator(0, 1, {}, drainer=False)
             t = os.environ.get("CLUSTERLAB_TIMEOUT")
@@ -97,11 +101,14 @@ def _from_launcher(timeout: float) -> Communicator:
     listener = listen(bind, 0, config, rank, backlog=max(size, 16))
     try:
         s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         handshake.connect(s, secret, rank, handshake.LAUNCHER, max(deadline - time.monotonic(), 0.1))
         me = listener.getsockname()
         local.send_control(s, rank, {"op": "hello", "host": me[0], "port": me[1], "pid": os.getpid()})
         h, body = local.recv_frame(s, handshake.LAUNCHER, deadline, 1 << 24)
         msg = json.loads(body)
+        if h.kind == frames.CONTROL and msg.get("op") == "abort":
+            raise PeerFailure(int(msg.get("rank", -1)), str(msg.get("detail", "the launcher aborted the job")))
         if h.kind != frames.CONTROL or msg.get("op") != "table" or len(msg.get("table", ())) != size:
             raise ProtocolError("the launcher sent a malformed address table")
         table = [(str(a), int(p)) for a, p in msg["table"]]
@@ -110,6 +117,19 @@ def _from_launcher(timeout: float) -> Communicator:
         raise
     _LAUNCHER = s
     return build_mesh(rank, size, table, listener, secret, config, max(deadline - time.monotonic(), 1.0))
+
+
+def _connect_results(rank: int, timeout: float) -> None:
+    global _LAUNCHER
+    from clusterlab.cluster import local
+
+    secret = bytes.fromhex(os.environ.pop(local.ENV_SECRET, "") or _env(local.ENV_SECRET))
+    host, _, port = _env(local.ENV_RDV).rpartition(":")
+    s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # last words must not wait for an ACK
+    handshake.connect(s, secret, rank, handshake.LAUNCHER, timeout)
+    local.send_control(s, rank, {"op": "hello", "host": "", "port": 0, "pid": os.getpid()})
+    _LAUNCHER = s
 
 
 def _tcp_over_mpi(timeout: float) -> Communicator:

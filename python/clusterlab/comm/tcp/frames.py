@@ -62,6 +62,7 @@ MIN_TAG = COLLECTIVE_TAG - 15
 # structured types, no datetimes: a peer cannot make us build anything but a flat buffer.
 _DTYPE_RE = re.compile(rb"^[<>|=][biufc][0-9]{1,2}$")
 _SHAPE = [struct.Struct(f"<{n}Q") for n in range(MAX_NDIM + 1)]
+_DTYPE_STR: dict = {}  # np.dtype -> its wire string, checked once
 
 
 class Header(NamedTuple):
@@ -88,17 +89,27 @@ def payload_view(data) -> tuple[int, memoryview, bytes, int]:
     >>> payload_view(b"abc")[0], payload_view(b"abc")[2]
     (0, b'')
     """
+    if isinstance(data, np.generic):
+        data = np.asarray(data)  # a numpy scalar travels as a 0-d array
     if isinstance(data, np.ndarray):
         dt = data.dtype
-        if dt.kind not in "biufc" or dt.fields is not None or dt.subdtype is not None:
-            raise TypeError(f"cannot send arrays of dtype {dt} (plain numeric dtypes only)")
-        if data.ndim > MAX_NDIM:
-            raise ValueError(f"array has {data.ndim} dimensions (at most {MAX_NDIM})")
-        arr = np.ascontiguousarray(data)  # a copy only when the caller's array is strided
-        dts = dt.str.encode()
-        meta = dts + _SHAPE[arr.ndim].pack(*arr.shape)
-        flat = arr.reshape(-1).view(np.uint8) if arr.size else np.empty(0, np.uint8)
-        return DATA_ARRAY, memoryview(flat), meta, arr.ndim
+        dts = _DTYPE_STR.get(dt)
+        if dts is None:
+            if dt.kind not in "biufc" or dt.fields is not None or dt.subdtype is not None:
+                raise TypeError(f"cannot send arrays of dtype {dt} (plain numeric dtypes only)")
+            dts = _DTYPE_STR[dt] = dt.str.encode()
+        ndim = data.ndim
+        if ndim > MAX_NDIM:
+            raise ValueError(f"array has {ndim} dimensions (at most {MAX_NDIM})")
+        if not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data)  # the only copy: the caller's array is strided
+        meta = dts + _SHAPE[ndim].pack(*data.shape)
+        if data.size:
+            view = memoryview(data).cast("B") if dt.kind in "biuf" and dt.isnative else \
+                memoryview(data.reshape(-1).view(np.uint8))
+        else:
+            view = memoryview(b"")
+        return DATA_ARRAY, view, meta, ndim
     view = memoryview(data)
     if view.ndim != 1 or view.itemsize != 1 or not view.c_contiguous:
         view = view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
@@ -118,9 +129,10 @@ def pack_header(kind: int, tag: int, source: int, nbytes: int, meta: bytes, ndim
     return HEADER.pack(MAGIC, kind, ndim, len(meta) - 8 * ndim, 0, tag, source, nbytes) + meta
 
 
-def decode_fixed(buf, expect_source: int, max_frame: int) -> Header:
+def decode_fixed(buf, expect_source: int, max_frame: int, allowed_flags: int = 0) -> Header:
     """Parse and check the fixed header; ``ProtocolError`` names the peer on any violation."""
     magic, kind, ndim, dtlen, flags, tag, source, length = HEADER.unpack(buf)
+    flags &= ~allowed_flags
     who = f"rank {expect_source}"
     if magic != MAGIC:
         if magic[:3] == MAGIC[:3]:

@@ -46,7 +46,22 @@ DIRECT_MIN = 32 * 1024   # payloads at least this big are received straight into
 _HSIZE = HEADER.size
 _POLLIN = select.POLLIN | select.POLLPRI
 _POLLERR = select.POLLERR | select.POLLHUP | select.POLLNVAL
-_IDLE = 0.002            # the drainer steps in after this long without a communication call
+_unpack_from = HEADER.unpack_from
+_MAGIC = frames.MAGIC
+_MIN_TAG = frames.MIN_TAG
+_MAX_TAG = frames.MAX_USER_TAG
+_META_CACHE: dict = {}
+try:  # the Rust hot path (clusterlab._core.NetEngine); CLUSTERLAB_ENGINE=python picks the reference
+    from clusterlab._core import NetEngine as _NetEngine
+except ImportError:  # pragma: no cover - a core built without it
+    _NetEngine = None
+if os.environ.get("CLUSTERLAB_ENGINE", "") == "python":
+    _NetEngine = None
+_DT_CACHE: dict = {}   # (array meta bytes, payload length) -> checked (dtype, shape)
+_IDLE = 0.05             # the drainer steps in after this long without a communication call
+_DRAIN_BITE = 1 << 20     # bytes per connection per drainer step
+_DRAIN_CAP = 1 << 30      # the drainer reads ahead at most this much for a busy program
+_IDLE_CHECK = 0.05       # ... checking this often (a cheap wake-up; nothing on the hot path)
 
 
 class _Conn:
@@ -82,7 +97,8 @@ class TcpCommunicator(Communicator):
 
     def __init__(self, rank: int, size: int, socks: dict[int, socket.socket],
                  config: TransportConfig | None = None, max_frame: int = frames.DEFAULT_MAX_FRAME,
-                 default_timeout: float | None = None, drainer: bool = True):
+                 default_timeout: float | None = None, drainer: bool = True,
+                 engine: str | None = None):
         self.rank, self.size = rank, size
         self.config = config or TransportConfig()
         self.max_frame = max_frame
@@ -110,9 +126,16 @@ class TcpCommunicator(Communicator):
         self._lock = threading.Lock()
         self._busy = 0
         self._last_active = time.monotonic()
+        self._eng = None
+        if socks and _NetEngine is not None and engine != "python":
+            self._eng = _NetEngine([(p, c.fd) for p, c in self._conns.items()], max_frame)
+            # the Rust engine owns the reading and sending; bind its paths
+            self._send = self._send_rs
+            self._recv = self._recv_rs
+            self._recv_any = self._recv_any_rs
         self._drainer = None
         self._wake_r = self._wake_w = -1
-        if drainer and socks:
+        if drainer and socks and os.environ.get("CLUSTERLAB_DRAINER", "1") != "0":
             self._wake_r, self._wake_w = os.pipe()
             self._drainer = threading.Thread(target=self._drain_loop, name=f"clusterlab-drain-{rank}",
                                              daemon=True)
@@ -122,6 +145,10 @@ class TcpCommunicator(Communicator):
     def stats(self) -> dict:
         """Per-peer traffic counters and the kernel's ``TCP_INFO`` for each connection, plus the
         transport settings in force on this rank."""
+        if self._eng is not None:
+            for p, bs, br, ms, mr, _open in self._eng.counters():
+                c = self._conns[p]
+                c.bytes_sent, c.bytes_recv, c.msgs_sent, c.msgs_recv = bs, br, ms, mr
         peers = {}
         for p, c in sorted(self._conns.items()):
             peers[p] = {"bytes_sent": c.bytes_sent, "bytes_recv": c.bytes_recv,
@@ -174,8 +201,8 @@ class TcpCommunicator(Communicator):
         if n > self.max_frame:
             raise CommError(f"message of {n} bytes exceeds the frame limit of {self.max_frame} bytes")
         head = HEADER.pack(frames.MAGIC, kind, ndim, len(meta) - 8 * ndim, 0, tag, self.rank, n) + meta
+        self._busy += 1
         with self._lock:
-            self._busy += 1
             try:
                 self._check(dest)
                 c = self._conns[dest]
@@ -187,8 +214,8 @@ class TcpCommunicator(Communicator):
 
     def _recv(self, source: int, tag: int, timeout: float):
         key = (source, tag)
+        self._busy += 1
         with self._lock:
-            self._busy += 1
             try:
                 q = self._queues.get(key)
                 if q:
@@ -205,8 +232,8 @@ class TcpCommunicator(Communicator):
                 self._last_active = time.monotonic()
 
     def _recv_any(self, tag: int, timeout: float):
+        self._busy += 1
         with self._lock:
-            self._busy += 1
             try:
                 deadline = time.monotonic() + timeout
                 while True:
@@ -225,6 +252,121 @@ class TcpCommunicator(Communicator):
             finally:
                 self._busy -= 1
                 self._last_active = time.monotonic()
+
+    # --- Rust engine paths ----------------------------------------------------------------------
+    def _send_rs(self, dest: int, data, tag: int) -> None:
+        t = type(data)
+        if t is np.ndarray or isinstance(data, (np.ndarray, np.generic)):
+            if t is not np.ndarray:
+                data = np.asarray(data)
+            dts = frames._DTYPE_STR.get(data.dtype)
+            if dts is None:
+                frames.payload_view(data.reshape(-1)[:0])  # refuses non-numeric dtypes, caches the name
+                dts = frames._DTYPE_STR[data.dtype]
+            ndim = data.ndim
+            if ndim > frames.MAX_NDIM:
+                raise ValueError(f"array has {ndim} dimensions (at most {frames.MAX_NDIM})")
+            if not data.flags.c_contiguous:
+                data = np.ascontiguousarray(data)
+            n = data.nbytes
+            head = _pack(_MAGIC, DATA_ARRAY, ndim, len(dts), 0, tag, self.rank, n) + dts + \
+                frames._SHAPE[ndim].pack(*data.shape)
+            flat = data
+        else:
+            if t is not bytes:
+                mv = memoryview(data)
+                data = mv if mv.c_contiguous else memoryview(mv.tobytes())
+                data = np.frombuffer(data, np.uint8) if mv.nbytes else b""
+            n = len(data) if t is bytes else data.nbytes
+            head = _pack(_MAGIC, DATA_BYTES, 0, 0, 0, tag, self.rank, n)
+            flat = data
+        if n > self.max_frame:
+            raise CommError(f"message of {n} bytes exceeds the frame limit of {self.max_frame} bytes")
+        self._busy += 1  # before taking the lock: tells the drainer to hand it back
+        with self._lock:
+            try:
+                if self._error is not None or self._closed:
+                    self._check(None)
+                r = self._eng.send(dest, head, flat, self.default_timeout)
+                if r is not None:
+                    if r[0] == 1:
+                        msg = f"rank {self.rank}: timed out waiting for room to send to rank {dest} (it is not receiving)"
+                        # a frame may be half written: this connection cannot be used again
+                        if self._error is None:
+                            self._culprit = (dest, "send timed out")
+                            self._error = (CommTimeout, (msg,))
+                        raise CommTimeout(msg)
+                    self._event(r)
+                    self._check(dest)
+                    raise PeerFailure(dest, "it closed its connection (finished)" if self._conns[dest].bye
+                                      else "connection lost")
+            finally:
+                self._busy -= 1
+                self._last_active = time.monotonic()
+
+    def _recv_rs(self, source: int, tag: int, timeout: float):
+        return self._wait_rs(source, tag, timeout, f"a message from rank {source} with tag {tag}")[1]
+
+    def _recv_any_rs(self, tag: int, timeout: float):
+        return self._wait_rs(-1, tag, timeout, f"a message with tag {tag} from any rank")
+
+    def _wait_rs(self, source: int, tag: int, timeout: float, what: str):
+        self._busy += 1  # before taking the lock: tells the drainer to hand it back
+        with self._lock:
+            try:
+                deadline = time.monotonic() + timeout
+                while True:
+                    if self._error is not None or self._closed:
+                        self._check(None)
+                    r = self._eng.recv(source, tag, max(deadline - time.monotonic(), 0.0))
+                    st = r[0]
+                    if st == 0:
+                        _, src, kind, dts, shape, payload = r
+                        if kind == DATA_ARRAY:
+                            dt = _DT_CACHE.get(dts)
+                            if dt is None:
+                                dt = _wire_dtype(dts, src)
+                            payload = payload.view(dt)
+                            if len(shape) != 1:
+                                payload = payload.reshape(shape)
+                        return src, payload
+                    if st == 2:
+                        self._event(r)
+                    elif st == 1:
+                        raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
+                    elif st == 4:
+                        self._check(r[1])
+                        raise PeerFailure(r[1], "it closed its connection (finished)")
+                    else:
+                        if not self._conns:
+                            raise CommError(f"rank {self.rank} has no peers to receive from")
+                        raise PeerFailure(next(iter(self._conns)), "every peer has closed its connection")
+            finally:
+                self._busy -= 1
+                self._last_active = time.monotonic()
+
+    def _event(self, r) -> None:
+        """Apply an engine event (peer, code, detail): goodbyes, deaths, aborts, bad frames."""
+        _, peer, code, detail = r
+        c = self._conns[peer]
+        if code == "bye":
+            c.bye = True
+            return
+        if code == "abort":
+            try:
+                self._control(c, frames.Header(ABORT, 0, 0, 0, peer, len(detail)), detail)
+                return
+            except ProtocolError as e:
+                code, detail = "protocol", str(e).encode()
+        self._unregister(c)
+        if code == "protocol":
+            try:
+                c.sock.close()
+            except OSError:
+                pass
+            self._fail(peer, detail.decode(), protocol=True)
+        elif not c.bye:
+            self._fail(peer, detail.decode())
 
     def _pop(self, key, q):
         item = q.popleft()
@@ -273,6 +415,8 @@ class TcpCommunicator(Communicator):
         self._fail(c.peer, why)
 
     def _unregister(self, c: _Conn) -> None:
+        if self._eng is not None:
+            self._eng.forget(c.peer)
         if c.open:
             c.open = False
             try:
@@ -285,7 +429,7 @@ class TcpCommunicator(Communicator):
         ``out`` became writable."""
         left = deadline - time.monotonic()
         if left <= 0:
-            raise CommTimeout(f"rank {self.rank}: no {what} within the timeout")
+            raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
         events = self._poll.poll(min(left, 0.5) * 1000.0)
         writable = False
         for fd, ev in events:
@@ -298,9 +442,10 @@ class TcpCommunicator(Communicator):
                 self._read(c)
         return writable
 
-    def _read(self, c: _Conn) -> None:
-        """Read what is available on ``c`` (non-blocking) and queue complete messages."""
-        while c.open:
+    def _read(self, c: _Conn, budget: int = 1 << 62) -> None:
+        """Read what is available on ``c`` (non-blocking, about ``budget`` bytes at most) and
+        queue complete messages."""
+        while c.open and budget > 0:
             try:
                 if c.dest is not None:
                     want = len(c.dest) - c.dest_off
@@ -319,6 +464,7 @@ class TcpCommunicator(Communicator):
                 self._lost(c, "connection closed without goodbye (the process died?)")
                 return
             c.bytes_recv += n
+            budget -= n
             if c.dest is not None:
                 c.dest_off += n
                 if c.dest_off == len(c.dest):
@@ -349,28 +495,45 @@ class TcpCommunicator(Communicator):
             if h is None:
                 if avail < _HSIZE:
                     break
-                h = frames.decode_fixed(sv[c.start:c.start + _HSIZE], c.peer, self.max_frame)
-                if avail < _HSIZE + h.meta_len:
+                # fast path: one unpack and a few comparisons; anything odd goes to the full
+                # checker, which raises the precise ProtocolError
+                magic, kind, ndim, dtlen, flags, tag, source, n = _unpack_from(c.stage, c.start)
+                if (magic != _MAGIC or flags or source != c.peer or n > self.max_frame
+                        or not (_MIN_TAG <= tag < _MAX_TAG) or kind > DATA_ARRAY or (kind == DATA_BYTES and (ndim or dtlen))):
+                    h = frames.decode_fixed(sv[c.start:c.start + _HSIZE], c.peer, self.max_frame)
+                else:
+                    h = frames.Header(kind, ndim, dtlen, tag, source, n)
+                mlen = h.dtlen + 8 * h.ndim
+                if avail < _HSIZE + mlen:
+                    c.hdr = None
                     break
                 if h.kind == DATA_ARRAY:
-                    c.dtype, c.shape = frames.decode_array_meta(sv[c.start + _HSIZE:c.start + _HSIZE + h.meta_len], h)
-                c.start += _HSIZE + h.meta_len
-                avail -= _HSIZE + h.meta_len
+                    if not (3 <= dtlen <= frames.MAX_DTYPE_LEN and ndim <= frames.MAX_NDIM):
+                        frames.decode_fixed(sv[c.start:c.start + _HSIZE], c.peer, self.max_frame)
+                    key = (bytes(sv[c.start + _HSIZE:c.start + _HSIZE + mlen]), n)
+                    meta = _META_CACHE.get(key)
+                    if meta is None:
+                        meta = frames.decode_array_meta(key[0], h)
+                        if len(_META_CACHE) > 4096:
+                            _META_CACHE.clear()
+                        _META_CACHE[key] = meta
+                    c.dtype, c.shape = meta
+                c.start += _HSIZE + mlen
+                avail -= _HSIZE + mlen
                 c.hdr = h
             n = h.length
             if avail >= n:
-                body = sv[c.start:c.start + n]
+                off = c.start
                 c.start += n
                 c.hdr = None
                 if h.kind == DATA_ARRAY:
-                    arr = np.empty(c.shape, c.dtype)
-                    if n:
-                        arr.reshape(-1).view(np.uint8)[:] = body
-                    self._deliver(c, h.tag, arr)
+                    dt = c.dtype
+                    arr = np.frombuffer(c.stage, dt, n // dt.itemsize, off).copy() if n else np.empty(0, dt)
+                    self._deliver(c, h.tag, arr.reshape(c.shape) if len(c.shape) != 1 else arr)
                 elif h.kind == DATA_BYTES:
-                    self._deliver(c, h.tag, bytes(body))
+                    self._deliver(c, h.tag, bytes(sv[off:off + n]))
                 else:
-                    self._control(c, h, bytes(body))
+                    self._control(c, h, bytes(sv[off:off + n]))
                 continue
             # incomplete payload
             if n >= DIRECT_MIN and h.kind in (DATA_ARRAY, DATA_BYTES):
@@ -452,42 +615,54 @@ class TcpCommunicator(Communicator):
 
     # --- background drainer -------------------------------------------------------------------
     def _drain_loop(self) -> None:
+        """Read on the program's behalf while it is away from communication calls.
+
+        It sleeps while the program communicates (so it never competes for the GIL or the
+        sockets on the latency path) and wakes every ``_IDLE_CHECK`` seconds to see whether
+        the program has been away for longer than ``_IDLE``."""
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         registered = set()
         while not self._closed:
-            for c in list(self._conns.values()):
-                if c.open and c.fd not in registered:
-                    poller.register(c.fd, _POLLIN)
-                    registered.add(c.fd)
-                elif not c.open and c.fd in registered:
-                    poller.unregister(c.fd)
-                    registered.discard(c.fd)
-            try:
-                events = poller.poll(1000)
-            except (OSError, ValueError):
-                return
-            if self._closed:
-                return
-            if not events or all(fd == self._wake_r for fd, _ in events):
-                continue
-            # stay out of the way while the program itself is communicating
-            if self._busy or time.monotonic() - self._last_active < _IDLE or not self._lock.acquire(blocking=False):
-                time.sleep(_IDLE)
-                continue
-            try:
+            time.sleep(_IDLE_CHECK)
+            while not self._closed and not self._busy and time.monotonic() - self._last_active > _IDLE:
+                for c in list(self._conns.values()):
+                    if c.open and c.fd not in registered:
+                        poller.register(c.fd, _POLLIN)
+                        registered.add(c.fd)
+                    elif not c.open and c.fd in registered:
+                        poller.unregister(c.fd)
+                        registered.discard(c.fd)
+                try:
+                    events = poller.poll(_IDLE_CHECK * 1000)
+                except (OSError, ValueError):
+                    return
                 if self._closed:
                     return
-                for fd, _ev in events:
-                    c = self._by_fd.get(fd)
-                    if c is not None and c.open:
-                        self._read(c)
-            except Exception as e:  # never die silently: the next call raises it
-                if self._error is None:
-                    self._culprit = (self.rank, f"background reader failed: {e!r}")
-                    self._error = (CommError, (f"rank {self.rank}: background reader failed: {e!r}",))
-            finally:
-                self._lock.release()
+                events = [fd for fd, _ in events if fd != self._wake_r]
+                full = False
+                if not events or self._busy or not self._lock.acquire(blocking=False):
+                    continue
+                try:
+                    if self._closed or self._busy:
+                        continue
+                    if self._eng is not None:
+                        # one small bite per step, so a returning program gets the sockets
+                        # back at once; past _DRAIN_CAP bytes read ahead, let senders wait
+                        full = self._eng.pump(_DRAIN_BITE) >= _DRAIN_CAP
+                    else:
+                        for fd in events:
+                            c = self._by_fd.get(fd)
+                            if c is not None and c.open:
+                                self._read(c, _DRAIN_BITE)
+                except Exception as e:  # never die silently: the next call raises it
+                    if self._error is None:
+                        self._culprit = (self.rank, f"background reader failed: {e!r}")
+                        self._error = (CommError, (f"rank {self.rank}: background reader failed: {e!r}",))
+                finally:
+                    self._lock.release()
+                if full:
+                    time.sleep(_IDLE_CHECK)
 
     def _shutdown(self) -> None:
         self._closed = True
@@ -518,6 +693,20 @@ class TcpCommunicator(Communicator):
                 self._shutdown()
             except Exception:
                 pass
+
+
+def _wire_dtype(dts: str, src: int) -> np.dtype:
+    try:
+        dt = np.dtype(dts)
+    except TypeError:
+        raise ProtocolError(f"rank {src} sent an array of unknown dtype {dts!r}") from None
+    if dt.itemsize != int(dts[2:]):
+        raise ProtocolError(f"rank {src} sent an array of dtype {dts!r} whose size numpy disagrees with")
+    _DT_CACHE[dts] = dt
+    return dt
+
+
+_pack = HEADER.pack
 
 
 # --- building a mesh ---------------------------------------------------------------------------------

@@ -1,0 +1,158 @@
+"""Quick transport check: clusterlab's TCP mesh (Rust and Python engines) and MPI backend
+against NPtcp (1-byte latency) and iperf3 (bandwidth), side by side on loopback.
+
+    .venv/bin/python bench/transport_pingpong.py [--quick]
+
+Latency: half round trip of a 1-byte message (NetPIPE's definition), best of 3 runs.
+Bandwidth: 1 MiB, 4 MiB and 16 MiB messages, ping-pong (NetPIPE style) and one-way streams,
+against iperf3's 3-second stream. Ratios are ours / anchor (latency: lower is better,
+<= 1.5 is the target; bandwidth: higher is better, >= 0.95 is the target). Writes
+bench/results/transport_pingpong.json. The full, documented benchmark is bench/comm.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from clusterlab._atomic import atomic_open
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROG = r"""
+import json, sys, time
+import numpy as np
+from clusterlab.comm import world
+c = world()
+peer = 1 - c.rank
+iters_small, sizes = int(sys.argv[1]), [int(x) for x in sys.argv[2].split(",")]
+out = {"engine": type(c).__name__ + ("/" + ("rust" if getattr(c, "_eng", None) is not None else "python")
+                                     if type(c).__name__ == "TcpCommunicator" else "")}
+def pingpong(buf, it):
+    best = 1e9
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(it):
+            if c.rank == 0:
+                c.send(peer, buf); c.recv(peer)
+            else:
+                c.recv(peer); c.send(peer, buf)
+        best = min(best, (time.perf_counter() - t) / it / 2)
+    return best
+pingpong(np.zeros(1, np.uint8), 200)
+out["latency_us"] = pingpong(np.zeros(1, np.uint8), iters_small) * 1e6
+rows = []
+for n in sizes:
+    buf = np.zeros(n, np.uint8)
+    it = max(5, int(2e8 // n))
+    pp = pingpong(buf, it)
+    t = time.perf_counter()
+    for _ in range(it):
+        if c.rank == 0: c.send(peer, buf)
+        else: c.recv(peer)
+    if c.rank == 1: c.send(peer, b"k")
+    else: c.recv(peer)
+    st = (time.perf_counter() - t) / it
+    rows.append({"bytes": n, "pingpong_gbps": n * 8 / pp / 1e9, "stream_gbps": n * 8 / st / 1e9})
+out["bandwidth"] = rows
+if c.rank == 0:
+    print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def run_ours(cmd_prefix: list[str], env_extra: dict, iters: int, sizes: list[int]) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(PROG)
+    try:
+        env = dict(os.environ, **env_extra)
+        p = subprocess.run([*cmd_prefix, sys.executable, f.name, str(iters), ",".join(map(str, sizes))],
+                           env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        os.unlink(f.name)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"benchmark run failed: {p.stderr[-2000:]}")
+
+
+def nptcp_latency_us() -> float | None:
+    if shutil.which("NPtcp") is None:
+        return None
+    best = None
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(3):
+            srv = subprocess.Popen(["NPtcp", "-p", "0", "-l", "1", "-u", "1"], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, cwd=d)
+            time.sleep(0.3)
+            try:
+                out = Path(d, "np.out")
+                subprocess.run(["NPtcp", "-h", "127.0.0.1", "-p", "0", "-l", "1", "-u", "1", "-o", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, cwd=d)
+                secs = float(out.read_text().split()[2])  # bytes, Mbit/s, seconds (half round trip)
+                best = secs if best is None else min(best, secs)
+            finally:
+                srv.kill()
+                srv.wait()
+    return best * 1e6
+
+
+def iperf3_gbps() -> float | None:
+    if shutil.which("iperf3") is None:
+        return None
+    srv = subprocess.Popen(["iperf3", "-s", "-1", "-p", "5299"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    try:
+        p = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", "5299", "-t", "3", "-J"], capture_output=True,
+                           text=True, timeout=60)
+        return json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer iterations")
+    args = ap.parse_args()
+    iters = 2000 if args.quick else 10000
+    sizes = [1 << 20, 4 << 20, 16 << 20]
+    cl = [sys.executable, "-m", "clusterlab", "run", "-n", "2", "--"]
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    res = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "anchors": {}, "ours": {}}
+    res["anchors"]["nptcp_latency_us"] = nptcp_latency_us()
+    res["anchors"]["iperf3_gbps"] = iperf3_gbps()
+    res["ours"]["tcp_rust"] = run_ours(cl, {}, iters, sizes)
+    res["ours"]["tcp_python"] = run_ours(cl, {"CLUSTERLAB_ENGINE": "python"}, iters, sizes)
+    if mpiexec.exists():
+        res["ours"]["mpi"] = run_ours([str(mpiexec), "-n", "2"], {}, iters, sizes)
+    res["anchors"]["nptcp_latency_us_after"] = nptcp_latency_us()
+    lat = min(x for x in (res["anchors"]["nptcp_latency_us"], res["anchors"]["nptcp_latency_us_after"]) if x) \
+        if res["anchors"]["nptcp_latency_us"] else None
+    ip = res["anchors"]["iperf3_gbps"]
+    print(f"load average {res['load_average'][0]:.1f} on {res['cpus']} cpus (numbers are noisy when loaded)")
+    print(f"anchors: NPtcp 1-byte half round trip {lat and round(lat, 1)} us, iperf3 {ip and round(ip, 2)} Gbit/s")
+    for name, o in res["ours"].items():
+        r = f" ({o['latency_us'] / lat:.2f}x NPtcp)" if lat else ""
+        print(f"{name:11} latency {o['latency_us']:7.1f} us{r}")
+        for row in o["bandwidth"]:
+            q = f"  ({row['pingpong_gbps'] / ip:.2f}x / {row['stream_gbps'] / ip:.2f}x iperf3)" if ip else ""
+            print(f"{'':11} {row['bytes']:>9} B pingpong {row['pingpong_gbps']:6.2f} Gbit/s, "
+                  f"stream {row['stream_gbps']:6.2f} Gbit/s{q}")
+    res["ratios"] = {name: {"latency_vs_nptcp": lat and o["latency_us"] / lat,
+                            "bandwidth_vs_iperf3": ip and {str(r["bytes"]): {"pingpong": r["pingpong_gbps"] / ip,
+                                                                            "stream": r["stream_gbps"] / ip}
+                                                           for r in o["bandwidth"]}}
+                     for name, o in res["ours"].items()}
+    with atomic_open(ROOT / "bench" / "results" / "transport_pingpong.json") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

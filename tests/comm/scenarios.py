@@ -1,0 +1,149 @@
+"""Backend-agnostic programs for the communicator tests: each is ``fn(comm, ...)`` run on every
+rank by ``clusterlab.cluster.local.run`` (tcp or mpi) and returns a JSON digest, so the tests
+can demand identical results from both backends."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+
+import numpy as np
+
+from clusterlab.comm import PeerFailure
+
+
+def payloads() -> list:
+    """Every kind of payload the interface promises to carry."""
+    rng = np.random.default_rng(7)
+    return [
+        b"", b"x", bytes(range(256)) * 10, bytearray(b"mutable"), memoryview(b"..view..")[2:6],
+        np.arange(10, dtype=np.uint8), np.arange(-5, 5, dtype=np.int16), np.arange(12, dtype=np.int32).reshape(3, 4),
+        np.arange(7, dtype=np.int64) - 3, rng.random((4, 5)).astype(np.float32), rng.random(9),
+        (rng.random(5) + 1j * rng.random(5)).astype(np.complex128), np.array([True, False, True]),
+        np.arange(6, dtype=">f8"), np.float64(2.5), np.zeros((0, 3)), np.zeros(0, np.int64),
+        np.arange(24, dtype=np.int64).reshape(2, 3, 4)[:, ::2, :],          # strided: sent as a copy
+        rng.integers(0, 1 << 40, 3_000_000, dtype=np.int64),                 # 24 MB: the zero-copy path
+        bytes(rng.integers(0, 256, 5_000_001, dtype=np.uint8)),             # 5 MB of bytes
+    ]
+
+
+def digest(obj) -> list:
+    if isinstance(obj, np.ndarray):
+        return ["array", obj.dtype.str, list(obj.shape), hashlib.sha256(obj.tobytes()).hexdigest()[:16],
+                bool(obj.flags.writeable)]
+    return [type(obj).__name__, len(obj), hashlib.sha256(obj).hexdigest()[:16]]
+
+
+def expected_digest(p) -> list:
+    if isinstance(p, (np.ndarray, np.generic)):
+        return digest(np.asarray(p).copy())
+    return digest(bytes(p))
+
+
+def p2p_roundtrip(comm) -> list:
+    """Rank 0 sends every payload to every rank with its own tag; they echo it back."""
+    ps = payloads()
+    if comm.rank == 0:
+        for r in range(1, comm.size):
+            for i, p in enumerate(ps):
+                comm.send(r, p, tag=100 + i)
+        return [[digest(comm.recv(r, tag=100 + i)) for i in range(len(ps))] for r in range(1, comm.size)]
+    got = [comm.recv(0, tag=100 + i) for i in range(len(ps))]
+    for i, g in enumerate(got):
+        comm.send(0, g, tag=100 + i)
+    return [digest(g) for g in got]
+
+
+def tags_and_order(comm) -> list:
+    """FIFO per (source, tag), independent tags, and recv_any."""
+    n = comm.size
+    if comm.rank == 0:
+        # messages from rank 1 interleave tags 5 and 9; take all 9s first, then the 5s
+        nines = [int(comm.recv(1, tag=9)[0]) for _ in range(20)]
+        fives = [int(comm.recv(1, tag=5)[0]) for _ in range(20)]
+        big_tag = comm.recv(1, tag=(1 << 30) - 1)
+        anys = sorted(comm.recv_any(tag=3)[0] for _ in range(n - 1))
+        return {"nines": nines, "fives": fives, "big_tag": big_tag.decode(), "any_sources": anys}
+    if comm.rank == 1:
+        for i in range(20):
+            comm.send(0, np.array([i], np.int32), tag=5)
+            comm.send(0, np.array([100 + i], np.int32), tag=9)
+        comm.send(0, b"top tag", tag=(1 << 30) - 1)
+    comm.send(0, bytes([comm.rank]), tag=3)
+    return None
+
+
+def exchange_all_at_once(comm, nbytes: int = 8 << 20) -> list:
+    """Every rank sends a large message to every other rank before receiving any: only a
+    backend that drains while it sends survives this."""
+    mine = np.full(nbytes // 8, comm.rank, dtype=np.int64)
+    for r in range(comm.size):
+        if r != comm.rank:
+            comm.send(r, mine, tag=1)
+    out = []
+    for r in range(comm.size):
+        if r != comm.rank:
+            x = comm.recv(r, tag=1)
+            out.append([r, int(x[0]), int(x[-1]), int(x.size)])
+    return out
+
+
+def kill_mid_exchange(comm, victim: int, at: int, marker: str = "") -> dict:
+    """Ring exchanges; ``victim`` SIGKILLs itself at iteration ``at``. The others must raise
+    PeerFailure naming the victim (their error goes back to the launcher)."""
+    t0 = time.monotonic()
+    for i in range(10_000):
+        if comm.rank == victim and i == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        nxt, prv = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        comm.send(nxt, np.full(4096, i, np.int64), tag=2)
+        comm.recv(prv, tag=2)
+        for r in range(comm.size):  # an all-to-all round, so every rank talks to the victim
+            if r != comm.rank:
+                comm.send(r, bytes([i % 256]), tag=3)
+        for r in range(comm.size):
+            if r != comm.rank:
+                comm.recv(r, tag=3)
+    return {"finished": True, "seconds": time.monotonic() - t0}
+
+
+def raise_on(comm, rank: int, marker: str = ""):
+    if comm.rank == rank:
+        raise ValueError(f"deliberate failure on rank {rank}")
+    comm.recv((comm.rank + 1) % comm.size, tag=0)  # blocks until the failure reaches us
+
+
+def return_types(comm):
+    if comm.rank == 0:
+        return b"\x00raw bytes\xff"
+    if comm.rank == 1:
+        return {"array": np.arange(3), "scalar": np.float32(1.5)}
+    return [comm.rank, comm.size, "text"]
+
+
+def stats_after_traffic(comm):
+    peer = 1 - comm.rank
+    for _ in range(5):
+        if comm.rank == 0:
+            comm.send(peer, np.zeros(100_000))
+            comm.recv(peer)
+        else:
+            comm.recv(peer)
+            comm.send(peer, np.zeros(100_000))
+    return comm.stats()
+
+
+def sleepy(comm, seconds: float, marker: str = ""):
+    time.sleep(seconds)
+    return comm.rank
+
+
+def catch_peer_failure(comm):
+    """Used to show PeerFailure is the exception type ranks see."""
+    try:
+        comm.recv((comm.rank + 1) % comm.size, tag=0, timeout=5)
+    except PeerFailure as e:
+        return e.rank
+    return None
