@@ -1,20 +1,31 @@
 """Cost model for collective algorithms: fit it from ping-pong, predict each algorithm, pick one.
 
-The model is Hockney's: a message of ``m`` bytes between two ranks takes ``alpha + beta * m``
-seconds (``alpha`` latency, ``beta`` seconds per byte), combining ``m`` bytes in a reduction
-takes ``gamma * m``, and opening a connection takes ``setup`` (seed 002's connection set-up
-cost, paid when connections are not kept). Each algorithm module describes its critical path
-as a ``Pattern`` (messages, bytes, reduced bytes, connections opened one after another); the
-prediction is the dot product of the two.
+Hockney's model with LogP's split of the per-message cost: a message of ``m`` bytes between two
+ranks takes ``alpha + beta * m`` seconds (``alpha``: latency of one hop, the ping-pong's
+zero-byte half round trip; ``beta``: seconds per byte), and every message a rank sends or
+receives also costs it ``overhead`` of CPU, even when messages overlap in flight (what makes a
+flat fan-out cheap for tiny messages and dear for many ranks). Combining ``m`` bytes in a
+reduction, or copying them to pack several payloads into one message, takes ``gamma * m``;
+opening a connection takes ``setup`` (seed 002's connection set-up cost, paid when connections
+are not kept). Each algorithm module describes its critical path as a ``Pattern`` (hops,
+messages of the busiest rank, bytes, reduced and copied bytes, connections); the prediction is
+the dot product of the two.
+
+Hockney assumes every link is independent (a switched cluster). When all ranks share one host
+(the local cluster on loopback) they share its CPUs: with ``concurrency`` = c > 0 the byte
+term is ``beta * max(critical-path bytes, total bytes / c)`` and the overhead term likewise
+``overhead * max(busiest rank's messages, 2 * all messages / c)``. ``clusterlab tune model``
+sets c to the CPU count for local jobs; 0 means independent links.
 
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
 rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
 
->>> m = CostModel(alpha=20e-6, beta=1e-9, gamma=0.5e-9, setup=100e-6)
->>> round(m.predict("bcast", "binomial", 1 << 20, 8) * 1e6)   # 3 rounds of 1 MiB
+>>> m = CostModel(alpha=20e-6, beta=1e-9, gamma=0.1e-9, setup=100e-6, overhead=0, concurrency=0)
+>>> round(m.predict("bcast", "binomial", 1 << 20, 8) * 1e6)   # 3 hops of 1 MiB
 3206
->>> m.pick("bcast", 64, 8), m.pick("bcast", 1 << 24, 8)
-('binomial', 'scatter_allgather')
+>>> m.overhead = 5e-6
+>>> m.pick("bcast", 64, 4), m.pick("bcast", 64, 64), m.pick("bcast", 1 << 24, 8)
+('flat', 'binomial', 'scatter_allgather')
 >>> fitted = fit([{"bytes": b, "usec": 20 + b * 1e-3} for b in (1, 1024, 65536, 1 << 20)])
 >>> round(fitted.alpha * 1e6, 3), round(fitted.beta * 1e9, 3)
 (20.0, 1.0)
@@ -41,18 +52,21 @@ FORMAT = "clusterlab-costmodel/1"
 @dataclass
 class CostModel:
     """Hockney parameters in seconds (``beta``, ``gamma`` per byte). The defaults are a fit of
-    clusterlab's TCP mesh on loopback of the development machine, a sensible start anywhere
-    until ``clusterlab tune model`` fits the real thing."""
+    clusterlab's TCP mesh on the loopback of the (2-CPU) development machine, since the local
+    cluster is the default one: a sensible start until ``clusterlab tune model`` fits the real
+    thing (on a switched cluster, fit with ``--concurrency 0``)."""
 
     alpha: float = 40e-6
     beta: float = 0.5e-9
-    gamma: float = 0.3e-9
-    setup: float = 250e-6
+    gamma: float = 0.1e-9
+    setup: float = 120e-6
+    overhead: float = 15e-6
+    concurrency: float = 2.0
     source: str = "default"
     details: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for k in ("alpha", "beta", "gamma", "setup"):
+        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ConfigError(f"cost model parameter {k} must be a finite number >= 0, got {v!r}")
@@ -63,7 +77,12 @@ class CostModel:
         if n <= 1:
             return 0.0
         p = _module(op, algorithm).pattern(float(m), n)
-        t = self.alpha * p.messages + self.beta * p.bytes + self.gamma * p.reduce_bytes
+        sends, moved = p.sends, p.bytes
+        if self.concurrency > 0:  # a send and a receive per message, on c CPUs
+            sends = max(sends, 2 * p.total_messages / self.concurrency)
+            moved = max(moved, p.total / self.concurrency)
+        t = (self.alpha * p.hops + self.overhead * sends + self.beta * moved
+             + self.gamma * (p.reduce_bytes + p.copies))
         return t if connected else t + self.setup * p.peers
 
     def table(self, op: str, m: float, n: int, connected: bool = True) -> dict[str, float]:
@@ -101,6 +120,7 @@ class CostModel:
             raise ConfigError(f"{where}: missing {', '.join(missing)}")
         try:
             return cls(alpha=d["alpha"], beta=d["beta"], gamma=d["gamma"], setup=d["setup"],
+                       overhead=d.get("overhead", 0.0), concurrency=d.get("concurrency", 0.0),
                        source=str(d.get("source", where)), details=dict(d.get("details") or {}))
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
@@ -137,10 +157,12 @@ def _module(op: str, algorithm: str):
 
 # --- fitting ----------------------------------------------------------------------------------
 def fit(rows: list[dict], setup_times: list[float] | None = None, gamma: float | None = None,
-        source: str = "fit") -> CostModel:
+        source: str = "fit", concurrency: float = 0.0, overhead: float | None = None) -> CostModel:
     """Fit ``alpha`` and ``beta`` to ping-pong rows (``bytes``, ``usec`` = half round trip),
     minimising relative error so small and large messages count alike; ``setup`` is the
-    median of ``setup_times`` (seconds per connection), ``gamma`` as given or measured here."""
+    median of ``setup_times`` (seconds per connection), ``gamma`` as given or measured here,
+    ``concurrency`` as given (see the module docstring), ``overhead`` as given (seconds per
+    message of a burst, ``bench.pingpong.burst``; default: a tenth of alpha)."""
     pts = [(float(r["bytes"]), float(r["usec"]) * 1e-6) for r in rows if float(r["usec"]) > 0]
     if len({b for b, _ in pts}) < 2:
         raise ConfigError("fitting a cost model needs ping-pong times for at least two message sizes")
@@ -155,22 +177,24 @@ def fit(rows: list[dict], setup_times: list[float] | None = None, gamma: float |
     rel = np.abs(alpha + beta * m - t) / t
     setup = float(np.median(setup_times)) if setup_times else CostModel.setup
     return CostModel(alpha=float(alpha), beta=float(beta), gamma=measure_gamma() if gamma is None else gamma,
-                     setup=setup, source=source,
+                     setup=setup, concurrency=concurrency, source=source,
+                     overhead=float(alpha) / 10 if overhead is None else max(0.0, overhead),
                      details={"points": len(pts), "max_rel_error": round(float(rel.max()), 4),
                               "median_rel_error": round(float(np.median(rel)), 4),
                               "fitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
-def measure_gamma(nbytes: int = 1 << 22, repeat: int = 5) -> float:
-    """Seconds per byte of an elementwise float64 sum (what reductions pay to combine)."""
+def measure_gamma(nbytes: int = 1 << 22, repeat: int = 7) -> float:
+    """Seconds per byte of an elementwise float64 sum into a fresh array (what reductions and
+    packing pay: the work plus allocating and touching the output), median of ``repeat``."""
     a = np.ones(nbytes // 8)
     b = np.ones_like(a)
-    best = math.inf
+    times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        np.add(a, b, out=a)
-        best = min(best, time.perf_counter() - t0)
-    return best / nbytes
+        np.add(a, b)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) / nbytes
 
 
 # --- the process-wide model -----------------------------------------------------------------

@@ -20,7 +20,7 @@ never sent raises ``PeerFailure(rank, "closed")``.
 ...     if comm.rank == 0:
 ...         comm.send(1, b"hi", tag=7)
 ...         return comm.recv(1, tag=7)
-...     return comm.sendrecv(0, comm.recv(0, tag=7) + b"!", 0, tag=7)
+...     comm.send(0, comm.recv(0, tag=7) + b"!", tag=7)
 >>> run_threads(ping, 2)[0]
 b'hi!'
 """

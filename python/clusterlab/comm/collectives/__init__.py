@@ -6,8 +6,9 @@ rank count. Algorithms use only ``comm.send``/``comm.recv`` with ``COLLECTIVE_TA
 or numpy payloads (never pickle), work for any number of ranks, and accept bytes payloads of
 different sizes wherever the operation allows (gather, allgather, alltoall, scatter).
 
-Reductions (sum, min, max): ``reduce.linear``, ``reduce.scatter_gather`` and
-``allreduce.reduce_scatter_allgather`` give the left-to-right rank-order fold bit for bit;
+Reductions (sum, min, max): ``reduce.linear``, ``reduce.gather``, ``reduce.scatter_gather``,
+``allreduce.allgather`` and ``allreduce.reduce_scatter_allgather`` give the left-to-right
+rank-order fold bit for bit;
 the tree and ring ones combine in another order, which only matters for floating-point sums
 (last bits). When it picks, the cost model only considers the exact ones for floating-point
 sums, so results do not depend on which algorithm it chose.
@@ -34,6 +35,7 @@ import numpy as np
 from clusterlab.comm.collectives import (
     allgather_recursive_doubling,
     allgather_ring,
+    allreduce_allgather,
     allreduce_reduce_bcast,
     allreduce_reduce_scatter_allgather,
     allreduce_ring,
@@ -47,6 +49,7 @@ from clusterlab.comm.collectives import (
     gather_binomial,
     gather_linear,
     reduce_binomial,
+    reduce_gather,
     reduce_linear,
     reduce_scatter_gather,
     scatter_binomial,
@@ -58,8 +61,8 @@ from clusterlab.comm.errors import ProtocolError
 
 _ALL = [bcast_flat, bcast_binomial, bcast_scatter_allgather, scatter_linear, scatter_binomial, gather_linear,
         gather_binomial, allgather_ring, allgather_recursive_doubling, alltoall_all_at_once, alltoall_pairwise,
-        barrier_central, barrier_dissemination, reduce_binomial, reduce_linear, reduce_scatter_gather,
-        allreduce_ring, allreduce_reduce_scatter_allgather, allreduce_reduce_bcast]
+        barrier_central, barrier_dissemination, reduce_binomial, reduce_linear, reduce_gather, reduce_scatter_gather,
+        allreduce_ring, allreduce_reduce_scatter_allgather, allreduce_reduce_bcast, allreduce_allgather]
 
 OPS = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce")
 MODULES: dict[str, dict] = {op: {} for op in OPS}

@@ -21,19 +21,41 @@ OPS = {"sum": np.add, "min": np.minimum, "max": np.maximum}
 
 @dataclass(frozen=True)
 class Pattern:
-    """What an algorithm costs on its critical path, for ``n`` ranks and ``m`` bytes:
-    ``messages`` sent one after another (each pays the latency alpha), ``bytes`` moved one
-    after another (each pays beta), ``reduce_bytes`` combined (gamma) and ``peers``: new
-    connections opened one after another when connections are not kept (set-up time)."""
+    """What an algorithm costs for ``n`` ranks and ``m`` bytes, along its critical path:
 
-    messages: float
+    - ``hops``: messages that wait for one another (each pays the latency alpha);
+    - ``sends``: messages the busiest rank sends or receives (each pays the per-message CPU
+      overhead, even when they overlap in flight: a flat fan-out is 1 hop and n - 1 sends);
+    - ``bytes``: bytes moved one after another (beta each);
+    - ``reduce_bytes`` combined and ``copies`` (bytes copied to pack several payloads into
+      one message), both local memory work (gamma each);
+    - ``peers``: connections opened one after another when connections are not kept (set-up);
+    - ``total`` and ``total_messages``: bytes and messages over all links together, what
+      counts when links are not independent (ranks sharing one host's CPUs and loopback).
+    """
+
+    hops: float
+    sends: float
     bytes: float
     reduce_bytes: float = 0.0
     peers: float = 0.0
+    total: float = 0.0
+    total_messages: float = 0.0
+    copies: float = 0.0
 
 
 def ceil_log2(n: int) -> int:
     return max(0, (n - 1).bit_length())
+
+
+def binomial_subtree_total(n: int) -> int:
+    """Sum of the subtree sizes of every non-root rank of a binomial tree on ``n`` ranks (the
+    chunks a binomial scatter or gather moves in all).
+
+    >>> binomial_subtree_total(8), binomial_subtree_total(5)
+    (12, 5)
+    """
+    return sum(min(v & -v, n - v) for v in range(1, n))
 
 
 def split(flat: np.ndarray, n: int) -> list[np.ndarray]:
@@ -90,5 +112,5 @@ def check_root(comm, root: int) -> None:
         raise ValueError(f"root {root} is not a rank (size {comm.size})")
 
 
-__all__ = ["TAG", "Pattern", "ceil_log2", "split", "reduce_fn", "check_array", "check_like", "combine", "check_chunks",
+__all__ = ["TAG", "Pattern", "binomial_subtree_total", "ceil_log2", "split", "reduce_fn", "check_array", "check_like", "combine", "check_chunks",
            "check_root", "nbytes"]

@@ -50,5 +50,8 @@ def pattern(m: float, n: int) -> Pattern:
     p = 1 << (n.bit_length() - 1)
     k = ceil_log2(p)
     if p == n:
-        return Pattern(messages=k, bytes=(n - 1) * m, peers=k)
-    return Pattern(messages=k + 2, bytes=(p - 1) * 2 * m + m + n * m, peers=k + 1)
+        return Pattern(hops=k, sends=2 * k, bytes=(n - 1) * m, peers=k, total=n * (n - 1) * m, total_messages=n * k,
+                       copies=2 * (n - 1) * m)
+    return Pattern(hops=k + 2, sends=2 * k + 2, bytes=(p - 1) * 2 * m + m + n * m, peers=k + 1,
+                   total=(n - p) * m + (p * n - n) * m + (n - p) * n * m,
+                   total_messages=2 * (n - p) + p * k, copies=2 * (n - 1) * m + 2 * n * m)

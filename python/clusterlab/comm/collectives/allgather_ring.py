@@ -21,4 +21,4 @@ def run(comm, data):
 
 def pattern(m: float, n: int) -> Pattern:
     """``m`` is the size of one rank's contribution."""
-    return Pattern(messages=n - 1, bytes=(n - 1) * m, peers=2)
+    return Pattern(hops=n - 1, sends=2 * (n - 1), bytes=(n - 1) * m, peers=2, total=n * (n - 1) * m, total_messages=n * (n - 1))

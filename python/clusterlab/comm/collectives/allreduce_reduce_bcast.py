@@ -19,4 +19,4 @@ def run(comm, array, op: str = "sum"):
 
 def pattern(m: float, n: int) -> Pattern:
     k = ceil_log2(n)
-    return Pattern(messages=2 * k, bytes=2 * k * m, reduce_bytes=k * m, peers=k)
+    return Pattern(hops=2 * k, sends=2 * k, bytes=2 * k * m, reduce_bytes=k * m, peers=k, total=2 * (n - 1) * m, total_messages=2 * (n - 1))

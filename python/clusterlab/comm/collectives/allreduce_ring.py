@@ -39,4 +39,4 @@ def run(comm, array, op: str = "sum"):
 
 def pattern(m: float, n: int) -> Pattern:
     f = (n - 1) / n
-    return Pattern(messages=2 * (n - 1), bytes=2 * f * m, reduce_bytes=f * m, peers=2)
+    return Pattern(hops=2 * (n - 1), sends=4 * (n - 1), bytes=2 * f * m, reduce_bytes=f * m, peers=2, total=2 * (n - 1) * m, total_messages=2 * n * (n - 1))

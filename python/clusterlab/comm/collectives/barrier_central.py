@@ -19,4 +19,4 @@ def run(comm):
 
 
 def pattern(m: float, n: int) -> Pattern:
-    return Pattern(messages=2 * (n - 1), bytes=0.0, peers=n - 1)
+    return Pattern(hops=2, sends=2 * (n - 1), bytes=0.0, peers=n - 1, total_messages=2 * (n - 1))

@@ -20,4 +20,4 @@ def run(comm):
 
 def pattern(m: float, n: int) -> Pattern:
     k = ceil_log2(n)
-    return Pattern(messages=k, bytes=0.0, peers=k)
+    return Pattern(hops=k, sends=2 * k, bytes=0.0, peers=k, total_messages=n * k)

@@ -31,4 +31,4 @@ def run(comm, data, root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     k = ceil_log2(n)
-    return Pattern(messages=k, bytes=k * m, peers=k)
+    return Pattern(hops=k, sends=k, bytes=k * m, peers=k, total=(n - 1) * m, total_messages=n - 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from clusterlab.comm.collectives import allgather_ring, scatter_binomial
-from clusterlab.comm.collectives._common import Pattern, ceil_log2, check_root, split
+from clusterlab.comm.collectives._common import Pattern, binomial_subtree_total, ceil_log2, check_root, split
 from clusterlab.comm.collectives._pack import pack, unpack
 
 OP, NAME = "bcast", "scatter_allgather"
@@ -34,4 +34,6 @@ def run(comm, data, root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     k = ceil_log2(n)
-    return Pattern(messages=k + n - 1, bytes=2 * m * (n - 1) / n, peers=k + 1)
+    return Pattern(hops=k + n - 1, sends=k + 2 * (n - 1), bytes=2 * m * (n - 1) / n, peers=k + 1,
+                   total=m / n * binomial_subtree_total(n) + (n - 1) * m, total_messages=(n - 1) * (n + 1),
+                   copies=4 * m)

@@ -3,7 +3,7 @@ subtree's contributions and sends them to its parent in one ``pack``ed message."
 
 from __future__ import annotations
 
-from clusterlab.comm.collectives._common import TAG, Pattern, ceil_log2, check_root
+from clusterlab.comm.collectives._common import TAG, Pattern, binomial_subtree_total, ceil_log2, check_root
 from clusterlab.comm.collectives._pack import pack, unpack
 from clusterlab.comm.errors import ProtocolError
 
@@ -35,4 +35,5 @@ def run(comm, data, root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     k = ceil_log2(n)
-    return Pattern(messages=k, bytes=(n - 1) * m, peers=k)
+    return Pattern(hops=k, sends=k, bytes=(n - 1) * m, peers=k, total=m * binomial_subtree_total(n), total_messages=n - 1,
+                   copies=2 * max(0, n - 2) * m)

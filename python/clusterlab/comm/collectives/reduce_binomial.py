@@ -42,4 +42,4 @@ def run(comm, array, op: str = "sum", root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     k = ceil_log2(n)
-    return Pattern(messages=k, bytes=k * m, reduce_bytes=k * m, peers=k)
+    return Pattern(hops=k, sends=k, bytes=k * m, reduce_bytes=k * m, peers=k, total=(n - 1) * m, total_messages=n - 1)

@@ -4,7 +4,14 @@ one rank gets its chunk as is (both ends know the subtree size, so no header is 
 
 from __future__ import annotations
 
-from clusterlab.comm.collectives._common import TAG, Pattern, ceil_log2, check_chunks, check_root
+from clusterlab.comm.collectives._common import (
+    TAG,
+    Pattern,
+    binomial_subtree_total,
+    ceil_log2,
+    check_chunks,
+    check_root,
+)
 from clusterlab.comm.collectives._pack import pack, unpack
 from clusterlab.comm.errors import ProtocolError
 
@@ -39,4 +46,5 @@ def run(comm, chunks, root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     k = ceil_log2(n)
-    return Pattern(messages=k, bytes=(n - 1) * m, peers=k)
+    return Pattern(hops=k, sends=k, bytes=(n - 1) * m, peers=k, total=m * binomial_subtree_total(n), total_messages=n - 1,
+                   copies=2 * max(0, n - 2) * m)

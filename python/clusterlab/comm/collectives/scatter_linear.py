@@ -20,4 +20,4 @@ def run(comm, chunks, root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     """``m`` is the size of one rank's chunk."""
-    return Pattern(messages=n - 1, bytes=(n - 1) * m, peers=n - 1)
+    return Pattern(hops=1, sends=n - 1, bytes=(n - 1) * m, peers=n - 1, total=(n - 1) * m, total_messages=n - 1)

@@ -1,0 +1,109 @@
+"""``clusterlab tune``: measure this cluster and write settings the rest of clusterlab uses."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import threading
+import time
+
+import click
+
+from clusterlab.bench import pingpong as pp
+from clusterlab.bench.collective import sweep
+from clusterlab.bench.spmd import BACKENDS, spmd
+from clusterlab.comm import costmodel
+from clusterlab.errors import ConfigError
+
+
+@click.group()
+def tune():
+    """Fit models of this cluster from measurements."""
+
+
+def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[float]:
+    """Seconds to open a TCP connection and exchange one byte each way (what a connection
+    costs before the first message), ``count`` times on ``host``."""
+    lsock = socket.create_server((host, 0))
+    lsock.settimeout(10)
+    port = lsock.getsockname()[1]
+    out: list[float] = []
+    err: list[BaseException] = []
+
+    def serve():
+        try:
+            for _ in range(count):
+                c, _ = lsock.accept()
+                with c:
+                    c.settimeout(10)
+                    c.sendall(c.recv(1))
+        except OSError as e:
+            err.append(e)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        for _ in range(count):
+            t0 = time.perf_counter()
+            with socket.create_connection((host, port), timeout=10) as s:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                s.sendall(b"x")
+                if s.recv(1) != b"x":
+                    raise ConfigError("connection set-up timing: echo server answered wrongly")
+            out.append(time.perf_counter() - t0)
+    finally:
+        t.join(10)
+        lsock.close()
+    if err:
+        raise ConfigError(f"connection set-up timing failed: {err[0]}")
+    return out
+
+
+@tune.command()
+@click.option("-n", "--ranks", "n", default=2, show_default=True,
+              help="Ranks in the job (the ping-pong runs between ranks 0 and 1).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Where to write the model (JSON).")
+@click.option("--sizes", default="1:4M", show_default=True, help="Ping-pong size range LO:HI.")
+@click.option("--trial-time", default=0.05, show_default=True, help="Seconds per ping-pong trial.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+              help="Where the ping-pong runs (tcp: clusterlab's mesh).")
+@click.option("--concurrency", type=float, default=None,
+              help="Transfers the ranks can run at once; 0 = independent links (a switched cluster). "
+                   "Default: this host's CPU count (local ranks share its CPUs).")
+@click.option("--json", "as_json", is_flag=True, help="Also print the model as JSON.")
+def model(n, output, sizes, trial_time, backend, concurrency, as_json):
+    """Fit the collectives' cost model: ping-pong (alpha, beta), burst (per-message overhead),
+    connection set-up, reduction speed.
+
+    \b
+    Example:
+      clusterlab tune model -n 4 -o model.json
+      CLUSTERLAB_COSTMODEL=model.json clusterlab bench collective --op bcast -n 8
+    """
+    if n < 2:
+        raise ConfigError(f"-n must be at least 2 (ping-pong needs two ranks), got {n}")
+    bounds = sweep(sizes)
+    cal = spmd(pp.calibrate, n, pp.sizes(bounds[0] or 1, bounds[-1]), trial_time, backend=backend)[0]
+    if cal is None:  # a rank other than 0 (started by clusterlab run / mpiexec)
+        return
+    rows = cal["rows"]
+    setup = connection_setup_times()
+    if concurrency is None:
+        concurrency = float(os.cpu_count() or 1)
+    if concurrency < 0:
+        raise ConfigError(f"--concurrency must be >= 0, got {concurrency}")
+    fitted = costmodel.fit(rows, setup_times=setup, source=f"clusterlab tune model ({backend}, {n} ranks)",
+                           concurrency=concurrency, overhead=cal["overhead"])
+    fitted.details["setup_samples"] = len(setup)
+    fitted.details["setup_stdev"] = statistics.pstdev(setup)
+    fitted.save(output)
+    if as_json:
+        click.echo(json.dumps(fitted.to_dict(), indent=2))
+    else:
+        click.echo(f"alpha {fitted.alpha * 1e6:.2f} us, overhead {fitted.overhead * 1e6:.2f} us, beta {fitted.beta * 1e9:.3f} ns/B "
+                   f"({8 / fitted.beta / 1e9 if fitted.beta else float('inf'):.2f} Gbit/s), "
+                   f"gamma {fitted.gamma * 1e9:.3f} ns/B, set-up {fitted.setup * 1e6:.1f} us, "
+                   f"concurrency {fitted.concurrency:g}; "
+                   f"max relative error {fitted.details['max_rel_error']:.1%} -> {output}")
