@@ -8,7 +8,7 @@
 
 from clusterlab._core import __version__
 from clusterlab.data import Baskets, read_baskets, write_baskets
-from clusterlab.data.generate import generate as generate, generate_file as generate_file
+from clusterlab.data.generate import generate, generate_file  # noqa: F401 (public API)
 from clusterlab.errors import BasketFormatError, ClusterlabError, ConfigError
 from clusterlab.mining import mine, rules  # noqa: F401  (public API: clusterlab.mine / clusterlab.rules)
 

@@ -377,7 +377,7 @@ impl Quest {
     /// Transactions `[first, first + count)` as CSR, made in parallel on the current rayon
     /// pool. `first` must be a multiple of [`BLOCK`].
     pub fn generate(&self, first: u64, count: u64) -> Baskets {
-        assert!(first % BLOCK == 0, "first transaction must be block aligned");
+        assert!(first.is_multiple_of(BLOCK), "first transaction must be block aligned");
         let end = (first + count).min(self.params.transactions);
         let blocks: Vec<Baskets> = (first / BLOCK..end.div_ceil(BLOCK))
             .into_par_iter()
@@ -413,7 +413,7 @@ impl Quest {
         batch: usize,
         out: &mut W,
     ) -> std::io::Result<(u64, Vec<u64>)> {
-        assert!(first % BLOCK == 0, "first transaction must be block aligned");
+        assert!(first.is_multiple_of(BLOCK), "first transaction must be block aligned");
         let end = (first + count).min(self.params.transactions);
         let (b0, b1) = (first / BLOCK, end.div_ceil(BLOCK));
         let batch = batch.max(1) as u64;

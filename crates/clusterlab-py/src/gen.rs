@@ -26,7 +26,7 @@ fn pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
 }
 
 fn check_range(q: &Quest, first: u64) -> PyResult<()> {
-    if first % BLOCK != 0 {
+    if !first.is_multiple_of(BLOCK) {
         return Err(PyValueError::new_err(format!("first transaction {first} is not a multiple of the block size {BLOCK}")));
     }
     if first > q.params.transactions {

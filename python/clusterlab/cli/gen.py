@@ -42,19 +42,31 @@ def gen(name, output, preset, items, patterns, transactions, correlation, corrup
     p = quest_params(spec, items=items, patterns=patterns, transactions=transactions, correlation=correlation,
                      corruption_mean=corruption_mean, corruption_sd=corruption_sd, seed=seed)
     output = output or f"{preset or p.name}.dat"
-    show = not quiet and p.transactions >= 200_000
+    try:
+        r = _write(output, p, threads, partitions, show=not quiet and p.transactions >= 200_000)
+    except OSError as e:
+        # An unwritable output path is a setting the user can fix: one line, exit status 2.
+        raise ConfigError(f"cannot write {output}: {e.strerror or e}") from None
+    extra = f", index {r.index_path} ({partitions} partitions)" if r.index_path else ""
+    click.echo(f"{r.path}: {p.name} N={p.items} L={p.patterns} seed={p.seed}: {p.transactions:,} transactions, "
+               f"{r.bytes / 1e6:,.1f} MB in {r.seconds:.2f} s ({r.mb_per_s:,.0f} MB/s){extra}")
+
+
+def _write(output, p, threads, partitions, show):
     if show:
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         bar = Progress(TextColumn("[bold]gen[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TimeRemainingColumn(), transient=True)
         with bar:
             task = bar.add_task(os.path.basename(output), total=p.transactions)
-            r = generate_file(output, p, threads=threads, partitions=partitions,
-                              progress=lambda done, _total: bar.update(task, completed=done))
-    else:
-        r = generate_file(output, p, threads=threads, partitions=partitions)
-    extra = f", index {r.index_path} ({partitions} partitions)" if r.index_path else ""
-    click.echo(f"{r.path}: {p.name} N={p.items} L={p.patterns} seed={p.seed}: {p.transactions:,} transactions, "
-               f"{r.bytes / 1e6:,.1f} MB in {r.seconds:.2f} s ({r.mb_per_s:,.0f} MB/s){extra}")
+            return generate_file(output, p, threads=threads, partitions=partitions,
+                                 progress=lambda done, _total: bar.update(task, completed=done))
+    return generate_file(output, p, threads=threads, partitions=partitions)

@@ -157,7 +157,7 @@ def quest_params(spec_or_name: str | QuestParams = "T10I4D100K", **overrides) ->
 
 def generate(spec_or_name: str | QuestParams = "T10I4D100K", *, transactions: int | None = None,
              avg_len: float | None = None, avg_pattern_len: float | None = None,
-             patterns: int | None = None, items: int | None = None, seed: int = 0,
+             patterns: int | None = None, items: int | None = None, seed: int | None = None,
              correlation: float | None = None, corruption_mean: float | None = None,
              corruption_sd: float | None = None, threads: int | None = None) -> Baskets:
     """Generate a workload in memory. The result depends only on the parameters and the seed,
@@ -200,7 +200,7 @@ def index_path_for(path: str | os.PathLike) -> Path:
 def generate_file(path: str | os.PathLike, spec_or_name: str | QuestParams = "T10I4D100K", *,
                   transactions: int | None = None, avg_len: float | None = None,
                   avg_pattern_len: float | None = None, patterns: int | None = None, items: int | None = None,
-                  seed: int = 0, correlation: float | None = None, corruption_mean: float | None = None,
+                  seed: int | None = None, correlation: float | None = None, corruption_mean: float | None = None,
                   corruption_sd: float | None = None, threads: int | None = None,
                   partitions: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> GenerateResult:
