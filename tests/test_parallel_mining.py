@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from clusterlab import _core
 from clusterlab.data import read_baskets
 from clusterlab.errors import BasketFormatError, ConfigError
+from clusterlab.mining import mine
 from clusterlab.mining.parallel import ALGORITHMS, ParallelConfig, min_count_of, mine_parallel
+from clusterlab.mining.result import table_info
 
 from .conftest import shared
 
@@ -76,16 +78,25 @@ def test_equal_to_sequential_inproc(t10, algorithm, nodes):
     want = sequential(t10, 0.005)
     assert as_dict(table) == want
     assert canonical(table)
-    assert table.schema.metadata[b"n_transactions"] == b"20000"
+    assert table_info(table)["n_transactions"] == 20000
     assert passes[0]["pass"] == 1 and passes[0]["large"] == sum(1 for k in want if len(k) == 1)
 
 
-def test_same_bytes_for_every_node_count(t10):
-    ref, _ = mine_parallel(t10, nodes=1, algorithm="hpa", min_support=0.01, backend="inproc")
+def same_as_sequential(table, seq):
+    """Columns byte-identical to clusterlab.mine's; metadata equal but for the algorithm name."""
+    assert table.schema.remove_metadata() == seq.schema.remove_metadata()
+    assert table.equals(seq.replace_schema_metadata(table.schema.metadata))
+    a, b = table_info(table), table_info(seq)
+    a.pop("algorithm"), b.pop("algorithm")
+    assert a == b
+
+
+def test_same_bytes_as_clusterlab_mine_for_every_node_count(t10):
+    seq = mine(t10, min_support=0.01, threads=1)
     for alg in ALGORITHMS:
-        for n in (2, 3):
+        for n in (1, 2, 3):
             t, _ = mine_parallel(t10, nodes=n, algorithm=alg, min_support=0.01, backend="inproc")
-            assert t.equals(ref, check_metadata=True), (alg, n)
+            same_as_sequential(t, seq)
 
 
 def test_hpa_traffic_is_blocked_and_counted(t10):
@@ -158,6 +169,8 @@ def test_bad_input_and_settings(tmp_path):
         mine_parallel(tmp_path / "missing.dat", nodes=2, min_support=1, backend="inproc")
     with pytest.raises(ConfigError, match="min_support"):
         min_count_of(1.5, 10)
+    with pytest.raises(ConfigError, match="min_support"):
+        mine_parallel(write(tmp_path, [[1, 2]], "ok.dat"), nodes=2, min_support=-1, backend="inproc")
 
 
 def test_owner_rejects_malformed_blocks():
@@ -193,8 +206,8 @@ def test_hypothesis_equals_brute_force(tmp_path, txs, nodes, algorithm, min_coun
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_tcp_backend_equals_inproc(t10, algorithm):
-    ref, _ = mine_parallel(t10, nodes=1, algorithm=algorithm, min_support=0.01, backend="inproc")
+def test_tcp_backend_equals_sequential(t10, algorithm):
+    seq = mine(t10, min_support=0.01, threads=1)
     t, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, backend="tcp")
-    assert t.equals(ref, check_metadata=True)
+    same_as_sequential(t, seq)
     assert passes[-1]["pass"] >= 2

@@ -65,21 +65,16 @@ class ParallelConfig:
             raise ConfigError(f"timeout must be positive, got {self.timeout}")
 
 
-def min_count_of(min_support: float | int, n_transactions: int) -> int:
-    """Absolute minimum count: an int is a count, a float in (0, 1] a fraction of transactions
-    (rounded up, as the sequential engine does).
+def min_count_of(min_support, n_transactions: int) -> int:
+    """Absolute minimum count, exactly as the sequential engine computes it (a fraction below 1
+    is rounded up, a number >= 1 is a count).
 
     >>> min_count_of(0.007, 1000), min_count_of(5, 10), min_count_of(0.5, 3)
     (7, 5, 2)
     """
-    if isinstance(min_support, (int, np.integer)) and not isinstance(min_support, bool):
-        if min_support < 1:
-            raise ConfigError(f"an absolute min_support must be at least 1, got {min_support}")
-        return int(min_support)
-    s = float(min_support)
-    if not 0 < s <= 1:
-        raise ConfigError(f"min_support must be a fraction in (0, 1] or a count >= 1, got {min_support}")
-    return max(1, math.ceil(s * n_transactions - 1e-9))
+    from clusterlab.mining.sequential import min_count_of as sequential_min_count
+
+    return sequential_min_count(min_support, n_transactions)
 
 
 class PassStats:
@@ -186,7 +181,8 @@ def run_rank(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     rows = comm.gather(mine.ravel(), root=0) if comm.size > 1 else [mine.ravel()]
     if comm.rank != 0:
         return None, None
-    table = itemsets_table(offsets, items, counts, n_tx)
+    table = itemsets_table(offsets, items, counts, n_tx, algorithm, min_count_of(min_support, n_tx),
+                           config.max_len or None)
     per_rank = [r.reshape(-1, len(STAT_FIELDS)) for r in rows]
     passes = summarize_passes(per_rank)
     if passes:
@@ -214,17 +210,15 @@ def summarize_passes(per_rank: list[np.ndarray]) -> list[dict]:
     return out
 
 
-def itemsets_table(offsets: np.ndarray, items: np.ndarray, counts: np.ndarray, n_transactions: int):
-    """The result table in the sequential engine's form (canonical order assumed): columns
-    ``items`` (list of item ids), ``count``, ``support``; ``n_transactions`` in the metadata."""
-    import pyarrow as pa
+def itemsets_table(offsets: np.ndarray, items: np.ndarray, counts: np.ndarray, n_transactions: int,
+                   algorithm: str = "hpa", min_count: int | None = None, max_len: int | None = None):
+    """The result table built exactly as the sequential engine builds it
+    (``clusterlab.mining.result.itemset_table``; canonical order assumed), so the columns are
+    byte-identical; the metadata names the parallel algorithm."""
+    from clusterlab.mining.result import itemset_table
 
-    offsets = np.asarray(offsets, dtype=np.int64)
-    items_arr = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(np.asarray(items, dtype=np.uint32)))
-    counts = np.asarray(counts, dtype=np.uint64)
-    support = counts / max(n_transactions, 1)
-    return pa.table({"items": items_arr, "count": pa.array(counts), "support": pa.array(support)},
-                    metadata={"n_transactions": str(n_transactions)})
+    return itemset_table(offsets, items, counts, n_transactions, None, min_count=min_count, target="all",
+                         min_len=1, max_len=max_len, algorithm=algorithm)
 
 
 def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01, backend: str = "tcp",
@@ -244,6 +238,7 @@ def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01
         raise ConfigError(f"{path}: no such file")
     config = config or ParallelConfig()
     config.check()
+    min_count_of(min_support, 1)  # a bad min_support fails here, not in every rank
     if backend == "inproc":
         from clusterlab.comm.inproc import run_threads
 

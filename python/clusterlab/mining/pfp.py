@@ -10,7 +10,7 @@ with one alltoall, builds an FP-tree of what it received and mines only the item
 least frequent item is in its group. Results are gathered at rank 0.
 
 >>> work_groups(np.array([100, 90, 50, 10]), 2.0, 2).tolist()
-[0, 1, 1, 0]
+[1, 0, 1, 0]
 """
 
 from __future__ import annotations
