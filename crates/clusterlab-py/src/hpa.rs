@@ -18,7 +18,7 @@ fn u32_bytes(v: &[u32]) -> &[u8] {
 }
 
 fn check_flat(flat: &[u32], k: usize, what: &str) -> PyResult<()> {
-    if k == 0 || flat.len() % k != 0 {
+    if k == 0 || !flat.len().is_multiple_of(k) {
         return Err(PyValueError::new_err(format!("{what}: {} items is not a multiple of k={k}", flat.len())));
     }
     Ok(())
@@ -111,7 +111,7 @@ impl CandidateTable {
         if width != 2 && width != 4 {
             return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
         }
-        if data.len() % (width * k) != 0 {
+        if !data.len().is_multiple_of(width * k) {
             return Err(PyValueError::new_err(format!("message block of {} bytes is not a whole number of {k}-itemsets", data.len())));
         }
         let (index, counts, tri) = (&self.index, &mut self.counts, &mut self.tri);

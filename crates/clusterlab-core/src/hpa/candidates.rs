@@ -8,7 +8,7 @@ use super::table::ItemsetIndex;
 /// items; it is kept when `keep(candidate)` holds and every (k-1)-subset is in `prev`.
 /// Output is flat and lexicographic.
 pub fn apriori_gen_filtered(prev: &[u32], km1: usize, mut keep: impl FnMut(&[u32]) -> bool) -> Vec<u32> {
-    assert!(km1 > 0 && prev.len() % km1 == 0);
+    assert!(km1 > 0 && prev.len().is_multiple_of(km1));
     let n = prev.len() / km1;
     let k = km1 + 1;
     let index = if km1 >= 2 { Some(ItemsetIndex::new(km1, prev.to_vec())) } else { None };

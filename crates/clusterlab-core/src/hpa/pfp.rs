@@ -259,8 +259,8 @@ mod tests {
             let group_of: Vec<u32> = (0..9u32).map(|x| x * 7 % n_groups as u32).collect();
             let streams = group_transactions(&b.offsets, &b.items, &group_of, n_groups);
             let mut got = BTreeMap::new();
-            for g in 0..n_groups {
-                let paths = decode_streams(&[&streams[g]], 9).unwrap();
+            for (g, stream) in streams.iter().enumerate() {
+                let paths = decode_streams(&[stream], 9).unwrap();
                 let in_group: Vec<bool> = group_of.iter().map(|&x| x as usize == g).collect();
                 let m = mine_group(paths, 9, &in_group, 12, 0);
                 for i in 0..m.counts.len() {

@@ -27,7 +27,7 @@ pub struct Trie {
 impl Trie {
     /// From flat, lexicographically sorted (k-1)-itemsets.
     pub fn new(prev: &[u32], km1: usize) -> Self {
-        assert!(km1 > 0 && prev.len() % km1 == 0);
+        assert!(km1 > 0 && prev.len().is_multiple_of(km1));
         let n = prev.len() / km1;
         let row = |i: usize| &prev[i * km1..(i + 1) * km1];
         let mut t = Trie { km1, nodes: vec![(0, 0)], child_item: Vec::new(), child_node: Vec::new() };

@@ -30,7 +30,7 @@ pub(crate) fn tri(n: usize, a: usize, b: usize) -> usize {
 impl ItemsetIndex {
     /// Build from a flat array of `items.len() / k` itemsets (duplicates keep the first index).
     pub fn new(k: usize, items: Vec<u32>) -> Self {
-        assert!(k > 0 && items.len() % k == 0, "flat itemsets must be a multiple of k");
+        assert!(k > 0 && items.len().is_multiple_of(k), "flat itemsets must be a multiple of k");
         let n = items.len() / k;
         let cap = (n * 2).next_power_of_two().max(16);
         let mut t = ItemsetIndex { k, items, slots: vec![(0, EMPTY); cap], mask: cap - 1, dense: None };
