@@ -18,7 +18,6 @@ the sequential engine returns (byte-identical), plus per-pass statistics.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from typing import Any
