@@ -196,6 +196,80 @@ fn mine_tree(t: &FpTree, restrict: Option<&[bool]>, min_count: u64, max_len: usi
     }
 }
 
+/// Like [`mine_group`], but below the top level each group item's conditional pattern base
+/// (weighted, frequent items only) is mined by the sequential engine's FP-growth
+/// (`mining::fpgrowth`, with per-transaction weights), so PFP reuses the tuned kernel.
+pub fn mine_group_with_engine(paths: Paths, n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Mined {
+    use crate::mining::{fpgrowth::fpgrowth, BasketsRef, MineParams};
+    let t = FpTree::build(&paths);
+    drop(paths);
+    let min_count = min_count.max(1);
+    let max_len = if max_len == 0 { usize::MAX } else { max_len };
+    let mut out = Mined { offsets: vec![0], ..Default::default() };
+    let mut scratch = vec![0u64; n_pos];
+    let mut set = Vec::new();
+    for (x, nodes) in t.header.iter().rev() {
+        if !in_group.get(*x as usize).copied().unwrap_or(false) {
+            continue;
+        }
+        let cnt: u64 = nodes.iter().map(|&n| t.count[n as usize]).sum();
+        if cnt < min_count {
+            continue;
+        }
+        out.push(&[*x], cnt);
+        if max_len < 2 {
+            continue;
+        }
+        let mut touched = Vec::new();
+        for &n in nodes {
+            let c = t.count[n as usize];
+            let mut a = t.parent[n as usize];
+            while a != 0 {
+                let it = t.item[a as usize] as usize;
+                if scratch[it] == 0 {
+                    touched.push(it);
+                }
+                scratch[it] += c;
+                a = t.parent[a as usize];
+            }
+        }
+        let (mut offs, mut items, mut w) = (vec![0i64], Vec::new(), Vec::new());
+        if touched.iter().any(|&it| scratch[it] >= min_count) {
+            for &n in nodes {
+                let start = items.len();
+                let mut a = t.parent[n as usize];
+                while a != 0 {
+                    let it = t.item[a as usize];
+                    if scratch[it as usize] >= min_count {
+                        items.push(it);
+                    }
+                    a = t.parent[a as usize];
+                }
+                if items.len() > start {
+                    items[start..].reverse();
+                    offs.push(items.len() as i64);
+                    w.push(t.count[n as usize]);
+                }
+            }
+        }
+        for it in touched {
+            scratch[it] = 0;
+        }
+        if w.is_empty() {
+            continue;
+        }
+        let p = MineParams { min_count, min_len: 1, max_len: max_len - 1 };
+        let r = fpgrowth(BasketsRef { offsets: &offs, items: &items, weights: Some(&w) }, &p);
+        for i in 0..r.counts.len() {
+            set.clear();
+            set.extend_from_slice(&r.items[r.offsets[i] as usize..r.offsets[i + 1] as usize]);
+            set.push(*x);
+            out.push(&set, r.counts[i]);
+        }
+    }
+    out
+}
+
 /// FP-growth over weighted paths (ascending F-list positions < `n_pos`), keeping only itemsets
 /// whose last (largest-position) item has `in_group[item]`; `max_len` 0 means unlimited.
 pub fn mine_group(paths: Paths, n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Mined {
@@ -262,7 +336,7 @@ mod tests {
             for (g, stream) in streams.iter().enumerate() {
                 let paths = decode_streams(&[stream], 9).unwrap();
                 let in_group: Vec<bool> = group_of.iter().map(|&x| x as usize == g).collect();
-                let m = mine_group(paths, 9, &in_group, 12, 0);
+                let m = if n_groups == 2 { mine_group_with_engine(paths, 9, &in_group, 12, 0) } else { mine_group(paths, 9, &in_group, 12, 0) };
                 for i in 0..m.counts.len() {
                     let mut s = m.items[m.offsets[i] as usize..m.offsets[i + 1] as usize].to_vec();
                     s.sort();
