@@ -211,3 +211,32 @@ def test_tcp_backend_equals_sequential(t10, algorithm):
     t, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, backend="tcp")
     same_as_sequential(t, seq)
     assert passes[-1]["pass"] >= 2
+
+
+@pytest.mark.parametrize("algorithm", ["hpa", "pfp"])
+def test_mpi_backend_equals_sequential(t10, algorithm):
+    pytest.importorskip("mpi4py")
+    seq = mine(t10, min_support=0.01, threads=1)
+    t, _ = mine_parallel(t10, nodes=2, algorithm=algorithm, min_support=0.01, backend="mpi")
+    same_as_sequential(t, seq)
+
+
+def test_runs_as_a_program_under_mpiexec(t10, tmp_path):
+    """``mpiexec -n 2 python -m clusterlab.mining.parallel FILE``: each rank joins world()."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec not installed (pip extra clusterlab[mpi])")
+    out = tmp_path / "o.parquet"
+    r = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "clusterlab.mining.parallel", str(t10),
+                        "--algorithm", "hpa-eld", "--min-support", "0.01", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "on 2 ranks" in r.stdout
+    same_as_sequential(pq.read_table(out), mine(t10, min_support=0.01, threads=1))

@@ -308,3 +308,38 @@ def format_passes(passes: list[dict]) -> str:
                      f"{g('t_count', 0):>7.3f} {g('t_sync', 0):>6.3f} {g('bytes_sent', 0) / 1024:>8.1f} "
                      f"{g('messages_sent', 0):>5} {g('retransmissions', 0):>7} {g('timeouts', 0):>4}")
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run as a program on ranks started by someone else (``mpiexec -n 4 python -m
+    clusterlab.mining.parallel FILE ...`` or ``clusterlab run -n 4 -- ...``): every rank joins
+    ``clusterlab.comm.world()``, rank 0 writes the itemsets (Parquet) and prints the passes."""
+    import argparse
+
+    from clusterlab.comm.world import world
+
+    ap = argparse.ArgumentParser(prog="python -m clusterlab.mining.parallel", description=main.__doc__)
+    ap.add_argument("file")
+    ap.add_argument("--algorithm", default="hpa", choices=ALGORITHMS)
+    ap.add_argument("--min-support", type=float, default=0.01)
+    ap.add_argument("--block-bytes", type=int, default=8192)
+    ap.add_argument("-o", "--output", help="Parquet file for the itemsets (rank 0).")
+    a = ap.parse_args(argv)
+    min_support = int(a.min_support) if a.min_support >= 1 else a.min_support
+    comm = world()
+    table, passes = run_rank(comm, a.file, a.algorithm, min_support, ParallelConfig(block_bytes=a.block_bytes))
+    if comm.rank == 0:
+        if a.output:
+            import pyarrow.parquet as pq
+
+            from clusterlab._atomic import atomic_path
+
+            with atomic_path(a.output) as tmp:
+                pq.write_table(table, tmp)
+        print(f"{table.num_rows} frequent itemsets ({a.algorithm} on {comm.size} ranks)")
+        print(format_passes(passes))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
