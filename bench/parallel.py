@@ -144,16 +144,21 @@ def main(argv=None) -> int:
                  "file": {"path": str(f), "transactions": a.transactions, "min_support": a.min_support}}
     print(f"seed000-style file: {f} ({f.stat().st_size / 1e6:.1f} MB)", flush=True)
 
-    seq = {alg: [sequential(f, a.min_support, alg) for _ in range(a.repeat)] for alg in ("apriori", "fpgrowth")}
-    for alg, runs in seq.items():
-        print(f"sequential {alg:8s}: {med([r['total_s'] for r in runs]):.3f} s (mine {med([r['mine_s'] for r in runs]):.3f})", flush=True)
-    par = {}
-    for alg in ("hpa", "pfp", "cd", "hpa-eld"):
-        for n in (1, 2):
-            runs = [parallel(f, a.min_support, alg, n) for _ in range(a.repeat)]
-            par[f"{alg}@{n}"] = runs
-            print(f"{alg:8s} on {n} ranks: job {med([r['job_s'] for r in runs]):.3f} s, "
-                  f"wall {med([r['wall_s'] for r in runs]):.2f} s (load {runs[-1]['load']})", flush=True)
+    # Repetitions are interleaved (every configuration once per round), so a burst of other
+    # work on the shared machine spreads over all configurations instead of hitting one.
+    seq: dict = {"apriori": [], "fpgrowth": []}
+    par: dict = {f"{alg}@{n}": [] for alg in ("hpa", "pfp", "cd", "hpa-eld") for n in (1, 2)}
+    for rnd in range(a.repeat):
+        for alg in seq:
+            r = sequential(f, a.min_support, alg)
+            seq[alg].append(r)
+            print(f"[{rnd}] sequential {alg:8s}: {r['total_s']:.3f} s (mine {r['mine_s']:.3f}, load {r['load']})", flush=True)
+        for key in par:
+            alg, n = key.split("@")
+            r = parallel(f, a.min_support, alg, int(n))
+            par[key].append(r)
+            print(f"[{rnd}] {alg:8s} on {n} ranks: job {r['job_s']:.3f} s, wall {r['wall_s']:.2f} s (load {r['load']})",
+                  flush=True)
     seq_best = {alg: med([r["total_s"] for r in runs]) for alg, runs in seq.items()}
     itemsets = {seq["apriori"][0]["itemsets"]} | {r["itemsets"] for runs in par.values() for r in runs}
     summary = {
