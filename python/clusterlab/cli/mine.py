@@ -129,7 +129,9 @@ def run_sequential(opts: MineOptions, status) -> MineResult:
     status(f"reading {opts.file}")
     b = clusterlab.read_baskets(opts.file, format=opts.input_format)
     timings["read"] = time.perf_counter() - t0
-    algo = choose_algorithm(b) if opts.algorithm == "auto" else opts.algorithm
+    from clusterlab.mining.sequential import min_count_of
+
+    algo = choose_algorithm(b, min_count_of(opts.min_support, len(b))) if opts.algorithm == "auto" else opts.algorithm
     status(f"mining {len(b):,} transactions with {algo}")
     t1 = time.perf_counter()
     sets = clusterlab.mine(b, opts.min_support, algorithm=algo, target=opts.target, min_len=opts.min_len,
@@ -224,7 +226,7 @@ def print_summary(s: dict, res: MineResult, console) -> None:
               help="Fraction of transactions (0.01 or 1%), or an absolute count (50).")
 @click.option("--algorithm", "-a", type=click.Choice(["auto", "apriori", "fpgrowth", "eclat", "hpa", "hpa-eld", "cd", "pfp"]),
               default="auto", show_default=True,
-              help="auto: Eclat on dense data, FP-growth otherwise. hpa|hpa-eld|cd|pfp: parallel (with --nodes).")
+              help="auto: by measurement (see docs/mining.md). hpa|hpa-eld|cd|pfp: parallel (with --nodes).")
 @click.option("--target", "-t", type=click.Choice(["all", "closed", "maximal"]), default="all", show_default=True)
 @click.option("--min-len", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--max-len", default=None, type=click.IntRange(min=1), help="Longest itemset to report.")

@@ -1,12 +1,12 @@
 //! FP-growth on a compact array-based FP-tree.
 //!
-//! Items are recoded by descending frequency; transactions are sorted lexicographically so
-//! the tree is built in one linear pass (each transaction shares exactly its common prefix
-//! with the previous one: no child lookups). Each item's conditional pattern base is turned
-//! into a small weighted database, recoded by its own frequencies, and mined recursively; a
-//! tree that is a single path emits all combinations of its items directly. The first level
-//! runs in parallel over items. Transactions may carry weights (conditional or grouped
-//! databases, as PFP uses).
+//! Items are recoded by descending frequency; the first tree is built from the transactions
+//! sorted lexicographically in one linear pass (each transaction shares exactly its common
+//! prefix with the previous one: no child lookups). The conditional tree of an item is
+//! projected straight from its parent tree (ancestors copied once, counts summed bottom-up,
+//! infrequent items and perfect extensions relinked away); a tree that is a single path emits
+//! all combinations of its items directly. The first level runs in parallel over items.
+//! Transactions may carry weights (conditional or grouped databases, as PFP uses).
 
 use super::itemsets::{top_perfect, Emitter, Itemsets, MineParams};
 use super::BasketsRef;
@@ -149,24 +149,25 @@ fn combos(chain: &[(u32, u64)], start: usize, p: &MineParams, em: &mut Emitter) 
     }
 }
 
-/// The conditional tree of item j, projected straight from the tree: the ancestors of j's
-/// nodes, with the items not in `code` (old code -> new code, order-preserving) skipped, and
-/// each j-node's count added along its path. Shared ancestors are created once (memo in
-/// `scratch`, reset before returning), so no transaction list is built or sorted.
-fn project(tree: &Tree, j: usize, code: &[u32], n_new: usize, scratch: &mut Vec<u32>) -> Tree {
+/// The conditional tree of item j (prefix count `count`), projected straight from the tree,
+/// or None when no item is left to mine. Pass 1 copies the ancestors of j's nodes once each
+/// (memo in `em.scratch`, reset before returning: the climb stops at an ancestor already
+/// copied, so the cost is the number of distinct ancestors, not the sum of path lengths) and
+/// sums the j-node counts bottom-up. Pass 2 drops infrequent items and perfect extensions
+/// (pushed to `em.pe`) by relinking each kept node to its nearest kept ancestor. No
+/// transaction list is built or sorted.
+fn project(tree: &Tree, j: usize, count: u64, orig: &[u32], p: &MineParams, em: &mut Emitter) -> Option<(Tree, Vec<u32>)> {
     const NONE: u32 = u32::MAX;
-    if scratch.len() < tree.item.len() {
-        scratch.resize(tree.item.len(), NONE);
+    if em.scratch.len() < tree.item.len() {
+        em.scratch.resize(tree.item.len(), NONE);
     }
-    let memo = scratch;
-    let nodes = tree.nodes(j);
+    let memo = &mut em.scratch;
     let mut item = vec![u32::MAX];
     let mut parent = vec![ROOT];
-    let mut count = vec![0u64];
+    let mut cnt = vec![0u64];
     let mut touched: Vec<u32> = Vec::new();
     let mut climb: Vec<u32> = Vec::new();
-    for &x in nodes {
-        let w = tree.count[x as usize];
+    for &x in tree.nodes(j) {
         climb.clear();
         let mut y = tree.parent[x as usize];
         while y != ROOT && memo[y as usize] == NONE {
@@ -175,27 +176,57 @@ fn project(tree: &Tree, j: usize, code: &[u32], n_new: usize, scratch: &mut Vec<
         }
         let mut top = if y == ROOT { ROOT } else { memo[y as usize] };
         for &z in climb.iter().rev() {
-            let c = code[tree.item[z as usize] as usize];
-            if c != NONE {
-                let nn = item.len() as u32;
-                item.push(c);
-                parent.push(top);
-                count.push(0);
-                top = nn;
-            }
-            memo[z as usize] = top;
+            let nn = item.len() as u32;
+            item.push(tree.item[z as usize]);
+            parent.push(top);
+            cnt.push(0);
+            top = nn;
+            memo[z as usize] = nn;
             touched.push(z);
         }
-        let mut v = top;
-        while v != ROOT {
-            count[v as usize] += w;
-            v = parent[v as usize];
-        }
+        cnt[top as usize] += tree.count[x as usize];
     }
     for z in touched {
         memo[z as usize] = NONE;
     }
-    Tree::finish(item, parent, count, n_new)
+    // Children come after their parents: one reverse pass sums counts bottom-up.
+    for v in (1..item.len()).rev() {
+        let c = cnt[v];
+        cnt[parent[v] as usize] += c;
+    }
+    let mut isup = vec![0u64; j];
+    for v in 1..item.len() {
+        isup[item[v] as usize] += cnt[v];
+    }
+    // Items in every transaction of the base are perfect extensions: set aside, not mined.
+    em.pe.extend((0..j).filter(|&c| isup[c] == count).map(|c| orig[c]));
+    let mut code = vec![NONE; j];
+    let mut sub_orig = Vec::new();
+    for c in 0..j {
+        if isup[c] >= p.min_count && isup[c] != count {
+            code[c] = sub_orig.len() as u32;
+            sub_orig.push(orig[c]);
+        }
+    }
+    if sub_orig.is_empty() {
+        return None;
+    }
+    let mut map = vec![ROOT; item.len()];
+    let (mut ni, mut np, mut nc) = (vec![u32::MAX], vec![ROOT], vec![0u64]);
+    for v in 1..item.len() {
+        let pm = map[parent[v] as usize];
+        let c = code[item[v] as usize];
+        if c == NONE {
+            map[v] = pm;
+        } else {
+            map[v] = ni.len() as u32;
+            ni.push(c);
+            np.push(pm);
+            nc.push(cnt[v]);
+        }
+    }
+    let n_new = sub_orig.len();
+    Some((Tree::finish(ni, np, nc, n_new), sub_orig))
 }
 
 fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitter) {
@@ -205,33 +236,7 @@ fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitt
     }
     em.prefix.push(orig[j]);
     let pe_len = em.pe.len();
-    let mut sub = None;
-    if em.prefix.len() < p.max_len && j > 0 {
-        // Support of each item in the conditional pattern base of j.
-        let mut cnt = vec![0u64; j];
-        for &x in tree.nodes(j) {
-            let w = tree.count[x as usize];
-            let mut y = tree.parent[x as usize];
-            while y != ROOT {
-                cnt[tree.item[y as usize] as usize] += w;
-                y = tree.parent[y as usize];
-            }
-        }
-        // Items in every transaction of the base are perfect extensions: set aside, not mined.
-        em.pe.extend((0..j).filter(|&c| cnt[c] == count).map(|c| orig[c]));
-        let mut code = vec![u32::MAX; j];
-        let mut sub_orig = Vec::new();
-        for c in 0..j {
-            if cnt[c] >= p.min_count && cnt[c] != count {
-                code[c] = sub_orig.len() as u32;
-                sub_orig.push(orig[c]);
-            }
-        }
-        if !sub_orig.is_empty() {
-            let t = project(tree, j, &code, sub_orig.len(), &mut em.scratch);
-            sub = Some((t, sub_orig));
-        }
-    }
+    let sub = if em.prefix.len() < p.max_len && j > 0 { project(tree, j, count, orig, p, em) } else { None };
     em.emit(count);
     if let Some((t, o)) = sub {
         mine_tree(&t, &o, p, em);

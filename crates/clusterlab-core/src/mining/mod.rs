@@ -205,6 +205,23 @@ mod tests {
     }
 
     #[test]
+    fn sparse_data_uses_tid_lists_and_agrees() {
+        // Skewed item frequencies over 300 items: tid-lists of very different lengths
+        // (galloping intersections) and a sparse pair matrix.
+        let mut b = random_baskets(11, 4000, 300, 6);
+        let extra = random_baskets(12, 4000, 12, 5);
+        b = crate::Baskets::from_lists(b.iter().zip(extra.iter()).map(|(x, y)| [x, y].concat()));
+        let db = BasketsRef::from_baskets(&b);
+        for min_count in [3u64, 8, 40] {
+            let p = MineParams::new(min_count);
+            let e = mine(db, Algorithm::Eclat, Target::All, p);
+            assert_eq!(e, mine(db, Algorithm::FpGrowth, Target::All, p));
+            assert_eq!(e, mine(db, Algorithm::Apriori, Target::All, p));
+            assert!(e.iter().any(|(s, _)| s.len() >= 3));
+        }
+    }
+
+    #[test]
     fn thread_count_does_not_change_results() {
         let b = random_baskets(7, 3000, 40, 14);
         let db = BasketsRef::from_baskets(&b);

@@ -1,0 +1,94 @@
+"""``clusterlab mine``: outputs in every format, rules, summary, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+
+import clusterlab
+from clusterlab.cli import main
+from clusterlab.data.spmf import read_spmf_itemsets, write_spmf_itemsets
+from clusterlab.errors import BasketFormatError, ConfigError
+
+TXS = "1 2 3\n1 2\n2 3\n1 2 3 4\n"
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+@pytest.fixture
+def dat(tmp_path):
+    p = tmp_path / "b.dat"
+    p.write_text(TXS)
+    return p
+
+
+def test_parquet_output_with_rules_and_json_summary(capsys, dat, tmp_path):
+    out = tmp_path / "sets.parquet"
+    code, stdout, _ = run(capsys, "mine", str(dat), "-s", "50%", "--rules", "--min-confidence", "0.7",
+                          "-o", str(out), "--json")
+    assert code == 0
+    s = json.loads(stdout)
+    assert s["itemsets"] == 7 and s["itemsets_by_length"] == {"1": 3, "2": 3, "3": 1}
+    assert s["peak_rss_bytes"] > 0 and "mine" in s["seconds"]
+    t = pq.read_table(out)
+    assert t.equals(clusterlab.mine(str(dat), 0.5))  # metadata survives the file
+    r = pq.read_table(tmp_path / "sets.rules.parquet")
+    assert r.num_rows == s["rules"] and min(r["confidence"].to_pylist()) >= 0.7
+
+
+def test_csv_and_spmf_outputs(capsys, dat, tmp_path):
+    code, _, _ = run(capsys, "mine", str(dat), "-s", "2", "--target", "closed", "-o", str(tmp_path / "c.csv"))
+    assert code == 0
+    t = pcsv.read_csv(tmp_path / "c.csv")
+    assert t.column_names == ["items", "count", "support"]
+    assert t["items"].to_pylist() == ["2", "1 2", "2 3", "1 2 3"]
+    code, _, _ = run(capsys, "mine", str(dat), "-s", "2", "--max-len", "2", "-o", str(tmp_path / "s.txt"),
+                     "--rules", "--min-confidence", "1")
+    assert code == 0
+    assert (tmp_path / "s.txt").read_text().splitlines()[:2] == ["1 #SUP: 3", "2 #SUP: 4"]
+    assert "1 ==> 2 #SUP: 3 #CONF: 1" in (tmp_path / "s.rules.txt").read_text()
+
+
+def test_summary_on_terminal_less_run(capsys, dat):
+    code, stdout, _ = run(capsys, "mine", str(dat), "-s", "0.5")
+    assert code == 0 and "frequent itemsets" in stdout and "by length" in stdout
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["-s", "abc"], "not a number"),
+    (["-s", "0"], "min_support must be > 0"),
+    (["-o", "x.json"], ".parquet, .csv or .txt"),
+    (["--rules", "--target", "closed"], "--rules needs all frequent itemsets"),
+    (["--min-len", "3", "--max-len", "2"], "below --min-len"),
+])
+def test_errors_are_one_line(capsys, dat, args, msg):
+    code, _, err = run(capsys, "mine", str(dat), *args)
+    assert code == 2 and msg in err and "Traceback" not in err
+
+
+def test_bad_file_is_one_line(capsys, tmp_path):
+    p = tmp_path / "bad.dat"
+    p.write_text("1 2\n-3\n")
+    code, _, err = run(capsys, "mine", str(p))
+    assert code == 2 and "bad.dat:2" in err
+
+
+def test_spmf_round_trip_and_errors(tmp_path):
+    t = clusterlab.mine([["a", "b"], ["a"], ["a", "b", "c"]], min_support=1)
+    p = tmp_path / "l.txt"
+    write_spmf_itemsets(t, p)
+    back = read_spmf_itemsets(p, n_transactions=3)
+    assert back["items"].to_pylist() == t["items"].to_pylist() and back["count"].equals(t["count"])
+    (tmp_path / "bad.txt").write_text("1 2 #SUP: 3\n4 5\n")
+    with pytest.raises(BasketFormatError, match="bad.txt:2"):
+        read_spmf_itemsets(tmp_path / "bad.txt")
+    with pytest.raises(ConfigError, match="SPMF"):
+        write_spmf_itemsets(clusterlab.mine([["a b"]], 1), tmp_path / "x.txt")
