@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from clusterlab.comm import PeerFailure
+from clusterlab.comm import COLLECTIVE_TAG, PeerFailure
 
 
 def payloads() -> list:
@@ -64,13 +64,16 @@ def tags_and_order(comm) -> list:
         nines = [int(comm.recv(1, tag=9)[0]) for _ in range(20)]
         fives = [int(comm.recv(1, tag=5)[0]) for _ in range(20)]
         big_tag = comm.recv(1, tag=(1 << 30) - 1)
+        coll = comm.recv(1, tag=COLLECTIVE_TAG)
         anys = sorted(comm.recv_any(tag=3)[0] for _ in range(n - 1))
-        return {"nines": nines, "fives": fives, "big_tag": big_tag.decode(), "any_sources": anys}
+        return {"nines": nines, "fives": fives, "big_tag": big_tag.decode(), "collective_tag": coll.decode(),
+                "any_sources": anys}
     if comm.rank == 1:
         for i in range(20):
             comm.send(0, np.array([i], np.int32), tag=5)
             comm.send(0, np.array([100 + i], np.int32), tag=9)
         comm.send(0, b"top tag", tag=(1 << 30) - 1)
+        comm.send(0, b"reserved for collectives", tag=COLLECTIVE_TAG)
     comm.send(0, bytes([comm.rank]), tag=3)
     return None
 
@@ -90,17 +93,32 @@ def exchange_all_at_once(comm, nbytes: int = 8 << 20) -> list:
     return out
 
 
+def have_collectives() -> bool:
+    """Whether the collective algorithms are installed (they live on another branch until merged)."""
+    try:
+        from clusterlab.comm import collectives
+    except ImportError:
+        return False
+    return hasattr(collectives, "run")
+
+
 def kill_mid_exchange(comm, victim: int, at: int, marker: str = "") -> dict:
-    """Ring exchanges; ``victim`` SIGKILLs itself at iteration ``at``. The others must raise
-    PeerFailure naming the victim (their error goes back to the launcher)."""
+    """Rounds of ring exchange plus all-to-all (the collective when installed, else by hand);
+    ``victim`` SIGKILLs itself at round ``at``. The others must raise PeerFailure naming the
+    victim (their error goes back to the launcher)."""
     t0 = time.monotonic()
+    collective = have_collectives()
     for i in range(10_000):
         if comm.rank == victim and i == at:
             os.kill(os.getpid(), signal.SIGKILL)
         nxt, prv = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
         comm.send(nxt, np.full(4096, i, np.int64), tag=2)
         comm.recv(prv, tag=2)
-        for r in range(comm.size):  # an all-to-all round, so every rank talks to the victim
+        if collective:  # every rank talks to the victim inside a collective
+            comm.alltoall([np.full(512, i, np.int64) for _ in range(comm.size)])
+            comm.allreduce(np.array([i], np.int64))
+            continue
+        for r in range(comm.size):
             if r != comm.rank:
                 comm.send(r, bytes([i % 256]), tag=3)
         for r in range(comm.size):

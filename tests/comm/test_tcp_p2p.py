@@ -23,7 +23,7 @@ def test_every_payload_round_trips(backend, expected):
 def test_fifo_per_source_and_tag_and_recv_any(backend):
     res = run(scenarios.tags_and_order, 4, backend=backend, timeout=60)
     assert res[0] == {"nines": list(range(100, 120)), "fives": list(range(20)), "big_tag": "top tag",
-                      "any_sources": [1, 2, 3]}
+                      "collective_tag": "reserved for collectives", "any_sources": [1, 2, 3]}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -30,7 +30,7 @@ import struct
 import time
 from collections.abc import Callable, Container
 
-from clusterlab.comm.errors import CommTimeout, PeerFailure, ProtocolError
+from clusterlab.comm.errors import CommTimeout, ProtocolError
 
 LAUNCHER = -1
 HS_MAGIC = b"CLBH"
@@ -112,10 +112,7 @@ def accept(sock: socket.socket, secret: bytes, my_rank: int,
     _check_secret(secret)
     deadline = time.monotonic() + timeout
     who = "an unauthenticated peer"
-    try:
-        raw = recv_exact(sock, _HELLO.size, deadline, who)
-    except PeerFailure as e:  # pragma: no cover - recv_exact raises ProtocolError instead
-        raise ProtocolError(str(e)) from None
+    raw = recv_exact(sock, _HELLO.size, deadline, who)
     magic, version, frm, to, nonce_c = _HELLO.unpack(raw)
     if magic != HS_MAGIC:
         raise ProtocolError(f"{who} sent a bad handshake magic {magic!r}")
