@@ -66,10 +66,18 @@ def test_collective_table_with_algorithm_and_model(capsys, tmp_path):
     (["--op", "bcast", "--sizes", "12 parsecs"], "unknown size unit"),
     (["--op", "bcast", "-n", "0"], "-n must be at least 1"),
     (["--op", "bcast", "--model", "/nonexistent/m.json"], "cannot read cost model"),
+    (["--op", "bcast", "--time-per-size", "0"], "--time-per-size > 0"),
 ])
 def test_collective_bad_input_is_one_line(capsys, argv, message):
     code, out, err = cli(capsys, "bench", "collective", "--backend", "inproc", *argv)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_pingpong_bad_input_is_one_line(capsys):
+    code, _, err = cli(capsys, "bench", "pingpong", "--backend", "inproc", "--trials", "0")
+    assert code == 2 and "--trials must be >= 1" in err
+    code, _, err = cli(capsys, "bench", "pingpong", "--backend", "inproc", "--sizes", "8:2")
+    assert code == 2 and "upper bound below lower bound" in err
 
 
 def test_tune_model_writes_a_usable_model(capsys, tmp_path):

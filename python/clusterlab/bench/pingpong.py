@@ -51,6 +51,8 @@ def pingpong(comm, sizes: list[int], trial_time: float = 0.05, trials: int = 3, 
     (ranks other than 0 and ``peer`` do nothing)."""
     if comm.size < 2:
         raise ConfigError("ping-pong needs at least 2 ranks")
+    if trials < 1 or not trial_time > 0:
+        raise ConfigError(f"ping-pong needs trials >= 1 and trial time > 0 (got {trials}, {trial_time})")
     if comm.rank not in (0, peer):
         return None
     rows = []

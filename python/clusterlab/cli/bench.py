@@ -79,6 +79,8 @@ def pingpong(sizes, perturbation, trial_time, trials, np_out, backend, as_json):
     Example:
       clusterlab bench pingpong --sizes 1:1M --json
     """
+    if trials < 1 or not trial_time > 0:
+        raise ConfigError(f"--trials must be >= 1 and --trial-time > 0 (got {trials}, {trial_time})")
     lo_hi = coll.sweep(sizes)
     size_list = pp.sizes(lo_hi[0] or 1, lo_hi[-1], perturbation)
     res = spmd(pp.pingpong, 2, size_list, trial_time, trials, backend=backend)
@@ -123,6 +125,8 @@ def collective(op, n, algorithm, sizes, iterations, warmup, time_per_size, model
         raise ConfigError(f"unknown {op} algorithm {algorithm!r} (one of {', '.join(sorted(collectives.ALGORITHMS[op]))})")
     if iterations is not None and iterations < 1:
         raise ConfigError("--iterations must be at least 1")
+    if (warmup is not None and warmup < 0) or not time_per_size > 0:
+        raise ConfigError("--warmup must be >= 0 and --time-per-size > 0")
     if model_path:
         costmodel.CostModel.load(model_path)  # fail here, clearly, not in every rank
         os.environ[costmodel.ENV] = os.path.abspath(model_path)

@@ -45,6 +45,7 @@ import numpy as np
 from clusterlab._atomic import atomic_open
 from clusterlab.errors import ConfigError
 
+_picks: dict[tuple, str] = {}
 ENV = "CLUSTERLAB_COSTMODEL"  # path of a fitted model every rank loads (same file on every rank)
 FORMAT = "clusterlab-costmodel/1"
 
@@ -93,13 +94,23 @@ class CostModel:
 
     def pick(self, op: str, m: float, n: int, exact: bool = False, connected: bool = True) -> str:
         """The fastest algorithm (ties: alphabetical); ``exact`` keeps only algorithms whose
-        floating-point sums are the rank-order sum bit for bit."""
+        floating-point sums are the rank-order sum bit for bit. Cached: collectives call it
+        on every operation."""
+        key = (self.alpha, self.beta, self.gamma, self.setup, self.overhead, self.concurrency, op, m, n, exact,
+               connected)
+        hit = _picks.get(key)
+        if hit is not None:
+            return hit
         from clusterlab.comm.collectives import MODULES
 
         names = sorted(MODULES[_op(op)])
         if exact:
             names = [x for x in names if getattr(MODULES[op][x], "EXACT", True)] or names
-        return min(names, key=lambda x: (self.predict(op, x, m, n, connected), x))
+        best = min(names, key=lambda x: (self.predict(op, x, m, n, connected), x))
+        if len(_picks) > 4096:
+            _picks.clear()
+        _picks[key] = best
+        return best
 
     # --- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:
