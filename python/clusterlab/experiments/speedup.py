@@ -130,6 +130,7 @@ def plot_speedup(rows: list[dict], path, title: str = "") -> None:
         ax.plot(xs, ys, marker="o", label=label)
     lo = min(nodes_all)
     ax.plot(nodes_all, [n / lo for n in nodes_all], ls=":", color="grey", label="ideal")
+    ax.set_xticks(nodes_all)
     ax.set_xlabel("nodes (ranks)")
     ax.set_ylabel("speedup")
     ax.set_title(title or "Speedup of parallel mining")
