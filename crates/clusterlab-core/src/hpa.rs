@@ -1,2 +1,25 @@
-//! Hash partitioned Apriori kernels: route candidate k-subsets to their owner rank and count
-//! them there. Filled in by the parallel mining work.
+//! Hash partitioned Apriori (HPA, Shintani & Kitsuregawa, PDIS'96) and the other parallel
+//! miners' kernels: candidate generation for one owner's partition, routing of transaction
+//! k-subsets to their owner rank in fixed-size message blocks, owner-side counting, and the
+//! PFP (parallel FP-growth) group shuffle and restricted local FP-growth.
+//!
+//! Items here are *ranks*: the index of an item in the sorted list of frequent items, so
+//! rank order is item-id order and itemsets stay lexicographic after mapping back.
+//!
+//! - [`hash`]: the fixed, documented itemset hash and owner function.
+//! - [`table`]: an open-addressing itemset -> index table (owner's candidate partition).
+//! - [`candidates`]: Apriori join + prune, keeping only the candidates a filter accepts.
+//! - [`route`]: the sender side: enumerate a transaction's k-subsets that can be candidates
+//!   (walk of the large (k-1)-itemset prefix trie), hash, and pack per-owner blocks.
+//! - [`pfp`]: PFP's group-dependent transactions and a group-restricted FP-growth.
+
+pub mod candidates;
+pub mod hash;
+pub mod pfp;
+pub mod route;
+pub mod table;
+
+pub use candidates::{apriori_gen_filtered, eld_split};
+pub use hash::{itemset_hash, owner_of};
+pub use route::{reduce_transactions, Router, RouterStats, Trie, WalkScratch};
+pub use table::ItemsetIndex;

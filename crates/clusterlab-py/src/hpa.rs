@@ -1,5 +1,316 @@
-use pyo3::prelude::*;
+//! Parallel mining kernels (HPA routing and owner counting, PFP shuffle and local FP-growth).
+//! Every kernel releases the GIL, so a rank's receiver thread counts while its main thread
+//! scans and sends.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use clusterlab_core::hpa::{self, pfp, ItemsetIndex, Router};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use std::sync::Arc;
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("message blocks are little-endian u32 arrays sent as raw memory");
+
+fn u32_bytes(v: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding and any byte pattern is a valid u8; the length is exact.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn check_flat(flat: &[u32], k: usize, what: &str) -> PyResult<()> {
+    if k == 0 || !flat.len().is_multiple_of(k) {
+        return Err(PyValueError::new_err(format!("{what}: {} items is not a multiple of k={k}", flat.len())));
+    }
+    Ok(())
+}
+
+fn check_csr(o: &[i64], n_items: usize) -> PyResult<()> {
+    let ok = !o.is_empty() && o[0] == 0 && *o.last().unwrap() as usize == n_items && o.windows(2).all(|w| w[0] <= w[1]);
+    if ok { Ok(()) } else { Err(PyValueError::new_err("offsets do not describe the items array")) }
+}
+
+/// The rank in 0..parts that owns an itemset (item ranks ascending); see hpa/hash.rs.
+#[pyfunction]
+fn hpa_owner(items: Vec<u32>, parts: u32) -> PyResult<u32> {
+    if parts == 0 {
+        return Err(PyValueError::new_err("parts must be at least 1"));
+    }
+    Ok(hpa::owner_of(hpa::itemset_hash(&items), parts))
+}
+
+/// Candidate k-itemsets (flat) from the large (k-1)-itemsets `prev` (flat, sorted), keeping
+/// those owned by rank `me` of `parts` (every candidate when parts == 1).
+#[pyfunction]
+fn hpa_candidates<'py>(py: Python<'py>, prev: PyReadonlyArray1<u32>, km1: usize, parts: u32, me: u32) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let p = prev.as_slice()?;
+    check_flat(p, km1, "prev")?;
+    if me >= parts {
+        return Err(PyValueError::new_err(format!("rank {me} outside 0..{parts}")));
+    }
+    let out = py.detach(|| {
+        if parts == 1 {
+            hpa::apriori_gen_filtered(p, km1, |_| true)
+        } else {
+            hpa::apriori_gen_filtered(p, km1, |c| hpa::owner_of(hpa::itemset_hash(c), parts) == me)
+        }
+    });
+    Ok(PyArray1::from_vec(py, out))
+}
+
+/// HPA-ELD: (replicated candidates, this rank's partition of the others); see eld_split.
+#[pyfunction]
+fn hpa_eld_candidates<'py>(py: Python<'py>, prev: PyReadonlyArray1<u32>, km1: usize, parts: u32, me: u32, freq_pos: PyReadonlyArray1<u32>, eld_max: usize) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u32>>)> {
+    let p = prev.as_slice()?;
+    let f = freq_pos.as_slice()?;
+    check_flat(p, km1, "prev")?;
+    if p.iter().any(|&x| x as usize >= f.len()) {
+        return Err(PyValueError::new_err("freq_pos has no entry for an item of prev"));
+    }
+    let (e, own) = py.detach(|| hpa::eld_split(p, km1, f, eld_max, |c| hpa::owner_of(hpa::itemset_hash(c), parts) == me));
+    Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, own)))
+}
+
+/// A set of candidate k-itemsets with counters: the owner's partition (or the ELD set).
+/// `count_block(data)` counts a received message block (raw little-endian u32 k-itemsets).
+#[pyclass(module = "clusterlab._core")]
+struct CandidateTable {
+    index: Arc<ItemsetIndex>,
+    counts: Vec<u64>,
+    // Received pairs with a dense index are counted in a triangle, folded in counts().
+    tri: Option<Vec<u32>>,
+    misses: u64,
+    blocks: u64,
+}
+
+#[pymethods]
+impl CandidateTable {
+    /// `n_items` > 0 (items are below it) lets pairs use a dense index (pass 2).
+    #[new]
+    #[pyo3(signature = (k, flat, n_items=0))]
+    fn new(py: Python<'_>, k: usize, flat: PyReadonlyArray1<u32>, n_items: usize) -> PyResult<Self> {
+        let f = flat.as_slice()?;
+        check_flat(f, k, "candidates")?;
+        let index = py.detach(|| {
+            let ix = ItemsetIndex::new(k, f.to_vec());
+            if n_items > 0 { ix.with_dense_pairs(n_items) } else { ix }
+        });
+        let n = index.len();
+        let tri = index.dense_items().map(|d| vec![0u32; d * (d - 1) / 2]);
+        Ok(CandidateTable { index: Arc::new(index), counts: vec![0; n], tri, misses: 0, blocks: 0 })
+    }
+
+    fn __len__(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Count every itemset of a received block (items of `width` bytes, little-endian);
+    /// returns how many were not candidates.
+    #[pyo3(signature = (data, width=4))]
+    fn count_block(&mut self, py: Python<'_>, data: &[u8], width: usize) -> PyResult<u64> {
+        let k = self.index.k;
+        if width != 2 && width != 4 {
+            return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
+        }
+        if !data.len().is_multiple_of(width * k) {
+            return Err(PyValueError::new_err(format!("message block of {} bytes is not a whole number of {k}-itemsets", data.len())));
+        }
+        let (index, counts, tri) = (&self.index, &mut self.counts, &mut self.tri);
+        let m = py.detach(|| {
+            let flat: Vec<u32> = if width == 2 {
+                data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32).collect()
+            } else {
+                data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+            };
+            match tri {
+                Some(t) => index.count_pairs_tri(&flat, t),
+                None => index.count_flat(&flat, counts),
+            }
+        });
+        self.misses += m;
+        self.blocks += 1;
+        Ok(m)
+    }
+
+    /// Counts in candidate order (numpy uint64).
+    fn counts<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        if let Some(t) = self.tri.take() {
+            self.index.fold_tri(&t, &mut self.counts);
+        }
+        PyArray1::from_vec(py, self.counts.clone())
+    }
+
+    /// The candidates, flat (numpy uint32).
+    fn itemsets<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_vec(py, self.index.items.clone())
+    }
+
+    #[getter]
+    fn misses(&self) -> u64 {
+        self.misses
+    }
+
+    #[getter]
+    fn blocks(&self) -> u64 {
+        self.blocks
+    }
+}
+
+/// The sender side of one HPA pass (see hpa/route.rs).
+#[pyclass(module = "clusterlab._core", name = "HpaRouter")]
+struct PyRouter {
+    inner: Router,
+    width: usize,
+}
+
+#[pymethods]
+impl PyRouter {
+    #[new]
+    #[pyo3(signature = (k, parts, me, prev, table, eld=None, block_bytes=8192, prune=true, width=4))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(py: Python<'_>, k: usize, parts: u32, me: u32, prev: PyReadonlyArray1<u32>, table: &CandidateTable, eld: Option<PyRef<'_, CandidateTable>>, block_bytes: usize, prune: bool, width: usize) -> PyResult<Self> {
+        if width != 2 && width != 4 {
+            return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
+        }
+        if k < 2 || parts == 0 || me >= parts || table.index.k != k {
+            return Err(PyValueError::new_err(format!("bad router settings: k={k} parts={parts} me={me} table k={}", table.index.k)));
+        }
+        if block_bytes < width * k {
+            return Err(PyValueError::new_err(format!("block_bytes {block_bytes} cannot hold one {k}-itemset")));
+        }
+        let p = prev.as_slice()?;
+        check_flat(p, k - 1, "prev")?;
+        let local = table.index.clone();
+        let eld = eld.map(|e| e.index.clone());
+        // Blocks hold block_bytes / (width * k) itemsets; the router counts in u32 units.
+        let per_block_u32 = (block_bytes / (width * k)).max(1) * k * 4;
+        if width == 2 && p.iter().any(|&x| x > u16::MAX as u32) {
+            return Err(PyValueError::new_err("2-byte items need item ranks below 65536"));
+        }
+        let inner = py.detach(|| Router::new(k, parts, me, p, local, eld, per_block_u32, prune));
+        Ok(PyRouter { inner, width })
+    }
+
+    /// Route transactions lo..hi (items are ranks, ascending); returns the ready blocks as
+    /// a list of (owner, bytes).
+    fn route<'py>(&mut self, py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, lo: usize, hi: usize) -> PyResult<Bound<'py, PyList>> {
+        let (o, i) = (offsets.as_slice()?, items.as_slice()?);
+        if lo > hi || hi + 1 > o.len() {
+            return Err(PyValueError::new_err(format!("transaction range {lo}..{hi} outside 0..{}", o.len().saturating_sub(1))));
+        }
+        // Only the routed range is read, so only it is checked (a full check per read block
+        // would cost O(file) each time).
+        let r = &o[lo..=hi];
+        if r[0] < 0 || r.windows(2).any(|w| w[0] > w[1]) || r[r.len() - 1] as usize > i.len() {
+            return Err(PyValueError::new_err("offsets do not describe the items array"));
+        }
+        let r = &mut self.inner;
+        py.detach(|| r.route(o, i, lo, hi));
+        self.take_ready(py)
+    }
+
+    /// The partly filled blocks (call once after the last route).
+    fn flush<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.inner.flush();
+        self.take_ready(py)
+    }
+
+    fn local_counts<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_vec(py, self.inner.local_counts())
+    }
+
+    fn eld_counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_vec(py, self.inner.eld_counts.clone())
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.inner.stats;
+        let d = PyDict::new(py);
+        d.set_item("transactions", s.transactions)?;
+        d.set_item("subsets", s.enumerated)?;
+        d.set_item("pruned_at_sender", s.pruned)?;
+        d.set_item("eld_local", s.eld)?;
+        d.set_item("owned_local", s.local)?;
+        d.set_item("owned_local_misses", s.local_misses)?;
+        d.set_item("itemsets_sent", s.sent_itemsets)?;
+        d.set_item("blocks", s.blocks)?;
+        Ok(d)
+    }
+}
+
+impl PyRouter {
+    fn take_ready<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for (o, b) in self.inner.ready.drain(..) {
+            if self.width == 2 {
+                let narrow: Vec<u8> = b.iter().flat_map(|&x| (x as u16).to_le_bytes()).collect();
+                out.append((o, PyBytes::new(py, &narrow)))?;
+            } else {
+                out.append((o, PyBytes::new(py, u32_bytes(&b))))?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Keep items with map[item] != 0xFFFFFFFF, renamed to map[item], sorted; drop transactions
+/// shorter than min_len. Returns (offsets, items).
+#[pyfunction]
+fn reduce_transactions<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, map: PyReadonlyArray1<u32>, min_len: usize) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>)> {
+    let (o, i, m) = (offsets.as_slice()?, items.as_slice()?, map.as_slice()?);
+    check_csr(o, i.len())?;
+    let b = py.detach(|| hpa::reduce_transactions(o, i, m, min_len));
+    Ok((PyArray1::from_vec(py, b.offsets), PyArray1::from_vec(py, b.items)))
+}
+
+/// PFP group-dependent transactions: one u32 stream `[len, items...]*` per group.
+#[pyfunction]
+fn pfp_group_transactions<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, group_of: PyReadonlyArray1<u32>, n_groups: usize) -> PyResult<Vec<Bound<'py, PyArray1<u32>>>> {
+    let (o, i, g) = (offsets.as_slice()?, items.as_slice()?, group_of.as_slice()?);
+    check_csr(o, i.len())?;
+    if i.iter().any(|&x| x as usize >= g.len()) || g.iter().any(|&x| x as usize >= n_groups) {
+        return Err(PyValueError::new_err("an item has no group, or a group is outside 0..n_groups"));
+    }
+    let streams = py.detach(|| pfp::group_transactions(o, i, g, n_groups));
+    Ok(streams.into_iter().map(|s| PyArray1::from_vec(py, s)).collect())
+}
+
+/// Mine the group's itemsets from received streams. Returns (offsets, items, counts), items
+/// as F-list positions.
+#[pyfunction]
+#[pyo3(signature = (streams, n_pos, in_group, min_count, max_len=0, engine=false))]
+#[allow(clippy::too_many_arguments)]
+fn pfp_mine_group<'py>(py: Python<'py>, streams: Vec<PyReadonlyArray1<u32>>, n_pos: usize, in_group: PyReadonlyArray1<bool>, min_count: u64, max_len: usize, engine: bool) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let slices: Vec<&[u32]> = streams.iter().map(|s| s.as_slice()).collect::<Result<_, _>>()?;
+    let g = in_group.as_slice()?;
+    if g.len() != n_pos {
+        return Err(PyValueError::new_err("in_group must have one entry per F-list position"));
+    }
+    let m = py.detach(|| pfp::decode_streams(&slices, n_pos).map(|paths| if engine { pfp::mine_group_with_engine(paths, n_pos, g, min_count, max_len) } else { pfp::mine_group(paths, n_pos, g, min_count, max_len) }));
+    let m = m.map_err(|e| PyValueError::new_err(format!("bad PFP message: {e}")))?;
+    Ok((PyArray1::from_vec(py, m.offsets), PyArray1::from_vec(py, m.items), PyArray1::from_vec(py, m.counts)))
+}
+
+/// Itemsets in canonical order (items ascending; by length, then lexicographic).
+#[pyfunction]
+fn canonical_itemsets<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, counts: PyReadonlyArray1<u64>) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let (o, i, c) = (offsets.as_slice()?, items.as_slice()?, counts.as_slice()?);
+    check_csr(o, i.len())?;
+    if c.len() + 1 != o.len() {
+        return Err(PyValueError::new_err("one count per itemset"));
+    }
+    let (a, b, d) = py.detach(|| pfp::canonical_order(o, i, c));
+    Ok((PyArray1::from_vec(py, a), PyArray1::from_vec(py, b), PyArray1::from_vec(py, d)))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(hpa_owner, m)?)?;
+    m.add_function(wrap_pyfunction!(hpa_candidates, m)?)?;
+    m.add_function(wrap_pyfunction!(hpa_eld_candidates, m)?)?;
+    m.add_class::<CandidateTable>()?;
+    m.add_class::<PyRouter>()?;
+    m.add_function(wrap_pyfunction!(reduce_transactions, m)?)?;
+    m.add_function(wrap_pyfunction!(pfp_group_transactions, m)?)?;
+    m.add_function(wrap_pyfunction!(pfp_mine_group, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_itemsets, m)?)?;
     Ok(())
 }

@@ -39,6 +39,10 @@ class MineOptions:
     min_lift: float | None = None
     consequents: str = "single"
     rules_output: str | None = None
+    # --- parallel mining (clusterlab.mining.parallel) ---
+    nodes: int | None = None
+    backend: str = "tcp"
+    block_size: int = 8192
 
 
 @dataclass
@@ -48,6 +52,7 @@ class MineResult:
     n_transactions: int
     algorithm: str
     timings: dict = field(default_factory=dict)  # phase -> seconds
+    passes: list | None = None  # parallel runs: per-pass statistics
 
 
 def parse_min_support(text: str) -> float | int:
@@ -80,7 +85,39 @@ def rules_path(opts: MineOptions) -> str | None:
 
 def run(opts: MineOptions, status=None) -> MineResult:
     """Mine as the options say. ``status(text)`` reports the current phase."""
+    if opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS:
+        return run_parallel(opts, status or (lambda _t: None))
     return run_sequential(opts, status or (lambda _t: None))
+
+
+# --- parallel path (owned by the parallel-mining work; see clusterlab.mining.parallel) ---
+PARALLEL_ALGORITHMS = ("hpa", "hpa-eld", "cd", "pfp")
+
+
+def run_parallel(opts: MineOptions, status) -> MineResult:
+    import clusterlab
+    from clusterlab.mining.parallel import ParallelConfig, mine_parallel
+
+    algo = opts.algorithm if opts.algorithm in PARALLEL_ALGORITHMS else "hpa"
+    nodes = opts.nodes or 1
+    if opts.target != "all" or opts.min_len > 1:
+        raise ConfigError("parallel mining (--nodes) finds all frequent itemsets: drop --target and --min-len")
+    status(f"mining with {algo} on {nodes} {opts.backend} ranks")
+    t0 = time.perf_counter()
+    sets, passes = mine_parallel(opts.file, nodes=nodes, algorithm=algo, min_support=opts.min_support,
+                                 backend=opts.backend,
+                                 config=ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0))
+    timings = {"mine": time.perf_counter() - t0,
+               "job": sum(p["t_total"] for p in passes) + (passes[0].get("t_read", 0.0) if passes else 0.0)}
+    rules = None
+    if opts.rules:
+        t2 = time.perf_counter()
+        rules = clusterlab.rules(sets, min_confidence=opts.min_confidence, min_lift=opts.min_lift,
+                                 consequents=opts.consequents)
+        timings["rules"] = time.perf_counter() - t2
+    n = clusterlab.mining.result.table_info(sets).get("n_transactions", 0)
+    return MineResult(sets, rules, n, f"{algo} x{nodes} ({opts.backend})", timings, passes)
+# --- end of the parallel path ---
 
 
 def run_sequential(opts: MineOptions, status) -> MineResult:
@@ -187,8 +224,9 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--min-support", "-s", default="0.01", show_default=True,
               help="Fraction of transactions (0.01 or 1%), or an absolute count (50).")
-@click.option("--algorithm", "-a", type=click.Choice(["auto", "apriori", "fpgrowth", "eclat"]), default="auto",
-              show_default=True, help="auto: by measurement (see docs/mining.md).")
+@click.option("--algorithm", "-a", type=click.Choice(["auto", "apriori", "fpgrowth", "eclat", "hpa", "hpa-eld", "cd", "pfp"]),
+              default="auto", show_default=True,
+              help="auto: by measurement (see docs/mining.md). hpa|hpa-eld|cd|pfp: parallel (with --nodes).")
 @click.option("--target", "-t", type=click.Choice(["all", "closed", "maximal"]), default="all", show_default=True)
 @click.option("--min-len", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--max-len", default=None, type=click.IntRange(min=1), help="Longest itemset to report.")
@@ -203,8 +241,13 @@ def print_summary(s: dict, res: MineResult, console) -> None:
               help="single: one-item consequents (pyfim/Spark); multi: any (mlxtend).")
 @click.option("--rules-output", type=click.Path(dir_okay=False), help="Where to write the rules.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--nodes", "-n", default=None, type=click.IntRange(min=1),
+              help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a says otherwise).")
+@click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
+              help="Parallel: the Communicator backend.")
+@click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
-         min_confidence, min_lift, consequents, rules_output, as_json):
+         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     \b
@@ -221,6 +264,10 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
                        min_len=min_len, max_len=max_len, threads=threads, input_format=input_format,
                        output=output, rules=rules, min_confidence=min_confidence, min_lift=min_lift,
                        consequents=consequents, rules_output=rules_output)
+    if nodes is not None or algorithm in PARALLEL_ALGORITHMS:  # parallel options
+        from clusterlab.units import parse_size
+
+        opts.nodes, opts.backend, opts.block_size = nodes or 1, backend, parse_size(block_size)
     # Check output names before the (possibly long) run.
     for p in (opts.output, rules_path(opts) if opts.rules else None):
         if p:
@@ -244,9 +291,20 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         res.timings["write"] = time.perf_counter() - t1
     s = summary(res, opts)
     s["options"] = {k: v for k, v in asdict(opts).items() if k != "file"}
+    if res.passes is not None:  # parallel: per-pass statistics, printed and saved
+        s["passes"] = res.passes
+        if opts.output:
+            from clusterlab._atomic import atomic_open
+
+            with atomic_open(str(Path(opts.output).with_suffix("")) + ".passes.json") as f:
+                json.dump(res.passes, f, indent=1)
     if as_json:
         click.echo(json.dumps(s, indent=2))
     else:
         print_summary(s, res, console)
+        if res.passes is not None:
+            from clusterlab.mining.parallel import format_passes
+
+            click.echo(format_passes(res.passes), err=as_json)
         if res.rules is not None and not rules_path(opts):
             console.print(f"{res.rules.num_rows:,} rules (write them with -o or --rules-output)")

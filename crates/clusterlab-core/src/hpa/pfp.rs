@@ -1,0 +1,357 @@
+//! PFP (parallel FP-growth, Li et al. RecSys'08): items are split into groups; each
+//! transaction (items as F-list positions, most frequent first) sends to group g its prefix up
+//! to its last item of g ("group-dependent transactions"); group g builds an FP-tree of what it
+//! received and mines only the itemsets whose last (least frequent) item is in g. Every
+//! frequent itemset is thus mined by exactly one group, with its full count.
+
+/// Group-dependent transactions: one `[len, items...]` u32 stream per group.
+/// `items` are F-list positions, ascending within each transaction.
+pub fn group_transactions(offsets: &[i64], items: &[u32], group_of: &[u32], n_groups: usize) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = (0..n_groups).map(|_| Vec::new()).collect();
+    let mut seen = vec![false; n_groups];
+    let mut touched = Vec::new();
+    for w in offsets.windows(2) {
+        let t = &items[w[0] as usize..w[1] as usize];
+        for j in (0..t.len()).rev() {
+            let g = group_of[t[j] as usize] as usize;
+            if !seen[g] {
+                seen[g] = true;
+                touched.push(g);
+                out[g].push((j + 1) as u32);
+                out[g].extend_from_slice(&t[..=j]);
+            }
+        }
+        for g in touched.drain(..) {
+            seen[g] = false;
+        }
+    }
+    out
+}
+
+/// Weighted paths in one flat buffer: path `p` is `items[start..start + len]` with `count`.
+#[derive(Debug, Default, Clone)]
+pub struct Paths {
+    pub items: Vec<u32>,
+    pub spans: Vec<(u32, u32, u64)>,
+}
+
+impl Paths {
+    fn path(&self, i: usize) -> &[u32] {
+        let (s, l, _) = self.spans[i];
+        &self.items[s as usize..(s + l) as usize]
+    }
+}
+
+/// Decode `[len, items...]` streams into paths; errors name what was wrong.
+pub fn decode_streams(streams: &[&[u32]], n_pos: usize) -> Result<Paths, String> {
+    let mut p = Paths::default();
+    for s in streams {
+        let mut i = 0;
+        while i < s.len() {
+            let n = s[i] as usize;
+            i += 1;
+            if n == 0 || i + n > s.len() {
+                return Err(format!("conditional transaction of length {n} overruns its block at word {i}"));
+            }
+            let t = &s[i..i + n];
+            if t.iter().any(|&x| x as usize >= n_pos) || t.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!("conditional transaction at word {i} is not an ascending list of F-list positions"));
+            }
+            p.spans.push((p.items.len() as u32, n as u32, 1));
+            p.items.extend_from_slice(t);
+            i += n;
+        }
+    }
+    Ok(p)
+}
+
+struct FpTree {
+    item: Vec<u32>,
+    count: Vec<u64>,
+    parent: Vec<u32>,
+    /// (item, nodes of that item) in ascending item order.
+    header: Vec<(u32, Vec<u32>)>,
+}
+
+impl FpTree {
+    /// Build from paths (ascending items): sorted, consecutive paths share their common prefix,
+    /// so no child lookup is ever needed.
+    fn build(paths: &Paths) -> FpTree {
+        let mut order: Vec<u32> = (0..paths.spans.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| paths.path(a as usize).cmp(paths.path(b as usize)));
+        let mut t = FpTree { item: vec![u32::MAX], count: vec![0], parent: vec![0], header: Vec::new() };
+        let mut stack: Vec<u32> = Vec::new();
+        for &pi in &order {
+            let p = paths.path(pi as usize);
+            let c = paths.spans[pi as usize].2;
+            let mut l = 0;
+            while l < stack.len() && l < p.len() && t.item[stack[l] as usize] == p[l] {
+                l += 1;
+            }
+            stack.truncate(l);
+            for &n in &stack {
+                t.count[n as usize] += c;
+            }
+            for &x in &p[l..] {
+                let parent = stack.last().copied().unwrap_or(0);
+                t.item.push(x);
+                t.count.push(c);
+                t.parent.push(parent);
+                stack.push((t.item.len() - 1) as u32);
+            }
+        }
+        let mut nodes: Vec<u32> = (1..t.item.len() as u32).collect();
+        nodes.sort_unstable_by_key(|&n| (t.item[n as usize], n));
+        let mut i = 0;
+        while i < nodes.len() {
+            let x = t.item[nodes[i] as usize];
+            let mut j = i;
+            while j < nodes.len() && t.item[nodes[j] as usize] == x {
+                j += 1;
+            }
+            t.header.push((x, nodes[i..j].to_vec()));
+            i = j;
+        }
+        t
+    }
+}
+
+/// Output of mining: flat itemsets (F-list positions, descending), offsets, counts.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Mined {
+    pub offsets: Vec<i64>,
+    pub items: Vec<u32>,
+    pub counts: Vec<u64>,
+}
+
+impl Mined {
+    fn push(&mut self, s: &[u32], c: u64) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.items.extend_from_slice(s);
+        self.offsets.push(self.items.len() as i64);
+        self.counts.push(c);
+    }
+}
+
+fn mine_tree(t: &FpTree, restrict: Option<&[bool]>, min_count: u64, max_len: usize, suffix: &mut Vec<u32>, scratch: &mut Vec<u64>, out: &mut Mined) {
+    for (x, nodes) in t.header.iter().rev() {
+        if let Some(r) = restrict {
+            if !r.get(*x as usize).copied().unwrap_or(false) {
+                continue;
+            }
+        }
+        let cnt: u64 = nodes.iter().map(|&n| t.count[n as usize]).sum();
+        if cnt < min_count {
+            continue;
+        }
+        suffix.push(*x);
+        out.push(suffix, cnt);
+        if suffix.len() < max_len {
+            // Conditional pattern base of x: first the items' counts, then the paths of the
+            // frequent ones only, written into one flat buffer.
+            let mut touched = Vec::new();
+            for &n in nodes {
+                let c = t.count[n as usize];
+                let mut a = t.parent[n as usize];
+                while a != 0 {
+                    let it = t.item[a as usize] as usize;
+                    if scratch[it] == 0 {
+                        touched.push(it);
+                    }
+                    scratch[it] += c;
+                    a = t.parent[a as usize];
+                }
+            }
+            let mut cond = Paths::default();
+            if touched.iter().any(|&it| scratch[it] >= min_count) {
+                for &n in nodes {
+                    let c = t.count[n as usize];
+                    let start = cond.items.len();
+                    let mut a = t.parent[n as usize];
+                    while a != 0 {
+                        let it = t.item[a as usize];
+                        if scratch[it as usize] >= min_count {
+                            cond.items.push(it);
+                        }
+                        a = t.parent[a as usize];
+                    }
+                    let len = cond.items.len() - start;
+                    if len > 0 {
+                        cond.items[start..].reverse();
+                        cond.spans.push((start as u32, len as u32, c));
+                    }
+                }
+            }
+            for it in touched {
+                scratch[it] = 0;
+            }
+            if !cond.spans.is_empty() {
+                let sub = FpTree::build(&cond);
+                mine_tree(&sub, None, min_count, max_len, suffix, scratch, out);
+            }
+        }
+        suffix.pop();
+    }
+}
+
+/// Like [`mine_group`], but below the top level each group item's conditional pattern base
+/// (weighted, frequent items only) is mined by the sequential engine's FP-growth
+/// (`mining::fpgrowth`, with per-transaction weights), so PFP reuses the tuned kernel.
+pub fn mine_group_with_engine(paths: Paths, n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Mined {
+    use crate::mining::{fpgrowth::fpgrowth, BasketsRef, MineParams};
+    let t = FpTree::build(&paths);
+    drop(paths);
+    let min_count = min_count.max(1);
+    let max_len = if max_len == 0 { usize::MAX } else { max_len };
+    let mut out = Mined { offsets: vec![0], ..Default::default() };
+    let mut scratch = vec![0u64; n_pos];
+    let mut set = Vec::new();
+    for (x, nodes) in t.header.iter().rev() {
+        if !in_group.get(*x as usize).copied().unwrap_or(false) {
+            continue;
+        }
+        let cnt: u64 = nodes.iter().map(|&n| t.count[n as usize]).sum();
+        if cnt < min_count {
+            continue;
+        }
+        out.push(&[*x], cnt);
+        if max_len < 2 {
+            continue;
+        }
+        let mut touched = Vec::new();
+        for &n in nodes {
+            let c = t.count[n as usize];
+            let mut a = t.parent[n as usize];
+            while a != 0 {
+                let it = t.item[a as usize] as usize;
+                if scratch[it] == 0 {
+                    touched.push(it);
+                }
+                scratch[it] += c;
+                a = t.parent[a as usize];
+            }
+        }
+        let (mut offs, mut items, mut w) = (vec![0i64], Vec::new(), Vec::new());
+        if touched.iter().any(|&it| scratch[it] >= min_count) {
+            for &n in nodes {
+                let start = items.len();
+                let mut a = t.parent[n as usize];
+                while a != 0 {
+                    let it = t.item[a as usize];
+                    if scratch[it as usize] >= min_count {
+                        items.push(it);
+                    }
+                    a = t.parent[a as usize];
+                }
+                if items.len() > start {
+                    items[start..].reverse();
+                    offs.push(items.len() as i64);
+                    w.push(t.count[n as usize]);
+                }
+            }
+        }
+        for it in touched {
+            scratch[it] = 0;
+        }
+        if w.is_empty() {
+            continue;
+        }
+        let p = MineParams { min_count, min_len: 1, max_len: max_len - 1 };
+        let r = fpgrowth(BasketsRef { offsets: &offs, items: &items, weights: Some(&w) }, &p);
+        for i in 0..r.counts.len() {
+            set.clear();
+            set.extend_from_slice(&r.items[r.offsets[i] as usize..r.offsets[i + 1] as usize]);
+            set.push(*x);
+            out.push(&set, r.counts[i]);
+        }
+    }
+    out
+}
+
+/// FP-growth over weighted paths (ascending F-list positions < `n_pos`), keeping only itemsets
+/// whose last (largest-position) item has `in_group[item]`; `max_len` 0 means unlimited.
+pub fn mine_group(paths: Paths, n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Mined {
+    let tree = FpTree::build(&paths);
+    drop(paths);
+    let mut out = Mined { offsets: vec![0], ..Default::default() };
+    let mut scratch = vec![0u64; n_pos];
+    let max_len = if max_len == 0 { usize::MAX } else { max_len };
+    mine_tree(&tree, Some(in_group), min_count.max(1), max_len, &mut Vec::new(), &mut scratch, &mut out);
+    out
+}
+
+/// Itemsets in canonical order: items ascending inside each itemset, itemsets by length, then
+/// lexicographically. Returns the permuted (offsets, items, counts).
+pub fn canonical_order(offsets: &[i64], items: &[u32], counts: &[u64]) -> (Vec<i64>, Vec<u32>, Vec<u64>) {
+    let n = counts.len();
+    let mut sets: Vec<Vec<u32>> = (0..n)
+        .map(|i| {
+            let mut s = items[offsets[i] as usize..offsets[i + 1] as usize].to_vec();
+            s.sort_unstable();
+            s
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_unstable_by(|&a, &b| sets[a].len().cmp(&sets[b].len()).then_with(|| sets[a].cmp(&sets[b])));
+    let mut o = Vec::with_capacity(n + 1);
+    o.push(0i64);
+    let mut it = Vec::with_capacity(items.len());
+    let mut c = Vec::with_capacity(n);
+    for i in order {
+        it.append(&mut sets[i]);
+        o.push(it.len() as i64);
+        c.push(counts[i]);
+    }
+    (o, it, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn brute(txs: &[Vec<u32>], min: u64) -> BTreeMap<Vec<u32>, u64> {
+        let mut m = BTreeMap::new();
+        for t in txs {
+            for mask in 1u32..(1 << t.len()) {
+                let s: Vec<u32> = (0..t.len()).filter(|i| mask >> i & 1 == 1).map(|i| t[i]).collect();
+                *m.entry(s).or_insert(0) += 1;
+            }
+        }
+        m.retain(|_, c| *c >= min);
+        m
+    }
+
+    #[test]
+    fn groups_together_find_everything_once() {
+        let txs: Vec<Vec<u32>> = (0..200u32).map(|i| (0..9u32).filter(|j| (i * 5 + j * 7 + i / 3) % 4 < 2).collect()).collect();
+        let b = crate::Baskets::from_lists(&txs);
+        let want = brute(&txs, 12);
+        for n_groups in 1..4usize {
+            let group_of: Vec<u32> = (0..9u32).map(|x| x * 7 % n_groups as u32).collect();
+            let streams = group_transactions(&b.offsets, &b.items, &group_of, n_groups);
+            let mut got = BTreeMap::new();
+            for (g, stream) in streams.iter().enumerate() {
+                let paths = decode_streams(&[stream], 9).unwrap();
+                let in_group: Vec<bool> = group_of.iter().map(|&x| x as usize == g).collect();
+                let m = if n_groups == 2 { mine_group_with_engine(paths, 9, &in_group, 12, 0) } else { mine_group(paths, 9, &in_group, 12, 0) };
+                for i in 0..m.counts.len() {
+                    let mut s = m.items[m.offsets[i] as usize..m.offsets[i + 1] as usize].to_vec();
+                    s.sort();
+                    assert!(got.insert(s, m.counts[i]).is_none());
+                }
+            }
+            assert_eq!(got, want, "groups={n_groups}");
+        }
+        assert!(decode_streams(&[&[3, 1, 2]], 9).is_err());
+        assert!(decode_streams(&[&[2, 5, 1]], 9).is_err());
+    }
+
+    #[test]
+    fn canonical() {
+        let (o, i, c) = canonical_order(&[0, 2, 3, 5], &[5, 1, 4, 2, 1], &[7, 8, 9]);
+        assert_eq!((o, i, c), (vec![0, 1, 3, 5], vec![4, 1, 2, 1, 5], vec![8, 9, 7]));
+    }
+}

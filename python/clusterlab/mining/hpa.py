@@ -1,0 +1,290 @@
+"""HPA: Hash Partitioned Apriori (Shintani & Kitsuregawa, PDIS'96), as run in seed 000.
+
+Candidate k-itemsets are partitioned among ranks by a fixed hash (``clusterlab._core.hpa_owner``,
+documented in crates/clusterlab-core/src/hpa/hash.rs), like the build side of a hash join, so
+the cluster's memory holds the candidates once. Each rank scans its own transactions in read
+blocks, enumerates the k-subsets that can be candidates, and sends each to its owner packed in
+message blocks (8 KB by default); owners count what they receive in a hash table. Sending and
+counting overlap: a receiver thread counts incoming blocks while the main thread scans and
+sends (the Rust kernels release the GIL). At the end of a pass the large itemsets are
+all-gathered so every rank can generate the next candidates.
+
+HPA-ELD (``eld=True``): candidates made only of the most frequent items (expected to be large,
+and the source of most traffic) are replicated at every rank, counted locally and all-reduced.
+
+>>> from clusterlab.comm.inproc import run_threads
+>>> from clusterlab.data import Baskets
+>>> from clusterlab.mining.parallel import ParallelConfig, PassStats
+>>> b = Baskets.from_lists([[1, 2, 3], [1, 2], [2, 3], [1, 2, 3]])
+>>> def job(comm):
+...     part = b.slice(comm.rank * 2, comm.rank * 2 + 2)
+...     o, i, c, n = hpa(comm, part, 2, ParallelConfig(), PassStats(comm))
+...     return i.tolist(), c.tolist()
+>>> run_threads(job, 2)[0]
+([1, 2, 3, 1, 2, 1, 3, 2, 3, 1, 2, 3], [3, 4, 3, 3, 2, 3, 2])
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import numpy as np
+
+from clusterlab import _core
+from clusterlab.comm.errors import CommTimeout, ProtocolError
+from clusterlab.mining.parallel import global_item_counts, min_count_of
+
+NONE = np.uint32(0xFFFFFFFF)
+PASS_TAG = 1000  # pass k's blocks travel with tag PASS_TAG + k
+
+
+def first_pass(comm, baskets, min_support, stats):
+    """Pass 1 (as every algorithm here): global item counts, the frequent items in id order,
+    and the transactions reduced to frequent-item ranks. Returns
+    (freq_ids, freq_counts, n_transactions, min_count, offsets, ranks)."""
+    row = stats.start(1)
+    t = time.perf_counter()
+    counts = global_item_counts(comm, baskets.items)
+    n_local = np.array([len(baskets)], dtype=np.int64)
+    n_tx = int(comm.allreduce(n_local, "sum")[0]) if comm.size > 1 else len(baskets)
+    row["t_sync"] += time.perf_counter() - t
+    min_count = min_count_of(min_support, n_tx)
+    freq = np.flatnonzero(counts >= min_count).astype(np.uint32)
+    t = time.perf_counter()
+    rank_of = np.full(counts.size, NONE, dtype=np.uint32)
+    rank_of[freq] = np.arange(freq.size, dtype=np.uint32)
+    offsets, ranks = _core.reduce_transactions(baskets.offsets, baskets.items, rank_of, 2)
+    row["t_scan"] += time.perf_counter() - t
+    row["candidates"], row["large"] = int(np.count_nonzero(counts)), freq.size
+    row["subsets"] = float(baskets.items.size)
+    stats.end(row)
+    return freq, counts[freq].astype(np.uint64), n_tx, min_count, offsets, ranks
+
+
+def _chunks(offsets: np.ndarray, read_block_bytes: int):
+    """Transaction ranges of about ``read_block_bytes`` item bytes each."""
+    n = offsets.size - 1
+    if n <= 0:
+        return
+    per = max(1, read_block_bytes // 4)
+    cuts = np.searchsorted(offsets, np.arange(per, int(offsets[-1]) + per, per), side="left")
+    lo = 0
+    for c in cuts:
+        hi = int(min(max(c, lo + 1), n))
+        if hi > lo:
+            yield lo, hi
+            lo = hi
+        if lo >= n:
+            break
+    if lo < n:
+        yield lo, n
+
+
+class _Counter(threading.Thread):
+    """Counts received blocks into the owner's table while the main thread scans and sends.
+
+    Only the main thread talks to the communicator (backends need not be thread-safe, and
+    MPI's thread level stays irrelevant); this thread runs the Rust counting kernel, which
+    releases the GIL, so counting overlaps routing and sending.
+    """
+
+    def __init__(self, table, name: str, width: int):
+        super().__init__(name=name, daemon=True)
+        self.table, self.width = table, width
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.t_count = 0.0
+
+    def run(self) -> None:
+        while True:
+            item = self.inbox.get()
+            if item is None:
+                return
+            src, data = item
+            if self.error is not None:
+                continue
+            t = time.perf_counter()
+            try:
+                self.table.count_block(data, self.width)
+            except ValueError as e:
+                self.error = ProtocolError(f"bad HPA block from rank {src}: {e}")
+            self.t_count += time.perf_counter() - t
+
+
+class _Inbound:
+    """The main thread's side of receiving pass k's blocks: poll, hand blocks to the counter,
+    and track the end markers (an empty message from each peer)."""
+
+    POLL = 1e-4  # seconds a poll between read blocks may wait
+
+    def __init__(self, comm, tag: int, counter: _Counter):
+        self.comm, self.tag, self.counter = comm, tag, counter
+        self.pending = comm.size - 1
+        self.blocks = 0
+
+    def _take(self, src: int, data) -> None:
+        if isinstance(data, np.ndarray):
+            data = data.tobytes()
+        if len(data) == 0:
+            self.pending -= 1
+        else:
+            self.blocks += 1
+            self.counter.inbox.put((src, data))
+
+    def poll(self) -> None:
+        """Take whatever has arrived, without waiting."""
+        while self.pending:
+            try:
+                src, data = self.comm.recv_any(self.tag, timeout=self.POLL)
+            except CommTimeout:
+                return
+            self._take(src, data)
+
+    def finish(self, timeout: float) -> None:
+        """Wait for every peer's remaining blocks and end marker."""
+        while self.pending:
+            src, data = self.comm.recv_any(self.tag, timeout=timeout)
+            self._take(src, data)
+
+
+def allgather_large(comm, k: int, flat: np.ndarray, counts: np.ndarray):
+    """Every rank's large k-itemsets, merged in lexicographic order."""
+    if comm.size > 1:
+        flats = comm.allgather(np.ascontiguousarray(flat, dtype=np.uint32))
+        cnts = comm.allgather(np.ascontiguousarray(counts, dtype=np.uint64))
+        flat = np.concatenate(flats).astype(np.uint32, copy=False)
+        counts = np.concatenate(cnts).astype(np.uint64, copy=False)
+    n = counts.size
+    if n == 0:
+        return flat[:0], counts
+    offsets = np.arange(0, (n + 1) * k, k, dtype=np.int64)
+    _, flat, counts = _core.canonical_itemsets(offsets, flat, counts)
+    return flat, counts
+
+
+def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
+    """Run HPA on this rank's ``baskets``. Returns the frequent itemsets of all ranks
+    ``(offsets, items, counts, n_transactions)`` in canonical order (every rank gets them)."""
+    freq, fcounts, n_tx, min_count, offsets, ranks = first_pass(comm, baskets, min_support, stats)
+    levels = [(np.arange(freq.size, dtype=np.uint32), fcounts)]
+    # Descending-frequency position of each frequent item (HPA-ELD picks the hottest items).
+    freq_pos = np.empty(freq.size, dtype=np.uint32)
+    freq_pos[np.lexsort((np.arange(freq.size), -fcounts.astype(np.int64)))] = np.arange(freq.size, dtype=np.uint32)
+    P, me = comm.size, comm.rank
+    # Items travel as 2-byte ranks when there are few enough frequent items (half the bytes).
+    width = 2 if freq.size <= 65536 else 4
+    k = 2
+    while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
+        prev = levels[-1][0]
+        row = stats.start(k)
+        t = time.perf_counter()
+        if eld:
+            eld_flat, own = _core.hpa_eld_candidates(prev, k - 1, P, me, freq_pos, config.eld_max)
+        else:
+            eld_flat, own = np.zeros(0, np.uint32), _core.hpa_candidates(prev, k - 1, P, me)
+        table = _core.CandidateTable(k, own, freq.size)
+        eld_table = _core.CandidateTable(k, eld_flat, freq.size) if eld_flat.size else None
+        # A block always holds at least one k-itemset, whatever block_bytes says.
+        router = _core.HpaRouter(k, P, me, prev, table, eld_table, max(config.block_bytes, width * k), config.prune,
+                                 width)
+        row["t_generate"] = time.perf_counter() - t
+        tag = PASS_TAG + k
+        counter = inbound = None
+        if P > 1:
+            counter = _Counter(table, f"hpa-count-{me}", width)
+            counter.start()
+            inbound = _Inbound(comm, tag, counter)
+        try:
+            t_route = t_send = t_recv = 0.0
+            for lo, hi in _chunks(offsets, config.read_block_bytes):
+                t = time.perf_counter()
+                ready = router.route(offsets, ranks, lo, hi)
+                t2 = time.perf_counter()
+                for dest, block in ready:
+                    comm.send(dest, block, tag)
+                t3 = time.perf_counter()
+                if inbound is not None:
+                    inbound.poll()
+                t_route += t2 - t
+                t_send += t3 - t2
+                t_recv += time.perf_counter() - t3
+            t = time.perf_counter()
+            for dest, block in router.flush():
+                comm.send(dest, block, tag)
+            for dest in range(P):
+                if dest != me:
+                    comm.send(dest, b"", tag)
+            t_send += time.perf_counter() - t
+            t = time.perf_counter()
+            if inbound is not None:
+                inbound.finish(config.timeout)
+            t_wait = time.perf_counter() - t
+        finally:
+            if counter is not None:
+                counter.inbox.put(None)
+                counter.join(config.timeout)
+        if counter is not None:
+            if counter.is_alive():
+                raise CommTimeout(f"rank {me}: HPA counting of pass {k} did not finish within {config.timeout:g} s")
+            if counter.error is not None:
+                raise counter.error
+        t = time.perf_counter()
+        counts = table.counts() + router.local_counts()
+        keep = counts >= min_count
+        own_large = own.reshape(-1, k)[keep].ravel() if own.size else own
+        large_flat, large_counts = allgather_large(comm, k, own_large, counts[keep])
+        n_cand = np.array([len(table)], dtype=np.int64)
+        n_cand_total = int(comm.allreduce(n_cand, "sum")[0]) if P > 1 else int(n_cand[0])
+        if eld_table is not None:
+            ecounts = router.eld_counts().astype(np.int64)
+            ecounts = comm.allreduce(ecounts, "sum").astype(np.uint64) if P > 1 else ecounts.astype(np.uint64)
+            ekeep = ecounts >= min_count
+            ef = eld_flat.reshape(-1, k)[ekeep].ravel()
+            both_flat = np.concatenate([large_flat, ef]).astype(np.uint32)
+            both_counts = np.concatenate([large_counts, ecounts[ekeep]]).astype(np.uint64)
+            large_flat, large_counts = allgather_large(_Solo(), k, both_flat, both_counts)
+            n_cand_total += len(eld_table)
+        row["t_sync"] = time.perf_counter() - t
+        rs = router.stats()
+        row["t_route"], row["t_send"], row["t_recv"] = t_route, t_send, t_recv
+        row["t_wait"] = t_wait
+        row["t_count"] = counter.t_count if counter is not None else 0.0
+        row["candidates"], row["large"] = n_cand_total, large_counts.size
+        row["itemsets_sent"], row["subsets"] = rs["itemsets_sent"], rs["subsets"]
+        # Shrink the transactions to the items still in play for pass k + 1.
+        t = time.perf_counter()
+        if large_counts.size:
+            alive = np.full(freq.size, NONE, dtype=np.uint32)
+            alive[np.unique(large_flat)] = np.unique(large_flat)
+            offsets, ranks = _core.reduce_transactions(offsets, ranks, alive, k + 1)
+        row["t_scan"] = time.perf_counter() - t
+        stats.end(row)
+        if large_counts.size == 0:
+            break
+        levels.append((large_flat, large_counts))
+        k += 1
+    return assemble(levels, freq, n_tx)
+
+
+class _Solo:
+    """A one-rank stand-in for merging locally (no communication)."""
+
+    size = 1
+
+
+def assemble(levels, freq: np.ndarray, n_tx: int):
+    """Levels of (flat ranks, counts) -> canonical (offsets, item ids, counts, n)."""
+    offs, items, counts = [np.zeros(1, np.int64)], [], []
+    base = 0
+    for k, (flat, cnt) in enumerate(levels, start=1):
+        n = cnt.size
+        if n == 0:
+            continue
+        offs.append(base + np.arange(k, (n + 1) * k, k, dtype=np.int64)[:n])
+        base += n * k
+        items.append(freq[flat])
+        counts.append(cnt)
+    return (np.concatenate(offs), np.concatenate(items) if items else np.zeros(0, np.uint32),
+            np.concatenate(counts).astype(np.uint64) if counts else np.zeros(0, np.uint64), n_tx)

@@ -1,0 +1,242 @@
+"""Parallel miners (HPA, HPA-ELD, Count Distribution, PFP) give exactly the sequential result,
+whatever the node count and backend."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusterlab import _core
+from clusterlab.data import read_baskets
+from clusterlab.errors import BasketFormatError, ConfigError
+from clusterlab.mining import mine
+from clusterlab.mining.parallel import ALGORITHMS, ParallelConfig, min_count_of, mine_parallel
+from clusterlab.mining.result import table_info
+
+from .conftest import shared
+
+
+def write(tmp_path, txs, name="b.dat"):
+    p = tmp_path / name
+    p.write_text("".join(" ".join(map(str, t)) + "\n" for t in txs))
+    return p
+
+
+def sequential(path, min_support):
+    """The sequential engine's itemsets (Rust FP-growth, one thread) as {itemset: count}."""
+    b = read_baskets(path)
+    mc = min_count_of(min_support, len(b))
+    o, i, c = _core.mine_itemsets(b.offsets, b.items, mc, "fpgrowth", threads=1)
+    return {tuple(i[o[k]:o[k + 1]].tolist()): int(c[k]) for k in range(c.size)}
+
+
+def brute(txs, min_count):
+    cnt = Counter()
+    for t in txs:
+        s = sorted(set(t))
+        for r in range(1, len(s) + 1):
+            cnt.update(itertools.combinations(s, r))
+    return {k: v for k, v in cnt.items() if v >= min_count}
+
+
+def as_dict(table):
+    return {tuple(r["items"]): r["count"] for r in table.to_pylist()}
+
+
+def canonical(table):
+    rows = [tuple(r) for r in table.column("items").to_pylist()]
+    return rows == sorted(rows, key=lambda s: (len(s), s))
+
+
+@pytest.fixture(scope="module")
+def t10(tmp_path_factory):
+    """A T10I4 Quest workload of 20,000 transactions over 500 items (generated, seed 7)."""
+    from clusterlab.data.generate import generate_file
+
+    p = tmp_path_factory.mktemp("t10") / "t10i4_20k.dat"
+    generate_file(p, "T10I4D100K", transactions=20000, items=500, seed=7)
+    return p
+
+
+def test_real_t10i4d100k_at_one_percent():
+    """385 frequent itemsets at 1% (the figure in ../shared/data/README.md)."""
+    table, _ = mine_parallel(shared("T10I4D100K.dat"), nodes=2, algorithm="hpa", min_support=0.01,
+                             backend="inproc")
+    assert table.num_rows == 385
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5])
+def test_equal_to_sequential_inproc(t10, algorithm, nodes):
+    table, passes = mine_parallel(t10, nodes=nodes, algorithm=algorithm, min_support=0.005, backend="inproc",
+                                  config=ParallelConfig(block_bytes=512, read_block_bytes=4096))
+    want = sequential(t10, 0.005)
+    assert as_dict(table) == want
+    assert canonical(table)
+    assert table_info(table)["n_transactions"] == 20000
+    assert passes[0]["pass"] == 1 and passes[0]["large"] == sum(1 for k in want if len(k) == 1)
+
+
+def same_as_sequential(table, seq):
+    """Columns byte-identical to clusterlab.mine's; metadata equal but for the algorithm name."""
+    assert table.schema.remove_metadata() == seq.schema.remove_metadata()
+    assert table.equals(seq.replace_schema_metadata(table.schema.metadata))
+    a, b = table_info(table), table_info(seq)
+    a.pop("algorithm"), b.pop("algorithm")
+    assert a == b
+
+
+def test_same_bytes_as_clusterlab_mine_for_every_node_count(t10):
+    seq = mine(t10, min_support=0.01, threads=1)
+    for alg in ALGORITHMS:
+        for n in (1, 2, 3):
+            t, _ = mine_parallel(t10, nodes=n, algorithm=alg, min_support=0.01, backend="inproc")
+            same_as_sequential(t, seq)
+
+
+def test_hpa_traffic_is_blocked_and_counted(t10):
+    _, passes = mine_parallel(t10, nodes=3, algorithm="hpa", min_support=0.005, backend="inproc",
+                              config=ParallelConfig(block_bytes=1024))
+    p2 = passes[1]
+    assert p2["pass"] == 2 and p2["candidates"] > 0
+    assert p2["itemsets_sent"] > 0
+    # Every block is at most 1 KB, so at least this many messages went out.
+    assert p2["messages_sent"] >= p2["itemsets_sent"] * 4 // 1024  # pairs of 2-byte ranks, 1 KB blocks
+    assert p2["bytes_sent"] >= p2["itemsets_sent"] * 4
+
+
+def test_node_without_transactions_and_pass_without_candidates(tmp_path):
+    # Two lines for five nodes: three ranks read nothing. Pass 3 has a single candidate, so
+    # at least four of five ranks own no candidate in it.
+    txs = [[1, 2, 3, 9], [1, 2, 3]]
+    p = write(tmp_path, txs)
+    for alg in ALGORITHMS:
+        table, passes = mine_parallel(p, nodes=5, algorithm=alg, min_support=2, backend="inproc")
+        assert as_dict(table) == brute(txs, 2), alg
+    _, passes = mine_parallel(p, nodes=5, algorithm="hpa", min_support=2, backend="inproc")
+    assert [(s["pass"], s["candidates"], s["large"]) for s in passes] == [(1, 4, 3), (2, 3, 3), (3, 1, 1)]
+
+
+def test_empty_and_nothing_frequent(tmp_path):
+    p = write(tmp_path, [[1], [2], [3]])
+    for alg in ALGORITHMS:
+        table, _ = mine_parallel(p, nodes=2, algorithm=alg, min_support=2, backend="inproc")
+        assert table.num_rows == 0
+    e = tmp_path / "empty.dat"
+    e.write_text("")
+    table, _ = mine_parallel(e, nodes=3, algorithm="hpa", min_support=0.5, backend="inproc")
+    assert table.num_rows == 0
+
+
+def test_partition_files(tmp_path):
+    txs = [[1, 2], [1, 2, 3], [2, 3], [1, 3], [1, 2, 3]]
+    write(tmp_path, txs[:2], "part0.dat")
+    write(tmp_path, txs[2:], "part1.dat")
+    table, _ = mine_parallel(str(tmp_path / "part{rank}.dat"), nodes=2, algorithm="hpa", min_support=2,
+                             backend="inproc")
+    assert as_dict(table) == brute(txs, 2)
+
+
+def test_max_len_and_eld_budget(t10):
+    want = {k: v for k, v in sequential(t10, 0.005).items() if len(k) <= 2}
+    for alg in ALGORITHMS:
+        t, _ = mine_parallel(t10, nodes=2, algorithm=alg, min_support=0.005, backend="inproc",
+                             config=ParallelConfig(max_len=2))
+        assert as_dict(t) == want, alg
+    # Every candidate replicated (huge budget) and none (zero budget) agree.
+    a, _ = mine_parallel(t10, nodes=3, algorithm="hpa-eld", min_support=0.005, backend="inproc",
+                         config=ParallelConfig(eld_max=10**9))
+    b, _ = mine_parallel(t10, nodes=3, algorithm="hpa-eld", min_support=0.005, backend="inproc",
+                         config=ParallelConfig(eld_max=0))
+    assert a.equals(b)
+
+
+def test_bad_input_and_settings(tmp_path):
+    bad = tmp_path / "bad.dat"
+    bad.write_text("1 2\n3 x\n")
+    with pytest.raises(BasketFormatError, match="bad.dat:2:3"):
+        mine_parallel(bad, nodes=1, algorithm="hpa", min_support=1, backend="inproc")
+    with pytest.raises(ConfigError, match="unknown parallel algorithm"):
+        mine_parallel(bad, nodes=1, algorithm="nope", min_support=1, backend="inproc")
+    with pytest.raises(ConfigError, match="block_bytes"):
+        mine_parallel(bad, nodes=1, min_support=1, backend="inproc", config=ParallelConfig(block_bytes=4))
+    with pytest.raises(ConfigError, match="no such file"):
+        mine_parallel(tmp_path / "missing.dat", nodes=2, min_support=1, backend="inproc")
+    with pytest.raises(ConfigError, match="min_support"):
+        min_count_of(1.5, 10)
+    with pytest.raises(ConfigError, match="min_support"):
+        mine_parallel(write(tmp_path, [[1, 2]], "ok.dat"), nodes=2, min_support=-1, backend="inproc")
+
+
+def test_owner_rejects_malformed_blocks():
+    table = _core.CandidateTable(2, np.array([0, 1, 0, 2], dtype=np.uint32))
+    with pytest.raises(ValueError, match="whole number"):
+        table.count_block(b"\x00" * 12)
+    assert table.count_block(np.array([0, 2, 0, 2, 5, 6], dtype=np.uint32).tobytes()) == 1
+    assert table.counts().tolist() == [0, 2]
+
+
+def test_owner_hash_is_the_documented_one():
+    # hpa/hash.rs: h = 0x243F6A8885A308D3 ^ len; h = (h ^ x) * 0x9E3779B97F4A7C15; h ^= h >> 29
+    def h(items):
+        v = 0x243F6A8885A308D3 ^ len(items)
+        for x in items:
+            v = ((v ^ x) * 0x9E3779B97F4A7C15) & (2**64 - 1)
+            v ^= v >> 29
+        return v
+    for items in ([1, 2], [0, 5, 9], [7]):
+        for parts in (1, 2, 5):
+            assert _core.hpa_owner(items, parts) == ((h(items) >> 32) * parts) >> 32
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(txs=st.lists(st.lists(st.integers(0, 9), max_size=7), max_size=25),
+       nodes=st.integers(1, 4), algorithm=st.sampled_from(ALGORITHMS), min_count=st.integers(1, 4))
+def test_hypothesis_equals_brute_force(tmp_path, txs, nodes, algorithm, min_count):
+    p = write(tmp_path, txs, f"h{nodes}{algorithm}.dat")
+    table, _ = mine_parallel(p, nodes=nodes, algorithm=algorithm, min_support=min_count, backend="inproc",
+                             config=ParallelConfig(block_bytes=16, read_block_bytes=64, eld_max=5))
+    assert as_dict(table) == brute(txs, min_count)
+    assert canonical(table)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_tcp_backend_equals_sequential(t10, algorithm):
+    seq = mine(t10, min_support=0.01, threads=1)
+    t, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, backend="tcp")
+    same_as_sequential(t, seq)
+    assert passes[-1]["pass"] >= 2
+
+
+@pytest.mark.parametrize("algorithm", ["hpa", "pfp"])
+def test_mpi_backend_equals_sequential(t10, algorithm):
+    pytest.importorskip("mpi4py")
+    seq = mine(t10, min_support=0.01, threads=1)
+    t, _ = mine_parallel(t10, nodes=2, algorithm=algorithm, min_support=0.01, backend="mpi")
+    same_as_sequential(t, seq)
+
+
+def test_runs_as_a_program_under_mpiexec(t10, tmp_path):
+    """``mpiexec -n 2 python -m clusterlab.mining.parallel FILE``: each rank joins world()."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec not installed (pip extra clusterlab[mpi])")
+    out = tmp_path / "o.parquet"
+    r = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "clusterlab.mining.parallel", str(t10),
+                        "--algorithm", "hpa-eld", "--min-support", "0.01", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "on 2 ranks" in r.stdout
+    same_as_sequential(pq.read_table(out), mine(t10, min_support=0.01, threads=1))
