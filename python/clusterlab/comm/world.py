@@ -198,10 +198,20 @@ def _install_exit_hooks() -> None:
     prev = sys.excepthook
 
     def hook(tp, value, tb):
-        if not _ABORTED and not issubclass(tp, (SystemExit,)):
-            import traceback
+        import traceback
 
-            report_error(f"{tp.__name__}: {value}", "".join(traceback.format_exception(tp, value, tb)))
+        text = "".join(traceback.format_exception(tp, value, tb))
+        if not _ABORTED and not issubclass(tp, (SystemExit,)):
+            report_error(f"{tp.__name__}: {value}", text)
+        if prev is sys.__excepthook__:
+            # One write: ranks share the launcher's stderr, and the default hook's many small
+            # writes interleave with other ranks' tracebacks into unreadable (and ungreppable) text.
+            try:
+                sys.stderr.flush()
+                os.write(2, text.encode(errors="replace"))
+                return
+            except OSError:
+                pass
         prev(tp, value, tb)
 
     sys.excepthook = hook
