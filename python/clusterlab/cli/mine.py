@@ -42,6 +42,7 @@ class MineOptions:
     # --- parallel mining (clusterlab.mining.parallel) ---
     nodes: int | None = None
     backend: str = "tcp"
+    testbed: str | None = None
     block_size: int = 8192
 
 
@@ -102,10 +103,11 @@ def run_parallel(opts: MineOptions, status) -> MineResult:
     nodes = opts.nodes or 1
     if opts.target != "all" or opts.min_len > 1:
         raise ConfigError("parallel mining (--nodes) finds all frequent itemsets: drop --target and --min-len")
-    status(f"mining with {algo} on {nodes} {opts.backend} ranks")
+    where = f"testbed {opts.testbed}" if opts.testbed else opts.backend
+    status(f"mining with {algo} on {nodes} {where} ranks")
     t0 = time.perf_counter()
     sets, passes = mine_parallel(opts.file, nodes=nodes, algorithm=algo, min_support=opts.min_support,
-                                 backend=opts.backend,
+                                 backend=opts.backend, testbed=opts.testbed,
                                  config=ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0))
     timings = {"mine": time.perf_counter() - t0,
                "job": sum(p["t_total"] for p in passes) + (passes[0].get("t_read", 0.0) if passes else 0.0)}
@@ -116,7 +118,7 @@ def run_parallel(opts: MineOptions, status) -> MineResult:
                                  consequents=opts.consequents)
         timings["rules"] = time.perf_counter() - t2
     n = clusterlab.mining.result.table_info(sets).get("n_transactions", 0)
-    return MineResult(sets, rules, n, f"{algo} x{nodes} ({opts.backend})", timings, passes)
+    return MineResult(sets, rules, n, f"{algo} x{nodes} ({where})", timings, passes)
 # --- end of the parallel path ---
 
 
@@ -246,8 +248,10 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
               help="Parallel: the Communicator backend.")
 @click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
+@click.option("--testbed", "testbed_name", default=None, metavar="NAME",
+              help="Parallel: run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root).")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
-         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size):
+         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size, testbed_name):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     \b
@@ -255,6 +259,8 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine ../shared/data/T10I4D100K.dat --min-support 0.01 -o sets.parquet
       clusterlab mine ../shared/data/chess.dat -s 80% --target closed -o chess.txt
       clusterlab mine baskets.csv -s 0.05 --rules --min-confidence 0.6 -o sets.csv
+      clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
+      clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
     """
     if max_len is not None and max_len < min_len:
         raise ConfigError(f"--max-len {max_len} is below --min-len {min_len}")
@@ -264,10 +270,11 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
                        min_len=min_len, max_len=max_len, threads=threads, input_format=input_format,
                        output=output, rules=rules, min_confidence=min_confidence, min_lift=min_lift,
                        consequents=consequents, rules_output=rules_output)
-    if nodes is not None or algorithm in PARALLEL_ALGORITHMS:  # parallel options
+    if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:  # parallel options
         from clusterlab.units import parse_size
 
         opts.nodes, opts.backend, opts.block_size = nodes or 1, backend, parse_size(block_size)
+        opts.testbed = testbed_name
     # Check output names before the (possibly long) run.
     for p in (opts.output, rules_path(opts) if opts.rules else None):
         if p:

@@ -221,13 +221,16 @@ def itemsets_table(offsets: np.ndarray, items: np.ndarray, counts: np.ndarray, n
 
 
 def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01, backend: str = "tcp",
-                  config: ParallelConfig | None = None, transport=None, **backend_options):
+                  config: ParallelConfig | None = None, transport=None, testbed: str | None = None,
+                  **backend_options):
     """Mine ``path`` on ``nodes`` local ranks; returns ``(table, pass_stats)`` (see ``run_rank``).
 
     ``backend``: ``tcp`` (clusterlab's mesh, one process per rank, the default), ``mpi``
     (processes under MPI), or ``inproc`` (threads of this process: for tests; kernels release
     the GIL so it still runs in parallel). ``transport``: a ``TransportConfig`` for the TCP
-    mesh (socket buffers, RTO min/max and their per-rank jitter).
+    mesh (socket buffers, RTO min/max and their per-rank jitter). ``testbed``: the name of a
+    namespace testbed that is up (``clusterlab testbed up``); rank i then runs in its host i
+    over the TCP mesh.
     """
     if nodes < 1:
         raise ConfigError(f"nodes must be at least 1, got {nodes}")
@@ -248,6 +251,14 @@ def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01
     backend_options.setdefault("timeout", config.timeout + 30)
     if transport is not None:
         backend_options["config"] = transport
+    if testbed is not None:
+        if backend != "tcp":
+            raise ConfigError("a testbed runs ranks over the TCP mesh: use backend tcp")
+        from clusterlab.cluster.testbed import Testbed
+
+        results = Testbed.attach(testbed).run(_rank_job, nodes, os.fspath(path), algorithm, min_support,
+                                              dataclasses.asdict(config), **backend_options)
+        return decode_result(results[0])
     results = run(_rank_job, nodes, os.fspath(path), algorithm, min_support, dataclasses.asdict(config),
                   backend=backend, **backend_options)
     return decode_result(results[0])
