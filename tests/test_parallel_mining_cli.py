@@ -54,3 +54,28 @@ def test_bad_settings_are_one_line_errors(small):
     r = CliRunner().invoke(cli, ["experiment", "speedup", "--data", str(small), "--min-support", "0.02",
                                  "--nodes", "1,x"])
     assert r.exit_code != 0 and "comma-separated" in str(r.exception)
+
+
+@pytest.mark.parametrize("launcher", ["run", "mpiexec"])
+def test_mine_as_ranks_of_a_launched_job_mines_once_together(small, tmp_path, launcher):
+    """`clusterlab run -n 3 -- mine ...` (and mpiexec) mines on the job's ranks, not once per
+    rank: one summary from rank 0, one output file equal to the sequential engine's."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    out, seq = tmp_path / "par.txt", tmp_path / "seq.txt"
+    mine = ["mine", str(small), "-s", "0.02", "-o", str(out)]
+    if launcher == "run":
+        argv = [sys.executable, "-m", "clusterlab", "run", "-n", "3", "--", *mine]
+    else:
+        mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable))
+        if mpiexec is None:
+            pytest.skip("mpiexec (the mpich wheel) is not installed in this environment")
+        argv = [mpiexec, "-n", "3", sys.executable, "-m", "clusterlab", *mine]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("hpa x3 (launched)") == 1
+    assert CliRunner().invoke(cli, ["mine", str(small), "-s", "0.02", "-o", str(seq)]).exit_code == 0
+    assert out.read_bytes() == seq.read_bytes()

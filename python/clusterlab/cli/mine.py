@@ -84,9 +84,20 @@ def rules_path(opts: MineOptions) -> str | None:
     return None
 
 
+def _launched_world_size() -> int:
+    """Ranks of the job this process belongs to (`clusterlab run` or mpiexec), else 0."""
+    from clusterlab.comm.world import under_launcher, under_mpi
+
+    if not (under_launcher() or under_mpi()):
+        return 0
+    from clusterlab.comm import world
+
+    return world().size
+
+
 def run(opts: MineOptions, status=None) -> MineResult:
     """Mine as the options say. ``status(text)`` reports the current phase."""
-    if opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS:
+    if opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS or _launched_world_size() > 1:
         return run_parallel(opts, status or (lambda _t: None))
     return run_sequential(opts, status or (lambda _t: None))
 
@@ -104,11 +115,25 @@ def run_parallel(opts: MineOptions, status) -> MineResult:
     if opts.target != "all" or opts.min_len > 1:
         raise ConfigError("parallel mining (--nodes) finds all frequent itemsets: drop --target and --min-len")
     where = f"testbed {opts.testbed}" if opts.testbed else opts.backend
-    status(f"mining with {algo} on {nodes} {where} ranks")
+    config = ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0)
     t0 = time.perf_counter()
-    sets, passes = mine_parallel(opts.file, nodes=nodes, algorithm=algo, min_support=opts.min_support,
-                                 backend=opts.backend, testbed=opts.testbed,
-                                 config=ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0))
+    if _launched_world_size():
+        # Started as one rank of a job (`clusterlab run -n 4 -- mine ...` or mpiexec): mine on
+        # that job's ranks instead of launching a cluster of our own; rank 0 reports.
+        from clusterlab.comm import world
+        from clusterlab.mining.parallel import run_rank
+
+        comm = world()
+        if opts.nodes not in (None, 1, comm.size):
+            raise ConfigError(f"--nodes {opts.nodes} differs from the job's {comm.size} ranks: drop --nodes")
+        nodes, where = comm.size, "launched"
+        sets, passes = run_rank(comm, opts.file, algo, opts.min_support, config)
+        if comm.rank != 0:
+            raise SystemExit(0)
+    else:
+        status(f"mining with {algo} on {nodes} {where} ranks")
+        sets, passes = mine_parallel(opts.file, nodes=nodes, algorithm=algo, min_support=opts.min_support,
+                                     backend=opts.backend, testbed=opts.testbed, config=config)
     timings = {"mine": time.perf_counter() - t0,
                "job": sum(p["t_total"] for p in passes) + (passes[0].get("t_read", 0.0) if passes else 0.0)}
     rules = None
