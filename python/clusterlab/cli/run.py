@@ -40,7 +40,7 @@ def _size(v):
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max,
         rto_max_jitter, seed, timeout, comm_timeout, grace, command):
-    """Run COMMAND on N ranks: `clusterlab run -n 4 -- mine data.dat --algo hpa`.
+    """Run COMMAND on N ranks: `clusterlab run -n 4 -- mine data.dat -a hpa`.
 
     \b
     COMMAND is a clusterlab command (`mine ...`, `bench ...`), `python script.py ...`, or any
