@@ -44,6 +44,10 @@ class ParallelConfig:
     after each one the blocks that filled up are sent. ``prune``: full Apriori prune at the
     sender (less traffic). ``eld_max``: HPA-ELD replicates at most this many candidates per
     pass (those made only of the most frequent items). ``max_len``: longest itemset (0: none).
+    ``partition``: how HPA spreads candidates over ranks: ``"prefix"`` (default; a candidate
+    belongs to the owner of its first item, first items are dealt out by estimated work, and a
+    transaction travels once per owner as one record) or ``"itemset"`` (seed 000's hash of the
+    whole itemset; every subset travels on its own). HPA-ELD always uses ``"itemset"``.
     """
 
     block_bytes: int = 8192
@@ -52,8 +56,11 @@ class ParallelConfig:
     eld_max: int = 20000
     max_len: int = 0
     timeout: float = 120.0
+    partition: str = "prefix"
 
     def check(self) -> None:
+        if self.partition not in ("prefix", "itemset"):
+            raise ConfigError(f"partition must be 'prefix' or 'itemset', got {self.partition!r}")
         if self.block_bytes < 16:
             raise ConfigError(f"block_bytes must be at least 16, got {self.block_bytes}")
         if self.read_block_bytes < 64:
