@@ -44,6 +44,7 @@ class MineOptions:
     backend: str = "tcp"
     testbed: str | None = None
     block_size: int = 8192
+    partition: str = "prefix"
 
 
 @dataclass
@@ -108,7 +109,8 @@ def run_parallel(opts: MineOptions, status) -> MineResult:
     t0 = time.perf_counter()
     sets, passes = mine_parallel(opts.file, nodes=nodes, algorithm=algo, min_support=opts.min_support,
                                  backend=opts.backend, testbed=opts.testbed,
-                                 config=ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0))
+                                 config=ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0,
+                                                       partition=opts.partition))
     timings = {"mine": time.perf_counter() - t0,
                "job": sum(p["t_total"] for p in passes) + (passes[0].get("t_read", 0.0) if passes else 0.0)}
     rules = None
@@ -248,10 +250,13 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
               help="Parallel: the Communicator backend.")
 @click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
+@click.option("--partition", type=click.Choice(["prefix", "itemset"]), default="prefix", show_default=True,
+              help="Parallel (HPA): candidates owned by their first item's rank (one record per transaction "
+                   "and owner), or by a hash of the whole itemset (seed 000: every subset travels).")
 @click.option("--testbed", "testbed_name", default=None, metavar="NAME",
               help="Parallel: run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root).")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
-         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size, testbed_name):
+         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size, partition, testbed_name):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     \b
@@ -274,6 +279,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         from clusterlab.units import parse_size
 
         opts.nodes, opts.backend, opts.block_size = nodes or 1, backend, parse_size(block_size)
+        opts.partition = partition
         opts.testbed = testbed_name
     # Check output names before the (possibly long) run.
     for p in (opts.output, rules_path(opts) if opts.rules else None):
