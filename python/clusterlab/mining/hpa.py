@@ -191,7 +191,7 @@ def prefix_owners(comm, offsets: np.ndarray, ranks: np.ndarray, n_items: int, k:
     >>> from clusterlab.comm.inproc import run_threads
     >>> o = np.array([0, 3, 5], dtype=np.int64); r = np.array([0, 1, 2, 1, 2], dtype=np.uint32)
     >>> run_threads(lambda c: prefix_owners(c, o, r, 3, 2).tolist(), 2)
-    [[0, 1, 1], [0, 1, 1]]
+    [[0, 1, 0], [0, 1, 0]]
     """
     n_tx = min(offsets.size - 1, sample)
     end = int(offsets[n_tx])
