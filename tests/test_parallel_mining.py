@@ -101,7 +101,7 @@ def test_same_bytes_as_clusterlab_mine_for_every_node_count(t10):
 
 def test_hpa_traffic_is_blocked_and_counted(t10):
     _, passes = mine_parallel(t10, nodes=3, algorithm="hpa", min_support=0.005, backend="inproc",
-                              config=ParallelConfig(block_bytes=1024))
+                              config=ParallelConfig(block_bytes=1024, partition="itemset"))
     p2 = passes[1]
     assert p2["pass"] == 2 and p2["candidates"] > 0
     assert p2["itemsets_sent"] > 0
@@ -173,6 +173,36 @@ def test_bad_input_and_settings(tmp_path):
         mine_parallel(write(tmp_path, [[1, 2]], "ok.dat"), nodes=2, min_support=-1, backend="inproc")
 
 
+@pytest.mark.parametrize("nodes", [2, 3, 4])
+def test_prefix_and_itemset_partitions_agree_and_prefix_sends_less(t10, nodes):
+    want = sequential(t10, 0.005)
+    sent = {}
+    for part in ("prefix", "itemset"):
+        table, passes = mine_parallel(t10, nodes=nodes, algorithm="hpa", min_support=0.005, backend="inproc",
+                                      config=ParallelConfig(block_bytes=512, read_block_bytes=4096, partition=part))
+        assert as_dict(table) == want
+        sent[part] = sum(p["bytes_sent"] for p in passes[1:])
+    assert 0 < sent["prefix"] < sent["itemset"] / 2
+    with pytest.raises(ConfigError, match="partition"):
+        mine_parallel(t10, nodes=2, min_support=0.01, backend="inproc", config=ParallelConfig(partition="hash"))
+
+
+def test_prefix_owners_reject_malformed_records():
+    prev = np.arange(3, dtype=np.uint32)
+    owners = np.array([0, 1, 0], dtype=np.uint32)
+    own = _core.hpa_prefix_candidates(prev, 1, owners, 0)
+    assert own.tolist() == [0, 1, 0, 2]
+    table = _core.CandidateTable(2, own, 3)
+    r = _core.HpaRouter(2, 2, 0, prev, table, None, 64, True, 4, owners)
+    for bad in ([3, 0, 1], [2, 1, 0], [2, 0, 7], [0]):
+        with pytest.raises(ValueError, match="record"):
+            r.count_records(np.array(bad, dtype=np.uint32).tobytes())
+    with pytest.raises(ValueError, match="whole number"):
+        r.count_records(b"\x00" * 5)
+    r.count_records(np.array([3, 0, 1, 2, 2, 1, 2], dtype=np.uint32).tobytes())
+    assert r.local_counts().tolist() == [1, 1]
+
+
 def test_owner_rejects_malformed_blocks():
     table = _core.CandidateTable(2, np.array([0, 1, 0, 2], dtype=np.uint32))
     with pytest.raises(ValueError, match="whole number"):
@@ -196,11 +226,13 @@ def test_owner_hash_is_the_documented_one():
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(txs=st.lists(st.lists(st.integers(0, 9), max_size=7), max_size=25),
-       nodes=st.integers(1, 4), algorithm=st.sampled_from(ALGORITHMS), min_count=st.integers(1, 4))
-def test_hypothesis_equals_brute_force(tmp_path, txs, nodes, algorithm, min_count):
+       nodes=st.integers(1, 4), algorithm=st.sampled_from(ALGORITHMS), min_count=st.integers(1, 4),
+       partition=st.sampled_from(["prefix", "itemset"]))
+def test_hypothesis_equals_brute_force(tmp_path, txs, nodes, algorithm, min_count, partition):
     p = write(tmp_path, txs, f"h{nodes}{algorithm}.dat")
     table, _ = mine_parallel(p, nodes=nodes, algorithm=algorithm, min_support=min_count, backend="inproc",
-                             config=ParallelConfig(block_bytes=16, read_block_bytes=64, eld_max=5))
+                             config=ParallelConfig(block_bytes=16, read_block_bytes=64, eld_max=5,
+                                                   partition=partition))
     assert as_dict(table) == brute(txs, min_count)
     assert canonical(table)
 

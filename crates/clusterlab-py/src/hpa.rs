@@ -57,6 +57,19 @@ fn hpa_candidates<'py>(py: Python<'py>, prev: PyReadonlyArray1<u32>, km1: usize,
     Ok(PyArray1::from_vec(py, out))
 }
 
+/// Prefix partitioning: the candidate k-itemsets whose first item `x` has `owners[x] == me`.
+#[pyfunction]
+fn hpa_prefix_candidates<'py>(py: Python<'py>, prev: PyReadonlyArray1<u32>, km1: usize, owners: PyReadonlyArray1<u32>, me: u32) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let p = prev.as_slice()?;
+    let ow = owners.as_slice()?;
+    check_flat(p, km1, "prev")?;
+    if p.iter().any(|&x| x as usize >= ow.len()) {
+        return Err(PyValueError::new_err("owners has no entry for an item of prev"));
+    }
+    let out = py.detach(|| hpa::apriori_gen_filtered(p, km1, |c| ow[c[0] as usize] == me));
+    Ok(PyArray1::from_vec(py, out))
+}
+
 /// HPA-ELD: (replicated candidates, this rank's partition of the others); see eld_split.
 #[pyfunction]
 fn hpa_eld_candidates<'py>(py: Python<'py>, prev: PyReadonlyArray1<u32>, km1: usize, parts: u32, me: u32, freq_pos: PyReadonlyArray1<u32>, eld_max: usize) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u32>>)> {
@@ -165,9 +178,9 @@ struct PyRouter {
 #[pymethods]
 impl PyRouter {
     #[new]
-    #[pyo3(signature = (k, parts, me, prev, table, eld=None, block_bytes=8192, prune=true, width=4))]
+    #[pyo3(signature = (k, parts, me, prev, table, eld=None, block_bytes=8192, prune=true, width=4, owners=None))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, k: usize, parts: u32, me: u32, prev: PyReadonlyArray1<u32>, table: &CandidateTable, eld: Option<PyRef<'_, CandidateTable>>, block_bytes: usize, prune: bool, width: usize) -> PyResult<Self> {
+    fn new(py: Python<'_>, k: usize, parts: u32, me: u32, prev: PyReadonlyArray1<u32>, table: &CandidateTable, eld: Option<PyRef<'_, CandidateTable>>, block_bytes: usize, prune: bool, width: usize, owners: Option<PyReadonlyArray1<u32>>) -> PyResult<Self> {
         if width != 2 && width != 4 {
             return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
         }
@@ -186,7 +199,23 @@ impl PyRouter {
         if width == 2 && p.iter().any(|&x| x > u16::MAX as u32) {
             return Err(PyValueError::new_err("2-byte items need item ranks below 65536"));
         }
-        let inner = py.detach(|| Router::new(k, parts, me, p, local, eld, per_block_u32, prune));
+        let owners = match owners {
+            None => None,
+            Some(o) => {
+                let o = o.as_slice()?.to_vec();
+                if eld.is_some() || o.iter().any(|&x| x >= parts) || p.iter().any(|&x| x as usize >= o.len()) {
+                    return Err(PyValueError::new_err("prefix owners: no ELD, one owner below parts per item of prev"));
+                }
+                Some(o)
+            }
+        };
+        let inner = py.detach(|| {
+            let r = Router::new(k, parts, me, p, local, eld, per_block_u32, prune);
+            match owners {
+                Some(o) => r.with_prefix_owners(o),
+                None => r,
+            }
+        });
         Ok(PyRouter { inner, width })
     }
 
@@ -206,6 +235,24 @@ impl PyRouter {
         let r = &mut self.inner;
         py.detach(|| r.route(o, i, lo, hi));
         self.take_ready(py)
+    }
+
+    /// Count a received block of prefix records (prefix partitioning; items of `width` bytes).
+    fn count_records(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        let w = self.width;
+        if !data.len().is_multiple_of(w) {
+            return Err(PyValueError::new_err(format!("message block of {} bytes is not a whole number of {w}-byte words", data.len())));
+        }
+        let r = &mut self.inner;
+        py.detach(|| {
+            let flat: Vec<u32> = if w == 2 {
+                data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32).collect()
+            } else {
+                data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+            };
+            r.count_records(&flat)
+        })
+        .map_err(PyValueError::new_err)
     }
 
     /// The partly filled blocks (call once after the last route).
@@ -305,6 +352,7 @@ fn canonical_itemsets<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, item
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hpa_owner, m)?)?;
     m.add_function(wrap_pyfunction!(hpa_candidates, m)?)?;
+    m.add_function(wrap_pyfunction!(hpa_prefix_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(hpa_eld_candidates, m)?)?;
     m.add_class::<CandidateTable>()?;
     m.add_class::<PyRouter>()?;

@@ -44,6 +44,7 @@ class MineOptions:
     backend: str = "tcp"
     testbed: str | None = None
     block_size: int = 8192
+    partition: str = "prefix"
 
 
 @dataclass
@@ -115,7 +116,7 @@ def run_parallel(opts: MineOptions, status) -> MineResult:
     if opts.target != "all" or opts.min_len > 1:
         raise ConfigError("parallel mining (--nodes) finds all frequent itemsets: drop --target and --min-len")
     where = f"testbed {opts.testbed}" if opts.testbed else opts.backend
-    config = ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0)
+    config = ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0, partition=opts.partition)
     t0 = time.perf_counter()
     if _launched_world_size():
         # Started as one rank of a job (`clusterlab run -n 4 -- mine ...` or mpiexec): mine on
@@ -273,10 +274,13 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
               help="Parallel: the Communicator backend.")
 @click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
+@click.option("--partition", type=click.Choice(["prefix", "itemset"]), default="prefix", show_default=True,
+              help="Parallel (HPA): candidates owned by their first item's rank (one record per transaction "
+                   "and owner), or by a hash of the whole itemset (seed 000: every subset travels).")
 @click.option("--testbed", "testbed_name", default=None, metavar="NAME",
               help="Parallel: run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root).")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
-         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size, testbed_name):
+         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size, partition, testbed_name):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     \b
@@ -299,6 +303,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         from clusterlab.units import parse_size
 
         opts.nodes, opts.backend, opts.block_size = nodes or 1, backend, parse_size(block_size)
+        opts.partition = partition
         opts.testbed = testbed_name
     # Check output names before the (possibly long) run.
     for p in (opts.output, rules_path(opts) if opts.rules else None):

@@ -9,6 +9,14 @@ counting overlap: a receiver thread counts incoming blocks while the main thread
 sends (the Rust kernels release the GIL). At the end of a pass the large itemsets are
 all-gathered so every rank can generate the next candidates.
 
+Prefix partitioning (``ParallelConfig.partition == "prefix"``, the default): a candidate is
+owned by the rank that owns its first item, first items being dealt out greedily by estimated
+counting work. A transaction then travels to another owner once, as one record (its items from
+the first one that owner owns), and the owner enumerates and counts its own subsets: the
+candidates are still partitioned and each counted once at its owner, but a transaction of n
+items costs about n words of traffic instead of every subset's k items.
+``partition="itemset"`` is seed 000's hash of the whole itemset.
+
 HPA-ELD (``eld=True``): candidates made only of the most frequent items (expected to be large,
 and the source of most traffic) are replicated at every rank, counted locally and all-reduced.
 
@@ -90,9 +98,9 @@ class _Counter(threading.Thread):
     releases the GIL, so counting overlaps routing and sending.
     """
 
-    def __init__(self, table, name: str, width: int):
+    def __init__(self, count, name: str):
         super().__init__(name=name, daemon=True)
-        self.table, self.width = table, width
+        self.count = count
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.error: BaseException | None = None
         self.t_count = 0.0
@@ -107,7 +115,7 @@ class _Counter(threading.Thread):
                 continue
             t = time.perf_counter()
             try:
-                self.table.count_block(data, self.width)
+                self.count(data)
             except ValueError as e:
                 self.error = ProtocolError(f"bad HPA block from rank {src}: {e}")
             self.t_count += time.perf_counter() - t
@@ -117,7 +125,9 @@ class _Inbound:
     """The main thread's side of receiving pass k's blocks: poll, hand blocks to the counter,
     and track the end markers (an empty message from each peer)."""
 
-    POLL = 1e-4  # seconds a poll between read blocks may wait
+    # A poll between read blocks does not wait: a timed wait there cost ~1 ms a read block
+    # (the GIL and the scheduler, on 2 busy cores), more than routing the block itself.
+    POLL = 0.0
 
     def __init__(self, comm, tag: int, counter: _Counter):
         self.comm, self.tag, self.counter = comm, tag, counter
@@ -164,6 +174,43 @@ def allgather_large(comm, k: int, flat: np.ndarray, counts: np.ndarray):
     return flat, counts
 
 
+def _comb(n: np.ndarray, r: int) -> np.ndarray:
+    """C(n, r) elementwise as float64 (0 where n < r)."""
+    w = np.ones(n.size, dtype=np.float64)
+    for j in range(r):
+        w *= np.maximum(n - j, 0) / (j + 1)
+    return w
+
+
+def prefix_owners(comm, offsets: np.ndarray, ranks: np.ndarray, n_items: int, k: int,
+                  sample: int = 65536) -> np.ndarray:
+    """Owner rank of each first item for pass k: the items, heaviest first, go one by one to
+    the least loaded rank, an item's weight being the k-subsets it starts in (a sample of)
+    the transactions, summed over ranks so every rank computes the same owners.
+
+    >>> from clusterlab.comm.inproc import run_threads
+    >>> o = np.array([0, 3, 5], dtype=np.int64); r = np.array([0, 1, 2, 1, 2], dtype=np.uint32)
+    >>> run_threads(lambda c: prefix_owners(c, o, r, 3, 2).tolist(), 2)
+    [[0, 1, 0], [0, 1, 0]]
+    """
+    n_tx = min(offsets.size - 1, sample)
+    end = int(offsets[n_tx])
+    lens = np.diff(offsets[: n_tx + 1])
+    pos = np.arange(end, dtype=np.int64) - np.repeat(offsets[:n_tx], lens)
+    after = np.repeat(lens, lens) - 1 - pos
+    w = np.bincount(ranks[:end], weights=_comb(after, k - 1), minlength=n_items)[:n_items]
+    w = np.minimum(np.rint(w), 2.0**52).astype(np.int64)
+    if comm.size > 1:
+        w = comm.allreduce(w, "sum").astype(np.int64)
+    owners = np.zeros(n_items, dtype=np.uint32)
+    load = np.zeros(comm.size, dtype=np.int64)
+    for i in np.lexsort((np.arange(n_items), -w)):
+        o = int(np.argmin(load))
+        owners[i] = o
+        load[o] += w[i]
+    return owners
+
+
 def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
     """Run HPA on this rank's ``baskets``. Returns the frequent itemsets of all ranks
     ``(offsets, items, counts, n_transactions)`` in canonical order (every rank gets them)."""
@@ -174,26 +221,45 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
     freq_pos[np.lexsort((np.arange(freq.size), -fcounts.astype(np.int64)))] = np.arange(freq.size, dtype=np.uint32)
     P, me = comm.size, comm.rank
     # Items travel as 2-byte ranks when there are few enough frequent items (half the bytes).
-    width = 2 if freq.size <= 65536 else 4
+    prefix = config.partition == "prefix" and not eld and P > 1
+    long_tx = 0
+    if prefix:
+        # Prefix records carry their length as one item word.
+        long_tx = int(offsets.size > 1 and np.diff(offsets).max() > 65535)
+        long_tx = int(comm.allreduce(np.array([long_tx], dtype=np.int64), "sum")[0])
+    width = 2 if freq.size <= 65536 and not long_tx else 4
     k = 2
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
         prev = levels[-1][0]
         row = stats.start(k)
         t = time.perf_counter()
+        owners = None
         if eld:
             eld_flat, own = _core.hpa_eld_candidates(prev, k - 1, P, me, freq_pos, config.eld_max)
+        elif prefix:
+            owners = prefix_owners(comm, offsets, ranks, freq.size, k)
+            eld_flat, own = np.zeros(0, np.uint32), _core.hpa_prefix_candidates(prev, k - 1, owners, me)
         else:
             eld_flat, own = np.zeros(0, np.uint32), _core.hpa_candidates(prev, k - 1, P, me)
         table = _core.CandidateTable(k, own, freq.size)
         eld_table = _core.CandidateTable(k, eld_flat, freq.size) if eld_flat.size else None
         # A block always holds at least one k-itemset, whatever block_bytes says.
-        router = _core.HpaRouter(k, P, me, prev, table, eld_table, max(config.block_bytes, width * k), config.prune,
-                                 width)
+        block = max(config.block_bytes, width * k)
+        router = _core.HpaRouter(k, P, me, prev, table, eld_table, block, config.prune, width, owners)
+        # Prefix records are counted by a second router of the same candidates (the receiver
+        # thread's), since the first one is busy routing on the main thread.
+        receiver = (_core.HpaRouter(k, P, me, prev, table, None, block, config.prune, width, owners)
+                    if owners is not None else None)
         row["t_generate"] = time.perf_counter() - t
         tag = PASS_TAG + k
         counter = inbound = None
         if P > 1:
-            counter = _Counter(table, f"hpa-count-{me}", width)
+            if receiver is not None:
+                count = receiver.count_records
+            else:
+                def count(data, table=table):
+                    table.count_block(data, width)
+            counter = _Counter(count, f"hpa-count-{me}")
             counter.start()
             inbound = _Inbound(comm, tag, counter)
         try:
@@ -232,6 +298,8 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
                 raise counter.error
         t = time.perf_counter()
         counts = table.counts() + router.local_counts()
+        if receiver is not None:
+            counts += receiver.local_counts()
         keep = counts >= min_count
         own_large = own.reshape(-1, k)[keep].ravel() if own.size else own
         large_flat, large_counts = allgather_large(comm, k, own_large, counts[keep])

@@ -77,8 +77,25 @@ impl FpTree {
     /// Build from paths (ascending items): sorted, consecutive paths share their common prefix,
     /// so no child lookup is ever needed.
     fn build(paths: &Paths) -> FpTree {
+        // Sort by a key packing the first items (item + 1, 0 past the end: a shorter path
+        // sorts first, as in slice order), so most comparisons touch no path memory; equal
+        // keys fall back to comparing the paths.
+        let top = paths.items.iter().copied().max().unwrap_or(0) as u64 + 2;
+        let bits = 64 - (top - 1).leading_zeros();
+        let per = (64 / bits) as usize;
+        let key: Vec<u64> = (0..paths.spans.len())
+            .map(|i| {
+                let p = paths.path(i);
+                (0..per).fold(0u64, |k, j| (k << bits) | p.get(j).map_or(0, |&x| x as u64 + 1))
+            })
+            .collect();
         let mut order: Vec<u32> = (0..paths.spans.len() as u32).collect();
-        order.sort_unstable_by(|&a, &b| paths.path(a as usize).cmp(paths.path(b as usize)));
+        order.sort_unstable_by(|&a, &b| {
+            key[a as usize].cmp(&key[b as usize]).then_with(|| {
+                let (pa, pb) = (paths.path(a as usize), paths.path(b as usize));
+                pa.get(per..).unwrap_or(&[]).cmp(pb.get(per..).unwrap_or(&[]))
+            })
+        });
         let mut t = FpTree { item: vec![u32::MAX], count: vec![0], parent: vec![0], header: Vec::new() };
         let mut stack: Vec<u32> = Vec::new();
         for &pi in &order {
@@ -100,18 +117,16 @@ impl FpTree {
                 stack.push((t.item.len() - 1) as u32);
             }
         }
-        let mut nodes: Vec<u32> = (1..t.item.len() as u32).collect();
-        nodes.sort_unstable_by_key(|&n| (t.item[n as usize], n));
-        let mut i = 0;
-        while i < nodes.len() {
-            let x = t.item[nodes[i] as usize];
-            let mut j = i;
-            while j < nodes.len() && t.item[nodes[j] as usize] == x {
-                j += 1;
-            }
-            t.header.push((x, nodes[i..j].to_vec()));
-            i = j;
+        // Header: each item's nodes in ascending node order (a counting sort by item).
+        let mut per_item = vec![0u32; top as usize];
+        for &x in &t.item[1..] {
+            per_item[x as usize] += 1;
         }
+        let mut lists: Vec<Vec<u32>> = per_item.iter().map(|&c| Vec::with_capacity(c as usize)).collect();
+        for (n, &x) in t.item.iter().enumerate().skip(1) {
+            lists[x as usize].push(n as u32);
+        }
+        t.header = lists.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(x, l)| (x as u32, l)).collect();
         t
     }
 }

@@ -59,6 +59,12 @@ impl Trie {
 
     /// Call `emit` with every k-subset of `t` (ascending) that joins two trie itemsets.
     pub fn for_each_joinable(&self, t: &[u32], scratch: &mut WalkScratch, emit: &mut impl FnMut(&[u32])) {
+        self.for_each_joinable_from(t, None, scratch, emit)
+    }
+
+    /// As `for_each_joinable`, keeping only the subsets whose first item `x` has
+    /// `first[x] == first_me` when `first` is `Some((first, first_me))`.
+    pub fn for_each_joinable_from(&self, t: &[u32], first: Option<(&[u32], u32)>, scratch: &mut WalkScratch, emit: &mut impl FnMut(&[u32])) {
         if t.len() <= self.km1 {
             return;
         }
@@ -81,7 +87,7 @@ impl Trie {
         let mut prefix = std::mem::take(&mut scratch.prefix);
         let mut matches = std::mem::take(&mut scratch.matches);
         prefix.clear();
-        self.walk(0, 0, t, 0, scratch, &mut matches, &mut prefix, emit);
+        self.walk(0, 0, t, 0, first, scratch, &mut matches, &mut prefix, emit);
         scratch.prefix = prefix;
         scratch.matches = matches;
     }
@@ -108,7 +114,7 @@ impl Trie {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn walk(&self, node: usize, depth: usize, t: &[u32], start: usize, sc: &WalkScratch, matches: &mut Vec<u32>, prefix: &mut Vec<u32>, emit: &mut impl FnMut(&[u32])) {
+    fn walk(&self, node: usize, depth: usize, t: &[u32], start: usize, first: Option<(&[u32], u32)>, sc: &WalkScratch, matches: &mut Vec<u32>, prefix: &mut Vec<u32>, emit: &mut impl FnMut(&[u32])) {
         let (cs, ce) = self.nodes[node];
         let children = &self.child_item[cs as usize..ce as usize];
         let k = self.km1 + 1;
@@ -116,6 +122,11 @@ impl Trie {
             self.children_in(children, t, start, sc, matches);
             let base = prefix.len();
             for a in 0..matches.len() {
+                if let (0, Some((f, me))) = (depth, first) {
+                    if f.get(t[matches[a] as usize] as usize) != Some(&me) {
+                        continue;
+                    }
+                }
                 for b in a + 1..matches.len() {
                     prefix.truncate(base);
                     prefix.push(t[matches[a] as usize]);
@@ -135,9 +146,16 @@ impl Trie {
             if p >= last {
                 break;
             }
+            if depth == 0 {
+                if let Some((f, me)) = first {
+                    if f.get(t[p] as usize) != Some(&me) {
+                        continue;
+                    }
+                }
+            }
             let ci = children.binary_search(&t[p]).expect("a matched child");
             prefix.push(t[p]);
-            self.walk(self.child_node[cs as usize + ci] as usize, depth + 1, t, p + 1, sc, matches, prefix, emit);
+            self.walk(self.child_node[cs as usize + ci] as usize, depth + 1, t, p + 1, None, sc, matches, prefix, emit);
             prefix.pop();
         }
     }
@@ -190,6 +208,9 @@ pub struct Router {
     bufs: Vec<Vec<u32>>,
     pub ready: Vec<(u32, Vec<u32>)>,
     pub stats: RouterStats,
+    // Prefix partitioning: owner of each first item (candidates are owned by their first item).
+    first_owner: Option<Vec<u32>>,
+    scratch: WalkScratch,
 }
 
 impl Router {
@@ -220,11 +241,142 @@ impl Router {
             bufs: (0..parts).map(|_| Vec::new()).collect(),
             ready: Vec::new(),
             stats: RouterStats::default(),
+            first_owner: None,
+            scratch: WalkScratch::default(),
         }
+    }
+
+    /// Switch to prefix partitioning: a candidate belongs to `owners[its first item]`, and a
+    /// transaction travels to each other owner once, as one record `[n, items...]` holding its
+    /// items from the first one that owner owns (the owner enumerates its subsets itself).
+    /// Without ELD only (ELD itemsets would need every subset enumerated at the sender).
+    pub fn with_prefix_owners(mut self, owners: Vec<u32>) -> Self {
+        assert!(self.eld.is_none() && owners.iter().all(|&o| o < self.parts));
+        self.first_owner = Some(owners);
+        self
+    }
+
+    /// Count the k-subsets of `tx` whose first item this rank owns (prefix partitioning).
+    fn count_owned(&mut self, owners: &[u32], tx: &[u32]) {
+        let k = self.k;
+        let me = self.me;
+        if k == 2 {
+            let (mut n_local, mut misses, mut n_sub) = (0u64, 0u64, 0u64);
+            for (ai, &a) in tx.iter().enumerate() {
+                if owners.get(a as usize) != Some(&me) {
+                    continue;
+                }
+                n_sub += (tx.len() - ai - 1) as u64;
+                for &b in &tx[ai + 1..] {
+                    if let Some((n, tc)) = &mut self.tri_counts {
+                        let (a, b) = (a as usize, b as usize);
+                        if a < b && b < *n {
+                            tc[super::table::tri(*n, a, b)] += 1;
+                            n_local += 1;
+                            continue;
+                        }
+                    }
+                    match self.local.get_fast(&[a, b]) {
+                        Some(i) => {
+                            self.local_counts[i] += 1;
+                            n_local += 1;
+                        }
+                        None => misses += 1,
+                    }
+                }
+            }
+            self.stats.enumerated += n_sub;
+            self.stats.local += n_local;
+            self.stats.local_misses += misses;
+            return;
+        }
+        let Router { trie, local, local_counts, stats, scratch, .. } = self;
+        trie.for_each_joinable_from(tx, Some((owners, me)), scratch, &mut |s| {
+            stats.enumerated += 1;
+            match local.get_fast(s) {
+                Some(i) => {
+                    local_counts[i] += 1;
+                    stats.local += 1;
+                }
+                None => stats.local_misses += 1,
+            }
+        });
+    }
+
+    /// Prefix partitioning's sender side (see `with_prefix_owners`).
+    fn route_prefix(&mut self, offsets: &[i64], items: &[u32], lo: usize, hi: usize) {
+        let (k, parts, me, block_u32) = (self.k, self.parts as usize, self.me as usize, self.block_u32);
+        let owners = self.first_owner.take().expect("prefix partitioning");
+        let mut start = vec![usize::MAX; parts];
+        for t in lo..hi {
+            let tx = &items[offsets[t] as usize..offsets[t + 1] as usize];
+            if tx.len() < k {
+                continue;
+            }
+            // The first position each owner owns, among those that can start a k-subset.
+            start.iter_mut().for_each(|s| *s = usize::MAX);
+            let mut left = parts;
+            for (p, &x) in tx[..tx.len() + 1 - k].iter().enumerate() {
+                let o = owners[x as usize] as usize;
+                if start[o] == usize::MAX {
+                    start[o] = p;
+                    left -= 1;
+                    if left == 0 {
+                        break;
+                    }
+                }
+            }
+            for (o, &p) in start.iter().enumerate() {
+                if p == usize::MAX || o == me {
+                    continue;
+                }
+                let b = &mut self.bufs[o];
+                b.push((tx.len() - p) as u32);
+                b.extend_from_slice(&tx[p..]);
+                self.stats.sent_itemsets += 1;
+                if b.len() >= block_u32 {
+                    self.stats.blocks += 1;
+                    self.ready.push((o as u32, std::mem::replace(b, Vec::with_capacity(block_u32))));
+                }
+            }
+            if start[me] != usize::MAX {
+                self.count_owned(&owners, &tx[start[me]..]);
+            }
+        }
+        self.first_owner = Some(owners);
+        self.stats.transactions += (hi - lo) as u64;
+    }
+
+    /// Count a received block of prefix records `[n, items...]` (items ascending, below the
+    /// number of frequent items). Errors name what is malformed.
+    pub fn count_records(&mut self, flat: &[u32]) -> Result<(), String> {
+        let owners = self.first_owner.take().ok_or("not in prefix partitioning")?;
+        let r = self.count_records_with(&owners, flat);
+        self.first_owner = Some(owners);
+        r
+    }
+
+    fn count_records_with(&mut self, owners: &[u32], flat: &[u32]) -> Result<(), String> {
+        let n_items = owners.len();
+        let mut i = 0;
+        while i < flat.len() {
+            let n = flat[i] as usize;
+            let rec = flat.get(i + 1..i + 1 + n).ok_or_else(|| format!("record of {n} items overruns the block at word {i}"))?;
+            if n == 0 || rec.windows(2).any(|w| w[0] >= w[1]) || rec[n - 1] as usize >= n_items {
+                return Err(format!("record at word {i} is not {n} ascending item ranks below {n_items}"));
+            }
+            self.count_owned(owners, rec);
+            i += 1 + n;
+        }
+        Ok(())
     }
 
     /// Route transactions `lo..hi` of a CSR batch (items are ranks, ascending).
     pub fn route(&mut self, offsets: &[i64], items: &[u32], lo: usize, hi: usize) {
+        if self.first_owner.is_some() {
+            self.route_prefix(offsets, items, lo, hi);
+            return;
+        }
         if self.k == 2 {
             self.route_pairs(offsets, items, lo, hi);
             return;
@@ -472,6 +624,54 @@ mod tests {
                 assert_eq!(total[g], brute, "parts={parts} cand={c:?}");
             }
         }
+    }
+
+    #[test]
+    fn prefix_routing_counts_equal_brute_force() {
+        let txs: Vec<Vec<u32>> = (0..300u32).map(|i| (0..12u32).filter(|j| (i * 7 + j * 3) % 5 < 3).collect()).collect();
+        let b = Baskets::from_lists(&txs);
+        for k in 2..4usize {
+            let prev: Vec<u32> = subsets(&(0..12).collect::<Vec<_>>(), k - 1).concat();
+            let cands = apriori_gen_filtered(&prev, k - 1, |_| true);
+            for parts in 1..4u32 {
+                let owners: Vec<u32> = (0..12u32).map(|x| (x * 5 + 1) % parts).collect();
+                let mut received: Vec<Vec<u32>> = vec![Vec::new(); parts as usize];
+                let mut routers = Vec::new();
+                for me in 0..parts {
+                    let mine: Vec<u32> = cands.chunks(k).filter(|c| owners[c[0] as usize] == me).flatten().copied().collect();
+                    let mut ix = ItemsetIndex::new(k, mine);
+                    if k == 2 {
+                        ix = ix.with_dense_pairs(12);
+                    }
+                    let ix = Arc::new(ix);
+                    let mut r = Router::new(k, parts, me, &prev, ix.clone(), None, 64, true).with_prefix_owners(owners.clone());
+                    let n = b.len();
+                    let (lo, hi) = (n * me as usize / parts as usize, n * (me as usize + 1) / parts as usize);
+                    r.route(&b.offsets, &b.items, lo, hi);
+                    r.flush();
+                    for (o, blk) in r.ready.drain(..) {
+                        received[o as usize].extend(blk);
+                    }
+                    routers.push((ix, r));
+                }
+                let mut total = vec![0u64; cands.len() / k];
+                for (me, (ix, r)) in routers.iter_mut().enumerate() {
+                    r.count_records(&received[me]).unwrap();
+                    for (i, c) in ix.items.chunks(k).enumerate() {
+                        total[cands.chunks(k).position(|x| x == c).unwrap()] += r.local_counts()[i];
+                    }
+                }
+                for (g, c) in cands.chunks(k).enumerate() {
+                    let brute = txs.iter().filter(|t| c.iter().all(|x| t.contains(x))).count() as u64;
+                    assert_eq!(total[g], brute, "k={k} parts={parts} cand={c:?}");
+                }
+            }
+        }
+        let mut r = Router::new(2, 2, 0, &[0, 1, 2], Arc::new(ItemsetIndex::new(2, vec![0, 1])), None, 64, true).with_prefix_owners(vec![0, 1, 0]);
+        assert!(r.count_records(&[3, 0, 1]).is_err());
+        assert!(r.count_records(&[2, 1, 0]).is_err());
+        assert!(r.count_records(&[2, 0, 7]).is_err());
+        assert!(r.count_records(&[2, 0, 2]).is_ok());
     }
 
     #[test]
