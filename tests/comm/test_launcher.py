@@ -120,7 +120,7 @@ def test_cli_refuses_impossible_settings():
 
 def test_ctrl_c_is_forwarded_and_everything_stops(tmp_path, marker):
     prog = tmp_path / "wait.py"
-    prog.write_text("import time\nfrom clusterlab.comm import world\nc = world()\nprint('up', flush=True)\n"
+    prog.write_text("import sys, time\nfrom clusterlab.comm import world\nc = world()\nsys.stdout.write('up\\n'); sys.stdout.flush()\n"
                     "time.sleep(60)\n")
     p = _cli(["-n", "3", "--", "python", str(prog), marker], marker)
     ups = 0
@@ -139,7 +139,7 @@ def test_ctrl_c_is_forwarded_and_everything_stops(tmp_path, marker):
 
 def test_killing_the_launcher_leaves_no_rank_behind(tmp_path, marker):
     prog = tmp_path / "wait.py"
-    prog.write_text("import time\nfrom clusterlab.comm import world\nc = world()\nprint('up', flush=True)\n"
+    prog.write_text("import sys, time\nfrom clusterlab.comm import world\nc = world()\nsys.stdout.write('up\\n'); sys.stdout.flush()\n"
                     "time.sleep(60)\n")
     p = _cli(["-n", "2", "--", "python", str(prog), marker], marker)
     for _ in range(2):
