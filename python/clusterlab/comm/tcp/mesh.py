@@ -7,7 +7,8 @@ Design (why it is shaped this way):
   (kernel buffer full) does the same while it waits for room. So two ranks that send large
   messages to each other at once never deadlock, and a peer's death (EOF) is seen at once
   whatever we are waiting for. The latency path has no thread hop: the thread that wants the
-  message reads the socket itself.
+  message reads the socket itself (with a single open connection, the Rust engine sleeps in
+  ``recv`` on it rather than in ``poll``: nothing else needs watching).
 - **A background drainer** takes over only while the program is *not* inside a
   communication call (e.g. counting for a minute): it keeps reading so that peers sending to
   us do not stall in ``send`` until their timeout, and it notices dead peers.
