@@ -23,6 +23,9 @@ def payloads() -> list:
         np.arange(7, dtype=np.int64) - 3, rng.random((4, 5)).astype(np.float32), rng.random(9),
         (rng.random(5) + 1j * rng.random(5)).astype(np.complex128), np.array([True, False, True]),
         np.arange(6, dtype=">f8"), np.float64(2.5), np.zeros((0, 3)), np.zeros(0, np.int64),
+        # headers the Rust engine builds itself: half floats, 0-d, swapped 2-D, 2-D bytes, complex64
+        np.arange(3, dtype=np.float16), np.array(7, dtype=np.int32), np.arange(4, dtype=">i2").reshape(2, 2),
+        np.arange(6, dtype=np.uint8).reshape(2, 3), np.arange(3, dtype=np.complex64),
         np.arange(24, dtype=np.int64).reshape(2, 3, 4)[:, ::2, :],          # strided: sent as a copy
         rng.integers(0, 1 << 40, 3_000_000, dtype=np.int64),                 # 24 MB: the zero-copy path
         bytes(rng.integers(0, 256, 5_000_001, dtype=np.uint8)),             # 5 MB of bytes

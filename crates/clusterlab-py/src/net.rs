@@ -55,6 +55,7 @@ struct Conn {
     end: usize,
     hdr: Option<Hdr>,
     direct: Option<(Vec<u8>, usize)>, // (payload so far, its final length)
+    rcvtimeo_ms: i32,                 // SO_RCVTIMEO in force (bounds the one blocking recv)
     bytes_sent: u64,
     bytes_recv: u64,
     msgs_sent: u64,
@@ -118,6 +119,7 @@ impl Conn {
             end: 0,
             hdr: None,
             direct: None,
+            rcvtimeo_ms: 0,
             bytes_sent: 0,
             bytes_recv: 0,
             msgs_sent: 0,
@@ -270,7 +272,8 @@ impl NetEngine {
     }
 
     /// Read what is available on connection `i` (non-blocking), at most about `budget` bytes.
-    fn read_conn(&mut self, i: usize, budget: usize) {
+    /// With `block`, the first read sleeps until data, EOF or the socket's receive timeout.
+    fn read_conn(&mut self, i: usize, budget: usize, mut block: bool) {
         let mut got = 0usize;
         let max_frame = self.max_frame;
         let mut out = Vec::new();
@@ -289,8 +292,11 @@ impl NetEngine {
                 }
                 (c.stage[c.end..].as_mut_ptr(), STAGE - c.end)
             };
+            // Only the first read of a blocking wait may sleep (in the kernel, on this one
+            // socket); every other read takes what is there.
+            let flags = if block { block = false; 0 } else { libc::MSG_DONTWAIT };
             // SAFETY: ptr/want describe the unused tail of a buffer this connection owns.
-            let n = unsafe { libc::recv(c.fd, ptr as *mut libc::c_void, want, 0) };
+            let n = unsafe { libc::recv(c.fd, ptr as *mut libc::c_void, want, flags) };
             if n < 0 {
                 let (code, text) = errno_str();
                 if code == libc::EAGAIN || code == libc::EWOULDBLOCK || code == libc::EINTR {
@@ -392,7 +398,7 @@ impl NetEngine {
                 writable = true;
             }
             if p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                self.read_conn(which[k], budget);
+                self.read_conn(which[k], budget, false);
             }
         }
         writable
@@ -418,7 +424,49 @@ impl NetEngine {
                 return Outcome::Timeout;
             }
             let ms = ((deadline - now).as_secs_f64() * 1000.0).ceil().min(500.0) as i32;
-            self.poll_once(ms.max(1), None, ROUND_BUDGET);
+            let ms = ms.max(1);
+            if let Some(i) = self.single_open(source) {
+                // one connection left to watch: sleep in recv() on it, as NPtcp does, instead
+                // of poll() then recv() (a second wake-up on the latency path)
+                self.set_rcvtimeo(i, ms);
+                self.read_conn(i, ROUND_BUDGET, true);
+            } else {
+                self.poll_once(ms, None, ROUND_BUDGET);
+            }
+        }
+    }
+
+    /// The only open connection, when it is the one awaited (`source` is it, or -1). With
+    /// more than one, a wait must watch them all (to drain senders and see deaths): poll.
+    fn single_open(&self, source: i32) -> Option<usize> {
+        let mut found = None;
+        for (i, c) in self.conns.iter().enumerate() {
+            if c.open {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some(i);
+            }
+        }
+        let i = found?;
+        let c = &self.conns[i];
+        (source < 0 || c.peer == source).then_some(i)
+    }
+
+    /// Bound a blocking recv() on connection `i` to `ms` (a syscall only when it changes).
+    fn set_rcvtimeo(&mut self, i: usize, ms: i32) {
+        let c = &mut self.conns[i];
+        if c.rcvtimeo_ms == ms {
+            return;
+        }
+        let tv = libc::timeval { tv_sec: (ms / 1000) as libc::time_t, tv_usec: ((ms % 1000) * 1000) as libc::suseconds_t };
+        // SAFETY: tv is a valid timeval for the duration of the call.
+        let r = unsafe {
+            libc::setsockopt(c.fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv as *const libc::timeval as *const libc::c_void,
+                             std::mem::size_of::<libc::timeval>() as libc::socklen_t)
+        };
+        if r == 0 {
+            c.rcvtimeo_ms = ms;
         }
     }
 
@@ -459,7 +507,7 @@ impl NetEngine {
                 let mut mh: libc::msghdr = std::mem::zeroed();
                 mh.msg_iov = iov.as_mut_ptr();
                 mh.msg_iovlen = niov as _;
-                libc::sendmsg(c.fd, &mh, libc::MSG_NOSIGNAL)
+                libc::sendmsg(c.fd, &mh, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
             };
             if n > 0 {
                 sent += n as usize;
@@ -525,6 +573,16 @@ impl NetEngine {
         for (peer, fd) in peers {
             index.insert(peer, conns.len());
             conns.push(Conn::new(peer, fd));
+            // Blocking mode, so that a wait on the one open connection can sleep in recv();
+            // every other call passes MSG_DONTWAIT, and Python's own writes on these sockets
+            // (goodbye, abort) do too.
+            // SAFETY: fcntl on an fd the caller owns; only O_NONBLOCK changes.
+            unsafe {
+                let fl = libc::fcntl(fd, libc::F_GETFL);
+                if fl >= 0 {
+                    libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                }
+            }
         }
         NetEngine { conns, index, queues: HashMap::new(), events: VecDeque::new(), seq: 0, max_frame }
     }
@@ -579,6 +637,112 @@ impl NetEngine {
             None => Ok(None),
             Some(o) => Ok(Some(outcome_to_py(py, o)?)),
         }
+    }
+
+    /// The latency path of `send`: builds the header here (no Python struct packing) for a
+    /// `bytes` payload or a C-contiguous numpy array of a plain numeric dtype, then sends as
+    /// `send` does. Returns None when sent, the failure tuple of `send`, or `(5,)` when the
+    /// payload is anything else (too big, strided, other dtype or type): Python's general
+    /// path then sends it or raises the precise error.
+    #[pyo3(signature = (dest, tag, rank, payload, timeout))]
+    fn send_fast(mut slf: PyRefMut<'_, Self>, py: Python<'_>, dest: i32, tag: i32, rank: i32, payload: &Bound<'_, PyAny>,
+                 timeout: f64) -> PyResult<Option<Py<PyAny>>> {
+        let fallback = || Ok(Some(PyTuple::new(py, [5i32])?.into_any().unbind()));
+        let Some(&i) = slf.index.get(&dest) else {
+            return fallback();
+        };
+        let mut head = [0u8; HSIZE + MAX_META];
+        head[0..4].copy_from_slice(MAGIC);
+        let hlen;
+        let body: &[u8] = if let Ok(b) = payload.cast_exact::<PyBytes>() {
+            head[4] = K_BYTES;
+            hlen = HSIZE;
+            b.as_bytes()
+        } else if let Ok(a) = payload.cast_exact::<PyUntypedArray>() {
+            let d = a.dtype();
+            let (kind, item) = (d.kind(), d.itemsize());
+            let ndim = a.ndim();
+            if !a.is_c_contiguous() || !matches!(kind, b'b' | b'i' | b'u' | b'f' | b'c') || d.has_fields()
+                || d.has_subarray() || ndim > MAX_NDIM || item == 0 || item > 99 {
+                return fallback();
+            }
+            // numpy's dtype.str: '|' for one-byte types, '<'/'>' otherwise ('=' is native)
+            let order = match d.byteorder() {
+                _ if item == 1 => b'|',
+                b'=' => if cfg!(target_endian = "little") { b'<' } else { b'>' },
+                b'<' => b'<',
+                b'>' => b'>',
+                _ => return fallback(),
+            };
+            let mut dts = [order, kind, 0, 0];
+            let dtlen = if item < 10 {
+                dts[2] = b'0' + item as u8;
+                3
+            } else {
+                dts[2] = b'0' + (item / 10) as u8;
+                dts[3] = b'0' + (item % 10) as u8;
+                4
+            };
+            head[4] = K_ARRAY;
+            head[5] = ndim as u8;
+            head[6] = dtlen as u8;
+            head[HSIZE..HSIZE + dtlen].copy_from_slice(&dts[..dtlen]);
+            let mut off = HSIZE + dtlen;
+            for &s in a.shape() {
+                head[off..off + 8].copy_from_slice(&(s as u64).to_le_bytes());
+                off += 8;
+            }
+            hlen = off;
+            let n = a.len() * item;
+            if n == 0 {
+                &[]
+            } else {
+                // SAFETY: as in `send`: a C-contiguous array's data covers len * itemsize bytes,
+                // and the caller keeps it alive for the duration of this call.
+                unsafe { std::slice::from_raw_parts((*a.as_array_ptr()).fields.data as *const u8, n) }
+            }
+        } else {
+            return fallback();
+        };
+        if body.len() as u64 > slf.max_frame {
+            return fallback();
+        }
+        head[8..12].copy_from_slice(&tag.to_le_bytes());
+        head[12..16].copy_from_slice(&rank.to_le_bytes());
+        head[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
+        let head = &head[..hlen];
+        let this = &mut *slf;
+        let r = if body.len() + head.len() <= 64 * 1024 {
+            this.send_all(i, head, body, timeout)
+        } else {
+            py.detach(|| this.send_all(i, head, body, timeout))
+        };
+        match r {
+            None => Ok(None),
+            Some(o) => Ok(Some(outcome_to_py(py, o)?)),
+        }
+    }
+
+    /// The latency path of `recv`: like `recv`, but a `bytes` message or a one-dimensional
+    /// uint8 array is returned as itself (no tuple to unpack, no dtype view in Python);
+    /// anything else comes as `recv`'s tuple.
+    fn recv_fast(mut slf: PyRefMut<'_, Self>, py: Python<'_>, source: i32, tag: i32, timeout: f64) -> PyResult<Py<PyAny>> {
+        let this = &mut *slf;
+        let o = if !this.events.is_empty() || this.queues.contains_key(&(source, tag)) {
+            this.wait(source, tag, timeout)
+        } else {
+            py.detach(|| this.wait(source, tag, timeout))
+        };
+        if let Outcome::Msg(_, m) = &o {
+            if m.kind == K_BYTES {
+                return Ok(PyBytes::new(py, &m.data).into_any().unbind());
+            }
+            if m.kind == K_ARRAY && m.shape.len() == 1 && m.dtype == "|u1" {
+                let Outcome::Msg(_, m) = o else { unreachable!() };
+                return Ok(PyArray1::from_vec(py, m.data).into_any().unbind());
+            }
+        }
+        outcome_to_py(py, o)
     }
 
     /// Read what is ready on any connection without waiting, at most about `budget` bytes per

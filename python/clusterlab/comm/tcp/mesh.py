@@ -7,7 +7,8 @@ Design (why it is shaped this way):
   (kernel buffer full) does the same while it waits for room. So two ranks that send large
   messages to each other at once never deadlock, and a peer's death (EOF) is seen at once
   whatever we are waiting for. The latency path has no thread hop: the thread that wants the
-  message reads the socket itself.
+  message reads the socket itself (with a single open connection, the Rust engine sleeps in
+  ``recv`` on it rather than in ``poll``: nothing else needs watching).
 - **A background drainer** takes over only while the program is *not* inside a
   communication call (e.g. counting for a minute): it keeps reading so that peers sending to
   us do not stall in ``send`` until their timeout, and it notices dead peers.
@@ -34,7 +35,7 @@ from collections import deque
 
 import numpy as np
 
-from clusterlab.comm.communicator import Communicator
+from clusterlab.comm.communicator import COLLECTIVE_TAG, MAX_USER_TAG, Communicator
 from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
 from clusterlab.comm.tcp import frames, handshake
 from clusterlab.comm.tcp.frames import ABORT, BYE, DATA_ARRAY, DATA_BYTES, HEADER
@@ -136,6 +137,9 @@ class TcpCommunicator(Communicator):
             self._send = self._send_rs
             self._recv = self._recv_rs
             self._recv_any = self._recv_any_rs
+            # the latency path: public send/recv in one Python frame each (same checks)
+            self.send = self._send_fast
+            self.recv = self._recv_fast
         self._drainer = None
         self._wake_r = self._wake_w = -1
         if drainer and socks and os.environ.get("CLUSTERLAB_DRAINER", "1") != "0":
@@ -257,6 +261,66 @@ class TcpCommunicator(Communicator):
                 self._last_active = time.monotonic()
 
     # --- Rust engine paths ----------------------------------------------------------------------
+    def _send_fast(self, dest: int, data, tag: int = 0) -> None:
+        """``send`` on the Rust engine: the checks of ``Communicator.send`` inline, then one
+        engine call that builds the header and sends (bytes and plain numeric arrays; anything
+        else takes the general path)."""
+        if dest == self.rank or not 0 <= dest < self.size:
+            self._check_peer(dest)
+        if not 0 <= tag < _MAX_USER_TAG and tag != _COLLECTIVE_TAG:
+            self._check_tag(tag)
+        self._busy += 1  # before taking the lock: tells the drainer to hand it back
+        with self._lock:
+            try:
+                if self._error is not None or self._closed:
+                    self._check(None)
+                r = self._eng.send_fast(dest, tag, self.rank, data, self.default_timeout)
+                if r is None:
+                    return
+                if r[0] != 5:
+                    self._send_failed(dest, r)
+            finally:
+                self._busy -= 1
+                self._last_active = _monotonic()
+        self._send_rs(dest, data, tag)  # (5,): not a payload the engine frames itself
+
+    def _recv_fast(self, source: int, tag: int = 0, timeout: float | None = None):
+        """``recv`` on the Rust engine: the checks of ``Communicator.recv`` inline; a bytes or
+        1-D uint8 message comes back from the engine as itself."""
+        if source == self.rank or not 0 <= source < self.size:
+            self._check_peer(source)
+        if not 0 <= tag < _MAX_USER_TAG and tag != _COLLECTIVE_TAG:
+            self._check_tag(tag)
+        if timeout is None:
+            timeout = self.default_timeout
+        self._busy += 1
+        with self._lock:
+            try:
+                if self._error is not None or self._closed:
+                    self._check(None)
+                deadline = _monotonic() + timeout
+                r = self._eng.recv_fast(source, tag, timeout)
+                if type(r) is not tuple:
+                    return r
+                return self._wait_locked(source, tag, deadline, r)[1]
+            finally:
+                self._busy -= 1
+                self._last_active = _monotonic()
+
+    def _send_failed(self, dest: int, r) -> None:
+        """Raise for an engine send result ``r`` (timeout or failure of ``dest``); lock held."""
+        if r[0] == 1:
+            msg = f"rank {self.rank}: timed out waiting for room to send to rank {dest} (it is not receiving)"
+            # a frame may be half written: this connection cannot be used again
+            if self._error is None:
+                self._culprit = (dest, "send timed out")
+                self._error = (CommTimeout, (msg,))
+            raise CommTimeout(msg)
+        self._event(r)
+        self._check(dest)
+        raise PeerFailure(dest, "it closed its connection (finished)" if self._conns[dest].bye
+                          else "connection lost")
+
     def _send_rs(self, dest: int, data, tag: int) -> None:
         t = type(data)
         if t is np.ndarray or isinstance(data, (np.ndarray, np.generic)):
@@ -292,17 +356,7 @@ class TcpCommunicator(Communicator):
                     self._check(None)
                 r = self._eng.send(dest, head, flat, self.default_timeout)
                 if r is not None:
-                    if r[0] == 1:
-                        msg = f"rank {self.rank}: timed out waiting for room to send to rank {dest} (it is not receiving)"
-                        # a frame may be half written: this connection cannot be used again
-                        if self._error is None:
-                            self._culprit = (dest, "send timed out")
-                            self._error = (CommTimeout, (msg,))
-                        raise CommTimeout(msg)
-                    self._event(r)
-                    self._check(dest)
-                    raise PeerFailure(dest, "it closed its connection (finished)" if self._conns[dest].bye
-                                      else "connection lost")
+                    self._send_failed(dest, r)
             finally:
                 self._busy -= 1
                 self._last_active = time.monotonic()
@@ -317,38 +371,43 @@ class TcpCommunicator(Communicator):
         self._busy += 1  # before taking the lock: tells the drainer to hand it back
         with self._lock:
             try:
-                deadline = time.monotonic() + timeout
-                while True:
-                    if self._error is not None or self._closed:
-                        self._check(None)
-                    r = self._eng.recv(source, tag, max(deadline - time.monotonic(), 0.0))
-                    st = r[0]
-                    if st == 0:
-                        _, src, kind, dts, shape, payload = r
-                        if kind == DATA_ARRAY:
-                            dt = _DT_CACHE.get(dts)
-                            if dt is None:
-                                dt = _wire_dtype(dts, src)
-                            payload = payload.view(dt)
-                            if len(shape) != 1:
-                                payload = payload.reshape(shape)
-                        return src, payload
-                    if st == 2:
-                        self._event(r)
-                    elif st == 1:
-                        what = (f"a message from rank {source} with tag {tag}" if source >= 0
-                                else f"a message with tag {tag} from any rank")
-                        raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
-                    elif st == 4:
-                        self._check(r[1])
-                        raise PeerFailure(r[1], "it closed its connection (finished)")
-                    else:
-                        if not self._conns:
-                            raise CommError(f"rank {self.rank} has no peers to receive from")
-                        raise PeerFailure(next(iter(self._conns)), "every peer has closed its connection")
+                return self._wait_locked(source, tag, time.monotonic() + timeout, None)
             finally:
                 self._busy -= 1
                 self._last_active = time.monotonic()
+
+    def _wait_locked(self, source: int, tag: int, deadline: float, r):
+        """Wait for a message (lock held); ``r``: an engine result already in hand, or None."""
+        while True:
+            if r is None:
+                if self._error is not None or self._closed:
+                    self._check(None)
+                r = self._eng.recv(source, tag, max(deadline - time.monotonic(), 0.0))
+            st = r[0]
+            if st == 0:
+                _, src, kind, dts, shape, payload = r
+                if kind == DATA_ARRAY:
+                    dt = _DT_CACHE.get(dts)
+                    if dt is None:
+                        dt = _wire_dtype(dts, src)
+                    payload = payload.view(dt)
+                    if len(shape) != 1:
+                        payload = payload.reshape(shape)
+                return src, payload
+            if st == 2:
+                self._event(r)
+                r = None
+            elif st == 1:
+                what = (f"a message from rank {source} with tag {tag}" if source >= 0
+                        else f"a message with tag {tag} from any rank")
+                raise CommTimeout(f"rank {self.rank}: timed out waiting for {what}")
+            elif st == 4:
+                self._check(r[1])
+                raise PeerFailure(r[1], "it closed its connection (finished)")
+            else:
+                if not self._conns:
+                    raise CommError(f"rank {self.rank} has no peers to receive from")
+                raise PeerFailure(next(iter(self._conns)), "every peer has closed its connection")
 
     def _event(self, r) -> None:
         """Apply an engine event (peer, code, detail): goodbyes, deaths, aborts, bad frames."""
@@ -409,7 +468,7 @@ class TcpCommunicator(Communicator):
         for c in self._conns.values():
             if c.open and c.peer != skip:
                 try:  # best effort, never blocks: a full socket buffer just misses the news
-                    c.sock.send(frame)
+                    c.sock.send(frame, socket.MSG_DONTWAIT)
                 except OSError:
                     pass
 
@@ -454,12 +513,12 @@ class TcpCommunicator(Communicator):
             try:
                 if c.dest is not None:
                     want = len(c.dest) - c.dest_off
-                    n = c.sock.recv_into(c.dest[c.dest_off:])
+                    n = c.sock.recv_into(c.dest[c.dest_off:], 0, socket.MSG_DONTWAIT)
                 else:
                     if c.start == c.end:
                         c.start = c.end = 0
                     want = STAGE - c.end
-                    n = c.sock.recv_into(c.sv[c.end:])
+                    n = c.sock.recv_into(c.sv[c.end:], 0, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
@@ -596,7 +655,7 @@ class TcpCommunicator(Communicator):
         bufs = [head, view] if view is not None else [head]
         while True:
             try:
-                sent += c.sock.sendmsg(bufs)
+                sent += c.sock.sendmsg(bufs, (), socket.MSG_DONTWAIT)  # the Rust engine makes fds blocking
             except (BlockingIOError, InterruptedError):
                 pass
             except OSError as e:
@@ -729,6 +788,9 @@ def _wire_dtype(dts: str, src: int) -> np.dtype:
 
 
 _pack = HEADER.pack
+_monotonic = time.monotonic
+_MAX_USER_TAG = MAX_USER_TAG
+_COLLECTIVE_TAG = COLLECTIVE_TAG
 
 
 # --- building a mesh ---------------------------------------------------------------------------------
