@@ -7,21 +7,10 @@ import sys
 import pytest
 
 import clusterlab
-from clusterlab.cluster.testbed import StarTopo, Testbed, clean, leftovers
+from clusterlab.cluster.testbed import StarTopo, Testbed
 from clusterlab.mining.parallel import mine_parallel
 
-from .helpers import fresh_name, require_netns
-
 pytestmark = [pytest.mark.root]
-
-
-@pytest.fixture
-def name():
-    require_netns()
-    n = fresh_name()
-    yield n
-    clean(n)
-    assert not any(leftovers(n)[k] for k in ("namespaces", "processes", "state_files"))
 
 
 def test_every_parallel_miner_on_the_testbed_equals_sequential(name, tmp_path):

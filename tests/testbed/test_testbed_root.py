@@ -11,23 +11,14 @@ import time
 
 import pytest
 
-from clusterlab.cluster.testbed import StarTopo, TcpSettings, Testbed, clean, leftovers
+from clusterlab.cluster.testbed import StarTopo, TcpSettings, Testbed, leftovers
 from clusterlab.cluster.testbed.node import in_netns
 
-from .helpers import fresh_name, require_netns, where_am_i
+from .helpers import where_am_i
 
 pytestmark = [pytest.mark.root]
 
 PYTHON = sys.executable
-
-
-@pytest.fixture
-def name():
-    require_netns()
-    n = fresh_name()
-    yield n
-    clean(n)
-    assert not any(leftovers(n)[k] for k in ("namespaces", "processes", "state_files"))
 
 
 def _gone(name):
