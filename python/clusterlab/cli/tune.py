@@ -20,7 +20,12 @@ from clusterlab.errors import ConfigError
 
 @click.group()
 def tune():
-    """Fit models of this cluster from measurements."""
+    """Fit models of this cluster from measurements.
+
+    \b
+    Example:
+      clusterlab tune model -n 2 -o model.json
+    """
 
 
 def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[float]:
