@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clusterlab.errors import ConfigError
-from clusterlab.experiments import Grid, InProcess, Loopback, Study, Tcp, Testbed, load, names
-from clusterlab.experiments import clusters
+from clusterlab.experiments import Grid, InProcess, Loopback, Study, Tcp, Testbed, clusters, load, names
 from clusterlab.experiments.spec import parse_settings, pick_dilation
 from clusterlab.experiments.workloads import alltoall_broadcast, hpa_job
 

@@ -53,7 +53,13 @@ class _Progress:
             click.echo(f"{info['points']} points, {info['reps']} repetitions"
                        + (f" -> {info['run_dir']}" if info.get("run_dir") else ""), err=True)
             if sys.stderr.isatty():
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                )
 
                 self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                     TimeElapsedColumn(), transient=False)

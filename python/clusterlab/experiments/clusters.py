@@ -27,7 +27,15 @@ import secrets
 from collections.abc import Iterator
 
 from clusterlab.errors import ConfigError
-from clusterlab.experiments.spec import LINUX_RTO_MIN, RTO_MAX_MS_RANGE, InProcess, Loopback, Mpi, Point, Testbed
+from clusterlab.experiments.spec import (
+    LINUX_RTO_MIN,
+    RTO_MAX_MS_RANGE,
+    InProcess,
+    Loopback,
+    Mpi,
+    Point,
+    Testbed,
+)
 from clusterlab.units import parse_size
 
 MIN_SYSCTL = "net/ipv4/tcp_rto_min_us"

@@ -562,7 +562,7 @@ class Study:
                 raise ConfigError(f"{source} {key}: study {self.name} has no such setting "
                                   f"(settings: {self.known_settings()})")
         if fixed:
-            for k, v in fixed.items():
+            for k in fixed:
                 axes.pop(k, None)
             axes = {**axes, **{f"_fixed_{k}": [v] for k, v in fixed.items()}}
         return dataclasses.replace(s, grid=Grid(axes))
