@@ -224,6 +224,7 @@ def _run(snip: Snippet, cwd: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("doc", [str(p.relative_to(ROOT)) for p in DOCS])
 def test_documented_commands_run(doc, clone, tmp_path):
     """Each Markdown file's commands and snippets, in order, in one scratch directory."""

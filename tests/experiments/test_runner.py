@@ -119,3 +119,12 @@ def test_cli_runs_a_study_and_reports(tmp_path, monkeypatch):
     run_dir = next((tmp_path / "pp").iterdir())
     assert (run_dir / "report.md").exists() and "(complete)" in r.output
     assert json.loads((run_dir / "meta.json").read_text())["overrides"] == {"repeat": "1"}
+
+
+def test_report_without_matplotlib_is_one_line(tmp_path, monkeypatch):
+    import sys
+
+    run_study(_study(), tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    r = CliRunner().invoke(cli, ["report", str(tmp_path)], standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "pip install" in str(r.exception)

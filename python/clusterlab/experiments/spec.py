@@ -211,30 +211,30 @@ class Tcp:
 
 # --- clusters ------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class InProcess:
+class _OnThisMachine:
+    """``ranks`` ranks on this machine; ``kind`` says how they run."""
+
+    ranks: int = 4
+    kind = ""
+    FIELDS = ("ranks",)
+
+
+class InProcess(_OnThisMachine):
     """Threads of the driver process (``comm.inproc``): tests algorithms, says nothing of networks."""
 
-    ranks: int = 4
     kind = "inprocess"
-    FIELDS = ("ranks",)
 
 
-@dataclasses.dataclass(frozen=True)
-class Loopback:
+class Loopback(_OnThisMachine):
     """Processes on this machine connected by clusterlab's TCP mesh over loopback."""
 
-    ranks: int = 4
     kind = "loopback"
-    FIELDS = ("ranks",)
 
 
-@dataclasses.dataclass(frozen=True)
-class Mpi:
+class Mpi(_OnThisMachine):
     """Processes under mpiexec (MPICH through mpi4py) on this machine."""
 
-    ranks: int = 4
     kind = "mpi"
-    FIELDS = ("ranks",)
 
 
 @dataclasses.dataclass(frozen=True)
