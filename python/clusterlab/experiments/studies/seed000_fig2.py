@@ -13,7 +13,7 @@ STUDY = Study(
     grid=Grid(scale=SCALES, rto_max=["500ms", "1s", "2s", "5s", "10s", "20s", "40s", "60s"]),
     checks=[DilationCheck({"hosts": 16, "rto_max": "1s"}, dilations=(1, 4))],
     repeat=10, warmup=1, monitor=True,
-    quick={"scale": "16 hosts", "hosts": "8", "rto_max": "1s,60s", "repeat": "3"},
+    quick={"scale": "16 hosts", "hosts": "8", "rto_max": "1s,60s", "repeat": "2"},
     report=[scatter(x="rto_max_s", y="seconds", hue="scale", logx=True), seed_numbers("000", "Fig. 2")],
     notes=NOTES,
 )

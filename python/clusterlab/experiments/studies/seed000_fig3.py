@@ -14,7 +14,7 @@ STUDY = Study(
     grid=Grid(scale=SCALES, rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms", "1s"]),
     checks=[DilationCheck({"hosts": 16, "rto_min": "200ms"}, dilations=(4, 8))],
     repeat=10, warmup=1, monitor=True,
-    quick={"scale": "16 hosts", "hosts": "8", "rto_min": "10ms,200ms", "repeat": "3"},
+    quick={"scale": "16 hosts", "hosts": "8", "rto_min": "10ms,200ms", "repeat": "2"},
     report=[scatter(x="rto_min_s", y="seconds", hue="scale", logx=True),
             scatter(x="rto_min_s", y="retransmissions_per_node", hue="scale", logx=True),
             seed_numbers("000", "Fig. 3"), seed_numbers("000", "Fig. 4")],

@@ -14,7 +14,7 @@ STUDY = Study(
     grid=Grid(scale=SCALES, rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms"],
               rto_jitter=["0ms", "100ms"]),
     repeat=10, warmup=1, monitor=True,
-    quick={"scale": "16 hosts", "hosts": "8", "rto_min": "10ms,200ms", "repeat": "3"},
+    quick={"scale": "16 hosts", "hosts": "8", "rto_min": "10ms,200ms", "repeat": "2"},
     report=[scatter(x="rto_min_s", y="retransmissions_per_node", hue="rto_jitter", logx=True),
             scatter(x="rto_min_s", y="seconds", hue="rto_jitter", logx=True),
             seed_numbers("000", "Fig. 5")],

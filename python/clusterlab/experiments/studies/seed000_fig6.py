@@ -25,7 +25,7 @@ STUDY = Study(
     grid=Grid(ranks=[1, 2, 4, 8, 16] + ([32, 64, 100] if COMPUTE == "replay" else []),
               tcp=[SOLARIS, TUNED if COMPUTE == "replay" else TUNED_REAL_TIME]),
     repeat=10, warmup=1, monitor=True,
-    quick={"data": "seed000:200K", "ranks": "1,2,4", "repeat": "2"},
+    quick={"data": "seed000:100K", "ranks": "1,4", "repeat": "1"},
     report=[speedup(x="ranks", y="seconds", hue="tcp"),
             scatter(x="ranks", y="seconds", hue="tcp"),
             per_pass(y="retransmissions_by_pass", hue="tcp"),
