@@ -121,7 +121,10 @@ class _Job:
         rdv.on_hello = self._hello
         rdv.on_error = self._error
 
-    def _hello(self, _link: RankLink) -> None:
+    def _hello(self, link: RankLink) -> None:
+        if self.decided:  # a late-comer to an aborted set-up
+            self.rdv.send(link.rank, contract.abort(self.sup.failed_rank, self.sup.reason))
+            return
         if not self.table_sent and self.sup.failed_rank is None and all(lk.hello for lk in self.rdv.links):
             tbl = contract.table([(lk.hello["host"], lk.hello["port"]) for lk in self.rdv.links])
             for lk in self.rdv.links:
@@ -144,8 +147,8 @@ class _Job:
         self.sup.failed_rank, self.sup.reason = rank, reason
         self.sup.fail(rank, reason, now=now)
         for lk in self.rdv.connected:
-            self.rdv.send(lk.rank, contract.abort(rank, reason))
-        self.rdv.stop_accepting()
+            if lk.hello is not None:
+                self.rdv.send(lk.rank, contract.abort(rank, reason))
 
     def tick(self) -> None:
         self.rdv.expire()

@@ -160,7 +160,10 @@ class _MpiJob:
         rdv.on_error = self._error
         rdv.on_lost = self._lost
 
-    def _hello(self, _link: RankLink) -> None:
+    def _hello(self, link: RankLink) -> None:
+        if self.decided:  # a late-comer to an aborted set-up
+            self.rdv.send(link.rank, contract.abort(self.sup.failed_rank, self.sup.reason))
+            return
         if all(lk.hello for lk in self.rdv.links):
             if self.backend == "tcp" and not self.table_sent and self.sup.failed_rank is None:
                 tbl = contract.table([(lk.hello["host"], lk.hello["port"]) for lk in self.rdv.links])
@@ -193,8 +196,8 @@ class _MpiJob:
             self.sup.failed_rank, self.sup.reason = r, reason
             self.sup.fail(r, reason, now=True)
             for lk in self.rdv.connected:
-                self.rdv.send(lk.rank, contract.abort(r, reason))
-            self.rdv.stop_accepting()
+                if lk.hello is not None:
+                    self.rdv.send(lk.rank, contract.abort(r, reason))
 
     def result(self) -> JobResult:
         sup, rdv = self.sup, self.rdv
