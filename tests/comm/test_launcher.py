@@ -309,27 +309,35 @@ def test_fork_failure_is_one_line_and_leaves_nothing(marker):
     assert_nothing_left(marker)
 
 
-def test_launch_refuses_more_ranks_than_the_machine_can_start(tmp_path):
-    from clusterlab.cluster.supervisor import rank_capacity
+def test_launch_refuses_more_ranks_than_the_machine_can_start(tmp_path, monkeypatch):
+    """An injected limit (ranks needing 1 TiB each), so that nothing is ever started: the
+    refusal names the limit, in ``launch`` itself."""
+    from clusterlab.cluster import supervisor
 
-    limit, why = rank_capacity(1)
-    assert limit >= 8, why
-    with pytest.raises(ConfigError, match=rf"{limit + 1} ranks are more than this machine can start "
-                                          rf"\(at most {limit}\)"):
-        launch(["true"], limit + 1)
-    # every caller gets it, e.g. `mine --nodes`
+    monkeypatch.setattr(supervisor, "RANK_MEMORY", 1 << 40)
+    with pytest.raises(ConfigError, match=r"2 ranks are more than this machine can start \(at most 0\): "
+                                          r"memory: each rank needs about 1048576 MiB"):
+        launch(["true"], 2)
+
+
+def _low_nofile():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100))
+
+
+def test_mine_nodes_gets_the_rank_limit(tmp_path):
+    """Every caller of launch() gets the refusal, e.g. `mine --nodes` (the limit is made small
+    with `ulimit -n 100`, so nothing starts whatever the machine's memory)."""
     data = tmp_path / "d.dat"
     data.write_text("1 2\n2 3\n")
-    p = _cli_run(["mine", str(data), "--nodes", str(limit + 1), "-s", "0.5"])
-    assert p.returncode == 2 and "more than this machine can start" in p.stderr and "Traceback" not in p.stderr, \
-        p.stderr
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "mine", str(data), "--nodes", "200", "-s", "0.5"],
+                       capture_output=True, text=True, timeout=60, preexec_fn=_low_nofile)
+    _one_line_error(p, "200 ranks are more than this machine can start", "RLIMIT_NOFILE (ulimit -n) is 100")
 
 
 def test_rank_limit_names_the_open_file_limit():
     """With `ulimit -n 100`, 200 ranks cannot hold their mesh sockets: the message says so."""
     p = subprocess.run([sys.executable, "-m", "clusterlab", "run", "-n", "200", "--", "true"],
-                       capture_output=True, text=True, timeout=60,
-                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (100, 100)))
+                       capture_output=True, text=True, timeout=60, preexec_fn=_low_nofile)
     _one_line_error(p, "200 ranks are more than this machine can start", "RLIMIT_NOFILE (ulimit -n) is 100")
 
 
