@@ -295,9 +295,10 @@ class Rendezvous:
         rc = exits[r][0] if exits is not None and r in exits else None
         if err is not None and err.get("user"):
             return f"rank {r}{where} failed: {err['detail']}", True
-        status = describe_status(rc) if rc is not None else "died"
         if err is not None:
+            status = describe_status(rc) if rc is not None else "failed"
             return f"rank {r}{where} {status}: {err['detail']}", False
+        status = describe_status(rc) if rc is not None else "died"
         return f"rank {r}{where} {status}", False
 
     def node_of(self, r: int) -> str:
