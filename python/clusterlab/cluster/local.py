@@ -119,22 +119,12 @@ class _Job:
         self.exits: dict[int, tuple[int, float]] = {}
         sup.on_exit = self._exited
         rdv.on_hello = self._hello
-        rdv.on_error = self._error
+        rdv.on_error = rdv.blame
 
-    def _hello(self, link: RankLink) -> None:
-        if self.decided:  # a late-comer to an aborted set-up
-            self.rdv.send(link.rank, contract.abort(self.sup.failed_rank, self.sup.reason))
-            return
+    def _hello(self, _link: RankLink) -> None:
         if not self.table_sent and self.sup.failed_rank is None and all(lk.hello for lk in self.rdv.links):
-            tbl = contract.table([(lk.hello["host"], lk.hello["port"]) for lk in self.rdv.links])
-            for lk in self.rdv.links:
-                self.rdv.send(lk.rank, tbl)
+            self.rdv.send_table()
             self.table_sent = True
-            self.rdv.stop_accepting()  # nobody may join later
-
-    def _error(self, link: RankLink) -> None:
-        c = link.error.get("culprit", link.rank)
-        self.sup.fail(c if isinstance(c, int) else link.rank, f"rank {link.rank}: {link.error.get('detail', '')}")
 
     def _exited(self, child: Child) -> None:
         self.exits[child.rank] = (child.rc, child.exited_at)
@@ -144,11 +134,7 @@ class _Job:
 
     def _abort_setup(self, rank: int, reason: str, now: bool = False) -> None:
         self.decided = True
-        self.sup.failed_rank, self.sup.reason = rank, reason
-        self.sup.fail(rank, reason, now=now)
-        for lk in self.rdv.connected:
-            if lk.hello is not None:
-                self.rdv.send(lk.rank, contract.abort(rank, reason))
+        self.rdv.abort_set_up(rank, reason, now=now)
 
     def tick(self) -> None:
         self.rdv.expire()
@@ -167,10 +153,7 @@ class _Job:
 
     def result(self) -> JobResult:
         sup, rdv = self.sup, self.rdv
-        n = len(rdv.links)
-        res = JobResult(returncodes=[0] * n, results=[lk.result for lk in rdv.links], errors=rdv.errors(),
-                        tracebacks=rdv.tracebacks(), interrupted=sup.interrupted, reason=sup.reason,
-                        failed_rank=sup.failed_rank, elapsed=time.monotonic() - sup.t0)
+        res = rdv.job_result()
         for c in sup.children:
             res.returncodes[c.rank] = c.rc if c.rc is not None else (c.proc.returncode or 0)
         if res.interrupted or res.failed_rank == -1 or self.decided:

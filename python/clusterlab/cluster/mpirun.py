@@ -154,27 +154,16 @@ class _MpiJob:
     def __init__(self, sup: Supervisor, rdv: Rendezvous, backend: str, setup_timeout: float):
         self.sup, self.rdv, self.backend, self.setup_timeout = sup, rdv, backend, setup_timeout
         self.mpiexec = None
-        self.table_sent = False
         self.decided = False
         rdv.on_hello = self._hello
-        rdv.on_error = self._error
+        rdv.on_error = rdv.blame
         rdv.on_lost = self._lost
 
-    def _hello(self, link: RankLink) -> None:
-        if self.decided:  # a late-comer to an aborted set-up
-            self.rdv.send(link.rank, contract.abort(self.sup.failed_rank, self.sup.reason))
-            return
+    def _hello(self, _link: RankLink) -> None:
         if all(lk.hello for lk in self.rdv.links):
-            if self.backend == "tcp" and not self.table_sent and self.sup.failed_rank is None:
-                tbl = contract.table([(lk.hello["host"], lk.hello["port"]) for lk in self.rdv.links])
-                for lk in self.rdv.links:
-                    self.rdv.send(lk.rank, tbl)
-                self.table_sent = True
+            if self.backend == "tcp" and self.sup.failed_rank is None:
+                self.rdv.send_table()
             self.rdv.stop_accepting()
-
-    def _error(self, link: RankLink) -> None:
-        c = link.error.get("culprit", link.rank)
-        self.sup.fail(c if isinstance(c, int) else link.rank, f"rank {link.rank}: {link.error.get('detail', '')}")
 
     def _lost(self, link: RankLink) -> None:
         if link.result is None and not link.bye and link.error is None:
@@ -193,21 +182,14 @@ class _MpiJob:
             if len(missing) > 1:
                 reason += f"; nor did ranks {missing[1:]}"
             self.decided = True
-            self.sup.failed_rank, self.sup.reason = r, reason
-            self.sup.fail(r, reason, now=True)
-            for lk in self.rdv.connected:
-                if lk.hello is not None:
-                    self.rdv.send(lk.rank, contract.abort(r, reason))
+            self.rdv.abort_set_up(r, reason, now=True)
 
     def result(self) -> JobResult:
-        sup, rdv = self.sup, self.rdv
-        n = len(rdv.links)
+        rdv = self.rdv
         rc = self.mpiexec.rc if self.mpiexec is not None and self.mpiexec.rc is not None else 1
-        res = JobResult(returncodes=[0] * n, results=[lk.result for lk in rdv.links], errors=rdv.errors(),
-                        tracebacks=rdv.tracebacks(), interrupted=sup.interrupted, reason=sup.reason,
-                        failed_rank=sup.failed_rank, elapsed=time.monotonic() - sup.t0)
+        res = rdv.job_result()
         if rc != 0 or res.errors or res.failed_rank is not None:
-            res.returncodes = [rc if rc else 1] * n
+            res.returncodes = [rc if rc else 1] * len(rdv.links)
         if res.interrupted or res.failed_rank == -1 or self.decided:
             return res
         judged = rdv.culprit(None)

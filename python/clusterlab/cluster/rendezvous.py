@@ -23,7 +23,7 @@ import sys
 import time
 
 from clusterlab.cluster import contract
-from clusterlab.cluster.supervisor import Supervisor, describe_status
+from clusterlab.cluster.supervisor import JobResult, Supervisor, describe_status
 from clusterlab.comm import errors
 from clusterlab.comm.tcp import frames, handshake
 
@@ -74,6 +74,7 @@ class Rendezvous:
         self.links = [RankLink(r) for r in range(n)]
         self.expected_nodes: list[str] | None = None  # where each rank should run (a hostfile), if known
         self.on_hello = self.on_error = self.on_lost = None
+        self.aborted: tuple[int, str] | None = None  # the set-up failed: (rank named, reason)
         self._pending: dict[int, tuple[handshake.Acceptor, str]] = {}
         self._by_fd: dict[int, RankLink] = {}
         self.listener: socket.socket | None = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -200,7 +201,9 @@ class Rendezvous:
         op = msg["op"]
         if op == "hello" and link.hello is None:
             link.hello = msg
-            if self.on_hello:
+            if self.aborted is not None:  # a late-comer to a failed set-up
+                self.send(link.rank, contract.abort(*self.aborted))
+            elif self.on_hello:
                 self.on_hello(link)
         elif op == "error" and link.error is None:
             link.error, link.error_at = msg, time.monotonic()
@@ -245,6 +248,23 @@ class Rendezvous:
         link.lost_at = time.monotonic()
         if self.on_lost:
             self.on_lost(link)
+
+    def send_table(self) -> None:
+        """Everyone checked in: send each rank the address table, and close the door."""
+        tbl = contract.table([(lk.hello["host"], lk.hello["port"]) for lk in self.links])
+        for lk in self.links:
+            self.send(lk.rank, tbl)
+        self.stop_accepting()
+
+    def abort_set_up(self, rank: int, reason: str, *, now: bool = False) -> None:
+        """The set-up failed because of ``rank``: this names the job's failure (final), and
+        every rank that checked in, or checks in later, is told so (it raises ``PeerFailure``)."""
+        self.aborted = (rank, reason)
+        self.sup.failed_rank, self.sup.reason = rank, reason
+        self.sup.fail(rank, reason, now=now)
+        for lk in self.connected:
+            if lk.hello is not None:
+                self.send(lk.rank, contract.abort(rank, reason))
 
     @property
     def connected(self) -> list[RankLink]:
@@ -307,6 +327,18 @@ class Rendezvous:
 
     def nodes(self) -> set[str]:
         return {self.node_of(r) for r in range(self.n)} - {""}
+
+    def blame(self, link: RankLink) -> None:
+        """An error report starts the supervisor's grace clock, blaming the rank it names."""
+        c = link.error.get("culprit", link.rank)
+        self.sup.fail(c if isinstance(c, int) else link.rank, f"rank {link.rank}: {link.error.get('detail', '')}")
+
+    def job_result(self) -> JobResult:
+        """The job's outcome as the supervisor and the links saw it (naming not yet judged)."""
+        sup, n = self.sup, len(self.links)
+        return JobResult(returncodes=[0] * n, results=[lk.result for lk in self.links], errors=self.errors(),
+                         tracebacks=self.tracebacks(), interrupted=sup.interrupted, reason=sup.reason,
+                         failed_rank=sup.failed_rank, elapsed=time.monotonic() - sup.t0)
 
     def tracebacks(self) -> dict[int, str]:
         return {lk.rank: lk.error["traceback"] for lk in self.links
