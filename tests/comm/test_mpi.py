@@ -106,6 +106,10 @@ import psutil
 from clusterlab.comm import world
 c = world()
 total = c.allreduce(np.array([c.rank + 1], dtype=np.int64))
+if sys.argv[2] == "kill":
+    if c.rank == 1:
+        os.kill(os.getpid(), 9)
+    c.allreduce(total)
 mesh = [x for x in psutil.Process().net_connections(kind="tcp") if x.status == "ESTABLISHED"]
 st = c.stats()
 out = {"rank": c.rank, "backend": type(c).__name__, "sum": int(total[0]),
@@ -169,7 +173,7 @@ def test_mesh_spans_hosts_under_launch_mpi_with_a_hostfile(hosts3, tmp_path, mar
     out.mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT), CLUSTERLAB_DRAINER="0")  # stats() races the drainer
     with in_netns(tb.switch.ns):  # the "login node": on the switch, where every host reaches it
-        res = launch_mpi([sys.executable, str(prog), str(out), marker], 3, backend="tcp", hostfile=hostfile,
+        res = launch_mpi([sys.executable, str(prog), str(out), "ok", marker], 3, backend="tcp", hostfile=hostfile,
                          mpiexec_args=args, rendezvous_host=tb.topo.switch_address, env=env,
                          config=TransportConfig(rto_min=0.005), timeout=120, setup_timeout=60)
     assert res.ok, res
@@ -188,7 +192,7 @@ def test_mesh_spans_hosts_under_plain_mpiexec(hosts3, tmp_path, marker):
     env = dict(os.environ, PYTHONPATH=str(ROOT), CLUSTERLAB_BACKEND="tcp", CLUSTERLAB_DRAINER="0",
                CLUSTERLAB_TRANSPORT=TransportConfig(rto_min=0.005).to_json())
     p = subprocess.run(["ip", "netns", "exec", tb.switch.ns, mpiexec_path(), "-f", hostfile, *args, "-n", "3",
-                        sys.executable, str(prog), str(out), marker], env=env, capture_output=True, text=True,
+                        sys.executable, str(prog), str(out), "ok", marker], env=env, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
     _check_mesh_over_hosts(tb, out)
@@ -205,10 +209,30 @@ def test_unreachable_host_is_named_within_the_set_up_timeout(hosts3, tmp_path, m
     tb.switch.run(["ip", "link", "set", "p2", "down"])
     t = time.monotonic()
     with in_netns(tb.switch.ns):
-        res = launch_mpi([sys.executable, str(prog), str(tmp_path), marker], 3, backend="tcp", hostfile=hostfile,
+        res = launch_mpi([sys.executable, str(prog), str(tmp_path), "ok", marker], 3, backend="tcp", hostfile=hostfile,
                          mpiexec_args=args, rendezvous_host=tb.topo.switch_address, grace=2.0,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120, setup_timeout=10)
     took = time.monotonic() - t
     assert res.failed_rank == 2 and "rank 2 on h2 did not check in within 10 s" in res.reason, res
     assert took < 10 + 2 + 2 + 5, took   # set-up timeout + grace + kill + start-up
+    assert_nothing_left(marker)
+
+
+@pytest.mark.root
+def test_rank_death_on_another_host_is_reported_as_locally(hosts3, tmp_path, marker):
+    """Rank 1 (on h1) is SIGKILLed after the mesh is up: the job names rank 1 on h1 within
+    seconds and nothing is left. The others raise PeerFailure naming it, unless hydra, which
+    ends the whole job when a rank dies, kills them first."""
+    from clusterlab.cluster.mpirun import launch_mpi
+    from clusterlab.cluster.testbed.node import in_netns
+
+    tb, hostfile, args, prog = hosts3
+    t = time.monotonic()
+    with in_netns(tb.switch.ns):
+        res = launch_mpi([sys.executable, str(prog), str(tmp_path), "kill", marker], 3, backend="tcp",
+                         hostfile=hostfile, mpiexec_args=args, rendezvous_host=tb.topo.switch_address,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120, setup_timeout=60)
+    assert res.failed_rank == 1 and res.reason.startswith("rank 1 on h1 died"), res
+    assert all(e.startswith("PeerFailure: rank 1 failed") for e in res.errors.values()), res
+    assert time.monotonic() - t < 30
     assert_nothing_left(marker)
