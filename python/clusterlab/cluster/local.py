@@ -1,16 +1,19 @@
 """The local launcher: run n ranks as processes on this machine (loopback by default).
 
-``launch(argv, n)`` starts ``argv`` n times and acts as the rendezvous: each rank opens its own
-listening socket, authenticates to the launcher with the per-job secret (passed in the
-environment, never on the command line), reports its address, and receives the address table
-to build the TCP mesh (``clusterlab.comm.world()`` does the rank's side). The launcher then
-watches: when a rank dies, the others see its connections drop and raise ``PeerFailure``
-naming it; whatever is still running ``grace`` seconds later is terminated, then killed, and
-every process is reaped (each rank runs in its own process group, so helpers it started go
-too). Ctrl-C (SIGINT) and SIGTERM are forwarded to every rank.
+``launch(argv, n)`` starts ``argv`` n times under a ``Supervisor`` (``cluster.supervisor``)
+and acts as the rendezvous (``cluster.rendezvous``): each rank opens its own listening socket,
+authenticates to the launcher with the per-job secret (passed in the environment, never on the
+command line), reports its address, and receives the address table to build the TCP mesh
+(``clusterlab.comm.world()`` does the rank's side; ``cluster.contract`` is what the two say).
+The launcher then watches: when a rank dies, the others see its connections drop and raise
+``PeerFailure`` naming it; whatever is still running ``grace`` seconds later is terminated,
+then killed, and every process is reaped (each rank runs in its own process group, so helpers
+it started go too). Ctrl-C (SIGINT) and SIGTERM are forwarded to every rank. Before starting
+anything it refuses a command that cannot run and more ranks than the machine can start.
 
-``run(fn, n)`` runs a module-level function ``fn(comm, *args)`` on n ranks and returns the
-list of their return values (JSON-able values or bytes; nothing is pickled).
+``run(fn, n)`` runs a module-level function ``fn(comm, *args)`` on n ranks
+(``python -m clusterlab.cluster.rank``) and returns the list of their return values (JSON-able
+values or bytes; nothing is pickled).
 
 ``hosts`` places rank i elsewhere: ``RankHost(prefix=["ip", "netns", "exec", "h1"],
 bind="10.0.0.1")`` runs it inside a network namespace and makes it listen on that address
