@@ -50,7 +50,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
     """
     from clusterlab.bench.alltoall_broadcast import summarize
     from clusterlab.experiments.runner import run_study
-    from clusterlab.experiments.spec import Loopback, Study, Tcp, Testbed
+    from clusterlab.experiments.spec import Loopback, Study, Tcp, Testbed, scatter
     from clusterlab.experiments.workloads import alltoall_broadcast
     from clusterlab.units import parse_size
 
@@ -77,7 +77,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
               rcvbuf=rcvbuf, congestion=cc, seed=tb_seed)
     study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
                   transport=tcp, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
-                  monitor_interval=interval)
+                  monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
     res = run_study(study, run_dir)
     point = res.points[0]
     skip = set(point.settings) | {"study", "point", "label", "check", "load1", "cpu_bound"}
