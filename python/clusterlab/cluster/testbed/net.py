@@ -31,12 +31,12 @@ import threading
 import time
 
 from clusterlab._atomic import atomic_open
-from clusterlab.errors import ConfigError
 from clusterlab.cluster.testbed import link
 from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Switch, TestbedError, in_netns, ns_name
 from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, TcpSettings, host_sysctls
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
+from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 
 _live: dict[str, Testbed] = {}
