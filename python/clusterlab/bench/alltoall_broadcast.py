@@ -185,6 +185,8 @@ def summarize(reps: list[dict]) -> dict:
         # the slowest rank of each repetition: how much of its time was RTO waiting
         slow = [max(r["ranks"], key=lambda x: x["seconds"]) for r in reps]
         out["median_slowest_rank_rto_wait_s"] = float(np.median([x["rto_wait_s"] for x in slow]))
+        # the RTO wait is the sender's: the longest any rank's connections waited in a round
+        out["median_max_rto_wait_s"] = float(np.median([max(x["rto_wait_s"] for x in r["ranks"]) for r in reps]))
     return out
 
 
@@ -244,7 +246,9 @@ def run_broadcast(size: int, reps: int, *, topo=None, transport=None, ranks: int
             settings.update(cluster="testbed", testbed=tb.name, hosts=topo.hosts, ranks=n, topo=topo.to_dict(),
                             rto_min_us_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_min_us") for h in tb.hosts],
                             rto_max_ms_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_max_ms") for h in tb.hosts])
-            out = tb.run(alltoall_broadcast, n, size, reps, order, warmup, True, tb.switch.ns, timeout=timeout)[0]
+            # starting many interpreters on a busy machine takes long: scale the set-up timeout
+            out = tb.run(alltoall_broadcast, n, size, reps, order, warmup, True, tb.switch.ns, timeout=timeout,
+                         setup_timeout=max(60.0, 3.0 * n))[0]
         undilate(out, topo.dilation)
         settings["line_rate_seconds"] = line_rate_seconds(n, size, topo.rate_bps)
     with open("/proc/loadavg") as f:
