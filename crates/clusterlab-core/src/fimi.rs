@@ -301,9 +301,11 @@ fn read_stream_blocks<R: Read>(mut r: R, block: usize) -> Result<(Baskets, Parse
     let mut first_line = 1u64;
     let mut eof = false;
     loop {
-        // Fill the block (a pipe hands out at most 64 KB per read).
+        // Fill the block (a pipe hands out at most 64 KB per read; /proc/sys files refuse
+        // reads larger than the kernel will allocate, so ask for at most 256 KB at a time).
         while have < buf.len() && !eof {
-            match r.read(&mut buf[have..]) {
+            let upto = buf.len().min(have + (256 << 10));
+            match r.read(&mut buf[have..upto]) {
                 Ok(0) => eof = true,
                 Ok(n) => have += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

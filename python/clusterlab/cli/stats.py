@@ -11,7 +11,7 @@ from clusterlab.errors import ConfigError
 
 
 @click.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: from the extension; .dat is FIMI).")
 @click.option("--top", default=10, show_default=True, help="How many of the most frequent items to list (>= 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

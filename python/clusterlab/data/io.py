@@ -147,7 +147,7 @@ def read_parquet(path, tid_col: str = "transaction_id", item_col: str = "item", 
 
             csr = columns.list_column_csr(col, fail)
             b = Baskets._trusted(*csr)
-            return b if lo is None else b.slice(lo, hi)
+            return b if lo is None or size == 1 else b.slice(lo, hi)
         table = pf.read(columns=[tid_col, item_col])
         csr = columns.long_form_csr(table.column(tid_col), table.column(item_col),
                                     _parquet_fail(path, names, tid_col), _parquet_fail(path, names, item_col))
