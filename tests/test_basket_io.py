@@ -167,8 +167,8 @@ def test_stats_of_huge_sparse_ids_in_small_memory(tmp_path, big):
     s = json.loads(r.stdout)
     assert (s["transactions"], s["distinct_items"]) == (2, 3)
     assert [(m["item"], m["count"]) for m in s["most_frequent"]] == [(big, 2), (1, 1), (2, 1)]
-    code = ("import clusterlab; b = clusterlab.Baskets.from_lists([[1, %d], [%d, 2]]); "
-            "c, ids = b.compact(); print(b.n_items, c.to_lists(), ids.tolist())" % (big, big))
+    code = (f"import clusterlab; b = clusterlab.Baskets.from_lists([[1, {big}], [{big}, 2]]); "
+            "c, ids = b.compact(); print(b.n_items, c.to_lists(), ids.tolist())")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        preexec_fn=lambda: __import__("resource").setrlimit(
                            __import__("resource").RLIMIT_AS, (3 << 30, 3 << 30)))
