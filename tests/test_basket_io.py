@@ -279,7 +279,7 @@ def test_fifo_with_a_writer_is_read(tmp_path):
         with open(fifo, "wb") as f:
             f.write(b"1 2\n3\n")
 
-    t = threading.Thread(target=writer)
+    t = threading.Thread(target=writer, daemon=True)  # never keeps pytest alive if the read fails
     t.start()
     try:
         assert read_baskets(fifo).to_lists() == [[1, 2], [3]]
