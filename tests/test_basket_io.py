@@ -512,3 +512,11 @@ def test_csv_and_parquet_partitions_tile_transactions(tmp_path):
             parts = [read_partition(path, r, size) for r in range(size)]
             assert all(b.labels == whole.labels for b in parts)
             assert [t for b in parts for t in b.to_lists(labels=True)] == want, (path, size)
+
+
+def test_renumber_to_a_union_of_ranks_ids():
+    a, b = Baskets.from_lists([[5, 4294967295]]), Baskets.from_lists([[9, 5]])
+    union = np.union1d(a.compact()[1], b.compact()[1])
+    assert a.renumber(union).to_lists() == [[0, 2]] and b.renumber(union).to_lists() == [[0, 1]]
+    with pytest.raises(clusterlab.ConfigError, match="item 9 is not among the ids"):
+        b.renumber([5, 4294967295])

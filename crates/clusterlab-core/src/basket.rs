@@ -111,6 +111,28 @@ pub fn normalize_csr(offsets: &[i64], items: &[u32]) -> Option<(Vec<i64>, Vec<u3
     Some((offs, out, dropped))
 }
 
+/// `items` renumbered to their position in `ids` (ascending distinct ids that hold every
+/// item, e.g. the union of all ranks' ids), or `Err(item)` for the first item not in `ids`.
+/// Used when several ranks must agree on one compact numbering.
+pub fn renumber(items: &[u32], ids: &[u32]) -> Result<Vec<u32>, u32> {
+    let bound = ids.last().map_or(0, |&m| m as usize + 1);
+    if dense_ok(bound, items.len().max(ids.len())) {
+        let mut table = vec![u32::MAX; bound];
+        for (rank, &id) in ids.iter().enumerate() {
+            table[id as usize] = rank as u32;
+        }
+        let out: Vec<u32> = items.par_iter().map(|&i| table.get(i as usize).copied().unwrap_or(u32::MAX)).collect();
+        // u32::MAX marks "not in ids" (a real rank that large would need 2^32 distinct ids).
+        match out.par_iter().position_first(|&r| r == u32::MAX) {
+            Some(k) => Err(items[k]),
+            None => Ok(out),
+        }
+    } else {
+        let map: FastMap<u32, u32> = ids.iter().enumerate().map(|(r, &id)| (id, r as u32)).collect();
+        items.par_iter().map(|i| map.get(i).copied().ok_or(*i)).collect()
+    }
+}
+
 /// Order-preserving compaction of item ids: the distinct ids ascending with their support
 /// counts, and `items` renumbered to their rank among them (`None` when the ids already are
 /// `0..d`). Sorted transactions stay sorted, so results mined on the compact ids map back
@@ -151,6 +173,14 @@ mod tests {
         // A moderately sparse range takes the lookup-table path.
         let (dense, c) = compact(&[10, 20, 10]);
         assert_eq!((dense.unwrap(), c.ids), (vec![0, 1, 0], vec![10, 20]));
+    }
+
+    #[test]
+    fn renumber_against_a_union() {
+        assert_eq!(renumber(&[7, 3, 7], &[1, 3, 7]), Ok(vec![2, 1, 2]));
+        assert_eq!(renumber(&[7, 4], &[1, 3, 7]), Err(4));
+        assert_eq!(renumber(&[u32::MAX, 5], &[5, u32::MAX]), Ok(vec![1, 0]));
+        assert_eq!(renumber(&[u32::MAX, 6], &[5, u32::MAX]), Err(6));
     }
 
     #[test]

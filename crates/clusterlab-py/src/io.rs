@@ -173,6 +173,18 @@ fn compact_items<'py>(py: Python<'py>, items: PyReadonlyArray1<u32>) -> PyResult
     Ok((dense.map(|d| PyArray1::from_vec(py, d)), PyArray1::from_vec(py, c.ids), PyArray1::from_vec(py, c.counts)))
 }
 
+/// `items` renumbered to their position in `ids` (ascending, holding every item); a
+/// ValueError names the first item missing from `ids`.
+#[pyfunction]
+fn renumber_items<'py>(py: Python<'py>, items: PyReadonlyArray1<u32>, ids: PyReadonlyArray1<u32>) -> PyResult<Arr<'py, u32>> {
+    let (i, d) = (items.as_slice()?, ids.as_slice()?);
+    if d.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(PyValueError::new_err("ids must be strictly ascending"));
+    }
+    let out = py.detach(|| basket::renumber(i, d)).map_err(|m| PyValueError::new_err(format!("item {m} is not among the ids")))?;
+    Ok(PyArray1::from_vec(py, out))
+}
+
 /// Sort and deduplicate every transaction of CSR arrays: (offsets, items, duplicates
 /// dropped), or None when they already are canonical (keep the arrays: no copy).
 #[pyfunction]
@@ -202,6 +214,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distinct_items, m)?)?;
     m.add_function(wrap_pyfunction!(compact_items, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_csr, m)?)?;
+    m.add_function(wrap_pyfunction!(renumber_items, m)?)?;
     m.add_function(wrap_pyfunction!(lists_to_csr, m)?)?;
     Ok(())
 }

@@ -139,6 +139,24 @@ class Baskets:
         labels = [self.labels[i] for i in ids.tolist()] if self.labels is not None else None
         return Baskets._trusted(self.offsets, dense, labels, self.duplicates_dropped), ids
 
+    def renumber(self, ids) -> Baskets:
+        """Items renumbered to their position in ``ids`` (ascending distinct ids holding every
+        item here): what ranks use to agree on one compact numbering, with ``ids`` the union
+        of every rank's ``compact()`` ids. ``ConfigError`` names an item missing from ``ids``.
+
+        >>> Baskets.from_lists([[7, 40]]).renumber([3, 7, 40]).to_lists()
+        [[1, 2]]
+        """
+        ids = np.ascontiguousarray(ids, dtype=np.uint32)
+        try:
+            items = _core.renumber_items(self.items, ids)
+        except ValueError as e:
+            raise ConfigError(f"renumber: {e}") from None
+        if self.labels is not None and ids.size and int(ids[-1]) >= len(self.labels):
+            raise ConfigError(f"renumber: id {int(ids[-1])} has no label ({len(self.labels)} labels)")
+        labels = [self.labels[i] for i in ids.tolist()] if self.labels is not None else None
+        return Baskets._trusted(self.offsets, items, labels, self.duplicates_dropped)
+
     def to_lists(self, labels: bool = False) -> list[list]:
         out = [t.tolist() for t in self]
         if labels and self.labels is not None:
