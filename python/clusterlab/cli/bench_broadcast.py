@@ -8,6 +8,7 @@ import os
 
 import click
 
+from clusterlab.cli.options import transport_options
 from clusterlab.cli.testbed import topo_options
 from clusterlab.errors import ConfigError
 
@@ -22,15 +23,7 @@ from clusterlab.errors import ConfigError
               "without it the ranks run on the local loopback cluster.")
 @click.option("--ranks", default=None, type=int, help="Ranks (default: --hosts, or 4 locally).")
 @topo_options
-@click.option("--rto-min", default=None, help="Minimum RTO, e.g. 5ms (testbed: per-host sysctl; local: socket option).")
-@click.option("--rto-jitter", default=None, help="Per-host random extra on the minimum RTO, e.g. 100ms.")
-@click.option("--rto-max", default=None, help="Maximum RTO; x dilation it must lie in 1s..120s (refused otherwise).")
-@click.option("--rto-max-offset", default=None,
-              help="Each host's MAX = its own MIN + this (seed 000: 100ms); needs --hosts and a dilation that "
-                   "makes MAX x k >= 1s.")
-@click.option("--cc", default=None, help="Congestion control per socket (reno, cubic, bbr).")
-@click.option("--sndbuf", default=None, help="SO_SNDBUF per socket.")
-@click.option("--rcvbuf", default=None, help="SO_RCVBUF per socket.")
+@transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"), nodelay=False)
 @click.option("--monitor/--no-monitor", "use_monitor", default=True, show_default=True,
               help="Record the monitor table (with --run-dir).")
 @click.option("--interval", default=0.1, show_default=True, type=float, help="Monitor interval [s].")
@@ -38,8 +31,7 @@ from clusterlab.errors import ConfigError
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
 def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue, mtu, dilation, storage, no_rps,
-              offloads, tb_seed, rto_min, rto_jitter, rto_max, rto_max_offset, cc, sndbuf, rcvbuf, use_monitor, interval,
-              run_dir, as_json):
+              offloads, transport, use_monitor, interval, run_dir, as_json):
     """Barrier, every rank sends SIZE bytes to every other rank, barrier; REPS times.
 
     \b
@@ -48,20 +40,21 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
       clusterlab bench broadcast --hosts 16 --rate 155Mbit --buffer 64KB --reps 10 --json
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
     """
-    from clusterlab.bench.alltoall_broadcast import summarize
+    from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
+    from clusterlab.experiments.clusters import tcp_from_transport
     from clusterlab.experiments.runner import run_study
-    from clusterlab.experiments.spec import Loopback, Study, Tcp, Testbed, scatter
+    from clusterlab.experiments.spec import Loopback, Study, Testbed, scatter
     from clusterlab.experiments.workloads import alltoall_broadcast
-    from clusterlab.units import parse_size
+    from clusterlab.net.transport_config import TransportConfig
+    from clusterlab.units import parse_rate, parse_size
 
     nbytes = parse_size(size)
     if reps < 1:
         raise ConfigError(f"--reps must be at least 1, got {reps}")
     if storage or no_rps or offloads:
         raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
-    settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "rto_min": rto_min,
-                "rto_jitter": rto_jitter, "rto_max": rto_max, "rto_max_offset": rto_max_offset, "cc": cc,
-                "sndbuf": sndbuf, "rcvbuf": rcvbuf}
+    config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
+    settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:
         if dilation != 1.0:
             raise ConfigError("--dilation needs --hosts (the local cluster has no links to slow down)")
@@ -73,8 +66,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
     else:
         cluster = Testbed(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, ranks=ranks,
                           dilation=dilation)
-    tcp = Tcp(rto_min=rto_min, rto_jitter=rto_jitter, rto_max=rto_max, rto_max_offset=rto_max_offset, sndbuf=sndbuf,
-              rcvbuf=rcvbuf, congestion=cc, seed=tb_seed)
+    tcp = tcp_from_transport(config)
     study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
                   transport=tcp, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
                   monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
@@ -82,6 +74,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
     point = res.points[0]
     skip = set(point.settings) | {"study", "point", "label", "check", "load1", "cpu_bound"}
     out = [{k: v for k, v in r.items() if k not in skip or k in ("seconds",)} | {"rep": r["rep"]} for r in res.rows]
+    for r in out:
+        if "per_rank" in r:
+            r["ranks"] = r.pop("per_rank")
     if hosts is not None:
         topo = point.cluster
         applied = res.meta["points"][0].get("applied", {})
@@ -89,7 +84,8 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
                         buffer_bytes=parse_size(buffer), host_queue_bytes=parse_size(host_queue), mtu=mtu,
                         dilation=point.dilation, rps=True, offloads_off=True, testbed=applied.get("testbed"),
                         rto_min_us_per_host=applied.get("rto_min_us_per_host"),
-                        rto_max_ms_per_host=applied.get("rto_max_ms_per_host"))
+                        rto_max_ms_per_host=applied.get("rto_max_ms_per_host"),
+                        line_rate_seconds=line_rate_seconds(topo.n_ranks(), nbytes, parse_rate(rate)))
     cpu_bound = [r["rep"] for r in out if r.get("cpu_idle", 1.0) < 0.15]
     settings["cpu_bound_reps"] = cpu_bound
     result = {"settings": settings, "reps": out, "summary": summarize(out)}

@@ -1,14 +1,14 @@
 """From a study's point to running ranks: the one place that calls the cluster layer.
 
 Everything the study layer needs from ``clusterlab.cluster`` (the local launcher, MPI, the
-in-process backend, the namespace testbed), ``clusterlab.net`` (socket settings) and
-``clusterlab.monitor`` is called here and nowhere else, so a change in those APIs is adapted
+in-process backend, the namespace testbed), ``clusterlab.net`` (the one ``TransportConfig``)
+and ``clusterlab.monitor`` is called here and nowhere else, so a change in those APIs is adapted
 in this file alone.
 
-Per-host RTO settings on the testbed are written as namespace sysctls: each host's MIN and MAX
-come from ``Tcp.host_timers`` (seed 000's random MIN per host and MAX = that host's MIN +
-offset), multiplied by the point's dilation. Values the kernel would refuse never get here: the
-spec refused them with the reason.
+A point's ``Tcp`` becomes a ``TransportConfig``: on the testbed (``place="testbed"``) its RTO
+bounds are per-host sysctls drawn per host (seed 000's random MIN per host, MAX = that host's
+MIN + offset), multiplied by the point's dilation; elsewhere socket options. The spec picked a
+dilation at which the kernel takes every value; ``TransportConfig.why_not`` checks it again.
 
 >>> from clusterlab.experiments.spec import Study, Testbed, Tcp, Grid
 >>> from clusterlab.experiments.workloads import alltoall_broadcast
@@ -27,16 +27,8 @@ import secrets
 from collections.abc import Iterator
 
 from clusterlab.errors import ConfigError
-from clusterlab.experiments.spec import (
-    LINUX_RTO_MIN,
-    RTO_MAX_MS_RANGE,
-    InProcess,
-    Loopback,
-    Mpi,
-    Point,
-    Testbed,
-)
-from clusterlab.units import parse_size
+from clusterlab.experiments.spec import InProcess, Loopback, Mpi, Point, Tcp, Testbed
+from clusterlab.units import parse_duration, parse_size
 
 MIN_SYSCTL = "net/ipv4/tcp_rto_min_us"
 MAX_SYSCTL = "net/ipv4/tcp_rto_max_ms"
@@ -56,59 +48,42 @@ def star_topo(point: Point):
                     dilation=float(point.dilation))
 
 
-def testbed_sysctls(point: Point) -> dict[str, dict]:
-    """Every host's sysctls for this point: the testbed's defaults and rmem/wmem
-    (``TcpSettings.draw``), and the RTO bounds drawn per host, dilated."""
-    from clusterlab.cluster.testbed import TcpSettings
-
-    tcp, k = point.tcp, point.dilation
-    hosts = host_names(point)
-    base = TcpSettings(rmem=tcp.rmem, wmem=tcp.wmem, seed=tcp.seed).draw(hosts)
-    timers = tcp.host_timers(hosts)
-    for h in hosts:
-        mn, mx = timers[h]
-        if tcp.rto_min is not None or k != 1.0:  # the kernel's 200 ms default is a timer too: scale it
-            base[h][MIN_SYSCTL] = max(1, round((mn if tcp.rto_min is not None else LINUX_RTO_MIN) * k * 1e6))
-        if mx is not None:
-            ms = round(mx * k * 1e3)
-            if not RTO_MAX_MS_RANGE[0] <= ms <= RTO_MAX_MS_RANGE[1]:  # the spec's dilation pick prevents this
-                raise ConfigError(f"host {h}: tcp_rto_max_ms {ms} outside {RTO_MAX_MS_RANGE} (dilation {k:g})")
-            base[h][MAX_SYSCTL] = ms
-    return base
-
-
-def _per_host_tcp(point: Point):
-    """A ``TcpSettings`` whose draw is exactly ``testbed_sysctls(point)``."""
-    from clusterlab.cluster.testbed import TcpSettings
-
-    class FixedDraws(TcpSettings):
-        def draw(self, hosts):  # noqa: D102 - the precomputed values
-            return {h: dict(self._fixed[h]) for h in hosts}
-
-    t = FixedDraws(seed=point.tcp.seed, dilation=float(point.dilation))
-    object.__setattr__(t, "_fixed", testbed_sysctls(point))
-    return t
-
-
-def transport_config(point: Point, with_rto: bool):
-    """The per-socket settings (``TransportConfig``), or None for the kernel's. ``with_rto``:
-    RTO bounds go on the socket too (loopback/MPI; on the testbed they are sysctls)."""
+def transport_config(point: Point, place: str):
+    """The point's transport settings as the cluster layer's ``TransportConfig`` at ``place``
+    (``socket`` or ``testbed``)."""
     from clusterlab.net.transport_config import TransportConfig
-    from clusterlab.units import parse_duration
 
     t = point.tcp
-    kw: dict = {"congestion": t.congestion, "seed": t.seed,
-                "sndbuf": parse_size(t.sndbuf) if t.sndbuf is not None else None,
-                "rcvbuf": parse_size(t.rcvbuf) if t.rcvbuf is not None else None}
-    if with_rto:
-        if t.rto_min is not None:
-            kw["rto_min"] = parse_duration(t.rto_min)
-            kw["rto_min_jitter"] = parse_duration(t.rto_jitter) if t.rto_jitter is not None else 0.0
-        if t.rto_max is not None:
-            kw["rto_max"] = parse_duration(t.rto_max)
-    if all(v is None for k, v in kw.items() if k != "seed") and not kw.get("rto_min_jitter"):
-        return None
-    return TransportConfig(**kw)
+
+    def dur(v):
+        return None if v is None else parse_duration(v)
+
+    return TransportConfig(rto_min=dur(t.rto_min), rto_min_jitter=dur(t.rto_jitter) or 0.0, rto_max=dur(t.rto_max),
+                           rto_max_offset=dur(t.rto_max_offset), congestion=t.congestion, seed=t.seed,
+                           sndbuf=parse_size(t.sndbuf) if t.sndbuf is not None else None,
+                           rcvbuf=parse_size(t.rcvbuf) if t.rcvbuf is not None else None,
+                           rmem=t.rmem, wmem=t.wmem, place=place)
+
+
+def tcp_from_transport(config) -> Tcp:
+    """A ``TransportConfig`` (e.g. from ``cli.options.transport_options``) as a study's ``Tcp``;
+    knobs a study cannot vary yet are refused, naming them."""
+    unsupported = [k for k, v in (("nodelay", not config.nodelay), ("rto_max_jitter", config.rto_max_jitter),
+                                  ("initcwnd", config.initcwnd is not None),
+                                  ("window_scaling", config.window_scaling is not None)) if v]
+    if unsupported:
+        raise ConfigError(f"{', '.join(unsupported)}: not a study setting yet (clusterlab.experiments.Tcp)")
+    return Tcp(rto_min=config.rto_min, rto_jitter=config.rto_min_jitter or None, rto_max=config.rto_max,
+               rto_max_offset=config.rto_max_offset, sndbuf=config.sndbuf, rcvbuf=config.rcvbuf, rmem=config.rmem,
+               wmem=config.wmem, congestion=config.congestion, seed=config.seed)
+
+
+def testbed_sysctls(point: Point) -> dict[str, dict]:
+    """Every host's sysctls for this point, exactly as the testbed writes them
+    (``cluster.testbed.sysctl.host_sysctls``)."""
+    from clusterlab.cluster.testbed.sysctl import host_sysctls
+
+    return host_sysctls(transport_config(point, "testbed"), host_names(point), float(point.dilation))
 
 
 def check_point(point: Point, kernel: bool = False) -> dict:
@@ -120,14 +95,18 @@ def check_point(point: Point, kernel: bool = False) -> dict:
     if isinstance(point.cluster, Testbed):
         topo = star_topo(point)
         out["topology"] = topo.to_dict()
-        transport_config(point, with_rto=False)
+        why = transport_config(point, "testbed").why_not(point.dilation)
+        if why:
+            raise ConfigError(why)
         sysctls = testbed_sysctls(point)
         out["sysctls"] = len({(k, str(v)) for d in sysctls.values() for k, v in d.items()})
         if kernel:
             kernel_accepts(sysctls)
             out["kernel"] = True
-    else:
-        transport_config(point, with_rto=True)
+    elif not isinstance(point.cluster, InProcess):
+        why = transport_config(point, "socket").why_not(1.0)
+        if why:
+            raise ConfigError(why)
     return out
 
 
@@ -194,7 +173,8 @@ class Session:
 
             return run_threads(fn, n, *args, timeout=timeout)
         if self.kind == "testbed":
-            return self.testbed.run(fn, n, *args, config=self._config, timeout=timeout)
+            # starting many interpreters on a busy machine takes long: scale the set-up timeout
+            return self.testbed.run(fn, n, *args, timeout=timeout, setup_timeout=max(60.0, 3.0 * n))
         from clusterlab.cluster.local import run
 
         return run(fn, n, *args, backend="mpi" if self.kind == "mpi" else "tcp", config=self._config,
@@ -205,10 +185,10 @@ class Session:
         if self.kind == "inprocess":
             return {"backend": "inproc"}
         opts: dict = {"backend": "mpi" if self.kind == "mpi" else "tcp"}
-        if self._config is not None:
-            opts["transport"] = self._config
         if self.kind == "testbed":
-            opts["testbed"] = self.testbed.name
+            opts["testbed"] = self.testbed.name  # its ranks get the testbed's own transport
+        elif self._config is not None:
+            opts["transport"] = self._config
         return opts
 
     def monitor(self, interval: float):
@@ -229,18 +209,16 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
     s = Session(point, cache_dir)
     c = point.cluster
     if isinstance(c, (Loopback, Mpi)):
-        s._config = transport_config(point, with_rto=True)
+        s._config = transport_config(point, "socket")
         yield s
         return
     if isinstance(c, InProcess):
-        s._config = None
         yield s
         return
     from clusterlab.cluster.testbed import Testbed as NamespaceTestbed
 
-    s._config = transport_config(point, with_rto=False)
     topo = star_topo(point)
-    tb = NamespaceTestbed(topo, tcp=_per_host_tcp(point))
+    tb = NamespaceTestbed(topo, transport=transport_config(point, "testbed"))
     with tb:
         s.testbed = tb
         names = [h.name for h in tb.hosts]

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import random
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -139,28 +138,6 @@ class Tcp:
             off = _dur(self.rto_max_offset)
             return lo + off, hi + off
         return None
-
-    def host_timers(self, hosts: Iterable[str]) -> dict[str, tuple[float, float | None]]:
-        """Each host's (MIN, MAX) in seconds before dilation, drawn reproducibly from ``seed``
-        (a host's draw depends only on the seed and its name).
-
-        >>> t = Tcp(rto_min="250ms", rto_jitter="100ms", rto_max_offset="100ms", seed=3).host_timers(["h0", "h1"])
-        >>> all(0.25 <= mn <= 0.35 and abs(mx - mn - 0.1) < 1e-9 for mn, mx in t.values())
-        True
-        """
-        lo, _ = self.min_range()
-        j = _dur(self.rto_jitter) or 0.0
-        out = {}
-        for h in hosts:
-            mn = lo + (random.Random(f"clusterlab-rto:{self.seed}:{h}").uniform(0.0, j) if j else 0.0)
-            if self.rto_max is not None:
-                mx = _dur(self.rto_max)
-            elif self.rto_max_offset is not None:
-                mx = mn + _dur(self.rto_max_offset)
-            else:
-                mx = None
-            out[h] = (mn, mx)
-        return out
 
     def __repr__(self) -> str:
         given = {f: getattr(self, f) for f in (*self.FIELDS, "label")
@@ -643,8 +620,11 @@ class Study:
 
     def _dilation(self, cluster, tcp: Tcp, workload: Workload) -> tuple[float, str]:
         if not isinstance(cluster, Testbed):
-            if tcp.rto_max_offset is not None:
-                raise ConfigError("MAX = MIN + offset per host needs per-host sysctls: use the Testbed cluster")
+            mr = tcp.max_range()
+            if mr is not None and not (SOCKOPT_RTO_MAX_RANGE[0] - 1e-9 <= mr[0] and mr[1] <= SOCKOPT_RTO_MAX_RANGE[1] + 1e-9):
+                raise ConfigError(f"MAX {_fmt_s(mr[0])}" + (f"..{_fmt_s(mr[1])}" if mr[1] > mr[0] else "")
+                                  + " is outside what TCP_RTO_MAX_MS accepts (1s..120s); a smaller MAX needs a "
+                                  "dilated Testbed cluster")
             if tcp.rmem is not None or tcp.wmem is not None:
                 raise ConfigError("rmem/wmem are per-host sysctls: use the Testbed cluster (or sndbuf/rcvbuf)")
             if isinstance(cluster, InProcess) and not tcp.is_default():
@@ -656,11 +636,6 @@ class Study:
                     raise ConfigError(f"MIN {_fmt_s(lo)}..{_fmt_s(hi)} is outside what TCP_RTO_MIN_US accepts "
                                       f"({_fmt_s(a)}..{_fmt_s(b)}) on a {cluster.kind} cluster; larger minimums need "
                                       "the per-namespace sysctl: use the Testbed cluster")
-            if tcp.rto_max is not None:
-                m = _dur(tcp.rto_max)
-                a, b = SOCKOPT_RTO_MAX_RANGE
-                if not a <= m <= b:
-                    raise ConfigError(f"MAX {_fmt_s(m)} is outside what TCP_RTO_MAX_MS accepts (1s..120s)")
             return 1.0, "no dilation (not a testbed)"
         cluster.check()
         k, note = pick_dilation(tcp, cluster.dilation, cluster.prefer_dilation)

@@ -27,33 +27,15 @@ FIELDS = ("setting", "algorithm", "nodes", "repeat", "job_s", "wall_s", "passes"
 
 
 def parse_transport(text: str):
-    """``default`` (None: the kernel's settings) or ``key=value,...`` with the fields of
-    ``TransportConfig`` (durations like ``200ms``, sizes like ``256KiB``)."""
+    """``default`` (None: the kernel's settings) or ``key=value,...`` in
+    ``TransportConfig.parse``'s form (durations like ``200ms``, sizes like ``256KiB``), applied
+    as socket options on local ranks."""
     from clusterlab.net.transport_config import TransportConfig
-    from clusterlab.units import parse_duration, parse_size
 
     text = text.strip()
     if text in ("", "default"):
         return None
-    kw: dict = {}
-    for part in text.split(","):
-        if "=" not in part:
-            raise ConfigError(f"transport setting {part!r} is not key=value (in {text!r})")
-        k, v = (x.strip() for x in part.split("=", 1))
-        if k in ("rto_min", "rto_min_jitter", "rto_max", "rto_max_jitter"):
-            kw[k] = parse_duration(v)
-        elif k in ("sndbuf", "rcvbuf"):
-            kw[k] = parse_size(v)
-        elif k == "nodelay":
-            kw[k] = v.lower() in ("1", "true", "yes", "on")
-        elif k == "congestion":
-            kw[k] = v
-        elif k == "seed":
-            kw[k] = int(v)
-        else:
-            raise ConfigError(f"unknown transport setting {k!r}; use rto_min, rto_min_jitter, rto_max, "
-                              "rto_max_jitter, sndbuf, rcvbuf, nodelay, congestion, seed")
-    return TransportConfig(**kw)
+    return TransportConfig.parse(text, place="socket")
 
 
 @dataclass
@@ -73,16 +55,13 @@ class SpeedupSpec:
 
 def tcp_of(label: str, text: str):
     """A ``parse_transport`` text as the study layer's ``Tcp`` (labelled ``label``)."""
+    import dataclasses
+
+    from clusterlab.experiments.clusters import tcp_from_transport
     from clusterlab.experiments.spec import Tcp
 
     cfg = parse_transport(text)
-    if cfg is None:
-        return Tcp(label=label)
-    if cfg.rto_max_jitter:
-        raise ConfigError("rto_max_jitter: a per-rank random MAX is not a study setting (on the testbed use "
-                          "rto_max_offset: MAX = MIN + offset)")
-    return Tcp(rto_min=cfg.rto_min, rto_jitter=cfg.rto_min_jitter or None, rto_max=cfg.rto_max, sndbuf=cfg.sndbuf,
-               rcvbuf=cfg.rcvbuf, congestion=cfg.congestion, seed=cfg.seed, label=label)
+    return Tcp(label=label) if cfg is None else dataclasses.replace(tcp_from_transport(cfg), label=label)
 
 
 def speedup_study(spec: SpeedupSpec):
