@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import select
 import socket
+import struct
 import threading
 import time
 
@@ -47,6 +48,8 @@ _COLLECTIVE_TAG = COLLECTIVE_TAG
 _MESSAGE, _TIMEOUT, _EVENT, _CLOSED, _UNSUPPORTED = (Status.MESSAGE, Status.TIMEOUT, Status.EVENT, Status.CLOSED,
                                                       Status.UNSUPPORTED)
 _monotonic = time.monotonic
+_SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # Linux
+_UNPACED = (1 << 64) - 1
 
 
 class _Peer:
@@ -122,6 +125,26 @@ class TcpCommunicator(Communicator):
                                             "rto_max_ms": s.rto_max_ms},
                               "in_force": self._in_force},
                 "peers": peers}
+
+    def pace(self, dest: int, rate: float | None) -> None:
+        """Let the kernel pace the connection to ``dest`` at ``rate`` bytes/s (None: unpaced):
+        ``SO_MAX_PACING_RATE``, which TCP honours by itself since Linux 4.13 (no fq qdisc
+        needed). ``send`` returns once the data is in the socket buffer, as always; the rate
+        applies on the wire."""
+        self._check_peer(dest)
+        if rate is not None and not rate > 0:
+            raise ValueError(f"pacing rate must be > 0 bytes/s or None, got {rate!r}")
+        value = _UNPACED if rate is None or rate >= _UNPACED else max(int(rate), 1)
+        c = self._conns[dest]
+        if c.open:
+            c.sock.setsockopt(socket.SOL_SOCKET, _SO_MAX_PACING_RATE, struct.pack("Q", value))
+
+    def receive_buffer(self, source: int) -> int | None:
+        """The receive buffer of the connection from ``source``: half the kernel's
+        ``SO_RCVBUF`` (the kernel doubles what is set, for its bookkeeping)."""
+        self._check_peer(source)
+        c = self._conns[source]
+        return c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2 if c.open else None
 
     def abort(self, detail: str = "") -> None:
         """Fail the job from this rank: tell every peer (so they raise ``PeerFailure`` naming
