@@ -40,7 +40,7 @@ import numpy as np
 from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective as coll
 from clusterlab.bench import pingpong as pp
-from clusterlab.cli.tune import connection_setup_times
+from clusterlab.bench.setup import connection_setup_times
 from clusterlab.cluster import local
 from clusterlab.comm import costmodel
 

@@ -47,6 +47,7 @@ class Communicator(abc.ABC):
     rank: int
     size: int
     default_timeout: float = 60.0
+    connections: str = "persistent"  # or "per_call": connections set up by every collective
 
     # --- point to point (backends) ---------------------------------------------------------
     @abc.abstractmethod

@@ -85,6 +85,8 @@ def run(op: str, comm, /, algorithm: str | None = None, **kw):
     >>> run_threads(lambda c: run("bcast", c, "binomial", data=b"hi" if c.rank == 0 else None), 3)
     [b'hi', b'hi', b'hi']
     """
+    if getattr(comm, "connections", "persistent") != "persistent":  # per-call: the communicator connects first
+        return comm._collective(op, algorithm, **kw)
     if op not in MODULES:
         raise ValueError(f"unknown collective {op!r} (one of {', '.join(OPS)})")
     unknown = set(kw) - set(ARGS[op])
