@@ -113,7 +113,9 @@ class TcpCommunicator(Communicator):
         """Per-peer traffic counters and the kernel's ``TCP_INFO`` for each connection, plus the
         transport settings in force on this rank."""
         peers = {}
-        for p, bs, br, ms, mr, _open in sorted(self._engine.counters()):
+        with self._lock:  # the drainer may be inside the engine (the binding refuses a second user)
+            counters = sorted(self._engine.counters())
+        for p, bs, br, ms, mr, _open in counters:
             c = self._conns[p]
             peers[p] = {"bytes_sent": bs, "bytes_recv": br, "msgs_sent": ms, "msgs_recv": mr,
                         "tcp_info": tcp_info.read(c.sock) if c.open else {}}
