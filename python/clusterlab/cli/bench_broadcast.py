@@ -78,10 +78,13 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
         if "per_rank" in r:
             r["ranks"] = r.pop("per_rank")
     if hosts is not None:
+        from clusterlab.experiments.clusters import star_topo
+
         topo = point.cluster
+        star = star_topo(point)
         applied = res.meta["points"][0].get("applied", {})
         settings.update(cluster="testbed", hosts=hosts, ranks=topo.n_ranks(), rate=rate,
-                        buffer_bytes=parse_size(buffer), host_queue_bytes=parse_size(host_queue), mtu=mtu,
+                        buffer_bytes=star.buffer_bytes, host_queue_bytes=star.host_queue_bytes, mtu=mtu,
                         dilation=point.dilation, rps=True, offloads_off=True, testbed=applied.get("testbed"),
                         rto_min_us_per_host=applied.get("rto_min_us_per_host"),
                         rto_max_ms_per_host=applied.get("rto_max_ms_per_host"),

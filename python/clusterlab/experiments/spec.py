@@ -217,7 +217,8 @@ class Mpi(_OnThisMachine):
 @dataclasses.dataclass(frozen=True)
 class Testbed:
     """A namespace testbed: ``hosts`` on one switch, links of ``rate`` with ``buffer`` bytes of
-    switch output buffer per port, a host egress queue of ``host_queue`` bytes, ``mtu``.
+    switch output buffer per port, a host egress queue of ``host_queue`` (bytes, or packets as
+    ``1000p``), ``mtu``; ``StarTopo`` checks them.
 
     ``ranks``: ranks to run (default: one per host); ``hosts`` None means ``max(2, ranks)``.
     ``dilation``: a number, or ``"auto"``: the dilation closest to ``prefer_dilation`` that makes
@@ -227,7 +228,7 @@ class Testbed:
     hosts: int | None = 16
     rate: str = "155Mbit"
     buffer: str = "64KB"
-    host_queue: str = "256KB"
+    host_queue: str = "1000p"
     mtu: int = 9000
     ranks: int | None = None
     dilation: float | str = "auto"
@@ -252,8 +253,6 @@ class Testbed:
             raise ConfigError(f"ranks must be 1..hosts ({self.n_hosts()}), got {self.ranks}")
         if parse_rate(self.rate) <= 0:
             raise ConfigError(f"rate must be positive, got {self.rate!r}")
-        parse_size(self.buffer)
-        parse_size(self.host_queue)
         if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and self.dilation >= 1):
             raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
         if not self.prefer_dilation >= 1:
