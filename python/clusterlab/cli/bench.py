@@ -48,7 +48,6 @@ def bench():
     Examples:
       clusterlab bench pingpong --sizes 1:64K
       clusterlab bench collective --op bcast -n 4 --sizes 1:1M
-      clusterlab bench broadcast --size 50KB --reps 10
     """
 
 
