@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 mod gen;
 mod hpa;
 mod io;
+mod iscsi;
 mod mining;
 mod net;
 
@@ -21,5 +22,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mining::register(m)?;
     hpa::register(m)?;
     net::register(m)?;
+    iscsi::register(m)?;
     Ok(())
 }
