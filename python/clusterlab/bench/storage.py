@@ -135,9 +135,10 @@ def run_bonnie(directory: str, size: int, timeout: float = 300.0) -> dict:
     if p.returncode != 0 or line is None:
         return {"error": (p.stderr or p.stdout).strip()[-300:]}
     f = line.split(",")
-    # CSV (format 1.98): ..., [9]=block write K/s, [11]=rewrite K/s, [15]=block read K/s
-    num = lambda s: round(int(s) * 1024 / 1e6, 2) if s.strip().isdigit() else None  # noqa: E731
-    return {"write_mbps": num(f[9]), "rewrite_mbps": num(f[11]), "read_mbps": num(f[15]), "csv": line}
+    # CSV (bonnie++ 1.98/2.00): [5] size, [11] block write K/s, [13] rewrite K/s, [17] block read K/s;
+    # "+++++" means the phase took under 500 ms, too short for bonnie++ to report.
+    num = lambda s: round(int(s) * 1024 / 1e6, 2) if s.strip().isdigit() else "too fast to measure"  # noqa: E731
+    return {"write_mbps": num(f[11]), "rewrite_mbps": num(f[13]), "read_mbps": num(f[17]), "csv": line}
 
 
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,

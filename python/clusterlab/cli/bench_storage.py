@@ -58,6 +58,7 @@ def storage(hosts, initiators, size, block, rate, direct, baseline, name, as_jso
         click.echo(f"local file ({loc['dir']}): write {loc['write_mbps']:.1f} MB/s  read {loc['read_mbps']:.1f} MB/s")
         b = loc.get("bonnie")
         if isinstance(b, dict) and "error" not in b:
-            click.echo(f"bonnie++ (local): block write {b['write_mbps']} MB/s  block read {b['read_mbps']} MB/s")
+            mbps = {k: f"{b[k]} MB/s" if isinstance(b[k], float) else b[k] for k in ("write_mbps", "read_mbps")}
+            click.echo(f"bonnie++ (local): block write {mbps['write_mbps']}  block read {mbps['read_mbps']}")
         elif b:
             click.echo(f"bonnie++: {b.get('error', b) if isinstance(b, dict) else b}")
