@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -141,6 +142,27 @@ def run_bonnie(directory: str, size: int, timeout: float = 300.0) -> dict:
     return {"write_mbps": num(f[11]), "rewrite_mbps": num(f[13]), "read_mbps": num(f[17]), "csv": line}
 
 
+class Terminated(SystemExit):
+    """SIGTERM/SIGHUP during a run: unwinds the ``with`` blocks so the target goes before the testbed."""
+
+
+@contextlib.contextmanager
+def _terminate_unwinds():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_(signum, frame):
+        raise Terminated(128 + signum)
+
+    old = {sig: signal.signal(sig, raise_) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
         rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
         name: str | None = None, timeout: int = 30, direct: bool = False) -> dict:
@@ -163,7 +185,7 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     topo = StarTopo(hosts=max(2, hosts), rate=rate or UNSHAPED_RATE, storage=True)
     tb = Testbed(topo, name=name)
     try:
-        with tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct) as target:
+        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct) as target:
             luns = _open_all(tb, target, max(initiators), timeout)
             try:
                 for n in initiators:
