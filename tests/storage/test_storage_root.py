@@ -148,3 +148,36 @@ def test_two_initiators_at_once_on_their_own_luns(name):
     assert res["local"]["bad_blocks"] == 0 and res["local"]["read_mbps"] > 0
     assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
     assert not leftovers(name)["namespaces"]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
+    import json
+
+    from clusterlab.cluster.testbed.storage import STATE_DIR
+
+    exe = os.path.join(os.path.dirname(sys.executable), "clusterlab")
+    p = subprocess.Popen([exe, "bench", "storage", "--hosts", "2", "--initiators", "2", "--size", "64MB",
+                          "--rate", "155Mbit", "--name", name, "--no-baseline"], start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        state = os.path.join(STATE_DIR, f"{name}.json")
+        while time.monotonic() < deadline:  # target up with both LUNs: the run is under way
+            try:
+                if len(json.load(open(state))["luns"]) == 2:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        else:
+            pytest.fail("the target did not come up in 60 s")
+        time.sleep(1.0)
+        p.send_signal(sig)
+        assert p.wait(timeout=30) == code
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
+    assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
