@@ -226,6 +226,14 @@ def _tgtd_pids(port: int | None) -> list[int]:
     return found
 
 
+def storage_testbeds() -> list[str]:
+    """Names of the testbeds that have (or had, before a crash) a storage host's state file."""
+    try:
+        return sorted(f[:-5] for f in os.listdir(STATE_DIR) if f.endswith(".json"))
+    except FileNotFoundError:
+        return []
+
+
 def clean_storage(testbed: str, grace: float = 5.0) -> dict:
     """Stop testbed ``testbed``'s tgtd (LUNs and targets first: it ignores SIGTERM) and remove
     its backing files, socket and state file. Works from the state file alone, so after a crash
