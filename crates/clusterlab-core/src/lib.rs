@@ -9,6 +9,7 @@
 //! - [`gen`]: the IBM Quest synthetic basket generator.
 //! - [`mining`]: frequent itemsets (Apriori, FP-growth, Eclat) and rules.
 //! - [`hpa`]: hash partitioned Apriori kernels (subset routing and owner counting).
+//! - [`npb`]: NAS Parallel Benchmark kernels (EP, IS, CG, MG, FT), per-rank compute.
 
 pub mod basket;
 pub mod csvbaskets;
@@ -17,6 +18,7 @@ pub mod fimi;
 pub mod gen;
 pub mod hpa;
 pub mod mining;
+pub mod npb;
 pub mod stats;
 
 pub use basket::Baskets;

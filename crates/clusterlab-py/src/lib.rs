@@ -12,6 +12,7 @@ mod hpa;
 mod io;
 mod mining;
 mod net;
+mod npb;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -21,5 +22,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mining::register(m)?;
     hpa::register(m)?;
     net::register(m)?;
+    npb::register(m)?;
     Ok(())
 }
