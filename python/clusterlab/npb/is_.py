@@ -67,6 +67,7 @@ class _Sorter:
         self.lo, self.hi = r * self.total // n, (r + 1) * self.total // n
         self.keys = _core.npb_is_keys(self.lo, self.hi - self.lo, self.max_key)
         self.passed = 0
+        self.found = np.zeros(5, dtype=np.int64)  # ranks of the test keys, last iteration
 
     def _set(self, index: int, value: int) -> None:
         if self.lo <= index < self.hi:
@@ -106,6 +107,7 @@ class _Sorter:
             k = int(totals[self.nb + i])
             if min_key <= k <= max_key:
                 below = int(counts[k - 1 - min_key]) if k - 1 >= min_key else 0
+                self.found[i] = below + lesser
                 if below + lesser == expected_rank(self.cls, i, iteration):
                     self.passed += 1
         return keys, counts, min_key
@@ -135,6 +137,7 @@ def run(comm: TracedComm, cls: str) -> Outcome:
     seconds = end_timed(comm, t0)
     s.full_verify(keys, counts, min_key)
     passed = int(comm.allreduce(np.array([s.passed], dtype=np.int64), "sum")[0])
+    found = comm.allreduce(s.found, "sum").tolist()
     want = 5 * ITERATIONS + comm.size
-    values = {"passed_checks": passed, "expected_checks": want}
+    values = {"passed_checks": passed, "expected_checks": want, "test_key_ranks": found}
     return Outcome(seconds, passed == want, values)
