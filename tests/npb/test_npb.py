@@ -22,7 +22,8 @@ from clusterlab.errors import ConfigError
 # the quantity each kernel verifies, as it appears in the result record
 KEY = {"ep": ("sx", "value"), "is": ("test_key_ranks",), "cg": ("zeta", "value"),
        "mg": ("l2_norm", "value"), "ft": ("checksums",)}
-RANKS = {"ep": (1, 2, 4, 8), "is": (1, 2, 3, 4, 8), "cg": (1, 2, 4, 8), "mg": (1, 2, 4, 8), "ft": (1, 2, 4, 8)}
+# 8 ranks where the decomposition is new there (CG's non-square 2x4 grid, MG's 2x2x2)
+RANKS = {"ep": (1, 3), "is": (1, 3, 4), "cg": (1, 2, 4, 8), "mg": (1, 2, 4, 8), "ft": (1, 2, 4)}
 
 
 def checked(res) -> object:
@@ -74,8 +75,8 @@ def test_class_s_verifies_and_is_identical_for_every_rank_count(kernel):
 
 
 def test_tcp_mesh_gives_the_same_values_and_records_traffic():
-    ref = {k: checked(npb.run(k, "S", n=1, backend="inproc")) for k in ("cg", "mg", "ft", "is")}
-    for kernel, n in (("cg", 2), ("mg", 2), ("ft", 4), ("is", 4)):
+    ref = {k: checked(npb.run(k, "S", n=1, backend="inproc")) for k in ("cg", "mg", "ft")}
+    for kernel, n in (("cg", 2), ("mg", 2), ("ft", 2)):
         r = npb.run(kernel, "S", n=n, backend="tcp", events=True)
         assert r.verified and r.backend == "tcp" and r.nprocs == n
         assert checked(r) == ref[kernel]

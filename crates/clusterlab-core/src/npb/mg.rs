@@ -13,6 +13,15 @@ fn ix(n1: usize, n2: usize, i1: usize, i2: usize, i3: usize) -> usize {
     i1 + n1 * (i2 + n2 * i3)
 }
 
+/// For line (i2, i3): `s1[i1]` = the 4 edge neighbours of (i1, i2, i3) in the (i2, i3) plane,
+/// `s2[i1]` = the 4 corner neighbours, each summed in NPB's order (resid's u1/u2, psinv's r1/r2).
+fn plane_sums(u: &[f64], n1: usize, n2: usize, i2: usize, i3: usize, s1: &mut [f64], s2: &mut [f64]) {
+    for i1 in 0..n1 {
+        s1[i1] = u[ix(n1, n2, i1, i2 - 1, i3)] + u[ix(n1, n2, i1, i2 + 1, i3)] + u[ix(n1, n2, i1, i2, i3 - 1)] + u[ix(n1, n2, i1, i2, i3 + 1)];
+        s2[i1] = u[ix(n1, n2, i1, i2 - 1, i3 - 1)] + u[ix(n1, n2, i1, i2 + 1, i3 - 1)] + u[ix(n1, n2, i1, i2 - 1, i3 + 1)] + u[ix(n1, n2, i1, i2 + 1, i3 + 1)];
+    }
+}
+
 /// `r = v - A u` on the interior (`v = None`: `r` holds v and is overwritten, as NPB's
 /// in-place call `resid(u, r, r)`). `a` = NPB's a(0..3); a(1) is assumed 0, as in NPB.
 pub fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], n: [usize; 3], a: [f64; 4]) {
@@ -21,10 +30,7 @@ pub fn resid(u: &[f64], v: Option<&[f64]>, r: &mut [f64], n: [usize; 3], a: [f64
     let mut u2 = vec![0.0; n1];
     for i3 in 1..n3 - 1 {
         for i2 in 1..n2 - 1 {
-            for i1 in 0..n1 {
-                u1[i1] = u[ix(n1, n2, i1, i2 - 1, i3)] + u[ix(n1, n2, i1, i2 + 1, i3)] + u[ix(n1, n2, i1, i2, i3 - 1)] + u[ix(n1, n2, i1, i2, i3 + 1)];
-                u2[i1] = u[ix(n1, n2, i1, i2 - 1, i3 - 1)] + u[ix(n1, n2, i1, i2 + 1, i3 - 1)] + u[ix(n1, n2, i1, i2 - 1, i3 + 1)] + u[ix(n1, n2, i1, i2 + 1, i3 + 1)];
-            }
+            plane_sums(u, n1, n2, i2, i3, &mut u1, &mut u2);
             let base = ix(n1, n2, 0, i2, i3);
             for i1 in 1..n1 - 1 {
                 let vv = match v {
@@ -44,10 +50,7 @@ pub fn psinv(r: &[f64], u: &mut [f64], n: [usize; 3], c: [f64; 4]) {
     let mut r2 = vec![0.0; n1];
     for i3 in 1..n3 - 1 {
         for i2 in 1..n2 - 1 {
-            for i1 in 0..n1 {
-                r1[i1] = r[ix(n1, n2, i1, i2 - 1, i3)] + r[ix(n1, n2, i1, i2 + 1, i3)] + r[ix(n1, n2, i1, i2, i3 - 1)] + r[ix(n1, n2, i1, i2, i3 + 1)];
-                r2[i1] = r[ix(n1, n2, i1, i2 - 1, i3 - 1)] + r[ix(n1, n2, i1, i2 + 1, i3 - 1)] + r[ix(n1, n2, i1, i2 - 1, i3 + 1)] + r[ix(n1, n2, i1, i2 + 1, i3 + 1)];
-            }
+            plane_sums(r, n1, n2, i2, i3, &mut r1, &mut r2);
             let base = ix(n1, n2, 0, i2, i3);
             for i1 in 1..n1 - 1 {
                 u[base + i1] = u[base + i1] + c[0] * r[base + i1] + c[1] * (r[base + i1 - 1] + r[base + i1 + 1] + r1[i1]) + c[2] * (r2[i1] + r1[i1 - 1] + r1[i1 + 1]);
