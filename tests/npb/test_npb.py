@@ -164,3 +164,21 @@ def test_exact_sum_is_left_to_right():
 
     v = np.array([1e16, 1.0, -1e16, 1.0])
     assert exact_sum(v) == ((1e16 + 1.0) - 1e16) + 1.0
+
+
+@pytest.mark.skipif(mpiexec_path() is None, reason="mpiexec (the mpich wheel) is not installed")
+def test_official_binary_report_is_read(tmp_path):
+    """A stand-in for an NPB-MPI binary (rank 0 prints NPB's report) run under mpiexec."""
+    from clusterlab.npb.official import SAMPLE, parse_report
+
+    fake = tmp_path / "is.S.2"
+    fake.write_text("#!/bin/sh\n[ \"${PMI_RANK:-0}\" = 0 ] && cat <<'EOF'\n" + SAMPLE + "EOF\nexit 0\n")
+    fake.chmod(0o755)
+    p = _cli("official", str(fake), "-n", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["kernel"] == "IS" and rec["verified"] and rec["nprocs"] == 2 and rec["backend"] == "npb-mpi"
+    with pytest.raises(ConfigError, match="no NPB report"):
+        parse_report("Segmentation fault", backend="npb-mpi")
+    p = _cli("official", str(tmp_path / "missing"))
+    assert p.returncode == 2 and "no such NPB binary" in p.stderr

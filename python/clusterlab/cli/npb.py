@@ -112,3 +112,24 @@ def run_cmd(kernel, cls, n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto
     click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
     if not res.verified:
         raise SystemExit(1)
+
+
+@npb.command("official")
+@click.argument("binary", type=click.Path(dir_okay=False))
+@click.option("-n", "--ranks", "n", type=int, default=1, show_default=True, help="Number of MPI ranks.")
+@click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before giving up.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
+def official_cmd(binary, n, timeout, as_json):
+    """Run an official NPB-MPI BINARY (built by you) under the project's mpiexec on N ranks
+    and print its report in the same form as `npb run` (no per-rank figures).
+
+    \b
+    Example:
+      clusterlab npb official NPB3.3-MPI/bin/is.S.2 -n 2
+    """
+    from clusterlab.npb.official import run_binary
+
+    res = run_binary(binary, n, timeout=timeout)
+    click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
+    if not res.verified:
+        raise SystemExit(1)

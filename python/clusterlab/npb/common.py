@@ -211,7 +211,8 @@ class NpbResult:
         for name, v in self.verification.items():
             if isinstance(v, dict) and "value" in v:
                 out.append(f" {name}: {v['value']!r} (reference {v['reference']!r}, error {v['error']:.3e})")
-        out.append(" rank  compute_s    cpu_s     comm_s   bytes_sent  messages")
+        if self.ranks:
+            out.append(" rank  compute_s    cpu_s     comm_s   bytes_sent  messages")
         for r in self.ranks:
             out.append(f" {r['rank']:>4} {r['compute_s']:>10.4f} {r['compute_cpu_s']:>8.4f} {r['comm_s']:>10.4f}"
                        f" {r['bytes_sent']:>12,} {r['messages_sent']:>9,}")
