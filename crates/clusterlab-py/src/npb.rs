@@ -60,12 +60,13 @@ fn npb_is_keys<'py>(py: Python<'py>, first: u64, count: usize, max_key: u32) -> 
     PyArray1::from_vec(py, py.detach(|| is::create_keys(first, count, max_key)))
 }
 
-/// (keys per bucket, keys grouped by bucket).
+/// Keys grouped by bucket into `out` (same length); returns the keys per bucket.
 #[pyfunction]
-fn npb_is_bucket_sort<'py>(py: Python<'py>, keys: PyReadonlyArrayDyn<i32>, shift: u32, nbuckets: usize) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i32>>)> {
-    let k = keys.as_slice()?;
-    let (sizes, grouped) = py.detach(|| is::bucket_sort(k, shift, nbuckets)).map_err(|bad| err(format!("key {bad} outside the {nbuckets} buckets")))?;
-    Ok((PyArray1::from_vec(py, sizes), PyArray1::from_vec(py, grouped)))
+fn npb_is_bucket_sort<'py>(py: Python<'py>, keys: PyReadonlyArrayDyn<i32>, shift: u32, nbuckets: usize, mut out: PyReadwriteArrayDyn<i32>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let (k, o) = (keys.as_slice()?, out.as_slice_mut()?);
+    check_len("out", o.len(), k.len())?;
+    let sizes = py.detach(|| is::bucket_sort_into(k, shift, nbuckets, o)).map_err(|bad| err(format!("key {bad} outside the {nbuckets} buckets")))?;
+    Ok(PyArray1::from_vec(py, sizes))
 }
 
 /// For each key value in min..=max, the number of keys <= it.

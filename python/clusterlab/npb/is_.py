@@ -66,6 +66,7 @@ class _Sorter:
         n, r = comm.size, comm.rank
         self.lo, self.hi = r * self.total // n, (r + 1) * self.total // n
         self.keys = _core.npb_is_keys(self.lo, self.hi - self.lo, self.max_key)
+        self.grouped = np.empty_like(self.keys)  # NPB's static key_buff1
         self.passed = 0
         self.found = np.zeros(5, dtype=np.int64)  # ranks of the test keys, last iteration
 
@@ -82,7 +83,7 @@ class _Sorter:
         for i, idx in enumerate(TEST_INDEX[self.cls]):
             if self.lo <= idx < self.hi:
                 hidden[i] = self.keys[idx - self.lo]
-        sizes, grouped = _core.npb_is_bucket_sort(self.keys, self.shift, self.nb)
+        sizes = _core.npb_is_bucket_sort(self.keys, self.shift, self.nb, self.grouped)
         totals = comm.allreduce(np.concatenate([sizes, hidden]), "sum")
         # runs of buckets per rank: rank j's last bucket is the first (after rank j-1's) where
         # the running total reaches (j + 1) * total / n (NPB's rule)
@@ -96,10 +97,13 @@ class _Sorter:
             first[j], last[j], prev = prev + 1, b, b
         local = np.concatenate([[0], np.cumsum(sizes)])
         send = np.where(last >= first, local[np.minimum(last + 1, self.nb)] - local[np.minimum(first, self.nb)], 0)
-        recv_counts = np.array([int(c[0]) for c in comm.alltoall([send[j:j + 1] for j in range(n)])])
-        keys, got = comm.alltoallv(grouped, send)
-        if not np.array_equal(got, recv_counts):
-            raise ProtocolError(f"IS: key counts {got.tolist()} differ from the announced {recv_counts.tolist()}")
+        if n == 1:
+            keys = self.grouped
+        else:
+            recv_counts = np.array([int(c[0]) for c in comm.alltoall([send[j:j + 1] for j in range(n)])])
+            keys, got = comm.alltoallv(self.grouped, send)
+            if not np.array_equal(got, recv_counts):
+                raise ProtocolError(f"IS: key counts {got.tolist()} differ from the announced {recv_counts.tolist()}")
         min_key, max_key = int(first[me]) << self.shift, ((int(last[me]) + 1) << self.shift) - 1
         counts = _core.npb_is_rank_counts(keys, min_key, max_key)
         lesser = int(totals[:first[me]].sum()) if last[me] >= first[me] else 0

@@ -28,6 +28,14 @@ pub fn create_keys(first: u64, count: usize, max_key: u32) -> Vec<i32> {
 /// Returns the keys per bucket and the keys grouped by bucket (stable), or the first key
 /// outside `[0, nbuckets << shift)`.
 pub fn bucket_sort(keys: &[i32], shift: u32, nbuckets: usize) -> Result<(Vec<i64>, Vec<i32>), i32> {
+    let mut out = vec![0i32; keys.len()];
+    let sizes = bucket_sort_into(keys, shift, nbuckets, &mut out)?;
+    Ok((sizes, out))
+}
+
+/// [`bucket_sort`] into a caller's buffer of `keys.len()` (NPB's static `key_buff1`).
+pub fn bucket_sort_into(keys: &[i32], shift: u32, nbuckets: usize, out: &mut [i32]) -> Result<Vec<i64>, i32> {
+    assert_eq!(out.len(), keys.len());
     let mut sizes = vec![0i64; nbuckets];
     for &k in keys {
         let b = (k as u32 >> shift) as usize;
@@ -42,13 +50,12 @@ pub fn bucket_sort(keys: &[i32], shift: u32, nbuckets: usize) -> Result<(Vec<i64
         *p = acc;
         acc += s as usize;
     }
-    let mut out = vec![0i32; keys.len()];
     for &k in keys {
         let b = (k as u32 >> shift) as usize;
         out[ptr[b]] = k;
         ptr[b] += 1;
     }
-    Ok((sizes, out))
+    Ok(sizes)
 }
 
 /// Ranking: for every key value v in `min_key ..= max_key`, the number of `keys` <= v
