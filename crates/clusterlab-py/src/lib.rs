@@ -14,6 +14,7 @@ mod io;
 mod iscsi;
 mod mining;
 mod net;
+mod npb;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -24,5 +25,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hpa::register(m)?;
     net::register(m)?;
     iscsi::register(m)?;
+    npb::register(m)?;
     Ok(())
 }
