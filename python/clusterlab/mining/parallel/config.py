@@ -1,0 +1,65 @@
+"""Settings of a parallel mining run (no I/O, no communication).
+
+>>> ParallelConfig(partition="itemset").check()
+>>> ParallelConfig(block_bytes=4).check()
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: block_bytes must be at least 16, got 4
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from clusterlab.errors import ConfigError
+
+PARTITIONS = ("prefix", "itemset")
+
+
+@dataclasses.dataclass
+class ParallelConfig:
+    """Settings of a parallel run (defaults follow seed 000: 8 KB message blocks, 64 KB reads).
+
+    ``block_bytes``: size of a message block of routed k-itemsets. ``read_block_bytes``: the
+    scan proceeds over the in-memory partition in read blocks of about this many item bytes;
+    after each one the blocks that filled up are sent. ``prune``: full Apriori prune at the
+    sender (less traffic). ``eld_max``: HPA-ELD replicates at most this many candidates per
+    pass (those made only of the most frequent items). ``max_len``: longest itemset (0: none).
+    ``partition``: how HPA spreads candidates over ranks: ``"prefix"`` (default; a candidate
+    belongs to the owner of its first item, first items are dealt out by estimated work, and a
+    transaction travels once per owner as one record) or ``"itemset"`` (seed 000's hash of the
+    whole itemset; every subset travels on its own). HPA-ELD always uses ``"itemset"``.
+    ``timeout``: seconds any wait may take. ``progress``: rank 0 writes one line per finished
+    pass to stderr.
+    """
+
+    block_bytes: int = 8192
+    read_block_bytes: int = 65536
+    prune: bool = True
+    eld_max: int = 20000
+    max_len: int = 0
+    timeout: float = 120.0
+    partition: str = "prefix"
+    progress: bool = False
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` naming the first impossible setting."""
+        if self.partition not in PARTITIONS:
+            raise ConfigError(f"partition must be 'prefix' or 'itemset', got {self.partition!r}")
+        for name in ("block_bytes", "read_block_bytes", "eld_max", "max_len"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"{name} must be an integer, got {v!r}")
+        if self.block_bytes < 16:
+            raise ConfigError(f"block_bytes must be at least 16, got {self.block_bytes}")
+        if self.read_block_bytes < 64:
+            raise ConfigError(f"read_block_bytes must be at least 64, got {self.read_block_bytes}")
+        if self.eld_max < 0 or self.max_len < 0:
+            raise ConfigError("eld_max and max_len must be non-negative")
+        if not (isinstance(self.timeout, (int, float)) and math.isfinite(self.timeout) and self.timeout > 0):
+            raise ConfigError(f"timeout must be a positive number of seconds, got {self.timeout}")
+
+    def as_dict(self) -> dict:
+        """JSON-able form (how the settings travel to launched ranks)."""
+        return dataclasses.asdict(self)
