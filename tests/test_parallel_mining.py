@@ -101,7 +101,7 @@ def test_same_bytes_as_clusterlab_mine_for_every_node_count(t10):
 
 def test_hpa_traffic_is_blocked_and_counted(t10):
     _, passes = mine_parallel(t10, nodes=3, algorithm="hpa", min_support=0.005, backend="inproc",
-                              config=ParallelConfig(block_bytes=1024, partition="itemset"))
+                              config=ParallelConfig(block_bytes=1024, partition="itemset", local_pairs=False))
     p2 = passes[1]
     assert p2["pass"] == 2 and p2["candidates"] > 0
     assert p2["itemsets_sent"] > 0
@@ -179,12 +179,44 @@ def test_prefix_and_itemset_partitions_agree_and_prefix_sends_less(t10, nodes):
     sent = {}
     for part in ("prefix", "itemset"):
         table, passes = mine_parallel(t10, nodes=nodes, algorithm="hpa", min_support=0.005, backend="inproc",
-                                      config=ParallelConfig(block_bytes=512, read_block_bytes=4096, partition=part))
+                                      config=ParallelConfig(block_bytes=512, read_block_bytes=4096, partition=part,
+                                                            local_pairs=False))
         assert as_dict(table) == want
         sent[part] = sum(p["bytes_sent"] for p in passes[1:])
     assert 0 < sent["prefix"] < sent["itemset"] / 2
     with pytest.raises(ConfigError, match="partition"):
         mine_parallel(t10, nodes=2, min_support=0.01, backend="inproc", config=ParallelConfig(partition="hash"))
+
+
+@pytest.mark.parametrize("algorithm", ["hpa", "cd"])
+def test_local_pairs_and_counting_modes_agree_and_pass_2_ships_no_pair(t10, algorithm):
+    """Pass 2 counted on every rank and all-reduced (default) equals shipping every pair, and
+    sends a fixed triangle of counts instead of pairs; CD's tid-lists equal its trie walk."""
+    want = sequential(t10, 0.005)
+    runs = {}
+    for local in (True, False):
+        for counting in ("tidlist", "trie"):
+            table, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.005, backend="inproc",
+                                          config=ParallelConfig(local_pairs=local, counting=counting))
+            assert as_dict(table) == want, (local, counting)
+            runs[local, counting] = passes
+    p2 = runs[True, "tidlist"][1]
+    assert p2["pass"] == 2 and p2["itemsets_sent"] == 0 and p2["candidates"] == p2["ranks"][0]["candidates"]
+    if algorithm == "hpa":
+        assert runs[False, "trie"][1]["itemsets_sent"] > 0
+    with pytest.raises(ConfigError, match="counting"):
+        ParallelConfig(counting="bitset").check()
+
+
+def test_pair_and_tidlist_kernels_reject_bad_input():
+    with pytest.raises(ValueError, match="below n"):
+        _core.count_pairs(np.array([0, 2], np.int64), np.array([0, 5], np.uint32), 3)
+    with pytest.raises(ValueError, match="ascending"):
+        _core.count_pairs(np.array([0, 2], np.int64), np.array([2, 1], np.uint32), 3)
+    lists = _core.TidLists.of_items(np.array([0, 2], np.int64), np.array([0, 1], np.uint32), np.ones(2, bool))
+    with pytest.raises(ValueError, match="no list"):
+        lists.extend(np.array([0, 7], np.uint32))
+    assert lists.extend(np.array([0, 1], np.uint32)).counts().tolist() == [1]
 
 
 def test_prefix_owners_reject_malformed_records():

@@ -14,6 +14,8 @@
 //! - [`route`]: the sender side: enumerate a transaction's k-subsets that can be candidates
 //!   (walk of the large (k-1)-itemset prefix trie), hash, and pack per-owner blocks.
 //! - [`pfp`]: PFP's group-dependent transactions and a group-restricted FP-growth.
+//! - [`vertical`]: local counting for passes counted everywhere and all-reduced: pass 2's
+//!   pairs in a triangle, later passes by tid-list intersection.
 
 pub mod block;
 pub mod candidates;
@@ -22,6 +24,7 @@ pub mod items;
 pub mod pfp;
 pub mod route;
 pub mod table;
+pub mod vertical;
 
 pub use candidates::{apriori_gen_filtered, eld_split};
 pub use hash::{itemset_hash, owner_of};

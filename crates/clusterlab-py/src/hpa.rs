@@ -2,7 +2,7 @@
 //! Every kernel releases the GIL, so a rank's receiver thread counts while its main thread
 //! scans and sends.
 
-use clusterlab_core::hpa::{self, block, items, pfp, OwnerTable, Router};
+use clusterlab_core::hpa::{self, block, items, pfp, vertical, OwnerTable, Router};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -281,6 +281,80 @@ fn reduce_by_keys<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: P
     Ok((PyArray1::from_vec(py, b.offsets), PyArray1::from_vec(py, b.items)))
 }
 
+/// Pass 2 counted locally: pair counts of transactions of ranks below `n` (ascending), as a
+/// triangle in lexicographic pair order (numpy uint32).
+#[pyfunction]
+fn count_pairs<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, n: usize) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let (o, i) = (offsets.as_slice()?, items.as_slice()?);
+    check_csr(o, i.len())?;
+    if i.iter().any(|&x| x as usize >= n) {
+        return Err(PyValueError::new_err(format!("an item rank is not below n={n}")));
+    }
+    if o.windows(2).any(|w| i[w[0] as usize..w[1] as usize].windows(2).any(|p| p[0] >= p[1])) {
+        return Err(PyValueError::new_err("transactions must hold ascending ranks"));
+    }
+    let c = py.detach(|| vertical::count_pairs(o, i, n));
+    Ok(PyArray1::from_vec(py, c))
+}
+
+/// The pairs (flat, lexicographic) of a global triangle of counts that reach `min_count`.
+#[pyfunction]
+fn frequent_pairs<'py>(py: Python<'py>, counts: PyReadonlyArray1<u64>, n: usize, min_count: u64) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let c = counts.as_slice()?;
+    if c.len() != n * n.saturating_sub(1) / 2 {
+        return Err(PyValueError::new_err(format!("{} counts is not a triangle of {n} items", c.len())));
+    }
+    let (f, k) = py.detach(|| vertical::frequent_pairs(c, n, min_count));
+    Ok((PyArray1::from_vec(py, f), PyArray1::from_vec(py, k)))
+}
+
+/// Itemsets of one length with their local tid-lists (Count Distribution over vertical data).
+#[pyclass(module = "clusterlab._core", name = "TidLists")]
+struct PyTidLists {
+    inner: vertical::TidLists,
+}
+
+#[pymethods]
+impl PyTidLists {
+    /// Lists of the items `keep` marks (item ranks below len(keep)).
+    #[staticmethod]
+    fn of_items(py: Python<'_>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, keep: PyReadonlyArray1<bool>) -> PyResult<Self> {
+        let (o, i, k) = (offsets.as_slice()?, items.as_slice()?, keep.as_slice()?);
+        check_csr(o, i.len())?;
+        if i.iter().any(|&x| x as usize >= k.len()) {
+            return Err(PyValueError::new_err("an item rank has no entry in keep"));
+        }
+        Ok(PyTidLists { inner: py.detach(|| vertical::TidLists::of_items(o, i, k)) })
+    }
+
+    /// Lists of the candidates one item longer (flat), by intersection.
+    fn extend(&self, py: Python<'_>, cands: PyReadonlyArray1<u32>) -> PyResult<Self> {
+        let c = cands.as_slice()?;
+        let inner = &self.inner;
+        let next = py.detach(|| inner.extend(c)).map_err(PyValueError::new_err)?;
+        Ok(PyTidLists { inner: next })
+    }
+
+    /// Local counts (list lengths), in order.
+    fn counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_vec(py, self.inner.counts())
+    }
+
+    /// Keep the itemsets `keep` marks.
+    fn retain(&self, py: Python<'_>, keep: PyReadonlyArray1<bool>) -> PyResult<Self> {
+        let k = keep.as_slice()?;
+        if k.len() != self.inner.len() {
+            return Err(PyValueError::new_err("one keep flag per itemset"));
+        }
+        let inner = &self.inner;
+        Ok(PyTidLists { inner: py.detach(|| inner.retain(k)) })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
 /// PFP group-dependent transactions: one u32 stream `[len, items...]*` per group.
 #[pyfunction]
 fn pfp_group_transactions<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, group_of: PyReadonlyArray1<u32>, n_groups: usize) -> PyResult<Vec<Bound<'py, PyArray1<u32>>>> {
@@ -332,6 +406,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distinct_item_counts, m)?)?;
     m.add_function(wrap_pyfunction!(merge_item_counts, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_by_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(count_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(frequent_pairs, m)?)?;
+    m.add_class::<PyTidLists>()?;
     m.add_function(wrap_pyfunction!(pfp_group_transactions, m)?)?;
     m.add_function(wrap_pyfunction!(pfp_mine_group, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_itemsets, m)?)?;

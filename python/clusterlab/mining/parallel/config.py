@@ -15,6 +15,7 @@ import math
 from clusterlab.errors import ConfigError
 
 PARTITIONS = ("prefix", "itemset")
+COUNTINGS = ("tidlist", "trie")
 
 
 @dataclasses.dataclass
@@ -30,6 +31,12 @@ class ParallelConfig:
     belongs to the owner of its first item, first items are dealt out by estimated work, and a
     transaction travels once per owner as one record) or ``"itemset"`` (seed 000's hash of the
     whole itemset; every subset travels on its own). HPA-ELD always uses ``"itemset"``.
+    ``local_pairs``: pass 2 (HPA and CD) counts every pair of frequent items on each rank in a
+    triangle and all-reduces the counts, instead of shipping pairs item by item (used when the
+    triangle has at most ``DENSE_PAIRS_MAX`` entries); ``False`` with ``partition="itemset"``
+    is seed 000's HPA exactly. ``counting``: how CD counts passes 3 and up on each rank:
+    ``"tidlist"`` (intersect the tid-lists of the two generating itemsets, Eclat's step) or
+    ``"trie"`` (walk each transaction's subsets through the candidates, Agrawal & Shafer's).
     ``timeout``: seconds any wait may take. ``progress``: rank 0 writes one line per finished
     pass to stderr.
     """
@@ -41,12 +48,16 @@ class ParallelConfig:
     max_len: int = 0
     timeout: float = 120.0
     partition: str = "prefix"
+    local_pairs: bool = True
+    counting: str = "tidlist"
     progress: bool = False
 
     def check(self) -> None:
         """Raise ``ConfigError`` naming the first impossible setting."""
         if self.partition not in PARTITIONS:
             raise ConfigError(f"partition must be 'prefix' or 'itemset', got {self.partition!r}")
+        if self.counting not in COUNTINGS:
+            raise ConfigError(f"counting must be 'tidlist' or 'trie', got {self.counting!r}")
         for name in ("block_bytes", "read_block_bytes", "eld_max", "max_len"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):

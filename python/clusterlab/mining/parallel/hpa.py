@@ -9,6 +9,11 @@ counting overlap: a receiver thread counts incoming blocks while the main thread
 sends (the Rust kernels release the GIL). At the end of a pass the large itemsets are
 all-gathered so every rank can generate the next candidates.
 
+Pass 2 (``ParallelConfig.local_pairs``, the default): every pair of frequent items is a
+candidate, so the candidates are few and dense; each rank counts its transactions' pairs in a
+triangle and one all-reduce sums them instead of shipping every pair to its owner. With
+``local_pairs=False`` and ``partition="itemset"`` every pass is seed 000's.
+
 Prefix partitioning (``ParallelConfig.partition == "prefix"``, the default): a candidate is
 owned by the rank that owns its first item, first items being dealt out greedily by estimated
 counting work. A transaction then travels to another owner once, as one record (its items from
@@ -49,7 +54,9 @@ from clusterlab.mining.parallel.passes import (
     allreduce_sum,
     assemble,
     canonical_level,
+    dense_pairs_ok,
     first_pass,
+    global_pairs,
     read_blocks,
     shrink_transactions,
 )
@@ -183,6 +190,20 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False):
         long_tx = int(allreduce_sum(comm, np.array([long_tx]))[0])
     width = 2 if freq.size <= 65536 and not long_tx else 4
     k = 2
+    if config.local_pairs and not eld and dense_pairs_ok(freq.size) and (config.max_len == 0 or config.max_len >= 2):
+        # Pass 2's candidates are every pair of frequent items: few and dense, so each rank
+        # counts its own pairs and one all-reduce sums them (no pair travels on its own).
+        row = stats.start(2)
+        large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row)
+        t = time.perf_counter()
+        if large_counts.size:
+            offsets, ranks = shrink_transactions(offsets, ranks, large_flat, freq.size, 3)
+        row["t_scan"] = time.perf_counter() - t
+        stats.end(row)
+        if large_counts.size == 0:
+            return assemble(levels, freq, n_tx)
+        levels.append((large_flat, large_counts))
+        k = 3
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
         prev = levels[-1][0]
         row = stats.start(k)
