@@ -306,3 +306,77 @@ def test_runs_as_a_program_under_mpiexec(t10, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "x2 (launched)" in r.stdout
     same_as_sequential(pq.read_table(out), mine(t10, min_support=0.01, threads=1))
+
+
+def test_time_of_every_pass_and_rank_is_attributed(t10):
+    """Wall time split into computation, transfer and RTO waits, per pass and per rank, from
+    the rank's own clock (and TCP_INFO for the RTO part)."""
+    from clusterlab.mining.parallel import run_parallel
+
+    r = run_parallel(t10, nodes=3, algorithm="hpa", min_support=0.01, backend="tcp",
+                     config=ParallelConfig(partition="itemset", local_pairs=False))
+    assert len(r.passes) >= 3
+    for p in r.passes:
+        assert [x["rank"] for x in p["ranks"]] == [0, 1, 2]
+        for x in p["ranks"]:
+            assert x["t_compute"] >= 0 and x["t_comm"] >= 0 and x["t_transfer"] >= 0
+            assert x["t_compute"] + x["t_comm"] == pytest.approx(x["t_total"], abs=1e-9)
+            assert 0 <= x["t_rto"] <= x["t_comm"] + 1e-12
+        assert p["t_compute"] == max(x["t_compute"] for x in p["ranks"])
+        assert isinstance(p["cpu_bound"], bool) and p["cpu_cores_busy"] >= 0
+    assert sum(x["t_comm"] for p in r.passes for x in p["ranks"]) > 0
+    assert sum(x["t_compute"] for p in r.passes for x in p["ranks"]) > 0
+
+
+def test_rto_waits_are_the_longest_stall_a_rank_sees():
+    from clusterlab.mining.parallel.passes import attribute_time
+
+    # Rank 0's connection to rank 2 stalled 300 ms: rank 2 (receiving) and rank 0 (sending)
+    # waited at most that long, never longer than they spent communicating; rank 1 did not.
+    peer = np.zeros((3, 3))
+    peer[0, 2] = 300.0
+    t_rto = attribute_time(np.ones(3), np.array([0.5, 0.5, 0.2]), peer)
+    assert t_rto.tolist() == [0.3, 0.0, 0.2]
+
+
+@pytest.mark.parametrize("algorithm, config", [
+    ("hpa", ParallelConfig(partition="itemset", local_pairs=False, block_bytes=1024)),
+    ("cd", ParallelConfig()),
+    ("pfp", ParallelConfig()),
+])
+def test_replay_sends_the_same_bytes_per_pass_as_the_real_run(t10, tmp_path, algorithm, config):
+    """Compute replay on loopback: the same messages per pass, waiting instead of computing."""
+    import json
+
+    from clusterlab.mining.parallel import replay_parallel, run_parallel
+
+    rec = tmp_path / "rec"
+    real = run_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, backend="tcp", config=config, record=rec)
+    assert sorted(p.name for p in rec.iterdir()) == ["job.json", "rank0.json", "rank1.json", "rank2.json"]
+    assert json.loads((rec / "job.json").read_text())["nodes"] == 3
+    for compute, scale in (("wall", 1.0), ("cpu", 0.5)):
+        rp = replay_parallel(rec, compute=compute, scale=scale)
+        assert [p["pass"] for p in rp.passes] == [p["pass"] for p in real.passes]
+        assert [p["bytes_sent"] for p in rp.passes] == [p["bytes_sent"] for p in real.passes]
+        assert [p["messages_sent"] for p in rp.passes] == [p["messages_sent"] for p in real.passes]
+        assert [[x["bytes_sent"] for x in p["ranks"]] for p in rp.passes] == \
+            [[x["bytes_sent"] for x in p["ranks"]] for p in real.passes]
+        assert rp.job_s > 0 and rp.compute == compute
+
+
+def test_replay_refuses_what_it_cannot_replay(tmp_path, t10):
+    from clusterlab.comm.inproc import run_threads
+    from clusterlab.mining.parallel import replay_parallel, run_parallel
+    from clusterlab.mining.parallel.trace import replay_rank
+
+    with pytest.raises(ConfigError, match="no recorded trace"):
+        replay_parallel(tmp_path / "nothing")
+    rec = tmp_path / "rec"
+    run_parallel(t10, nodes=2, algorithm="cd", min_support=0.02, backend="inproc", record=rec)
+    with pytest.raises(ConfigError, match="compute"):
+        replay_parallel(rec, compute="guess")
+    with pytest.raises(ConfigError, match="recorded on 2 ranks"):
+        run_threads(lambda c: replay_rank(c, rec), 3)
+    (rec / "rank1.json").write_text("{")
+    with pytest.raises(ConfigError, match="not a readable trace"):
+        replay_parallel(rec, backend="inproc")

@@ -7,22 +7,30 @@ from __future__ import annotations
 
 
 def format_passes(passes: list[dict]) -> str:
-    """The per-pass summary (times: the slowest rank's; bytes and messages: all ranks).
+    """The per-pass summary: time (the slowest rank's) split into computation, transfer and
+    waiting on retransmission timeouts (each the largest over ranks; see docs/parallel.md),
+    the owners' counting and the end-of-pass synchronisation, then bytes and messages (all
+    ranks), TCP retransmissions and RTOs. ``*`` marks a pass that kept the machine's cores busy
+    (CPU-bound).
 
-    >>> print(format_passes([{"pass": 1, "candidates": 5, "large": 3, "t_total": 0.01, "bytes_sent": 2048,
-    ...                       "messages_sent": 2, "retransmissions": 0, "timeouts": 0}]))  # doctest: +NORMALIZE_WHITESPACE
-    pass candidates  large  time_s gen_s scan_s route_s send_s count_s sync_s  KB_sent  msgs retrans  rto
-       1          5      3   0.010 0.000  0.000   0.000  0.000   0.000  0.000      2.0     2       0    0
+    >>> print(format_passes([{"pass": 1, "candidates": 5, "large": 3, "t_total": 0.01, "t_compute": 0.006,
+    ...                       "t_transfer": 0.004, "bytes_sent": 2048, "messages_sent": 2, "retransmissions": 0,
+    ...                       "timeouts": 0}]))  # doctest: +NORMALIZE_WHITESPACE
+    pass candidates  large  time_s compute_s transfer_s rto_s count_s sync_s  KB_sent  msgs retrans  rto
+       1          5      3   0.010     0.006      0.004 0.000   0.000  0.000      2.0     2       0    0
     """
-    head = (f"{'pass':>4} {'candidates':>10} {'large':>6} {'time_s':>7} {'gen_s':>5} {'scan_s':>6} {'route_s':>7} "
-            f"{'send_s':>6} {'count_s':>7} {'sync_s':>6} {'KB_sent':>8} {'msgs':>5} {'retrans':>7} {'rto':>4}")
+    head = (f"{'pass':>4} {'candidates':>10} {'large':>6} {'time_s':>7} {'compute_s':>9} {'transfer_s':>10} "
+            f"{'rto_s':>5} {'count_s':>7} {'sync_s':>6} {'KB_sent':>8} {'msgs':>5} {'retrans':>7} {'rto':>4}")
     lines = [head]
     for p in passes:
         g = p.get
+        mark = " *" if g("cpu_bound") else ""
         lines.append(f"{g('pass', 0):>4} {g('candidates', 0):>10} {g('large', 0):>6} {g('t_total', 0):>7.3f} "
-                     f"{g('t_generate', 0):>5.3f} {g('t_scan', 0):>6.3f} {g('t_route', 0):>7.3f} {g('t_send', 0):>6.3f} "
+                     f"{g('t_compute', 0):>9.3f} {g('t_transfer', 0):>10.3f} {g('t_rto', 0):>5.3f} "
                      f"{g('t_count', 0):>7.3f} {g('t_sync', 0):>6.3f} {g('bytes_sent', 0) / 1024:>8.1f} "
-                     f"{g('messages_sent', 0):>5} {g('retransmissions', 0):>7} {g('timeouts', 0):>4}")
+                     f"{g('messages_sent', 0):>5} {g('retransmissions', 0):>7} {g('timeouts', 0):>4}{mark}")
+    if any(p.get("cpu_bound") for p in passes):
+        lines.append("* CPU-bound: the ranks kept this machine's cores busy; times include waiting for a core")
     return "\n".join(lines)
 
 

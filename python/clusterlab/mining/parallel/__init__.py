@@ -3,8 +3,9 @@
 
 Layout (one job per module; data flows down the list, nothing imports upwards):
 ``config`` (settings) -> ``passes`` (the pass machinery every algorithm shares) -> one module
-per algorithm (``hpa``, ``hpa_eld``, ``cd``, ``pfp``) -> ``wire`` (a launched job's result on
-the wire) -> ``driver`` (registry, what a rank runs, launching).
+per algorithm (``hpa``, ``hpa_eld``, ``cd``, ``pfp``) -> ``trace`` (time attribution, record
+and compute replay) -> ``wire`` (a launched job's result on the wire) -> ``driver`` (registry,
+what a rank runs, launching, replaying).
 
 >>> import tempfile, os
 >>> p = os.path.join(tempfile.mkdtemp(), "b.dat")
@@ -21,17 +22,20 @@ from clusterlab.mining.parallel.driver import (
     ALGORITHMS,
     BACKENDS,
     ParallelRun,
+    ReplayRun,
     launched_job,
     mine_parallel,
     rank_job,
+    replay_job,
+    replay_parallel,
     run_parallel,
     run_rank,
 )
 from clusterlab.mining.parallel.passes import PassStats
 from clusterlab.mining.sequential import min_count_of
 
-__all__ = ["ALGORITHMS", "BACKENDS", "ParallelConfig", "ParallelRun", "PassStats", "launched_job", "min_count_of",
-           "mine_parallel", "rank_job", "run_parallel", "run_rank"]
+__all__ = ["ALGORITHMS", "BACKENDS", "ParallelConfig", "ParallelRun", "PassStats", "ReplayRun", "launched_job",
+           "min_count_of", "mine_parallel", "rank_job", "replay_job", "replay_parallel", "run_parallel", "run_rank"]
 
 
 def __getattr__(name):

@@ -22,7 +22,8 @@ import numpy as np
 from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
-from clusterlab.mining.parallel.passes import STAT_FIELDS, PassStats, as_array
+from clusterlab.mining.parallel.passes import STAT_FIELDS, PassStats, as_array, attribute_time
+from clusterlab.mining.parallel.trace import TracedComm, recorded_size, replay_rank
 from clusterlab.mining.parallel.wire import decode_result, encode_result, error_from_record, error_record
 from clusterlab.mining.sequential import min_count_of
 
@@ -136,22 +137,41 @@ def read_agreed(comm, path, format: str | None = None):
 
 def summarize_passes(per_rank: list[np.ndarray]) -> list[dict]:
     """Combine ranks: counts and bytes summed, times the slowest rank's, candidates and large
-    itemsets as recorded (already global); each rank's own row under ``"ranks"``."""
+    itemsets as recorded (already global); each rank's own row under ``"ranks"``, with its
+    communication time split into transfer (``t_transfer``) and RTO waiting (``t_rto``, see
+    ``passes.attribute_time``)."""
     n = max((a.shape[0] for a in per_rank), default=0)
+    nf, size = len(STAT_FIELDS), len(per_rank)
     out = []
     for i in range(n):
-        rows = [a[i] for a in per_rank if a.shape[0] > i]
+        present = [r for r, a in enumerate(per_rank) if a.shape[0] > i]
+        rows = [per_rank[r][i] for r in present]
+        peer = np.zeros((size, size))
+        for r in present:
+            peer[r, :] = per_rank[r][i][nf:nf + size]
+        col = {f: np.array([row[j] for row in rows]) for j, f in enumerate(STAT_FIELDS)}
+        t_rto = attribute_time(col["t_total"], col["t_comm"], peer[np.ix_(present, present)])
         d: dict = {}
-        for j, f in enumerate(STAT_FIELDS):
-            vals = [r[j] for r in rows]
-            if f.startswith("t_"):
-                d[f] = float(max(vals))
+        for f in STAT_FIELDS:
+            vals = col[f]
+            if f.startswith("t_") or f == "cpu_s":
+                d[f] = float(vals.max())
             elif f in ("pass", "candidates", "large"):
                 d[f] = int(vals[0])
             else:
-                d[f] = int(sum(vals))
-        d["ranks"] = [{f: (float(a[i][j]) if f.startswith("t_") else int(a[i][j])) for j, f in enumerate(STAT_FIELDS)}
-                      for a in per_rank if a.shape[0] > i]
+                d[f] = int(vals.sum())
+        ranks = []
+        for k, r in enumerate(present):
+            rd = {f: (float(col[f][k]) if f.startswith("t_") or f == "cpu_s" else int(col[f][k])) for f in STAT_FIELDS}
+            rd["rank"], rd["t_rto"] = r, float(t_rto[k])
+            rd["t_transfer"] = max(0.0, rd["t_comm"] - rd["t_rto"])
+            ranks.append(rd)
+        d["t_rto"] = max(x["t_rto"] for x in ranks)
+        d["t_transfer"] = max(x["t_transfer"] for x in ranks)
+        # Cores the ranks kept busy on average in this pass: with every rank on this machine,
+        # a pass that kept (nearly) all of its cores busy was limited by CPU, not by the network.
+        d["cpu_cores_busy"] = float(col["cpu_s"].sum() / d["t_total"]) if d["t_total"] > 0 else 0.0
+        d["ranks"] = ranks
         out.append(d)
     return out
 
@@ -179,28 +199,32 @@ def _progress_line(row: dict) -> None:
 
 
 def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | None = None,
-             format: str | None = None, shared_process: bool = False):
+             format: str | None = None, shared_process: bool = False, record: str | None = None):
     """What one rank runs. Returns ``(table, passes, ranks)`` on rank 0 and ``(None, None,
-    None)`` elsewhere (see ``ParallelRun`` for the fields)."""
+    None)`` elsewhere (see ``ParallelRun`` for the fields). ``record``: a directory where every
+    rank writes the log of its computation gaps and messages, for ``replay_parallel``."""
     config = config or ParallelConfig()
     config.check()
-    if algorithm not in ALGORITHMS:
+    if algorithm not in REGISTRY:
         raise ConfigError(f"unknown parallel algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     if comm.size > 1:
         # Start every rank's job clock together: process launch and mesh set-up skew is wall
         # time, not the job's (it showed up as 0.1-0.4 s of pass 1's t_sync).
         comm.barrier()
     t0, cpu0 = time.perf_counter(), time.process_time()
-    baskets = read_agreed(comm, path, format)
+    traced = TracedComm(comm, record=record is not None)
+    baskets = read_agreed(traced, path, format)
     t_read = time.perf_counter() - t0
-    stats = PassStats(comm, on_pass=_progress_line if config.progress and comm.rank == 0 else None)
-    offsets, items, counts, n_tx = REGISTRY[algorithm](comm, baskets, min_support, config, stats)
+    stats = PassStats(traced, on_pass=_progress_line if config.progress and comm.rank == 0 else None)
+    offsets, items, counts, n_tx = REGISTRY[algorithm](traced, baskets, min_support, config, stats)
     labels = baskets.labels
     del baskets
-    mine_stats = stats.as_array()
     me = np.array([_peak_rss(), t_read, time.process_time() - cpu0, time.perf_counter() - t0], dtype=np.float64)
+    if record is not None:
+        traced.save(record, {"algorithm": algorithm, "path": os.fspath(path), "min_support": min_support,
+                             "config": config.as_dict(), "job_s": float(me[3])})
     # Every rank's figures to rank 0 (arrays: nothing but numbers on the wire).
-    mine_all = np.concatenate([me, mine_stats.ravel()])
+    mine_all = np.concatenate([me, stats.as_array().ravel()])
     gathered = comm.gather(mine_all, root=0) if comm.size > 1 else [mine_all]
     if comm.rank != 0:
         return None, None, None
@@ -210,10 +234,19 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
         r["peak_rss_bytes"] = int(r["peak_rss_bytes"])
         if shared_process:
             r["shared_process"] = True
-    per_rank = [g[len(RANK_FIELDS):].reshape(-1, len(STAT_FIELDS)) for g in gathered]
+    per_rank = [g[len(RANK_FIELDS):].reshape(-1, len(STAT_FIELDS) + comm.size) for g in gathered]
     passes = summarize_passes(per_rank)
     if passes:
         passes[0]["t_read"] = max(r["read_s"] for r in ranks)
+    if record is not None:
+        from clusterlab._atomic import atomic_open
+
+        with atomic_open(os.path.join(record, "job.json")) as f:
+            import json
+
+            json.dump({"algorithm": algorithm, "nodes": comm.size, "path": os.fspath(path),
+                       "min_support": min_support, "job_s": max(r["job_s"] for r in ranks), "passes": passes,
+                       "ranks": ranks}, f, indent=1)
     table = itemsets_table(offsets, items, counts, n_tx, algorithm, min_count_of(min_support, n_tx),
                            config.max_len or None, labels)
     return table, passes, ranks
@@ -231,12 +264,13 @@ def run_rank(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     return table, passes
 
 
-def rank_job(comm, path, algorithm, min_support, config: dict, format=None):
+def rank_job(comm, path, algorithm, min_support, config: dict, format=None, record=None):
     """Module-level entry of launched ranks (arguments arrive as JSON): rank 0 returns the
     result as Arrow IPC bytes (nothing is pickled), the others None; an input error every rank
     agreed on comes back as its record (no rank prints a traceback for it)."""
     try:
-        table, passes, ranks = rank_run(comm, path, algorithm, min_support, ParallelConfig(**config), format)
+        table, passes, ranks = rank_run(comm, path, algorithm, min_support, ParallelConfig(**config), format,
+                                        record=record)
     except ClusterlabError as e:
         from clusterlab.comm.errors import CommError
 
@@ -260,7 +294,7 @@ def launched_job():
 
 def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_support=0.01, backend: str = "tcp",
                  config: ParallelConfig | None = None, transport=None, testbed: str | None = None,
-                 format: str | None = None, **backend_options) -> ParallelRun:
+                 format: str | None = None, record: str | None = None, **backend_options) -> ParallelRun:
     """Mine ``path`` in parallel; returns a ``ParallelRun``.
 
     ``nodes``: ranks to start on this machine (or testbed); None: the ranks of the job this
@@ -271,6 +305,8 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     buffers, RTO min/max and their per-rank jitter). ``testbed``: the name of a namespace
     testbed that is up (``clusterlab testbed up``); rank i then runs in its host i over the
     TCP mesh. ``format``: the input format (default: by extension; see ``read_baskets``).
+    ``record``: a directory where each rank writes what it computed when and which messages
+    it sent (``rank{r}.json``; rank 0 also ``job.json``), for ``replay_parallel``.
     """
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown parallel algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -285,7 +321,7 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
             raise ConfigError(f"nodes={nodes} differs from the {job.size} ranks of the job this runs in: drop it")
         check_input(path, job.size, format)
         t0 = time.perf_counter()
-        table, passes, ranks = rank_run(job, path, algorithm, min_support, config, format)
+        table, passes, ranks = rank_run(job, path, algorithm, min_support, config, format, record=record)
         return _finish(table, passes, ranks, algorithm, job.size, "launched", time.perf_counter() - t0)
     nodes = 1 if nodes is None else nodes
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
@@ -295,25 +331,16 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     if backend == "inproc":
         from clusterlab.comm.inproc import run_threads
 
-        table, passes, ranks = run_threads(rank_run, nodes, path, algorithm, min_support, config, fmt, True,
+        table, passes, ranks = run_threads(rank_run, nodes, path, algorithm, min_support, config, fmt, True, record,
                                            timeout=config.timeout)[0]
         return _finish(table, passes, ranks, algorithm, nodes, "inproc", time.perf_counter() - t0)
     backend_options.setdefault("timeout", config.timeout + 30)
     if transport is not None:
         backend_options["config"] = transport
-    args = (os.fspath(path), algorithm, min_support, config.as_dict(), fmt)
-    if testbed is not None:
-        if backend != "tcp":
-            raise ConfigError("a testbed runs ranks over the TCP mesh: use backend tcp")
-        from clusterlab.cluster.testbed import Testbed
-
-        results = Testbed.attach(testbed).run(rank_job, nodes, *args, **backend_options)
-        where = f"testbed {testbed}"
-    else:
-        from clusterlab.cluster.local import run
-
-        results = run(rank_job, nodes, *args, backend=backend, **backend_options)
-        where = backend
+    if record is not None:
+        record = os.path.abspath(os.fspath(record))
+    args = (os.fspath(path), algorithm, min_support, config.as_dict(), fmt, record)
+    results, where = _launch(rank_job, nodes, args, backend, testbed, backend_options)
     first = results[0]
     if isinstance(first, dict):
         raise error_from_record(first)
@@ -321,8 +348,29 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     return _finish(table, passes, ranks, algorithm, nodes, where, time.perf_counter() - t0)
 
 
+def _launch(fn, nodes: int, args: tuple, backend: str, testbed: str | None, backend_options: dict):
+    """Run ``fn(comm, *args)`` on ``nodes`` ranks: on a testbed's hosts or this machine."""
+    if testbed is not None:
+        if backend != "tcp":
+            raise ConfigError("a testbed runs ranks over the TCP mesh: use backend tcp")
+        from clusterlab.cluster.testbed import Testbed
+
+        return Testbed.attach(testbed).run(fn, nodes, *args, **backend_options), f"testbed {testbed}"
+    from clusterlab.cluster.local import run
+
+    return run(fn, nodes, *args, backend=backend, **backend_options), backend
+
+
+# A pass whose ranks kept at least this share of the machine's cores busy is flagged CPU-bound.
+CPU_BOUND_SHARE = 0.9
+
+
 def _finish(table, passes, ranks, algorithm, nodes, where, wall) -> ParallelRun:
     job = max((r["job_s"] for r in ranks), default=0.0) if ranks else 0.0
+    if where != "launched" and passes:  # every rank ran on this machine (threads, loopback or a testbed)
+        cores = os.cpu_count() or 1
+        for p in passes:
+            p["cpu_bound"] = bool(p.get("cpu_cores_busy", 0.0) >= CPU_BOUND_SHARE * cores)
     return ParallelRun(table, passes, ranks, algorithm, nodes, where, job, wall)
 
 
@@ -333,3 +381,65 @@ def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01
     The other options are ``run_parallel``'s."""
     r = run_parallel(path, nodes, algorithm, min_support, backend, config, transport, testbed, **options)
     return r.table, r.passes
+
+
+@dataclasses.dataclass
+class ReplayRun:
+    """What a replay gives: per pass the slowest rank's time and the ranks' summed bytes,
+    messages, retransmissions and RTOs (each rank's own row under ``"ranks"``), the job time
+    (slowest rank) and the wall time."""
+
+    passes: list
+    ranks: list
+    job_s: float
+    wall_s: float
+    compute: str
+    scale: float
+
+
+def replay_job(comm, directory, compute="wall", scale=1.0):
+    """Module-level entry of launched replay ranks (see ``trace.replay_rank``)."""
+    return replay_rank(comm, directory, compute, scale)
+
+
+def combine_replay(per_rank: list[dict]) -> list[dict]:
+    """Per-pass rows of a replay, combined over ranks as ``summarize_passes`` does."""
+    n = max((len(r["passes"]) for r in per_rank), default=0)
+    out = []
+    for i in range(n):
+        rows = [r["passes"][i] for r in per_rank if len(r["passes"]) > i]
+        d = {"pass": rows[0]["pass"]}
+        for f in ("t_total", "t_wait_compute", "t_comm"):
+            d[f] = max(x[f] for x in rows)
+        for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
+            d[f] = int(sum(x[f] for x in rows))
+        d["ranks"] = [{"rank": r["rank"], **r["passes"][i]} for r in per_rank if len(r["passes"]) > i]
+        out.append(d)
+    return out
+
+
+def replay_parallel(directory, backend: str = "tcp", testbed: str | None = None, transport=None,
+                    compute: str = "wall", scale: float = 1.0, **backend_options) -> ReplayRun:
+    """Replay a run recorded with ``run_parallel(..., record=DIR)``: as many ranks as it had
+    send the same messages in the same order over the real TCP mesh (this machine's loopback
+    or a testbed's hosts, with ``transport``'s settings), each waiting its recorded
+    computation (``compute="wall"``: as measured; ``"cpu"``: its CPU seconds, what a core of
+    its own would take) times ``scale`` instead of computing (see ``trace.py``)."""
+    if compute not in ("wall", "cpu"):
+        raise ConfigError(f"compute must be 'wall' or 'cpu', got {compute!r}")
+    directory = os.path.abspath(os.fspath(directory))
+    nodes = recorded_size(directory)
+    backend_options.setdefault("timeout", 300.0)
+    if transport is not None:
+        backend_options["config"] = transport
+    t0 = time.perf_counter()
+    if backend == "inproc":
+        from clusterlab.comm.inproc import run_threads
+
+        per_rank, where = run_threads(replay_job, nodes, directory, compute, scale,
+                                      timeout=backend_options["timeout"]), "inproc"
+    else:
+        per_rank, where = _launch(replay_job, nodes, (directory, compute, scale), backend, testbed, backend_options)
+    wall = time.perf_counter() - t0
+    return ReplayRun(combine_replay(per_rank), [{"rank": r["rank"], "job_s": r["job_s"]} for r in per_rank],
+                     max(r["job_s"] for r in per_rank), wall, compute, scale)

@@ -29,39 +29,59 @@ from clusterlab.mining.sequential import min_count_of
 NONE = np.uint32(0xFFFFFFFF)
 
 # Per-pass fields every rank records (floats, so the stats travel as one numpy array).
+# t_comm: seconds inside communication calls on the rank's main thread; t_compute: the rest of
+# the pass (t_total - t_comm); cpu_s: CPU seconds of the whole rank process in the pass;
+# rto_time_ms: growth of tcpi_total_rto_time over this rank's connections (TCP only).
 STAT_FIELDS = ("pass", "candidates", "large", "t_total", "t_generate", "t_scan", "t_route", "t_send",
                "t_recv", "t_wait", "t_count", "t_sync", "bytes_sent", "messages_sent", "itemsets_sent", "subsets",
-               "retransmissions", "timeouts")
+               "retransmissions", "timeouts", "t_comm", "t_compute", "cpu_s", "rto_time_ms")
 
 
 class PassStats:
     """One rank's statistics, one row per pass. ``on_pass(row)`` is called as each pass ends
-    (rank 0 uses it to show progress)."""
+    (rank 0 uses it to show progress). With a ``TracedComm`` (``trace.py``) the pass's time is
+    split into computation and communication on the rank's own clock, and each row also
+    carries the growth of every peer connection's RTO time (``peer_rto_ms``: one entry per
+    rank, for the attribution of RTO waits)."""
 
     def __init__(self, comm, on_pass=None):
         self.comm = comm
-        self.rows: list[dict[str, float]] = []
+        self.rows: list[dict] = []
         self.on_pass = on_pass
         self._base = comm_counters(comm)
 
-    def start(self, k: int) -> dict[str, float]:
-        row = {f: 0.0 for f in STAT_FIELDS}
+    def start(self, k: int) -> dict:
+        mark = getattr(self.comm, "mark_pass", None)
+        if mark is not None:
+            mark(k)
+        row: dict = {f: 0.0 for f in STAT_FIELDS}
         row["pass"] = k
-        row["_t0"] = time.perf_counter()
+        row["_t0"], row["_c0"], row["_comm0"] = time.perf_counter(), time.process_time(), getattr(self.comm, "comm_s", 0.0)
         self._base = comm_counters(self.comm)
+        self._peer_base = peer_rto_ms(self.comm)
         return row
 
-    def end(self, row: dict[str, float]) -> None:
+    def end(self, row: dict) -> None:
+        end = getattr(self.comm, "end_pass", None)
+        if end is not None:
+            end()
         row["t_total"] = time.perf_counter() - row.pop("_t0")
+        row["cpu_s"] = time.process_time() - row.pop("_c0")
+        row["t_comm"] = min(getattr(self.comm, "comm_s", 0.0) - row.pop("_comm0"), row["t_total"])
+        row["t_compute"] = row["t_total"] - row["t_comm"]
         now = comm_counters(self.comm)
-        for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts"):
+        for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
             row[f] = now[f] - self._base[f]
+        row["peer_rto_ms"] = peer_rto_ms(self.comm) - self._peer_base
         self.rows.append(row)
         if self.on_pass is not None:
             self.on_pass(row)
 
     def as_array(self) -> np.ndarray:
-        return np.array([[r[f] for f in STAT_FIELDS] for r in self.rows], dtype=np.float64).reshape(-1, len(STAT_FIELDS))
+        """One row per pass: STAT_FIELDS, then the per-peer RTO milliseconds (size columns)."""
+        p = self.comm.size
+        rows = [[r[f] for f in STAT_FIELDS] + list(r.get("peer_rto_ms", np.zeros(p))) for r in self.rows]
+        return np.array(rows, dtype=np.float64).reshape(-1, len(STAT_FIELDS) + p)
 
 
 def comm_counters(comm) -> dict[str, float]:
@@ -72,11 +92,45 @@ def comm_counters(comm) -> dict[str, float]:
     except Exception:  # noqa: BLE001 - statistics must never break a run
         s = {}
     out = {"bytes_sent": float(s.get("bytes_sent", 0)), "messages_sent": float(s.get("messages_sent", s.get("msgs_sent", 0))),
-           "retransmissions": 0.0, "timeouts": 0.0}
+           "retransmissions": 0.0, "timeouts": 0.0, "rto_time_ms": 0.0}
     for key_out, keys in (("retransmissions", ("total_retrans", "tcpi_total_retrans", "retransmissions")),
-                          ("timeouts", ("total_rto", "tcpi_total_rto", "timeouts", "rto_timeouts"))):
+                          ("timeouts", ("total_rto", "tcpi_total_rto", "timeouts", "rto_timeouts")),
+                          ("rto_time_ms", ("total_rto_time_ms", "tcpi_total_rto_time"))):
         out[key_out] = float(sum_keys(s, keys))
     return out
+
+
+def peer_rto_ms(comm) -> np.ndarray:
+    """Milliseconds each of this rank's connections has spent in RTO recovery so far
+    (``tcpi_total_rto_time``, Linux 6.7+), one entry per peer rank (0 for itself and on
+    backends without TCP_INFO)."""
+    out = np.zeros(comm.size, dtype=np.float64)
+    try:
+        peers = (comm.stats() or {}).get("peers", {})
+    except Exception:  # noqa: BLE001 - statistics must never break a run
+        return out
+    for p, d in peers.items():
+        info = d.get("tcp_info") or {} if isinstance(d, dict) else {}
+        if 0 <= int(p) < comm.size:
+            out[int(p)] = float(info.get("total_rto_time_ms", 0))
+    return out
+
+
+def attribute_time(t_total: np.ndarray, t_comm: np.ndarray, peer_rto: np.ndarray) -> np.ndarray:
+    """Split each rank's communication time of a pass into transfer and RTO waiting.
+
+    ``peer_rto[s, r]``: milliseconds rank s's connection to rank r spent in RTO recovery
+    during the pass (its data towards r stalled until the retransmission timer fired). A rank
+    waits on an RTO when a connection it receives from, or sends on, stalls; the stalls of
+    different connections overlap, so the longest one is counted, never more than the rank
+    spent communicating. Returns ``t_rto`` per rank.
+
+    >>> attribute_time(np.array([1.0, 1.0]), np.array([0.6, 0.1]), np.array([[0, 250.0], [0, 0]]))
+    array([0.25, 0.1 ])
+    """
+    incoming = peer_rto.max(axis=0) if peer_rto.size else np.zeros_like(t_total)
+    outgoing = peer_rto.max(axis=1) if peer_rto.size else np.zeros_like(t_total)
+    return np.minimum(np.maximum(incoming, outgoing) / 1000.0, t_comm)
 
 
 def sum_keys(obj: Any, keys: tuple[str, ...]) -> float:
