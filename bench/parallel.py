@@ -115,7 +115,8 @@ def seed000_parallel(path: Path, min_support: float, key: str, reference):
 
     alg, cfg = SEED000_PARALLEL[key]
     t0 = time.perf_counter()
-    r = run_parallel(path, nodes=2, algorithm=alg, min_support=min_support, config=ParallelConfig(**cfg))
+    # A generous timeout: on the shared machine a loaded run can take minutes.
+    r = run_parallel(path, nodes=2, algorithm=alg, min_support=min_support, config=ParallelConfig(timeout=900, **cfg))
     wall = time.perf_counter() - t0
     same = (r.table.schema.remove_metadata() == reference.schema.remove_metadata()
             and r.table.equals(reference.replace_schema_metadata(r.table.schema.metadata)))

@@ -208,6 +208,18 @@ def test_local_pairs_and_counting_modes_agree_and_pass_2_ships_no_pair(t10, algo
         ParallelConfig(counting="bitset").check()
 
 
+def test_pfp_kernels_agree(t10):
+    """PFP's local mining: tid-lists (default, the fastest) = FP-tree = the sequential FP-growth."""
+    want = sequential(t10, 0.005)
+    for kernel in ("vertical", "fptree", "fpgrowth"):
+        for nodes in (1, 3):
+            table, _ = mine_parallel(t10, nodes=nodes, algorithm="pfp", min_support=0.005, backend="inproc",
+                                     config=ParallelConfig(pfp_kernel=kernel))
+            assert as_dict(table) == want and canonical(table), (kernel, nodes)
+    with pytest.raises(ConfigError, match="pfp_kernel"):
+        ParallelConfig(pfp_kernel="magic").check()
+
+
 def test_pair_and_tidlist_kernels_reject_bad_input():
     with pytest.raises(ValueError, match="below n"):
         _core.count_pairs(np.array([0, 2], np.int64), np.array([0, 5], np.uint32), 3)

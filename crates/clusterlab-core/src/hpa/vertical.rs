@@ -106,6 +106,11 @@ impl TidLists {
         &self.tids[self.starts[i]..self.starts[i + 1]]
     }
 
+    /// The list of itemset `i` (for items: of item `i`).
+    pub fn list_of(&self, i: usize) -> &[u32] {
+        self.list(i)
+    }
+
     /// The lists of candidate (k+1)-itemsets `cands` (flat, every k-subset used below present
     /// here): each is the intersection of the lists of its first k items and of its first k-1
     /// items plus its last. Errors name a candidate whose generators are missing.

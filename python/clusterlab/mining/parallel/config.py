@@ -16,6 +16,7 @@ from clusterlab.errors import ConfigError
 
 PARTITIONS = ("prefix", "itemset")
 COUNTINGS = ("tidlist", "trie")
+PFP_KERNELS = ("vertical", "fptree", "fpgrowth")
 
 
 @dataclasses.dataclass
@@ -37,7 +38,10 @@ class ParallelConfig:
     is seed 000's HPA exactly. ``counting``: how CD counts passes 3 and up on each rank:
     ``"tidlist"`` (intersect the tid-lists of the two generating itemsets, Eclat's step) or
     ``"trie"`` (walk each transaction's subsets through the candidates, Agrawal & Shafer's).
-    ``timeout``: seconds any wait may take. ``progress``: rank 0 writes one line per finished
+    ``pfp_kernel``: how a PFP rank mines its group: ``"vertical"`` (tid-list intersections
+    guided by the group's pair counts: Eclat, the fastest kernel here), ``"fptree"`` (a
+    group-restricted FP-growth) or ``"fpgrowth"`` (the sequential FP-growth on each item's
+    conditional base). ``timeout``: seconds any wait may take. ``progress``: rank 0 writes one line per finished
     pass to stderr.
     """
 
@@ -50,6 +54,7 @@ class ParallelConfig:
     partition: str = "prefix"
     local_pairs: bool = True
     counting: str = "tidlist"
+    pfp_kernel: str = "vertical"
     progress: bool = False
 
     def check(self) -> None:
@@ -58,6 +63,8 @@ class ParallelConfig:
             raise ConfigError(f"partition must be 'prefix' or 'itemset', got {self.partition!r}")
         if self.counting not in COUNTINGS:
             raise ConfigError(f"counting must be 'tidlist' or 'trie', got {self.counting!r}")
+        if self.pfp_kernel not in PFP_KERNELS:
+            raise ConfigError(f"pfp_kernel must be one of {', '.join(PFP_KERNELS)}, got {self.pfp_kernel!r}")
         for name in ("block_bytes", "read_block_bytes", "eld_max", "max_len"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):

@@ -368,9 +368,12 @@ CPU_BOUND_SHARE = 0.9
 def _finish(table, passes, ranks, algorithm, nodes, where, wall) -> ParallelRun:
     job = max((r["job_s"] for r in ranks), default=0.0) if ranks else 0.0
     if where != "launched" and passes:  # every rank ran on this machine (threads, loopback or a testbed)
+        # CPU-bound: the ranks kept the cores busy themselves, or the machine was loaded with
+        # at least one runnable task per core (then the ranks waited for a core as well).
         cores = os.cpu_count() or 1
+        contended = os.getloadavg()[0] >= cores
         for p in passes:
-            p["cpu_bound"] = bool(p.get("cpu_cores_busy", 0.0) >= CPU_BOUND_SHARE * cores)
+            p["cpu_bound"] = bool(contended or p.get("cpu_cores_busy", 0.0) >= CPU_BOUND_SHARE * cores)
     return ParallelRun(table, passes, ranks, algorithm, nodes, where, job, wall)
 
 

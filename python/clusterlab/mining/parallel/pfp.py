@@ -6,8 +6,9 @@ conditional pattern base holds about ``support x (number of more frequent items 
 carries before it)`` entries, and groups are filled greedily, largest estimate first, into the
 least loaded rank (LPT). Each rank turns its transactions into group-dependent transactions
 (for every group, the prefix up to the transaction's last item of that group), shuffles them
-with one alltoall, builds an FP-tree of what it received and mines only the itemsets whose
-least frequent item is in its group. Results are gathered at rank 0.
+with one alltoall and mines only the itemsets whose least frequent item is in its group, with
+the fastest kernel (``ParallelConfig.pfp_kernel``: by default tid-list intersections guided by
+the pair counts of what it received, Eclat's way; or an FP-tree). Results are gathered at rank 0.
 
 >>> work_groups(np.array([100, 90, 50, 10]), 2.0, 2).tolist()
 [1, 0, 1, 0]
@@ -60,7 +61,7 @@ def mine(comm, baskets, min_support, config, stats):
     row["itemsets_sent"] = sum(int(s.size) for j, s in enumerate(streams) if j != me)
     t = time.perf_counter()
     received = [as_array(r, np.uint32) for r in received]
-    o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len)
+    o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len, config.pfp_kernel)
     row["t_count"] = time.perf_counter() - t
     t = time.perf_counter()
     if P > 1:
