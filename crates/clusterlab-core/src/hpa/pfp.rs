@@ -351,7 +351,7 @@ pub fn mine_group_vertical(streams: &[&[u32]], n_pos: usize, in_group: &[bool], 
                 }
             }
             let mut t = Vec::new();
-            intersect_into(lists.list_of(y), tx, &mut t);
+            super::vertical::intersect(lists.list_of(y), tx, &mut t);
             if t.len() as u64 >= min_count {
                 class.push((y as u32, t));
             }
@@ -361,18 +361,6 @@ pub fn mine_group_vertical(streams: &[&[u32]], n_pos: usize, in_group: &[bool], 
         grow(&mut prefix, &class, min_count, max_len, &mut out);
     }
     Ok(out)
-}
-
-fn intersect_into(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let (u, v) = (a[i], b[j]);
-        if u == v {
-            out.push(u);
-        }
-        i += (u <= v) as usize;
-        j += (v <= u) as usize;
-    }
 }
 
 /// Depth-first: each member of the class extends the prefix, and its class is its
@@ -386,7 +374,7 @@ fn grow(prefix: &mut Vec<u32>, class: &[(u32, Vec<u32>)], min_count: u64, max_le
             let mut next = Vec::new();
             for (z, tz) in &class[i + 1..] {
                 let mut t = Vec::new();
-                intersect_into(ty, tz, &mut t);
+                super::vertical::intersect(ty, tz, &mut t);
                 if t.len() as u64 >= min_count {
                     next.push((*z, t));
                 }

@@ -52,7 +52,8 @@ pub struct TidLists {
     tids: Vec<u32>,
 }
 
-fn intersect(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
+/// Append the ids in both sorted lists to `out`.
+pub(crate) fn intersect(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
     let (mut x, mut y) = (0, 0);
     while x < a.len() && y < b.len() {
         let (u, v) = (a[x], b[y]);

@@ -344,6 +344,10 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     first = results[0]
     if isinstance(first, dict):
         raise error_from_record(first)
+    if not isinstance(first, (bytes, bytearray)):
+        from clusterlab.comm.errors import CommError
+
+        raise CommError(f"rank 0 of the {nodes}-rank job ended without handing back its result ({where})")
     table, passes, ranks = decode_result(first)
     return _finish(table, passes, ranks, algorithm, nodes, where, time.perf_counter() - t0)
 

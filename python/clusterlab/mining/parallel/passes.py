@@ -84,13 +84,22 @@ class PassStats:
         return np.array(rows, dtype=np.float64).reshape(-1, len(STAT_FIELDS) + p)
 
 
+def comm_stats(comm) -> dict:
+    """``comm.stats()``, tried a few times: the TCP mesh's Rust engine can refuse a read of its
+    counters while its drainer thread holds them ("Already mutably borrowed"); statistics must
+    never break a run, so after that it is {}."""
+    for attempt in range(5):
+        try:
+            return comm.stats() or {}
+        except Exception:  # noqa: BLE001 - see above
+            time.sleep(0.001 * (attempt + 1))
+    return {}
+
+
 def comm_counters(comm) -> dict[str, float]:
     """Bytes and messages sent, TCP retransmissions and timeouts (RTOs) from ``comm.stats()``.
     Backends that do not know a counter report 0 for it."""
-    try:
-        s = comm.stats() or {}
-    except Exception:  # noqa: BLE001 - statistics must never break a run
-        s = {}
+    s = comm_stats(comm)
     out = {"bytes_sent": float(s.get("bytes_sent", 0)), "messages_sent": float(s.get("messages_sent", s.get("msgs_sent", 0))),
            "retransmissions": 0.0, "timeouts": 0.0, "rto_time_ms": 0.0}
     for key_out, keys in (("retransmissions", ("total_retrans", "tcpi_total_retrans", "retransmissions")),
@@ -105,10 +114,7 @@ def peer_rto_ms(comm) -> np.ndarray:
     (``tcpi_total_rto_time``, Linux 6.7+), one entry per peer rank (0 for itself and on
     backends without TCP_INFO)."""
     out = np.zeros(comm.size, dtype=np.float64)
-    try:
-        peers = (comm.stats() or {}).get("peers", {})
-    except Exception:  # noqa: BLE001 - statistics must never break a run
-        return out
+    peers = comm_stats(comm).get("peers", {})
     for p, d in peers.items():
         info = d.get("tcp_info") or {} if isinstance(d, dict) else {}
         if 0 <= int(p) < comm.size:
