@@ -6,6 +6,7 @@
 //! - [`fimi`]: FIMI `.dat` parsing (whole file, byte ranges, in parallel) and writing.
 //! - [`csvbaskets`]: `transaction_id,item` CSV baskets with string items.
 //! - [`stats`]: what a user checks first about a basket file.
+//! - [`labels`]: item dictionaries (string labels to dense ids) and their fast hash.
 //! - [`gen`]: the IBM Quest synthetic basket generator.
 //! - [`mining`]: frequent itemsets (Apriori, FP-growth, Eclat) and rules.
 //! - [`hpa`]: hash partitioned Apriori kernels (subset routing and owner counting).
@@ -16,6 +17,7 @@ pub mod error;
 pub mod fimi;
 pub mod gen;
 pub mod hpa;
+pub mod labels;
 pub mod mining;
 pub mod stats;
 

@@ -9,31 +9,20 @@ import sys
 
 import click
 
+from clusterlab.cli.options import transport_options
 from clusterlab.errors import ConfigError
-from clusterlab.units import parse_duration, parse_size
+from clusterlab.units import parse_duration
 
 
 def _dur(v):
     return None if v is None else parse_duration(v)
 
 
-def _size(v):
-    return None if v is None else parse_size(v)
-
-
 @click.command(context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False})
 @click.option("-n", "--nodes", "n", type=int, required=True, help="Number of ranks.")
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
-              help="tcp: clusterlab's TCP mesh; mpi: the MPI backend (started by mpiexec).")
-@click.option("--sndbuf", help="SO_SNDBUF per socket, e.g. 4MB (default: kernel autotuning).")
-@click.option("--rcvbuf", help="SO_RCVBUF per socket.")
-@click.option("--no-nodelay", is_flag=True, help="Leave Nagle's algorithm on (TCP_NODELAY off).")
-@click.option("--congestion", help="TCP congestion control, e.g. reno, cubic, bbr.")
-@click.option("--rto-min", help="Minimum RTO per socket (TCP_RTO_MIN_US), 5ms..200ms, e.g. 5ms.")
-@click.option("--rto-min-jitter", help="Each rank draws its rto-min from [rto-min, rto-min + jitter].")
-@click.option("--rto-max", help="Maximum RTO per socket (TCP_RTO_MAX_MS), 1s..120s.")
-@click.option("--rto-max-jitter", help="Each rank draws its rto-max from [rto-max, rto-max + jitter].")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-rank jitter draws.")
+              help="tcp: clusterlab's launcher and mesh; mpi: mpiexec and the MPI backend.")
+@transport_options()
 @click.option("--timeout", help="Kill the job after this long, e.g. 10min (default: no limit).")
 @click.option("--comm-timeout", help="Timeout of every blocking communication call (default 60s).")
 @click.option("--grace", default="3s", show_default=True,
@@ -52,8 +41,7 @@ def _size(v):
                    "the address of --iface or of the route towards the hosts).")
 @click.option("--mpiexec-args", help="Extra mpiexec arguments, e.g. '-launcher ssh' (one string).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max,
-        rto_max_jitter, seed, timeout, comm_timeout, grace, setup_timeout, launcher, hostfile, iface,
+def run(n, backend, transport, timeout, comm_timeout, grace, setup_timeout, launcher, hostfile, iface,
         rendezvous_host, mpiexec_args, command):
     """Run COMMAND on N ranks: `clusterlab run -n 4 -- mine data.dat -a hpa`.
 
@@ -71,10 +59,7 @@ def run(n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jit
     from clusterlab.cluster.local import RankHost, launch
     from clusterlab.net.transport_config import TransportConfig
 
-    config = TransportConfig(
-        sndbuf=_size(sndbuf), rcvbuf=_size(rcvbuf), nodelay=not no_nodelay, congestion=congestion,
-        rto_min=_dur(rto_min), rto_min_jitter=_dur(rto_min_jitter) or 0.0, rto_max=_dur(rto_max),
-        rto_max_jitter=_dur(rto_max_jitter) or 0.0, seed=seed)
+    config = TransportConfig.parse(transport, place="socket")
     argv = resolve_command(list(command))
     kw = dict(config=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout), grace=_dur(grace),
               setup_timeout=_dur(setup_timeout))
