@@ -1,10 +1,10 @@
 """The parallel miners' driver: the algorithm registry, what one rank runs (read its share,
 mine, report), and launching the ranks (local processes, MPI, a namespace testbed, threads).
 
-Each rank reads only its own share of the input: its byte range of a FIMI file
-(``clusterlab.data.read_partition``), its own file when the path holds ``{rank}``, or, for
-CSV and Parquet (which have no line-aligned byte ranges), its slice of the transactions after
-reading the file. Rank 0 returns the frequent itemsets as the same Arrow table the
+Each rank reads only its own share of the input (``clusterlab.data.read_partition``): its
+byte range of a FIMI file (from the partition index of ``gen --partitions`` when there is
+one), its slice of the transactions of CSV and Parquet, or its own file when the path holds
+``{rank}``. Rank 0 returns the frequent itemsets as the same Arrow table the
 sequential engine returns (byte-identical), plus per-pass and per-rank statistics.
 """
 
@@ -101,17 +101,16 @@ def check_input(path, nodes: int, format: str | None = None) -> str:
 
 
 def read_rank_baskets(path, rank: int, size: int, format: str | None = None):
-    """This rank's transactions (see the module docstring)."""
-    from clusterlab.data import read_baskets, read_partition
+    """This rank's transactions: its own file for a ``{rank}`` pattern, else its share from
+    ``clusterlab.data.read_partition`` (a FIMI byte range, from the partition index of
+    ``gen --partitions`` when there is one; a slice of the transactions of CSV and Parquet,
+    numbered with the whole file's item dictionary)."""
+    from clusterlab.data import read_partition
     from clusterlab.data.io import read_fimi
 
     if is_rank_pattern(path):
         return read_fimi(rank_file(path, rank))
-    if input_format(path, format) == "fimi":
-        return read_partition(os.fspath(path), rank, size)
-    b = read_baskets(os.fspath(path), format=format)
-    n = len(b)
-    return b.slice(n * rank // size, n * (rank + 1) // size)
+    return read_partition(os.fspath(path), rank, size, format=format)
 
 
 def read_agreed(comm, path, format: str | None = None):
