@@ -58,7 +58,7 @@ class PassStats:
         row["pass"] = k
         row["_t0"], row["_c0"], row["_comm0"] = time.perf_counter(), time.process_time(), getattr(self.comm, "comm_s", 0.0)
         self._base = comm_counters(self.comm)
-        self._peer_base = peer_rto_ms(self.comm)
+        self._peer_base = peer_rto_state(self.comm)
         return row
 
     def end(self, row: dict) -> None:
@@ -72,7 +72,7 @@ class PassStats:
         now = comm_counters(self.comm)
         for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
             row[f] = now[f] - self._base[f]
-        row["peer_rto_ms"] = peer_rto_ms(self.comm) - self._peer_base
+        row["peer_rto_ms"] = peer_rto_wait_ms(self.comm.size, self._peer_base, peer_rto_state(self.comm))
         self.rows.append(row)
         if self.on_pass is not None:
             self.on_pass(row)
@@ -109,24 +109,36 @@ def comm_counters(comm) -> dict[str, float]:
     return out
 
 
-def peer_rto_ms(comm) -> np.ndarray:
-    """Milliseconds each of this rank's connections has spent in RTO recovery so far
-    (``tcpi_total_rto_time``, Linux 6.7+), one entry per peer rank (0 for itself and on
-    backends without TCP_INFO)."""
-    out = np.zeros(comm.size, dtype=np.float64)
+def peer_rto_state(comm) -> dict:
+    """Each peer connection's cumulative RTO counters and current RTO
+    (``clusterlab.net.tcp_info.rto_counters`` of ``comm.stats()``'s TCP_INFO; {} on backends
+    without it)."""
+    from clusterlab.net.tcp_info import rto_counters
+
     peers = comm_stats(comm).get("peers", {})
-    for p, d in peers.items():
-        info = d.get("tcp_info") or {} if isinstance(d, dict) else {}
-        if 0 <= int(p) < comm.size:
-            out[int(p)] = float(info.get("total_rto_time_ms", 0))
+    return rto_counters({int(p): (d.get("tcp_info") or {}) for p, d in peers.items() if isinstance(d, dict)})
+
+
+def peer_rto_wait_ms(size: int, before: dict, after: dict) -> np.ndarray:
+    """Milliseconds each connection waited on retransmission timeouts between two
+    ``peer_rto_state`` readings, one entry per peer rank: the growth of
+    ``tcpi_total_rto_time`` (Linux 6.7+) plus one RTO per recovery for the wait before its
+    first timeout (``clusterlab.net.tcp_info.rto_delta``)."""
+    from clusterlab.net.tcp_info import rto_delta
+
+    out = np.zeros(size, dtype=np.float64)
+    for p, a in after.items():
+        if 0 <= p < size:
+            out[p] = rto_delta({p: before.get(p, {})}, {p: a})["rto_wait_s"] * 1000.0
     return out
 
 
 def attribute_time(t_total: np.ndarray, t_comm: np.ndarray, peer_rto: np.ndarray) -> np.ndarray:
     """Split each rank's communication time of a pass into transfer and RTO waiting.
 
-    ``peer_rto[s, r]``: milliseconds rank s's connection to rank r spent in RTO recovery
-    during the pass (its data towards r stalled until the retransmission timer fired). A rank
+    ``peer_rto[s, r]``: milliseconds rank s's connection to rank r waited on retransmission
+    timeouts during the pass (``peer_rto_wait_ms``: its data towards r stalled until the
+    timer fired and through the recovery). A rank
     waits on an RTO when a connection it receives from, or sends on, stalls; the stalls of
     different connections overlap, so the longest one is counted, never more than the rank
     spent communicating. Returns ``t_rto`` per rank.
