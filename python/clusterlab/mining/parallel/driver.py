@@ -128,8 +128,11 @@ def read_agreed(comm, path, format: str | None = None):
         for blob in comm.allgather(np.frombuffer(mine, dtype=np.uint8)):
             blob = as_array(blob, np.uint8)
             if blob.size:
-                raise error_from_record(json.loads(blob.tobytes()))
+                agreed = error_from_record(json.loads(blob.tobytes()))
+                agreed.agreed_by_ranks = True
+                raise agreed
     elif err is not None:
+        err.agreed_by_ranks = True
         raise err
     return baskets
 
@@ -271,10 +274,8 @@ def rank_job(comm, path, algorithm, min_support, config: dict, format=None, reco
         table, passes, ranks = rank_run(comm, path, algorithm, min_support, ParallelConfig(**config), format,
                                         record=record)
     except ClusterlabError as e:
-        from clusterlab.comm.errors import CommError
-
-        if isinstance(e, CommError):
-            raise
+        if not getattr(e, "agreed_by_ranks", False):
+            raise  # one rank's own failure: the launcher names that rank
         return error_record(e) if comm.rank == 0 else None
     return None if table is None else encode_result(table, passes, ranks)
 
