@@ -35,7 +35,7 @@ lint: setup
 	cargo clippy --workspace --all-targets --release -- -D warnings
 
 rust-test:
-	cargo test -p clusterlab-core --release
+	cargo test -p clusterlab-core -p clusterlab-net --release
 
 py-test: setup
 	$(PY) -m pytest -q
