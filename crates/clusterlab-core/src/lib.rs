@@ -10,6 +10,7 @@
 //! - [`gen`]: the IBM Quest synthetic basket generator.
 //! - [`mining`]: frequent itemsets (Apriori, FP-growth, Eclat) and rules.
 //! - [`hpa`]: hash partitioned Apriori kernels (subset routing and owner counting).
+//! - [`npb`]: NAS Parallel Benchmark kernels (EP, IS, CG, MG, FT), per-rank compute.
 
 pub mod basket;
 pub mod csvbaskets;
@@ -19,6 +20,7 @@ pub mod gen;
 pub mod hpa;
 pub mod labels;
 pub mod mining;
+pub mod npb;
 pub mod stats;
 
 pub use basket::Baskets;

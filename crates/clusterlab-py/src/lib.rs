@@ -11,8 +11,10 @@ use pyo3::prelude::*;
 mod gen;
 mod hpa;
 mod io;
+mod iscsi;
 mod mining;
 mod net;
+mod npb;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -22,5 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mining::register(m)?;
     hpa::register(m)?;
     net::register(m)?;
+    iscsi::register(m)?;
+    npb::register(m)?;
     Ok(())
 }

@@ -27,7 +27,8 @@ def demo(workdir, transactions, nodes, min_support):
     from clusterlab._atomic import atomic_open
     from clusterlab.cli.mine import write_table
     from clusterlab.data.generate import generate_file
-    from clusterlab.mining.parallel import format_passes, mine_parallel
+    from clusterlab.mining.parallel import mine_parallel
+    from clusterlab.report.mining_tables import format_passes
 
     wd = Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)

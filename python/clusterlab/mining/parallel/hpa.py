@@ -9,6 +9,11 @@ counting overlap: a receiver thread counts incoming blocks while the main thread
 sends (the Rust kernels release the GIL). At the end of a pass the large itemsets are
 all-gathered so every rank can generate the next candidates.
 
+Pass 2 (``ParallelConfig.local_pairs``, the default): every pair of frequent items is a
+candidate, so the candidates are few and dense; each rank counts its transactions' pairs in a
+triangle and one all-reduce sums them instead of shipping every pair to its owner. With
+``local_pairs=False`` and ``partition="itemset"`` every pass is seed 000's.
+
 Prefix partitioning (``ParallelConfig.partition == "prefix"``, the default): a candidate is
 owned by the rank that owns its first item, first items being dealt out greedily by estimated
 counting work. A transaction then travels to another owner once, as one record (its items from
@@ -17,16 +22,18 @@ candidates are still partitioned and each counted once at its owner, but a trans
 items costs about n words of traffic instead of every subset's k items.
 ``partition="itemset"`` is seed 000's hash of the whole itemset.
 
-HPA-ELD (``eld=True``): candidates made only of the most frequent items (expected to be large,
-and the source of most traffic) are replicated at every rank, counted locally and all-reduced.
+HPA-ELD (``eld=True``, module ``hpa_eld``): candidates made only of the most frequent items
+(expected to be large, and the source of most traffic) are replicated at every rank, counted
+locally and all-reduced.
 
 >>> from clusterlab.comm.inproc import run_threads
 >>> from clusterlab.data import Baskets
->>> from clusterlab.mining.parallel import ParallelConfig, PassStats
+>>> from clusterlab.mining.parallel.config import ParallelConfig
+>>> from clusterlab.mining.parallel.passes import PassStats
 >>> b = Baskets.from_lists([[1, 2, 3], [1, 2], [2, 3], [1, 2, 3]])
 >>> def job(comm):
 ...     part = b.slice(comm.rank * 2, comm.rank * 2 + 2)
-...     o, i, c, n = hpa(comm, part, 2, ParallelConfig(), PassStats(comm))
+...     o, i, c, n = mine(comm, part, 2, ParallelConfig(), PassStats(comm))
 ...     return i.tolist(), c.tolist()
 >>> run_threads(job, 2)[0]
 ([1, 2, 3, 1, 2, 1, 3, 2, 3, 1, 2, 3], [3, 4, 3, 3, 2, 3, 2])
@@ -42,52 +49,19 @@ import numpy as np
 
 from clusterlab import _core
 from clusterlab.comm.errors import CommTimeout, ProtocolError
-from clusterlab.mining.parallel import global_item_counts, min_count_of
+from clusterlab.mining.parallel.passes import (
+    allgather_large,
+    allreduce_sum,
+    assemble,
+    canonical_level,
+    dense_pairs_ok,
+    first_pass,
+    global_pairs,
+    read_blocks,
+    shrink_transactions,
+)
 
-NONE = np.uint32(0xFFFFFFFF)
 PASS_TAG = 1000  # pass k's blocks travel with tag PASS_TAG + k
-
-
-def first_pass(comm, baskets, min_support, stats):
-    """Pass 1 (as every algorithm here): global item counts, the frequent items in id order,
-    and the transactions reduced to frequent-item ranks. Returns
-    (freq_ids, freq_counts, n_transactions, min_count, offsets, ranks)."""
-    row = stats.start(1)
-    t = time.perf_counter()
-    counts = global_item_counts(comm, baskets.items)
-    n_local = np.array([len(baskets)], dtype=np.int64)
-    n_tx = int(comm.allreduce(n_local, "sum")[0]) if comm.size > 1 else len(baskets)
-    row["t_sync"] += time.perf_counter() - t
-    min_count = min_count_of(min_support, n_tx)
-    freq = np.flatnonzero(counts >= min_count).astype(np.uint32)
-    t = time.perf_counter()
-    rank_of = np.full(counts.size, NONE, dtype=np.uint32)
-    rank_of[freq] = np.arange(freq.size, dtype=np.uint32)
-    offsets, ranks = _core.reduce_transactions(baskets.offsets, baskets.items, rank_of, 2)
-    row["t_scan"] += time.perf_counter() - t
-    row["candidates"], row["large"] = int(np.count_nonzero(counts)), freq.size
-    row["subsets"] = float(baskets.items.size)
-    stats.end(row)
-    return freq, counts[freq].astype(np.uint64), n_tx, min_count, offsets, ranks
-
-
-def _chunks(offsets: np.ndarray, read_block_bytes: int):
-    """Transaction ranges of about ``read_block_bytes`` item bytes each."""
-    n = offsets.size - 1
-    if n <= 0:
-        return
-    per = max(1, read_block_bytes // 4)
-    cuts = np.searchsorted(offsets, np.arange(per, int(offsets[-1]) + per, per), side="left")
-    lo = 0
-    for c in cuts:
-        hi = int(min(max(c, lo + 1), n))
-        if hi > lo:
-            yield lo, hi
-            lo = hi
-        if lo >= n:
-            break
-    if lo < n:
-        yield lo, n
 
 
 class _Counter(threading.Thread):
@@ -159,21 +133,6 @@ class _Inbound:
             self._take(src, data)
 
 
-def allgather_large(comm, k: int, flat: np.ndarray, counts: np.ndarray):
-    """Every rank's large k-itemsets, merged in lexicographic order."""
-    if comm.size > 1:
-        flats = comm.allgather(np.ascontiguousarray(flat, dtype=np.uint32))
-        cnts = comm.allgather(np.ascontiguousarray(counts, dtype=np.uint64))
-        flat = np.concatenate(flats).astype(np.uint32, copy=False)
-        counts = np.concatenate(cnts).astype(np.uint64, copy=False)
-    n = counts.size
-    if n == 0:
-        return flat[:0], counts
-    offsets = np.arange(0, (n + 1) * k, k, dtype=np.int64)
-    _, flat, counts = _core.canonical_itemsets(offsets, flat, counts)
-    return flat, counts
-
-
 def _comb(n: np.ndarray, r: int) -> np.ndarray:
     """C(n, r) elementwise as float64 (0 where n < r)."""
     w = np.ones(n.size, dtype=np.float64)
@@ -211,10 +170,12 @@ def prefix_owners(comm, offsets: np.ndarray, ranks: np.ndarray, n_items: int, k:
     return owners
 
 
-def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
+def mine(comm, baskets, min_support, config, stats, eld: bool = False):
     """Run HPA on this rank's ``baskets``. Returns the frequent itemsets of all ranks
     ``(offsets, items, counts, n_transactions)`` in canonical order (every rank gets them)."""
-    freq, fcounts, n_tx, min_count, offsets, ranks = first_pass(comm, baskets, min_support, stats)
+    fp = first_pass(comm, baskets, min_support, stats)
+    freq, fcounts, n_tx, min_count, offsets, ranks = (fp.items, fp.counts, fp.n_transactions, fp.min_count,
+                                                      fp.offsets, fp.ranks)
     levels = [(np.arange(freq.size, dtype=np.uint32), fcounts)]
     # Descending-frequency position of each frequent item (HPA-ELD picks the hottest items).
     freq_pos = np.empty(freq.size, dtype=np.uint32)
@@ -226,9 +187,23 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
     if prefix:
         # Prefix records carry their length as one item word.
         long_tx = int(offsets.size > 1 and np.diff(offsets).max() > 65535)
-        long_tx = int(comm.allreduce(np.array([long_tx], dtype=np.int64), "sum")[0])
+        long_tx = int(allreduce_sum(comm, np.array([long_tx]))[0])
     width = 2 if freq.size <= 65536 and not long_tx else 4
     k = 2
+    if config.local_pairs and not eld and dense_pairs_ok(freq.size) and (config.max_len == 0 or config.max_len >= 2):
+        # Pass 2's candidates are every pair of frequent items: few and dense, so each rank
+        # counts its own pairs and one all-reduce sums them (no pair travels on its own).
+        row = stats.start(2)
+        large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row)
+        t = time.perf_counter()
+        if large_counts.size:
+            offsets, ranks = shrink_transactions(offsets, ranks, large_flat, freq.size, 3)
+        row["t_scan"] = time.perf_counter() - t
+        stats.end(row)
+        if large_counts.size == 0:
+            return assemble(levels, freq, n_tx)
+        levels.append((large_flat, large_counts))
+        k = 3
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
         prev = levels[-1][0]
         row = stats.start(k)
@@ -264,7 +239,7 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
             inbound = _Inbound(comm, tag, counter)
         try:
             t_route = t_send = t_recv = 0.0
-            for lo, hi in _chunks(offsets, config.read_block_bytes):
+            for lo, hi in read_blocks(offsets, config.read_block_bytes):
                 t = time.perf_counter()
                 ready = router.route(offsets, ranks, lo, hi)
                 t2 = time.perf_counter()
@@ -303,16 +278,14 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
         keep = counts >= min_count
         own_large = own.reshape(-1, k)[keep].ravel() if own.size else own
         large_flat, large_counts = allgather_large(comm, k, own_large, counts[keep])
-        n_cand = np.array([len(table)], dtype=np.int64)
-        n_cand_total = int(comm.allreduce(n_cand, "sum")[0]) if P > 1 else int(n_cand[0])
+        n_cand_total = int(allreduce_sum(comm, np.array([len(table)]))[0])
         if eld_table is not None:
-            ecounts = router.eld_counts().astype(np.int64)
-            ecounts = comm.allreduce(ecounts, "sum").astype(np.uint64) if P > 1 else ecounts.astype(np.uint64)
+            ecounts = allreduce_sum(comm, router.eld_counts().astype(np.int64)).astype(np.uint64)
             ekeep = ecounts >= min_count
             ef = eld_flat.reshape(-1, k)[ekeep].ravel()
             both_flat = np.concatenate([large_flat, ef]).astype(np.uint32)
             both_counts = np.concatenate([large_counts, ecounts[ekeep]]).astype(np.uint64)
-            large_flat, large_counts = allgather_large(_Solo(), k, both_flat, both_counts)
+            large_flat, large_counts = canonical_level(k, both_flat, both_counts)
             n_cand_total += len(eld_table)
         row["t_sync"] = time.perf_counter() - t
         rs = router.stats()
@@ -324,9 +297,7 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
         # Shrink the transactions to the items still in play for pass k + 1.
         t = time.perf_counter()
         if large_counts.size:
-            alive = np.full(freq.size, NONE, dtype=np.uint32)
-            alive[np.unique(large_flat)] = np.unique(large_flat)
-            offsets, ranks = _core.reduce_transactions(offsets, ranks, alive, k + 1)
+            offsets, ranks = shrink_transactions(offsets, ranks, large_flat, freq.size, k + 1)
         row["t_scan"] = time.perf_counter() - t
         stats.end(row)
         if large_counts.size == 0:
@@ -336,23 +307,3 @@ def hpa(comm, baskets, min_support, config, stats, eld: bool = False):
     return assemble(levels, freq, n_tx)
 
 
-class _Solo:
-    """A one-rank stand-in for merging locally (no communication)."""
-
-    size = 1
-
-
-def assemble(levels, freq: np.ndarray, n_tx: int):
-    """Levels of (flat ranks, counts) -> canonical (offsets, item ids, counts, n)."""
-    offs, items, counts = [np.zeros(1, np.int64)], [], []
-    base = 0
-    for k, (flat, cnt) in enumerate(levels, start=1):
-        n = cnt.size
-        if n == 0:
-            continue
-        offs.append(base + np.arange(k, (n + 1) * k, k, dtype=np.int64)[:n])
-        base += n * k
-        items.append(freq[flat])
-        counts.append(cnt)
-    return (np.concatenate(offs), np.concatenate(items) if items else np.zeros(0, np.uint32),
-            np.concatenate(counts).astype(np.uint64) if counts else np.zeros(0, np.uint64), n_tx)

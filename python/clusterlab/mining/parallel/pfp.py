@@ -6,8 +6,9 @@ conditional pattern base holds about ``support x (number of more frequent items 
 carries before it)`` entries, and groups are filled greedily, largest estimate first, into the
 least loaded rank (LPT). Each rank turns its transactions into group-dependent transactions
 (for every group, the prefix up to the transaction's last item of that group), shuffles them
-with one alltoall, builds an FP-tree of what it received and mines only the itemsets whose
-least frequent item is in its group. Results are gathered at rank 0.
+with one alltoall and mines only the itemsets whose least frequent item is in its group, with
+the fastest kernel (``ParallelConfig.pfp_kernel``: by default tid-list intersections guided by
+the pair counts of what it received, Eclat's way; or an FP-tree). Results are gathered at rank 0.
 
 >>> work_groups(np.array([100, 90, 50, 10]), 2.0, 2).tolist()
 [1, 0, 1, 0]
@@ -20,9 +21,7 @@ import time
 import numpy as np
 
 from clusterlab import _core
-from clusterlab.mining.parallel import global_item_counts, min_count_of
-
-NONE = np.uint32(0xFFFFFFFF)
+from clusterlab.mining.parallel.passes import allreduce_sum, as_array, first_pass
 
 
 def work_groups(flist_counts: np.ndarray, avg_len: float, n_groups: int) -> np.ndarray:
@@ -41,32 +40,19 @@ def work_groups(flist_counts: np.ndarray, avg_len: float, n_groups: int) -> np.n
     return group
 
 
-def pfp(comm, baskets, min_support, config, stats):
+def mine(comm, baskets, min_support, config, stats):
     """Returns ``(offsets, items, counts, n_transactions)``: all frequent itemsets on rank 0
     (in canonical order); other ranks return empty arrays."""
     P, me = comm.size, comm.rank
-    row = stats.start(1)
-    t = time.perf_counter()
-    counts = global_item_counts(comm, baskets.items)
-    n_local = np.array([len(baskets)], dtype=np.int64)
-    n_tx = int(comm.allreduce(n_local, "sum")[0]) if P > 1 else len(baskets)
-    row["t_sync"] = time.perf_counter() - t
-    min_count = min_count_of(min_support, n_tx)
-    freq = np.flatnonzero(counts >= min_count)
-    flist = freq[np.lexsort((freq, -counts[freq]))].astype(np.uint32)  # descending support, then id
-    row["candidates"], row["large"] = int(np.count_nonzero(counts)), flist.size
-    stats.end(row)
+    fp = first_pass(comm, baskets, min_support, stats, order="support", min_len=1)
+    flist, n_tx, min_count, offsets, pos = fp.items, fp.n_transactions, fp.min_count, fp.offsets, fp.ranks
 
     row = stats.start(2)
     t = time.perf_counter()
-    pos_of = np.full(counts.size, NONE, dtype=np.uint32)
-    pos_of[flist] = np.arange(flist.size, dtype=np.uint32)
-    offsets, pos = _core.reduce_transactions(baskets.offsets, baskets.items, pos_of, 1)
     kept = offsets.size - 1
-    avg_len = float(comm.allreduce(np.array([pos.size, kept], dtype=np.int64), "sum") @ [1, 0]) if P > 1 else pos.size
-    n_kept = float(comm.allreduce(np.array([kept], dtype=np.int64), "sum")[0]) if P > 1 else kept
-    avg_len = avg_len / max(n_kept, 1.0)
-    group = work_groups(counts[flist], avg_len, P)
+    total = allreduce_sum(comm, np.array([pos.size, kept]))
+    avg_len = float(total[0]) / max(float(total[1]), 1.0)
+    group = work_groups(fp.counts, avg_len, P)
     streams = _core.pfp_group_transactions(offsets, pos, group, P)
     row["t_scan"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -74,21 +60,19 @@ def pfp(comm, baskets, min_support, config, stats):
     row["t_send"] = time.perf_counter() - t
     row["itemsets_sent"] = sum(int(s.size) for j, s in enumerate(streams) if j != me)
     t = time.perf_counter()
-    received = [np.ascontiguousarray(r, dtype=np.uint32) if isinstance(r, np.ndarray)
-                else np.frombuffer(r, dtype=np.uint32) for r in received]
-    o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len)
+    received = [as_array(r, np.uint32) for r in received]
+    o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len, config.pfp_kernel)
     row["t_count"] = time.perf_counter() - t
     t = time.perf_counter()
-    n_mined = np.array([c.size], dtype=np.int64)
     if P > 1:
         offs = comm.gather(o, root=0)
         items = comm.gather(it, root=0)
         cnts = comm.gather(c, root=0)
-        total = int(comm.allreduce(n_mined, "sum")[0])
+        total_mined = int(allreduce_sum(comm, np.array([c.size]))[0])
     else:
-        offs, items, cnts, total = [o], [it], [c], int(c.size)
+        offs, items, cnts, total_mined = [o], [it], [c], int(c.size)
     row["t_sync"] = time.perf_counter() - t
-    row["candidates"] = row["large"] = total
+    row["candidates"] = row["large"] = total_mined
     row["subsets"] = int(pos.size)
     if me != 0:
         stats.end(row)
@@ -97,11 +81,11 @@ def pfp(comm, baskets, min_support, config, stats):
     # Concatenate the ranks' CSR results, map positions back to item ids, canonical order.
     all_o, base = [np.zeros(1, np.int64)], 0
     for oo in offs:
-        oo = np.asarray(oo, dtype=np.int64)
+        oo = as_array(oo, np.int64)
         all_o.append(oo[1:] + base)
         base += int(oo[-1]) if oo.size else 0
-    flat = np.concatenate([np.asarray(x, dtype=np.uint32) for x in items]) if items else np.zeros(0, np.uint32)
-    cc = np.concatenate([np.asarray(x, dtype=np.uint64) for x in cnts]) if cnts else np.zeros(0, np.uint64)
+    flat = np.concatenate([as_array(x, np.uint32) for x in items]) if items else np.zeros(0, np.uint32)
+    cc = np.concatenate([as_array(x, np.uint64) for x in cnts]) if cnts else np.zeros(0, np.uint64)
     res = _core.canonical_itemsets(np.concatenate(all_o), flist[flat], cc)
     row["t_sync"] += time.perf_counter() - t
     stats.end(row)
