@@ -261,16 +261,8 @@ def test_extraction_finds_the_documented_commands():
 
 
 # --- every command's --help has examples ---------------------------------------------------------
-# Commands owned by other helpers this round that still lack examples (their owners add them).
-LACKING = {
-    "demo": "owned by the parallel helper (cli/demo.py)",
-    "run": "owned by the launch helper (cli/run.py: its one-line usage names a command, no Examples section)",
-    "testbed up": "owned by the testbed helper (cli/testbed.py)",
-    "testbed down": "owned by the testbed helper (cli/testbed.py)",
-    "testbed clean": "owned by the testbed helper (cli/testbed.py)",
-    "testbed status": "owned by the testbed helper (cli/testbed.py)",
-    "testbed exec": "owned by the testbed helper (cli/testbed.py)",
-}
+# Commands whose --help may lack examples (none: every command has them).
+LACKING: dict[str, str] = {}
 
 
 def _all_commands():

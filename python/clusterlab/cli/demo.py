@@ -19,7 +19,13 @@ import click
 @click.option("--min-support", default=0.007, show_default=True, type=float)
 def demo(workdir, transactions, nodes, min_support):
     """Seed 000 in small: Quest baskets (|T|=15, |I|=4, 5000 items), mined with HPA on NODES local
-    ranks over clusterlab's TCP mesh; prints the strongest rules and the per-pass summary."""
+    ranks over clusterlab's TCP mesh; prints the strongest rules and the per-pass summary.
+
+    \b
+    Examples:
+      clusterlab demo                       # what `make run` runs
+      clusterlab demo --nodes 2 --transactions 50000 --workdir /tmp/demo
+    """
     import json
     import time
 

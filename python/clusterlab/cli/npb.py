@@ -83,6 +83,12 @@ def run_cmd(kernel, cls, n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto
     \b
     Rank counts: EP and IS any; CG a power of two; MG 1, 2, 4 or 8; FT a power of two
     dividing the grid's ny and nz.
+
+    \b
+    Examples:
+      clusterlab npb run ep --class S -n 4
+      clusterlab npb run cg --class S -n 2 --rto-min 5ms --json
+      clusterlab npb run is --class S -n 2 --backend inproc
     """
     from clusterlab import npb as lib
     from clusterlab.bench.spmd import started_as_rank

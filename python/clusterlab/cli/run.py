@@ -53,6 +53,12 @@ def run(n, backend, transport, timeout, comm_timeout, grace, setup_timeout, laun
     the input or settings, printed as one line).
 
     \b
+    Examples:
+      clusterlab run -n 4 -- mine data.dat -a hpa -s 0.007
+      clusterlab run -n 4 --rto-min 5ms --rto-min-jitter 20ms -- python prog.py
+      clusterlab run -n 4 --backend mpi -- python prog.py        # the same program under mpiexec
+
+    \b
     On several machines (MPICH's mpiexec; see docs/comm.md, "Running on real clusters"):
       clusterlab run --hostfile hosts -n 8 --iface eth1 -- mine data.dat
     """
