@@ -78,8 +78,17 @@ def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrie
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM): a LUN still in a transfer would make its close() wait
+        # for that transfer to end (seconds to minutes on a slow link). Forget it instead; the
+        # target's teardown ends its session and the thread dies with the process.
+        for i, t in enumerate(threads):
+            if t.is_alive():
+                luns[i] = None
+        raise
 
 
 def _open_all(tb, target, n: int, timeout: int) -> list:
@@ -203,8 +212,9 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
                     res["runs"].append(run_n)
             finally:
                 for lun in luns:
-                    with contextlib.suppress(Exception):
-                        lun.close()
+                    if lun is not None:
+                        with contextlib.suppress(Exception):
+                            lun.close()
     finally:
         clean_storage(tb.name)
     if baseline:
