@@ -11,9 +11,19 @@ export PATH := $(BIN):$(PATH)
 
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml pyproject.toml
 
-.PHONY: setup run test lint rust-test py-test clean-build bench
+.PHONY: setup run test lint rust-test py-test clean-build bench system-deps
 
 setup: $(VENV)/.built
+
+# System packages some parts need (storage: the tgt iSCSI target, libiscsi, bonnie++). Installed
+# only when root and one is missing, so `make test` stays idempotent; tests skip without them.
+SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++
+system-deps:
+	@missing=$$(for p in $(SYSTEM_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then echo "system-deps: missing" $$missing "(needs root and apt-get; their tests skip)"; \
+	else echo "system-deps: installing" $$missing; apt-get update -q >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; fi
 
 $(VENV)/.tools: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,12 +45,12 @@ lint: setup
 	cargo clippy --workspace --all-targets --release -- -D warnings
 
 rust-test:
-	cargo test -p clusterlab-core --release
+	cargo test -p clusterlab-core -p clusterlab-net --release
 
 py-test: setup
 	$(PY) -m pytest -q
 
-test: setup lint rust-test py-test
+test: system-deps setup lint rust-test py-test
 
 bench: setup
 	$(PY) bench/generate.py

@@ -18,7 +18,12 @@ target is met. Needs ``iperf3`` and ``NPtcp`` (Debian: ``apt-get install -y iper
 netpipe-tcp``; installed automatically when run as root) and ``mpi4py`` + ``mpich`` (the
 ``clusterlab[mpi]`` extra; ``.venv/bin/mpiexec``).
 
-Usage: ``.venv/bin/python bench/comm.py [--quick] [-n 8] [-o bench/results/comm.json]``
+The collective comparison runs ``--runs`` times back to back (default 2); each row records the
+ratio of every run, the spread (largest / smallest - 1) and the load, and the target counts
+as met only when every run meets it. ``--per-call`` adds bcast and scatter with connections
+set up per call (seed 002).
+
+Usage: ``.venv/bin/python bench/comm.py [--quick] [--runs 2] [--per-call] [-n 8] [-o bench/results/comm.json]``
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import numpy as np
 from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective as coll
 from clusterlab.bench import pingpong as pp
-from clusterlab.cli.tune import connection_setup_times
+from clusterlab.bench.setup import connection_setup_times
 from clusterlab.cluster import local
 from clusterlab.comm import costmodel
 
@@ -218,6 +223,8 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=8, help="ranks for the collectives (default 8)")
     ap.add_argument("-o", default=str(HERE / "results" / "comm.json"))
     ap.add_argument("--quick", action="store_true", help="shorter runs (noisier)")
+    ap.add_argument("--runs", type=int, default=2, help="consecutive runs of the collective comparison (default 2)")
+    ap.add_argument("--per-call", action="store_true", help="also time bcast and scatter with per-call connections")
     ap.add_argument("--mpi-worker", nargs=3, metavar=("OPS", "SIZES", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mpi_worker:
@@ -247,9 +254,23 @@ def main() -> None:
     model.save(model_path)
     os.environ[costmodel.ENV] = str(model_path)
 
-    print(f"collectives on {a.n} ranks: clusterlab vs MPICH ...", file=sys.stderr)
-    res["clusterlab_collectives"] = clusterlab_collectives(a.n, ops, sizes)
-    res["mpich_tcp"] = mpich(a.n, ops, sizes, over_tcp=True)
+    print(f"collectives on {a.n} ranks: clusterlab vs MPICH, {a.runs} consecutive runs ...", file=sys.stderr)
+    res["runs"] = []
+    for k in range(a.runs):
+        run = {"load_before": os.getloadavg()}
+        run["clusterlab_collectives"] = clusterlab_collectives(a.n, ops, sizes)
+        run["mpich_tcp"] = mpich(a.n, ops, sizes, over_tcp=True)
+        if a.per_call:  # seed 002: the same calls with connections set up per call
+            os.environ["CLUSTERLAB_CONNECTIONS"] = "per_call"
+            try:
+                run["clusterlab_per_call"] = clusterlab_collectives(a.n, ["bcast", "scatter"], sizes)
+            finally:
+                del os.environ["CLUSTERLAB_CONNECTIONS"]
+        run["load_after"] = os.getloadavg()
+        res["runs"].append(run)
+        print(f"  run {k + 1}: load {run['load_before'][0]:.1f} -> {run['load_after'][0]:.1f}", file=sys.stderr)
+    res["clusterlab_collectives"] = res["runs"][0]["clusterlab_collectives"]
+    res["mpich_tcp"] = res["runs"][0]["mpich_tcp"]
     res["mpich_shm"] = mpich(a.n, ops, sizes, over_tcp=False)
     res["load_after"] = os.getloadavg()
 
@@ -269,6 +290,18 @@ def main() -> None:
         for m in sizes:
             cl = next(r for r in res["clusterlab_collectives"] if r["op"] == op and r["bytes"] == m)
             pred = cl["predicted_us"]
+            per_run = []
+            for run in res["runs"]:
+                c = next(r for r in run["clusterlab_collectives"] if r["op"] == op and r["bytes"] == m)
+                mp = next(r for r in run["mpich_tcp"] if r["op"] == op and r["bytes"] == m)
+                per_run.append(c["avg_us"] / mp["avg_us"])
+            targets.append({"what": f"{op} {m // KIB} KiB on {a.n} ranks vs mpich over tcp, every run",
+                            "clusterlab": cl["avg_us"], "anchor": next(
+                                r for r in res["mpich_tcp"] if r["op"] == op and r["bytes"] == m)["avg_us"],
+                            "unit": "usec", "ratio": max(per_run), "ratios_per_run": per_run,
+                            "spread": max(per_run) / min(per_run) - 1, "target": "<= 1.0",
+                            "algorithm": cl["algorithm"], "predicted_us": pred,
+                            "loads": [run["load_before"][0] for run in res["runs"]]})
             for kind in ("mpich_tcp", "mpich_shm"):
                 mp = next(r for r in res[kind] if r["op"] == op and r["bytes"] == m)
                 targets.append({"what": f"{op} {m // KIB} KiB on {a.n} ranks vs {kind.replace('_', ' over ')}",

@@ -9,10 +9,21 @@ In one run, side by side:
 2. On T10I4D100K at 1%: Spark MLlib FPGrowth (pyspark, local[2]: JVM start, then fit +
    count) vs clusterlab PFP on 2 ranks. Target: clusterlab at least 100x faster.
 
+3. ``--seed000 FILE`` (issue 11's targets; minutes, not in CI): the full seed000 file at 0.7%
+   on 2 local ranks of one thread each, side by side with the sequential engine on one
+   thread, in one run, every repetition interleaved: best parallel vs best sequential
+   (target >= 1.7x), HPA with seed 000's scheme (itemset hash, every pass shipped) and HPA's
+   default vs sequential Apriori (>= 1.4x), PFP vs sequential FP-growth (>= 1.5x), each result
+   checked byte for byte against the sequential table. Besides wall times (job time inside
+   the ranks; read + mine for the sequential engine) it records CPU seconds (the slowest
+   rank's) and the load average, since on a shared machine wall ratios move with the load.
+   Writes bench/results/parallel_seed000.json.
+
 Writes bench/results/parallel.json (atomically). The machine has 2 cores shared with other
 work: the load average is recorded beside every measurement; medians of --repeat runs.
 
     python bench/parallel.py [--repeat 3] [--no-spark] [--transactions 1000000]
+    python bench/parallel.py --seed000 /work/data/seed000.dat [--repeat 3] [--skip-fpgrowth]
 """
 
 from __future__ import annotations
@@ -78,6 +89,96 @@ def parallel(path: Path, min_support: float, algorithm: str, nodes: int) -> dict
                                           "bytes_sent", "messages_sent")} for p in passes]}
 
 
+SEED000_PARALLEL = {
+    "cd": ("cd", {}),
+    "hpa": ("hpa", {}),
+    "hpa-seed000": ("hpa", {"partition": "itemset", "local_pairs": False}),
+    "pfp": ("pfp", {}),
+}
+
+
+def seed000_sequential(path: Path, min_support: float, algorithm: str):
+    """Read + mine on one thread; returns (row, table)."""
+    import clusterlab
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    b = read_baskets(path)
+    t1 = time.perf_counter()
+    table = clusterlab.mine(b, min_support, algorithm=algorithm, threads=1)
+    t2 = time.perf_counter()
+    return {"read_s": t1 - t0, "mine_s": t2 - t1, "total_s": t2 - t0, "cpu_s": time.process_time() - c0,
+            "itemsets": table.num_rows, "load": load()}, table
+
+
+def seed000_parallel(path: Path, min_support: float, key: str, reference):
+    from clusterlab.mining.parallel import ParallelConfig, run_parallel
+
+    alg, cfg = SEED000_PARALLEL[key]
+    t0 = time.perf_counter()
+    # A generous timeout: on the shared machine a loaded run can take minutes.
+    r = run_parallel(path, nodes=2, algorithm=alg, min_support=min_support, config=ParallelConfig(timeout=900, **cfg))
+    wall = time.perf_counter() - t0
+    same = (r.table.schema.remove_metadata() == reference.schema.remove_metadata()
+            and r.table.equals(reference.replace_schema_metadata(r.table.schema.metadata)))
+    return {"job_s": r.job_s, "wall_s": wall, "cpu_s_slowest_rank": max(x["cpu_s"] for x in r.ranks),
+            "peak_rss_bytes": [x["peak_rss_bytes"] for x in r.ranks], "itemsets": r.table.num_rows,
+            "same_as_sequential": bool(same), "load": load(),
+            "bytes_sent": sum(p["bytes_sent"] for p in r.passes),
+            "passes": [{k: p[k] for k in ("pass", "candidates", "large", "t_total", "t_count", "t_sync", "bytes_sent")}
+                       for p in r.passes]}
+
+
+def seed000_main(a) -> int:
+    """The full-size rows (issue 11's targets)."""
+    path = Path(a.seed000)
+    out = a.output if a.output != str(ROOT / "bench" / "results" / "parallel.json") else \
+        str(ROOT / "bench" / "results" / "parallel_seed000.json")
+    seq_algs = ["eclat", "apriori"] + ([] if a.skip_fpgrowth else ["fpgrowth"])
+    seq: dict = {alg: [] for alg in seq_algs}
+    par: dict = {k: [] for k in SEED000_PARALLEL}
+    res: dict = {"machine": {"cpus": os.cpu_count(), "load_at_start": load(),
+                             "note": "2 cores shared with other helpers' jobs; see each row's load"},
+                 "file": {"path": str(path), "min_support": a.min_support, "ranks": 2, "threads_per_rank": 1}}
+    reference = None
+    for rnd in range(a.repeat):
+        for alg in seq_algs:
+            row, table = seed000_sequential(path, a.min_support, alg)
+            reference = reference if reference is not None else table
+            seq[alg].append(row)
+            print(f"[{rnd}] sequential {alg:8s}: {row['total_s']:.2f} s (cpu {row['cpu_s']:.2f}, load {row['load']})",
+                  flush=True)
+            del table
+        for key in par:
+            row = seed000_parallel(path, a.min_support, key, reference)
+            par[key].append(row)
+            print(f"[{rnd}] {key:11s} on 2 ranks: job {row['job_s']:.2f} s (slowest rank cpu "
+                  f"{row['cpu_s_slowest_rank']:.2f}, same {row['same_as_sequential']}, load {row['load']})", flush=True)
+
+    def ratio(seq_alg, par_key, field_seq, field_par):
+        return med([r[field_seq] for r in seq[seq_alg]]) / med([r[field_par] for r in par[par_key]])
+
+    best_seq = min(seq_algs, key=lambda k: med([r["total_s"] for r in seq[k]]))
+    best_par = min(par, key=lambda k: med([r["job_s"] for r in par[k]]))
+    targets = {
+        "best_parallel_vs_best_sequential": {"parallel": best_par, "sequential": best_seq, "target": 1.7,
+                                             "wall": ratio(best_seq, best_par, "total_s", "job_s"),
+                                             "cpu": ratio(best_seq, best_par, "cpu_s", "cpu_s_slowest_rank")},
+        "hpa_seed000_vs_apriori": {"target": 1.4, "wall": ratio("apriori", "hpa-seed000", "total_s", "job_s"),
+                                   "cpu": ratio("apriori", "hpa-seed000", "cpu_s", "cpu_s_slowest_rank")},
+        "hpa_vs_apriori": {"target": 1.4, "wall": ratio("apriori", "hpa", "total_s", "job_s"),
+                           "cpu": ratio("apriori", "hpa", "cpu_s", "cpu_s_slowest_rank")},
+    }
+    if "fpgrowth" in seq:
+        targets["pfp_vs_fpgrowth"] = {"target": 1.5, "wall": ratio("fpgrowth", "pfp", "total_s", "job_s"),
+                                      "cpu": ratio("fpgrowth", "pfp", "cpu_s", "cpu_s_slowest_rank")}
+    targets["same_result_byte_for_byte"] = all(r["same_as_sequential"] for rows in par.values() for r in rows)
+    res.update({"sequential": seq, "parallel": par, "targets": targets, "load_at_end": load()})
+    with atomic_open(out) as fh:
+        json.dump(res, fh, indent=1)
+    print(json.dumps(targets, indent=1))
+    return 0
+
+
 def _import_pyfim():
     """pyfim's ``fim`` module, not bench/fim.py (this script's directory is on sys.path)."""
     here = str(Path(__file__).resolve().parent)
@@ -137,7 +238,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--no-pyfim", action="store_true")
     ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "parallel.json"))
+    ap.add_argument("--seed000", metavar="FILE", help="Run the full-size seed000 rows on FILE instead (minutes).")
+    ap.add_argument("--skip-fpgrowth", action="store_true", help="With --seed000: leave out sequential FP-growth.")
     a = ap.parse_args(argv)
+    if a.seed000:
+        return seed000_main(a)
 
     f = seed000_file(a.transactions)
     res: dict = {"machine": {"cpus": os.cpu_count(), "load_at_start": load()},

@@ -1,7 +1,13 @@
 """Quick transport check: clusterlab's TCP mesh (Rust and Python engines) and MPI backend
 against NPtcp (1-byte latency) and iperf3 (bandwidth), side by side on loopback.
 
-    .venv/bin/python bench/transport_pingpong.py [--quick]
+    .venv/bin/python bench/transport_pingpong.py [--quick] [--latency-only]
+    .venv/bin/python bench/transport_pingpong.py --baseline /tmp/old --repeat 5 --latency-only
+
+``--baseline DIR`` also runs the TCP mesh of another build (a copy of an older
+``python/clusterlab`` package, with its compiled ``_core``, placed in DIR) alternately with this
+one, ``--repeat`` times, so a change is measured side by side (ratios new / old) on a loaded
+machine, with NPtcp before and after each pair.
 
 Latency: half round trip of a 1-byte message (NetPIPE's definition), best of 3 runs.
 Bandwidth: 1 MiB, 4 MiB and 16 MiB messages, ping-pong (NetPIPE style) and one-way streams,
@@ -32,9 +38,9 @@ import numpy as np
 from clusterlab.comm import world
 c = world()
 peer = 1 - c.rank
-iters_small, sizes = int(sys.argv[1]), [int(x) for x in sys.argv[2].split(",")]
-out = {"engine": type(c).__name__ + ("/" + ("rust" if getattr(c, "_eng", None) is not None else "python")
-                                     if type(c).__name__ == "TcpCommunicator" else "")}
+iters_small, sizes = int(sys.argv[1]), [int(x) for x in sys.argv[2].split(",") if x]
+eng = getattr(c, "engine_name", None) or ("rust" if getattr(c, "_eng", None) is not None else "python")
+out = {"engine": type(c).__name__ + ("/" + eng if type(c).__name__ == "TcpCommunicator" else "")}
 def pingpong(buf, it):
     best = 1e9
     for _ in range(3):
@@ -68,6 +74,7 @@ if c.rank == 0:
 
 
 def run_ours(cmd_prefix: list[str], env_extra: dict, iters: int, sizes: list[int]) -> dict:
+    """One run of the ping-pong program on 2 ranks; its result dict (rank 0)."""
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(PROG)
     try:
@@ -117,12 +124,76 @@ def iperf3_gbps() -> float | None:
         srv.wait()
 
 
+CPU_PATH = r"""
+import sys, time
+import numpy as np
+from clusterlab.comm.tcp import local_mesh
+a, b = local_mesh(2, drainer=False)
+x = np.zeros(1, np.uint8)
+best = 1e9
+for _ in range(7):
+    t = time.perf_counter()
+    for _ in range(5000):
+        a.send(1, x); b.recv(0)
+    best = min(best, (time.perf_counter() - t) / 5000)
+print(best * 1e6)
+a.close(); b.close()
+"""
+
+
+def cpu_path_us(env_extra: dict) -> float:
+    """Microseconds of one 1-byte send + receive pair inside one process (the message is in the
+    kernel when recv runs): the CPU cost of the call path, best of 7 x 5000, little affected
+    by scheduling (no wake-up of another process)."""
+    p = subprocess.run([sys.executable, "-c", CPU_PATH], env=dict(os.environ, **env_extra), capture_output=True,
+                       text=True, timeout=300, check=True)
+    return float(p.stdout.split()[-1])
+
+
+def side_by_side(baseline: str, repeat: int, iters: int, sizes: list[int]) -> dict:
+    """This build's TCP mesh and the one in ``baseline`` alternately, ``repeat`` times each,
+    with NPtcp around every pair: latencies, ratios new / old, and the load."""
+    cl = [sys.executable, "-m", "clusterlab", "run", "-n", "2", "--"]
+    rows = []
+    for _ in range(repeat):
+        row = {"load_average": os.getloadavg()[0], "nptcp_latency_us": nptcp_latency_us()}
+        row["new"] = run_ours(cl, {}, iters, sizes)
+        row["old"] = run_ours(cl, {"PYTHONPATH": baseline}, iters, sizes)
+        row["ratio_new_old"] = row["new"]["latency_us"] / row["old"]["latency_us"]
+        row["cpu_path_us"] = {"new": cpu_path_us({}), "old": cpu_path_us({"PYTHONPATH": baseline})}
+        rows.append(row)
+        print(f"load {row['load_average']:5.1f}  NPtcp {row['nptcp_latency_us'] or float('nan'):6.1f} us  "
+              f"new {row['new']['latency_us']:6.1f} us  old {row['old']['latency_us']:6.1f} us  "
+              f"new/old {row['ratio_new_old']:.2f}  send+recv CPU path new {row['cpu_path_us']['new']:.2f} us "
+              f"old {row['cpu_path_us']['old']:.2f} us", flush=True)
+    ratios = sorted(r["ratio_new_old"] for r in rows)
+    cpu = sorted(r["cpu_path_us"]["new"] / r["cpu_path_us"]["old"] for r in rows)
+    return {"baseline": baseline, "rows": rows, "median_ratio_new_old": ratios[len(ratios) // 2],
+            "min_ratio": ratios[0], "max_ratio": ratios[-1], "cpu_path_median_ratio_new_old": cpu[len(cpu) // 2],
+            "best_latency_us": {"new": min(r["new"]["latency_us"] for r in rows),
+                                "old": min(r["old"]["latency_us"] for r in rows)},
+            "best_cpu_path_us": {"new": min(r["cpu_path_us"]["new"] for r in rows),
+                                 "old": min(r["cpu_path_us"]["old"] for r in rows)}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
+    ap.add_argument("--latency-only", action="store_true", help="skip the bandwidth sizes")
+    ap.add_argument("--baseline", metavar="DIR", help="also run the mesh of the build in DIR, alternately")
+    ap.add_argument("--repeat", type=int, default=5, help="pairs of runs with --baseline (default 5)")
+    ap.add_argument("-o", default=str(ROOT / "bench" / "results" / "transport_pingpong.json"))
     args = ap.parse_args()
     iters = 2000 if args.quick else 10000
-    sizes = [1 << 20, 4 << 20, 16 << 20]
+    sizes = [] if args.latency_only else [1 << 20, 4 << 20, 16 << 20]
+    if args.baseline:
+        res = {"cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "iterations": iters, **side_by_side(args.baseline, args.repeat, iters, sizes)}
+        with atomic_open(args.o) as f:
+            json.dump(res, f, indent=1)
+        print(f"median new/old {res['median_ratio_new_old']:.2f} (range {res['min_ratio']:.2f}-{res['max_ratio']:.2f}),"
+              f" CPU path median new/old {res['cpu_path_median_ratio_new_old']:.2f} -> {args.o}")
+        return
     cl = [sys.executable, "-m", "clusterlab", "run", "-n", "2", "--"]
     mpiexec = Path(sys.executable).with_name("mpiexec")
     res = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "anchors": {}, "ours": {}}
@@ -150,7 +221,7 @@ def main() -> None:
                                                                             "stream": r["stream_gbps"] / ip}
                                                            for r in o["bandwidth"]}}
                      for name, o in res["ours"].items()}
-    with atomic_open(ROOT / "bench" / "results" / "transport_pingpong.json") as f:
+    with atomic_open(args.o) as f:
         json.dump(res, f, indent=1)
 
 

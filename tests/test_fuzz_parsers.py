@@ -1,6 +1,8 @@
 """Bounded fuzz of the FIMI and CSV basket parsers (``clusterlab._core.parse_fimi`` and
 ``parse_csv_baskets``): mutated valid files must either parse or raise ``BasketParseError``
-with a sane line and column, never crash.
+with a sane line and column, never crash. Also the streamed FIMI reader (pipes), the CSV
+quote rule, Python-list conversion (``Baskets.from_lists``) and Parquet columns of random
+types: each accepts exactly what its reference accepts, or refuses with a one-line error.
 
 The FIMI parser is checked differentially against ``reference_fimi``, a slow line-by-line
 Python reading of the conventions in docs/formats.md: same transactions on success, same
@@ -132,6 +134,24 @@ def check_fimi(data: bytes) -> None:
     assert got == expected
 
 
+def quote_left_open(data: bytes) -> bool:
+    """Whether a quote that opens a field (its first byte) is never closed (RFC 4180 as the
+    csv crate reads it: ``""`` inside is a quote, CR or LF end a record)."""
+    state = "start"
+    for c in data:
+        if state == "quoted":
+            state = "after" if c == 34 else "quoted"
+        elif state == "after" and c == 34:
+            state = "quoted"
+        elif state == "start" and c == 34:
+            state = "quoted"
+        elif c in b",\r\n":
+            state = "start"
+        else:
+            state = "field"
+    return state == "quoted"
+
+
 def check_csv(data: bytes) -> None:
     lines = data.count(b"\n") + 1
     try:
@@ -142,6 +162,7 @@ def check_csv(data: bytes) -> None:
         assert 1 <= line <= lines + 1, (message, line, lines)
         assert column >= 1, (message, column)
         return
+    assert not quote_left_open(data), "accepted a quote that is never closed"
     assert offsets[0] == 0 and offsets[-1] == items.size and np.all(np.diff(offsets) >= 0)
     assert len(tids) == offsets.size - 1 == len(set(tids))
     assert items.size == 0 or int(items.max()) < len(labels)
@@ -196,3 +217,127 @@ def test_fimi_errors_past_chunk_boundaries():
         pos = int(len(data) * where)
         check_fimi(data[:pos] + bad + data[pos:])
     check_fimi(data[:int(len(data) * 0.75)])  # cut anywhere, including inside an item
+
+
+def test_quote_reference():
+    assert quote_left_open(b'a,"b') and quote_left_open(b'"x""') and quote_left_open(b'1,"a\n2')
+    assert not quote_left_open(b'a,b"c') and not quote_left_open(b'"a""b"') and not quote_left_open(b'"a"\n"b"')
+
+
+@fuzz
+@given(seed=st.sampled_from(CSV_SEEDS), rnd=st.randoms(use_true_random=False), steps=st.integers(1, 6),
+       cut=st.floats(0, 1))
+def test_csv_parser_refuses_open_quotes(seed, rnd, steps, cut):
+    data = mutate_csv(seed, rnd, steps)
+    data = data[:int(len(data) * cut)] + b'"' + data[int(len(data) * cut):]
+    check_csv(data)
+
+
+def _through_pipe(data: bytes):
+    """``_core.read_fimi_fd`` on a pipe fed by a thread: the streamed reader."""
+    import os
+    import threading
+
+    r, w = os.pipe()
+
+    def feed():
+        view = memoryview(data)
+        while view:
+            view = view[os.write(w, view):]
+        os.close(w)
+
+    t = threading.Thread(target=feed)
+    t.start()
+    try:
+        return _core.read_fimi_fd(r)
+    finally:
+        t.join()
+        os.close(r)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.sampled_from(FIMI_SEEDS), rnd=st.randoms(use_true_random=False), steps=st.integers(1, 12))
+def test_streamed_fimi_equals_in_memory_parse(seed, rnd, steps):
+    data = mutate(seed, rnd, steps, FIMI_TOKENS, SAFE_FIMI)
+    try:
+        want = _core.parse_fimi(data)
+    except _core.BasketParseError as e:
+        try:
+            _through_pipe(data)
+        except _core.BasketParseError as got:
+            assert got.args == e.args
+            return
+        raise AssertionError(f"stream accepted what the parser rejects: {e.args}") from None
+    got = _through_pipe(data)
+    assert all(np.array_equal(a, b) for a, b in zip(got[:2], want[:2], strict=True)) and got[2] == want[2]
+
+
+ITEMS = st.one_of(st.integers(-3, 2**32 + 3), st.text(max_size=3), st.floats(allow_nan=False), st.none(),
+                  st.lists(st.integers(0, 3), max_size=2), st.booleans())
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.lists(ITEMS, max_size=5), max_size=8))
+def test_from_lists_accepts_exactly_ints_and_strings(lists):
+    """Reference: ints 0..2**32-1 (bools are ints) and strings are items; anything else is a
+    ConfigError naming the first bad position."""
+    from clusterlab import Baskets, ConfigError
+
+    def ok(x):
+        return isinstance(x, str) or (isinstance(x, int) and 0 <= x <= U32_MAX)
+
+    bad = next(((t, k) for t, tx in enumerate(lists) for k, x in enumerate(tx) if not ok(x)), None)
+    if bad is not None:
+        try:
+            Baskets.from_lists(lists)
+        except ConfigError as e:
+            assert str(e).startswith(f"transactions[{bad[0]}][{bad[1]}]"), (str(e), bad)
+            assert "\n" not in str(e)
+            return
+        raise AssertionError(f"accepted {lists[bad[0]][bad[1]]!r}")
+    b = Baskets.from_lists(lists)
+    if any(isinstance(x, str) for tx in lists for x in tx):
+        assert b.to_lists(labels=True) == [sorted({str(int(x)) if not isinstance(x, str) else x for x in tx})
+                                           for tx in lists]
+    else:
+        assert b.to_lists() == [sorted({int(x) for x in tx}) for tx in lists]
+
+
+PARQUET_TYPES = ["int8", "uint16", "int64", "uint64", "float64", "bool_", "string", "large_string", "binary"]
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(PARQUET_TYPES), layout=st.sampled_from(["list", "long"]),
+       values=st.lists(st.one_of(st.none(), st.integers(-5, 2**33)), min_size=1, max_size=12))
+def test_parquet_columns_of_any_type(tmp_path_factory, kind, layout, values):
+    """Integer and string items are read exactly; other types, nulls and out-of-range ids are
+    a one-line BasketFormatError naming the column and row."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from clusterlab import BasketFormatError, read_baskets
+
+    t = getattr(pa, kind)()
+    py = [None if v is None else (v if pa.types.is_integer(t) else
+                                  bool(v % 2) if kind == "bool_" else float(v) if kind == "float64" else
+                                  str(v).encode() if kind == "binary" else str(v)) for v in values]
+    try:
+        arr = pa.array(py, t)
+    except (pa.ArrowInvalid, OverflowError):
+        return  # the value does not fit the type: nothing to write
+    if layout == "list":
+        table = pa.table({"items": pa.ListArray.from_arrays(pa.array([0, len(py) // 2, len(py)], pa.int32()), arr)})
+    else:
+        table = pa.table({"transaction_id": [k % 3 for k in range(len(py))], "item": arr})
+    p = tmp_path_factory.mktemp("pq") / "f.parquet"
+    pq.write_table(table, p)
+    ok_type = pa.types.is_integer(t) or kind in ("string", "large_string")
+    ok_values = all(v is not None and (not pa.types.is_integer(t) or 0 <= v <= U32_MAX) for v in py)
+    try:
+        b = read_baskets(p)
+    except BasketFormatError as e:
+        assert not (ok_type and ok_values), str(e)
+        assert "column 'item" in str(e) and "\n" not in str(e)
+        return
+    assert ok_type and ok_values
+    assert sum(len(x) for x in b.to_lists()) == len(b.items) <= len(py)

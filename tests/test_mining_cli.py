@@ -92,3 +92,94 @@ def test_spmf_round_trip_and_errors(tmp_path):
         read_spmf_itemsets(tmp_path / "bad.txt")
     with pytest.raises(ConfigError, match="SPMF"):
         write_spmf_itemsets(clusterlab.mine([["a b"]], 1), tmp_path / "x.txt")
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["-s", "inf"], "not a finite number"),
+    (["-s", "1e400"], "not a finite number"),
+    (["-s", "nan"], "not a finite number"),
+    (["-s", "2", "--rules", "--min-lift", "nan"], "--min-lift nan"),
+    (["-s", "2", "--rules", "--min-lift", "-1"], "--min-lift -1"),
+])
+def test_non_finite_settings_are_refused(capsys, dat, args, msg):
+    """`-s inf` was an OverflowError traceback, `--min-lift nan` silently kept 0 rules."""
+    code, _, err = run(capsys, "mine", str(dat), *args)
+    assert code == 2 and msg in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def _bad_input(tmp_path):
+    """A file whose line 3 is malformed: an error naming the output proves it came first."""
+    p = tmp_path / "late.dat"
+    p.write_text("1 2\n2 3\nx\n")
+    return p
+
+
+def test_output_whose_parent_is_a_file_is_refused_before_mining(capsys, tmp_path):
+    (tmp_path / "afile").write_text("")
+    for out in (tmp_path / "afile" / "sets.parquet", tmp_path / "afile" / "sub" / "sets.csv"):
+        code, _, err = run(capsys, "mine", str(_bad_input(tmp_path)), "-s", "1", "-o", str(out))
+        assert code == 2 and "not a directory" in err and str(out) in err and "late.dat" not in err
+    code, _, err = run(capsys, "mine", str(_bad_input(tmp_path)), "-s", "1", "-o", str(tmp_path))
+    assert code == 2 and "directory" in err
+
+
+def _mount_tmpfs(path, options: str) -> bool:
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        return False
+    path.mkdir(exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    return r.returncode == 0
+
+
+def _umount(path) -> None:
+    import subprocess
+
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_read_only_output_directory_is_refused_before_mining(capsys, tmp_path):
+    import os
+
+    ro = tmp_path / "ro"
+    mounted = _mount_tmpfs(ro, "ro,size=1m")
+    if not mounted:
+        if os.geteuid() == 0:
+            pytest.skip("cannot mount a read-only tmpfs here (root ignores directory permissions)")
+        ro.mkdir()
+        ro.chmod(0o555)
+    try:
+        out = ro / "sets.parquet"
+        code, _, err = run(capsys, "mine", str(_bad_input(tmp_path)), "-s", "1", "-o", str(out))
+        assert code == 2 and str(out) in err and "late.dat" not in err and "Traceback" not in err
+        assert not out.exists() and os.listdir(ro) == []
+    finally:
+        if mounted:
+            _umount(ro)
+
+
+@pytest.mark.root
+def test_full_disk_is_refused_before_mining_and_on_write(capsys, tmp_path):
+    """ENOSPC on a tiny tmpfs (root): a full file system is refused up front; one that fills up
+    while writing gives one line and leaves nothing at -o."""
+    import os
+
+    small = tmp_path / "small"
+    if not _mount_tmpfs(small, "size=256k"):
+        pytest.skip("needs root and tmpfs")
+    try:
+        (small / "fill").write_bytes(b"\0" * (256 * 1024 - 4096 * 2))
+        out = small / "sets.csv"
+        code, _, err = run(capsys, "mine", str(_bad_input(tmp_path)), "-s", "1", "-o", str(out))
+        assert code == 2 and "No space left on device" in err and "late.dat" not in err
+        # Room for the probe, not for the result: the write itself fails, atomically.
+        (small / "fill").write_bytes(b"\0" * (256 * 1024 - 4096 * 20))
+        big = tmp_path / "big.dat"
+        big.write_text("".join(" ".join(str(i * 7 + j) for j in range(12)) + "\n" for i in range(3000)))
+        code, _, err = run(capsys, "mine", str(big), "-s", "1", "--max-len", "2", "-o", str(out))
+        assert code == 2 and f"cannot write {out}: " in err and "No space left on device" in err and "Traceback" not in err
+        assert sorted(os.listdir(small)) == ["fill"]
+    finally:
+        _umount(small)

@@ -101,7 +101,7 @@ def test_same_bytes_as_clusterlab_mine_for_every_node_count(t10):
 
 def test_hpa_traffic_is_blocked_and_counted(t10):
     _, passes = mine_parallel(t10, nodes=3, algorithm="hpa", min_support=0.005, backend="inproc",
-                              config=ParallelConfig(block_bytes=1024, partition="itemset"))
+                              config=ParallelConfig(block_bytes=1024, partition="itemset", local_pairs=False))
     p2 = passes[1]
     assert p2["pass"] == 2 and p2["candidates"] > 0
     assert p2["itemsets_sent"] > 0
@@ -179,12 +179,56 @@ def test_prefix_and_itemset_partitions_agree_and_prefix_sends_less(t10, nodes):
     sent = {}
     for part in ("prefix", "itemset"):
         table, passes = mine_parallel(t10, nodes=nodes, algorithm="hpa", min_support=0.005, backend="inproc",
-                                      config=ParallelConfig(block_bytes=512, read_block_bytes=4096, partition=part))
+                                      config=ParallelConfig(block_bytes=512, read_block_bytes=4096, partition=part,
+                                                            local_pairs=False))
         assert as_dict(table) == want
         sent[part] = sum(p["bytes_sent"] for p in passes[1:])
     assert 0 < sent["prefix"] < sent["itemset"] / 2
     with pytest.raises(ConfigError, match="partition"):
         mine_parallel(t10, nodes=2, min_support=0.01, backend="inproc", config=ParallelConfig(partition="hash"))
+
+
+@pytest.mark.parametrize("algorithm", ["hpa", "cd"])
+def test_local_pairs_and_counting_modes_agree_and_pass_2_ships_no_pair(t10, algorithm):
+    """Pass 2 counted on every rank and all-reduced (default) equals shipping every pair, and
+    sends a fixed triangle of counts instead of pairs; CD's tid-lists equal its trie walk."""
+    want = sequential(t10, 0.005)
+    runs = {}
+    for local in (True, False):
+        for counting in ("tidlist", "trie"):
+            table, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.005, backend="inproc",
+                                          config=ParallelConfig(local_pairs=local, counting=counting))
+            assert as_dict(table) == want, (local, counting)
+            runs[local, counting] = passes
+    p2 = runs[True, "tidlist"][1]
+    assert p2["pass"] == 2 and p2["itemsets_sent"] == 0 and p2["candidates"] == p2["ranks"][0]["candidates"]
+    if algorithm == "hpa":
+        assert runs[False, "trie"][1]["itemsets_sent"] > 0
+    with pytest.raises(ConfigError, match="counting"):
+        ParallelConfig(counting="bitset").check()
+
+
+def test_pfp_kernels_agree(t10):
+    """PFP's local mining: tid-lists (default, the fastest) = FP-tree = the sequential FP-growth."""
+    want = sequential(t10, 0.005)
+    for kernel in ("vertical", "fptree", "fpgrowth"):
+        for nodes in (1, 3):
+            table, _ = mine_parallel(t10, nodes=nodes, algorithm="pfp", min_support=0.005, backend="inproc",
+                                     config=ParallelConfig(pfp_kernel=kernel))
+            assert as_dict(table) == want and canonical(table), (kernel, nodes)
+    with pytest.raises(ConfigError, match="pfp_kernel"):
+        ParallelConfig(pfp_kernel="magic").check()
+
+
+def test_pair_and_tidlist_kernels_reject_bad_input():
+    with pytest.raises(ValueError, match="below n"):
+        _core.count_pairs(np.array([0, 2], np.int64), np.array([0, 5], np.uint32), 3)
+    with pytest.raises(ValueError, match="ascending"):
+        _core.count_pairs(np.array([0, 2], np.int64), np.array([2, 1], np.uint32), 3)
+    lists = _core.TidLists.of_items(np.array([0, 2], np.int64), np.array([0, 1], np.uint32), np.ones(2, bool))
+    with pytest.raises(ValueError, match="no list"):
+        lists.extend(np.array([0, 7], np.uint32))
+    assert lists.extend(np.array([0, 1], np.uint32)).counts().tolist() == [1]
 
 
 def test_prefix_owners_reject_malformed_records():
@@ -254,7 +298,9 @@ def test_mpi_backend_equals_sequential(t10, algorithm):
 
 
 def test_runs_as_a_program_under_mpiexec(t10, tmp_path):
-    """``mpiexec -n 2 python -m clusterlab.mining.parallel FILE``: each rank joins world()."""
+    """``mpiexec -n 2 clusterlab mine FILE -a hpa-eld``: each rank joins world(), they mine
+    together, rank 0 writes the result (the module's own argparse entry point is gone: the
+    command is the one way to run it as a program)."""
     import shutil
     import subprocess
     import sys
@@ -266,9 +312,83 @@ def test_runs_as_a_program_under_mpiexec(t10, tmp_path):
     if mpiexec is None:
         pytest.skip("mpiexec not installed (pip extra clusterlab[mpi])")
     out = tmp_path / "o.parquet"
-    r = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "clusterlab.mining.parallel", str(t10),
+    r = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "clusterlab", "mine", str(t10),
                         "--algorithm", "hpa-eld", "--min-support", "0.01", "-o", str(out)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "on 2 ranks" in r.stdout
+    assert "x2 (launched)" in r.stdout
     same_as_sequential(pq.read_table(out), mine(t10, min_support=0.01, threads=1))
+
+
+def test_time_of_every_pass_and_rank_is_attributed(t10):
+    """Wall time split into computation, transfer and RTO waits, per pass and per rank, from
+    the rank's own clock (and TCP_INFO for the RTO part)."""
+    from clusterlab.mining.parallel import run_parallel
+
+    r = run_parallel(t10, nodes=3, algorithm="hpa", min_support=0.01, backend="tcp",
+                     config=ParallelConfig(partition="itemset", local_pairs=False))
+    assert len(r.passes) >= 3
+    for p in r.passes:
+        assert [x["rank"] for x in p["ranks"]] == [0, 1, 2]
+        for x in p["ranks"]:
+            assert x["t_compute"] >= 0 and x["t_comm"] >= 0 and x["t_transfer"] >= 0
+            assert x["t_compute"] + x["t_comm"] == pytest.approx(x["t_total"], abs=1e-9)
+            assert 0 <= x["t_rto"] <= x["t_comm"] + 1e-12
+        assert p["t_compute"] == max(x["t_compute"] for x in p["ranks"])
+        assert isinstance(p["cpu_bound"], bool) and p["cpu_cores_busy"] >= 0
+    assert sum(x["t_comm"] for p in r.passes for x in p["ranks"]) > 0
+    assert sum(x["t_compute"] for p in r.passes for x in p["ranks"]) > 0
+
+
+def test_rto_waits_are_the_longest_stall_a_rank_sees():
+    from clusterlab.mining.parallel.passes import attribute_time
+
+    # Rank 0's connection to rank 2 stalled 300 ms: rank 2 (receiving) and rank 0 (sending)
+    # waited at most that long, never longer than they spent communicating; rank 1 did not.
+    peer = np.zeros((3, 3))
+    peer[0, 2] = 300.0
+    t_rto = attribute_time(np.ones(3), np.array([0.5, 0.5, 0.2]), peer)
+    assert t_rto.tolist() == [0.3, 0.0, 0.2]
+
+
+@pytest.mark.parametrize("algorithm, config", [
+    ("hpa", ParallelConfig(partition="itemset", local_pairs=False, block_bytes=1024)),
+    ("cd", ParallelConfig()),
+    ("pfp", ParallelConfig()),
+])
+def test_replay_sends_the_same_bytes_per_pass_as_the_real_run(t10, tmp_path, algorithm, config):
+    """Compute replay on loopback: the same messages per pass, waiting instead of computing."""
+    import json
+
+    from clusterlab.mining.parallel import replay_parallel, run_parallel
+
+    rec = tmp_path / "rec"
+    real = run_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, backend="tcp", config=config, record=rec)
+    assert sorted(p.name for p in rec.iterdir()) == ["job.json", "rank0.json", "rank1.json", "rank2.json"]
+    assert json.loads((rec / "job.json").read_text())["nodes"] == 3
+    for compute, scale in (("wall", 1.0), ("cpu", 0.5)):
+        rp = replay_parallel(rec, compute=compute, scale=scale)
+        assert [p["pass"] for p in rp.passes] == [p["pass"] for p in real.passes]
+        assert [p["bytes_sent"] for p in rp.passes] == [p["bytes_sent"] for p in real.passes]
+        assert [p["messages_sent"] for p in rp.passes] == [p["messages_sent"] for p in real.passes]
+        assert [[x["bytes_sent"] for x in p["ranks"]] for p in rp.passes] == \
+            [[x["bytes_sent"] for x in p["ranks"]] for p in real.passes]
+        assert rp.job_s > 0 and rp.compute == compute
+
+
+def test_replay_refuses_what_it_cannot_replay(tmp_path, t10):
+    from clusterlab.comm.inproc import run_threads
+    from clusterlab.mining.parallel import replay_parallel, run_parallel
+    from clusterlab.mining.parallel.trace import replay_rank
+
+    with pytest.raises(ConfigError, match="no recorded trace"):
+        replay_parallel(tmp_path / "nothing")
+    rec = tmp_path / "rec"
+    run_parallel(t10, nodes=2, algorithm="cd", min_support=0.02, backend="inproc", record=rec)
+    with pytest.raises(ConfigError, match="compute"):
+        replay_parallel(rec, compute="guess")
+    with pytest.raises(ConfigError, match="recorded on 2 ranks"):
+        run_threads(lambda c: replay_rank(c, rec), 3)
+    (rec / "rank1.json").write_text("{")
+    with pytest.raises(ConfigError, match="not a readable trace"):
+        replay_parallel(rec, backend="inproc")

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from clusterlab.cli import cli
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.speedup import SpeedupSpec, parse_transport, run_speedup
+from clusterlab.mining.parallel import mine_parallel
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +80,129 @@ def test_mine_as_ranks_of_a_launched_job_mines_once_together(small, tmp_path, la
     assert r.stdout.count("hpa x3 (launched)") == 1
     assert CliRunner().invoke(cli, ["mine", str(small), "-s", "0.02", "-o", str(seq)]).exit_code == 0
     assert out.read_bytes() == seq.read_bytes()
+
+
+def _cli(*args, timeout=120, **kw):
+    """`clusterlab ARGS` in a subprocess (ranks write to the real stderr)."""
+    import subprocess
+    import sys
+
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    return subprocess.run([sys.executable, "-m", "clusterlab", *map(str, args)], text=True, timeout=timeout, **kw)
+
+
+def test_every_input_format_in_parallel_equals_sequential(tmp_path):
+    """`mine --nodes` read only FIMI: CSV was parsed as FIMI, an empty .csv exited 0."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    txs = [["milk", "bread"], ["bread", "eggs"], ["milk", "bread", "eggs"], ["eggs"], ["milk", "eggs"]]
+    csv = tmp_path / "b.csv"
+    csv.write_text("transaction_id,item\n" + "".join(f"{t},{i}\n" for t, tx in enumerate(txs) for i in tx))
+    pqf = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"items": [[1, 2], [2, 3], [1, 2, 3], [3], [1, 3]]}), pqf)
+    odd = tmp_path / "b.baskets"  # CSV content under a name whose extension says nothing
+    odd.write_text(csv.read_text())
+    for path, fmt in ((csv, None), (pqf, None), (odd, "csv")):
+        seq, par = tmp_path / "seq.txt", tmp_path / "par.txt"
+        extra = ["--format", fmt] if fmt else []
+        assert _cli("mine", path, "-s", "2", "-o", seq, *extra).returncode == 0
+        r = _cli("mine", path, "-s", "2", "--nodes", "2", "-a", "cd", "-o", par, *extra)
+        assert r.returncode == 0, r.stderr
+        assert par.read_bytes() == seq.read_bytes() and len(seq.read_text().splitlines()) >= 5
+    empty = tmp_path / "e.csv"
+    empty.write_text("")
+    r = _cli("mine", empty, "--nodes", "2")
+    assert r.returncode == 2 and "e.csv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = _cli("mine", csv, "--nodes", "2", "--format", "fimi", "-q")  # --format applies: CSV read as FIMI fails
+    assert r.returncode == 2 and "b.csv:1:1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_input_in_parallel_is_one_line_without_rank_tracebacks(tmp_path):
+    bad = tmp_path / "bad.dat"
+    bad.write_text("1 2\n2 3\n1 2\n3 x\n")
+    r = _cli("mine", bad, "--nodes", "3", "-s", "1", "-q")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == ["clusterlab: error: " + f"{bad}:4:3: not an integer item: unexpected 'x'"]
+
+
+def test_sequential_algorithm_with_nodes_is_refused(small):
+    r = CliRunner().invoke(cli, ["mine", str(small), "--nodes", "2", "-a", "apriori"])
+    assert r.exit_code != 0 and "apriori is sequential" in str(r.exception)
+
+
+def test_paths_with_braces(tmp_path):
+    """A path holding `{...}` broke parallel mode (it was str.format-ted)."""
+    txs = "1 2 3\n1 2\n2 3\n1 2 3\n"
+    d = tmp_path / "d{x}"
+    d.mkdir()
+    (d / "a{}.dat").write_text(txs)
+    (d / "p0.dat").write_text(txs[:6])
+    (d / "p1.dat").write_text(txs[6:])
+    for path in (d / "a{}.dat", str(d / "p{rank}.dat")):
+        t, _ = mine_parallel(path, nodes=2, algorithm="hpa", min_support=2, backend="inproc")
+        assert t.num_rows == 7, path
+    r = _cli("mine", d / "a{}.dat", "--nodes", "2", "-s", "2", "-q", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["itemsets"] == 7, r.stderr
+
+
+def test_sparse_item_ids_use_memory_and_traffic_of_distinct_items(tmp_path):
+    """Item 4294967295 made pass 1 allocate and all-reduce 32 GiB (bincount up to the largest id)."""
+    p = tmp_path / "sparse.dat"
+    p.write_text("1 4294967295\n4294967295 3000000000\n7 4294967295 3000000000\n")
+    table, passes = mine_parallel(p, nodes=2, algorithm="hpa", min_support=2, backend="tcp")
+    assert {tuple(r["items"]): r["count"] for r in table.to_pylist()} == {
+        (4294967295,): 3, (3000000000,): 2, (3000000000, 4294967295): 2}
+    assert passes[0]["bytes_sent"] < 16384
+    for alg in ("cd", "pfp", "hpa-eld"):
+        t, _ = mine_parallel(p, nodes=3, algorithm=alg, min_support=2, backend="inproc")
+        assert t.equals(table.replace_schema_metadata(t.schema.metadata)), alg
+
+
+def test_summary_reports_every_ranks_peak_memory(small):
+    """The summary's peak memory was the launcher's, not the ranks'."""
+    r = _cli("mine", small, "-s", "0.02", "--nodes", "2", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    peaks = s["ranks_peak_rss_bytes"]
+    assert len(peaks) == 2 and all(p > 20 * 2**20 for p in peaks)
+    assert s["ranks_peak_rss_total_bytes"] == sum(peaks)
+    assert [x["rank"] for x in s["ranks"]] == [0, 1] and all(x["job_s"] > 0 for x in s["ranks"])
+    r = _cli("mine", small, "-s", "0.02", "--nodes", "2")
+    assert "MiB in all ranks" in r.stdout and "peak_MiB" in r.stdout
+
+
+def test_progress_on_a_terminal_only_and_not_with_q(small):
+    """Passes are shown as they complete when stderr is a terminal (it was silent for minutes)."""
+    import os
+    import pty
+
+    def stderr_of(*args):
+        master, slave = pty.openpty()
+        try:
+            r = _cli("mine", small, "-s", "0.02", "--nodes", "2", *args, stderr=slave)
+        finally:
+            os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        os.close(master)
+        return r.returncode, b"".join(chunks).decode()
+
+    import subprocess
+    import sys
+
+    code, err = stderr_of()
+    assert code == 0 and "pass 1:" in err and "pass 2:" in err and "candidates" in err
+    code, err = stderr_of("-q")
+    assert code == 0 and "pass 1:" not in err
+    r = subprocess.run([sys.executable, "-m", "clusterlab", "mine", str(small), "-s", "0.02", "--nodes", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "pass 1:" not in r.stderr  # not a terminal: quiet

@@ -6,6 +6,7 @@ A crash or Ctrl-C leaves either the old file or the complete new one, never a to
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,3 +41,44 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kw) -> Iterator:
         yield f
         f.flush()
         os.fsync(f.fileno())
+
+
+def check_writable(path: str | os.PathLike, what: str = "output") -> None:
+    """Raise ``ConfigError`` (one line) unless ``path`` can be written: its directory (or the
+    nearest existing ancestor, which ``atomic_path`` would create it under) is a writable
+    directory with room for a file. Called before long work, so a run does not end with its
+    result lost; a probe file is created and removed again.
+
+    >>> import tempfile
+    >>> check_writable(os.path.join(tempfile.mkdtemp(), "new", "out.parquet"))
+    >>> check_writable("/proc/version/out.txt")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: output /proc/version/out.txt: /proc/version is not a directory
+    """
+    from clusterlab.errors import ConfigError
+
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{what} {path}: is a directory")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{what} {path}: {parent} is not a directory")
+    probe = parent / f".{target.name}.probe-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            # Reserve real blocks: a full file system fails here rather than after the run.
+            os.posix_fallocate(fd, 0, 65536)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise ConfigError(f"{what} {path}: cannot write in {parent}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()

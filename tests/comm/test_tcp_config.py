@@ -96,3 +96,33 @@ def test_stats_from_launched_ranks():
         assert st["transport"]["requested"]["rto_min_us"] == draws[r]
         # in force: the draw rounded up to 4 ms jiffies
         assert st["transport"]["in_force"]["rto_min_us"] == -(-draws[r] // 4000) * 4000
+
+
+def test_stats_while_the_drainer_reads():
+    """stats() from another thread while the background drainer is inside the engine (it used
+    to raise 'Already mutably borrowed' on the Rust engine)."""
+    import threading
+    import time
+
+    a, b = local_mesh(2)
+    try:
+        stop = time.monotonic() + 1.5
+        errors = []
+
+        def sender():
+            while time.monotonic() < stop:
+                b.send(0, bytes(1 << 16))  # a is away from communication calls: its drainer reads
+
+        t = threading.Thread(target=sender)
+        t.start()
+        while time.monotonic() < stop:
+            try:
+                a.stats()
+            except RuntimeError as e:
+                errors.append(e)
+            time.sleep(0.001)
+        t.join(10)
+        assert errors == []
+    finally:
+        a.close()
+        b.close()

@@ -13,6 +13,7 @@ import pytest
 
 from clusterlab.cluster.testbed import StarTopo, TcpSettings, Testbed, leftovers
 from clusterlab.cluster.testbed.node import in_netns
+from clusterlab.errors import ConfigError
 
 from .helpers import where_am_i
 
@@ -76,8 +77,8 @@ def test_broadcast_benchmark_and_monitor(name, tmp_path, monkeypatch):
     from clusterlab.cli.bench_broadcast import broadcast
     from clusterlab.monitor import read_table
 
-    # The benchmark's testbed gets a random name; remember what existed to find leaks.
-    before = set(leftovers()["namespaces"])
+    # The benchmark's testbed gets a random name (in the result): it must be gone afterwards. (Other
+    # programs may bring testbeds up meanwhile, so compare by name, not with the whole machine.)
     r = CliRunner().invoke(broadcast, ["--hosts", "4", "--size", "50KB", "--reps", "2", "--json",
                                        "--rto-min", "5ms", "--run-dir", str(tmp_path)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
@@ -88,6 +89,11 @@ def test_broadcast_benchmark_and_monitor(name, tmp_path, monkeypatch):
         assert rep["seconds"] > 0.0077  # 150 KB into each host at 155 Mbit/s cannot be faster
         assert len(rep["retransmissions_per_host"]) == 4 and len(rep["drops_per_port"]) == 4
         assert rep["drops"] == sum(rep["drops_per_port"].values())
+        # time attribution per rank (TCP_INFO deltas) and the hosts' own queue drops
+        assert [x["rank"] for x in rep["ranks"]] == [0, 1, 2, 3] and len(rep["host_drops_per_host"]) == 4
+        for x in rep["ranks"]:
+            assert 0 < x["seconds"] <= rep["seconds"] + 1e-5  # rounded to microseconds
+            assert x["transfer_s"] + x["rto_wait_s"] >= x["seconds"] - 1e-6 and x["rto"] >= 0
     assert all(5000 <= v <= 8000 for v in out["settings"]["rto_min_us_per_host"])
     tbl, meta = read_table(tmp_path / "monitor.parquet")
     df = tbl.to_pandas()
@@ -95,7 +101,7 @@ def test_broadcast_benchmark_and_monitor(name, tmp_path, monkeypatch):
     assert set(sent.index) == {"h0", "h1", "h2", "h3"} and (sent > 3 * 3 * 50000).all()
     jumbo = df[(df.metric == "len_packets") & (df.bucket == 9014 // 64)].value.sum()
     assert jumbo >= 4 * 3 * 3 * 5  # 50 KB blocks travel as 9000-byte packets (offloads off)
-    assert set(leftovers()["namespaces"]) <= before
+    assert not any(leftovers(out["settings"]["testbed"])[k] for k in ("namespaces", "processes", "state_files"))
 
 
 DRIVER = """
@@ -139,3 +145,21 @@ def test_sigterm_of_the_driver_cleans_up(name):
     while not _gone(name) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(name)
+
+
+def test_per_host_rto_bounds_and_initcwnd_on_a_dilated_testbed(name):
+    """Seed 000's MAX = that host's own MIN + 100 ms, expressible at dilation 4 (x4: MAX >= 1.2 s),
+    written per host; the initial window is a route attribute of each host."""
+    from clusterlab.net.transport_config import TransportConfig
+
+    t = TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=100ms,initcwnd=2,seed=1",
+                              place="testbed")
+    with Testbed(StarTopo(hosts=3, dilation=4), name=name, transport=t) as tb:
+        for h in tb.hosts:
+            mn = int(h.run(["cat", "/proc/sys/net/ipv4/tcp_rto_min_us"]).stdout)
+            mx = int(h.run(["cat", "/proc/sys/net/ipv4/tcp_rto_max_ms"]).stdout)
+            assert 800_000 <= mn <= 1_200_000 and abs(mx * 1000 - (mn + 400_000)) <= 500, (mn, mx)
+            assert "initcwnd 2" in h.run(["ip", "route", "show", "10.0.0.0/16"]).stdout
+    assert _gone(name)
+    with pytest.raises(ConfigError, match="dilations 3.33..300 can express it"):
+        Testbed(StarTopo(hosts=3), name=name, transport=t)

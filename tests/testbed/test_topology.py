@@ -57,13 +57,19 @@ def test_shaping_lines_use_rate_buffer_and_dilation():
 
 
 def test_sysctl_draws_are_seeded_and_in_range():
-    s = TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=3)
+    s = TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="1s", seed=3)
     d = s.draw([f"h{i}" for i in range(50)])
     mins = [v["net/ipv4/tcp_rto_min_us"] for v in d.values()]
     assert all(5000 <= m <= 105000 for m in mins) and len(set(mins)) > 40
-    assert all(v["net/ipv4/tcp_rto_max_ms"] == 1000 for v in d.values())  # clamped to the kernel's minimum
-    assert d == TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=3).draw(list(d))
-    assert d != TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=4).draw(list(d))
+    assert all(v["net/ipv4/tcp_rto_max_ms"] == 1000 for v in d.values())
+    assert d == TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="1s", seed=3).draw(list(d))
+    assert d != TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="1s", seed=4).draw(list(d))
+    # A MAX the kernel cannot take (tcp_rto_max_ms is 1s..120s) is refused, never clamped (it was
+    # clamped to 1 s before); at dilation 2 the same setting is 1 s and expressible.
+    with pytest.raises(ConfigError, match=r"rto_max 500ms is outside .*tcp_rto_max_ms accepts \(1s..120s\); "
+                                          r"dilations 2..240 can express it"):
+        TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=3).draw(["h0"])
+    assert TcpSettings(rto_min="5ms", rto_max="500ms", dilation=2).draw(["h0"])["h0"]["net/ipv4/tcp_rto_max_ms"] == 1000
     with pytest.raises(ConfigError, match="needs rto_min"):
         TcpSettings(rto_jitter="10ms")
     with pytest.raises(ConfigError, match="min <= default <= max"):

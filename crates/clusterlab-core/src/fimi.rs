@@ -13,7 +13,7 @@ use crate::basket::{normalize_tail, Baskets};
 use crate::error::{locate, ParseError};
 use rayon::prelude::*;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
 /// What a parse found besides the baskets.
@@ -241,15 +241,96 @@ impl From<std::io::Error> for ReadError {
 }
 
 /// Read a whole FIMI file, or just the lines whose first byte lies in `range`.
+///
+/// A regular file is memory-mapped; only the pages of the range are touched (line numbers
+/// before the range are counted only when an error must be reported). Anything else (a pipe,
+/// a character device, a file under /proc whose size reads as 0) is read as a stream, see
+/// [`read_stream`]; a byte range of such a file is refused.
 pub fn read_file(path: &Path, range: Option<(u64, u64)>) -> Result<(Baskets, ParseReport), ReadError> {
-    let map = map_file(path)?;
-    let buf: &[u8] = map.as_deref().unwrap_or(&[]);
+    let f = File::open(path)?;
+    let meta = f.metadata()?;
+    if meta.is_dir() {
+        return Err(ReadError::Io(std::io::Error::other("is a directory")));
+    }
+    if !meta.is_file() || meta.len() == 0 {
+        if range.is_some() && !meta.is_file() {
+            return Err(ReadError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a byte range needs a regular file (this is a pipe or device)",
+            )));
+        }
+        let (b, rep) = read_stream(f)?;
+        if range.is_some() && !b.is_empty() {
+            return Err(ReadError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a byte range needs a file whose size is known (this one reports size 0)",
+            )));
+        }
+        return Ok((b, rep));
+    }
+    // SAFETY: the map is read-only; a file truncated underneath us by another process is
+    // the usual mmap caveat, accepted for basket files that are written once.
+    let map = unsafe { memmap2::Mmap::map(&f)? };
+    let buf: &[u8] = &map;
     let (s, e) = match range {
-        Some((s, e)) => align_range(buf, s as usize, e as usize),
+        Some((s, e)) => align_range(buf, s.min(usize::MAX as u64) as usize, e.min(usize::MAX as u64) as usize),
         None => (0, buf.len()),
     };
-    let first_line = if s == 0 { 1 } else { 1 + memchr::memchr_iter(b'\n', &buf[..s]).count() as u64 };
-    parse(&buf[s..e], first_line).map_err(ReadError::Parse)
+    parse(&buf[s..e], 1).map_err(|mut err| {
+        // Lines before the range are counted only now, for the message.
+        err.line += memchr::memchr_iter(b'\n', &buf[..s]).count() as u64;
+        ReadError::Parse(err)
+    })
+}
+
+/// Bytes of text parsed at a time when streaming.
+const STREAM_BLOCK: usize = 8 << 20;
+
+/// Parse FIMI text from a reader block by block (a pipe, `/dev/stdin`, a device, a /proc
+/// file): besides the baskets, memory holds one block of text (longer only for a longer
+/// line). The first bad byte stops the read, so an endless stream of garbage fails at once.
+pub fn read_stream<R: Read>(r: R) -> Result<(Baskets, ParseReport), ReadError> {
+    read_stream_blocks(r, STREAM_BLOCK)
+}
+
+fn read_stream_blocks<R: Read>(mut r: R, block: usize) -> Result<(Baskets, ParseReport), ReadError> {
+    let mut out = Baskets::new();
+    let mut report = ParseReport::default();
+    let mut buf = vec![0u8; block.max(1)];
+    let mut have = 0usize;
+    let mut first_line = 1u64;
+    let mut eof = false;
+    loop {
+        // Fill the block (a pipe hands out at most 64 KB per read; /proc/sys files refuse
+        // reads larger than the kernel will allocate, so ask for at most 256 KB at a time).
+        while have < buf.len() && !eof {
+            let upto = buf.len().min(have + (256 << 10));
+            match r.read(&mut buf[have..upto]) {
+                Ok(0) => eof = true,
+                Ok(n) => have += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e)),
+            }
+        }
+        // Parse the complete lines; keep a partial last line for the next block.
+        let cut = if eof { have } else { memchr::memrchr(b'\n', &buf[..have]).map_or(0, |p| p + 1) };
+        if cut == 0 && !eof {
+            let n = buf.len();
+            buf.resize(2 * n, 0); // one line longer than the block: grow it
+            continue;
+        }
+        let (b, rep) = parse(&buf[..cut], first_line).map_err(ReadError::Parse)?;
+        // Every '\n' ends exactly one transaction, so the lines consumed are known.
+        first_line += b.len() as u64;
+        report.duplicates_dropped += rep.duplicates_dropped;
+        out.extend(&b);
+        buf.copy_within(cut..have, 0);
+        have -= cut;
+        if eof {
+            break;
+        }
+    }
+    Ok((out, report))
 }
 
 /// `parts` byte ranges of a file that tile its lines (empty ranges where lines are few).
@@ -352,6 +433,63 @@ mod tests {
             }
             assert_eq!(all, parse(text, 1).unwrap().0, "parts={parts}");
         }
+    }
+
+    /// A reader that hands out at most `step` bytes per call, like a pipe.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn stream_equals_whole_parse() {
+        let mut text = String::new();
+        for t in 0..3000u32 {
+            for k in 0..(t % 9) {
+                text.push_str(&format!("{} ", (t * 13 + k * 101) % 5000));
+            }
+            text.push_str(if t % 5 == 0 { "\r\n" } else { "\n" });
+        }
+        text.push_str("1 2 2"); // unterminated last line, with a duplicate
+        let want = parse(text.as_bytes(), 1).unwrap();
+        for (block, step) in [(7, 3), (64, 1000), (4096, 17), (1 << 20, 65536)] {
+            let got = read_stream_blocks(Trickle { data: text.as_bytes(), step }, block).map_err(|_| ()).unwrap();
+            assert_eq!(got.0, want.0, "block {block}");
+            assert_eq!(got.1, want.1);
+        }
+        // An error in a later block keeps its line and column.
+        let bad = format!("{text}\n4 5\n6 x\n");
+        let e = match read_stream_blocks(Trickle { data: bad.as_bytes(), step: 100 }, 64) {
+            Err(ReadError::Parse(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((e.line, e.column), (3003, 3));
+        assert_eq!(read_stream_blocks(Trickle { data: b"", step: 1 }, 8).map_err(|_| ()).unwrap().0.len(), 0);
+    }
+
+    #[test]
+    fn range_errors_count_lines_before_the_range() {
+        let dir = std::env::temp_dir().join(format!("clusterlab-fimi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.dat");
+        std::fs::write(&path, b"1\n2\n3\n4 y\n5\n").unwrap();
+        let e = match read_file(&path, Some((4, 100))) {
+            Err(ReadError::Parse(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((e.line, e.column), (4, 3));
+        let (b, _) = read_file(&path, Some((0, 4))).map_err(|_| ()).unwrap();
+        assert_eq!(b.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! - [`fimi`]: FIMI `.dat` parsing (whole file, byte ranges, in parallel) and writing.
 //! - [`csvbaskets`]: `transaction_id,item` CSV baskets with string items.
 //! - [`stats`]: what a user checks first about a basket file.
+//! - [`labels`]: item dictionaries (string labels to dense ids) and their fast hash.
 //! - [`gen`]: the IBM Quest synthetic basket generator.
 //! - [`mining`]: frequent itemsets (Apriori, FP-growth, Eclat) and rules.
 //! - [`hpa`]: hash partitioned Apriori kernels (subset routing and owner counting).
+//! - [`npb`]: NAS Parallel Benchmark kernels (EP, IS, CG, MG, FT), per-rank compute.
 
 pub mod basket;
 pub mod csvbaskets;
@@ -16,7 +18,9 @@ pub mod error;
 pub mod fimi;
 pub mod gen;
 pub mod hpa;
+pub mod labels;
 pub mod mining;
+pub mod npb;
 pub mod stats;
 
 pub use basket::Baskets;

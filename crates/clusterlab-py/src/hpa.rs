@@ -2,20 +2,11 @@
 //! Every kernel releases the GIL, so a rank's receiver thread counts while its main thread
 //! scans and sends.
 
-use clusterlab_core::hpa::{self, pfp, ItemsetIndex, Router};
+use clusterlab_core::hpa::{self, block, items, pfp, vertical, OwnerTable, Router};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use std::sync::Arc;
-
-#[cfg(not(target_endian = "little"))]
-compile_error!("message blocks are little-endian u32 arrays sent as raw memory");
-
-fn u32_bytes(v: &[u32]) -> &[u8] {
-    // SAFETY: u32 has no padding and any byte pattern is a valid u8; the length is exact.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
-}
 
 fn check_flat(flat: &[u32], k: usize, what: &str) -> PyResult<()> {
     if k == 0 || !flat.len().is_multiple_of(k) {
@@ -84,15 +75,10 @@ fn hpa_eld_candidates<'py>(py: Python<'py>, prev: PyReadonlyArray1<u32>, km1: us
 }
 
 /// A set of candidate k-itemsets with counters: the owner's partition (or the ELD set).
-/// `count_block(data)` counts a received message block (raw little-endian u32 k-itemsets).
+/// `count_block(data)` counts a received message block (see hpa/block.rs).
 #[pyclass(module = "clusterlab._core")]
 struct CandidateTable {
-    index: Arc<ItemsetIndex>,
-    counts: Vec<u64>,
-    // Received pairs with a dense index are counted in a triangle, folded in counts().
-    tri: Option<Vec<u32>>,
-    misses: u64,
-    blocks: u64,
+    inner: OwnerTable,
 }
 
 #[pymethods]
@@ -103,68 +89,40 @@ impl CandidateTable {
     fn new(py: Python<'_>, k: usize, flat: PyReadonlyArray1<u32>, n_items: usize) -> PyResult<Self> {
         let f = flat.as_slice()?;
         check_flat(f, k, "candidates")?;
-        let index = py.detach(|| {
-            let ix = ItemsetIndex::new(k, f.to_vec());
-            if n_items > 0 { ix.with_dense_pairs(n_items) } else { ix }
-        });
-        let n = index.len();
-        let tri = index.dense_items().map(|d| vec![0u32; d * (d - 1) / 2]);
-        Ok(CandidateTable { index: Arc::new(index), counts: vec![0; n], tri, misses: 0, blocks: 0 })
+        let inner = py.detach(|| OwnerTable::new(k, f.to_vec(), n_items));
+        Ok(CandidateTable { inner })
     }
 
     fn __len__(&self) -> usize {
-        self.index.len()
+        self.inner.index.len()
     }
 
     /// Count every itemset of a received block (items of `width` bytes, little-endian);
     /// returns how many were not candidates.
     #[pyo3(signature = (data, width=4))]
     fn count_block(&mut self, py: Python<'_>, data: &[u8], width: usize) -> PyResult<u64> {
-        let k = self.index.k;
-        if width != 2 && width != 4 {
-            return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
-        }
-        if !data.len().is_multiple_of(width * k) {
-            return Err(PyValueError::new_err(format!("message block of {} bytes is not a whole number of {k}-itemsets", data.len())));
-        }
-        let (index, counts, tri) = (&self.index, &mut self.counts, &mut self.tri);
-        let m = py.detach(|| {
-            let flat: Vec<u32> = if width == 2 {
-                data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32).collect()
-            } else {
-                data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-            };
-            match tri {
-                Some(t) => index.count_pairs_tri(&flat, t),
-                None => index.count_flat(&flat, counts),
-            }
-        });
-        self.misses += m;
-        self.blocks += 1;
-        Ok(m)
+        let t = &mut self.inner;
+        py.detach(|| t.count_block(data, width)).map_err(PyValueError::new_err)
     }
 
     /// Counts in candidate order (numpy uint64).
     fn counts<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
-        if let Some(t) = self.tri.take() {
-            self.index.fold_tri(&t, &mut self.counts);
-        }
-        PyArray1::from_vec(py, self.counts.clone())
+        PyArray1::from_vec(py, self.inner.counts())
     }
 
     /// The candidates, flat (numpy uint32).
     fn itemsets<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
-        PyArray1::from_vec(py, self.index.items.clone())
+        PyArray1::from_vec(py, self.inner.index.items.clone())
     }
 
     #[getter]
     fn misses(&self) -> u64 {
-        self.misses
+        self.inner.misses
     }
 
     #[getter]
     fn blocks(&self) -> u64 {
-        self.blocks
+        self.inner.blocks
     }
 }
 
@@ -181,19 +139,17 @@ impl PyRouter {
     #[pyo3(signature = (k, parts, me, prev, table, eld=None, block_bytes=8192, prune=true, width=4, owners=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, k: usize, parts: u32, me: u32, prev: PyReadonlyArray1<u32>, table: &CandidateTable, eld: Option<PyRef<'_, CandidateTable>>, block_bytes: usize, prune: bool, width: usize, owners: Option<PyReadonlyArray1<u32>>) -> PyResult<Self> {
-        if width != 2 && width != 4 {
-            return Err(PyValueError::new_err(format!("item width must be 2 or 4 bytes, got {width}")));
-        }
-        if k < 2 || parts == 0 || me >= parts || table.index.k != k {
-            return Err(PyValueError::new_err(format!("bad router settings: k={k} parts={parts} me={me} table k={}", table.index.k)));
+        block::check_width(width).map_err(PyValueError::new_err)?;
+        if k < 2 || parts == 0 || me >= parts || table.inner.index.k != k {
+            return Err(PyValueError::new_err(format!("bad router settings: k={k} parts={parts} me={me} table k={}", table.inner.index.k)));
         }
         if block_bytes < width * k {
             return Err(PyValueError::new_err(format!("block_bytes {block_bytes} cannot hold one {k}-itemset")));
         }
         let p = prev.as_slice()?;
         check_flat(p, k - 1, "prev")?;
-        let local = table.index.clone();
-        let eld = eld.map(|e| e.index.clone());
+        let local = table.inner.index.clone();
+        let eld = eld.map(|e| e.inner.index.clone());
         // Blocks hold block_bytes / (width * k) itemsets; the router counts in u32 units.
         let per_block_u32 = (block_bytes / (width * k)).max(1) * k * 4;
         if width == 2 && p.iter().any(|&x| x > u16::MAX as u32) {
@@ -239,20 +195,8 @@ impl PyRouter {
 
     /// Count a received block of prefix records (prefix partitioning; items of `width` bytes).
     fn count_records(&mut self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
-        let w = self.width;
-        if !data.len().is_multiple_of(w) {
-            return Err(PyValueError::new_err(format!("message block of {} bytes is not a whole number of {w}-byte words", data.len())));
-        }
-        let r = &mut self.inner;
-        py.detach(|| {
-            let flat: Vec<u32> = if w == 2 {
-                data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32).collect()
-            } else {
-                data.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-            };
-            r.count_records(&flat)
-        })
-        .map_err(PyValueError::new_err)
+        let (r, w) = (&mut self.inner, self.width);
+        py.detach(|| r.count_record_block(data, w)).map_err(PyValueError::new_err)
     }
 
     /// The partly filled blocks (call once after the last route).
@@ -287,13 +231,8 @@ impl PyRouter {
 impl PyRouter {
     fn take_ready<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        for (o, b) in self.inner.ready.drain(..) {
-            if self.width == 2 {
-                let narrow: Vec<u8> = b.iter().flat_map(|&x| (x as u16).to_le_bytes()).collect();
-                out.append((o, PyBytes::new(py, &narrow)))?;
-            } else {
-                out.append((o, PyBytes::new(py, u32_bytes(&b))))?;
-            }
+        for (o, b) in self.inner.take_ready_encoded(self.width) {
+            out.append((o, PyBytes::new(py, &b)))?;
         }
         Ok(out)
     }
@@ -309,6 +248,113 @@ fn reduce_transactions<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, ite
     Ok((PyArray1::from_vec(py, b.offsets), PyArray1::from_vec(py, b.items)))
 }
 
+/// Distinct items of a flat item array and their counts: (ids ascending, counts). Memory
+/// follows the number of distinct items, not the largest id.
+#[pyfunction]
+fn distinct_item_counts<'py>(py: Python<'py>, items: PyReadonlyArray1<u32>) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let i = items.as_slice()?;
+    let (ids, counts) = py.detach(|| items::distinct_counts(i));
+    Ok((PyArray1::from_vec(py, ids), PyArray1::from_vec(py, counts)))
+}
+
+/// Merge per-rank (ids, counts) lists into one sorted list with summed counts.
+#[pyfunction]
+fn merge_item_counts<'py>(py: Python<'py>, ids: Vec<PyReadonlyArray1<u32>>, counts: Vec<PyReadonlyArray1<u64>>) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let parts: Vec<(&[u32], &[u64])> = ids.iter().zip(&counts).map(|(i, c)| Ok((i.as_slice()?, c.as_slice()?))).collect::<PyResult<_>>()?;
+    if ids.len() != counts.len() || parts.iter().any(|(i, c)| i.len() != c.len()) {
+        return Err(PyValueError::new_err("one count per id, one count list per id list"));
+    }
+    let (i, c) = py.detach(|| items::merge_counts(&parts));
+    Ok((PyArray1::from_vec(py, i), PyArray1::from_vec(py, c)))
+}
+
+/// Keep the items listed in `keys` (sorted, distinct), renamed to `values[position]`, sorted;
+/// drop transactions shorter than min_len. Returns (offsets, items).
+#[pyfunction]
+fn reduce_by_keys<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, keys: PyReadonlyArray1<u32>, values: PyReadonlyArray1<u32>, min_len: usize) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>)> {
+    let (o, i, k, v) = (offsets.as_slice()?, items.as_slice()?, keys.as_slice()?, values.as_slice()?);
+    check_csr(o, i.len())?;
+    if k.len() != v.len() || k.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(PyValueError::new_err("keys must be ascending and distinct, with one value each"));
+    }
+    let b = py.detach(|| items::reduce_by_keys(o, i, k, v, min_len));
+    Ok((PyArray1::from_vec(py, b.offsets), PyArray1::from_vec(py, b.items)))
+}
+
+/// Pass 2 counted locally: pair counts of transactions of ranks below `n` (ascending), as a
+/// triangle in lexicographic pair order (numpy uint32).
+#[pyfunction]
+fn count_pairs<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, n: usize) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let (o, i) = (offsets.as_slice()?, items.as_slice()?);
+    check_csr(o, i.len())?;
+    if i.iter().any(|&x| x as usize >= n) {
+        return Err(PyValueError::new_err(format!("an item rank is not below n={n}")));
+    }
+    if o.windows(2).any(|w| i[w[0] as usize..w[1] as usize].windows(2).any(|p| p[0] >= p[1])) {
+        return Err(PyValueError::new_err("transactions must hold ascending ranks"));
+    }
+    let c = py.detach(|| vertical::count_pairs(o, i, n));
+    Ok(PyArray1::from_vec(py, c))
+}
+
+/// The pairs (flat, lexicographic) of a global triangle of counts that reach `min_count`.
+#[pyfunction]
+fn frequent_pairs<'py>(py: Python<'py>, counts: PyReadonlyArray1<u64>, n: usize, min_count: u64) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let c = counts.as_slice()?;
+    if c.len() != n * n.saturating_sub(1) / 2 {
+        return Err(PyValueError::new_err(format!("{} counts is not a triangle of {n} items", c.len())));
+    }
+    let (f, k) = py.detach(|| vertical::frequent_pairs(c, n, min_count));
+    Ok((PyArray1::from_vec(py, f), PyArray1::from_vec(py, k)))
+}
+
+/// Itemsets of one length with their local tid-lists (Count Distribution over vertical data).
+#[pyclass(module = "clusterlab._core", name = "TidLists")]
+struct PyTidLists {
+    inner: vertical::TidLists,
+}
+
+#[pymethods]
+impl PyTidLists {
+    /// Lists of the items `keep` marks (item ranks below len(keep)).
+    #[staticmethod]
+    fn of_items(py: Python<'_>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, keep: PyReadonlyArray1<bool>) -> PyResult<Self> {
+        let (o, i, k) = (offsets.as_slice()?, items.as_slice()?, keep.as_slice()?);
+        check_csr(o, i.len())?;
+        if i.iter().any(|&x| x as usize >= k.len()) {
+            return Err(PyValueError::new_err("an item rank has no entry in keep"));
+        }
+        Ok(PyTidLists { inner: py.detach(|| vertical::TidLists::of_items(o, i, k)) })
+    }
+
+    /// Lists of the candidates one item longer (flat), by intersection.
+    fn extend(&self, py: Python<'_>, cands: PyReadonlyArray1<u32>) -> PyResult<Self> {
+        let c = cands.as_slice()?;
+        let inner = &self.inner;
+        let next = py.detach(|| inner.extend(c)).map_err(PyValueError::new_err)?;
+        Ok(PyTidLists { inner: next })
+    }
+
+    /// Local counts (list lengths), in order.
+    fn counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_vec(py, self.inner.counts())
+    }
+
+    /// Keep the itemsets `keep` marks.
+    fn retain(&self, py: Python<'_>, keep: PyReadonlyArray1<bool>) -> PyResult<Self> {
+        let k = keep.as_slice()?;
+        if k.len() != self.inner.len() {
+            return Err(PyValueError::new_err("one keep flag per itemset"));
+        }
+        let inner = &self.inner;
+        Ok(PyTidLists { inner: py.detach(|| inner.retain(k)) })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
 /// PFP group-dependent transactions: one u32 stream `[len, items...]*` per group.
 #[pyfunction]
 fn pfp_group_transactions<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, group_of: PyReadonlyArray1<u32>, n_groups: usize) -> PyResult<Vec<Bound<'py, PyArray1<u32>>>> {
@@ -322,17 +368,26 @@ fn pfp_group_transactions<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, 
 }
 
 /// Mine the group's itemsets from received streams. Returns (offsets, items, counts), items
-/// as F-list positions.
+/// as F-list positions. `kernel`: "vertical" (tid-list intersections, the fastest on sparse
+/// data; the default), "fptree" (a group-restricted FP-growth) or "fpgrowth" (the sequential
+/// engine's FP-growth on each top-level item's conditional base).
 #[pyfunction]
-#[pyo3(signature = (streams, n_pos, in_group, min_count, max_len=0, engine=false))]
+#[pyo3(signature = (streams, n_pos, in_group, min_count, max_len=0, kernel="vertical"))]
 #[allow(clippy::too_many_arguments)]
-fn pfp_mine_group<'py>(py: Python<'py>, streams: Vec<PyReadonlyArray1<u32>>, n_pos: usize, in_group: PyReadonlyArray1<bool>, min_count: u64, max_len: usize, engine: bool) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
+fn pfp_mine_group<'py>(py: Python<'py>, streams: Vec<PyReadonlyArray1<u32>>, n_pos: usize, in_group: PyReadonlyArray1<bool>, min_count: u64, max_len: usize, kernel: &str) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
     let slices: Vec<&[u32]> = streams.iter().map(|s| s.as_slice()).collect::<Result<_, _>>()?;
     let g = in_group.as_slice()?;
     if g.len() != n_pos {
         return Err(PyValueError::new_err("in_group must have one entry per F-list position"));
     }
-    let m = py.detach(|| pfp::decode_streams(&slices, n_pos).map(|paths| if engine { pfp::mine_group_with_engine(paths, n_pos, g, min_count, max_len) } else { pfp::mine_group(paths, n_pos, g, min_count, max_len) }));
+    if !matches!(kernel, "vertical" | "fptree" | "fpgrowth") {
+        return Err(PyValueError::new_err(format!("kernel must be vertical, fptree or fpgrowth, got {kernel:?}")));
+    }
+    let m = py.detach(|| match kernel {
+        "vertical" => pfp::mine_group_vertical(&slices, n_pos, g, min_count, max_len),
+        "fptree" => pfp::decode_streams(&slices, n_pos).map(|paths| pfp::mine_group(paths, n_pos, g, min_count, max_len)),
+        _ => pfp::decode_streams(&slices, n_pos).map(|paths| pfp::mine_group_with_engine(paths, n_pos, g, min_count, max_len)),
+    });
     let m = m.map_err(|e| PyValueError::new_err(format!("bad PFP message: {e}")))?;
     Ok((PyArray1::from_vec(py, m.offsets), PyArray1::from_vec(py, m.items), PyArray1::from_vec(py, m.counts)))
 }
@@ -357,6 +412,12 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CandidateTable>()?;
     m.add_class::<PyRouter>()?;
     m.add_function(wrap_pyfunction!(reduce_transactions, m)?)?;
+    m.add_function(wrap_pyfunction!(distinct_item_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_item_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_by_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(count_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(frequent_pairs, m)?)?;
+    m.add_class::<PyTidLists>()?;
     m.add_function(wrap_pyfunction!(pfp_group_transactions, m)?)?;
     m.add_function(wrap_pyfunction!(pfp_mine_group, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_itemsets, m)?)?;

@@ -1,5 +1,6 @@
-//! PyO3 binding of clusterlab-core, imported as `clusterlab._core`. Thin on purpose: argument
-//! conversion, releasing the GIL around kernels, and errors turned into Python exceptions.
+//! PyO3 binding of clusterlab-core and clusterlab-net, imported as `clusterlab._core`. Thin on
+//! purpose: argument conversion, releasing the GIL around kernels and socket waits, and errors
+//! turned into Python exceptions.
 //! Each area registers its own functions so that work on one never edits another's file.
 
 // Binding signatures return tuples of numpy arrays by nature.
@@ -10,8 +11,10 @@ use pyo3::prelude::*;
 mod gen;
 mod hpa;
 mod io;
+mod iscsi;
 mod mining;
 mod net;
+mod npb;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -21,5 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     mining::register(m)?;
     hpa::register(m)?;
     net::register(m)?;
+    iscsi::register(m)?;
+    npb::register(m)?;
     Ok(())
 }

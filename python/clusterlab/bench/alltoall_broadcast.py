@@ -10,7 +10,13 @@ on the namespace testbed and on a real cluster. What each repetition reports (at
   On the testbed each rank reads its own host's namespace; on a shared namespace (local run)
   only rank 0 reads the machine-wide counters, and ``per_host`` is empty;
 * ``drops``: packets dropped at the switch's output buffers, in total and per port, when the
-  caller passes a ``drops`` reader (the testbed's switch).
+  caller passes a ``drops`` reader (the testbed's switch); ``host_drops``: packets the hosts'
+  own egress queues refused (testbed: each rank reads its host's queue), in total and per host;
+* ``ranks``: time attribution per rank: ``seconds`` (its own time between the barriers),
+  ``rto_wait_s`` (the longest time one of its connections waited on retransmission timeouts,
+  from the TCP_INFO deltas ``total_rto_time`` and ``total_rto_recoveries``; see
+  ``clusterlab.net.tcp_info.rto_delta``), ``transfer_s`` (the rest), ``rto``,
+  ``rto_recoveries``, ``rto_time_ms``, ``retrans`` (TCP_INFO deltas over its connections).
 
 Send order: ``same`` (every rank sends to 0, 1, 2, ... in turn, so all start by flooding the
 same receiver) or ``shifted`` (rank r sends to r+1, r+2, ...: one sender per receiver at a
@@ -28,6 +34,7 @@ from collections.abc import Callable
 import numpy as np
 
 from clusterlab.errors import ConfigError
+from clusterlab.net.tcp_info import rto_counters, rto_delta
 
 ORDERS = ("same", "shifted")
 TAG = 7
@@ -52,6 +59,24 @@ def tcp_counters() -> dict[str, int]:
         with open(f) as fh:
             out.update(parse_snmp(fh.read()))
     return {k: out.get(k, 0) for k in COUNTERS}
+
+
+def _infos(comm) -> dict:
+    """TCP_INFO of each of this rank's connections (empty off TCP)."""
+    return {p: v["tcp_info"] for p, v in comm.stats().get("peers", {}).items() if v.get("tcp_info")}
+
+
+def _host_queue_drops() -> Callable[[], int] | None:
+    """Drops of this namespace's ``eth0`` egress queue (a testbed host), or None off a testbed."""
+    from clusterlab.monitor.netlink import QdiscDrops
+
+    try:
+        reader = QdiscDrops(None)
+    except OSError:
+        return None
+    if "eth0" not in reader.names.values():
+        return None
+    return lambda: reader().get("eth0", 0)
 
 
 def _cpu_busy() -> tuple[int, int]:
@@ -82,10 +107,13 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
     block = np.full(size, comm.rank % 251, dtype=np.uint8)
     peers = [j for j in range(comm.size) if j != comm.rank]
     read_counters = per_host_counters or comm.rank == 0
+    host_queue = _host_queue_drops() if per_host_counters else None
     results = []
     for rep in range(warmup + reps):
         c0 = tcp_counters() if read_counters else None
         d0 = drops() if (drops is not None and comm.rank == 0) else None
+        h0 = host_queue() if host_queue else 0
+        r0 = rto_counters(_infos(comm))
         cpu0 = _cpu_busy()
         comm.barrier()
         t0 = time.perf_counter()
@@ -100,9 +128,14 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
         comm.barrier()
         elapsed = time.perf_counter() - t0
         cpu1 = _cpu_busy()
+        rd = rto_delta(r0, rto_counters(_infos(comm)))
         c1 = tcp_counters() if read_counters else None
         d1 = drops() if (drops is not None and comm.rank == 0) else None
-        mine = [elapsed] + ([c1[k] - c0[k] for k in COUNTERS] if read_counters else [-1] * len(COUNTERS))
+        h1 = host_queue() if host_queue else 0
+        t = rd["total"]
+        mine = ([elapsed] + ([c1[k] - c0[k] for k in COUNTERS] if read_counters else [-1] * len(COUNTERS))
+                + [rd["rto_wait_s"], t["total_rto"], t["total_rto_recoveries"], t["total_rto_time_ms"],
+                   t["total_retrans"], h1 - h0])
         allv = comm.gather(np.array(mine, dtype=np.float64), root=0)
         if comm.rank != 0 or rep < warmup:
             continue
@@ -121,6 +154,14 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
             per_port = {p: int(d1.get(p, 0) - d0.get(p, 0)) for p in d1}
             row["drops"] = sum(per_port.values())
             row["drops_per_port"] = per_port
+        n = len(COUNTERS) + 1
+        if per_host_counters:
+            row["host_drops_per_host"] = [int(x) for x in m[:, n + 5]]
+            row["host_drops"] = int(m[:, n + 5].sum())
+        row["ranks"] = [{"rank": r, "seconds": round(float(v[0]), 6), "rto_wait_s": round(float(v[n]), 6),
+                         "transfer_s": round(max(0.0, float(v[0] - v[n])), 6), "rto": int(v[n + 1]),
+                         "rto_recoveries": int(v[n + 2]), "rto_time_ms": int(v[n + 3]), "retrans": int(v[n + 4])}
+                        for r, v in enumerate(m)]
         results.append(row)
     return results if comm.rank == 0 else None
 
@@ -138,4 +179,79 @@ def summarize(reps: list[dict]) -> dict:
            "timeouts": int(sum(r.get("timeouts", 0) for r in reps))}
     if any("drops" in r for r in reps):
         out["drops"] = int(sum(r.get("drops", 0) for r in reps))
+    if any("host_drops" in r for r in reps):
+        out["host_drops"] = int(sum(r.get("host_drops", 0) for r in reps))
+    if all("ranks" in r for r in reps) and reps:
+        # the slowest rank of each repetition: how much of its time was RTO waiting
+        slow = [max(r["ranks"], key=lambda x: x["seconds"]) for r in reps]
+        out["median_slowest_rank_rto_wait_s"] = float(np.median([x["rto_wait_s"] for x in slow]))
+        # the RTO wait is the sender's: the longest any rank's connections waited in a round
+        out["median_max_rto_wait_s"] = float(np.median([max(x["rto_wait_s"] for x in r["ranks"]) for r in reps]))
     return out
+
+
+def undilate(reps: list[dict], dilation: float) -> list[dict]:
+    """Report a dilated run's times in undilated seconds (divided by ``dilation``), in place."""
+    k = float(dilation)
+    for r in reps:
+        for key in ("seconds", "rank0_seconds"):
+            if key in r:
+                r[key] /= k
+        for x in r.get("ranks", []):
+            for key in ("seconds", "rto_wait_s", "transfer_s"):
+                x[key] = round(x[key] / k, 6)
+            x["rto_time_ms"] = round(x["rto_time_ms"] / k, 3)
+    return reps
+
+
+def line_rate_seconds(ranks: int, size: int, rate_bps: float) -> float:
+    """The ideal round: every rank receives ``ranks - 1`` blocks at the link rate.
+
+    >>> round(line_rate_seconds(16, 50_000, 155e6), 4), round(line_rate_seconds(100, 50_000, 155e6), 4)
+    (0.0387, 0.2555)
+    """
+    return (ranks - 1) * size * 8 / rate_bps
+
+
+def run_broadcast(size: int, reps: int, *, topo=None, transport=None, ranks: int | None = None,
+                  order: str = "same", warmup: int = 1, rps: bool = True, offloads_off: bool = True,
+                  timeout: float = 1800.0) -> dict:
+    """One point of the benchmark, from Python: on a fresh namespace testbed built from
+    ``topo`` (a ``StarTopo``; root) or, without one, on ``ranks`` local loopback ranks.
+    ``transport``: a ``TransportConfig`` (or its text, ``TransportConfig.parse``).
+
+    Returns ``{"settings", "reps", "summary"}`` with times undilated, the line-rate ideal,
+    and the repetitions whose machine was CPU-bound (idle < 15%: they measured the CPU)."""
+    from clusterlab.net.transport_config import TransportConfig
+
+    place = "socket" if topo is None else "testbed"
+    if transport is None or isinstance(transport, str):
+        transport = TransportConfig.parse(transport, place=place)
+    transport = transport.with_place(place)
+    settings = {"size": size, "reps": reps, "warmup": warmup, "order": order, "transport": transport.to_text()}
+    with open("/proc/loadavg") as f:
+        settings["loadavg_before"] = f.read().split()[:3]
+    if topo is None:
+        from clusterlab.cluster.local import run
+
+        n = ranks or 4
+        out = run(alltoall_broadcast, n, size, reps, order, warmup, False, None, config=transport,
+                  timeout=timeout)[0]
+        settings.update(cluster="local", ranks=n)
+    else:
+        from clusterlab.cluster.testbed import Testbed
+
+        with Testbed(topo, transport=transport, rps=rps, offloads_off=offloads_off) as tb:
+            n = ranks or topo.hosts
+            settings.update(cluster="testbed", testbed=tb.name, hosts=topo.hosts, ranks=n, topo=topo.to_dict(),
+                            rto_min_us_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_min_us") for h in tb.hosts],
+                            rto_max_ms_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_max_ms") for h in tb.hosts])
+            # starting many interpreters on a busy machine takes long: scale the set-up timeout
+            out = tb.run(alltoall_broadcast, n, size, reps, order, warmup, True, tb.switch.ns, timeout=timeout,
+                         setup_timeout=max(60.0, 3.0 * n))[0]
+        undilate(out, topo.dilation)
+        settings["line_rate_seconds"] = line_rate_seconds(n, size, topo.rate_bps)
+    with open("/proc/loadavg") as f:
+        settings["loadavg_after"] = f.read().split()[:3]
+    settings["cpu_bound_reps"] = [r["rep"] for r in out if r.get("cpu_idle", 1.0) < 0.15]
+    return {"settings": settings, "reps": out, "summary": summarize(out)}

@@ -25,6 +25,7 @@ COMMANDS = {
     "monitor": ("clusterlab.cli.monitor", "monitor"),
     "report": ("clusterlab.cli.report", "report"),
     "experiment": ("clusterlab.cli.experiment", "experiment"),
+    "npb": ("clusterlab.cli.npb", "npb"),
 }
 
 

@@ -43,6 +43,11 @@ def bench():
     Ranks are processes on this machine over clusterlab's TCP mesh (--backend tcp, default),
     MPICH through mpi4py (mpi), threads (inproc), or this process when started by
     `clusterlab run` or `mpiexec` (world, chosen automatically then).
+
+    \b
+    Examples:
+      clusterlab bench pingpong --sizes 1:64K
+      clusterlab bench collective --op bcast -n 4 --sizes 1:1M
     """
 
 

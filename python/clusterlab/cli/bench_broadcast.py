@@ -1,4 +1,5 @@
-"""``clusterlab bench broadcast``: seed 000's all-to-all broadcast, locally or on the testbed."""
+"""``clusterlab bench broadcast``: seed 000's all-to-all broadcast, locally or on the testbed; a
+one-point study (``clusterlab.experiments``) run from options."""
 
 from __future__ import annotations
 
@@ -7,24 +8,9 @@ import os
 
 import click
 
+from clusterlab.cli.options import transport_options
 from clusterlab.cli.testbed import topo_options
 from clusterlab.errors import ConfigError
-
-
-def _transport(cc, sndbuf, rcvbuf, rto_min, rto_jitter, rto_max, seed, with_rto: bool):
-    from clusterlab.net.transport_config import TransportConfig
-    from clusterlab.units import parse_duration, parse_size
-
-    kw = {"congestion": cc, "seed": seed,
-          "sndbuf": parse_size(sndbuf) if sndbuf else None, "rcvbuf": parse_size(rcvbuf) if rcvbuf else None}
-    if with_rto:
-        if rto_min is not None:
-            kw["rto_min"] = parse_duration(rto_min)
-        if rto_jitter is not None:
-            kw["rto_min_jitter"] = parse_duration(rto_jitter)
-        if rto_max is not None:
-            kw["rto_max"] = parse_duration(rto_max)
-    return TransportConfig(**kw)
 
 
 @click.command()
@@ -37,12 +23,7 @@ def _transport(cc, sndbuf, rcvbuf, rto_min, rto_jitter, rto_max, seed, with_rto:
               "without it the ranks run on the local loopback cluster.")
 @click.option("--ranks", default=None, type=int, help="Ranks (default: --hosts, or 4 locally).")
 @topo_options
-@click.option("--rto-min", default=None, help="Minimum RTO, e.g. 5ms (testbed: per-host sysctl; local: socket option).")
-@click.option("--rto-jitter", default=None, help="Per-host random extra on the minimum RTO, e.g. 100ms.")
-@click.option("--rto-max", default=None, help="Maximum RTO (the kernel accepts 1s..120s).")
-@click.option("--cc", default=None, help="Congestion control per socket (reno, cubic, bbr).")
-@click.option("--sndbuf", default=None, help="SO_SNDBUF per socket.")
-@click.option("--rcvbuf", default=None, help="SO_RCVBUF per socket.")
+@transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"), nodelay=False)
 @click.option("--monitor/--no-monitor", "use_monitor", default=True, show_default=True,
               help="Record the monitor table (with --run-dir).")
 @click.option("--interval", default=0.1, show_default=True, type=float, help="Monitor interval [s].")
@@ -50,8 +31,7 @@ def _transport(cc, sndbuf, rcvbuf, rto_min, rto_jitter, rto_max, seed, with_rto:
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
 def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue, mtu, dilation, storage, no_rps,
-              offloads, tb_seed, rto_min, rto_jitter, rto_max, cc, sndbuf, rcvbuf, use_monitor, interval, run_dir,
-              as_json):
+              offloads, transport, use_monitor, interval, run_dir, as_json):
     """Barrier, every rank sends SIZE bytes to every other rank, barrier; REPS times.
 
     \b
@@ -60,60 +40,55 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
       clusterlab bench broadcast --hosts 16 --rate 155Mbit --buffer 64KB --reps 10 --json
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
     """
-    from clusterlab.bench.alltoall_broadcast import alltoall_broadcast, summarize
-    from clusterlab.units import parse_size
+    from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
+    from clusterlab.experiments.clusters import tcp_from_transport
+    from clusterlab.experiments.runner import run_study
+    from clusterlab.experiments.spec import Loopback, Study, Testbed, scatter
+    from clusterlab.experiments.workloads import alltoall_broadcast
+    from clusterlab.net.transport_config import TransportConfig
+    from clusterlab.units import parse_rate, parse_size
 
     nbytes = parse_size(size)
     if reps < 1:
         raise ConfigError(f"--reps must be at least 1, got {reps}")
-    settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "rto_min": rto_min,
-                "rto_jitter": rto_jitter, "rto_max": rto_max, "cc": cc, "sndbuf": sndbuf, "rcvbuf": rcvbuf}
-    mon = None
+    if storage or no_rps or offloads:
+        raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
+    config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
+    settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:
-        from clusterlab.cluster.local import run
-
         if dilation != 1.0:
             raise ConfigError("--dilation needs --hosts (the local cluster has no links to slow down)")
         n = ranks or 4
         if n < 2:
             raise ConfigError(f"need at least 2 ranks, got {n}")
+        cluster = Loopback(ranks=n)
         settings.update(cluster="local", ranks=n)
-        config = _transport(cc, sndbuf, rcvbuf, rto_min, rto_jitter, rto_max, tb_seed, with_rto=True)
-        if run_dir and use_monitor:
-            from clusterlab.monitor import Monitor
-
-            mon = Monitor.local(interval).start()
-        try:
-            out = run(alltoall_broadcast, n, nbytes, reps, order, warmup, False, None, config=config)[0]
-        finally:
-            if mon is not None:
-                mon.stop()
     else:
-        from clusterlab.cli.testbed import make_topo
-        from clusterlab.cluster.testbed import TcpSettings, Testbed
+        cluster = Testbed(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, ranks=ranks,
+                          dilation=dilation)
+    tcp = tcp_from_transport(config)
+    study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
+                  transport=tcp, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
+                  monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
+    res = run_study(study, run_dir)
+    point = res.points[0]
+    skip = set(point.settings) | {"study", "point", "label", "check", "load1", "cpu_bound"}
+    out = [{k: v for k, v in r.items() if k not in skip or k in ("seconds",)} | {"rep": r["rep"]} for r in res.rows]
+    for r in out:
+        if "per_rank" in r:
+            r["ranks"] = r.pop("per_rank")
+    if hosts is not None:
+        from clusterlab.experiments.clusters import star_topo
 
-        topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage)
-        tcp = TcpSettings(rto_min=rto_min, rto_jitter=rto_jitter, rto_max=rto_max, seed=tb_seed, dilation=dilation)
-        config = _transport(cc, sndbuf, rcvbuf, None, None, None, tb_seed, with_rto=False)
-        settings.update(cluster="testbed", hosts=hosts, ranks=ranks or hosts, rate=rate,
-                        buffer_bytes=topo.buffer_bytes, host_queue_bytes=topo.host_queue_bytes, mtu=mtu,
-                        dilation=dilation, rps=not no_rps, offloads_off=not offloads)
-        with Testbed(topo, tcp=tcp, rps=not no_rps, offloads_off=not offloads) as tb:
-            settings["testbed"] = tb.name
-            settings["rto_min_us_per_host"] = [tb.sysctls[h.name].get("net/ipv4/tcp_rto_min_us") for h in tb.hosts]
-            if run_dir and use_monitor:
-                from clusterlab.monitor import Monitor
-
-                mon = Monitor.for_testbed(tb, interval).start()
-            try:
-                out = tb.run(alltoall_broadcast, ranks, nbytes, reps, order, warmup, True, tb.switch.ns,
-                             config=config)[0]
-            finally:
-                if mon is not None:
-                    mon.stop()
-        for r in out:  # report undilated times
-            r["seconds"] /= dilation
-            r["rank0_seconds"] /= dilation
+        topo = point.cluster
+        star = star_topo(point)
+        applied = res.meta["points"][0].get("applied", {})
+        settings.update(cluster="testbed", hosts=hosts, ranks=topo.n_ranks(), rate=rate,
+                        buffer_bytes=star.buffer_bytes, host_queue_bytes=star.host_queue_bytes, mtu=mtu,
+                        dilation=point.dilation, rps=True, offloads_off=True, testbed=applied.get("testbed"),
+                        rto_min_us_per_host=applied.get("rto_min_us_per_host"),
+                        rto_max_ms_per_host=applied.get("rto_max_ms_per_host"),
+                        line_rate_seconds=line_rate_seconds(topo.n_ranks(), nbytes, parse_rate(rate)))
     cpu_bound = [r["rep"] for r in out if r.get("cpu_idle", 1.0) < 0.15]
     settings["cpu_bound_reps"] = cpu_bound
     result = {"settings": settings, "reps": out, "summary": summarize(out)}
@@ -123,8 +98,6 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
         os.makedirs(run_dir, exist_ok=True)
         with atomic_open(os.path.join(run_dir, "bench.json")) as f:
             json.dump(result, f, indent=1)
-        if mon is not None:
-            mon.write(os.path.join(run_dir, "monitor.parquet"))
     if as_json:
         click.echo(json.dumps(result))
         return

@@ -19,7 +19,13 @@ import click
 @click.option("--min-support", default=0.007, show_default=True, type=float)
 def demo(workdir, transactions, nodes, min_support):
     """Seed 000 in small: Quest baskets (|T|=15, |I|=4, 5000 items), mined with HPA on NODES local
-    ranks over clusterlab's TCP mesh; prints the strongest rules and the per-pass summary."""
+    ranks over clusterlab's TCP mesh; prints the strongest rules and the per-pass summary.
+
+    \b
+    Examples:
+      clusterlab demo                       # what `make run` runs
+      clusterlab demo --nodes 2 --transactions 50000 --workdir /tmp/demo
+    """
     import json
     import time
 
@@ -27,7 +33,8 @@ def demo(workdir, transactions, nodes, min_support):
     from clusterlab._atomic import atomic_open
     from clusterlab.cli.mine import write_table
     from clusterlab.data.generate import generate_file
-    from clusterlab.mining.parallel import format_passes, mine_parallel
+    from clusterlab.mining.parallel import mine_parallel
+    from clusterlab.report.mining_tables import format_passes
 
     wd = Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)

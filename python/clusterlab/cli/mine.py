@@ -1,14 +1,15 @@
 """``clusterlab mine FILE``: frequent itemsets (and optionally rules) of a basket file.
 
-The command parses its options into a :class:`MineOptions` and hands it to :func:`run`,
-which dispatches on the execution mode; only the sequential path lives here. A parallel path
-(``--nodes N --algorithm hpa|cd|pfp``) plugs in as another branch of :func:`run` that
-returns the same :class:`MineResult`, so output writing and the summary are shared.
+The command parses its options into a :class:`MineOptions`, checks the outputs can be
+written, and hands it to :func:`run`: the sequential engine (``clusterlab.mine``) or the
+parallel driver (``clusterlab.mining.parallel.run_parallel``) does the work; this module
+only writes the outputs and prints the summary.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import resource
 import sys
 import time
@@ -39,6 +40,7 @@ class MineOptions:
     min_lift: float | None = None
     consequents: str = "single"
     rules_output: str | None = None
+    quiet: bool = False
     # --- parallel mining (clusterlab.mining.parallel) ---
     nodes: int | None = None
     backend: str = "tcp"
@@ -55,18 +57,27 @@ class MineResult:
     algorithm: str
     timings: dict = field(default_factory=dict)  # phase -> seconds
     passes: list | None = None  # parallel runs: per-pass statistics
+    ranks: list | None = None  # parallel runs: per-rank time and peak memory
 
 
 def parse_min_support(text: str) -> float | int:
     """``0.01`` and ``1%`` are fractions, ``50`` is a count."""
     t = text.strip()
     try:
-        if t.endswith("%"):
-            return float(t[:-1]) / 100
-        v = float(t)
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
         raise ConfigError(f"--min-support {text!r} is not a number (e.g. 0.01, 1%, or a count like 50)") from None
+    if not math.isfinite(v):
+        raise ConfigError(f"--min-support {text!r} is not a finite number: give a fraction below 1 (0.01, 1%) "
+                          "or a count (50)")
     return int(v) if v >= 1 and v == int(v) else v
+
+
+def parse_min_lift(_ctx, _param, value: float | None) -> float | None:
+    """``--min-lift``: a finite number >= 0 (NaN would silently keep no rule)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"--min-lift {value} is not a finite number >= 0 (e.g. 1.2)")
+    return value
 
 
 def output_kind(path: str) -> str:
@@ -74,6 +85,21 @@ def output_kind(path: str) -> str:
     if kind is None:
         raise ConfigError(f"output {path!r}: use a .parquet, .csv or .txt (SPMF) file name")
     return kind
+
+
+def passes_path(output: str) -> str:
+    """Where a parallel run's per-pass statistics go, beside ``-o``."""
+    return str(Path(output).with_suffix("")) + ".passes.json"
+
+
+class Elapsed:
+    """Status text whose elapsed time ticks at every refresh of the spinner."""
+
+    def __init__(self, text: str):
+        self.text, self.t0 = text, time.perf_counter()
+
+    def __rich__(self) -> str:
+        return f"{self.text} ({time.perf_counter() - self.t0:.0f} s)"
 
 
 def rules_path(opts: MineOptions) -> str | None:
@@ -85,67 +111,55 @@ def rules_path(opts: MineOptions) -> str | None:
     return None
 
 
-def _launched_world_size() -> int:
-    """Ranks of the job this process belongs to (`clusterlab run` or mpiexec), else 0."""
-    from clusterlab.comm.world import under_launcher, under_mpi
+def run(opts: MineOptions, status=None) -> MineResult | None:
+    """Mine as the options say (None on ranks other than 0 of a launched job). ``status(text)``
+    reports the current phase."""
+    from clusterlab.mining.parallel import launched_job
 
-    if not (under_launcher() or under_mpi()):
-        return 0
-    from clusterlab.comm import world
-
-    return world().size
-
-
-def run(opts: MineOptions, status=None) -> MineResult:
-    """Mine as the options say. ``status(text)`` reports the current phase."""
-    if opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS or _launched_world_size() > 1:
-        return run_parallel(opts, status or (lambda _t: None))
+    if opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS or launched_job() is not None:
+        return run_parallel(opts)
     return run_sequential(opts, status or (lambda _t: None))
 
 
-# --- parallel path (owned by the parallel-mining work; see clusterlab.mining.parallel) ---
 PARALLEL_ALGORITHMS = ("hpa", "hpa-eld", "cd", "pfp")
 
 
-def run_parallel(opts: MineOptions, status) -> MineResult:
-    import clusterlab
-    from clusterlab.mining.parallel import ParallelConfig, mine_parallel
+def parallel_algorithm(algorithm: str) -> str:
+    """The parallel algorithm to run for ``-a`` (auto: hpa, seed 000's); sequential ones are refused."""
+    if algorithm == "auto":
+        return "hpa"
+    if algorithm not in PARALLEL_ALGORITHMS:
+        raise ConfigError(f"--algorithm {algorithm} is sequential; with --nodes (or in a launched job) choose "
+                          f"one of {', '.join(PARALLEL_ALGORITHMS)}, or drop --nodes")
+    return algorithm
 
-    algo = opts.algorithm if opts.algorithm in PARALLEL_ALGORITHMS else "hpa"
-    nodes = opts.nodes or 1
+
+def run_parallel(opts: MineOptions) -> MineResult | None:
+    import clusterlab
+    from clusterlab.mining.parallel import ParallelConfig
+    from clusterlab.mining.parallel import run_parallel as parallel
+
+    algo = parallel_algorithm(opts.algorithm)
     if opts.target != "all" or opts.min_len > 1:
         raise ConfigError("parallel mining (--nodes) finds all frequent itemsets: drop --target and --min-len")
-    where = f"testbed {opts.testbed}" if opts.testbed else opts.backend
-    config = ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0, partition=opts.partition)
-    t0 = time.perf_counter()
-    if _launched_world_size():
-        # Started as one rank of a job (`clusterlab run -n 4 -- mine ...` or mpiexec): mine on
-        # that job's ranks instead of launching a cluster of our own; rank 0 reports.
-        from clusterlab.comm import world
-        from clusterlab.mining.parallel import run_rank
-
-        comm = world()
-        if opts.nodes not in (None, 1, comm.size):
-            raise ConfigError(f"--nodes {opts.nodes} differs from the job's {comm.size} ranks: drop --nodes")
-        nodes, where = comm.size, "launched"
-        sets, passes = run_rank(comm, opts.file, algo, opts.min_support, config)
-        if comm.rank != 0:
-            raise SystemExit(0)
-    else:
-        status(f"mining with {algo} on {nodes} {where} ranks")
-        sets, passes = mine_parallel(opts.file, nodes=nodes, algorithm=algo, min_support=opts.min_support,
-                                     backend=opts.backend, testbed=opts.testbed, config=config)
-    timings = {"mine": time.perf_counter() - t0,
-               "job": sum(p["t_total"] for p in passes) + (passes[0].get("t_read", 0.0) if passes else 0.0)}
+    config = ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0, partition=opts.partition,
+                            progress=not opts.quiet)
+    if not opts.quiet and opts.nodes is not None:
+        where = f"testbed {opts.testbed}" if opts.testbed else opts.backend
+        click.echo(f"mining {opts.file} with {algo} on {opts.nodes} {where} ranks", err=True)
+    r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, backend=opts.backend,
+                 config=config, testbed=opts.testbed, format=opts.input_format)
+    if r.table is None:  # another rank of a launched job: rank 0 reports
+        return None
+    timings = {"mine": r.wall_s, "job": r.job_s}
     rules = None
     if opts.rules:
         t2 = time.perf_counter()
-        rules = clusterlab.rules(sets, min_confidence=opts.min_confidence, min_lift=opts.min_lift,
+        rules = clusterlab.rules(r.table, min_confidence=opts.min_confidence, min_lift=opts.min_lift,
                                  consequents=opts.consequents)
         timings["rules"] = time.perf_counter() - t2
-    n = clusterlab.mining.result.table_info(sets).get("n_transactions", 0)
-    return MineResult(sets, rules, n, f"{algo} x{nodes} ({where})", timings, passes)
-# --- end of the parallel path ---
+    n = clusterlab.mining.result.table_info(r.table).get("n_transactions", 0)
+    return MineResult(r.table, rules, n, f"{algo} x{r.nodes} ({r.where})", timings, r.passes, r.ranks)
 
 
 def run_sequential(opts: MineOptions, status) -> MineResult:
@@ -176,7 +190,18 @@ def run_sequential(opts: MineOptions, status) -> MineResult:
 
 
 def write_table(table, path: str, rules: bool = False) -> None:
-    """Write an itemset or rule table by extension, atomically."""
+    """Write an itemset or rule table by extension, atomically; a failure (a full disk, ...)
+    is one ``ConfigError`` and leaves nothing at ``path``."""
+    import pyarrow as pa
+
+    try:
+        _write_table(table, path, rules)
+    except (OSError, pa.ArrowException) as e:
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise ConfigError(f"cannot write {path}: {detail}") from None
+
+
+def _write_table(table, path: str, rules: bool) -> None:
     kind = output_kind(path)
     if kind == "spmf":
         from clusterlab.data.spmf import write_spmf_itemsets, write_spmf_rules
@@ -220,7 +245,17 @@ def summary(res: MineResult, opts: MineOptions) -> dict:
         "rules": None if res.rules is None else res.rules.num_rows,
         "seconds": {k: round(v, 4) for k, v in res.timings.items()}, "peak_rss_bytes": rss,
         "output": opts.output, "rules_output": rules_path(opts) if res.rules is not None else None,
+        **parallel_memory(res.ranks),
     }
+
+
+def parallel_memory(ranks: list | None) -> dict:
+    """Every rank's peak memory and their total (threads of one process: counted once)."""
+    if not ranks:
+        return {}
+    peaks = [int(r["peak_rss_bytes"]) for r in ranks]
+    shared = any(r.get("shared_process") for r in ranks)
+    return {"ranks_peak_rss_bytes": peaks, "ranks_peak_rss_total_bytes": max(peaks) if shared else sum(peaks)}
 
 
 def print_summary(s: dict, res: MineResult, console) -> None:
@@ -233,7 +268,12 @@ def print_summary(s: dict, res: MineResult, console) -> None:
     if s["rules"] is not None:
         t.add_row("rules", f"{s['rules']:,}")
     t.add_row("time", "  ".join(f"{k} {v:.3f}s" for k, v in s["seconds"].items()))
-    t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB")
+    if "ranks_peak_rss_bytes" in s:
+        each = ", ".join(f"{p / 2**20:,.0f}" for p in s["ranks_peak_rss_bytes"])
+        t.add_row("peak memory", f"{s['ranks_peak_rss_total_bytes'] / 2**20:,.0f} MiB in all ranks (each: {each} MiB; "
+                                 f"this process {s['peak_rss_bytes'] / 2**20:,.0f} MiB)")
+    else:
+        t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB")
     for key, label in (("output", "itemsets written to"), ("rules_output", "rules written to")):
         if s[key]:
             t.add_row(label, s[key])
@@ -264,13 +304,16 @@ def print_summary(s: dict, res: MineResult, console) -> None:
               help="Write itemsets to .parquet, .csv or .txt (SPMF '1 3 #SUP: 3').")
 @click.option("--rules", is_flag=True, help="Also derive association rules (written beside -o as NAME.rules.EXT).")
 @click.option("--min-confidence", default=0.8, show_default=True, type=click.FloatRange(0, 1))
-@click.option("--min-lift", default=None, type=float)
+@click.option("--min-lift", default=None, type=float, callback=parse_min_lift,
+              help="Keep rules with at least this lift (a number >= 0).")
 @click.option("--consequents", type=click.Choice(["single", "multi"]), default="single", show_default=True,
               help="single: one-item consequents (pyfim/Spark); multi: any (mlxtend).")
 @click.option("--rules-output", type=click.Path(dir_okay=False), help="Where to write the rules.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
 @click.option("--nodes", "-n", default=None, type=click.IntRange(min=1),
-              help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a says otherwise).")
+              help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a names another "
+                   "parallel one; CSV and Parquet input too).")
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
               help="Parallel: the Communicator backend.")
 @click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
@@ -280,7 +323,8 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--testbed", "testbed_name", default=None, metavar="NAME",
               help="Parallel: run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root).")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
-         min_confidence, min_lift, consequents, rules_output, as_json, nodes, backend, block_size, partition, testbed_name):
+         min_confidence, min_lift, consequents, rules_output, as_json, quiet, nodes, backend, block_size, partition,
+         testbed_name):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     \b
@@ -289,6 +333,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine ../shared/data/chess.dat -s 80% --target closed -o chess.txt
       clusterlab mine baskets.csv -s 0.05 --rules --min-confidence 0.6 -o sets.csv
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
+      clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
     """
     if max_len is not None and max_len < min_len:
@@ -298,27 +343,37 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
     opts = MineOptions(file=file, min_support=parse_min_support(min_support), algorithm=algorithm, target=target,
                        min_len=min_len, max_len=max_len, threads=threads, input_format=input_format,
                        output=output, rules=rules, min_confidence=min_confidence, min_lift=min_lift,
-                       consequents=consequents, rules_output=rules_output)
+                       consequents=consequents, rules_output=rules_output,
+                       quiet=quiet or not sys.stderr.isatty())
     if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:  # parallel options
         from clusterlab.units import parse_size
 
-        opts.nodes, opts.backend, opts.block_size = nodes or 1, backend, parse_size(block_size)
+        parallel_algorithm(algorithm)
+        opts.nodes, opts.backend, opts.block_size = nodes, backend, parse_size(block_size)
         opts.partition = partition
         opts.testbed = testbed_name
-    # Check output names before the (possibly long) run.
-    for p in (opts.output, rules_path(opts) if opts.rules else None):
-        if p:
-            output_kind(p)
+        if testbed_name and nodes is None:
+            opts.nodes = 1
+    # Check the outputs before the (possibly long) run: names, and that they can be written.
+    outputs = [p for p in (opts.output, rules_path(opts) if opts.rules else None) if p]
+    for p in outputs:
+        output_kind(p)
+    if opts.output and (opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS):
+        outputs.append(passes_path(opts.output))
+    from clusterlab._atomic import check_writable
+
+    for p in outputs:
+        check_writable(p)
     from rich.console import Console
 
     console = Console(stderr=as_json)
-    quiet = as_json or not console.is_terminal
-    t0 = time.perf_counter()
-    if quiet:
-        res = run(opts)
+    if opts.quiet or opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS:
+        res = run(opts)  # parallel runs report each pass as it completes (rank 0, on stderr)
     else:
-        with console.status("starting") as st:
-            res = run(opts, lambda text: st.update(f"{text} ({time.perf_counter() - t0:.1f}s)"))
+        with Console(stderr=True).status(Elapsed("starting")) as st:
+            res = run(opts, lambda text: st.update(Elapsed(text)))
+    if res is None:
+        return
     t1 = time.perf_counter()
     if opts.output:
         write_table(res.itemsets, opts.output)
@@ -330,18 +385,23 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
     s["options"] = {k: v for k, v in asdict(opts).items() if k != "file"}
     if res.passes is not None:  # parallel: per-pass statistics, printed and saved
         s["passes"] = res.passes
+        s["ranks"] = res.ranks
         if opts.output:
             from clusterlab._atomic import atomic_open
 
-            with atomic_open(str(Path(opts.output).with_suffix("")) + ".passes.json") as f:
-                json.dump(res.passes, f, indent=1)
+            try:
+                with atomic_open(passes_path(opts.output)) as f:
+                    json.dump(res.passes, f, indent=1)
+            except OSError as e:
+                raise ConfigError(f"cannot write {passes_path(opts.output)}: {e.strerror or e}") from None
     if as_json:
         click.echo(json.dumps(s, indent=2))
     else:
         print_summary(s, res, console)
         if res.passes is not None:
-            from clusterlab.mining.parallel import format_passes
+            from clusterlab.report.mining_tables import format_passes, format_ranks
 
-            click.echo(format_passes(res.passes), err=as_json)
+            click.echo(format_passes(res.passes))
+            click.echo(format_ranks(res.ranks))
         if res.rules is not None and not rules_path(opts):
             console.print(f"{res.rules.num_rows:,} rules (write them with -o or --rules-output)")

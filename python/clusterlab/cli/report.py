@@ -1,4 +1,5 @@
-"""``clusterlab report RUN_DIR``: PNG plots + Markdown/HTML summary of a run's monitor table."""
+"""``clusterlab report RUN_DIR``: a study run's report (plots, seed numbers, report.md/html), or
+the monitor report of a directory that holds only a monitor table."""
 
 from __future__ import annotations
 
@@ -12,32 +13,61 @@ from clusterlab.errors import ConfigError
 
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--title", default=None, help="Title (default: the directory name).")
+@click.option("--title", default=None, help="Title of the monitor report (default: the directory name).")
 def report(run_dir, title):
-    """Write traffic.png, packet_sizes.png, tcp.png, switch.png, cpu.png, report.md, report.html
-    and summary.json into RUN_DIR from its monitor.parquet (or monitor.csv).
+    """Report RUN_DIR. A study run (meta.json, from `experiment run` or `bench broadcast
+    --run-dir`) gets its figures, the seed's numbers beside ours and report.md/report.html; its
+    monitor table (the last point's) gets traffic.png, packet_sizes.png, tcp.png, switch.png,
+    cpu.png and summary.json in RUN_DIR/monitor/. A directory with only monitor.parquet (or
+    monitor.csv, from `clusterlab monitor`) gets those monitor plots and report.md itself.
 
     \b
-    Example:
+    Examples:
       clusterlab bench broadcast --hosts 16 --reps 10 --run-dir runs/b16
       clusterlab report runs/b16
+      clusterlab monitor --duration 5 -o runs/m/monitor.parquet && clusterlab report runs/m
     """
-    from clusterlab.monitor import read_table
-    from clusterlab.report.monitor_plots import write_report
-
     d = Path(run_dir)
-    cands = [d / "monitor.parquet", d / "monitor.csv"]
-    src = next((c for c in cands if c.exists()), None)
+    if not d.is_dir():
+        raise ConfigError(f"{run_dir}: no such directory")
+    study = (d / "meta.json").exists()
+    if study:
+        from clusterlab.report.study import render
+
+        r = render(d)
+        click.echo(f"{d}/report.md: {r['rows']} repetitions, {len(r['pngs'])} figures ({r['status']})")
+    src = next((c for c in (d / "monitor.parquet", d / "monitor.csv") if c.exists()), None)
     if src is None:
-        raise ConfigError(f"{run_dir}: no monitor.parquet or monitor.csv (record one with clusterlab monitor)")
+        if not study:
+            raise ConfigError(f"{run_dir}: no meta.json, monitor.parquet or monitor.csv (record one with "
+                              "clusterlab experiment run, bench broadcast --run-dir or clusterlab monitor)")
+        return
+    try:
+        from clusterlab.report.monitor_plots import write_report
+    except ImportError:
+        raise ConfigError("the monitor report needs pandas and matplotlib: pip install pandas matplotlib "
+                          "(from a clone: pip install '.[report]')") from None
+    from clusterlab.monitor import read_table
+
     tbl, meta = read_table(src)
+    out = d
+    if "point" in tbl.column_names:  # a study's monitor table: the last point's samples
+        import pyarrow.compute as pc
+
+        last = pc.max(tbl.column("point")).as_py()
+        tbl = tbl.filter(pc.equal(tbl.column("point"), last)).drop_columns(["point"])
+        out = d / "monitor"
+        title = title or f"{d.name}, point {last}"
     extra = None
     if (d / "bench.json").exists():
         try:
-            extra = json.load(open(d / "bench.json")).get("settings")
+            extra = json.loads((d / "bench.json").read_text()).get("settings")
         except ValueError as e:
             raise ConfigError(f"{d / 'bench.json'}: not JSON ({e})") from None
-    s = write_report(tbl, meta, d, title or d.name, extra)
-    click.echo(f"{d}/report.md: {s['tx_bytes']:,} bytes sent, {s['retransmissions']} retransmissions, "
-               f"{s['timeouts']} timeouts, {s['switch_drops']} switch drops"
-               + ("; CPU-bound" if s["cpu_bound"] else ""))
+    try:
+        s = write_report(tbl, meta, out, title or d.name, extra)
+    except ImportError as e:
+        raise ConfigError(f"the monitor report needs {e.name}: pip install pandas matplotlib "
+                          "(from a clone: pip install '.[report]')") from None
+    click.echo(f"{out}/report.md: {s['tx_bytes']:,} bytes sent, {s['retransmissions']} retransmissions, "
+               f"{s['timeouts']} timeouts, {s['switch_drops']} switch drops" + ("; CPU-bound" if s["cpu_bound"] else ""))

@@ -3,74 +3,113 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 
 import click
 
+from clusterlab.cli.options import transport_options
 from clusterlab.errors import ConfigError
-from clusterlab.units import parse_duration, parse_size
+from clusterlab.units import parse_duration
 
 
 def _dur(v):
     return None if v is None else parse_duration(v)
 
 
-def _size(v):
-    return None if v is None else parse_size(v)
-
-
 @click.command(context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False})
 @click.option("-n", "--nodes", "n", type=int, required=True, help="Number of ranks.")
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
               help="tcp: clusterlab's launcher and mesh; mpi: mpiexec and the MPI backend.")
-@click.option("--sndbuf", help="SO_SNDBUF per socket, e.g. 4MB (default: kernel autotuning).")
-@click.option("--rcvbuf", help="SO_RCVBUF per socket.")
-@click.option("--no-nodelay", is_flag=True, help="Leave Nagle's algorithm on (TCP_NODELAY off).")
-@click.option("--congestion", help="TCP congestion control, e.g. reno, cubic, bbr.")
-@click.option("--rto-min", help="Minimum RTO per socket (TCP_RTO_MIN_US), 5ms..200ms, e.g. 5ms.")
-@click.option("--rto-min-jitter", help="Each rank draws its rto-min from [rto-min, rto-min + jitter].")
-@click.option("--rto-max", help="Maximum RTO per socket (TCP_RTO_MAX_MS), 1s..120s.")
-@click.option("--rto-max-jitter", help="Each rank draws its rto-max from [rto-max, rto-max + jitter].")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-rank jitter draws.")
+@transport_options()
 @click.option("--timeout", help="Kill the job after this long, e.g. 10min (default: no limit).")
 @click.option("--comm-timeout", help="Timeout of every blocking communication call (default 60s).")
 @click.option("--grace", default="3s", show_default=True,
               help="After a rank fails, how long the others get to exit before they are killed.")
+@click.option("--setup-timeout", default="60s", show_default=True,
+              help="Every rank must have joined the mesh within this long.")
+@click.option("--launcher", type=click.Choice(["local", "mpiexec"]),
+              help="Who starts the ranks: local (this machine; default for tcp) or mpiexec "
+                   "(default for --backend mpi and with --hostfile).")
+@click.option("--hostfile", type=click.Path(dir_okay=False),
+              help="Run the ranks on these hosts through mpiexec -f (`host[:slots]` per line).")
+@click.option("--iface", help="Interface (e.g. eth1) or address each rank's mesh listens on "
+              "(CLUSTERLAB_IFACE; default: the route towards the launcher).")
+@click.option("--rendezvous", "rendezvous_host",
+              help="Address the launcher listens on for its ranks (default: loopback; with --hostfile "
+                   "the address of --iface or of the route towards the hosts).")
+@click.option("--mpiexec-args", help="Extra mpiexec arguments, e.g. '-launcher ssh' (one string).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max,
-        rto_max_jitter, seed, timeout, comm_timeout, grace, command):
+def run(n, backend, transport, timeout, comm_timeout, grace, setup_timeout, launcher, hostfile, iface,
+        rendezvous_host, mpiexec_args, command):
     """Run COMMAND on N ranks: `clusterlab run -n 4 -- mine data.dat -a hpa`.
 
     \b
     COMMAND is a clusterlab command (`mine ...`, `bench ...`), `python script.py ...`, or any
     program that calls clusterlab.comm.world(). Every rank gets the same arguments; the rank
     learns its number from the environment. If a rank fails, the others stop within seconds,
-    the failing rank is named, and the exit status is non-zero.
+    the failing rank is named, and the exit status is non-zero (2 for a clusterlab error in
+    the input or settings, printed as one line).
+
+    \b
+    Examples:
+      clusterlab run -n 4 -- mine data.dat -a hpa -s 0.007
+      clusterlab run -n 4 --rto-min 5ms --rto-min-jitter 20ms -- python prog.py
+      clusterlab run -n 4 --backend mpi -- python prog.py        # the same program under mpiexec
+
+    \b
+    On several machines (MPICH's mpiexec; see docs/comm.md, "Running on real clusters"):
+      clusterlab run --hostfile hosts -n 8 --iface eth1 -- mine data.dat
     """
-    from clusterlab.cluster.local import launch
+    from clusterlab.cluster.local import RankHost, launch
     from clusterlab.net.transport_config import TransportConfig
 
-    config = TransportConfig(
-        sndbuf=_size(sndbuf), rcvbuf=_size(rcvbuf), nodelay=not no_nodelay, congestion=congestion,
-        rto_min=_dur(rto_min), rto_min_jitter=_dur(rto_min_jitter) or 0.0, rto_max=_dur(rto_max),
-        rto_max_jitter=_dur(rto_max_jitter) or 0.0, seed=seed)
+    config = TransportConfig.parse(transport, place="socket")
     argv = resolve_command(list(command))
-    kw = dict(config=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout), grace=_dur(grace))
-    if backend == "tcp":
-        res = launch(argv, n, **kw)
+    kw = dict(config=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout), grace=_dur(grace),
+              setup_timeout=_dur(setup_timeout))
+    if launcher is None:
+        launcher = "mpiexec" if backend == "mpi" or hostfile or mpiexec_args else "local"
+    if launcher == "local":
+        if backend == "mpi":
+            raise ConfigError("--backend mpi needs --launcher mpiexec (MPI starts the ranks)")
+        if hostfile or mpiexec_args:
+            raise ConfigError("--hostfile and --mpiexec-args need --launcher mpiexec")
+        if iface:
+            from clusterlab.cluster.address import choose
+
+            kw["hosts"] = [RankHost(bind=choose(iface=iface)) for _ in range(n)]
+        res = launch(argv, n, rendezvous_host=rendezvous_host or "127.0.0.1", **kw)
     else:
         from clusterlab.cluster.mpirun import launch_mpi
 
-        res = launch_mpi(argv, n, **kw)
+        res = launch_mpi(argv, n, backend=backend, hostfile=hostfile, iface=iface, rendezvous_host=rendezvous_host,
+                         mpiexec_args=shlex.split(mpiexec_args or ""), **kw)
     if res.interrupted:
         click.echo(f"clusterlab run: {res.reason}", err=True)
         sys.exit(130)
     if not res.ok:
-        click.echo(f"clusterlab run: {res.reason}", err=True)
+        click.echo(failure_text(res), err=True)
+        if res.user_error:
+            sys.exit(2)
         codes = [rc for rc in res.returncodes if rc > 0]
         sys.exit(codes[0] if codes else 1)
     return 0
+
+
+def failure_text(res) -> str:
+    """What ``clusterlab run`` prints for a failed job: one line for a clusterlab error in the
+    input or settings; else the failing rank's traceback (its rank printed nothing), what the
+    other ranks raised, and the line naming the rank."""
+    lines = []
+    if not res.user_error:
+        tb = res.tracebacks.get(res.failed_rank)
+        if tb:
+            lines.append(f"clusterlab run: traceback of rank {res.failed_rank}:\n{tb.rstrip()}")
+        lines += [f"clusterlab run: rank {r}: {e}" for r, e in sorted(res.errors.items()) if r != res.failed_rank]
+    lines.append(f"clusterlab run: {res.reason}")
+    return "\n".join(lines)
 
 
 def resolve_command(cmd: list[str]) -> list[str]:

@@ -7,20 +7,28 @@ import json
 import click
 
 from clusterlab.data.io import FORMATS, read_baskets
+from clusterlab.errors import ConfigError
 
 
 @click.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: from the extension; .dat is FIMI).")
-@click.option("--top", default=10, show_default=True, help="How many of the most frequent items to list.")
+@click.option("--top", default=10, show_default=True, help="How many of the most frequent items to list (>= 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stats(file, fmt, top, as_json):
     """Transactions, distinct items, average/max length, density and the most frequent items.
 
     \b
-    Example:
+    FILE may also be a pipe or /dev/stdin (FIMI is read as a stream; give --format for
+    CSV or Parquet).
+
+    \b
+    Examples:
       clusterlab stats ../shared/data/T10I4D100K.dat --top 5
+      cat ../shared/data/T10I4D100K.dat | clusterlab stats /dev/stdin --top 3
     """
+    if top < 0:
+        raise ConfigError(f"--top must be >= 0, got {top}")
     s = read_baskets(file, format=fmt).stats(top=top)
     s["file"] = file
     if as_json:

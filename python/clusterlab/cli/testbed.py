@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from clusterlab.cli.options import transport_options
 from clusterlab.errors import ConfigError
 
 
@@ -16,10 +17,10 @@ def topo_options(f):
     for opt in reversed([
         click.option("--rate", default="155Mbit", show_default=True, help="Link rate (tc syntax)."),
         click.option("--buffer", default="64KB", show_default=True, help="Switch output buffer per port (bytes)."),
-        click.option("--host-queue", default="256KB", show_default=True,
-                     help="Host egress queue (bytes). Modest, so RTTs stay short; when a host bursts more "
-                          "than this it drops locally, and a flow with nothing in flight then waits >= 200 ms "
-                          "(TCP's probe timer). A NIC-like 1000 packets: 9MB at MTU 9000."),
+        click.option("--host-queue", default="1000p", show_default=True,
+                     help="Host egress queue: bytes (256KB) or packets (1000p, a NIC's txqueuelen: 9 MB at MTU "
+                          "9000). A shallower queue drops when a host bursts, and a flow whose packet it refused "
+                          "with nothing in flight waits >= 200 ms (the kernel's fixed probe timer)."),
         click.option("--mtu", default=9000, show_default=True, type=int, help="Interface MTU."),
         click.option("--dilation", default=1.0, show_default=True, type=float,
                      help="Divide rates by k, multiply timers by k, report times divided by k."),
@@ -27,7 +28,6 @@ def topo_options(f):
         click.option("--no-rps", is_flag=True, help="Do not pin receive processing to one CPU per interface."),
         click.option("--offloads/--no-offloads", default=False, show_default=True,
                      help="Keep TSO/GSO/GRO on (off by default: real links carry MTU-sized packets)."),
-        click.option("--tb-seed", default=0, show_default=True, type=int, help="Seed of the per-host draws."),
     ]):
         f = opt(f)
     return f
@@ -45,10 +45,12 @@ def testbed():
     """A cluster of network namespaces on this machine (needs root).
 
     \b
-    Example:
+    Examples:
       clusterlab testbed up --hosts 16 --rate 155Mbit --buffer 64KB --name lab
+      clusterlab testbed status
       clusterlab testbed exec lab h3 -- ip -br addr
       clusterlab testbed down lab
+      clusterlab testbed clean lab         # after a crash of the program that built it
     """
 
 
@@ -56,21 +58,25 @@ def testbed():
 @click.option("--hosts", default=4, show_default=True, type=int)
 @click.option("--name", default=None, help="Short name (1-8 lowercase letters/digits); random if omitted.")
 @topo_options
-@click.option("--rto-min", default=None, help="Per-host minimum RTO (namespace sysctl), e.g. 5ms.")
-@click.option("--rto-jitter", default=None, help="Per-host random extra on the minimum RTO, e.g. 100ms.")
-@click.option("--rto-max", default=None, help="Per-host maximum RTO (1s..120s), e.g. 1s.")
-@click.option("--rmem", default=None, help="tcp_rmem: one size or 'min default max'.")
-@click.option("--wmem", default=None, help="tcp_wmem: one size or 'min default max'.")
+@transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"), nodelay=False)
 @click.option("--json", "as_json", is_flag=True)
-def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, offloads, tb_seed,
-       rto_min, rto_jitter, rto_max, rmem, wmem, as_json):
-    """Bring a testbed up and leave it running (take it down with ``down``)."""
-    from clusterlab.cluster.testbed import TcpSettings, Testbed
+def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, offloads, transport, as_json):
+    """Bring a testbed up and leave it running (take it down with ``down``).
+
+    \b
+    The RTO bounds are per-host sysctls (x --dilation); a setting the kernel cannot take
+    is refused with the reason (e.g. a maximum below 1 s needs --dilation).
+    Examples:
+      clusterlab testbed up --hosts 16 --rate 155Mbit --buffer 64KB --name lab
+      clusterlab testbed up --hosts 16 --rto-min 5ms --rto-jitter 100ms --seed 1 --name lab
+      clusterlab testbed up --hosts 16 --dilation 4 --rto-min 200ms --rto-max-offset 100ms --name lab
+    """
+    from clusterlab.cluster.testbed import Testbed
+    from clusterlab.net.transport_config import TransportConfig
 
     topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage)
-    tcp = TcpSettings(rto_min=rto_min, rto_jitter=rto_jitter, rto_max=rto_max, rmem=rmem, wmem=wmem,
-                      seed=tb_seed, dilation=dilation)
-    tb = Testbed(topo, name=name, tcp=tcp, rps=not no_rps, offloads_off=not offloads, keep=True).up()
+    config = TransportConfig.parse(transport, place="testbed")
+    tb = Testbed(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
     info = {"name": tb.name, "hosts": len(tb.hosts), "seconds": round(tb.timings["up"], 3),
             "warnings": tb.warnings}
     if as_json:
@@ -86,7 +92,13 @@ def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, of
 @click.argument("name", required=False)
 @click.option("--all", "all_", is_flag=True, help="Every clusterlab testbed.")
 def down(name, all_):
-    """Take testbed NAME down (its processes are killed)."""
+    """Take testbed NAME down (its processes are killed).
+
+    \b
+    Examples:
+      clusterlab testbed down lab
+      clusterlab testbed down --all        # every clusterlab testbed on this machine
+    """
     from clusterlab.cluster.testbed import clean
     from clusterlab.cluster.testbed.topo import check_name
 
@@ -97,12 +109,30 @@ def down(name, all_):
 
 
 @testbed.command("clean")
-def clean_cmd():
-    """Remove every clusterlab namespace, link and process, whatever state they were left in."""
-    from clusterlab.cluster.testbed import clean, leftovers
+@click.argument("name", required=False)
+@click.option("--all", "all_", is_flag=True, help="Every clusterlab testbed on this machine (also other users').")
+def clean_cmd(name, all_):
+    """Remove testbed NAME's namespaces, links and processes, whatever state they were left in
+    (after a crash or a SIGKILL of its driver).
 
-    res = clean(None)
-    left = leftovers(None)
+    \b
+    Examples:
+      clusterlab testbed clean lab
+      clusterlab testbed clean --all       # every clusterlab testbed on this machine
+    """
+    from clusterlab.cluster.testbed import clean, leftovers
+    from clusterlab.cluster.testbed.topo import check_name
+
+    if not name and not all_:
+        raise ConfigError("name the testbed to clean (clusterlab testbed status lists them), or pass --all "
+                          "to remove every clusterlab testbed on this machine")
+    if name and all_:
+        raise ConfigError("give a testbed name or --all, not both")
+    target = None if all_ else check_name(name)
+    res = clean(target)
+    left = leftovers(target)
+    if target is not None:
+        left["links"] = [n for n in left["links"] if n.startswith("clab" + target)]
     click.echo(f"removed {res['namespaces']} namespaces, {res['links']} links, killed {res['processes']} processes")
     if any(left.values()):
         raise ConfigError(f"still present after clean: {left}")
@@ -112,7 +142,13 @@ def clean_cmd():
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True)
 def status(name, as_json):
-    """List testbeds (or describe NAME)."""
+    """List testbeds (or describe NAME).
+
+    \b
+    Examples:
+      clusterlab testbed status
+      clusterlab testbed status lab --json
+    """
     from clusterlab.cluster.testbed.clean import namespaces, state_files
 
     names = sorted({os.path.basename(f)[:-5] for f in state_files()} |
@@ -130,7 +166,7 @@ def status(name, as_json):
             st = json.load(open(os.path.join(STATE_DIR, f"{n}.json")))
             d.update(hosts=len(st["hosts"]), topo=st["topo"], driver_pid=st.get("driver_pid"))
         except (OSError, ValueError):
-            d["note"] = "no state file (left by a crashed driver? run clusterlab testbed clean)"
+            d["note"] = f"no state file (left by a crashed driver? run clusterlab testbed clean {n})"
         out.append(d)
     if as_json:
         click.echo(json.dumps(out, indent=1))
@@ -149,7 +185,13 @@ def status(name, as_json):
 @click.argument("host")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def exec_cmd(name, host, command):
-    """Run COMMAND inside HOST of testbed NAME (``sw`` is the switch)."""
+    """Run COMMAND inside HOST of testbed NAME (``sw`` is the switch).
+
+    \b
+    Examples:
+      clusterlab testbed exec lab h3 -- ip -br addr
+      clusterlab testbed exec lab sw -- tc -s qdisc show dev p0
+    """
     from clusterlab.cluster.testbed import Testbed
 
     tb = Testbed.attach(name)

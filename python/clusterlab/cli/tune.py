@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
-import threading
-import time
 
 import click
 
 from clusterlab.bench import pingpong as pp
 from clusterlab.bench.collective import sweep
+from clusterlab.bench.setup import connection_setup_times
 from clusterlab.bench.spmd import BACKENDS, spmd
 from clusterlab.comm import costmodel
 from clusterlab.errors import ConfigError
@@ -20,45 +18,12 @@ from clusterlab.errors import ConfigError
 
 @click.group()
 def tune():
-    """Fit models of this cluster from measurements."""
+    """Fit models of this cluster from measurements.
 
-
-def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[float]:
-    """Seconds to open a TCP connection and exchange one byte each way (what a connection
-    costs before the first message), ``count`` times on ``host``."""
-    lsock = socket.create_server((host, 0))
-    lsock.settimeout(10)
-    port = lsock.getsockname()[1]
-    out: list[float] = []
-    err: list[BaseException] = []
-
-    def serve():
-        try:
-            for _ in range(count):
-                c, _ = lsock.accept()
-                with c:
-                    c.settimeout(10)
-                    c.sendall(c.recv(1))
-        except OSError as e:
-            err.append(e)
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        for _ in range(count):
-            t0 = time.perf_counter()
-            with socket.create_connection((host, port), timeout=10) as s:
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                s.sendall(b"x")
-                if s.recv(1) != b"x":
-                    raise ConfigError("connection set-up timing: echo server answered wrongly")
-            out.append(time.perf_counter() - t0)
-    finally:
-        t.join(10)
-        lsock.close()
-    if err:
-        raise ConfigError(f"connection set-up timing failed: {err[0]}")
-    return out
+    \b
+    Example:
+      clusterlab tune model -n 2 -o model.json
+    """
 
 
 @tune.command()

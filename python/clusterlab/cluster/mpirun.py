@@ -1,29 +1,37 @@
-"""Run a job under MPI's own launcher (``mpiexec``), for the MPI backend or for the TCP mesh
-bootstrapped through MPI.
+"""Run a job under MPI's own launcher (``mpiexec``, MPICH's hydra): on this machine, or on the
+hosts of a hostfile (``-f``), for the MPI backend or for clusterlab's TCP mesh.
 
-The ranks get the MPI backend (``CLUSTERLAB_BACKEND=mpi``) or the TCP mesh whose addresses
-travel through MPI (``tcp``). As with the local launcher, each rank authenticates to a small
-result server of ours (per-job secret in the environment) so that ``run(fn, n,
-backend="mpi")`` can collect return values and error reports without pickle. When a rank dies,
-MPICH's process manager ends the job; the rank named is the one that reported an error, or
-else the first whose connection dropped without a result.
+As with the local launcher, each rank checks in at our rendezvous (``cluster.rendezvous``,
+per-job secret in the environment, which hydra passes on to every host): with the TCP mesh it
+receives the address table there (each rank listens on its host's routable address:
+``cluster.address``), and ``run(fn, n, backend="mpi")`` collects return values and error
+reports without pickle. The same :class:`~clusterlab.cluster.supervisor.Supervisor` as the
+local launcher forwards Ctrl-C, enforces the timeouts and kills what is left (including the
+processes hydra starts in process groups of their own). The rank named on failure is the one
+that reported its own error, else the first whose link dropped without a result or a goodbye;
+a rank that never checks in is named with the host the hostfile put it on.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
-import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from clusterlab.cluster import local
+from clusterlab.cluster import address, contract
+from clusterlab.cluster.rendezvous import RankLink, Rendezvous
+from clusterlab.cluster.supervisor import (
+    JobResult,
+    Supervisor,
+    check_capacity,
+    check_command,
+    describe_status,
+)
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 
@@ -36,111 +44,172 @@ def mpiexec_path() -> str | None:
     return shutil.which("mpiexec")
 
 
+def read_hostfile(path: str) -> list[tuple[str, int]]:
+    """``(host, slots)`` per line of a hydra hostfile (``host[:slots]``, ``#`` comments)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the hostfile: {e.strerror}") from None
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        host, _, rest = line.partition(":")
+        slots = rest.split(":", 1)[0].strip() or "1"
+        if not host or not slots.isdigit() or int(slots) < 1:
+            raise ConfigError(f"{path}:{i}:1: expected host or host:slots (slots >= 1), got {line!r}")
+        out.append((host.strip(), int(slots)))
+    if not out:
+        raise ConfigError(f"{path}: the hostfile names no host")
+    return out
+
+
+def placement(hosts: list[tuple[str, int]], n: int) -> list[str]:
+    """The host of each rank as hydra places them by default: fill each host's slots in
+    order, then start over.
+
+    >>> placement([("a", 2), ("b", 1)], 5)
+    ['a', 'a', 'b', 'a', 'a']
+    """
+    order = [h for h, k in hosts for _ in range(k)]
+    return [order[r % len(order)] for r in range(n)]
+
+
+def launcher_address(hosts: list[tuple[str, int]], iface: str | None = None) -> str:
+    """Where the rendezvous listens for a job on ``hosts``: ``iface``'s address, else the
+    source of this machine's route towards the first host that is not this one."""
+    if iface:
+        return address.choose(iface=iface)
+    for h, _ in hosts:
+        src = address.route_source(h)
+        if src is not None and not src.startswith("127."):
+            return src
+    return "127.0.0.1"
+
+
 def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None, backend: str = "mpi",
                env: dict[str, str] | None = None, timeout: float | None = None, comm_timeout: float | None = None,
                grace: float = 3.0, stdin=subprocess.DEVNULL, mpiexec: str | None = None,
-               setup_timeout: float = 60.0) -> local.JobResult:
-    """``mpiexec -n n argv`` with result collection; returns a ``JobResult`` like ``launch``."""
+               setup_timeout: float = 60.0, hostfile: str | None = None, mpiexec_args: list[str] | tuple = (),
+               iface: str | None = None, rendezvous_host: str | None = None,
+               handshake_timeout: float = 5.0) -> JobResult:
+    """``mpiexec [-f hostfile] [mpiexec_args] -n n argv``; returns a ``JobResult`` like ``launch``.
+
+    ``iface``: the interface (or address) every rank's mesh listens on (``CLUSTERLAB_IFACE``;
+    default: the route towards the rendezvous). ``rendezvous_host``: the address the
+    launcher listens on (default: loopback, or with a hostfile ``iface``'s address or the
+    route towards the hosts). ``setup_timeout``: every rank must check in within it.
+    """
     mpiexec = mpiexec or mpiexec_path()
     if mpiexec is None:
         raise ConfigError("mpiexec not found (install the extra: pip install 'clusterlab[mpi]')")
     if n < 1:
         raise ConfigError(f"number of ranks must be at least 1 (got {n})")
+    if not argv:
+        raise ConfigError("no command to run")
+    if backend not in ("tcp", "mpi"):
+        raise ConfigError(f"unknown backend {backend!r} (tcp or mpi)")
+    hosts = read_hostfile(hostfile) if hostfile else None
+    if hosts is None:  # every rank on this machine
+        check_capacity(n)
+        check_command(argv)
+    if rendezvous_host is None:
+        rendezvous_host = launcher_address(hosts, iface) if hosts else "127.0.0.1"
     secret = secrets.token_bytes(32)
-    t0 = time.monotonic()
-    lsock = socket.create_server(("127.0.0.1", 0), backlog=max(n, 16))
-    rhost, rport = lsock.getsockname()[:2]
-    e = dict(os.environ if env is None else env)
-    e.update({local.ENV_RDV: f"{rhost}:{rport}", local.ENV_SECRET: secret.hex(), local.ENV_SIZE: str(n),
-              local.ENV_TRANSPORT: (config or TransportConfig()).to_json(), local.ENV_BACKEND: backend})
-    e.pop(local.ENV_RANK, None)
-    if comm_timeout is not None:
-        e[local.ENV_TIMEOUT] = str(comm_timeout)
-    proc = subprocess.Popen([mpiexec, "-n", str(n), *argv], env=e, stdin=stdin,
-                            preexec_fn=local._pdeathsig_preexec())
-    pidfd = os.pidfd_open(proc.pid)
-    ranks = [_Slot(r) for r in range(n)]
-    poller = select.poll()
-    fd_kind: dict = {lsock.fileno(): ("listen", None), pidfd: ("exit", None)}
-    poller.register(lsock.fileno(), select.POLLIN)
-    poller.register(pidfd, select.POLLIN)
-    res = local.JobResult(returncodes=[0] * n, results=[None] * n)
-    state = {"sig": None}
-    old = {}
-    if local.threading_is_main():
-        for s in (signal.SIGINT, signal.SIGTERM):
-            old[s] = signal.signal(s, lambda signum, _f: state.__setitem__("sig", signum))
-    dropped: list[int] = []
-    rc = None
-    try:
-        fail_at = None
-        while rc is None:
-            now = time.monotonic()
-            if state["sig"] is not None and not res.interrupted:
-                res.interrupted, res.reason = True, f"interrupted by {signal.Signals(state['sig']).name}"
-                local._killpg(proc.pid, state["sig"])
-                fail_at = now
-            if timeout is not None and now - t0 > timeout and fail_at is None:
-                res.failed_rank, res.reason = -1, f"job timed out after {timeout:g} s"
-                local._killpg(proc.pid, signal.SIGTERM)
-                fail_at = now
-            if fail_at is not None and now > fail_at + grace:
-                local._killpg(proc.pid, signal.SIGKILL)
-            for fd, _ev in poller.poll(100):
-                kind, rk = fd_kind.get(fd, (None, None))
-                if kind == "listen":
-                    local._accept_rank(lsock, secret, ranks, poller, fd_kind, n)
-                elif kind == "exit":
-                    info = os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOWAIT)
-                    rc = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-                elif kind == "conn":
-                    local._read_conn(rk, poller, fd_kind)
-                    if rk.conn is None and rk.result is None:
-                        dropped.append(rk.rank)
-        # mpiexec can exit a moment before its ranks' last words reach us: wait for each
-        # connection to close (bounded), reading what comes
-        end = time.monotonic() + 2.0
-        while any(rk.conn is not None for rk in ranks) and time.monotonic() < end:
-            for fd, _ev in poller.poll(50):
-                kind, rk = fd_kind.get(fd, (None, None))
-                if kind == "conn":
-                    local._read_conn(rk, poller, fd_kind)
-                    if rk.conn is None and rk.result is None:
-                        dropped.append(rk.rank)
-    finally:
-        local._killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            proc.wait(timeout=5)
-        os.close(pidfd)
-        for rk in ranks:
-            if rk.conn is not None:
-                rk.conn.close()
-        lsock.close()
-        for s, h in old.items():
-            signal.signal(s, h)
-    res.elapsed = time.monotonic() - t0
-    for rk in ranks:
-        res.results[rk.rank] = rk.result
-        if rk.error:
-            res.errors[rk.rank] = rk.error
-    if rc != 0 or res.errors:
-        res.returncodes = [rc if rc else 1] * n
-        if res.failed_rank is None and not res.interrupted:
-            if res.errors:
-                r = min(res.errors)
-                res.failed_rank, res.reason = r, f"rank {r} failed: {res.errors[r]}"
-            else:
-                r = dropped[0] if dropped else next((rk.rank for rk in ranks if rk.result is None), 0)
-                res.failed_rank = r
-                res.reason = f"rank {r} died (mpiexec {local._describe_status(rc)})"
-    return res
+    with Supervisor(grace=grace, timeout=timeout, track_descendants=True) as sup:
+        rdv = Rendezvous(sup, n, secret, rendezvous_host, handshake_timeout=handshake_timeout)
+        if hosts:
+            rdv.expected_nodes = placement(hosts, n)
+        job = _MpiJob(sup, rdv, backend, setup_timeout)
+        try:
+            rhost, rport = rdv.address
+            e = dict(os.environ if env is None else env)
+            e.update({contract.ENV_RDV: f"{rhost}:{rport}", contract.ENV_SECRET: secret.hex(),
+                      contract.ENV_SIZE: str(n), contract.ENV_BACKEND: backend,
+                      contract.ENV_TRANSPORT: (config or TransportConfig()).to_json(),
+                      contract.ENV_SETUP_TIMEOUT: str(setup_timeout)})
+            for k in (contract.ENV_RANK, contract.ENV_BIND, contract.ENV_IFACE):
+                e.pop(k, None)
+            if iface:
+                e[contract.ENV_IFACE] = iface
+            if comm_timeout is not None:
+                e[contract.ENV_TIMEOUT] = str(comm_timeout)
+            cmd = [mpiexec, *(["-f", hostfile] if hostfile else []), *mpiexec_args, "-n", str(n), *argv]
+            job.mpiexec = sup.spawn(cmd, e, stdin, rank=-1, what="mpiexec")
+            while sup.alive():
+                job.tick()
+                sup.step()
+            # mpiexec can exit a moment before its ranks' last words reach us: wait for each
+            # link to close (bounded), reading what comes
+            end = time.monotonic() + 2.0
+            while rdv.connected and time.monotonic() < end:
+                sup.step(max_wait=0.05)
+        finally:
+            rdv.close()
+    return job.result()
 
 
-class _Slot:
-    """Per-rank state for the result server (the fields ``local`` helpers use)."""
+class _MpiJob:
+    def __init__(self, sup: Supervisor, rdv: Rendezvous, backend: str, setup_timeout: float):
+        self.sup, self.rdv, self.backend, self.setup_timeout = sup, rdv, backend, setup_timeout
+        self.mpiexec = None
+        self.decided = False
+        rdv.on_hello = self._hello
+        rdv.on_error = rdv.blame
+        rdv.on_lost = self._lost
 
-    __slots__ = ("rank", "conn", "hello", "result", "error")
+    def _hello(self, _link: RankLink) -> None:
+        if all(lk.hello for lk in self.rdv.links):
+            if self.backend == "tcp" and self.sup.failed_rank is None:
+                self.rdv.send_table()
+            self.rdv.stop_accepting()
 
-    def __init__(self, rank):
-        self.rank, self.conn, self.hello, self.result, self.error = rank, None, None, None, None
+    def _lost(self, link: RankLink) -> None:
+        if link.result is None and not link.bye and link.error is None:
+            self.sup.fail(link.rank, f"rank {link.rank} died")
 
+    def tick(self) -> None:
+        self.rdv.expire()
+        if not self.decided and self.sup.failed_rank is None and not self.sup.interrupted \
+                and time.monotonic() - self.sup.t0 > self.setup_timeout \
+                and not all(lk.hello for lk in self.rdv.links):
+            missing = [lk.rank for lk in self.rdv.links if lk.hello is None]
+            r = missing[0]
+            on = f" on {self.rdv.node_of(r)}" if self.rdv.node_of(r) else ""
+            reason = (f"rank {r}{on} did not check in within {self.setup_timeout:g} s (it could not reach the "
+                      f"launcher at {self.rdv.address[0]}:{self.rdv.address[1]}, or did not start)")
+            if len(missing) > 1:
+                reason += f"; nor did ranks {missing[1:]}"
+            self.decided = True
+            self.rdv.abort_set_up(r, reason, now=True)
+
+    def result(self) -> JobResult:
+        rdv = self.rdv
+        rc = self.mpiexec.rc if self.mpiexec is not None and self.mpiexec.rc is not None else 1
+        res = rdv.job_result()
+        if rc != 0 or res.errors or res.failed_rank is not None:
+            res.returncodes = [rc if rc else 1] * len(rdv.links)
+        if res.interrupted or res.failed_rank == -1 or self.decided:
+            return res
+        judged = rdv.culprit(None)
+        if judged is not None:
+            r, reason, res.user_error = judged
+            if rdv.links[r].error is None:  # a death: say what mpiexec saw
+                reason += f" (mpiexec {_mpiexec_status(rc)})"
+            res.failed_rank, res.reason = r, reason
+        elif rc != 0:
+            r = next((lk.rank for lk in rdv.links if lk.result is None and not lk.bye), 0)
+            res.failed_rank, res.reason = r, f"rank {r} died (mpiexec {_mpiexec_status(rc)})"
+        return res
+
+
+def _mpiexec_status(rc: int) -> str:
+    """Hydra exits with a failed rank's status, or with the signal number that killed it."""
+    text = describe_status(rc)
+    if 0 < rc < 65:
+        try:
+            text += f": a rank exited with {rc} or was killed by {signal.Signals(rc).name}"
+        except ValueError:
+            pass
+    return text

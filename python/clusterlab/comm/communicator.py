@@ -17,6 +17,7 @@ instead of hanging.
 from __future__ import annotations
 
 import abc
+import time
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ class Communicator(abc.ABC):
     rank: int
     size: int
     default_timeout: float = 60.0
+    connections: str = "persistent"  # or "per_call": connections set up by every collective
 
     # --- point to point (backends) ---------------------------------------------------------
     @abc.abstractmethod
@@ -71,7 +73,54 @@ class Communicator(abc.ABC):
         """Send ``data`` to rank ``dest``. Returns once the data is handed to the transport."""
         self._check_peer(dest)
         self._check_tag(tag)
+        if self._pacing:
+            self._pace_wait(dest, nbytes(data))
         self._send(dest, data, tag)
+
+    # --- pacing (what a rate-paced algorithm asks of the transport) --------------------------
+    _pacing: dict = {}  # dest -> [rate bytes/s, time the next send may start]; per instance once set
+
+    def pace(self, dest: int, rate: float | None) -> None:
+        """Send to ``dest`` at most ``rate`` bytes per second from now on (None: unpaced).
+        This generic version delays each ``send`` until the previous ones fit the rate; the TCP
+        mesh lets the kernel pace the connection instead (``SO_MAX_PACING_RATE``).
+
+        >>> from clusterlab.comm.inproc import run_threads
+        >>> def job(c):
+        ...     if c.rank == 0:
+        ...         c.pace(1, 1e6)                 # 1 MB/s: ten 10 kB messages take 0.09 s or more
+        ...         t = time.monotonic()
+        ...         for _ in range(10):
+        ...             c.send(1, bytes(10_000))
+        ...         c.pace(1, None)
+        ...         return time.monotonic() - t >= 0.09
+        ...     return [len(c.recv(0)) for _ in range(10)] == [10_000] * 10
+        >>> run_threads(job, 2)
+        [True, True]
+        """
+        self._check_peer(dest)
+        if rate is not None and not rate > 0:
+            raise ValueError(f"pacing rate must be > 0 bytes/s or None, got {rate!r}")
+        if "_pacing" not in self.__dict__:
+            self._pacing = {}
+        if rate is None or rate == float("inf"):
+            self._pacing.pop(dest, None)
+        else:
+            self._pacing[dest] = [float(rate), time.monotonic()]
+
+    def _pace_wait(self, dest: int, n: int) -> None:
+        p = self._pacing.get(dest)
+        if p is None:
+            return
+        now = time.monotonic()
+        if p[1] > now:
+            time.sleep(p[1] - now)
+        p[1] = max(p[1], now) + n / p[0]
+
+    def receive_buffer(self, source: int) -> int | None:
+        """Bytes the transport can hold for us from ``source`` before the sender must stop
+        (the socket receive buffer on TCP); None when the backend does not say."""
+        return None
 
     def recv(self, source: int, tag: int = 0, timeout: float | None = None):
         """Receive the next message from ``source`` with ``tag``."""

@@ -47,6 +47,7 @@ from clusterlab.errors import ConfigError
 
 _picks: dict[tuple, str] = {}
 ENV = "CLUSTERLAB_COSTMODEL"  # path of a fitted model every rank loads (same file on every rank)
+MODES = ("persistent", "per_call")  # connection modes (comm/tcp/percall.py)
 FORMAT = "clusterlab-costmodel/1"
 
 
@@ -111,6 +112,39 @@ class CostModel:
             _picks.clear()
         _picks[key] = best
         return best
+
+    # --- connection modes (seed 002: set-up counted per call, or paid once) -----------------
+    def setup_time(self, n: int) -> float:
+        """Seconds a rank spends setting up its connections to the other ``n - 1`` ranks (the
+        full mesh: what the persistent mesh pays once per job and per-call mode per call)."""
+        return self.setup * max(n - 1, 0)
+
+    def predict_mode(self, op: str, algorithm: str, m: float, n: int, mode: str = "persistent",
+                     calls: int = 1) -> float:
+        """Predicted seconds per call of ``algorithm`` in connection ``mode`` over a job of
+        ``calls`` collective calls: ``per_call`` pays the set-up every call, ``persistent``
+        once, spread over the calls."""
+        if mode not in MODES:
+            raise ValueError(f"unknown connection mode {mode!r} (one of {', '.join(MODES)})")
+        if calls < 1:
+            raise ValueError(f"calls must be >= 1, got {calls}")
+        t = self.predict(op, algorithm, m, n)
+        return t + (self.setup_time(n) if mode == "per_call" else self.setup_time(n) / calls)
+
+    def choose(self, op: str, m: float, n: int, exact: bool = False, calls: int = 1,
+               modes: tuple[str, ...] = ("persistent", "per_call")) -> tuple[str, str, float]:
+        """``(mode, algorithm, predicted seconds per call)``: the cheapest connection mode among
+        ``modes`` and algorithm for ``op`` at size ``m`` on ``n`` ranks in a job of ``calls``
+        calls. Over TCP the two modes move data alike, so the set-up decides: per-call costs
+        the same for a one-call job and more for every further call (ties: persistent).
+
+        >>> m = CostModel(setup=1e-3, concurrency=0)
+        >>> m.choose("bcast", 1 << 20, 8, calls=100)[:2], m.choose("bcast", 1 << 20, 8, modes=("per_call",))[:2]
+        (('persistent', 'binomial'), ('per_call', 'binomial'))
+        """
+        name = self.pick(op, m, n, exact)  # set-up does not depend on the algorithm
+        best = min(modes, key=lambda mode: (self.predict_mode(op, name, m, n, mode, calls), mode != "persistent"))
+        return best, name, self.predict_mode(op, name, m, n, best, calls)
 
     # --- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -70,7 +70,7 @@ class MpiCommunicator(Communicator):
             msg += view
             reqs = [self._hdr.Isend([msg, MPI.BYTE], dest, _TAG)]
         else:
-            head = HEADER.pack(frames.MAGIC, kind, ndim, len(meta) - 8 * ndim, _SEPARATE, tag, self.rank, n) + meta
+            head = frames.pack_header(kind, tag, self.rank, n, meta, ndim, flags=_SEPARATE)
             reqs = [self._hdr.Isend([head, MPI.BYTE], dest, _TAG), self._data.Isend([view, MPI.BYTE], dest, _TAG)]
         self._wait(reqs, deadline, f"rank {dest} to receive {n} bytes")
         self._sent[dest] += n

@@ -3,12 +3,18 @@
 - started by clusterlab's launcher (``clusterlab run``, ``cluster.local.run``): the TCP mesh,
   built through the launcher's rendezvous with the per-job secret from the environment;
 - started by ``mpiexec``/``mpirun``: the MPI backend, or, with ``CLUSTERLAB_BACKEND=tcp``,
-  the TCP mesh with its addresses and secret exchanged through MPI;
+  the TCP mesh; its addresses travel through the launcher when ``launch_mpi`` started the
+  job, else through MPI. Each rank listens on its host's routable address (``CLUSTERLAB_BIND``,
+  ``CLUSTERLAB_IFACE``, else the route towards the launcher or the other hosts:
+  ``cluster.address``);
 - started alone: a world of one rank.
 
-The same program therefore runs unchanged under ``clusterlab run -n 4`` and ``mpiexec -n 4``.
-At exit the communicator says goodbye to its peers; an uncaught exception instead tells every
-peer that this rank failed (they raise ``PeerFailure`` naming it).
+What a launcher and its ranks say to each other is ``cluster.contract``. The same program
+therefore runs unchanged under ``clusterlab run -n 4`` and ``mpiexec -n 4``. At exit the
+communicator says goodbye to its peers; an uncaught exception instead tells every peer that
+this rank failed (they raise ``PeerFailure`` naming it) and the launcher what it was: the
+launcher prints it once (one line for a clusterlab error in the input or settings, the
+traceback of a bug), so the rank itself prints nothing.
 
 >>> c = world()
 >>> (c.rank, c.size) if not (under_launcher() or under_mpi()) else (0, 1)
@@ -18,65 +24,68 @@ peer that this rank failed (they raise ``PeerFailure`` naming it).
 from __future__ import annotations
 
 import atexit
-import json
+import ctypes
 import os
 import socket
 import sys
 import threading
 import time
 
+from clusterlab.cluster import address, contract
 from clusterlab.comm.communicator import Communicator
 from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
-from clusterlab.comm.tcp import frames, handshake
+from clusterlab.comm.tcp import handshake
 from clusterlab.comm.tcp.mesh import TcpCommunicator, build_mesh, listen
-from clusterlab.errors import ConfigError
+from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.net.transport_config import TransportConfig
 
 _WORLD: Communicator | None = None
 _LAUNCHER: socket.socket | None = None
+_RANK: int | None = None  # known before the communicator exists (error reports during set-up)
 _LOCK = threading.Lock()
 
 _MPI_ENV = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID", "HYDI_CONTROL_FD")
+_MPI_RANK_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
+DEFAULT_SETUP_TIMEOUT = 60.0
 
 
 def under_launcher() -> bool:
-    from clusterlab.cluster import local
-
-    return local.ENV_RDV in os.environ and local.ENV_RANK in os.environ
+    return contract.ENV_RDV in os.environ and contract.ENV_RANK in os.environ
 
 
 def under_mpi() -> bool:
     return any(k in os.environ for k in _MPI_ENV)
 
 
-def world(timeout: float = 60.0) -> Communicator:
+def world(timeout: float | None = None) -> Communicator:
     """This process's Communicator (created on first call, then the same object).
-    ``timeout`` bounds the set-up (rendezvous and mesh connections)."""
+    ``timeout`` bounds the set-up (rendezvous and mesh connections; default
+    ``CLUSTERLAB_SETUP_TIMEOUT`` or 60 s)."""
     global _WORLD
     with _LOCK:
         if _WORLD is None:
+            setup = timeout if timeout is not None else \
+                float(os.environ.get(contract.ENV_SETUP_TIMEOUT) or DEFAULT_SETUP_TIMEOUT)
+            _install_exit_hooks()
             if under_launcher():
-                _WORLD = _from_launcher(timeout)
+                _WORLD = _join_launcher(int(_env(contract.ENV_RANK)), "tcp", setup)
             elif under_mpi():
-                backend = os.environ.get("CLUSTERLAB_BACKEND", "mpi")
-                if backend == "tcp":
-                    _WORLD = _tcp_over_mpi(timeout)
-                elif backend == "mpi":
+                backend = os.environ.get(contract.ENV_BACKEND, "mpi")
+                if backend not in ("tcp", "mpi"):
+                    raise ConfigError(f"{contract.ENV_BACKEND}={backend!r}: expected tcp or mpi")
+                if contract.ENV_RDV in os.environ:  # started by launch_mpi: join its rendezvous
+                    _WORLD = _join_launcher(_mpi_rank(), backend, setup)
+                elif backend == "tcp":
+                    _WORLD = _tcp_over_mpi(setup)
+                else:
                     from clusterlab.comm.mpi import MpiCommunicator
 
                     _WORLD = MpiCommunicator()
-                else:
-                    raise ConfigError(f"CLUSTERLAB_BACKEND={backend!r}: expected tcp or mpi")
-                from clusterlab.cluster import local
-
-                if local.ENV_RDV in os.environ:  # started by launch_mpi: report results to it
-                    _connect_results(_WORLD.rank, timeout)
             else:
                 _WORLD = TcpCommunicator(0, 1, {}, drainer=False)
-            t = os.environ.get("CLUSTERLAB_TIMEOUT")
+            t = os.environ.get(contract.ENV_TIMEOUT)
             if t:
                 _WORLD.default_timeout = float(t)
-            _install_exit_hooks()
         return _WORLD
 
 
@@ -87,70 +96,139 @@ def _env(name: str) -> str:
     return v
 
 
-def _from_launcher(timeout: float) -> Communicator:
-    global _LAUNCHER
-    from clusterlab.cluster import local
+def _mpi_rank() -> int:
+    for k in _MPI_RANK_ENV:
+        if os.environ.get(k, "").isdigit():
+            return int(os.environ[k])
+    from mpi4py import MPI
 
-    rank, size = int(_env(local.ENV_RANK)), int(_env(local.ENV_SIZE))
-    # keep the secret out of anything this rank starts
-    secret = bytes.fromhex(os.environ.pop(local.ENV_SECRET, "") or _env(local.ENV_SECRET))
-    config = TransportConfig.from_json(os.environ.get(local.ENV_TRANSPORT) or "{}")
-    bind = os.environ.get(local.ENV_BIND, "127.0.0.1")
-    host, _, port = _env(local.ENV_RDV).rpartition(":")
-    deadline = time.monotonic() + timeout
-    listener = listen(bind, 0, config, rank, backlog=max(size, 16))
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def _node() -> str:
+    """The host this rank runs on, as the launcher should name it."""
+    return os.environ.get("PMI_HOSTNAME") or socket.gethostname()
+
+
+def _take_secret() -> bytes:
+    """The job secret, removed from the environment (so programs this rank starts do not
+    inherit it) and blanked in the process's initial environment block (so
+    ``/proc/PID/environ`` no longer shows it)."""
+    name = contract.ENV_SECRET
+    raw = _env(name)
     try:
-        s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        handshake.connect(s, secret, rank, handshake.LAUNCHER, max(deadline - time.monotonic(), 0.1))
-        me = listener.getsockname()
-        local.send_control(s, rank, {"op": "hello", "host": me[0], "port": me[1], "pid": os.getpid()})
-        h, body = local.recv_frame(s, handshake.LAUNCHER, deadline, 1 << 24)
-        msg = json.loads(body)
-        if h.kind == frames.CONTROL and msg.get("op") == "abort":
+        secret = bytes.fromhex(raw)
+    except ValueError:
+        raise ConfigError(f"{name} is not hex") from None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.getenv.restype = ctypes.c_void_p
+        addr = libc.getenv(name.encode())
+    except (OSError, AttributeError):  # pragma: no cover - not glibc/Linux
+        addr = None
+    os.environ.pop(name, None)  # unsetenv: later children do not get it
+    if addr:
+        start = addr - len(name) - 1
+        stat = open("/proc/self/stat").read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        env_start, env_end = int(fields[47]), int(fields[48])  # fields 50 and 51 of proc(5)
+        if env_start <= start and addr + len(raw) <= env_end:  # only the kernel-provided block
+            ctypes.memset(start, 0, len(name) + 1 + len(raw))
+    return secret
+
+
+def _rendezvous() -> tuple[str, int]:
+    host, _, port = _env(contract.ENV_RDV).rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _join_launcher(rank: int, backend: str, timeout: float) -> Communicator:
+    """Check in with the launcher's rendezvous (hello with this rank's mesh address); for the
+    TCP mesh wait for the address table and connect it."""
+    global _LAUNCHER, _RANK
+    _RANK = rank
+    size = int(_env(contract.ENV_SIZE))
+    secret = _take_secret()
+    deadline = time.monotonic() + timeout
+    host, port = _rendezvous()
+    config = TransportConfig.from_json(os.environ.get(contract.ENV_TRANSPORT) or "{}")
+    listener = s = None
+    try:
+        if backend == "tcp":
+            bind = address.choose(bind=os.environ.get(contract.ENV_BIND), iface=os.environ.get(contract.ENV_IFACE),
+                                  towards=host)
+            listener = listen(bind, 0, config, rank, backlog=max(size, 16))
+        try:
+            s = socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.1))
+        except OSError as e:
+            raise CommError(f"rank {rank} cannot reach the launcher at {host}:{port}: {e.strerror or e}") from None
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # last words must not wait for an ACK
+        handshake.connect(s, secret, rank, contract.LAUNCHER, max(deadline - time.monotonic(), 0.1))
+        me = listener.getsockname()[:2] if listener is not None else ("", 0)
+        contract.send_all(s, contract.control_frame(rank, contract.hello(me[0], me[1], _node(), os.getpid())),
+                          max(deadline - time.monotonic(), 0.1))
+        _LAUNCHER = s
+        if backend != "tcp":
+            from clusterlab.comm.mpi import MpiCommunicator
+
+            return MpiCommunicator()
+        msg = contract.recv_control(s, contract.LAUNCHER, deadline)
+        if msg["op"] == "abort":
             raise PeerFailure(int(msg.get("rank", -1)), str(msg.get("detail", "the launcher aborted the job")))
-        if h.kind != frames.CONTROL or msg.get("op") != "table" or len(msg.get("table", ())) != size:
+        if msg["op"] != "table" or len(msg["table"]) != size:
             raise ProtocolError("the launcher sent a malformed address table")
         table = [(str(a), int(p)) for a, p in msg["table"]]
     except BaseException:
-        listener.close()
+        if listener is not None:
+            listener.close()
+        if s is not None and _LAUNCHER is not s:
+            s.close()
         raise
-    _LAUNCHER = s
     return build_mesh(rank, size, table, listener, secret, config, max(deadline - time.monotonic(), 1.0))
 
 
-def _connect_results(rank: int, timeout: float) -> None:
-    global _LAUNCHER
-    from clusterlab.cluster import local
-
-    secret = bytes.fromhex(os.environ.pop(local.ENV_SECRET, "") or _env(local.ENV_SECRET))
-    host, _, port = _env(local.ENV_RDV).rpartition(":")
-    s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # last words must not wait for an ACK
-    handshake.connect(s, secret, rank, handshake.LAUNCHER, timeout)
-    local.send_control(s, rank, {"op": "hello", "host": "", "port": 0, "pid": os.getpid()})
-    _LAUNCHER = s
+_ADDR_BYTES = 1024  # per rank: its candidate addresses, then its mesh address (ASCII)
 
 
 def _tcp_over_mpi(timeout: float) -> Communicator:
-    """TCP mesh whose addresses and secret travel through MPI (buffers only, no pickle)."""
+    """TCP mesh whose addresses and secret travel through MPI (fixed-size buffers, no pickle).
+    Each rank listens on ``CLUSTERLAB_BIND`` / ``CLUSTERLAB_IFACE``'s address, else on the
+    source of its route towards the first rank on another host (loopback if all share one)."""
+    global _RANK
     import numpy as np
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    config = TransportConfig.from_json(os.environ.get("CLUSTERLAB_TRANSPORT") or "{}")
-    bind = os.environ.get("CLUSTERLAB_BIND", "127.0.0.1")
-    listener = listen(bind, 0, config, rank, backlog=max(size, 16))
-    secret = np.frombuffer(os.urandom(32), np.uint8).copy() if rank == 0 else np.empty(32, np.uint8)
-    comm.Bcast(secret, root=0)
-    ip, port = listener.getsockname()[:2]
-    mine = np.zeros(2, np.int64)
-    mine[0] = int.from_bytes(socket.inet_aton(ip), "big")
-    mine[1] = port
-    allv = np.empty(2 * size, np.int64)
-    comm.Allgather(mine, allv)
-    table = [(socket.inet_ntoa(int(allv[2 * r]).to_bytes(4, "big")), int(allv[2 * r + 1])) for r in range(size)]
+    _RANK = rank
+    config = TransportConfig.from_json(os.environ.get(contract.ENV_TRANSPORT) or "{}")
+
+    def allgather_text(text: str) -> list[str]:
+        raw = text.encode()
+        if len(raw) >= _ADDR_BYTES:
+            raise ConfigError(f"rank {rank}: too many addresses to exchange ({text[:80]}...)")
+        mine = np.zeros(_ADDR_BYTES, np.uint8)
+        mine[:len(raw)] = np.frombuffer(raw, np.uint8)
+        every = np.empty(_ADDR_BYTES * size, np.uint8)
+        comm.Allgather(mine, every)
+        return [bytes(every[i * _ADDR_BYTES:(i + 1) * _ADDR_BYTES]).rstrip(b"\0").decode() for i in range(size)]
+
+    bind, iface = os.environ.get(contract.ENV_BIND), os.environ.get(contract.ENV_IFACE)
+    if bind or iface:
+        ip = address.choose(bind=bind, iface=iface)
+    else:
+        mine = [a for _, a in address.local_addresses()]
+        peers = [t.split() for t in allgather_text(" ".join(mine))]
+        ip = address.choose_among_peers(mine, peers[:rank] + peers[rank + 1:])
+    listener = listen(ip, 0, config, rank, backlog=max(size, 16))
+    try:
+        secret = np.frombuffer(os.urandom(32), np.uint8).copy() if rank == 0 else np.empty(32, np.uint8)
+        comm.Bcast(secret, root=0)
+        host, port = listener.getsockname()[:2]
+        table = [(h, int(p)) for h, p in (t.rsplit(" ", 1) for t in allgather_text(f"{host} {port}"))]
+    except BaseException:
+        listener.close()
+        raise
     return build_mesh(rank, size, table, listener, secret.tobytes(), config, timeout)
 
 
@@ -158,32 +236,39 @@ def _tcp_over_mpi(timeout: float) -> Communicator:
 
 def send_result(body: bytes, tag: int) -> None:
     """Send this rank's return value to the launcher (no-op when there is none)."""
-    if _LAUNCHER is not None and _WORLD is not None:
-        from clusterlab.cluster import local
+    if _LAUNCHER is not None and _RANK is not None:
+        contract.send_all(_LAUNCHER, contract.result_frame(_RANK, body, tag), 30.0)
 
-        local.send_frame(_LAUNCHER, frames.DATA_BYTES, tag, _WORLD.rank, body, timeout=30.0)
+
+def _tell_launcher(msg: dict) -> bool:
+    if _LAUNCHER is None or _RANK is None:
+        return False
+    try:
+        contract.send_all(_LAUNCHER, contract.control_frame(_RANK, msg), 2.0)
+    except (OSError, CommError):
+        return False
+    return True
+
+
+def _fail(report: dict) -> bool:
+    """Tell the launcher and every peer that this rank failed; True if the launcher heard it."""
+    global _ABORTED
+    _ABORTED = True
+    told = _tell_launcher(report)
+    abort = getattr(_WORLD, "abort", None)
+    if abort is not None:
+        try:
+            abort(report["detail"])
+        except (OSError, CommError):
+            pass
+    return told
 
 
 def report_error(detail: str, tb: str = "") -> None:
     """Tell the launcher and every peer that this rank failed with ``detail``."""
-    global _ABORTED
-    _ABORTED = True
-    w = _WORLD
-    if w is None:
-        return
-    if _LAUNCHER is not None:
-        from clusterlab.cluster import local
-
-        try:
-            local.send_control(_LAUNCHER, w.rank, {"op": "error", "detail": detail, "traceback": tb[-4000:]}, 2.0)
-        except (OSError, CommError):
-            pass
-    abort = getattr(w, "abort", None)
-    if abort is not None:
-        try:
-            abort(detail)
-        except (OSError, CommError):
-            pass
+    rank = _RANK if _RANK is not None else -1
+    _fail({"op": "error", "detail": detail, "traceback": tb[-contract.MAX_TRACEBACK:], "user": False,
+           "culprit": rank})
 
 
 _ABORTED = False
@@ -201,21 +286,30 @@ def _install_exit_hooks() -> None:
         import traceback
 
         text = "".join(traceback.format_exception(tp, value, tb))
-        if not _ABORTED and not issubclass(tp, (SystemExit,)):
-            report_error(f"{tp.__name__}: {value}", text)
+        if not _ABORTED and _fail(contract.error_report(_RANK if _RANK is not None else -1, value, text)):
+            return  # the launcher prints it, once for the job
+        if isinstance(value, ClusterlabError):
+            who = f"rank {_RANK}: " if _RANK is not None else ""
+            _write(f"clusterlab: error: {who}{tp.__name__}: {value}\n")
+            return
         if prev is sys.__excepthook__:
             # One write: ranks share the launcher's stderr, and the default hook's many small
             # writes interleave with other ranks' tracebacks into unreadable (and ungreppable) text.
-            try:
-                sys.stderr.flush()
-                os.write(2, text.encode(errors="replace"))
+            if _write(text):
                 return
-            except OSError:
-                pass
         prev(tp, value, tb)
 
     sys.excepthook = hook
     atexit.register(_at_exit)
+
+
+def _write(text: str) -> bool:
+    try:
+        sys.stderr.flush()
+        os.write(2, text.encode(errors="replace"))
+    except OSError:
+        return False
+    return True
 
 
 def _at_exit() -> None:
@@ -225,4 +319,5 @@ def _at_exit() -> None:
     try:
         w.close()
     except (CommError, CommTimeout, OSError):
-        pass
+        return
+    _tell_launcher({"op": "bye"})

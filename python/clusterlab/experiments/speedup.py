@@ -1,6 +1,8 @@
-"""The speedup study of seed 000 (Fig. 6): one parallel miner on 1..N local ranks, once per
-transport setting (e.g. default TCP retransmission timers vs a tuned, per-rank jittered
-minimum RTO), as a tidy table and a plot of speedup vs nodes with one line per setting.
+"""The speedup study of seed 000 (Fig. 6) on local ranks: one parallel miner on 1..N local
+ranks, once per transport setting (e.g. default TCP retransmission timers vs a tuned, per-rank
+jittered minimum RTO), as a tidy table and a plot of speedup vs nodes with one line per setting.
+It runs as a study (``speedup_study``, ``runner.run_study``); seed000-fig6 runs the same on
+the testbed.
 
 Time is the job's time inside the ranks (first rank to start reading until the result is at
 rank 0, slowest rank per pass), which is what seed 000 reports; process launch and mesh
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import dataclass, field
 
 from clusterlab.errors import ConfigError
@@ -26,33 +27,15 @@ FIELDS = ("setting", "algorithm", "nodes", "repeat", "job_s", "wall_s", "passes"
 
 
 def parse_transport(text: str):
-    """``default`` (None: the kernel's settings) or ``key=value,...`` with the fields of
-    ``TransportConfig`` (durations like ``200ms``, sizes like ``256KiB``)."""
+    """``default`` (None: the kernel's settings) or ``key=value,...`` in
+    ``TransportConfig.parse``'s form (durations like ``200ms``, sizes like ``256KiB``), applied
+    as socket options on local ranks."""
     from clusterlab.net.transport_config import TransportConfig
-    from clusterlab.units import parse_duration, parse_size
 
     text = text.strip()
     if text in ("", "default"):
         return None
-    kw: dict = {}
-    for part in text.split(","):
-        if "=" not in part:
-            raise ConfigError(f"transport setting {part!r} is not key=value (in {text!r})")
-        k, v = (x.strip() for x in part.split("=", 1))
-        if k in ("rto_min", "rto_min_jitter", "rto_max", "rto_max_jitter"):
-            kw[k] = parse_duration(v)
-        elif k in ("sndbuf", "rcvbuf"):
-            kw[k] = parse_size(v)
-        elif k == "nodelay":
-            kw[k] = v.lower() in ("1", "true", "yes", "on")
-        elif k == "congestion":
-            kw[k] = v
-        elif k == "seed":
-            kw[k] = int(v)
-        else:
-            raise ConfigError(f"unknown transport setting {k!r}; use rto_min, rto_min_jitter, rto_max, "
-                              "rto_max_jitter, sndbuf, rcvbuf, nodelay, congestion, seed")
-    return TransportConfig(**kw)
+    return TransportConfig.parse(text, place="socket")
 
 
 @dataclass
@@ -70,38 +53,54 @@ class SpeedupSpec:
     block_bytes: int = 8192
 
 
-def run_speedup(spec: SpeedupSpec, progress=None) -> list[dict]:
-    """Run the study; returns tidy rows (see ``FIELDS``); ``speedup`` = median job time on the
-    smallest node count / this row's job time, per setting."""
-    from clusterlab.mining.parallel import ParallelConfig, mine_parallel
+def tcp_of(label: str, text: str):
+    """A ``parse_transport`` text as the study layer's ``Tcp`` (labelled ``label``)."""
+    import dataclasses
+
+    from clusterlab.experiments.clusters import tcp_from_transport
+    from clusterlab.experiments.spec import Tcp
+
+    cfg = parse_transport(text)
+    return Tcp(label=label) if cfg is None else dataclasses.replace(tcp_from_transport(cfg), label=label)
+
+
+def speedup_study(spec: SpeedupSpec):
+    """The speedup experiment as a study: local ranks (or MPI), one point per (setting, nodes)."""
+    from clusterlab.experiments.spec import Grid, Loopback, Mpi, Study
+    from clusterlab.experiments.workloads import parallel_mining
 
     if not spec.nodes or min(spec.nodes) < 1:
         raise ConfigError(f"nodes must be positive integers, got {spec.nodes}")
     if spec.repeat < 1:
         raise ConfigError(f"repeat must be at least 1, got {spec.repeat}")
-    transports = {label: parse_transport(text) for label, text in spec.settings.items()}
-    rows: list[dict] = []
-    for label, transport in transports.items():
-        for n in spec.nodes:
-            for r in range(spec.repeat):
-                t0 = time.perf_counter()
-                table, passes = mine_parallel(spec.data, nodes=n, algorithm=spec.algorithm,
-                                              min_support=spec.min_support, backend=spec.backend,
-                                              config=ParallelConfig(block_bytes=spec.block_bytes),
-                                              transport=transport)
-                wall = time.perf_counter() - t0
-                row = {"setting": label, "algorithm": spec.algorithm, "nodes": n, "repeat": r,
-                       "job_s": sum(p["t_total"] for p in passes) + passes[0].get("t_read", 0.0),
-                       "wall_s": wall, "passes": len(passes), "itemsets": table.num_rows,
-                       "bytes_sent": sum(p["bytes_sent"] for p in passes),
-                       "messages_sent": sum(p["messages_sent"] for p in passes),
-                       "retransmissions": sum(p["retransmissions"] for p in passes),
-                       "timeouts": sum(p["timeouts"] for p in passes), "speedup": None}
-                rows.append(row)
-                if progress:
-                    progress(row)
+    cluster = Mpi() if spec.backend == "mpi" else Loopback()
+    return Study(name="speedup", title=f"{spec.algorithm.upper()} speedup on local ranks", cluster=cluster,
+                 workload=parallel_mining(data=str(spec.data), min_support=spec.min_support,
+                                          algorithm=spec.algorithm, block_size=str(spec.block_bytes)),
+                 grid=Grid(tcp=[tcp_of(k, v) for k, v in spec.settings.items()], ranks=list(spec.nodes)),
+                 repeat=spec.repeat, warmup=0, monitor=False)
+
+
+def run_speedup(spec: SpeedupSpec, progress=None, out_dir=None) -> list[dict]:
+    """Run the study; returns tidy rows (see ``FIELDS``); ``speedup`` = median job time on the
+    smallest node count / this row's job time, per setting. ``out_dir``: also write the study's
+    table and meta.json there."""
+    from clusterlab.experiments.runner import run_study
+
+    def to_row(r: dict) -> dict:
+        return {"setting": r["tcp"], "algorithm": spec.algorithm, "nodes": r["ranks"], "repeat": r["rep"],
+                "job_s": r["seconds"], "wall_s": r["wall_seconds"], "passes": r["passes"], "itemsets": r["itemsets"],
+                "bytes_sent": r["bytes_sent"], "messages_sent": r["messages_sent"],
+                "retransmissions": r["retransmissions"], "timeouts": r["timeouts"], "speedup": None}
+
+    def hear(event, **info):
+        if event == "rep" and progress:
+            progress(to_row(info["row"]))
+
+    res = run_study(speedup_study(spec), out_dir, progress=hear)
+    rows = [to_row(r) for r in res.rows]
     base_n = min(spec.nodes)
-    for label in transports:
+    for label in spec.settings:
         base = statistics.median(r["job_s"] for r in rows if r["setting"] == label and r["nodes"] == base_n)
         for r in rows:
             if r["setting"] == label:

@@ -80,3 +80,59 @@ def read(sock: socket.socket) -> dict[str, int]:
     except OSError:
         return {}
     return parse(raw)
+
+
+# --- retransmission counters of a set of connections (time attribution) -----------------------
+RTO_COUNTERS = ("total_retrans", "total_rto", "total_rto_recoveries", "total_rto_time_ms")
+
+
+def rto_counters(socks) -> dict:
+    """The cumulative retransmission counters of each connection, and its current RTO.
+
+    ``socks``: a mapping ``key -> socket`` (or ``key -> TCP_INFO dict`` already read, e.g. a
+    communicator's ``stats()["peers"][p]["tcp_info"]``), or an iterable (keys 0, 1, ...).
+    Returns ``key -> {"total_retrans", "total_rto", "total_rto_recoveries",
+    "total_rto_time_ms", "rto_us"}``; a closed socket, or a kernel older than 6.7 (no
+    ``total_rto*``), gives the fields it has.
+
+    >>> import socket
+    >>> srv = socket.create_server(("127.0.0.1", 0))
+    >>> a = socket.create_connection(srv.getsockname()); b, _ = srv.accept()
+    >>> c = rto_counters({"peer": a})
+    >>> c["peer"]["total_rto"], c["peer"]["rto_us"] > 0
+    (0, True)
+    >>> for s in (a, b, srv): s.close()
+    """
+    items = socks.items() if hasattr(socks, "items") else enumerate(socks)
+    out = {}
+    for key, s in items:
+        info = s if isinstance(s, dict) else read(s)
+        out[key] = {k: info[k] for k in RTO_COUNTERS + ("rto_us",) if k in info}
+    return out
+
+
+def rto_delta(before: dict, after: dict) -> dict:
+    """What happened between two ``rto_counters`` readings of the same connections.
+
+    ``per_connection``: each counter's increase; ``total``: their sums; ``rto_wait_s``: an
+    estimate of the longest time one connection waited on retransmission timeouts (its
+    ``total_rto_time`` increase, which the kernel counts from the first timeout of a recovery
+    to its end, plus one current RTO per recovery for the wait before that first timeout).
+    Connections send in parallel, so the longest one, not the sum, is what delays the sender.
+
+    >>> b = {1: {"total_retrans": 2, "total_rto": 1, "total_rto_recoveries": 1, "total_rto_time_ms": 0, "rto_us": 8000}}
+    >>> a = {1: {"total_retrans": 5, "total_rto": 3, "total_rto_recoveries": 2, "total_rto_time_ms": 30, "rto_us": 8000}}
+    >>> d = rto_delta(b, a)
+    >>> d["total"]["total_rto"], d["total"]["total_rto_time_ms"], d["rto_wait_s"]
+    (2, 30, 0.038)
+    """
+    per, total, wait = {}, dict.fromkeys(RTO_COUNTERS, 0), 0.0
+    for key, a in after.items():
+        b = before.get(key, {})
+        d = {k: a[k] - b.get(k, 0) for k in RTO_COUNTERS if k in a}
+        per[key] = d
+        for k, v in d.items():
+            total[k] += v
+        w = d.get("total_rto_time_ms", 0) / 1e3 + d.get("total_rto_recoveries", 0) * a.get("rto_us", 0) / 1e6
+        wait = max(wait, w)
+    return {"per_connection": per, "total": total, "rto_wait_s": round(wait, 6)}

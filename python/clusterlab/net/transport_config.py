@@ -1,20 +1,46 @@
-"""``TransportConfig``: every per-socket TCP knob of the mesh in one validated value.
+"""``TransportConfig``: every TCP knob of a run in one validated value, and its one parser.
+
+A knob is applied where the run happens (``place``):
+
+==================  ==========================================  =============================================
+knob                ``place="socket"`` (local loopback, MPI,    ``place="testbed"`` (namespace testbed,
+                    real clusters): on every mesh socket         per host = per rank, timers x dilation)
+==================  ==========================================  =============================================
+rto_min (+jitter)   ``TCP_RTO_MIN_US`` 5ms..200ms (can only      sysctl ``net.ipv4.tcp_rto_min_us``
+                    lower the minimum)                           (no 200 ms cap; at most the maximum RTO)
+rto_max (+jitter)   ``TCP_RTO_MAX_MS`` 1s..120s                  sysctl ``net.ipv4.tcp_rto_max_ms`` 1s..120s
+rto_max_offset      MAX = this rank's own MIN + offset           same, per host
+congestion          ``TCP_CONGESTION``                           ``TCP_CONGESTION`` on each mesh socket
+sndbuf, rcvbuf      ``SO_SNDBUF``/``SO_RCVBUF``                  same
+nodelay             ``TCP_NODELAY``                              same
+rmem, wmem          refused (machine-wide sysctls)               sysctls ``tcp_rmem``/``tcp_wmem``
+window_scaling      refused (machine-wide sysctl)                sysctl ``tcp_window_scaling``
+initcwnd            refused (a route attribute of this machine)  ``initcwnd`` on each host's route
+==================  ==========================================  =============================================
 
 Kernel facts this checks against (Linux 6.18, HZ=250, as on the lab machines):
 
 - ``TCP_RTO_MIN_US`` (socket option 45) accepts 5,000..200,000 us and rounds up to whole
   4 ms jiffies (5 ms is in force as 8 ms); it can only *lower* the minimum RTO below the
-  route/sysctl value. For a minimum above 200 ms use the per-namespace sysctl
-  ``net.ipv4.tcp_rto_min_us`` (the testbed sets it), not this option.
-- ``TCP_RTO_MAX_MS`` (socket option 44) accepts 1,000..120,000 ms.
+  route/sysctl value. For a minimum above 200 ms use the testbed's per-namespace sysctl
+  ``net.ipv4.tcp_rto_min_us``, which takes any value up to the maximum RTO.
+- ``TCP_RTO_MAX_MS`` (socket option 44) and the sysctl ``tcp_rto_max_ms`` accept
+  1,000..120,000 ms. Every RTO is bounded by the maximum, so a minimum above it would be
+  silently cut: refused instead.
 - ``SO_SNDBUF``/``SO_RCVBUF`` are capped by ``net.core.wmem_max``/``rmem_max`` unless the
   process may use ``SO_*BUFFORCE`` (root); the kernel doubles the value for bookkeeping.
 - ``TCP_CONGESTION`` must name an algorithm in ``tcp_available_congestion_control``
   (and, without CAP_NET_ADMIN, in ``tcp_allowed_congestion_control``).
 
-Per-rank jitter (seed 000's "random MIN per node"): with ``rto_min_jitter`` each rank draws its
-own value uniformly from ``[rto_min, rto_min + rto_min_jitter]`` with a generator seeded by
-``(seed, rank)``, so a run is reproducible.
+Per-rank draws (seed 000's "random MIN per node"): with ``rto_min_jitter`` each rank draws its
+own MIN uniformly from ``[rto_min, rto_min + rto_min_jitter]`` with a generator seeded by
+``(seed, rank)``; with ``rto_max_offset`` that rank's MAX is its own MIN + offset (seed 000
+section 4.3), not an independent draw. On the testbed, host i is rank i.
+
+Time dilation k (testbed only: link rates / k, timers x k) makes a setting expressible that
+the kernel cannot take as is: MAX = MIN + 100 ms is below the kernel's 1 s unless k * MAX >=
+1 s, and the default MAX of 60 s needs k <= 2. ``why_not(k)`` says why a setting is not
+expressible at k, ``dilation_range()`` gives every k that works. Values are never clamped.
 
 >>> c = TransportConfig(rto_min=0.005, rto_min_jitter=0.010, seed=1)
 >>> s0, s1 = c.for_rank(0), c.for_rank(1)
@@ -26,28 +52,50 @@ Traceback (most recent call last):
 clusterlab.errors.ConfigError: rto_min 1ms is below what TCP_RTO_MIN_US accepts (5ms..200ms)
 >>> TransportConfig.from_json(TransportConfig(sndbuf=1 << 20).to_json()).sndbuf
 1048576
+>>> t = TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=100ms", place="testbed")
+>>> [round(k, 2) for k in t.dilation_range()]   # MAX in [300ms, 400ms]: k * 300ms >= 1s, k * 400ms <= 120s
+[3.33, 300.0]
+>>> print(t.why_not(2))
+rto_max 300ms..400ms (MIN + 100ms) at dilation 2 is 600ms..800ms, outside what net.ipv4.tcp_rto_max_ms accepts (1s..120s); dilations 3.33..300 can express it
+>>> d = t.for_rank(5, dilation=4)
+>>> abs(d.rto_max_ms * 1000 - (d.rto_min_us + 4 * 100_000)) < 1000   # its own MAX = its MIN + 100 ms (x4)
+True
+>>> t.to_text()
+'rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=100ms,place=testbed'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from clusterlab.errors import ConfigError
+from clusterlab.units import parse_duration, parse_size
 
 TCP_RTO_MAX_MS = 44
 TCP_RTO_MIN_US = 45
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
-RTO_MIN_US_RANGE = (5_000, 200_000)
-RTO_MAX_MS_RANGE = (1_000, 120_000)
+RTO_MIN_US_RANGE = (5_000, 200_000)          # the socket option
+RTO_MAX_MS_RANGE = (1_000, 120_000)          # the socket option and the sysctl
+SYSCTL_RTO_MIN_US_MIN = 1                    # the sysctl takes any positive value ...
+KERNEL_RTO_MIN = 0.200                       # Linux's default minimum RTO (TCP_RTO_MIN)
+KERNEL_RTO_MAX = 120.0                       # ... and the default maximum RTO bounds it
 JIFFY_US = 4_000  # HZ=250
 MIN_BUF = 4096
+MAX_INITCWND = 1000
+PLACES = ("socket", "testbed")
+TESTBED_ONLY = ("rmem", "wmem", "window_scaling", "initcwnd")
+_DURATIONS = ("rto_min", "rto_min_jitter", "rto_max", "rto_max_jitter", "rto_max_offset")
+# Other spellings accepted by the parser (the CLI's older option names).
+ALIASES = {"rto_jitter": "rto_min_jitter", "cc": "congestion", "rto_max_extra": "rto_max_offset"}
 
 
 def _fmt_s(seconds: float) -> str:
@@ -55,6 +103,10 @@ def _fmt_s(seconds: float) -> str:
     if us % 1000 == 0:
         return f"{us // 1000}ms" if us < 1_000_000 or us % 1_000_000 else f"{us // 1_000_000}s"
     return f"{us}us"
+
+
+def _fmt_k(k: float) -> str:
+    return f"{k:.3g}" if k != int(k) else str(int(k))
 
 
 def _sysctl(path: str, default: int | str | None = None):
@@ -68,9 +120,43 @@ def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+def _triple(text, what: str) -> str | None:
+    """``tcp_rmem``/``tcp_wmem`` value: one size (used as default and max) or 'min default max'."""
+    if text is None:
+        return None
+    parts = str(text).replace(",", " ").split()
+    if len(parts) == 1:
+        v = parse_size(parts[0])
+        return f"4096 {v} {max(v, 4096)}"
+    if len(parts) != 3:
+        raise ConfigError(f"{what} must be one size or three sizes 'min default max', got {text!r}")
+    vals = [parse_size(p) for p in parts]
+    if not vals[0] <= vals[1] <= vals[2]:
+        raise ConfigError(f"{what} must satisfy min <= default <= max, got {text!r}")
+    return " ".join(str(v) for v in vals)
+
+
+def _bool(v, what: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{what} must be true or false, got {v!r}")
+
+
+def _int(v, what: str) -> int:
+    try:
+        return int(str(v).strip())
+    except ValueError:
+        raise ConfigError(f"{what} must be an integer, got {v!r}") from None
+
+
 @dataclass(frozen=True)
 class RankSettings:
-    """The values one rank applies to each of its sockets (after the jitter draw)."""
+    """The values one rank applies (after the jitter draw; timers x dilation on the testbed)."""
 
     rank: int
     sndbuf: int | None
@@ -83,8 +169,9 @@ class RankSettings:
 
 @dataclass(frozen=True)
 class TransportConfig:
-    """Socket settings for every connection of the mesh. Times are seconds, sizes bytes;
-    ``None`` leaves the kernel default."""
+    """TCP settings of a run. Times are seconds, sizes bytes; ``None`` leaves the kernel
+    default. ``place``: ``socket`` (socket options on every mesh connection) or ``testbed``
+    (per-host sysctls and routes of a namespace testbed; checked per dilation)."""
 
     sndbuf: int | None = None
     rcvbuf: int | None = None
@@ -95,37 +182,121 @@ class TransportConfig:
     rto_max: float | None = None
     rto_max_jitter: float = 0.0
     seed: int = 0
+    rto_max_offset: float | None = None
+    initcwnd: int | None = None
+    rmem: str | None = None
+    wmem: str | None = None
+    window_scaling: bool | None = None
+    place: str = "socket"
 
     def __post_init__(self):
+        for name in ("rmem", "wmem"):
+            object.__setattr__(self, name, _triple(getattr(self, name), name))
         self.validate()
+
+    # --- the one parser ------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, spec: str | Mapping | None, place: str = "socket") -> TransportConfig:
+        """``default`` (or empty) for the kernel's settings, or ``key=value,...`` (or a mapping
+        of the same) with the field names (durations like ``200ms``, sizes like ``256KiB``;
+        ``rto_jitter`` and ``cc`` are accepted for ``rto_min_jitter`` and ``congestion``).
+
+        >>> TransportConfig.parse("default") == TransportConfig()
+        True
+        >>> TransportConfig.parse({"rto_min": "5ms", "cc": "reno"}).congestion
+        'reno'
+        >>> TransportConfig.parse("rto_mni=5ms")
+        Traceback (most recent call last):
+        ...
+        clusterlab.errors.ConfigError: unknown transport setting 'rto_mni'; use congestion, initcwnd, nodelay, place, rcvbuf, rmem, rto_max, rto_max_jitter, rto_max_offset, rto_min, rto_min_jitter, seed, sndbuf, window_scaling, wmem
+        """
+        if spec is None:
+            items: list[tuple[str, object]] = []
+        elif isinstance(spec, Mapping):
+            items = [(str(k), v) for k, v in spec.items() if v is not None]
+        else:
+            text = str(spec).strip()
+            items = []
+            if text not in ("", "default"):
+                for part in text.split(","):
+                    if "=" not in part:
+                        raise ConfigError(f"transport setting {part.strip()!r} is not key=value (in {text!r})")
+                    k, v = (x.strip() for x in part.split("=", 1))
+                    items.append((k, v))
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw: dict = {"place": place}
+        for key, v in items:
+            k = ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
+            if k not in names:
+                raise ConfigError(f"unknown transport setting {key!r}; use {', '.join(sorted(names))}")
+            if k in kw and k != "place":
+                raise ConfigError(f"transport setting {k} given twice")
+            if isinstance(v, str) and v.strip().lower() == "default" and k != "place":
+                continue
+            if k in _DURATIONS:
+                kw[k] = parse_duration(v)
+            elif k in ("sndbuf", "rcvbuf"):
+                kw[k] = parse_size(v)
+            elif k in ("nodelay", "window_scaling"):
+                kw[k] = _bool(v, k)
+            elif k in ("seed", "initcwnd"):
+                kw[k] = _int(v, k)
+            else:
+                kw[k] = str(v)
+        return cls(**kw)
+
+    def to_text(self) -> str:
+        """The settings that differ from the defaults, as ``parse`` reads them back."""
+        out = []
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v == f.default:
+                continue
+            if f.name in _DURATIONS:
+                v = _fmt_s(v)
+            elif isinstance(v, bool):
+                v = "true" if v else "false"
+            out.append(f"{f.name}={v}")
+        return ",".join(out) or "default"
+
+    def with_place(self, place: str) -> TransportConfig:
+        """The same settings applied at ``place``."""
+        return dataclasses.replace(self, place=place)
 
     # --- validation ----------------------------------------------------------------------------
     def validate(self) -> None:
-        """Refuse settings the kernel cannot honour, naming the accepted range."""
-        lo, hi = RTO_MIN_US_RANGE
+        """Refuse settings that cannot mean anything, and (``place="socket"``) those the socket
+        options cannot take, naming the accepted range. On the testbed the ranges depend on the
+        dilation: see ``why_not``."""
+        if self.place not in PLACES:
+            raise ConfigError(f"place must be one of {', '.join(PLACES)}, got {self.place!r}")
         if self.rto_min_jitter < 0 or self.rto_max_jitter < 0:
             raise ConfigError("rto jitter must be >= 0")
         if (self.rto_min_jitter and self.rto_min is None) or (self.rto_max_jitter and self.rto_max is None):
             raise ConfigError("a jitter needs its base value (rto_min / rto_max)")
-        rng = f"({_fmt_s(lo / 1e6)}..{_fmt_s(hi / 1e6)})"
-        if self.rto_min is not None:
-            top = self.rto_min + self.rto_min_jitter
-            if round(self.rto_min * 1e6) < lo:
-                raise ConfigError(f"rto_min {_fmt_s(self.rto_min)} is below what TCP_RTO_MIN_US accepts {rng}")
-            if round(top * 1e6) > hi:
-                raise ConfigError(
-                    f"rto_min {_fmt_s(self.rto_min)}{' + jitter ' + _fmt_s(self.rto_min_jitter) if self.rto_min_jitter else ''}"
-                    f" exceeds what TCP_RTO_MIN_US accepts {rng}; it can only lower the minimum RTO. For a"
-                    " larger minimum set the per-namespace sysctl net.ipv4.tcp_rto_min_us (testbed)")
-        lo, hi = RTO_MAX_MS_RANGE
-        rng = f"({_fmt_s(lo / 1e3)}..{_fmt_s(hi / 1e3)})"
-        if self.rto_max is not None:
-            if round(self.rto_max * 1e3) < lo or round((self.rto_max + self.rto_max_jitter) * 1e3) > hi:
-                raise ConfigError(f"rto_max {_fmt_s(self.rto_max)}"
-                                  f"{' + jitter ' + _fmt_s(self.rto_max_jitter) if self.rto_max_jitter else ''}"
-                                  f" is outside what TCP_RTO_MAX_MS accepts {rng}")
-            if self.rto_min is not None and self.rto_max < self.rto_min + self.rto_min_jitter:
-                raise ConfigError("rto_max must be at least rto_min (+ jitter)")
+        for name in ("rto_min", "rto_max", "rto_max_offset"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"{name} must be a duration >= 0, got {v!r}")
+        if self.rto_min is not None and self.rto_min <= 0:
+            raise ConfigError("rto_min must be positive")
+        if self.rto_max_offset is not None:
+            if self.rto_min is None:
+                raise ConfigError("rto_max_offset needs rto_min (each rank's MAX is its own MIN + offset)")
+            if self.rto_max is not None:
+                raise ConfigError("give rto_max or rto_max_offset, not both")
+        if self.rto_max is not None and self.rto_min is not None and self.rto_max < self.rto_min + self.rto_min_jitter:
+            raise ConfigError("rto_max must be at least rto_min (+ jitter)")
+        if self.initcwnd is not None and not 1 <= self.initcwnd <= MAX_INITCWND:
+            raise ConfigError(f"initcwnd must be 1..{MAX_INITCWND} segments, got {self.initcwnd}")
+        if self.place == "socket":
+            for name in TESTBED_ONLY:
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"{name} is set per host on a testbed only (on this machine it would change "
+                                      "every program's TCP); run on a testbed, or leave it out")
+            why = self._socket_ranges()
+            if why:
+                raise ConfigError(why)
         for name, sysctl in (("sndbuf", "net/core/wmem_max"), ("rcvbuf", "net/core/rmem_max")):
             v = getattr(self, name)
             if v is None:
@@ -144,20 +315,159 @@ class TransportConfig:
                 raise ConfigError(f"congestion control {self.congestion!r} is not available here "
                                   f"(accepted: {', '.join(ok)})")
 
-    # --- per rank ---------------------------------------------------------------------------------
-    def for_rank(self, rank: int) -> RankSettings:
-        """Settings for ``rank``: the jitter draw is a pure function of ``(seed, rank)``."""
-        rnd = random.Random(f"clusterlab-transport:{self.seed}:{rank}")
-        rmin = rmax = None
-        if self.rto_min is not None:
-            rmin = round((self.rto_min + rnd.uniform(0, self.rto_min_jitter)) * 1e6)
+    def _min_bounds(self) -> tuple[float, float] | None:
+        """Smallest and largest MIN any rank can draw (seconds)."""
+        if self.rto_min is None:
+            return None
+        return self.rto_min, self.rto_min + self.rto_min_jitter
+
+    def _max_bounds(self) -> tuple[float, float, str] | None:
+        """Smallest and largest MAX any rank can have (seconds), and how it is described."""
         if self.rto_max is not None:
-            rmax = round((self.rto_max + rnd.uniform(0, self.rto_max_jitter)) * 1e3)
+            label = _fmt_s(self.rto_max) + (f" + jitter {_fmt_s(self.rto_max_jitter)}" if self.rto_max_jitter else "")
+            return self.rto_max, self.rto_max + self.rto_max_jitter, label
+        if self.rto_max_offset is not None:
+            lo, hi = self._min_bounds()
+            span = _fmt_s(lo + self.rto_max_offset) + (f"..{_fmt_s(hi + self.rto_max_offset)}" if hi > lo else "")
+            return lo + self.rto_max_offset, hi + self.rto_max_offset, f"{span} (MIN + {_fmt_s(self.rto_max_offset)})"
+        return None
+
+    def _socket_ranges(self) -> str | None:
+        lo, hi = RTO_MIN_US_RANGE
+        rng = f"({_fmt_s(lo / 1e6)}..{_fmt_s(hi / 1e6)})"
+        if self.rto_min is not None:
+            top = self.rto_min + self.rto_min_jitter
+            if round(self.rto_min * 1e6) < lo:
+                return f"rto_min {_fmt_s(self.rto_min)} is below what TCP_RTO_MIN_US accepts {rng}"
+            if round(top * 1e6) > hi:
+                return (f"rto_min {_fmt_s(self.rto_min)}"
+                        f"{' + jitter ' + _fmt_s(self.rto_min_jitter) if self.rto_min_jitter else ''}"
+                        f" exceeds what TCP_RTO_MIN_US accepts {rng}; it can only lower the minimum RTO. For a"
+                        " larger minimum set the per-namespace sysctl net.ipv4.tcp_rto_min_us (run on a testbed)")
+        mb = self._max_bounds()
+        if mb is not None:
+            lo, hi = RTO_MAX_MS_RANGE
+            if round(mb[0] * 1e3) < lo or round(mb[1] * 1e3) > hi:
+                why = (f"rto_max {mb[2]} is outside what TCP_RTO_MAX_MS accepts "
+                       f"({_fmt_s(lo / 1e3)}..{_fmt_s(hi / 1e3)})")
+                k = self.with_place("testbed").dilation_range()
+                if k is not None:
+                    why += f"; a testbed at dilation {_fmt_k(k[0])}..{_fmt_k(k[1])} can express it"
+                return why
+        return None
+
+    def why_not(self, dilation: float = 1.0) -> str | None:
+        """Why the kernel cannot take this setting at ``dilation`` (None: it can). Only the
+        testbed dilates; its values are the setting's timers x ``dilation``."""
+        k = float(dilation)
+        if not (math.isfinite(k) and k >= 1.0):
+            return f"dilation must be >= 1, got {dilation!r}"
+        if self.place == "socket":
+            if k != 1.0:
+                return "only a testbed dilates time (socket options apply the values as given)"
+            return self._socket_ranges()
+        lo_ms, hi_ms = RTO_MAX_MS_RANGE
+        mb = self._max_bounds()
+        if mb is not None:
+            a, b = mb[0] * k, mb[1] * k
+            if round(a * 1e3) < lo_ms or round(b * 1e3) > hi_ms:
+                at = f" at dilation {_fmt_k(k)} is {_fmt_s(a)}" + (f"..{_fmt_s(b)}" if b > a else "") + "," \
+                    if k != 1 else " is"
+                why = (f"rto_max {mb[2]}{at} outside what net.ipv4.tcp_rto_max_ms accepts "
+                       f"({_fmt_s(lo_ms / 1e3)}..{_fmt_s(hi_ms / 1e3)})")
+                r = self.dilation_range()
+                return why + (f"; dilations {_fmt_k(r[0])}..{_fmt_k(r[1])} can express it" if r else
+                              "; no dilation can express it")
+        mn = self._min_bounds()
+        if mn is not None:
+            top = mn[1] * k
+            cap = mb[0] * k if mb is not None else KERNEL_RTO_MAX
+            if top > cap + 1e-9:
+                what = "the maximum RTO" if mb is not None else \
+                    f"the kernel's default maximum RTO ({_fmt_s(KERNEL_RTO_MAX)}, net.ipv4.tcp_rto_max_ms)"
+                at = f" at dilation {_fmt_k(k)} is {_fmt_s(top)}," if k != 1 else ""
+                return (f"rto_min {_fmt_s(mn[1])}{' (with jitter)' if mn[1] > mn[0] else ''}{at} is above {what}: "
+                        "the kernel would cut every RTO to the maximum. Lower it" + (" or the dilation" if k != 1 else ""))
+            if round(mn[0] * k * 1e6) < SYSCTL_RTO_MIN_US_MIN:
+                return f"rto_min {_fmt_s(mn[0])} x {_fmt_k(k)} is below 1us"
+        return None
+
+    def dilation_range(self) -> tuple[float, float] | None:
+        """The dilations k >= 1 (up to 1000) at which this setting is expressible on a testbed
+        as ``(lowest, highest)``, or None when none is."""
+        if self.place == "socket":
+            return (1.0, 1.0) if self._socket_ranges() is None else None
+        lo_k, hi_k = 1.0, 1000.0
+        mb = self._max_bounds()
+        if mb is not None:
+            if mb[0] <= 0:
+                return None
+            lo_k = max(lo_k, RTO_MAX_MS_RANGE[0] / 1e3 / mb[0])
+            hi_k = min(hi_k, RTO_MAX_MS_RANGE[1] / 1e3 / mb[1])
+        else:
+            mn = self._min_bounds()
+            if mn is not None:
+                hi_k = min(hi_k, KERNEL_RTO_MAX / mn[1])
+        if lo_k > hi_k + 1e-12 or self.why_not(lo_k) is not None:
+            return None
+        return lo_k, hi_k
+
+    def expressible(self, dilations) -> dict[float, str | None]:
+        """For each dilation: None if the kernel takes the setting there, else why not.
+
+        >>> TransportConfig(rto_max=60.0, place="testbed").expressible([1, 2, 4])[4][:22]
+        'rto_max 60s at dilatio'
+        """
+        return {float(k): self.why_not(k) for k in dilations}
+
+    # --- per rank ---------------------------------------------------------------------------------
+    def for_rank(self, rank: int, dilation: float = 1.0) -> RankSettings:
+        """Settings for ``rank``: the draws are a pure function of ``(seed, rank)``; timers are
+        multiplied by ``dilation`` (testbed)."""
+        rnd = random.Random(f"clusterlab-transport:{self.seed}:{rank}")
+        k = float(dilation)
+        rmin = rmax = None
+        mn = None
+        if self.rto_min is not None:
+            mn = self.rto_min + rnd.uniform(0, self.rto_min_jitter)
+            rmin = round(mn * k * 1e6)
+        if self.rto_max is not None:
+            rmax = round((self.rto_max + rnd.uniform(0, self.rto_max_jitter)) * k * 1e3)
+        elif self.rto_max_offset is not None:
+            rmax = round((mn + self.rto_max_offset) * k * 1e3)
         return RankSettings(rank, self.sndbuf, self.rcvbuf, self.nodelay, self.congestion, rmin, rmax)
 
+    def namespace_sysctls(self, rank: int, dilation: float = 1.0) -> dict[str, int | str]:
+        """The per-namespace sysctls (path under /proc/sys -> value) of testbed host ``rank``.
+        Refuses a setting the kernel cannot take at ``dilation``. Without ``rto_min``, a dilated
+        testbed still scales the kernel's default minimum (200 ms x k)."""
+        why = self.with_place("testbed").why_not(dilation)
+        if why:
+            raise ConfigError(why)
+        s = self.for_rank(rank, dilation)
+        out: dict[str, int | str] = {}
+        if s.rto_min_us is not None:
+            out["net/ipv4/tcp_rto_min_us"] = s.rto_min_us
+        elif dilation != 1.0:
+            out["net/ipv4/tcp_rto_min_us"] = round(KERNEL_RTO_MIN * dilation * 1e6)
+        if s.rto_max_ms is not None:
+            out["net/ipv4/tcp_rto_max_ms"] = s.rto_max_ms
+        if self.rmem is not None:
+            out["net/ipv4/tcp_rmem"] = self.rmem
+        if self.wmem is not None:
+            out["net/ipv4/tcp_wmem"] = self.wmem
+        if self.window_scaling is not None:
+            out["net/ipv4/tcp_window_scaling"] = int(self.window_scaling)
+        return out
+
+    def route_attributes(self) -> dict[str, int]:
+        """Attributes a testbed host puts on its route (``ip route ... initcwnd N``)."""
+        return {"initcwnd": self.initcwnd} if self.initcwnd is not None else {}
+
     def apply(self, sock: socket.socket, rank: int) -> dict:
-        """Set this rank's values on ``sock`` (call before connect/listen so buffer sizes shape
-        the window scale) and return what the kernel reports in force."""
+        """Set this rank's per-socket values on ``sock`` (call before connect/listen so buffer
+        sizes shape the window scale) and return what the kernel reports in force. On the
+        testbed the RTO bounds are the host's sysctls, not socket options."""
         s = self.for_rank(rank)
         try:
             if s.sndbuf is not None:
@@ -170,13 +480,13 @@ class TransportConfig:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, s.congestion.encode())
         except OSError as e:
             raise ConfigError(f"cannot apply transport settings {s}: {e}") from None
-        if s.rto_min_us is not None:
+        if self.place == "socket" and s.rto_min_us is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, TCP_RTO_MIN_US, s.rto_min_us)
             except OSError as e:
                 raise ConfigError(f"TCP_RTO_MIN_US={s.rto_min_us} refused by the kernel ({e}); it needs "
                                   "Linux 6.11+ and accepts 5000..200000 us") from None
-        if s.rto_max_ms is not None:
+        if self.place == "socket" and s.rto_max_ms is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, TCP_RTO_MAX_MS, s.rto_max_ms)
             except OSError as e:

@@ -297,6 +297,96 @@ pub fn mine_group(paths: Paths, n_pos: usize, in_group: &[bool], min_count: u64,
     out
 }
 
+/// A group's itemsets mined vertically (Eclat's intersections), the fastest kernel on sparse
+/// data: every itemset whose last (largest-position) item `x` has `in_group[x]`, from the
+/// group-dependent transactions `streams` (`[len, positions...]*`, ascending positions below
+/// `n_pos`). Every transaction holding such an `x` reached this group with all its items
+/// before `x`, so counts are exact. Pair counts of the received transactions (a triangle)
+/// decide which `(y, x)` pairs are worth intersecting, as the sequential Eclat does; the
+/// classes below are extended depth first. `max_len` 0 means unlimited.
+pub fn mine_group_vertical(streams: &[&[u32]], n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Result<Mined, String> {
+    use super::vertical::{count_pairs, TidLists};
+    let paths = decode_streams(streams, n_pos)?;
+    let mut offsets = Vec::with_capacity(paths.spans.len() + 1);
+    offsets.push(0i64);
+    let mut n = 0i64;
+    for &(_, l, _) in &paths.spans {
+        n += l as i64;
+        offsets.push(n);
+    }
+    let items = paths.items;
+    let min_count = min_count.max(1);
+    let max_len = if max_len == 0 { usize::MAX } else { max_len };
+    let mut out = Mined { offsets: vec![0], ..Default::default() };
+    let item_counts = {
+        let mut c = vec![0u64; n_pos];
+        for &x in &items {
+            c[x as usize] += 1;
+        }
+        c
+    };
+    let pairs = if max_len >= 2 && n_pos >= 2 && n_pos * (n_pos - 1) / 2 <= super::table::DENSE_MAX { Some(count_pairs(&offsets, &items, n_pos)) } else { None };
+    let keep: Vec<bool> = item_counts.iter().map(|&c| c >= min_count).collect();
+    let lists = TidLists::of_items(&offsets, &items, &keep);
+    drop(items);
+    let mut prefix = Vec::new();
+    for x in 0..n_pos {
+        if !in_group[x] || item_counts[x] < min_count {
+            continue;
+        }
+        out.push(&[x as u32], item_counts[x]);
+        if max_len < 2 {
+            continue;
+        }
+        let tx = lists.list_of(x);
+        // The class of x: every more frequent item y < x with {y, x} frequent, with its list.
+        let mut class: Vec<(u32, Vec<u32>)> = Vec::new();
+        for y in 0..x {
+            if !keep[y] {
+                continue;
+            }
+            if let Some(p) = &pairs {
+                if (p[super::table::tri(n_pos, y, x)] as u64) < min_count {
+                    continue;
+                }
+            }
+            let mut t = Vec::new();
+            super::vertical::intersect(lists.list_of(y), tx, &mut t);
+            if t.len() as u64 >= min_count {
+                class.push((y as u32, t));
+            }
+        }
+        prefix.clear();
+        prefix.push(x as u32);
+        grow(&mut prefix, &class, min_count, max_len, &mut out);
+    }
+    Ok(out)
+}
+
+/// Depth-first: each member of the class extends the prefix, and its class is its
+/// intersections with the members after it.
+fn grow(prefix: &mut Vec<u32>, class: &[(u32, Vec<u32>)], min_count: u64, max_len: usize, out: &mut Mined) {
+    for i in 0..class.len() {
+        let (y, ty) = &class[i];
+        prefix.push(*y);
+        out.push(prefix, ty.len() as u64);
+        if prefix.len() < max_len && i + 1 < class.len() {
+            let mut next = Vec::new();
+            for (z, tz) in &class[i + 1..] {
+                let mut t = Vec::new();
+                super::vertical::intersect(ty, tz, &mut t);
+                if t.len() as u64 >= min_count {
+                    next.push((*z, t));
+                }
+            }
+            if !next.is_empty() {
+                grow(prefix, &next, min_count, max_len, out);
+            }
+        }
+        prefix.pop();
+    }
+}
+
 /// Itemsets in canonical order: items ascending inside each itemset, itemsets by length, then
 /// lexicographically. Returns the permuted (offsets, items, counts).
 pub fn canonical_order(offsets: &[i64], items: &[u32], counts: &[u64]) -> (Vec<i64>, Vec<u32>, Vec<u64>) {
@@ -351,7 +441,11 @@ mod tests {
             for (g, stream) in streams.iter().enumerate() {
                 let paths = decode_streams(&[stream], 9).unwrap();
                 let in_group: Vec<bool> = group_of.iter().map(|&x| x as usize == g).collect();
-                let m = if n_groups == 2 { mine_group_with_engine(paths, 9, &in_group, 12, 0) } else { mine_group(paths, 9, &in_group, 12, 0) };
+                let m = match n_groups {
+                    2 => mine_group_with_engine(paths, 9, &in_group, 12, 0),
+                    3 => mine_group_vertical(&[stream], 9, &in_group, 12, 0).unwrap(),
+                    _ => mine_group(paths, 9, &in_group, 12, 0),
+                };
                 for i in 0..m.counts.len() {
                     let mut s = m.items[m.offsets[i] as usize..m.offsets[i + 1] as usize].to_vec();
                     s.sort();

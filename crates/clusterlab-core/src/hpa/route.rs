@@ -517,6 +517,17 @@ impl Router {
         self.local_counts.clone()
     }
 
+    /// Count a received block of prefix records in its wire form (see [`super::block`]).
+    pub fn count_record_block(&mut self, data: &[u8], width: usize) -> Result<(), String> {
+        let flat = super::block::decode(data, width, 1)?;
+        self.count_records(&flat)
+    }
+
+    /// The ready blocks in their wire form (`width`-byte words), emptying `ready`.
+    pub fn take_ready_encoded(&mut self, width: usize) -> Vec<(u32, Vec<u8>)> {
+        self.ready.drain(..).map(|(o, b)| (o, super::block::encode(&b, width))).collect()
+    }
+
     /// Move the partly filled blocks to `ready` (end of the scan).
     pub fn flush(&mut self) {
         for (o, b) in self.bufs.iter_mut().enumerate() {

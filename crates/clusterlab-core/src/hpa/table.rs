@@ -177,6 +177,51 @@ impl ItemsetIndex {
     }
 }
 
+/// An owner's candidate partition with its counters: what an HPA owner counts received
+/// message blocks into. Pairs with a dense index are counted in a triangle (one memory
+/// access per pair) and folded into candidate order by [`OwnerTable::counts`].
+#[derive(Debug)]
+pub struct OwnerTable {
+    pub index: std::sync::Arc<ItemsetIndex>,
+    counts: Vec<u64>,
+    tri: Option<Vec<u32>>,
+    /// Received itemsets that were not candidates (a sender bug or a stray block).
+    pub misses: u64,
+    pub blocks: u64,
+}
+
+impl OwnerTable {
+    /// Candidates `flat` (k-itemsets of item ranks); `n_items > 0` (every rank below it) lets
+    /// pairs use the dense index.
+    pub fn new(k: usize, flat: Vec<u32>, n_items: usize) -> Self {
+        let ix = ItemsetIndex::new(k, flat);
+        let ix = if n_items > 0 { ix.with_dense_pairs(n_items) } else { ix };
+        let tri = ix.dense_items().map(|d| vec![0u32; d * (d - 1) / 2]);
+        OwnerTable { counts: vec![0; ix.len()], index: std::sync::Arc::new(ix), tri, misses: 0, blocks: 0 }
+    }
+
+    /// Count every k-itemset of a received block (see [`super::block`]); returns how many
+    /// were not candidates.
+    pub fn count_block(&mut self, data: &[u8], width: usize) -> Result<u64, String> {
+        let flat = super::block::decode(data, width, self.index.k)?;
+        let m = match &mut self.tri {
+            Some(t) => self.index.count_pairs_tri(&flat, t),
+            None => self.index.count_flat(&flat, &mut self.counts),
+        };
+        self.misses += m;
+        self.blocks += 1;
+        Ok(m)
+    }
+
+    /// Counts in candidate order.
+    pub fn counts(&mut self) -> Vec<u64> {
+        if let Some(t) = self.tri.take() {
+            self.index.fold_tri(&t, &mut self.counts);
+        }
+        self.counts.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +242,11 @@ mod tests {
         let mut c = vec![0; 3];
         assert_eq!(d.count_flat(&[2, 3, 2, 3, 0, 1, 3, 2], &mut c), 2);
         assert_eq!(c, vec![0, 0, 2]);
+        let mut o = OwnerTable::new(2, vec![1, 2, 1, 3, 2, 3], 4);
+        let blk = super::super::block::encode(&[2, 3, 0, 1, 2, 3], 2);
+        assert_eq!(o.count_block(&blk, 2), Ok(1));
+        assert!(o.count_block(&blk[..3], 2).is_err());
+        assert_eq!((o.counts(), o.blocks, o.misses), (vec![0, 0, 2], 1, 1));
         let e = ItemsetIndex::new(3, vec![]);
         assert_eq!(e.get(&[1, 2, 3]), None);
         let big: Vec<u32> = (0..5000u32).flat_map(|i| [i, i + 1, i + 7]).collect();

@@ -19,6 +19,7 @@ import subprocess
 import time
 
 from clusterlab.cluster.testbed.node import NETNS_DIR
+from clusterlab.cluster.testbed.storage import clean_storage, storage_testbeds
 from clusterlab.cluster.testbed.topo import PREFIX
 
 STATE_DIR = "/run/clusterlab/testbed"
@@ -114,6 +115,9 @@ def clean(testbed: str | None = None) -> dict:
 
     Returns what was removed: ``{"namespaces": n, "processes": n, "links": n}``.
     """
+    # The storage host's tgtd first: it ignores SIGTERM, and its LUN files live outside the namespaces.
+    for name in storage_testbeds() if testbed is None else [testbed]:
+        clean_storage(name)
     nss = namespaces(testbed)
     killed = kill_inside(nss)
     if nss:

@@ -3,8 +3,8 @@
 The switch end ``p<i>`` gets ``tbf rate R limit B``: R is the link rate, B bytes the switch's
 output buffer toward host i. When several hosts send to one host at once (incast), that queue
 overflows and tbf drops, as the ATM switch of seed 000 dropped cells. The host end ``eth0``
-gets ``tbf rate R limit Q`` with a modest Q, so a host cannot send faster than its link and
-its RTTs are not inflated by megabytes of host queueing.
+gets ``tbf rate R limit Q``, Q a NIC's queue (1000 packets by default), so a host cannot send
+faster than its link and does not drop what a real NIC would have queued.
 
 These functions only write the ``ip -batch`` / ``tc -batch`` lines; ``net.Testbed`` runs them.
 
@@ -19,7 +19,7 @@ link add name eth0 address 02:c1:ab:00:00:00 mtu 9000 netns clab-t1-h0 type veth
 from __future__ import annotations
 
 from clusterlab.cluster.testbed.node import ns_name
-from clusterlab.cluster.testbed.topo import ETH_HLEN, StarTopo
+from clusterlab.cluster.testbed.topo import ETH_HLEN, SUBNET, StarTopo
 
 
 def burst_bytes(topo: StarTopo) -> int:
@@ -38,9 +38,13 @@ def veth_lines(testbed: str, topo: StarTopo) -> list[str]:
     return out
 
 
-def host_lines(topo: StarTopo, index: int, static_neigh: bool = True) -> list[str]:
+def host_lines(topo: StarTopo, index: int, static_neigh: bool = True, route: dict | None = None) -> list[str]:
     """``ip -n <host> -batch`` lines: address, static neighbour entries for every other host,
-    interfaces up."""
+    interfaces up, and ``route`` attributes (e.g. ``{"initcwnd": 2}``) on the host's route.
+
+    >>> host_lines(StarTopo(hosts=2), 0, route={"initcwnd": 2})[-1]
+    'route replace 10.0.0.0/16 dev eth0 proto kernel scope link src 10.0.0.1 initcwnd 2'
+    """
     out = ["link set lo up", f"addr add {topo.address(index)}/16 dev eth0"]
     if static_neigh:
         for j in range(topo.n_nodes):
@@ -48,6 +52,9 @@ def host_lines(topo: StarTopo, index: int, static_neigh: bool = True) -> list[st
                 out.append(f"neigh replace {topo.address(j)} lladdr {topo.mac(j)} dev eth0 nud permanent")
         out.append(f"neigh replace {topo.switch_address} lladdr {topo.switch_mac} dev eth0 nud permanent")
     out.append("link set eth0 up")
+    if route:
+        attrs = " ".join(f"{k} {v}" for k, v in sorted(route.items()))
+        out.append(f"route replace {SUBNET} dev eth0 proto kernel scope link src {topo.address(index)} {attrs}")
     return out
 
 

@@ -34,8 +34,10 @@ from clusterlab._atomic import atomic_open
 from clusterlab.cluster.testbed import link
 from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Switch, TestbedError, in_netns, ns_name
-from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, TcpSettings
+from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, TcpSettings, host_sysctls
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
+from clusterlab.errors import ConfigError
+from clusterlab.net.transport_config import TransportConfig
 
 _live: dict[str, Testbed] = {}
 _live_lock = threading.Lock()
@@ -94,8 +96,11 @@ def shutdown_all() -> None:
 class Testbed:
     """A star network of namespaces: ``hosts`` (list of ``Host``) around one ``switch``.
 
-    ``tcp``: per-host TCP sysctls (``TcpSettings``; timers are multiplied by the topology's
-    dilation). ``rps``: pin each interface's receive processing to one CPU (without it veth
+    ``transport``: the TCP settings (a ``TransportConfig``, applied at ``place="testbed"``:
+    per-host sysctls and routes, with timers multiplied by the topology's dilation; the
+    per-socket knobs go to every rank that ``run`` starts). A setting the kernel cannot take
+    at this dilation is refused here, before anything is built. ``tcp``: the same as a
+    ``TcpSettings`` (older spelling). ``rps``: pin each interface's receive processing to one CPU (without it veth
     spreads a flow over CPUs, reorders it, and TCP retransmits without any loss).
     ``offloads_off``: no TSO/GSO/GRO, so the links carry MTU-sized packets as real links do.
     ``static_neigh``: permanent ARP entries and static bridge entries (no ARP, no flooding).
@@ -104,14 +109,19 @@ class Testbed:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, topo: StarTopo, name: str | None = None, tcp: TcpSettings | None = None,
-                 rps: bool = True, offloads_off: bool = True, static_neigh: bool = True, keep: bool = False):
+    def __init__(self, topo: StarTopo, name: str | None = None, tcp: TcpSettings | TransportConfig | None = None,
+                 rps: bool = True, offloads_off: bool = True, static_neigh: bool = True, keep: bool = False,
+                 transport: TransportConfig | None = None):
         self.topo = topo
         self.name = check_name(name) if name else secrets.token_hex(2)
-        tcp = tcp or TcpSettings()
-        if tcp.dilation != topo.dilation:
-            tcp = TcpSettings(**{**tcp.to_dict(), "dilation": topo.dilation})
-        self.tcp = tcp
+        if tcp is not None and transport is not None:
+            raise TestbedError("give transport or tcp, not both")
+        if isinstance(tcp, TcpSettings):
+            tcp = tcp.transport()
+        self.transport = (transport or tcp or TransportConfig()).with_place("testbed")
+        why = self.transport.why_not(topo.dilation)
+        if why:
+            raise ConfigError(why)
         self.rps, self.offloads_off, self.static_neigh, self.keep = rps, offloads_off, static_neigh, keep
         self.hosts = [Host(self.name, i, h, topo.address(i), topo.mac(i)) for i, h in enumerate(topo.host_names())]
         self.switch = Switch(self.name)
@@ -171,7 +181,7 @@ class Testbed:
 
     def _configure_namespaces(self) -> None:
         cpus = sorted(os.sched_getaffinity(0))
-        draws = self.tcp.draw([h.name for h in self.hosts])
+        draws = host_sysctls(self.transport, [h.name for h in self.hosts], self.topo.dilation)
         plan = []
         for h in self.hosts:
             cpu = cpus[h.index % len(cpus)] if self.rps else None
@@ -197,8 +207,10 @@ class Testbed:
         topo = self.topo
         host_q = link.host_qdisc_lines(topo)
 
+        route = self.transport.route_attributes()
+
         def host_job(h: Host):
-            _run(["ip", "-n", h.ns], link.host_lines(topo, h.index, self.static_neigh), f"configure {h.name}")
+            _run(["ip", "-n", h.ns], link.host_lines(topo, h.index, self.static_neigh, route), f"configure {h.name}")
             _run(["tc", "-n", h.ns], host_q, f"shape {h.name}")
 
         def switch_job():
@@ -221,7 +233,7 @@ class Testbed:
             json.dump(self.describe(), f, indent=1)
 
     def describe(self) -> dict:
-        return {"name": self.name, "topo": self.topo.to_dict(), "tcp": self.tcp.to_dict(),
+        return {"name": self.name, "topo": self.topo.to_dict(), "transport": self.transport.to_json(),
                 "rps": self.rps, "offloads_off": self.offloads_off, "static_neigh": self.static_neigh,
                 "driver_pid": None if self.keep else os.getpid(), "created": time.time(),
                 "hosts": [{"name": h.name, "ns": h.ns, "address": h.addr, "mac": h.mac, "port": h.port}
@@ -236,7 +248,9 @@ class Testbed:
             d = json.load(open(path))
         except FileNotFoundError:
             raise TestbedError(f"no testbed named {name} (see clusterlab testbed status)") from None
-        tb = cls(StarTopo.from_dict(d["topo"]), name=name, tcp=TcpSettings(**d["tcp"]), rps=d["rps"],
+        transport = TransportConfig.from_json(d["transport"]) if "transport" in d else TcpSettings(**{
+            k: v for k, v in d["tcp"].items() if k != "dilation"}).transport()
+        tb = cls(StarTopo.from_dict(d["topo"]), name=name, transport=transport, rps=d["rps"],
                  offloads_off=d["offloads_off"], static_neigh=d["static_neigh"], keep=True)
         tb.is_up = all(os.path.exists(os.path.join(NETNS_DIR, ns)) for ns in tb.namespaces())
         return tb
@@ -263,7 +277,10 @@ class Testbed:
     def run(self, fn, nranks: int | None = None, *args, config=None, timeout: float | None = 300.0, **kw) -> list:
         """Run ``fn(comm, *args)`` with rank i in host i (``clusterlab.cluster.local.run``):
         each rank's mesh listener binds to its host's address, the launcher's rendezvous
-        listens on the switch's address (this thread visits the switch namespace for that)."""
+        listens on the switch's address (this thread visits the switch namespace for that).
+        ``config``: the ranks' transport settings; by default the testbed's own (its
+        per-socket knobs; the RTO bounds are already the hosts' sysctls)."""
+        config = self.transport if config is None else config
         from clusterlab.cluster.local import RankHost
         from clusterlab.cluster.local import run as local_run
 

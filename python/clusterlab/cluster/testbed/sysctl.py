@@ -1,13 +1,15 @@
-"""Per-host TCP settings as namespace sysctls, with per-host random draws from a seed.
+"""Per-host TCP settings of a testbed: per-namespace sysctls drawn from one ``TransportConfig``.
+
+The settings model and its parser are ``clusterlab.net.transport_config.TransportConfig``
+(``place="testbed"``); this module adds what every testbed namespace gets anyway and keeps
+``TcpSettings``, the older spelling (strings, ``rto_jitter``) that builds such a config.
 
 Seed 000's tuning: every node gets its own minimum retransmission timeout drawn from
-``[rto_min, rto_min + rto_jitter]`` so that nodes that lost packets in the same burst do not
-all retransmit at the same instant, and a short maximum. Linux keeps ``tcp_rto_min_us`` and
-``tcp_rto_max_ms`` per network namespace; ``tcp_rto_max_ms`` accepts 1000..120000 only, so
-seed 000's MAX = MIN + 100 ms cannot be set below one second (the value is clamped and
-reported). Congestion control is per socket (namespaces allow only reno and bbr by sysctl).
-
-With ``dilation`` k every timer is multiplied by k (the links run k times slower).
+``[rto_min, rto_min + rto_min_jitter]`` so that nodes that lost packets in the same burst do
+not all retransmit at the same instant, and a short maximum (``rto_max_offset``: that node's
+own MIN + offset). Linux keeps ``tcp_rto_min_us`` and ``tcp_rto_max_ms`` per network
+namespace; ``tcp_rto_max_ms`` accepts 1 s..120 s only, so a MAX below one second needs a
+dilated testbed (timers x k): a setting the kernel cannot take is refused with the reason.
 
 >>> s = TcpSettings(rto_min="5ms", rto_jitter="100ms", seed=7)
 >>> d = s.draw(["h0", "h1", "h2"])
@@ -21,19 +23,19 @@ True
 400000
 >>> TcpSettings(rmem="4096 131072 6291456").draw(["h0"])["h0"]["net/ipv4/tcp_rmem"]
 '4096 131072 6291456'
+>>> TcpSettings(rto_min="300s").draw(["h0"])
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: rto_min 300s is above the kernel's default maximum RTO (120s, net.ipv4.tcp_rto_max_ms): the kernel would cut every RTO to the maximum. Lower it
 """
 
 from __future__ import annotations
 
 import dataclasses
-import random
 
 from clusterlab.errors import ConfigError
-from clusterlab.units import parse_duration, parse_size
-
-RTO_MAX_RANGE_MS = (1000, 120000)
-KERNEL_RTO_MIN = 0.200  # Linux's default minimum RTO; scaled too when the run is dilated
-RTO_MIN_RANGE_US = (1000, 120_000_000)
+from clusterlab.net.transport_config import TransportConfig
+from clusterlab.units import parse_duration
 
 # Always set in every namespace of a testbed: no IPv6 chatter (router solicitations, MLD) on
 # the links, and no cached metrics from an earlier connection changing the next one's start.
@@ -44,24 +46,16 @@ BASE_SYSCTLS = {
 }
 
 
-def _triple(text: str | None, what: str) -> str | None:
-    if text is None:
-        return None
-    parts = str(text).replace(",", " ").split()
-    if len(parts) == 1:  # one size: use it as default and max
-        v = parse_size(parts[0])
-        return f"4096 {v} {max(v, 4096)}"
-    if len(parts) != 3:
-        raise ConfigError(f"{what} must be one size or three sizes 'min default max', got {text!r}")
-    vals = [parse_size(p) for p in parts]
-    if not vals[0] <= vals[1] <= vals[2]:
-        raise ConfigError(f"{what} must satisfy min <= default <= max, got {text!r}")
-    return " ".join(str(v) for v in vals)
+def host_sysctls(transport: TransportConfig, hosts: list[str], dilation: float = 1.0) -> dict[str, dict]:
+    """Sysctls (path under /proc/sys -> value) for each host (host i = rank i), reproducible
+    by the config's seed; refuses a setting the kernel cannot take at ``dilation``."""
+    return {h: {**BASE_SYSCTLS, **transport.namespace_sysctls(i, dilation)} for i, h in enumerate(hosts)}
 
 
 @dataclasses.dataclass(frozen=True)
 class TcpSettings:
-    """What each host's TCP gets. None leaves the kernel default."""
+    """The older way to give a testbed's TCP settings (strings welcome). ``transport()`` is
+    the equivalent ``TransportConfig``; None leaves the kernel default."""
 
     rto_min: str | float | None = None
     rto_jitter: str | float | None = None
@@ -79,32 +73,19 @@ class TcpSettings:
             v = getattr(self, name)
             if v is not None and parse_duration(v) < 0:
                 raise ConfigError(f"{name} must not be negative, got {v!r}")
-        _triple(self.rmem, "rmem")
-        _triple(self.wmem, "wmem")
+        self.transport()
+
+    def transport(self) -> TransportConfig:
+        def dur(v):
+            return None if v is None else parse_duration(v)
+
+        return TransportConfig(rto_min=dur(self.rto_min), rto_min_jitter=dur(self.rto_jitter) or 0.0,
+                               rto_max=dur(self.rto_max), rmem=self.rmem, wmem=self.wmem,
+                               window_scaling=self.window_scaling, seed=self.seed, place="testbed")
 
     def draw(self, hosts: list[str]) -> dict[str, dict[str, int | str]]:
-        """Sysctl values (path under /proc/sys -> value) for each host, reproducible by seed."""
-        rng = random.Random(self.seed)
-        k = float(self.dilation)
-        out = {}
-        for h in hosts:
-            s: dict[str, int | str] = dict(BASE_SYSCTLS)
-            if self.rto_min is not None or k != 1.0:
-                lo = parse_duration(self.rto_min) if self.rto_min is not None else KERNEL_RTO_MIN
-                j = parse_duration(self.rto_jitter) if self.rto_jitter is not None else 0.0
-                us = int(round((lo + rng.uniform(0.0, j)) * k * 1e6))
-                s["net/ipv4/tcp_rto_min_us"] = min(max(us, RTO_MIN_RANGE_US[0]), RTO_MIN_RANGE_US[1])
-            if self.rto_max is not None:
-                ms = int(round(parse_duration(self.rto_max) * k * 1e3))
-                s["net/ipv4/tcp_rto_max_ms"] = min(max(ms, RTO_MAX_RANGE_MS[0]), RTO_MAX_RANGE_MS[1])
-            if self.rmem is not None:
-                s["net/ipv4/tcp_rmem"] = _triple(self.rmem, "rmem")
-            if self.wmem is not None:
-                s["net/ipv4/tcp_wmem"] = _triple(self.wmem, "wmem")
-            if self.window_scaling is not None:
-                s["net/ipv4/tcp_window_scaling"] = int(bool(self.window_scaling))
-            out[h] = s
-        return out
+        """Sysctl values for each host (host i draws as rank i), reproducible by seed."""
+        return host_sysctls(self.transport(), hosts, self.dilation)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

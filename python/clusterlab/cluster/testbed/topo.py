@@ -12,6 +12,10 @@ turns it into namespaces, veth pairs, a bridge and tc qdiscs.
 ('10.0.0.1', '10.0.0.16', '10.0.255.254')
 >>> StarTopo(hosts=8, rate="155Mbit", dilation=10).effective_rate_bps
 15500000.0
+>>> StarTopo(hosts=16).host_queue_bytes        # a NIC's 1000 packets of 9014 bytes
+9014000
+>>> StarTopo(hosts=16, host_queue="256KB").host_queue_bytes
+256000
 >>> StarTopo(hosts=1)
 Traceback (most recent call last):
 ...
@@ -42,11 +46,12 @@ class StarTopo:
     """``hosts`` hosts on one switch (a Linux bridge), each attached by its own link.
 
     ``rate``: link rate in each direction (tc syntax, ``155Mbit``). ``buffer``: the switch's
-    output buffer per port in bytes (where incast drops happen). ``host_queue``: the host's own
-    egress queue in bytes (kept modest so RTTs are not inflated by host queueing; a host that
-    bursts more than this drops locally, and a TCP flow with nothing in flight then waits for
-    its probe timer, >= 200 ms whatever the RTO minimum: use about 1000 packets to model a
-    NIC that never drops). ``mtu``:
+    output buffer per port (where incast drops happen). ``host_queue``: the host's own egress
+    queue, by default ``1000p``, a NIC's 1000 packets (txqueuelen). Sizes are bytes (``64KB``)
+    or packets of MTU + 14 bytes (``1000p``). A shallower host queue drops locally when a host
+    bursts, and a TCP flow whose packet the local queue refused with nothing in flight waits
+    for its probe timer, >= 200 ms whatever the RTO minimum (kernel-fixed TCP_RTO_MIN in
+    ``tcp_probe0_base``): that stall is the shallow queue's, not the network's. ``mtu``:
     interface MTU (9000 by default; classical IP over ATM uses 9180). ``dilation``: divide
     rates by k (and multiply timers by k elsewhere) so large runs fit on few cores.
     ``storage``: add one more host named ``st`` (a storage target) on the same switch.
@@ -55,7 +60,7 @@ class StarTopo:
     hosts: int = 4
     rate: str | float = "155Mbit"
     buffer: str | int = "64KB"
-    host_queue: str | int = "256KB"
+    host_queue: str | int = "1000p"
     mtu: int = 9000
     dilation: float = 1.0
     storage: bool = False
@@ -85,11 +90,18 @@ class StarTopo:
 
     @property
     def buffer_bytes(self) -> int:
-        return parse_size(self.buffer)
+        return self._queue_bytes(self.buffer)
 
     @property
     def host_queue_bytes(self) -> int:
-        return parse_size(self.host_queue)
+        return self._queue_bytes(self.host_queue)
+
+    def _queue_bytes(self, v: str | int) -> int:
+        """A queue size in bytes, or in packets of MTU + Ethernet header (``1000p``)."""
+        m = re.fullmatch(r"\s*(\d+)\s*(p|pkt|pkts|packets)\s*", str(v).lower())
+        if m:
+            return int(m.group(1)) * (int(self.mtu) + ETH_HLEN)
+        return parse_size(v)
 
     @property
     def n_nodes(self) -> int:

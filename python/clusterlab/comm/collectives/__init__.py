@@ -23,7 +23,7 @@ size first (a dissemination max, ``ceil(log2 n)`` tiny messages).
 >>> run_threads(lambda c: run("allgather", c, "ring", data=bytes([c.rank]) * c.rank), 3)[0]
 [b'', b'\\x01', b'\\x02\\x02']
 >>> sorted(ALGORITHMS["bcast"])
-['binomial', 'flat', 'scatter_allgather']
+['binomial', 'flat', 'paced', 'scatter_allgather']
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from clusterlab.comm.collectives import (
     barrier_dissemination,
     bcast_binomial,
     bcast_flat,
+    bcast_paced,
     bcast_scatter_allgather,
     gather_binomial,
     gather_linear,
@@ -59,7 +60,7 @@ from clusterlab.comm.collectives._common import TAG, ceil_log2, nbytes
 from clusterlab.comm.collectives._pack import pack, unpack
 from clusterlab.comm.errors import ProtocolError
 
-_ALL = [bcast_flat, bcast_binomial, bcast_scatter_allgather, scatter_linear, scatter_binomial, gather_linear,
+_ALL = [bcast_flat, bcast_binomial, bcast_paced, bcast_scatter_allgather, scatter_linear, scatter_binomial, gather_linear,
         gather_binomial, allgather_ring, allgather_recursive_doubling, alltoall_all_at_once, alltoall_pairwise,
         barrier_central, barrier_dissemination, reduce_binomial, reduce_linear, reduce_gather, reduce_scatter_gather,
         allreduce_ring, allreduce_reduce_scatter_allgather, allreduce_reduce_bcast, allreduce_allgather]
@@ -84,6 +85,8 @@ def run(op: str, comm, /, algorithm: str | None = None, **kw):
     >>> run_threads(lambda c: run("bcast", c, "binomial", data=b"hi" if c.rank == 0 else None), 3)
     [b'hi', b'hi', b'hi']
     """
+    if getattr(comm, "connections", "persistent") != "persistent":  # per-call: the communicator connects first
+        return comm._collective(op, algorithm, **kw)
     if op not in MODULES:
         raise ValueError(f"unknown collective {op!r} (one of {', '.join(OPS)})")
     unknown = set(kw) - set(ARGS[op])

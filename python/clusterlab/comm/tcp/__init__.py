@@ -1,5 +1,11 @@
-"""clusterlab's own TCP mesh backend: framed, authenticated, zero-copy where the OS allows."""
+"""clusterlab's own TCP mesh backend: framed, authenticated, zero-copy where the OS allows.
 
-from clusterlab.comm.tcp.mesh import TcpCommunicator, build_mesh, listen, local_mesh
+``frames`` (wire format) -> ``engine`` (interface; ``engine_rust``, ``engine_python``) ->
+``communicator`` (``TcpCommunicator``: policy over one engine) -> ``mesh`` (set-up).
+``handshake`` authenticates each connection.
+"""
+
+from clusterlab.comm.tcp.communicator import TcpCommunicator
+from clusterlab.comm.tcp.mesh import build_mesh, listen, local_mesh
 
 __all__ = ["TcpCommunicator", "build_mesh", "listen", "local_mesh"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import select
 import socket
 import struct
 import time
@@ -112,7 +113,16 @@ def accept(sock: socket.socket, secret: bytes, my_rank: int,
     _check_secret(secret)
     deadline = time.monotonic() + timeout
     who = "an unauthenticated peer"
-    raw = recv_exact(sock, _HELLO.size, deadline, who)
+    frm, nonce_c = _check_hello(recv_exact(sock, _HELLO.size, deadline, who), my_rank, allowed)
+    reply, expect_mac = _reply(secret, my_rank, frm, nonce_c)
+    _sendall(sock, reply, deadline, who)
+    _check_finish(recv_exact(sock, 32, deadline, who), expect_mac, frm)
+    _sendall(sock, _OK, deadline, f"rank {frm}")
+    return frm
+
+
+def _check_hello(raw: bytes, my_rank: int, allowed) -> tuple[int, bytes]:
+    who = "an unauthenticated peer"
     magic, version, frm, to, nonce_c = _HELLO.unpack(raw)
     if magic != HS_MAGIC:
         raise ProtocolError(f"{who} sent a bad handshake magic {magic!r}")
@@ -121,11 +131,97 @@ def accept(sock: socket.socket, secret: bytes, my_rank: int,
     ok = allowed(frm) if callable(allowed) else frm in allowed
     if to != my_rank or not ok:
         raise ProtocolError(f"{who} claimed to be rank {frm} connecting to rank {to}; not expected here")
+    return frm, nonce_c
+
+
+def _reply(secret: bytes, my_rank: int, frm: int, nonce_c: bytes) -> tuple[bytes, bytes]:
+    """The REPLY to send and the FINISH MAC the connector must answer with."""
     nonce_a = os.urandom(NONCE)
     mac_a = _mac(secret, b"accept", nonce_c, nonce_a, frm, my_rank)
-    _sendall(sock, _REPLY.pack(HS_MAGIC, my_rank, frm, nonce_a, mac_a), deadline, who)
-    mac_c = recv_exact(sock, 32, deadline, who)
-    if not hmac.compare_digest(mac_c, _mac(secret, b"connect", nonce_a, nonce_c, frm, my_rank)):
+    return (_REPLY.pack(HS_MAGIC, my_rank, frm, nonce_a, mac_a),
+            _mac(secret, b"connect", nonce_a, nonce_c, frm, my_rank))
+
+
+def _check_finish(mac_c: bytes, expect: bytes, frm: int) -> None:
+    if not hmac.compare_digest(mac_c, expect):
         raise ProtocolError(f"a peer claiming to be rank {frm} failed authentication (wrong job secret)")
-    _sendall(sock, _OK, deadline, f"rank {frm}")
-    return frm
+
+
+class Acceptor:
+    """The accepting side of the handshake as a non-blocking state machine, for an event loop
+    (the launcher's rendezvous) that serves many connections at once: call :meth:`step` when
+    the socket is ready for :attr:`events`; it never waits. A connection that is idle, slow,
+    or speaks garbage costs nothing but its file descriptor until :attr:`deadline`.
+
+    >>> import socket, threading
+    >>> a, b = socket.socketpair()
+    >>> acc = Acceptor(b, b"k" * 32, 0, {1}, timeout=5.0)
+    >>> t = threading.Thread(target=connect, args=(a, b"k" * 32, 1, 0, 5.0)); t.start()
+    >>> import select
+    >>> while (peer := acc.step()) is None:
+    ...     _ = select.select([b] if acc.events == select.POLLIN else [], [b] if acc.events == select.POLLOUT else [], [], 1)
+    >>> t.join(); peer
+    1
+    """
+
+    def __init__(self, sock: socket.socket, secret: bytes, my_rank: int,
+                 allowed: Container[int] | Callable[[int], bool], timeout: float):
+        _check_secret(secret)
+        sock.setblocking(False)
+        self.sock, self.secret, self.my_rank, self.allowed = sock, secret, my_rank, allowed
+        self.deadline = time.monotonic() + timeout
+        self.peer: int | None = None  # the claimed rank, once its HELLO is checked
+        self._buf = bytearray()
+        self._need = _HELLO.size
+        self._out = b""
+        self._expect_mac = b""
+        self._done = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    @property
+    def events(self) -> int:
+        """``select.POLLOUT`` while a reply is pending, else ``select.POLLIN``."""
+        return select.POLLOUT if self._out else select.POLLIN
+
+    def step(self) -> int | None:
+        """Advance as far as the socket allows. Returns the peer's rank once it is
+        authenticated, None while more is needed; raises ``ProtocolError`` on any violation
+        or when the peer hangs up."""
+        who = "an unauthenticated peer" if self.peer is None else f"a peer claiming to be rank {self.peer}"
+        while True:
+            if self._out:
+                try:
+                    k = self.sock.send(self._out)
+                except (BlockingIOError, InterruptedError):
+                    return None
+                except OSError as e:
+                    raise ProtocolError(f"handshake with {who} failed: {e}") from None
+                self._out = self._out[k:]
+                if self._out:
+                    return None
+                if self._done:
+                    return self.peer
+            try:
+                data = self.sock.recv(self._need - len(self._buf))
+            except (BlockingIOError, InterruptedError):
+                return None
+            except OSError as e:
+                raise ProtocolError(f"handshake with {who} failed: {e}") from None
+            if not data:
+                raise ProtocolError(f"{who} closed the connection during the handshake")
+            self._buf += data
+            if len(self._buf) < self._need:
+                continue
+            raw, self._buf = bytes(self._buf), bytearray()
+            if self.peer is None:
+                self.peer, nonce_c = _check_hello(raw, self.my_rank, self.allowed)
+                self._out, self._expect_mac = _reply(self.secret, self.my_rank, self.peer, nonce_c)
+                self._need = 32
+            else:
+                _check_finish(raw, self._expect_mac, self.peer)
+                self._out, self._done = _OK, True
+
+    def expired(self, now: float) -> bool:
+        return now >= self.deadline

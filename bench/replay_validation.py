@@ -1,0 +1,92 @@
+"""Compute replay validated against real runs on the namespace testbed (root). A script, not a test.
+
+For each host count (default 4, 8, 16): bring up a fresh testbed (seed 000's switch: 155 Mbit/s
+links, 64 KB port buffers), run HPA for real on it with ``record=DIR`` (rank i in host i), then
+replay the recording on the same testbed with the same transport settings, ``--reps`` times
+each, interleaved. Reports the real and replayed job times and their ratio (target: within
+15%), the bytes per pass (equal by construction), and whether the real run was CPU-bound (the
+ranks kept this machine's cores busy: on 2 cores, 8 or 16 ranks are; such a point compares the
+loaded machine with itself, since the replay waits the wall-clock gaps measured under that
+load, ``compute="wall"``). The load average is recorded with every run; the machine is shared.
+
+    python bench/replay_validation.py [--hosts 4,8,16] [--reps 2] [--transactions 200000]
+
+Writes bench/results/replay_validation.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from clusterlab._atomic import atomic_open
+from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", default="4,8,16")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--transactions", type=int, default=200_000)
+    ap.add_argument("--min-support", type=float, default=0.007)
+    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "replay_validation.json"))
+    a = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("needs root (network namespaces)", file=sys.stderr)
+        return 2
+    from clusterlab.data.generate import generate_file
+
+    work = Path(tempfile.mkdtemp(prefix="replay-validation-"))
+    data = work / "seed000.dat"
+    generate_file(data, "seed000", transactions=a.transactions, seed=0)
+    config = ParallelConfig(partition="itemset", local_pairs=False, timeout=600)  # seed 000's HPA
+    points = []
+    for n in [int(x) for x in a.hosts.split(",")]:
+        name = "t" + secrets.token_hex(3)
+        with Testbed(StarTopo(hosts=n), name=name):
+            real, replayed = [], []
+            for rep in range(a.reps):
+                rec = work / f"rec{n}_{rep}"
+                r = run_parallel(data, nodes=n, algorithm="hpa", min_support=a.min_support, config=config,
+                                 testbed=name, record=rec)
+                real.append({"job_s": r.job_s, "load": load(), "cpu_bound_passes": sum(p["cpu_bound"] for p in r.passes),
+                             "bytes": [p["bytes_sent"] for p in r.passes],
+                             "cpu_cores_busy": [round(p["cpu_cores_busy"], 2) for p in r.passes]})
+                rp = replay_parallel(rec, testbed=name, compute="wall")
+                replayed.append({"job_s": rp.job_s, "load": load(), "bytes": [p["bytes_sent"] for p in rp.passes]})
+                print(f"{n} hosts rep {rep}: real {r.job_s:.2f} s, replay {rp.job_s:.2f} s, "
+                      f"cpu-bound passes {real[-1]['cpu_bound_passes']}/{len(r.passes)}, load {load()}", flush=True)
+        med_real = statistics.median(x["job_s"] for x in real)
+        med_rep = statistics.median(x["job_s"] for x in replayed)
+        points.append({"hosts": n, "real": real, "replay": replayed, "median_real_s": med_real,
+                       "median_replay_s": med_rep, "replay_over_real": med_rep / med_real,
+                       "within_15pct": abs(med_rep / med_real - 1) <= 0.15,
+                       "same_bytes_per_pass": all(x["bytes"] == y["bytes"] for x, y in zip(real, replayed, strict=True)),
+                       "cpu_bound": any(x["cpu_bound_passes"] for x in real)})
+    res = {"machine": {"cpus": os.cpu_count(), "note": "2 cores shared with other jobs; load per run"},
+           "topology": "StarTopo defaults (155Mbit links, 64KB port buffer)", "algorithm": "hpa (itemset, every pass shipped)",
+           "transactions": a.transactions, "min_support": a.min_support, "compute": "wall", "points": points,
+           "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    with atomic_open(a.output) as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps([{k: p[k] for k in ("hosts", "median_real_s", "median_replay_s", "replay_over_real",
+                                          "within_15pct", "same_bytes_per_pass", "cpu_bound")} for p in points], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

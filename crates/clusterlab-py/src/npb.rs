@@ -1,0 +1,369 @@
+//! NPB kernels (EP, IS, CG, MG, FT): array conversion, size checks, and the GIL released
+//! around every kernel so in-process ranks (threads) compute in parallel. Grids and vectors
+//! are numpy arrays owned by Python and updated in place; complex arrays are passed as their
+//! float64 view (re, im interleaved).
+
+use clusterlab_core::npb::{cg, ep, ft, is, mg, randlc};
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+fn err(msg: impl Into<String>) -> PyErr {
+    PyValueError::new_err(msg.into())
+}
+
+fn check_len(what: &str, got: usize, want: usize) -> PyResult<()> {
+    if got != want {
+        return Err(err(format!("{what}: {got} values, expected {want}")));
+    }
+    Ok(())
+}
+
+fn box_len(n: [usize; 3]) -> PyResult<usize> {
+    if n.iter().any(|&m| m < 3) {
+        return Err(err(format!("grid box {n:?}: every extent needs a ghost layer on each side (>= 3)")));
+    }
+    Ok(n[0] * n[1] * n[2])
+}
+
+/// `n` values of NPB's generator from state `x` with multiplier `a`: (values, new state).
+#[pyfunction]
+fn npb_vranlc<'py>(py: Python<'py>, n: usize, x: f64, a: f64) -> PyResult<(Bound<'py, PyArray1<f64>>, f64)> {
+    if !randlc::valid_state(x) || !randlc::valid_state(a) {
+        return Err(err("generator state and multiplier must be integers in [0, 2^46)"));
+    }
+    let mut s = x;
+    let mut y = vec![0.0; n];
+    py.detach(|| randlc::vranlc(&mut s, a, &mut y));
+    Ok((PyArray1::from_vec(py, y), s))
+}
+
+/// `a^n mod 2^46`.
+#[pyfunction]
+fn npb_pow46(a: f64, n: u64) -> PyResult<f64> {
+    if !randlc::valid_state(a) {
+        return Err(err("multiplier must be an integer in [0, 2^46)"));
+    }
+    Ok(randlc::pow46(a, n))
+}
+
+/// EP batches `first .. first + count`: (annulus counts, per-batch x sums, per-batch y sums).
+#[pyfunction]
+fn npb_ep_batches<'py>(py: Python<'py>, first: u64, count: u64) -> PyResult<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let p = py.detach(|| ep::batches(first, count));
+    Ok((PyArray1::from_slice(py, &p.counts), PyArray1::from_vec(py, p.sx), PyArray1::from_vec(py, p.sy)))
+}
+
+/// IS keys `first .. first + count` below `max_key`.
+#[pyfunction]
+fn npb_is_keys<'py>(py: Python<'py>, first: u64, count: usize, max_key: u32) -> Bound<'py, PyArray1<i32>> {
+    PyArray1::from_vec(py, py.detach(|| is::create_keys(first, count, max_key)))
+}
+
+/// Keys grouped by bucket into `out` (same length); returns the keys per bucket.
+#[pyfunction]
+fn npb_is_bucket_sort<'py>(py: Python<'py>, keys: PyReadonlyArrayDyn<i32>, shift: u32, nbuckets: usize, mut out: PyReadwriteArrayDyn<i32>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let (k, o) = (keys.as_slice()?, out.as_slice_mut()?);
+    check_len("out", o.len(), k.len())?;
+    let sizes = py.detach(|| is::bucket_sort_into(k, shift, nbuckets, o)).map_err(|bad| err(format!("key {bad} outside the {nbuckets} buckets")))?;
+    Ok(PyArray1::from_vec(py, sizes))
+}
+
+/// For each key value in min..=max, the number of keys <= it.
+#[pyfunction]
+fn npb_is_rank_counts<'py>(py: Python<'py>, keys: PyReadonlyArrayDyn<i32>, min_key: i32, max_key: i32) -> PyResult<Bound<'py, PyArray1<i32>>> {
+    let k = keys.as_slice()?;
+    let c = py.detach(|| is::rank_counts(k, min_key, max_key)).map_err(|bad| err(format!("key {bad} outside this rank's range {min_key}..={max_key}")))?;
+    Ok(PyArray1::from_vec(py, c))
+}
+
+/// (keys placed at their ranks, number of keys out of order).
+#[pyfunction]
+fn npb_is_full_sort<'py>(py: Python<'py>, keys: PyReadonlyArrayDyn<i32>, counts: PyReadonlyArrayDyn<i32>, min_key: i32) -> PyResult<(Bound<'py, PyArray1<i32>>, u64)> {
+    let (k, c) = (keys.as_slice()?, counts.as_slice()?);
+    let ok = k.iter().all(|&x| x >= min_key && ((x - min_key) as usize) < c.len()) && c.last().is_none_or(|&t| t as usize == k.len());
+    if !ok {
+        return Err(err("counts do not describe these keys"));
+    }
+    let (sorted, descents) = py.detach(|| is::full_sort(k, c, min_key));
+    Ok((PyArray1::from_vec(py, sorted), descents))
+}
+
+/// One process's block of CG's matrix, packed for leaf-ordered products.
+#[pyclass(module = "clusterlab._core", frozen, name = "NpbCgBlock")]
+struct CgBlock {
+    packed: cg::Packed,
+}
+
+#[pymethods]
+impl CgBlock {
+    /// Nonzeros in the block.
+    #[getter]
+    fn nnz(&self) -> usize {
+        self.packed.nnz
+    }
+
+    /// out = A x (x: the process's columns, out: its rows).
+    fn matvec(&self, py: Python<'_>, x: PyReadonlyArrayDyn<f64>, mut out: PyReadwriteArrayDyn<f64>) -> PyResult<()> {
+        let (xs, o) = (x.as_slice()?, out.as_slice_mut()?);
+        check_len("x", xs.len(), self.packed.ncols)?;
+        check_len("out", o.len(), self.packed.nrows)?;
+        py.detach(|| self.packed.matvec(xs, o));
+        Ok(())
+    }
+}
+
+/// CG's matrix block rows r0..r1 x the columns of `bounds` (the process's leaf boundaries,
+/// global), generated from state `tran` as NPB's makea.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn npb_cg_makea(py: Python<'_>, n: usize, nonzer: usize, rcond: f64, shift: f64, tran: f64, r0: usize, r1: usize, bounds: Vec<usize>) -> PyResult<CgBlock> {
+    let (c0, c1) = (*bounds.first().unwrap_or(&0), *bounds.last().unwrap_or(&0));
+    if !(r0 <= r1 && r1 <= n && c0 <= c1 && c1 <= n) || nonzer == 0 || nonzer >= n || !randlc::valid_state(tran) {
+        return Err(err(format!("bad CG block {r0}..{r1} x {c0}..{c1} of n={n}, nonzer={nonzer}")));
+    }
+    let packed = py.detach(|| cg::Packed::new(&cg::makea(n, nonzer, rcond, shift, tran, r0..r1, c0..c1), &bounds)).map_err(err)?;
+    Ok(CgBlock { packed })
+}
+
+fn check_bounds(bounds: &[usize], len: usize) -> PyResult<()> {
+    if bounds.len() < 2 || bounds.len() - 1 > cg::LEAVES || !(bounds.len() - 1).is_power_of_two() || bounds.windows(2).any(|w| w[0] > w[1]) || *bounds.last().unwrap() > len {
+        return Err(err("leaf bounds must be a power-of-two number of ascending ranges inside the vector"));
+    }
+    Ok(())
+}
+
+/// x . y (or x . x) over the process's leaves, leaf-ordered.
+#[pyfunction]
+#[pyo3(signature = (x, y, bounds))]
+fn npb_cg_dot(py: Python<'_>, x: PyReadonlyArrayDyn<f64>, y: Option<PyReadonlyArrayDyn<f64>>, bounds: Vec<usize>) -> PyResult<f64> {
+    let xs = x.as_slice()?;
+    check_bounds(&bounds, xs.len())?;
+    match &y {
+        Some(y) => {
+            let ys = y.as_slice()?;
+            check_len("y", ys.len(), xs.len())?;
+            Ok(py.detach(|| cg::dot(xs, Some(ys), &bounds)))
+        }
+        None => Ok(py.detach(|| cg::dot(xs, None, &bounds))),
+    }
+}
+
+/// sum (x - y)^2 over the process's leaves.
+#[pyfunction]
+fn npb_cg_dist2(py: Python<'_>, x: PyReadonlyArrayDyn<f64>, y: PyReadonlyArrayDyn<f64>, bounds: Vec<usize>) -> PyResult<f64> {
+    let (xs, ys) = (x.as_slice()?, y.as_slice()?);
+    check_len("y", ys.len(), xs.len())?;
+    check_bounds(&bounds, xs.len())?;
+    Ok(py.detach(|| cg::dist2(xs, ys, &bounds)))
+}
+
+/// r = v - A u (v None: in place on r).
+#[pyfunction]
+#[pyo3(signature = (u, v, r, n, a))]
+fn npb_mg_resid(py: Python<'_>, u: PyReadonlyArrayDyn<f64>, v: Option<PyReadonlyArrayDyn<f64>>, mut r: PyReadwriteArrayDyn<f64>, n: [usize; 3], a: [f64; 4]) -> PyResult<()> {
+    let len = box_len(n)?;
+    let us = u.as_slice()?;
+    let rs = r.as_slice_mut()?;
+    check_len("u", us.len(), len)?;
+    check_len("r", rs.len(), len)?;
+    match &v {
+        Some(v) => {
+            let vs = v.as_slice()?;
+            check_len("v", vs.len(), len)?;
+            py.detach(|| mg::resid(us, Some(vs), rs, n, a));
+        }
+        None => py.detach(|| mg::resid(us, None, rs, n, a)),
+    }
+    Ok(())
+}
+
+/// u = u + C r.
+#[pyfunction]
+fn npb_mg_psinv(py: Python<'_>, r: PyReadonlyArrayDyn<f64>, mut u: PyReadwriteArrayDyn<f64>, n: [usize; 3], c: [f64; 4]) -> PyResult<()> {
+    let len = box_len(n)?;
+    let (rs, us) = (r.as_slice()?, u.as_slice_mut()?);
+    check_len("r", rs.len(), len)?;
+    check_len("u", us.len(), len)?;
+    py.detach(|| mg::psinv(rs, us, n, c));
+    Ok(())
+}
+
+/// s = P r (fine box mk to coarse box mj).
+#[pyfunction]
+fn npb_mg_rprj3(py: Python<'_>, r: PyReadonlyArrayDyn<f64>, mk: [usize; 3], mut s: PyReadwriteArrayDyn<f64>, mj: [usize; 3]) -> PyResult<()> {
+    let (lk, lj) = (box_len(mk)?, box_len(mj)?);
+    if (0..3).any(|d| 2 * mj[d] - 2 > mk[d] + 1 || mk[d] > 2 * mj[d]) {
+        return Err(err(format!("rprj3: coarse box {mj:?} does not halve fine box {mk:?}")));
+    }
+    let (rs, ss) = (r.as_slice()?, s.as_slice_mut()?);
+    check_len("r", rs.len(), lk)?;
+    check_len("s", ss.len(), lj)?;
+    py.detach(|| mg::rprj3(rs, mk, ss, mj));
+    Ok(())
+}
+
+/// u = u + Q z (coarse box mm to fine box n).
+#[pyfunction]
+fn npb_mg_interp(py: Python<'_>, z: PyReadonlyArrayDyn<f64>, mm: [usize; 3], mut u: PyReadwriteArrayDyn<f64>, n: [usize; 3]) -> PyResult<()> {
+    let (lz, lu) = (box_len(mm)?, box_len(n)?);
+    if (0..3).any(|d| 2 * mm[d] - 2 != n[d]) {
+        return Err(err(format!("interp: fine box {n:?} is not twice coarse box {mm:?}")));
+    }
+    let (zs, us) = (z.as_slice()?, u.as_slice_mut()?);
+    check_len("z", zs.len(), lz)?;
+    check_len("u", us.len(), lu)?;
+    py.detach(|| mg::interp(zs, mm, us, n)).map_err(err)
+}
+
+/// Periodic ghost layers along `axis` (0 = i1 .. 2 = i3).
+#[pyfunction]
+fn npb_mg_periodic(mut u: PyReadwriteArrayDyn<f64>, n: [usize; 3], axis: usize) -> PyResult<()> {
+    let len = box_len(n)?;
+    let us = u.as_slice_mut()?;
+    check_len("u", us.len(), len)?;
+    if axis > 2 {
+        return Err(err("axis must be 0, 1 or 2"));
+    }
+    mg::periodic(us, n, axis);
+    Ok(())
+}
+
+/// The face of interior layer `layer` along `axis`, as sent by a halo exchange.
+#[pyfunction]
+fn npb_mg_get_face<'py>(py: Python<'py>, u: PyReadonlyArrayDyn<f64>, n: [usize; 3], axis: usize, layer: usize) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let len = box_len(n)?;
+    let us = u.as_slice()?;
+    check_len("u", us.len(), len)?;
+    if axis > 2 || layer >= n[axis] {
+        return Err(err("axis must be 0..2 and layer inside the box"));
+    }
+    Ok(PyArray1::from_vec(py, mg::get_face(us, n, axis, layer)))
+}
+
+/// Writes a received face into layer `layer` along `axis`.
+#[pyfunction]
+fn npb_mg_put_face(mut u: PyReadwriteArrayDyn<f64>, n: [usize; 3], axis: usize, layer: usize, face: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+    let len = box_len(n)?;
+    let us = u.as_slice_mut()?;
+    check_len("u", us.len(), len)?;
+    if axis > 2 || layer >= n[axis] {
+        return Err(err("axis must be 0..2 and layer inside the box"));
+    }
+    mg::put_face(us, n, axis, layer, face.as_slice()?).map_err(err)
+}
+
+/// (sum of squares per global octant, max |value|) over the interior.
+#[pyfunction]
+fn npb_mg_norm_leaves<'py>(py: Python<'py>, r: PyReadonlyArrayDyn<f64>, n: [usize; 3], origin: [usize; 3], global: [usize; 3]) -> PyResult<(Bound<'py, PyArray1<f64>>, f64)> {
+    let len = box_len(n)?;
+    let rs = r.as_slice()?;
+    check_len("r", rs.len(), len)?;
+    let (leaves, m) = py.detach(|| mg::norm_leaves(rs, n, origin, global));
+    Ok((PyArray1::from_slice(py, &leaves), m))
+}
+
+/// zran3's random values for the interior of a box (ghosts 0).
+#[pyfunction]
+fn npb_mg_zran3<'py>(py: Python<'py>, n: [usize; 3], origin: [usize; 3], global: [usize; 3]) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    box_len(n)?;
+    if (0..3).any(|d| origin[d] + n[d] - 2 > global[d]) {
+        return Err(err("box outside the grid"));
+    }
+    Ok(PyArray1::from_vec(py, py.detach(|| mg::zran3_values(n, origin, global))))
+}
+
+/// The m largest and m smallest interior values: two (m, 4) arrays of (value, gx, gy, gz).
+#[pyfunction]
+fn npb_mg_extremes<'py>(py: Python<'py>, z: PyReadonlyArrayDyn<f64>, n: [usize; 3], origin: [usize; 3], m: usize) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>)> {
+    let len = box_len(n)?;
+    let zs = z.as_slice()?;
+    check_len("z", zs.len(), len)?;
+    let (hi, lo) = py.detach(|| mg::extremes(zs, n, origin, m));
+    let to = |v: Vec<[f64; 4]>| PyArray1::from_vec(py, v.concat()).reshape([v.len(), 4]);
+    Ok((to(hi)?, to(lo)?))
+}
+
+/// NPB's roots-of-unity table for lengths up to n, as an (n, 2) array.
+#[pyfunction]
+fn npb_ft_roots<'py>(py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    if !n.is_power_of_two() {
+        return Err(err(format!("FFT length {n} is not a power of two")));
+    }
+    let u = ft::roots(n);
+    PyArray1::from_vec(py, u.concat()).reshape([u.len(), 2])
+}
+
+/// In-place FFT along the middle axis of a complex (outer, n, inner) array given as its
+/// float64 view; dir +1 or -1.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn npb_ft_fft(py: Python<'_>, mut data: PyReadwriteArrayDyn<f64>, outer: usize, n: usize, inner: usize, dir: i32, roots: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+    let d = data.as_slice_mut()?;
+    let r = roots.as_slice()?;
+    if !n.is_power_of_two() || d.len() != 2 * outer * n * inner || r.len() < 2 * n || !(dir == 1 || dir == -1) {
+        return Err(err("fft: shape, roots or direction do not agree"));
+    }
+    let u: Vec<[f64; 2]> = r.chunks_exact(2).map(|c| [c[0], c[1]]).collect();
+    py.detach(|| {
+        let mut s = ft::FftScratch::new(n);
+        ft::fft_axis(d, outer, n, inner, dir, &u, &mut s);
+    });
+    Ok(())
+}
+
+/// Transpose of a complex rows x cols matrix (float64 views) into `out`.
+#[pyfunction]
+fn npb_ft_transpose(py: Python<'_>, src: PyReadonlyArrayDyn<f64>, rows: usize, cols: usize, mut out: PyReadwriteArrayDyn<f64>) -> PyResult<()> {
+    let (s, o) = (src.as_slice()?, out.as_slice_mut()?);
+    check_len("src", s.len(), 2 * rows * cols)?;
+    check_len("out", o.len(), 2 * rows * cols)?;
+    py.detach(|| ft::transpose(s, rows, cols, o));
+    Ok(())
+}
+
+/// FT's initial conditions for z-planes z0..z0+nzl (float64 view of the complex array).
+#[pyfunction]
+fn npb_ft_initial_conditions<'py>(py: Python<'py>, nx: usize, ny: usize, z0: usize, nzl: usize) -> Bound<'py, PyArray1<f64>> {
+    PyArray1::from_vec(py, py.detach(|| ft::initial_conditions(nx, ny, z0, nzl)))
+}
+
+/// FT's evolution factors for y-planes y0..y0+nyl, layout (y, x, z).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn npb_ft_twiddle<'py>(py: Python<'py>, nx: usize, ny: usize, nz: usize, y0: usize, nyl: usize, alpha: f64) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    if y0 + nyl > ny || nx == 0 || nz == 0 {
+        return Err(err("twiddle: y-planes outside the grid"));
+    }
+    Ok(PyArray1::from_vec(py, py.detach(|| ft::twiddle(nx, ny, nz, y0, nyl, alpha))))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(npb_vranlc, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_pow46, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_ep_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_is_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_is_bucket_sort, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_is_rank_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_is_full_sort, m)?)?;
+    m.add_class::<CgBlock>()?;
+    m.add_function(wrap_pyfunction!(npb_cg_makea, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_cg_dot, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_cg_dist2, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_resid, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_psinv, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_rprj3, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_interp, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_periodic, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_get_face, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_put_face, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_norm_leaves, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_zran3, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_mg_extremes, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_ft_roots, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_ft_fft, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_ft_transpose, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_ft_initial_conditions, m)?)?;
+    m.add_function(wrap_pyfunction!(npb_ft_twiddle, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,213 @@
+"""bonnie-style storage benchmark over iSCSI on the testbed (issue 13, seed 001 Fig. 4).
+
+One testbed (``hosts`` compute hosts plus the storage host ``st``, links at ``rate``), tgtd on
+``st`` with one sparse LUN of ``size`` bytes per initiator. For each count n in
+``initiators``, initiators 0..n-1 run at once: sequential block write of ``size`` bytes in
+``block``-byte commands, then (after all have written) sequential read of the same, checked
+against the written pattern. Each initiator is a thread of this process that has entered its
+host's namespace (its iSCSI socket lives there); the block loops run in Rust without the GIL.
+Aggregate MB/s = all bytes / (last finish - first start) of the phase.
+
+Local baseline on this machine: the same block loop on a local file (write + fsync, read), and
+``bonnie++`` on that file system when installed. Nothing is left running: the target and the
+testbed are removed on return, on exceptions and on Ctrl-C (``with`` blocks; SIGTERM and atexit
+are covered by the testbed, whose removal kills tgtd; ``clean_storage`` removes its files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from clusterlab.errors import ConfigError
+
+UNSHAPED_RATE = "100Gbit"  # "no shaping": far above what veth moves on this machine
+
+
+def _load() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def parse_counts(text: str) -> list[int]:
+    """``"1..8"`` -> [1, 2, 4, 8] (powers of two, and the end); ``"1,3"`` -> [1, 3].
+
+    >>> parse_counts("1..8"), parse_counts("1..6"), parse_counts("2,3")
+    ([1, 2, 4, 8], [1, 2, 4, 6], [2, 3])
+    """
+    try:
+        if ".." in text:
+            lo, hi = (int(x) for x in text.split(".."))
+            if not 1 <= lo <= hi:
+                raise ValueError
+            out, n = [], lo
+            while n < hi:
+                out.append(n)
+                n *= 2
+            out.append(hi)
+        else:
+            out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--initiators must be N, LO..HI or a comma list of counts, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise ConfigError(f"--initiators counts must be >= 1 and LO <= HI, got {text!r}")
+    return sorted(set(out))
+
+
+def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrier: threading.Barrier,
+           out: list, errors: list) -> None:
+    """All n initiators run ``op`` at once; out[i] = (start, end, Transfer)."""
+
+    def one(i: int) -> None:
+        try:
+            barrier.wait(timeout=60)
+            t0 = time.monotonic()
+            fn = luns[i].write_sequential if op == "write" else luns[i].read_sequential
+            tr = fn(size, block=block, seed=seed + i)
+            out[i] = (t0, time.monotonic(), tr)
+        except BaseException as e:  # reported by the caller, naming the initiator
+            errors.append(f"initiator {i}: {op}: {e}")
+            barrier.abort()
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _open_all(tb, target, n: int, timeout: int) -> list:
+    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.storage.iscsi import open_lun
+
+    luns = []
+    for i in range(n):
+        d = target.luns[i]
+        with in_netns(tb.host(d["client"]).ns):  # the session's socket stays in the host's namespace
+            luns.append(open_lun(d["portal"], d["iqn"], d["lun"], timeout=timeout))
+    return luns
+
+
+def _rows(out: list, size: int) -> tuple[list[dict], float]:
+    rows = [{"initiator": i, "mbps": round(tr.mbps, 2), "seconds": round(tr.seconds, 4), "bad_blocks": tr.bad_blocks}
+            for i, (_, _, tr) in enumerate(out)]
+    span = max(e for _, e, _ in out) - min(s for s, _, _ in out)
+    return rows, round(len(out) * size / span / 1e6, 2)
+
+
+def local_baseline(size: int, block: int, directory: str | None = None, bonnie: bool = True) -> dict:
+    """The block loop on a local file, and bonnie++ (block write/read K/s) when installed."""
+    from clusterlab.storage.iscsi import local_sequential
+
+    d = tempfile.mkdtemp(prefix="clab-storage-", dir=directory)
+    try:
+        w, r = local_sequential(os.path.join(d, "local.img"), size, block)
+        res = {"dir": d, "write_mbps": round(w.mbps, 2), "read_mbps": round(r.mbps, 2), "bad_blocks": r.bad_blocks}
+        os.unlink(os.path.join(d, "local.img"))
+        if bonnie and shutil.which("bonnie++"):
+            res["bonnie"] = run_bonnie(d, size)
+        else:
+            res["bonnie"] = None if bonnie else "not run"
+        return res
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_bonnie(directory: str, size: int, timeout: float = 300.0) -> dict:
+    """bonnie++ block write and read on ``directory``: MB/s (bonnie prints KiB/s).
+
+    bonnie++ wants a file of twice RAM to defeat the cache; with -r it is told a smaller RAM
+    (size/2) so a small run is allowed; reads may then come from the page cache, as ours do.
+    """
+    mib = max(1, size >> 20)
+    cmd = ["bonnie++", "-q", "-d", directory, "-s", f"{mib}M", "-r", str(max(1, mib // 2)), "-n", "0",
+           "-f", "-b", "-u", "root"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"bonnie++ did not finish in {timeout} s"}
+    line = next((ln for ln in p.stdout.splitlines() if ln.count(",") > 10), None)
+    if p.returncode != 0 or line is None:
+        return {"error": (p.stderr or p.stdout).strip()[-300:]}
+    f = line.split(",")
+    # CSV (bonnie++ 1.98/2.00): [5] size, [11] block write K/s, [13] rewrite K/s, [17] block read K/s;
+    # "+++++" means the phase took under 500 ms, too short for bonnie++ to report.
+    num = lambda s: round(int(s) * 1024 / 1e6, 2) if s.strip().isdigit() else "too fast to measure"  # noqa: E731
+    return {"write_mbps": num(f[11]), "rewrite_mbps": num(f[13]), "read_mbps": num(f[17]), "csv": line}
+
+
+class Terminated(SystemExit):
+    """SIGTERM/SIGHUP during a run: unwinds the ``with`` blocks so the target goes before the testbed."""
+
+
+@contextlib.contextmanager
+def _terminate_unwinds():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_(signum, frame):
+        raise Terminated(128 + signum)
+
+    old = {sig: signal.signal(sig, raise_) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
+        rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
+        name: str | None = None, timeout: int = 30, direct: bool = False) -> dict:
+    """The benchmark as one call (needs root, tgt, libiscsi). ``rate`` None: unshaped links.
+
+    Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
+    "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
+    """
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+
+    initiators = initiators or [1]
+    if max(initiators) > hosts:
+        raise ConfigError(f"--initiators up to {max(initiators)} needs --hosts >= {max(initiators)}, got {hosts}")
+    if block <= 0 or block % 512 or size % block:
+        raise ConfigError(f"--block must be a positive multiple of 512 that divides --size (got {block}, {size})")
+    res = {"config": {"hosts": hosts, "initiators": initiators, "size": size, "block": block,
+                      "rate": rate or f"unshaped ({UNSHAPED_RATE} htb)", "direct": direct},
+           "load_before": _load(), "runs": []}
+    topo = StarTopo(hosts=max(2, hosts), rate=rate or UNSHAPED_RATE, storage=True)
+    tb = Testbed(topo, name=name)
+    try:
+        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct) as target:
+            luns = _open_all(tb, target, max(initiators), timeout)
+            try:
+                for n in initiators:
+                    run_n = {"initiators": n, "load": _load()}
+                    for op in ("write", "read"):
+                        out, errors = [None] * n, []
+                        _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors)
+                        if errors:
+                            raise OSError("; ".join(errors))
+                        rows, agg = _rows(out, size)
+                        run_n[op] = {"aggregate_mbps": agg, "per_initiator": rows}
+                    if any(r["bad_blocks"] for r in run_n["read"]["per_initiator"]):
+                        raise OSError(f"{n} initiators: read back differs from what was written: "
+                                      f"{run_n['read']['per_initiator']}")
+                    res["runs"].append(run_n)
+            finally:
+                for lun in luns:
+                    with contextlib.suppress(Exception):
+                        lun.close()
+    finally:
+        clean_storage(tb.name)
+    if baseline:
+        res["local"] = local_baseline(size, block, bonnie=bonnie)
+    res["load_after"] = _load()
+    return res

@@ -1,0 +1,141 @@
+"""``clusterlab npb``: the NAS Parallel Benchmarks (EP, IS, CG, MG, FT) on clusterlab's ranks.
+
+The command parses and prints; ``clusterlab.npb.run`` does the work.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from clusterlab.errors import ConfigError
+
+KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft")
+
+
+def _transport_options(f):
+    """The TCP knobs of ``clusterlab run`` (to move to a shared cli/options.py)."""
+    opts = [
+        click.option("--sndbuf", help="SO_SNDBUF per socket, e.g. 4MB (tcp backend)."),
+        click.option("--rcvbuf", help="SO_RCVBUF per socket (tcp backend)."),
+        click.option("--no-nodelay", is_flag=True, help="Leave Nagle's algorithm on (TCP_NODELAY off)."),
+        click.option("--congestion", help="TCP congestion control, e.g. reno, cubic, bbr."),
+        click.option("--rto-min", help="Minimum RTO per socket (TCP_RTO_MIN_US), 5ms..200ms."),
+        click.option("--rto-min-jitter", help="Each rank draws its rto-min from [rto-min, rto-min + jitter]."),
+        click.option("--rto-max", help="Maximum RTO per socket (TCP_RTO_MAX_MS), 1s..120s."),
+        click.option("--rto-max-jitter", help="Each rank draws its rto-max from [rto-max, rto-max + jitter]."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-rank jitter draws."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _config(sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max, rto_max_jitter, seed):
+    """A TransportConfig when any knob was given, else None."""
+    if not any((sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max, rto_max_jitter)):
+        return None
+    from clusterlab.net.transport_config import TransportConfig
+    from clusterlab.units import parse_duration, parse_size
+
+    def dur(v):
+        return None if v is None else parse_duration(v)
+
+    def size(v):
+        return None if v is None else parse_size(v)
+
+    return TransportConfig(sndbuf=size(sndbuf), rcvbuf=size(rcvbuf), nodelay=not no_nodelay, congestion=congestion,
+                           rto_min=dur(rto_min), rto_min_jitter=dur(rto_min_jitter) or 0.0, rto_max=dur(rto_max),
+                           rto_max_jitter=dur(rto_max_jitter) or 0.0, seed=seed)
+
+
+@click.group()
+def npb():
+    """NAS Parallel Benchmarks (NPB 3.x EP, IS, CG, MG, FT; classes S, W, A) with NPB's
+    verification and Mop/s, per-rank compute time and traffic.
+
+    \b
+    Examples:
+      clusterlab npb run cg --class S -n 4
+      clusterlab npb run ft --class W -n 2 --backend mpi --json
+      clusterlab run -n 4 -- npb run mg --class S
+    """
+
+
+@npb.command("run")
+@click.argument("kernel", type=click.Choice(KERNEL_CHOICES, case_sensitive=False))
+@click.option("--class", "cls", default="S", show_default=True, help="Problem class: S, W or A.")
+@click.option("-n", "--ranks", "n", type=int, default=None,
+              help="Number of ranks (default 1, or the job's size when started as its ranks).")
+@click.option("--backend", type=click.Choice(["auto", "tcp", "mpi", "inproc", "world"]), default="auto",
+              show_default=True, help="auto: world when started by `clusterlab run`/mpiexec, else tcp.")
+@_transport_options
+@click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before the job is stopped.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Also write the record with every rank's message sequence (for compute replay) to this JSON file.")
+def run_cmd(kernel, cls, n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max,
+            rto_max_jitter, seed, timeout, as_json, trace_path):
+    """Run one NPB KERNEL and print NPB's report (class, size, iterations, time, Mop/s,
+    verification), the checked values and each rank's compute time and bytes sent.
+
+    \b
+    Rank counts: EP and IS any; CG a power of two; MG 1, 2, 4 or 8; FT a power of two
+    dividing the grid's ny and nz.
+
+    \b
+    Examples:
+      clusterlab npb run ep --class S -n 4
+      clusterlab npb run cg --class S -n 2 --rto-min 5ms --json
+      clusterlab npb run is --class S -n 2 --backend inproc
+    """
+    from clusterlab import npb as lib
+    from clusterlab.bench.spmd import started_as_rank
+
+    if backend == "auto":
+        backend = "world" if started_as_rank() else "tcp"
+    if n is None:
+        if backend == "world":
+            from clusterlab.comm import world
+
+            n = world().size
+        else:
+            n = 1
+    config = _config(sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max, rto_max_jitter, seed)
+    if config is not None and backend != "tcp":
+        raise ConfigError("TCP settings (--sndbuf, --rto-min, ...) apply only to --backend tcp")
+    if timeout <= 0:
+        raise ConfigError(f"--timeout must be > 0, got {timeout}")
+    res = lib.run(kernel, cls, n=n, backend=backend, config=config, timeout=timeout, events=bool(trace_path))
+    if res is None:  # a rank other than 0 of a job
+        return
+    if trace_path:
+        from clusterlab._atomic import atomic_path
+
+        with atomic_path(trace_path) as tmp:
+            tmp.write_text(json.dumps(res.to_dict(events=True)))
+    click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
+    if not res.verified:
+        raise SystemExit(1)
+
+
+@npb.command("official")
+@click.argument("binary", type=click.Path(dir_okay=False))
+@click.option("-n", "--ranks", "n", type=int, default=1, show_default=True, help="Number of MPI ranks.")
+@click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before giving up.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
+def official_cmd(binary, n, timeout, as_json):
+    """Run an official NPB-MPI BINARY (built by you) under the project's mpiexec on N ranks
+    and print its report in the same form as `npb run` (no per-rank figures).
+
+    \b
+    Example:
+      clusterlab npb official NPB3.3-MPI/bin/is.S.2 -n 2
+    """
+    from clusterlab.npb.official import run_binary
+
+    res = run_binary(binary, n, timeout=timeout)
+    click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
+    if not res.verified:
+        raise SystemExit(1)

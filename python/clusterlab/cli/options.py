@@ -1,0 +1,89 @@
+"""Options shared by several commands: the transport settings (one declaration, one parser).
+
+``@transport_options()`` adds ``--transport KEY=VALUE,...`` and one option per knob, and hands
+the command a single ``transport`` argument: the mapping of the knobs given (unset ones
+left out), for ``TransportConfig.parse(transport, place=...)`` once the command knows where
+the run happens (``socket`` on the local/MPI cluster, ``testbed`` on a namespace testbed).
+A knob given both ways is an error.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+from clusterlab.errors import ConfigError
+
+# (option names, parameter, help). Older names stay as aliases.
+_KNOBS = (
+    (("--rto-min",), "rto_min", "Minimum RTO, e.g. 5ms (socket option: 5ms..200ms; testbed: per-host sysctl, "
+                                "any value up to the maximum RTO)."),
+    (("--rto-min-jitter", "--rto-jitter"), "rto_min_jitter",
+     "Each rank (host) draws its minimum RTO from [rto-min, rto-min + jitter], e.g. 100ms."),
+    (("--rto-max",), "rto_max", "Maximum RTO (the kernel accepts 1s..120s; on a testbed after x dilation)."),
+    (("--rto-max-jitter",), "rto_max_jitter", "Each rank draws its maximum RTO from [rto-max, rto-max + jitter]."),
+    (("--rto-max-offset",), "rto_max_offset",
+     "Each rank's maximum RTO is its own minimum + this (seed 000: 100ms; below 1s needs a dilated testbed)."),
+    (("--congestion", "--cc"), "congestion", "TCP congestion control per socket, e.g. reno, cubic, bbr."),
+    (("--sndbuf",), "sndbuf", "SO_SNDBUF per socket, e.g. 4MB (default: kernel autotuning)."),
+    (("--rcvbuf",), "rcvbuf", "SO_RCVBUF per socket."),
+)
+_TESTBED_KNOBS = (
+    (("--initcwnd",), "initcwnd", "Initial congestion window in segments (a route attribute of each host; "
+                                  "Linux: 10, seed 000's era: 1-2)."),
+    (("--rmem",), "rmem", "tcp_rmem of each host: one size or 'min default max'."),
+    (("--wmem",), "wmem", "tcp_wmem of each host: one size or 'min default max'."),
+)
+
+
+def transport_options(testbed_knobs: bool = False, seed: tuple[str, ...] = ("--seed",), nodelay: bool = True):
+    """Declare the transport options of a command. ``testbed_knobs``: also the per-host knobs
+    only a testbed can set. ``seed``: the option name(s) of the per-rank draws' seed (``()``:
+    none). ``nodelay``: offer ``--no-nodelay``."""
+    knobs = _KNOBS + (_TESTBED_KNOBS if testbed_knobs else ())
+
+    def deco(f):
+        @functools.wraps(f)
+        def wrapper(*args, **kw):
+            spec: dict[str, object] = {}
+            text = kw.pop("transport_text", None)
+            if text:
+                from clusterlab.net.transport_config import ALIASES
+
+                for part in text.split(","):
+                    if part.strip() in ("", "default"):
+                        continue
+                    if "=" not in part:
+                        raise ConfigError(f"--transport: {part.strip()!r} is not key=value")
+                    k, v = (x.strip() for x in part.split("=", 1))
+                    spec[ALIASES.get(k, k)] = v
+            for _names, param, _help in knobs:
+                v = kw.pop(param, None)
+                if v is not None:
+                    if param in spec:
+                        raise ConfigError(f"{param} given both in --transport and as its own option")
+                    spec[param] = v
+            if seed:
+                v = kw.pop("transport_seed", None)
+                if v is not None:
+                    spec["seed"] = v
+            if nodelay and kw.pop("no_nodelay", False):
+                spec["nodelay"] = False
+            return f(*args, transport=spec, **kw)
+
+        opts = [click.option("--transport", "transport_text", default=None, metavar="KEY=VALUE,...",
+                             help="Transport settings in one string, e.g. 'rto_min=5ms,rto_min_jitter=100ms,"
+                                  "rto_max_offset=100ms,congestion=reno' (the names of the options below).")]
+        for names, param, text in knobs:
+            opts.append(click.option(*names, param, default=None, help=text))
+        if seed:
+            opts.append(click.option(*seed, "transport_seed", type=int, default=None,
+                                     help="Seed of the per-rank (per-host) draws [default: 0]."))
+        if nodelay:
+            opts.append(click.option("--no-nodelay", is_flag=True, help="Leave Nagle's algorithm on (TCP_NODELAY off)."))
+        for opt in reversed(opts):
+            wrapper = opt(wrapper)
+        return wrapper
+
+    return deco

@@ -1,0 +1,291 @@
+"""A storage host on the testbed: the userspace iSCSI target ``tgtd`` (Debian package ``tgt``)
+inside one host's namespace, one file-backed LUN per initiator (issue 13, seed 001's IP-SAN).
+
+What runs where: ``tgtd -f`` is started inside the storage host's namespace (by default the
+testbed's ``st`` host, ``StarTopo(storage=True)``), its iSCSI portal bound to that host's
+10.x address only, port 3260. Its management socket is ``/var/run/tgtd/socket.<port>`` with a
+control port of our own per testbed (``-C``), so several testbeds' daemons never collide.
+Target ``tid`` i+1 (IQN ``iqn.2026-11.org.clusterlab:<testbed>.lun<i>``) has LUN 1 backed by a
+sparse file ``<STORAGE_DIR>/<testbed>/lun<i>.img`` and admits only initiator i's address.
+
+Stopping: tgtd ignores SIGTERM, so the LUNs and targets are removed first (tgtadm), then the
+daemon is asked to exit (``--op delete --mode system``) and killed if it has not within a few
+seconds; the backing files, the directory and the state file go last. After a crash of the
+driver (even SIGKILL) ``clean_storage(testbed)`` does the same from the state file
+``/run/clusterlab/storage/<testbed>.json``; ``storage_leftovers(testbed)`` lists what remains.
+
+Example (needs root and tgt)::
+
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed.storage import IscsiTarget
+    with Testbed(StarTopo(hosts=2, storage=True)) as tb, IscsiTarget(tb, initiators=2) as tgt:
+        print(tgt.luns[0])   # {'portal': '10.0.0.3:3260', 'iqn': ..., 'lun': 1, ...}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import zlib
+
+from clusterlab._atomic import atomic_open
+from clusterlab.cluster.testbed.node import Host, TestbedError
+from clusterlab.cluster.testbed.topo import check_name
+
+STORAGE_DIR = "/var/tmp/clusterlab/storage"  # backing files: on disk, not in RAM (/run is tmpfs)
+STATE_DIR = "/run/clusterlab/storage"
+SOCKET_DIR = "/var/run/tgtd"
+ISCSI_PORT = 3260
+IQN_PREFIX = "iqn.2026-11.org.clusterlab"
+MAX_LUN_BYTES = 1 << 40
+
+
+def unavailable() -> str | None:
+    """Why a storage host cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the iSCSI target needs root (tgtd in a namespace)"
+    for tool in ("tgtd", "tgtadm"):
+        if shutil.which(tool) is None:
+            return f"needs '{tool}' (Debian package tgt; `make system-deps` as root installs it)"
+    return None
+
+
+def iqn(testbed: str, index: int) -> str:
+    """IQN of initiator ``index``'s target.
+
+    >>> iqn("t1a2b3", 0)
+    'iqn.2026-11.org.clusterlab:t1a2b3.lun0'
+    """
+    return f"{IQN_PREFIX}:{testbed}.lun{index}"
+
+
+def _control_port(testbed: str) -> int:
+    """A management port of this testbed's own: a hash of its name, moved on past ports whose
+    socket exists (another testbed's daemon)."""
+    port = 1000 + zlib.crc32(testbed.encode()) % 31000  # tgtd accepts 0..32767; 0 is the system's
+    while os.path.exists(os.path.join(SOCKET_DIR, f"socket.{port}")):
+        port = 1000 + (port - 1000 + 1) % 31000
+    return port
+
+
+def _state_path(testbed: str) -> str:
+    return os.path.join(STATE_DIR, f"{testbed}.json")
+
+
+def _tgtadm(port: int, *args: str, timeout: float = 10.0, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = ["tgtadm", "-C", str(port), *args]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TestbedError(f"{' '.join(cmd)} did not finish in {timeout} s") from None
+    if check and p.returncode != 0:
+        raise TestbedError(f"{' '.join(cmd)} failed: {(p.stderr or p.stdout).strip()}")
+    return p
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # "pid (comm) state ...": an exited child of ours stays a zombie until reaped
+    return stat[stat.index("(") + 1:stat.rindex(")")] == "tgtd" and stat[stat.rindex(")") + 2] != "Z"
+
+
+class IscsiTarget:
+    """tgtd on ``host`` (default: the testbed's ``st`` host) serving one sparse LUN of
+    ``lun_size`` bytes to each of the first ``initiators`` compute hosts (or to ``clients``,
+    a list of ``Host``). ``direct``: tgtd opens the backing files with O_DIRECT (no page cache:
+    the disk, not RAM, serves reads). ``luns[i]``: ``{"portal", "iqn", "lun", "path", "size", "client"}``."""
+
+    def __init__(self, testbed, initiators: int = 1, lun_size: int = 64 << 20, host: Host | None = None,
+                 clients: list[Host] | None = None, direct: bool = False):
+        self.testbed = testbed
+        self.name = check_name(testbed.name)
+        if host is None:
+            host = testbed.host("st")
+        self.host = host
+        if clients is None:
+            compute = [h for h in testbed.hosts if h is not host]
+            if not 1 <= initiators <= len(compute):
+                raise TestbedError(f"initiators must be 1..{len(compute)} (compute hosts), got {initiators}")
+            clients = compute[:initiators]
+        if not 0 < lun_size <= MAX_LUN_BYTES or lun_size % 512:
+            raise TestbedError(f"LUN size must be a positive multiple of 512 bytes up to 1 TiB, got {lun_size}")
+        self.clients = list(clients)
+        self.lun_size = int(lun_size)
+        self.direct = direct
+        self.dir = os.path.join(STORAGE_DIR, self.name)
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self.luns: list[dict] = []
+
+    def __enter__(self) -> IscsiTarget:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def portal(self) -> str:
+        return f"{self.host.addr}:{ISCSI_PORT}"
+
+    def start(self) -> IscsiTarget:
+        """Start tgtd, create the files, targets and LUNs; on failure remove all of it and raise."""
+        reason = unavailable()
+        if reason:
+            raise TestbedError(reason)
+        if os.path.exists(_state_path(self.name)):
+            raise TestbedError(f"testbed {self.name} already has a storage host (clean_storage({self.name!r}))")
+        os.makedirs(SOCKET_DIR, exist_ok=True)
+        self.port = _control_port(self.name)
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            with open(os.path.join(self.dir, "tgtd.log"), "wb") as log:  # a file: a full pipe would block tgtd
+                self.proc = self.host.popen(["tgtd", "-f", "-C", str(self.port), "--iscsi", f"portal={self.portal}"],
+                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+            self._write_state()
+            self._wait_ready()
+            self._write_state()  # now with tgtd's own pid (the popen pid is `ip netns exec`'s, then exec'd)
+            for i, client in enumerate(self.clients):
+                self._add_lun(i, client)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                with open(os.path.join(self.dir, "tgtd.log"), errors="replace") as f:
+                    err = f.read().strip()
+                raise TestbedError(f"tgtd on {self.host.name} exited with {self.proc.returncode}: {err[-300:]}")
+            if _tgtadm(self.port, "--mode", "system", "--op", "show", check=False).returncode == 0:
+                return
+            time.sleep(0.1)
+        raise TestbedError(f"tgtd on {self.host.name} did not answer on control port {self.port} in {timeout} s")
+
+    def _add_lun(self, i: int, client: Host) -> None:
+        path = os.path.join(self.dir, f"lun{i}.img")
+        with open(path, "wb") as f:
+            f.truncate(self.lun_size)  # sparse: no disk used until written
+        tid = str(i + 1)
+        _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "new", "--tid", tid,
+                "--targetname", iqn(self.name, i))
+        _tgtadm(self.port, "--lld", "iscsi", "--mode", "logicalunit", "--op", "new", "--tid", tid,
+                "--lun", "1", "--backing-store", path, *(["--bsoflags", "direct"] if self.direct else []))
+        _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid,
+                "--initiator-address", client.addr)
+        self.luns.append({"portal": self.portal, "iqn": iqn(self.name, i), "lun": 1, "path": path,
+                          "size": self.lun_size, "client": client.name, "client_addr": client.addr})
+        self._write_state()
+
+    def _write_state(self) -> None:
+        os.makedirs(STATE_DIR, exist_ok=True)
+        with atomic_open(_state_path(self.name)) as f:
+            json.dump({"testbed": self.name, "host": self.host.name, "ns": self.host.ns, "port": self.port,
+                       "pid": self.proc.pid if self.proc else None, "dir": self.dir, "luns": self.luns}, f)
+
+    def stop(self) -> dict:
+        """Remove LUNs and targets, stop tgtd, delete the files. Idempotent."""
+        res = clean_storage(self.name)
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
+        self.luns = []
+        return res
+
+
+def _tgtd_pids(port: int | None) -> list[int]:
+    """tgtd processes started with control port ``port``."""
+    if port is None:
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if argv and os.path.basename(argv[0]) == b"tgtd" and str(port).encode() in argv and _alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+def storage_testbeds() -> list[str]:
+    """Names of the testbeds that have (or had, before a crash) a storage host's state file."""
+    try:
+        return sorted(f[:-5] for f in os.listdir(STATE_DIR) if f.endswith(".json"))
+    except FileNotFoundError:
+        return []
+
+
+def clean_storage(testbed: str, grace: float = 5.0) -> dict:
+    """Stop testbed ``testbed``'s tgtd (LUNs and targets first: it ignores SIGTERM) and remove
+    its backing files, socket and state file. Works from the state file alone, so after a crash
+    of the driver too; call it before the testbed's namespaces are deleted (``clean``).
+    Returns what was removed."""
+    name = check_name(testbed)
+    try:
+        with open(_state_path(name)) as f:
+            st = json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        st = {"port": None, "dir": os.path.join(STORAGE_DIR, name), "luns": []}
+    port = st.get("port")
+    removed = {"targets": 0, "killed": 0, "files": 0}
+    pids = _tgtd_pids(port)
+    if pids:
+        show = _tgtadm(port, "--lld", "iscsi", "--mode", "target", "--op", "show", check=False, timeout=5)
+        tids = [ln.split()[1].rstrip(":") for ln in show.stdout.splitlines() if ln.startswith("Target ")]
+        for tid in tids:
+            _tgtadm(port, "--lld", "iscsi", "--mode", "logicalunit", "--op", "delete", "--tid", tid, "--lun", "1",
+                    check=False, timeout=5)
+            _tgtadm(port, "--lld", "iscsi", "--mode", "target", "--op", "delete", "--force", "--tid", tid,
+                    check=False, timeout=5)
+            removed["targets"] += 1
+        _tgtadm(port, "--mode", "system", "--op", "delete", check=False, timeout=5)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.05)
+        for p in pids:
+            if _alive(p):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGKILL)
+                    removed["killed"] += 1
+    d = st.get("dir") or os.path.join(STORAGE_DIR, name)
+    if os.path.isdir(d):
+        removed["files"] = len(os.listdir(d))
+        shutil.rmtree(d, ignore_errors=True)
+    if port is not None and not _tgtd_pids(port):
+        for suffix in ("", ".lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(SOCKET_DIR, f"socket.{port}{suffix}"))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_state_path(name))
+    return removed
+
+
+def storage_leftovers(testbed: str) -> dict:
+    """What of ``testbed``'s storage host still exists: tgtd processes, backing files, state."""
+    name = check_name(testbed)
+    port = None
+    with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+        with open(_state_path(name)) as f:
+            port = json.load(f).get("port")
+    d = os.path.join(STORAGE_DIR, name)
+    return {"processes": _tgtd_pids(port), "files": sorted(os.listdir(d)) if os.path.isdir(d) else [],
+            "state_files": [_state_path(name)] if os.path.exists(_state_path(name)) else []}

@@ -1,0 +1,235 @@
+"""From a study's point to running ranks: the one place that calls the cluster layer.
+
+Everything the study layer needs from ``clusterlab.cluster`` (the local launcher, MPI, the
+in-process backend, the namespace testbed), ``clusterlab.net`` (the one ``TransportConfig``)
+and ``clusterlab.monitor`` is called here and nowhere else, so a change in those APIs is adapted
+in this file alone.
+
+A point's ``Tcp`` becomes a ``TransportConfig``: on the testbed (``place="testbed"``) its RTO
+bounds are per-host sysctls drawn per host (seed 000's random MIN per host, MAX = that host's
+MIN + offset), multiplied by the point's dilation; elsewhere socket options. The spec picked a
+dilation at which the kernel takes every value; ``TransportConfig.why_not`` checks it again.
+
+>>> from clusterlab.experiments.spec import Study, Testbed, Tcp, Grid
+>>> from clusterlab.experiments.workloads import alltoall_broadcast
+>>> p = Study(name="x", cluster=Testbed(hosts=2), workload=alltoall_broadcast(),
+...           transport=Tcp(rto_min="200ms", rto_max_offset="100ms")).points()[0]
+>>> s = testbed_sysctls(p)["h0"]
+>>> p.dilation, s["net/ipv4/tcp_rto_min_us"], s["net/ipv4/tcp_rto_max_ms"]
+(4.0, 800000, 1200)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments.spec import InProcess, Loopback, Mpi, Point, Tcp, Testbed
+from clusterlab.units import parse_duration, parse_size
+
+MIN_SYSCTL = "net/ipv4/tcp_rto_min_us"
+MAX_SYSCTL = "net/ipv4/tcp_rto_max_ms"
+
+
+def host_names(point: Point) -> list[str]:
+    """The testbed's compute hosts for this point (``StarTopo.host_names``)."""
+    return star_topo(point).host_names()
+
+
+def star_topo(point: Point):
+    """The testbed topology of a point (checked by ``StarTopo`` itself)."""
+    from clusterlab.cluster.testbed import StarTopo
+
+    c: Testbed = point.cluster
+    return StarTopo(hosts=c.n_hosts(), rate=c.rate, buffer=c.buffer, host_queue=c.host_queue, mtu=int(c.mtu),
+                    dilation=float(point.dilation))
+
+
+def transport_config(point: Point, place: str):
+    """The point's transport settings as the cluster layer's ``TransportConfig`` at ``place``
+    (``socket`` or ``testbed``)."""
+    from clusterlab.net.transport_config import TransportConfig
+
+    t = point.tcp
+
+    def dur(v):
+        return None if v is None else parse_duration(v)
+
+    return TransportConfig(rto_min=dur(t.rto_min), rto_min_jitter=dur(t.rto_jitter) or 0.0, rto_max=dur(t.rto_max),
+                           rto_max_offset=dur(t.rto_max_offset), congestion=t.congestion, seed=t.seed,
+                           sndbuf=parse_size(t.sndbuf) if t.sndbuf is not None else None,
+                           rcvbuf=parse_size(t.rcvbuf) if t.rcvbuf is not None else None,
+                           rmem=t.rmem, wmem=t.wmem, place=place)
+
+
+def tcp_from_transport(config) -> Tcp:
+    """A ``TransportConfig`` (e.g. from ``cli.options.transport_options``) as a study's ``Tcp``;
+    knobs a study cannot vary yet are refused, naming them."""
+    unsupported = [k for k, v in (("nodelay", not config.nodelay), ("rto_max_jitter", config.rto_max_jitter),
+                                  ("initcwnd", config.initcwnd is not None),
+                                  ("window_scaling", config.window_scaling is not None)) if v]
+    if unsupported:
+        raise ConfigError(f"{', '.join(unsupported)}: not a study setting yet (clusterlab.experiments.Tcp)")
+    return Tcp(rto_min=config.rto_min, rto_jitter=config.rto_min_jitter or None, rto_max=config.rto_max,
+               rto_max_offset=config.rto_max_offset, sndbuf=config.sndbuf, rcvbuf=config.rcvbuf, rmem=config.rmem,
+               wmem=config.wmem, congestion=config.congestion, seed=config.seed)
+
+
+def testbed_sysctls(point: Point) -> dict[str, dict]:
+    """Every host's sysctls for this point, exactly as the testbed writes them
+    (``cluster.testbed.sysctl.host_sysctls``)."""
+    from clusterlab.cluster.testbed.sysctl import host_sysctls
+
+    return host_sysctls(transport_config(point, "testbed"), host_names(point), float(point.dilation))
+
+
+def check_point(point: Point, kernel: bool = False) -> dict:
+    """Build everything a point needs without running it: the topology, the socket settings,
+    every host's sysctls. ``kernel``: also write each distinct sysctl value into a scratch
+    network namespace and read it back (root), so a value the kernel refuses is found before a
+    study runs. Returns what was checked."""
+    out: dict = {"point": point.index}
+    if isinstance(point.cluster, Testbed):
+        topo = star_topo(point)
+        out["topology"] = topo.to_dict()
+        why = transport_config(point, "testbed").why_not(point.dilation)
+        if why:
+            raise ConfigError(why)
+        sysctls = testbed_sysctls(point)
+        out["sysctls"] = len({(k, str(v)) for d in sysctls.values() for k, v in d.items()})
+        if kernel:
+            kernel_accepts(sysctls)
+            out["kernel"] = True
+    elif not isinstance(point.cluster, InProcess):
+        why = transport_config(point, "socket").why_not(1.0)
+        if why:
+            raise ConfigError(why)
+    return out
+
+
+def kernel_accepts(sysctls: dict[str, dict]) -> None:
+    """Write every distinct (sysctl, value) into one scratch namespace and read it back."""
+    from clusterlab.cluster.testbed import require_root
+    from clusterlab.cluster.testbed.node import in_netns
+
+    require_root()
+    import subprocess
+
+    ns = f"clab-k{secrets.token_hex(3)}-x"  # clab-* : `testbed clean` would find it after a crash
+    pairs = sorted({(k, str(v)) for d in sysctls.values() for k, v in d.items()})
+    subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True, timeout=30)
+    try:
+        with in_netns(ns):
+            for key, value in pairs:
+                path = os.path.join("/proc/sys", key)
+                try:
+                    with open(path, "w") as f:
+                        f.write(value)
+                    with open(path) as f:
+                        got = f.read().split()
+                except OSError as e:
+                    raise ConfigError(f"the kernel refuses {key.replace('/', '.')} = {value}: {e.strerror}") from None
+                if got != value.split():
+                    raise ConfigError(f"the kernel changed {key.replace('/', '.')} = {value} into {' '.join(got)}")
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+class Session:
+    """A cluster brought up for one point: run rank functions on it, monitor it."""
+
+    def __init__(self, point: Point, cache_dir: str):
+        self.point = point
+        self.kind = point.cluster.kind
+        self.dilation = float(point.dilation)
+        self.cache_dir = cache_dir
+        self.ranks = point.cluster.n_ranks() if isinstance(point.cluster, Testbed) else point.cluster.ranks
+        self.applied: dict = {}
+        self.notes: list[str] = []
+        self.testbed = None
+        self._config = None
+
+    @property
+    def per_host_counters(self) -> bool:
+        """Each rank has its own TCP counters (own namespace)."""
+        return self.kind == "testbed"
+
+    @property
+    def switch_ns(self) -> str | None:
+        return self.testbed.switch.ns if self.testbed is not None else None
+
+    @property
+    def testbed_name(self) -> str | None:
+        return self.testbed.name if self.testbed is not None else None
+
+    def run(self, fn, *args, nranks: int | None = None, timeout: float = 600.0) -> list:
+        """``fn(comm, *args)`` on the point's ranks; each rank's return value."""
+        n = nranks or self.ranks
+        if self.kind == "inprocess":
+            from clusterlab.comm.inproc import run_threads
+
+            return run_threads(fn, n, *args, timeout=timeout)
+        if self.kind == "testbed":
+            # starting many interpreters on a busy machine takes long: scale the set-up timeout
+            return self.testbed.run(fn, n, *args, timeout=timeout, setup_timeout=max(60.0, 3.0 * n))
+        from clusterlab.cluster.local import run
+
+        return run(fn, n, *args, backend="mpi" if self.kind == "mpi" else "tcp", config=self._config,
+                   timeout=timeout)
+
+    def mining_options(self) -> dict:
+        """Keyword arguments for ``mine_parallel`` that put its ranks on this cluster."""
+        if self.kind == "inprocess":
+            return {"backend": "inproc"}
+        opts: dict = {"backend": "mpi" if self.kind == "mpi" else "tcp"}
+        if self.kind == "testbed":
+            opts["testbed"] = self.testbed.name  # its ranks get the testbed's own transport
+        elif self._config is not None:
+            opts["transport"] = self._config
+        return opts
+
+    def monitor(self, interval: float):
+        """A started monitor of this cluster (testbed: every host and switch port; otherwise the
+        machine's loopback, with the packet capture only as root)."""
+        from clusterlab.monitor import Monitor
+
+        if self.kind == "testbed":
+            # visiting 100 namespaces costs ~30 ms: sample big testbeds less often
+            interval = max(interval, 0.005 * len(self.testbed.hosts))
+            return Monitor.for_testbed(self.testbed, interval).start()
+        return Monitor.local(interval, capture=os.geteuid() == 0).start()
+
+
+@contextlib.contextmanager
+def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
+    """Bring the point's cluster up (a testbed is built and removed; local ranks start per run)."""
+    s = Session(point, cache_dir)
+    c = point.cluster
+    if isinstance(c, (Loopback, Mpi)):
+        s._config = transport_config(point, "socket")
+        yield s
+        return
+    if isinstance(c, InProcess):
+        yield s
+        return
+    from clusterlab.cluster.testbed import Testbed as NamespaceTestbed
+
+    topo = star_topo(point)
+    tb = NamespaceTestbed(topo, transport=transport_config(point, "testbed"))
+    with tb:
+        s.testbed = tb
+        names = [h.name for h in tb.hosts]
+        s.applied = {"testbed": tb.name, "up_seconds": round(tb.timings.get("up", 0.0), 3),
+                     "rto_min_us_per_host": [tb.sysctls[h].get(MIN_SYSCTL) for h in names],
+                     "rto_max_ms_per_host": [tb.sysctls[h].get(MAX_SYSCTL) for h in names],
+                     "warnings": list(tb.warnings)}
+        if s.dilation != 1.0:
+            s.notes.append(f"dilated k={s.dilation:g}: link rates / {s.dilation:g}, RTO bounds x {s.dilation:g}, "
+                           "times / k; the kernel's fixed timers (delayed ACK, loss probe) are not scaled")
+        if point.tcp.max_range() is None:
+            s.notes.append("MAX left at the kernel's 120 s" + (f" (= {120 / s.dilation:g} s undilated)"
+                                                                if s.dilation != 1.0 else ""))
+        yield s

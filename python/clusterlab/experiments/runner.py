@@ -1,0 +1,318 @@
+"""One runner for every study: points in order, warm-up and repetitions, the monitor, dilation,
+provenance; everything written as it happens.
+
+``run_study`` writes into ``runs/<study>/<stamp>/`` (or ``out_dir``):
+
+* ``table.parquet`` and ``table.csv``: one row per timed repetition (tidy): the study, the
+  point, its label, every setting of the point, the dilation, the repetition number, what the
+  workload measured (lists as JSON text), ``cpu_bound`` and the 1-minute load at the point's
+  start;
+* ``monitor.parquet``: the monitor's table (``clusterlab.monitor``) of every point, with a
+  ``point`` column;
+* ``meta.json``: version, git revision, machine, load before and after, the study as data, the
+  overrides, each point's settings, dilation and why, what was emulated, the testbed's applied
+  values, and the status (``running``, ``complete``, ``interrupted``, ``failed``).
+
+All of them are replaced atomically after every repetition, so Ctrl-C (or a crash) leaves the
+finished repetitions readable and ``meta.json`` saying how far it got.
+
+>>> from clusterlab.experiments.spec import Study, InProcess
+>>> from clusterlab.experiments.workloads import pingpong
+>>> res = run_study(Study(name="pp", cluster=InProcess(ranks=2), workload=pingpong(sizes="8", trial_time=0.001),
+...                       repeat=2, warmup=0, monitor=False))
+>>> res.status, len(res.rows), sorted({r["rep"] for r in res.rows})
+('complete', 2, [0, 1])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments.spec import Point, Study
+
+CPU_BOUND_IDLE = 0.15
+META_VERSION = 1
+FIRST_COLUMNS = ("study", "point", "label", "check", "rep", "seconds")
+
+
+@dataclasses.dataclass
+class RunResult:
+    study: Study
+    points: list[Point]
+    rows: list[dict]
+    run_dir: Path | None
+    meta: dict
+    status: str = "running"
+
+
+def load_average() -> list[float] | None:
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    except (OSError, ValueError):
+        return None
+
+
+def git_revision() -> dict:
+    """The commit of the clusterlab source in use, and whether it had local changes."""
+    src = Path(__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        if rev.returncode != 0:
+            return {"revision": None}
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return {"revision": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"revision": None}
+
+
+def machine() -> dict:
+    u = platform.uname()
+    out = {"host": u.node, "system": u.system, "kernel": u.release, "machine": u.machine,
+           "cpus": os.cpu_count(), "python": platform.python_version()}
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    out["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/meminfo") as f:
+            out["memory_bytes"] = int(f.readline().split()[1]) * 1024
+    with contextlib.suppress(AttributeError):
+        out["affinity"] = len(os.sched_getaffinity(0))
+    return out
+
+
+def _version() -> str:
+    try:
+        from clusterlab import __version__
+
+        return __version__
+    except ImportError:  # the Rust core is not built: still record the runs
+        return "unknown"
+
+
+def prepare(study: Study, quick: bool = False, overrides: dict[str, str] | None = None) -> tuple[Study, list[Point]]:
+    """Apply ``--quick`` then ``--set`` and expand; every point is built (topology, socket
+    settings, per-host sysctls) so an impossible one is refused before anything runs."""
+    from clusterlab.experiments.clusters import check_point
+
+    if quick:
+        study = study.with_quick()
+    if overrides:
+        study = study.with_settings(overrides)
+    points = study.points()
+    for p in points:
+        try:
+            check_point(p)
+        except ConfigError as e:
+            raise ConfigError(f"point {p.index} ({p.label}): {e}") from None
+    return study, points
+
+
+def new_run_dir(root: str | os.PathLike, name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(root) / name
+    d = base / stamp
+    i = 2
+    while d.exists():
+        d = base / f"{stamp}-{i}"
+        i += 1
+    d.mkdir(parents=True)
+    return d
+
+
+class _Writer:
+    """Keeps the run directory current: table, monitor table, meta (each replaced atomically)."""
+
+    def __init__(self, run_dir: Path | None):
+        self.dir = run_dir
+        self.monitor_tables: list = []
+
+    def table(self, rows: list[dict]) -> None:
+        if self.dir is None or not rows:
+            return
+        from clusterlab._atomic import atomic_path
+
+        tbl = rows_table(rows)
+        import pyarrow.csv as pcsv
+        import pyarrow.parquet as pq
+
+        with atomic_path(self.dir / "table.parquet") as tmp:
+            pq.write_table(tbl, str(tmp))
+        with atomic_path(self.dir / "table.csv") as tmp:
+            pcsv.write_csv(tbl, str(tmp))
+
+    def monitor(self, point: Point, mon) -> dict:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        t = mon.table()
+        t = t.append_column("point", pa.array([point.index] * t.num_rows, pa.int32()))
+        idle = pc.mean(pc.filter(t.column("value"), pc.equal(t.column("metric"), "cpu_idle"))).as_py()
+        summary = {"mean_cpu_idle": None if idle is None else round(idle, 3), "samples": mon.meta.get("samples"),
+                   "late_samples": mon.meta.get("late_samples"), "interval": mon.meta.get("interval"),
+                   "error": mon.meta.get("error"), "capture": mon.meta.get("capture")}
+        for metric, name in (("TcpRetransSegs", "retransmissions"), ("TcpExtTCPTimeouts", "timeouts"),
+                             ("qdisc_drops", "qdisc_drops")):
+            v = pc.sum(pc.filter(t.column("value"), pc.equal(t.column("metric"), metric))).as_py()
+            summary[name] = int(v or 0)
+        if self.dir is not None:
+            from clusterlab.monitor import write_table
+
+            self.monitor_tables.append(t)
+            meta = {**mon.meta, "points": len(self.monitor_tables)}
+            allt = pa.concat_tables(self.monitor_tables).replace_schema_metadata(
+                {"clusterlab.monitor": json.dumps(meta)})
+            write_table(allt, self.dir / "monitor.parquet")
+        return summary
+
+    def meta(self, meta: dict) -> None:
+        if self.dir is None:
+            return
+        from clusterlab._atomic import atomic_open
+
+        with atomic_open(self.dir / "meta.json") as f:
+            json.dump(meta, f, indent=1, default=str)
+            f.write("\n")
+
+
+def rows_table(rows: list[dict]):
+    """The tidy table: a column per key (first the study's own); lists and dicts as JSON text;
+    a column mixing text and numbers becomes text."""
+    import pyarrow as pa
+
+    cols: list[str] = [c for c in FIRST_COLUMNS if any(c in r for r in rows)]
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    data = {}
+    for c in cols:
+        vals = [r.get(c) for r in rows]
+        vals = [json.dumps(v) if isinstance(v, (list, dict, tuple)) else v for v in vals]
+        kinds = {type(v) for v in vals if v is not None}
+        if kinds and not (kinds <= {int, float} or kinds <= {bool} or kinds <= {str}):
+            vals = [None if v is None else str(v) for v in vals]
+        elif kinds == {int, float}:
+            vals = [None if v is None else float(v) for v in vals]
+        data[c] = vals
+    return pa.Table.from_pydict(data)
+
+
+def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: bool = False,
+              overrides: dict[str, str] | None = None, runs_root: str | os.PathLike | None = None,
+              cache_dir: str | os.PathLike | None = None, progress: Callable[..., None] | None = None) -> RunResult:
+    """Run ``study`` (after ``--quick`` and ``--set`` ``overrides``). Files go to ``out_dir``, or
+    to a new ``<runs_root>/<name>/<stamp>/`` when ``runs_root`` is given; with neither, nothing
+    is written. ``progress(event, **info)`` hears ``start``, ``point``, ``rep``, ``point_done``."""
+    from clusterlab.experiments import workloads
+    from clusterlab.experiments.clusters import open_cluster
+
+    study, points = prepare(study, quick, overrides)
+    execute = workloads.get(study.workload.name)
+    run_dir = None
+    if out_dir is not None:
+        run_dir = Path(out_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    elif runs_root is not None:
+        run_dir = new_run_dir(runs_root, study.name)
+    cache = str(cache_dir or os.environ.get("CLUSTERLAB_CACHE")
+                or (Path(runs_root) / "cache" if runs_root is not None else Path("runs") / "cache"))
+    writer = _Writer(run_dir)
+    meta = {"format": META_VERSION, "study": study.name, "title": study.title, "version": _version(),
+            "git": git_revision(), "machine": machine(), "argv": sys.argv, "quick": quick,
+            "overrides": dict(overrides or {}), "spec": study.to_dict(), "started": time.time(),
+            "load_before": load_average(), "status": "running",
+            "emulated": _emulated(study), "points": []}
+    writer.meta(meta)
+    res = RunResult(study, points, [], run_dir, meta)
+    total = len(points) * study.repeat
+    if progress:
+        progress("start", points=len(points), reps=total, run_dir=run_dir)
+    try:
+        for p in points:
+            pm = {"index": p.index, "label": p.label, "check": p.check, "settings": p.settings,
+                  "dilation": p.dilation, "dilation_note": p.dilation_note, "load_before": load_average(),
+                  "started": time.time()}
+            meta["points"].append(pm)
+            if progress:
+                progress("point", index=p.index, of=len(points), label=p.label, dilation=p.dilation)
+            load1 = (pm["load_before"] or [None])[0]
+            with open_cluster(p, cache) as session:
+                pm["applied"] = session.applied
+                mon = session.monitor(study.monitor_interval) if study.monitor else None
+                try:
+                    n = 0
+                    for row in execute(session, dict(p.workload.params), study.repeat, study.warmup):
+                        full = {"study": study.name, "point": p.index, "label": p.label, "check": p.check,
+                                "rep": row.pop("rep", n), **p.settings, **row, "load1": load1}
+                        full["label"] = p.label
+                        if "cpu_idle" in row:
+                            full["cpu_bound"] = row["cpu_idle"] < CPU_BOUND_IDLE
+                        res.rows.append(full)
+                        n += 1
+                        writer.table(res.rows)
+                        if progress:
+                            progress("rep", index=p.index, row=full)
+                finally:
+                    if mon is not None:
+                        mon.stop()
+                        pm["monitor"] = writer.monitor(p, mon)
+                pm["notes"] = session.notes
+            pm["load_after"] = load_average()
+            pm["seconds"] = round(time.time() - pm["started"], 3)
+            secs = [r["seconds"] for r in res.rows if r["point"] == p.index and isinstance(r.get("seconds"), float)]
+            pm["median_seconds"] = statistics.median(secs) if secs else None
+            idle = (pm.get("monitor") or {}).get("mean_cpu_idle")
+            pm["cpu_bound"] = (idle is not None and idle < CPU_BOUND_IDLE) or any(
+                r.get("cpu_bound") for r in res.rows if r["point"] == p.index)
+            writer.meta(meta)
+            if progress:
+                progress("point_done", index=p.index, meta=pm)
+    except KeyboardInterrupt:
+        res.status = meta["status"] = "interrupted"
+        raise
+    except BaseException as e:
+        res.status = meta["status"] = "failed"
+        meta["error"] = f"{type(e).__name__}: {e}"
+        raise
+    else:
+        res.status = meta["status"] = "complete"
+    finally:
+        meta["finished"] = time.time()
+        meta["load_after"] = load_average()
+        meta["repetitions"] = len(res.rows)
+        writer.meta(meta)
+    return res
+
+
+def _emulated(study: Study) -> dict:
+    """What the run emulates rather than has, in words (the report repeats it)."""
+    c = study.cluster
+    out = {"cluster": c.kind}
+    if c.kind == "testbed":
+        out["network"] = (f"network namespaces on one machine: a Linux bridge switch, links shaped by tbf at {c.rate} "
+                          f"with {c.buffer} output buffer per switch port and a {c.host_queue} host queue, MTU {c.mtu}")
+        out["dilation"] = ("per point (see each point's dilation): rates / k, RTO bounds x k, times / k; fixed kernel "
+                           "timers (delayed ACK, loss probe, 4 ms jiffies) unscaled")
+    elif c.kind in ("loopback", "mpi"):
+        out["network"] = "loopback on one machine: no link rate, no switch; TCP settings per socket"
+    else:
+        out["network"] = "none (threads of one process)"
+    compute = study.workload.params.get("compute")
+    if compute is not None:
+        out["compute"] = "replayed from a recorded run" if compute == "replay" else "real (the miners run)"
+    return out

@@ -1,0 +1,727 @@
+"""Studies as data: the cluster, the workload, the grid of settings, how often, what to report.
+
+Nothing here touches the machine: a study expands into points (``Study.points``) and every
+point's settings are checked (ranges the kernel accepts, the dilation that makes them
+expressible) before anything runs. ``runner.run_study`` executes a study; ``clusters`` turns a
+point into a running cluster; ``report`` draws it.
+
+A study reads like a Mininet topology:
+
+>>> from clusterlab.experiments.workloads import alltoall_broadcast
+>>> s = Study(name="demo", cluster=Testbed(hosts=16, rate="155Mbit", buffer="64KB"),
+...           workload=alltoall_broadcast(size="50KB"),
+...           grid=Grid(rto_min=["5ms", "200ms"], rto_max_offset=["100ms"]), repeat=10)
+>>> [(p.settings["rto_min"], p.dilation) for p in s.points()]
+[('5ms', 10.0), ('200ms', 4.0)]
+
+MAX = MIN + 100 ms is below the 1 s the kernel's ``tcp_rto_max_ms`` accepts, so each point runs
+under the smallest time dilation k (rates / k, timers x k) that makes it expressible. A fixed
+dilation that cannot express a setting is refused, never clamped:
+
+>>> Study(name="x", cluster=Testbed(dilation=1), workload=alltoall_broadcast(),
+...       grid=Grid(rto_min=["200ms"], rto_max_offset=["100ms"])).points()
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: point 0 (rto_min=200ms, rto_max_offset=100ms): dilation 1 cannot express it: MAX 300ms x 1 is below the 1000 ms net.ipv4.tcp_rto_max_ms accepts (1000..120000 ms); needs dilation >= 3.33
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from clusterlab.errors import ConfigError
+from clusterlab.units import parse_duration, parse_rate, parse_size
+
+# What the kernel takes (Linux 6.18, per network namespace). tcp_rto_max_ms refuses values
+# outside 1..120 s with EINVAL; tcp_rto_min_us takes any positive value.
+RTO_MAX_MS_RANGE = (1000, 120_000)
+RTO_MIN_US_LOW = 1
+LINUX_RTO_MIN = 0.200
+LINUX_RTO_MAX = 120.0
+# Socket options (the loopback and MPI clusters have no per-host sysctls).
+SOCKOPT_RTO_MIN_RANGE = (0.005, 0.200)
+SOCKOPT_RTO_MAX_RANGE = (1.0, 120.0)
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+def _fmt_s(seconds: float) -> str:
+    """Shortest exact text of a duration.
+
+    >>> _fmt_s(0.3), _fmt_s(60.0), _fmt_s(0.0005)
+    ('300ms', '60s', '500us')
+    """
+    us = round(seconds * 1e6)
+    if us % 1_000_000 == 0 and us:
+        return f"{us // 1_000_000}s"
+    if us % 1000 == 0:
+        return f"{us // 1000}ms"
+    return f"{us}us"
+
+
+def _dur(v) -> float | None:
+    return None if v is None else parse_duration(v)
+
+
+# --- transport -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Tcp:
+    """TCP settings of one point. ``None`` leaves the kernel's value.
+
+    ``rto_min``: minimum retransmission timeout; with ``rto_jitter`` each host draws its own from
+    ``[rto_min, rto_min + rto_jitter]`` (seed 000's random MIN per node; seeded by ``seed``).
+    ``rto_max``: one maximum RTO for every host, or ``rto_max_offset``: each host's MAX is its
+    own MIN plus this (seed 000's MAX = MIN + 100 ms). ``sndbuf``/``rcvbuf``: per socket;
+    ``rmem``/``wmem``: per-host ``tcp_rmem``/``tcp_wmem`` (testbed); ``congestion``: per socket.
+
+    >>> Tcp(rto_min="250ms", rto_jitter="100ms", rto_max_offset="100ms").describe()
+    'MIN 250ms..350ms random per node, MAX = MIN + 100ms'
+    >>> Tcp.parse("rto_min=5ms,rto_max=1s") == Tcp(rto_min="5ms", rto_max="1s")
+    True
+    >>> Tcp.parse("default")
+    Tcp()
+    """
+
+    rto_min: str | float | None = None
+    rto_jitter: str | float | None = None
+    rto_max: str | float | None = None
+    rto_max_offset: str | float | None = None
+    sndbuf: str | int | None = None
+    rcvbuf: str | int | None = None
+    rmem: str | None = None
+    wmem: str | None = None
+    congestion: str | None = None
+    seed: int = 0
+    label: str | None = None
+
+    def __post_init__(self):
+        for name in ("rto_min", "rto_jitter", "rto_max", "rto_max_offset"):
+            v = _dur(getattr(self, name))
+            if v is not None and v < 0:
+                raise ConfigError(f"{name} must not be negative, got {getattr(self, name)!r}")
+        if self.rto_jitter is not None and self.rto_min is None:
+            raise ConfigError("rto_jitter needs rto_min (each host draws its MIN from [rto_min, rto_min + rto_jitter])")
+        if self.rto_max is not None and self.rto_max_offset is not None:
+            raise ConfigError("give rto_max (one MAX for all hosts) or rto_max_offset (MAX = the host's MIN + offset), "
+                              "not both")
+        if self.rto_min is not None and _dur(self.rto_min) * 1e6 < RTO_MIN_US_LOW:
+            raise ConfigError(f"rto_min {self.rto_min!r} is below 1us (net.ipv4.tcp_rto_min_us accepts >= 1)")
+        lo, hi = self.min_range()
+        if self.rto_max is not None and _dur(self.rto_max) < hi:
+            raise ConfigError(f"rto_max {_fmt_s(_dur(self.rto_max))} is below the largest MIN {_fmt_s(hi)}; "
+                              "the maximum RTO must be at least the minimum")
+        for name in ("sndbuf", "rcvbuf"):
+            if getattr(self, name) is not None and parse_size(getattr(self, name)) < 4096:
+                raise ConfigError(f"{name} must be at least 4096 bytes, got {getattr(self, name)!r}")
+        if not isinstance(self.seed, int):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+
+    FIELDS = ("rto_min", "rto_jitter", "rto_max", "rto_max_offset", "sndbuf", "rcvbuf", "rmem", "wmem",
+              "congestion", "seed")
+
+    def min_range(self) -> tuple[float, float]:
+        """The smallest and largest MIN a host can get (seconds; Linux's 200 ms when unset)."""
+        lo = _dur(self.rto_min) if self.rto_min is not None else LINUX_RTO_MIN
+        return lo, lo + (_dur(self.rto_jitter) or 0.0)
+
+    def max_range(self) -> tuple[float, float] | None:
+        """The smallest and largest MAX a host can get, or None (the kernel's own, unscaled)."""
+        if self.rto_max is not None:
+            m = _dur(self.rto_max)
+            return m, m
+        if self.rto_max_offset is not None:
+            lo, hi = self.min_range()
+            off = _dur(self.rto_max_offset)
+            return lo + off, hi + off
+        return None
+
+    def __repr__(self) -> str:
+        given = {f: getattr(self, f) for f in (*self.FIELDS, "label")
+                 if getattr(self, f) is not None and not (f == "seed" and self.seed == 0)}
+        return f"Tcp({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+
+    def is_default(self) -> bool:
+        return all(getattr(self, f) is None for f in self.FIELDS if f != "seed")
+
+    def describe(self) -> str:
+        """A label for plots: ``label`` if given, else the settings in seed 000's words."""
+        if self.label:
+            return self.label
+        if self.is_default():
+            return "kernel default"
+        parts = []
+        if self.rto_min is not None:
+            lo, hi = self.min_range()
+            parts.append(f"MIN {_fmt_s(lo)}..{_fmt_s(hi)} random per node" if hi > lo else f"MIN {_fmt_s(lo)}")
+        if self.rto_max is not None:
+            parts.append(f"MAX {_fmt_s(_dur(self.rto_max))}")
+        if self.rto_max_offset is not None:
+            parts.append(f"MAX = MIN + {_fmt_s(_dur(self.rto_max_offset))}")
+        for f in ("sndbuf", "rcvbuf", "rmem", "wmem", "congestion"):
+            if getattr(self, f) is not None:
+                parts.append(f"{f} {getattr(self, f)}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {f: getattr(self, f) for f in (*self.FIELDS, "label")}
+
+    @classmethod
+    def parse(cls, text: str) -> Tcp:
+        """``default`` or ``key=value,...`` with the field names (``label=...`` too)."""
+        text = str(text).strip()
+        if text in ("", "default"):
+            return cls()
+        kw: dict[str, Any] = {}
+        for part in text.split(","):
+            if "=" not in part:
+                raise ConfigError(f"transport setting {part!r} is not key=value (in {text!r})")
+            k, v = (x.strip() for x in part.split("=", 1))
+            if k not in (*cls.FIELDS, "label"):
+                raise ConfigError(f"unknown transport setting {k!r}; use {', '.join(cls.FIELDS)} or label")
+            kw[k] = int(v) if k == "seed" else v
+        return cls(**kw)
+
+
+# --- clusters ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _OnThisMachine:
+    """``ranks`` ranks on this machine; ``kind`` says how they run."""
+
+    ranks: int = 4
+    kind = ""
+    FIELDS = ("ranks",)
+
+
+class InProcess(_OnThisMachine):
+    """Threads of the driver process (``comm.inproc``): tests algorithms, says nothing of networks."""
+
+    kind = "inprocess"
+
+
+class Loopback(_OnThisMachine):
+    """Processes on this machine connected by clusterlab's TCP mesh over loopback."""
+
+    kind = "loopback"
+
+
+class Mpi(_OnThisMachine):
+    """Processes under mpiexec (MPICH through mpi4py) on this machine."""
+
+    kind = "mpi"
+
+
+@dataclasses.dataclass(frozen=True)
+class Testbed:
+    """A namespace testbed: ``hosts`` on one switch, links of ``rate`` with ``buffer`` bytes of
+    switch output buffer per port, a host egress queue of ``host_queue`` (bytes, or packets as
+    ``1000p``), ``mtu``; ``StarTopo`` checks them.
+
+    ``ranks``: ranks to run (default: one per host); ``hosts`` None means ``max(2, ranks)``.
+    ``dilation``: a number, or ``"auto"``: the dilation closest to ``prefer_dilation`` that makes
+    every host's RTO settings expressible (rates / k, timers x k, times reported / k).
+    """
+
+    hosts: int | None = 16
+    rate: str = "155Mbit"
+    buffer: str = "64KB"
+    host_queue: str = "1000p"
+    mtu: int = 9000
+    ranks: int | None = None
+    dilation: float | str = "auto"
+    prefer_dilation: float = 1.0
+    kind = "testbed"
+    __test__ = False  # not a pytest class
+    FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation")
+
+    def n_hosts(self) -> int:
+        if self.hosts is None:
+            return max(2, self.ranks or 2)
+        return self.hosts
+
+    def n_ranks(self) -> int:
+        return self.ranks if self.ranks is not None else self.n_hosts()
+
+    def check(self) -> None:
+        """Pure checks of the topology (the testbed's own ``StarTopo`` checks it again)."""
+        if self.n_hosts() < 2:
+            raise ConfigError(f"hosts must be at least 2, got {self.hosts}")
+        if not 1 <= self.n_ranks() <= self.n_hosts():
+            raise ConfigError(f"ranks must be 1..hosts ({self.n_hosts()}), got {self.ranks}")
+        if parse_rate(self.rate) <= 0:
+            raise ConfigError(f"rate must be positive, got {self.rate!r}")
+        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and self.dilation >= 1):
+            raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
+        if not self.prefer_dilation >= 1:
+            raise ConfigError(f"prefer_dilation must be >= 1, got {self.prefer_dilation!r}")
+
+
+CLUSTERS = (InProcess, Loopback, Mpi, Testbed)
+
+
+def cluster_ranks(c) -> int:
+    return c.n_ranks() if isinstance(c, Testbed) else c.ranks
+
+
+# --- dilation ------------------------------------------------------------------------------------
+def dilation_bounds(tcp: Tcp) -> tuple[float, float, str]:
+    """The dilations k under which every host's timers are expressible: ``(lo, hi, why)``.
+    MAX x k must lie in 1..120 s (``tcp_rto_max_ms``).
+
+    >>> dilation_bounds(Tcp(rto_min="200ms", rto_max="60s"))[:2]
+    (1.0, 2.0)
+    >>> round(dilation_bounds(Tcp(rto_min="5ms", rto_max_offset="100ms"))[0], 3)
+    9.524
+    """
+    mr = tcp.max_range()
+    if mr is None:
+        return 1.0, math.inf, ""
+    lo_ms, hi_ms = RTO_MAX_MS_RANGE
+    mx_lo, mx_hi = mr
+    lo = max(1.0, lo_ms / 1e3 / mx_lo) if mx_lo > 0 else math.inf
+    hi = hi_ms / 1e3 / mx_hi if mx_hi > 0 else 0.0
+    why = (f"MAX {_fmt_s(mx_lo)}" + (f"..{_fmt_s(mx_hi)}" if mx_hi > mx_lo else "")
+           + f" x k must lie in {lo_ms}..{hi_ms} ms (net.ipv4.tcp_rto_max_ms)")
+    return lo, hi, why
+
+
+def pick_dilation(tcp: Tcp, requested, prefer: float = 1.0) -> tuple[float, str]:
+    """The dilation a point runs at and why: a fixed ``requested`` k is checked; ``"auto"``
+    takes ``prefer`` if it expresses the settings, else the nearest whole k that does.
+
+    >>> pick_dilation(Tcp(rto_min="200ms", rto_max_offset="100ms"), "auto")
+    (4.0, 'auto: MAX 300ms x k must lie in 1000..120000 ms (net.ipv4.tcp_rto_max_ms): k in 3.33..400')
+    >>> pick_dilation(Tcp(rto_min="200ms", rto_max="60s"), "auto", prefer=10)[0]
+    2.0
+    """
+    lo, hi, why = dilation_bounds(tcp)
+    rng = f"k in {lo:.3g}..{hi:.3g}" if math.isfinite(hi) else f"k >= {lo:.3g}"
+    eps = 1e-9
+    if requested != "auto":
+        k = float(requested)
+        mr = tcp.max_range()
+        if k < lo - eps:
+            raise ConfigError(f"dilation {k:g} cannot express it: MAX {_fmt_s(mr[0])} x {k:g} is below the "
+                              f"{RTO_MAX_MS_RANGE[0]} ms net.ipv4.tcp_rto_max_ms accepts "
+                              f"({RTO_MAX_MS_RANGE[0]}..{RTO_MAX_MS_RANGE[1]} ms); needs dilation >= {lo:.3g}")
+        if k > hi + eps:
+            raise ConfigError(f"dilation {k:g} cannot express it: MAX {_fmt_s(mr[1])} x {k:g} is above the "
+                              f"{RTO_MAX_MS_RANGE[1]} ms net.ipv4.tcp_rto_max_ms accepts; needs dilation <= {hi:.3g}")
+        return k, "fixed" + (f": {why}: {rng}" if why else "")
+    k = float(prefer)
+    if k < lo - eps:
+        k = float(math.ceil(lo - eps))
+    if k > hi + eps:
+        k = float(math.floor(hi + eps))
+    if k < lo - eps or k < 1:
+        raise ConfigError(f"no dilation can express it: {why}, and k >= 1 leaves {rng}")
+    return k, "auto" + (f": {why}: {rng}" if why else "")
+
+
+# --- workloads and reports (data only; the code lives in workloads/ and report/) ----------------
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A rank function by name (``workloads.get(name)`` runs it) and its settings."""
+
+    name: str
+    params: dict = dataclasses.field(default_factory=dict)
+    dilatable: bool = True  # False: it computes for real, which a dilated run would not slow down
+
+    def with_params(self, **kw) -> Workload:
+        unknown = set(kw) - set(self.params)
+        if unknown:
+            raise ConfigError(f"workload {self.name} has no setting {sorted(unknown)} (has {sorted(self.params)})")
+        return dataclasses.replace(self, params={**self.params, **kw})
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+    """One figure of a study's report. ``kind``: ``scatter`` (every repetition its own mark,
+    medians joined), ``speedup`` (y's median at the smallest x over each repetition),
+    ``per_pass`` (a list column drawn per pass), ``attribution`` (time split, when the workload
+    returns ``time_*`` columns)."""
+
+    kind: str
+    x: str | None = None
+    y: str | None = None
+    hue: str | None = None
+    logx: bool = False
+    logy: bool = False
+    title: str = ""
+    where: tuple = ()  # (column, value) pairs selecting rows
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedNumbers:
+    """Put the seed paper's numbers (from its text) for ``figure`` beside ours."""
+
+    seed: str
+    figure: str
+
+    def to_dict(self) -> dict:
+        return {"kind": "seed_numbers", "seed": self.seed, "figure": self.figure}
+
+
+def scatter(x: str, y: str, hue: str | None = None, logx: bool = False, logy: bool = False, title: str = "",
+            where: dict | None = None) -> Plot:
+    return Plot("scatter", x, y, hue, logx, logy, title, tuple((where or {}).items()))
+
+
+def speedup(x: str, y: str = "seconds", hue: str | None = None, title: str = "") -> Plot:
+    return Plot("speedup", x, y, hue, False, False, title)
+
+
+def per_pass(y: str, x: str | None = None, hue: str | None = None, title: str = "") -> Plot:
+    return Plot("per_pass", x, y, hue, False, False, title)
+
+
+def attribution(x: str, hue: str | None = None, title: str = "") -> Plot:
+    return Plot("attribution", x, None, hue, False, False, title)
+
+
+def seed_numbers(seed: str, figure: str) -> SeedNumbers:
+    return SeedNumbers(seed, figure)
+
+
+# --- grid and points -----------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """Axes of settings; points are their product, first axis outermost. An axis is the name
+    of any setting of the cluster, the transport or the workload, with a list of values; the
+    axis ``tcp`` takes whole ``Tcp`` values; an axis whose values are dicts sets several
+    settings together (e.g. ``scale=[{"hosts": 16}, {"hosts": 100, "prefer_dilation": 10}]``).
+
+    >>> len(Grid(rto_min=["5ms", "50ms"], hosts=[8, 16]).combinations())
+    4
+    """
+
+    axes: dict = dataclasses.field(default_factory=dict)
+
+    def __init__(self, axes: dict | None = None, **kw):
+        object.__setattr__(self, "axes", {**(axes or {}), **kw})
+        for k, v in self.axes.items():
+            if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)) or not v:
+                raise ConfigError(f"grid axis {k!r} needs a non-empty list of values, got {v!r}")
+
+    def combinations(self) -> list[dict]:
+        names = list(self.axes)
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*self.axes.values())]
+
+
+@dataclasses.dataclass(frozen=True)
+class DilationCheck:
+    """Run ``point`` at each of ``dilations`` and show that ``y``'s medians agree within ``within``."""
+
+    point: dict
+    dilations: tuple = (1, 4)
+    within: float = 0.10
+    y: str = "seconds"
+
+    def to_dict(self) -> dict:
+        return {"point": dict(self.point), "dilations": list(self.dilations), "within": self.within, "y": self.y}
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One setting of a study, resolved: what the runner brings up and runs."""
+
+    index: int
+    settings: dict  # flat: every setting of cluster, transport and workload; the axes' labels
+    cluster: Any
+    tcp: Tcp
+    workload: Workload
+    dilation: float
+    dilation_note: str
+    check: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.settings.get("label", "")
+
+
+STUDY_FIELDS = ("repeat", "warmup", "monitor", "monitor_interval")
+# Settings whose default (None) does not show their type: an example value of it.
+TYPE_OF = {"hosts": 1, "ranks": 1, "mtu": 1, "prefer_dilation": 1.0, "dilation": "auto", "seed": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """What to run: ``workload`` on ``cluster`` at every point of ``grid`` (plus the ``checks``),
+    ``repeat`` timed repetitions after ``warmup`` untimed ones, the monitor on or off; ``quick``
+    holds the settings ``--quick`` applies (as ``--set`` would); ``report`` the plots and the
+    seed's numbers; ``notes`` what differs from the paper and why."""
+
+    name: str
+    cluster: Any
+    workload: Workload
+    grid: Grid = dataclasses.field(default_factory=Grid)
+    transport: Tcp = dataclasses.field(default_factory=Tcp)
+    repeat: int = 10
+    warmup: int = 1
+    monitor: bool = True
+    monitor_interval: float = 0.1
+    checks: tuple = ()
+    quick: dict = dataclasses.field(default_factory=dict)
+    report: tuple = ()
+    title: str = ""
+    notes: str = ""
+
+    def __post_init__(self):
+        if not NAME_RE.match(self.name):
+            raise ConfigError(f"study name {self.name!r} must be lowercase letters, digits and '-'")
+        if not isinstance(self.cluster, CLUSTERS):
+            raise ConfigError(f"study {self.name}: cluster must be one of InProcess, Loopback, Mpi, Testbed")
+        if not isinstance(self.repeat, int) or self.repeat < 1:
+            raise ConfigError(f"repeat must be at least 1, got {self.repeat!r}")
+        if not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ConfigError(f"warmup must be at least 0, got {self.warmup!r}")
+        if not 0.005 <= self.monitor_interval <= 60:
+            raise ConfigError(f"monitor_interval must be 0.005..60 s, got {self.monitor_interval}")
+        owners = self._owners()
+        for k in self.grid.axes:
+            if (k != "tcp" and not k.startswith("_fixed_") and k not in owners
+                    and not all(isinstance(v, dict) for v in self.grid.axes[k])):
+                raise ConfigError(f"study {self.name}: grid axis {k!r} is not a setting ({self.known_settings()})")
+
+    # --- settings by name ------------------------------------------------------------------------
+    def _owners(self) -> dict[str, str]:
+        owners: dict[str, str] = {}
+        for where, names in (("cluster", type(self.cluster).FIELDS), ("transport", Tcp.FIELDS),
+                             ("workload", tuple(self.workload.params)), ("study", STUDY_FIELDS)):
+            for n in names:
+                if n in owners:
+                    raise ConfigError(f"setting {n!r} belongs to both the {owners[n]} and the {where}")
+                owners[n] = where
+        return owners
+
+    def known_settings(self) -> str:
+        return ", ".join(sorted([*self._owners(), "tcp"]))
+
+    def defaults(self) -> dict:
+        """Every setting's value before the grid: cluster, transport, workload."""
+        d = {f: getattr(self.cluster, f) for f in type(self.cluster).FIELDS}
+        d.update({f: getattr(self.transport, f) for f in Tcp.FIELDS})
+        d.update(self.workload.params)
+        return d
+
+    def with_settings(self, overrides: dict[str, str], source: str = "--set") -> Study:
+        """A copy with ``key=value`` text applied (``--set``, ``--quick``): a study field
+        (repeat, warmup, monitor, monitor_interval), a grid axis (comma-separated values; ``tcp``
+        values separated by ';'), or any other setting (fixed for every point)."""
+        s = self
+        owners = self._owners()
+        axes = dict(self.grid.axes)
+        fixed: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key in STUDY_FIELDS:
+                s = dataclasses.replace(s, **{key: coerce(value, getattr(self, key), f"{source} {key}")})
+            elif key == "tcp":
+                axes["tcp"] = [v if isinstance(v, Tcp) else Tcp.parse(v) for v in _split_list(value, ";")]
+            elif key in axes and all(isinstance(v, dict) for v in axes[key]):  # pick bundles by name
+                want = _split_list(value, ",")
+                kept = [v for v in axes[key] if v.get("name") in want]
+                if len(kept) != len(want):
+                    raise ConfigError(f"{source} {key}: choose among {[v.get('name') for v in axes[key]]}")
+                axes[key] = kept
+            elif key in axes:
+                example = axes[key][0]
+                axes[key] = [coerce(v, example, f"{source} {key}") for v in _split_list(value, ",")]
+            elif key in owners:
+                fixed[key] = coerce(value, TYPE_OF.get(key, self.defaults().get(key)), f"{source} {key}")
+            else:
+                raise ConfigError(f"{source} {key}: study {self.name} has no such setting "
+                                  f"(settings: {self.known_settings()})")
+        if fixed:
+            for k in fixed:
+                axes.pop(k, None)
+            axes = {**axes, **{f"_fixed_{k}": [v] for k, v in fixed.items()}}
+        return dataclasses.replace(s, grid=Grid(axes))
+
+    def with_quick(self) -> Study:
+        return self.with_settings(self.quick, source="--quick") if self.quick else self
+
+    # --- expansion -------------------------------------------------------------------------------
+    def points(self) -> list[Point]:
+        """Every point of the grid, then the checks' points; duplicates are dropped. Each one
+        checked; the first impossible one raises ``ConfigError`` naming it."""
+        raw: list[tuple[dict, dict, str]] = []
+        for combo in self.grid.combinations():
+            raw.append((combo, {}, ""))
+        fixed = {k: v[0] for k, v in self.grid.axes.items() if k.startswith("_fixed_")}
+        for i, chk in enumerate(self.checks):
+            for k in chk.dilations:
+                point = {a: b for a, b in chk.point.items() if f"_fixed_{a}" not in fixed}
+                raw.append(({**point, **fixed}, {"dilation": k}, f"dilation-{i}"))
+        out: list[Point] = []
+        seen = set()
+        for combo, forced, check in raw:
+            p = self._point(len(out), combo, forced, check)
+            key = (repr(sorted((k, repr(v)) for k, v in p.settings.items() if k != "label")), check)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(p)
+        return out
+
+    def _point(self, index: int, combo: dict, forced: dict, check: str) -> Point:
+        owners = self._owners()
+        values = self.defaults()
+        tcp = self.transport
+        if "tcp" in combo:  # a whole Tcp first; single transport settings may then change it
+            tcp = combo["tcp"] if isinstance(combo["tcp"], Tcp) else Tcp.parse(combo["tcp"])
+            values.update({f: getattr(tcp, f) for f in Tcp.FIELDS})
+        assigned: list[tuple[str, Any]] = []
+        for k, v in combo.items():
+            if isinstance(v, dict):
+                assigned += [(a, b) for a, b in v.items() if a != "name"]
+            elif k != "tcp":
+                assigned.append((k.removeprefix("_fixed_"), v))
+        assigned += list(forced.items())
+        desc = ", ".join(f"{k.removeprefix('_fixed_')}={v.get('name', v) if isinstance(v, dict) else v}"
+                         for k, v in {**combo, **forced}.items() if not isinstance(v, Tcp))
+        try:
+            for k, v in assigned:
+                if k not in owners or owners[k] == "study":
+                    raise ConfigError(f"{k!r} is not a setting of this study ({self.known_settings()})")
+                values[k] = v
+            relabel = any(k in Tcp.FIELDS for k, _ in assigned)  # a changed setting makes the label wrong
+            tcp = Tcp(**{f: values[f] for f in Tcp.FIELDS}, label=None if relabel else tcp.label)
+            cluster = dataclasses.replace(self.cluster, **{f: values[f] for f in type(self.cluster).FIELDS})
+            workload = self.workload.with_params(**{f: values[f] for f in self.workload.params})
+            dilation, note = self._dilation(cluster, tcp, workload)
+        except ConfigError as e:
+            raise ConfigError(f"point {index} ({desc or 'defaults'}): {e}") from None
+        if isinstance(cluster, Testbed):
+            cluster = dataclasses.replace(cluster, dilation=dilation)
+        # The label: each axis once, in grid order, showing what ran.
+        shown: dict[str, Any] = {}
+        for k, v in {**combo, **forced}.items():
+            if k == "tcp":
+                shown["tcp"] = tcp.describe()
+            elif isinstance(v, dict):
+                over = [a for a in v if a != "name" and values[a] != v[a]]
+                name = v.get("name") or ", ".join(f"{a}={b}" for a, b in v.items())
+                shown[k] = name + (f" ({', '.join(f'{a}={values[a]}' for a in over)})" if over else "")
+            elif not (k.startswith("_fixed_") and any(isinstance(b, dict) and k[7:] in b for b in combo.values())):
+                shown[k.removeprefix("_fixed_")] = values.get(k.removeprefix("_fixed_"), v)
+        settings = {"cluster": cluster.kind, **values, **{k: v for k, v in shown.items() if k not in values},
+                    "dilation": dilation, "tcp": tcp.describe()}
+        for f in ("rto_min", "rto_jitter", "rto_max", "rto_max_offset"):  # numbers to plot against
+            settings[f"{f}_s"] = _dur(values[f])
+        settings["label"] = ", ".join(f"{k}={v}" for k, v in shown.items()) or "defaults"
+        return Point(index, settings, cluster, tcp, workload, dilation, note, check)
+
+    def _dilation(self, cluster, tcp: Tcp, workload: Workload) -> tuple[float, str]:
+        if not isinstance(cluster, Testbed):
+            mr = tcp.max_range()
+            if mr is not None and not (SOCKOPT_RTO_MAX_RANGE[0] - 1e-9 <= mr[0] and mr[1] <= SOCKOPT_RTO_MAX_RANGE[1] + 1e-9):
+                raise ConfigError(f"MAX {_fmt_s(mr[0])}" + (f"..{_fmt_s(mr[1])}" if mr[1] > mr[0] else "")
+                                  + " is outside what TCP_RTO_MAX_MS accepts (1s..120s); a smaller MAX needs a "
+                                  "dilated Testbed cluster")
+            if tcp.rmem is not None or tcp.wmem is not None:
+                raise ConfigError("rmem/wmem are per-host sysctls: use the Testbed cluster (or sndbuf/rcvbuf)")
+            if isinstance(cluster, InProcess) and not tcp.is_default():
+                raise ConfigError("the in-process cluster has no TCP to set")
+            if tcp.rto_min is not None:
+                lo, hi = tcp.min_range()
+                a, b = SOCKOPT_RTO_MIN_RANGE
+                if lo < a - 1e-12 or hi > b + 1e-12:
+                    raise ConfigError(f"MIN {_fmt_s(lo)}..{_fmt_s(hi)} is outside what TCP_RTO_MIN_US accepts "
+                                      f"({_fmt_s(a)}..{_fmt_s(b)}) on a {cluster.kind} cluster; larger minimums need "
+                                      "the per-namespace sysctl: use the Testbed cluster")
+            return 1.0, "no dilation (not a testbed)"
+        cluster.check()
+        k, note = pick_dilation(tcp, cluster.dilation, cluster.prefer_dilation)
+        if k != 1.0 and not workload.dilatable:
+            raise ConfigError(f"needs dilation {k:g} ({note}), but workload {workload.name} computes for real and a "
+                              "dilated run would not slow its computation down: use settings expressible at "
+                              "dilation 1, or compute replay")
+        return k, note
+
+    def to_dict(self) -> dict:
+        """Everything that defines the study, as JSON-able data (for meta.json)."""
+        def enc(v):
+            if isinstance(v, Tcp):
+                return {"tcp": v.to_dict()}
+            if isinstance(v, dict):
+                return {k: enc(x) for k, x in v.items()}
+            return v
+        return {"name": self.name, "title": self.title, "cluster": {"kind": self.cluster.kind,
+                **{f: getattr(self.cluster, f) for f in type(self.cluster).FIELDS}},
+                "workload": {"name": self.workload.name, "params": dict(self.workload.params),
+                             "dilatable": self.workload.dilatable},
+                "transport": self.transport.to_dict(),
+                "grid": {k: [enc(v) for v in vals] for k, vals in self.grid.axes.items()},
+                "checks": [c.to_dict() for c in self.checks], "repeat": self.repeat, "warmup": self.warmup,
+                "monitor": self.monitor, "monitor_interval": self.monitor_interval, "quick": dict(self.quick),
+                "report": [r.to_dict() for r in self.report], "notes": self.notes}
+
+
+def _split_list(text: str, sep: str) -> list[str]:
+    parts = [p.strip() for p in str(text).split(sep)]
+    if not parts or any(p == "" for p in parts):
+        raise ConfigError(f"empty value in list {text!r} (separate values by {sep!r})")
+    return parts
+
+
+def coerce(text, like, what: str = "value"):
+    """``text`` as the type of ``like`` (the setting's current value): int, float, bool, or
+    text; ``none``/``default`` give None.
+
+    >>> coerce("3", 10), coerce("0.5", 1.0), coerce("off", True), coerce("5ms", None), coerce("none", "1s")
+    (3, 0.5, False, '5ms', None)
+    >>> coerce("x", 3, "--set repeat")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: --set repeat: 'x' is not an integer
+    """
+    if not isinstance(text, str):
+        return text
+    t = text.strip()
+    if t.lower() in ("none", "default") and not isinstance(like, (bool, int, float)):
+        return None
+    if isinstance(like, bool):
+        if t.lower() in ("1", "true", "yes", "on"):
+            return True
+        if t.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{what}: {text!r} is not true/false")
+    if isinstance(like, int):
+        try:
+            return int(t)
+        except ValueError:
+            raise ConfigError(f"{what}: {text!r} is not an integer") from None
+    if isinstance(like, float):
+        if t == "auto":
+            return t
+        try:
+            return float(t)
+        except ValueError:
+            raise ConfigError(f"{what}: {text!r} is not a number") from None
+    if like == "auto":
+        try:
+            return float(t)
+        except ValueError:
+            return t
+    return t
+
+
+def parse_settings(pairs: Iterable[str]) -> dict[str, str]:
+    """``["k=v", ...]`` (``--set``) as a dict; a pair without '=' is an error naming it.
+
+    >>> parse_settings(["repeat=3", "rto_min=5ms,50ms"])
+    {'repeat': '3', 'rto_min': '5ms,50ms'}
+    """
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise ConfigError(f"--set {p!r}: expected key=value")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out

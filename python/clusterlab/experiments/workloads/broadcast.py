@@ -1,0 +1,61 @@
+"""Seed 000's all-to-all broadcast (barrier, ``size`` bytes to every other rank, barrier), as a
+study workload over ``clusterlab.bench.alltoall_broadcast``.
+
+One job per point runs the warm-up and the timed rounds on one mesh (the connections and their
+RTT estimates carry over from round to round, as in a program that broadcasts repeatedly).
+Each round is a row: ``seconds`` (slowest rank, undilated), ``retransmissions``, ``timeouts``,
+their per-node averages (seed 000 Figs. 4-5 plot retransmissions per node, cluster average),
+per-host lists and switch drops on the testbed, the rank function's time attribution per rank
+(``per_rank``) and the slowest rank's split as ``time_rto_wait`` / ``time_transfer``, and
+whatever else the rank function measures.
+
+>>> w = alltoall_broadcast(size="50KB")
+>>> w.name, w.params["size"], w.params["order"]
+('alltoall_broadcast', '50KB', 'same')
+"""
+
+from __future__ import annotations
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments.spec import Workload
+from clusterlab.units import parse_size
+
+# A round that waits out the longest backoff the kernel allows (MAX 120 s) still ends.
+ROUND_TIMEOUT = 300.0
+
+
+def alltoall_broadcast(size: str = "50KB", order: str = "same") -> Workload:
+    """Every rank sends ``size`` bytes to every other rank between two barriers. ``order``:
+    ``same`` (all start with rank 0: incast) or ``shifted`` (rank r starts with r+1)."""
+    if order not in ("same", "shifted"):
+        raise ConfigError(f"order must be same or shifted, got {order!r}")
+    parse_size(size)
+    return Workload("alltoall_broadcast", {"size": size, "order": order})
+
+
+def execute(session, params: dict, reps: int, warmup: int):
+    from clusterlab.bench.alltoall_broadcast import alltoall_broadcast as rank_fn
+    from clusterlab.bench.alltoall_broadcast import undilate
+
+    nbytes = parse_size(params["size"])
+    if params["order"] not in ("same", "shifted"):
+        raise ConfigError(f"order must be same or shifted, got {params['order']!r}")
+    if session.ranks < 2:
+        raise ConfigError(f"the broadcast needs at least 2 ranks, got {session.ranks}")
+    k = session.dilation
+    per_round = ROUND_TIMEOUT * k
+    out = session.run(rank_fn, nbytes, reps, params["order"], warmup, session.per_host_counters,
+                      session.switch_ns, per_round, timeout=60 + per_round * (reps + warmup))[0]
+    n = session.ranks
+    for row in undilate(out, k):
+        per_rank = row.pop("ranks", None)  # the column "ranks" is the point's rank count
+        if per_rank:
+            row["per_rank"] = per_rank
+            slowest = max(per_rank, key=lambda x: x["seconds"])  # its time is the round's
+            row["time_rto_wait"] = slowest["rto_wait_s"]
+            row["time_transfer"] = slowest["transfer_s"]
+            row["max_rto_wait_seconds"] = max(x["rto_wait_s"] for x in per_rank)
+        if session.per_host_counters:
+            row["retransmissions_per_node"] = row["retransmissions"] / n
+            row["timeouts_per_node"] = row["timeouts"] / n
+        yield row

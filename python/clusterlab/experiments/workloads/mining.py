@@ -1,0 +1,123 @@
+"""A parallel mining job (HPA, HPA-ELD, Count Distribution, PFP) as a study workload, over
+``clusterlab.mining.parallel.mine_parallel``.
+
+Each repetition is one job. Its row: ``seconds`` (the job's time inside the ranks, first read
+to the result at rank 0, which is what seed 000 reports), ``wall_seconds`` (with process launch
+and mesh set-up), passes, itemsets, bytes and messages sent, TCP retransmissions and RTO
+timeouts, the same per pass as lists (``retransmissions_by_pass``, ``timeouts_by_pass``,
+``seconds_by_pass``), and every ``time_*`` part the job attributes, summed over passes.
+
+``data``: a FIMI file, or a generator name with a size (``seed000:1M``, ``T10I4D100K``),
+generated once into the run cache (deterministic: the same name gives the same file).
+
+``compute``: ``real`` runs the miners; a real job cannot run dilated (its computation would
+not slow down with the network). Compute replay, when ``mine_parallel`` offers it, is
+``compute="replay"``.
+
+>>> hpa_job(data="seed000:100K", min_support=0.007).params["algorithm"]
+'hpa'
+>>> dataset_file("seed000:1M", "/cache")
+('/cache/seed000-1M.dat', 'seed000', 1000000)
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import time
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments.spec import Workload
+
+ALGORITHMS = ("hpa", "hpa-eld", "cd", "pfp")
+COMPUTE = ("real", "replay")
+_SIZE = re.compile(r"^([0-9]+)([KkMm]?)$")
+
+
+def parallel_mining(data: str = "seed000:1M", min_support: float = 0.007, algorithm: str = "hpa",
+                    block_size: str = "8KiB", compute: str = "real") -> Workload:
+    """Mine ``data`` at ``min_support`` with ``algorithm`` on the point's ranks."""
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    if compute not in COMPUTE:
+        raise ConfigError(f"compute must be one of {', '.join(COMPUTE)}, got {compute!r}")
+    return Workload("parallel_mining", {"data": data, "min_support": float(min_support), "algorithm": algorithm,
+                                        "block_size": block_size, "compute": compute},
+                    dilatable=compute != "real")
+
+
+def hpa_job(data: str = "seed000:1M", min_support: float = 0.007, block_size: str = "8KiB",
+            compute: str = "real") -> Workload:
+    """Seed 000's job: HPA with 8 KB message blocks."""
+    return parallel_mining(data, min_support, "hpa", block_size, compute)
+
+
+def dataset_file(data: str, cache_dir: str) -> tuple[str, str | None, int | None]:
+    """``(path, generator name, transactions)`` for ``data``: an existing file as is, else a
+    generator name ``NAME[:N]`` (N with K or M) to be generated into ``cache_dir``."""
+    if os.path.exists(data) or os.sep in data or data.endswith(".dat"):
+        return data, None, None
+    name, _, size = data.partition(":")
+    n = None
+    if size:
+        m = _SIZE.match(size)
+        if not m:
+            raise ConfigError(f"data {data!r}: size {size!r} is not a count like 100K or 10M")
+        n = int(m.group(1)) * {"": 1, "k": 1000, "m": 1_000_000}[m.group(2).lower()]
+    return os.path.join(cache_dir, f"{name}-{size or 'default'}.dat"), name, n
+
+
+def resolve_data(data: str, cache_dir: str) -> str:
+    """The file to mine, generated first if needed (atomically; other runs reuse it)."""
+    from clusterlab.data.generate import generate_file, quest_params
+
+    path, name, n = dataset_file(data, cache_dir)
+    if name is None:
+        if not os.path.exists(path):
+            raise ConfigError(f"data {data}: no such file")
+        return path
+    quest_params(name, transactions=n)  # a bad name fails here, with the reason
+    if not os.path.exists(path):
+        os.makedirs(cache_dir, exist_ok=True)
+        generate_file(path, name, transactions=n)
+    return path
+
+
+def execute(session, params: dict, reps: int, warmup: int):
+    from clusterlab.experiments.workloads import undilate
+    from clusterlab.mining.parallel import ParallelConfig, mine_parallel
+    from clusterlab.units import parse_size
+
+    kw = dict(session.mining_options())
+    if params["compute"] != "real":
+        if "compute" not in inspect.signature(mine_parallel).parameters:
+            raise ConfigError("compute replay is not available: clusterlab.mining.parallel.mine_parallel has no "
+                              "compute= option yet (use compute=real)")
+        kw["compute"] = params["compute"]
+    elif session.dilation != 1.0:
+        raise ConfigError(f"a real mining job cannot run dilated (k={session.dilation:g}): its computation would "
+                          "not slow down")
+    path = resolve_data(params["data"], session.cache_dir)
+    config = ParallelConfig(block_bytes=parse_size(params["block_size"]))
+    for i in range(warmup + reps):
+        t0 = time.perf_counter()
+        table, passes = mine_parallel(path, nodes=session.ranks, algorithm=params["algorithm"],
+                                      min_support=params["min_support"], config=config, **kw)
+        wall = time.perf_counter() - t0
+        if i < warmup:
+            continue
+        row = {"rep": i - warmup, "seconds": sum(p["t_total"] for p in passes) + passes[0].get("t_read", 0.0),
+               "wall_seconds": wall, "passes": len(passes), "itemsets": table.num_rows,
+               "bytes_sent": sum(p["bytes_sent"] for p in passes),
+               "messages_sent": sum(p["messages_sent"] for p in passes),
+               "retransmissions": sum(p["retransmissions"] for p in passes),
+               "timeouts": sum(p["timeouts"] for p in passes),
+               "retransmissions_by_pass": [p["retransmissions"] for p in passes],
+               "timeouts_by_pass": [p["timeouts"] for p in passes],
+               "seconds_by_pass": [p["t_total"] for p in passes]}
+        parts = sorted({k for p in passes for k in p if k.startswith("time_")})
+        for part in parts:  # time attribution, when the job reports it
+            row[part] = sum(p.get(part, 0.0) for p in passes)
+            row[f"{part}_by_pass"] = [p.get(part, 0.0) for p in passes]
+        yield undilate(row, session.dilation if params["compute"] != "real" else 1.0)

@@ -1,0 +1,269 @@
+"""Where a rank's time goes, and compute replay.
+
+``TracedComm`` wraps a rank's communicator: it adds up the time spent inside communication
+calls (the rest of a pass is computation, on the rank's own clock) and, when recording, logs
+every call in order: the computation gap before it (wall and CPU seconds), point-to-point
+sends (destination, tag, payload shape), receives, and collectives (operation, payload
+shapes). Pass boundaries are logged too.
+
+``replay_rank`` plays such a log back on a real communicator (the TCP mesh on loopback or on
+a testbed): it sends exactly the same messages and runs the same collectives with payloads of
+the same sizes, in the same order, while it *waits* its recorded computation instead of
+computing (``compute="wall"``: the gap as measured; ``"cpu"``: the CPU seconds the rank used
+in it, what it would take on a core of its own; times ``scale``). So a job recorded on this
+machine can be replayed on hosts whose CPUs this machine does not have.
+
+>>> from clusterlab.comm.inproc import run_threads
+>>> import numpy as np, tempfile
+>>> d = tempfile.mkdtemp()
+>>> def job(comm):
+...     t = TracedComm(comm, record=True)
+...     t.mark_pass(1)
+...     s = t.allreduce(np.ones(4, np.int64), "sum")
+...     if comm.rank == 0:
+...         t.send(1, b"abc", 7)
+...     else:
+...         t.recv(0, 7)
+...     t.end_pass()
+...     t.save(d)
+...     return int(s.sum())
+>>> run_threads(job, 2)
+[8, 8]
+>>> run_threads(lambda comm: replay_rank(comm, d)["passes"][0]["pass"], 2)
+[1, 1]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from clusterlab.comm.errors import CommTimeout
+from clusterlab.errors import ConfigError
+
+TRACE_FORMAT = "clusterlab-mining-trace/1"
+# Computation owed below this many seconds is carried over instead of slept (see replay_rank).
+SLEEP_MIN = 0.002
+
+
+def payload_spec(data) -> list:
+    """What a payload looks like on the wire, without its content."""
+    if data is None:
+        return ["none"]
+    if isinstance(data, np.ndarray):
+        return ["array", data.dtype.str, list(data.shape)]
+    return ["bytes", memoryview(data).nbytes]
+
+
+def payload_of(spec: list):
+    """A payload of zeros shaped as ``spec`` says."""
+    if spec[0] == "none":
+        return None
+    if spec[0] == "array":
+        return np.zeros(spec[2], dtype=np.dtype(spec[1]))
+    return bytes(spec[1])
+
+
+class TracedComm:
+    """A communicator that times (and optionally records) every communication call; anything
+    else is delegated to the wrapped one."""
+
+    def __init__(self, inner, record: bool = False):
+        self.inner = inner
+        self.record = record
+        self.comm_s = 0.0
+        self.events: list = []
+        self._t = time.perf_counter()
+        self._c = time.process_time()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    @property
+    def rank(self):
+        return self.inner.rank
+
+    @property
+    def size(self):
+        return self.inner.size
+
+    def _gap(self) -> None:
+        t, c = time.perf_counter(), time.process_time()
+        if self.record and (t - self._t) > 0:
+            self.events.append(["gap", t - self._t, c - self._c])
+        self._t, self._c = t, c
+
+    def _timed(self, event: list, fn, *args, **kw):
+        self._gap()
+        try:
+            return fn(*args, **kw)
+        finally:
+            t = time.perf_counter()
+            self.comm_s += t - self._t
+            self._t, self._c = t, time.process_time()
+            if self.record:
+                self.events.append(event)
+
+    # --- pass boundaries -----------------------------------------------------------------
+    def mark_pass(self, k: int) -> None:
+        self._gap()
+        if self.record:
+            self.events.append(["pass", int(k)])
+
+    def end_pass(self) -> None:
+        self._gap()
+        if self.record:
+            self.events.append(["end"])
+
+    # --- point to point ------------------------------------------------------------------
+    def send(self, dest: int, data, tag: int = 0) -> None:
+        return self._timed(["send", dest, tag, payload_spec(data)], self.inner.send, dest, data, tag)
+
+    def recv(self, source: int, tag: int = 0, timeout: float | None = None):
+        return self._timed(["recv", source, tag], self.inner.recv, source, tag, timeout)
+
+    def recv_any(self, tag: int = 0, timeout: float | None = None):
+        ev = ["recv_any", tag, True]
+        try:
+            return self._timed(ev, self.inner.recv_any, tag, timeout)
+        except CommTimeout:
+            ev[2] = False  # a poll that found nothing: replayed as nothing
+            raise
+
+    # --- collectives ---------------------------------------------------------------------
+    def barrier(self, algorithm=None):
+        return self._timed(["barrier"], self.inner.barrier, algorithm)
+
+    def bcast(self, data, root: int = 0, algorithm=None):
+        return self._timed(["bcast", payload_spec(data), root], self.inner.bcast, data, root, algorithm)
+
+    def gather(self, data, root: int = 0, algorithm=None):
+        return self._timed(["gather", payload_spec(data), root], self.inner.gather, data, root, algorithm)
+
+    def allgather(self, data, algorithm=None):
+        return self._timed(["allgather", payload_spec(data)], self.inner.allgather, data, algorithm)
+
+    def alltoall(self, chunks, algorithm=None):
+        return self._timed(["alltoall", [payload_spec(c) for c in chunks]], self.inner.alltoall, chunks, algorithm)
+
+    def allreduce(self, array, op: str = "sum", algorithm=None):
+        return self._timed(["allreduce", payload_spec(np.ascontiguousarray(array)), op], self.inner.allreduce, array,
+                           op, algorithm)
+
+    def reduce(self, array, op: str = "sum", root: int = 0, algorithm=None):
+        return self._timed(["reduce", payload_spec(np.ascontiguousarray(array)), op, root], self.inner.reduce, array,
+                           op, root, algorithm)
+
+    def save(self, directory, meta: dict | None = None) -> None:
+        """Write this rank's log as ``DIR/rank{r}.json`` (atomically)."""
+        from clusterlab._atomic import atomic_open
+
+        os.makedirs(directory, exist_ok=True)
+        with atomic_open(os.path.join(directory, f"rank{self.rank}.json")) as f:
+            json.dump({"format": TRACE_FORMAT, "rank": self.rank, "size": self.size, "meta": meta or {},
+                       "events": self.events}, f)
+
+
+def load_trace(directory, rank: int) -> dict:
+    """Rank ``rank``'s recorded log (``ConfigError`` naming what is missing or wrong)."""
+    p = os.path.join(directory, f"rank{rank}.json")
+    try:
+        with open(p, encoding="utf-8") as f:
+            t = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no recorded trace (record a run with record=DIR first)") from None
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{p}: not a readable trace: {e}") from None
+    if t.get("format") != TRACE_FORMAT or t.get("rank") != rank:
+        raise ConfigError(f"{p}: not a {TRACE_FORMAT} trace of rank {rank}")
+    return t
+
+
+def recorded_size(directory) -> int:
+    """The number of ranks a trace directory was recorded with."""
+    return int(load_trace(directory, 0)["size"])
+
+
+def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0) -> dict:
+    """Play rank ``comm.rank``'s recorded log back on ``comm`` (see the module docstring).
+    Returns ``{"rank", "job_s", "passes": [{"pass", "t_total", "t_wait_compute", "t_comm",
+    "bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"}]}``."""
+    from clusterlab.mining.parallel.passes import comm_counters
+
+    if compute not in ("wall", "cpu"):
+        raise ConfigError(f"compute must be 'wall' or 'cpu', got {compute!r}")
+    if not (isinstance(scale, (int, float)) and np.isfinite(scale) and scale >= 0):
+        raise ConfigError(f"scale must be a finite number >= 0, got {scale!r}")
+    trace = load_trace(directory, comm.rank)
+    if trace["size"] != comm.size:
+        raise ConfigError(f"{directory} was recorded on {trace['size']} ranks; replay it on as many, not {comm.size}")
+    col = 1 if compute == "wall" else 2
+    passes: list = []
+    row: dict | None = None
+    base: dict = {}
+    if comm.size > 1:
+        comm.barrier()
+    t_job = time.perf_counter()
+    # Computation still owed. Gaps are paid in sleeps of at least SLEEP_MIN, and an oversleep
+    # is credited to the next ones: thousands of microsecond gaps (HPA sends a block every few)
+    # slept one by one would each oversleep by the scheduler's latency, milliseconds on a
+    # loaded machine, and the replay would run long.
+    owed = 0.0
+    for ev in trace["events"]:
+        kind = ev[0]
+        t = time.perf_counter()
+        if kind == "gap":
+            owed += ev[col] * scale
+            if owed >= SLEEP_MIN:
+                time.sleep(owed)
+                owed -= time.perf_counter() - t
+            if row is not None:
+                row["t_wait_compute"] += time.perf_counter() - t
+            continue
+        if kind == "pass":
+            row = {"pass": ev[1], "t_wait_compute": 0.0, "t_comm": 0.0, "_t0": t}
+            base = comm_counters(comm)
+            continue
+        if kind == "end":
+            if row is not None:
+                row["t_total"] = time.perf_counter() - row.pop("_t0")
+                now = comm_counters(comm)
+                for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
+                    row[f] = now[f] - base[f]
+                passes.append(row)
+            row = None
+            continue
+        _replay_call(comm, ev)
+        if row is not None:
+            row["t_comm"] += time.perf_counter() - t
+    return {"rank": comm.rank, "job_s": time.perf_counter() - t_job, "passes": passes}
+
+
+def _replay_call(comm, ev: list) -> None:
+    kind = ev[0]
+    if kind == "send":
+        comm.send(ev[1], payload_of(ev[3]), ev[2])
+    elif kind == "recv":
+        comm.recv(ev[1], ev[2])
+    elif kind == "recv_any":
+        if ev[2]:
+            comm.recv_any(ev[1])
+    elif kind == "barrier":
+        comm.barrier()
+    elif kind == "bcast":
+        comm.bcast(payload_of(ev[1]), ev[2])
+    elif kind == "gather":
+        comm.gather(payload_of(ev[1]), ev[2])
+    elif kind == "allgather":
+        comm.allgather(payload_of(ev[1]))
+    elif kind == "alltoall":
+        comm.alltoall([payload_of(s) for s in ev[1]])
+    elif kind == "allreduce":
+        comm.allreduce(payload_of(ev[1]), ev[2])
+    elif kind == "reduce":
+        comm.reduce(payload_of(ev[1]), ev[2], ev[3])
+    else:
+        raise ConfigError(f"unknown event {kind!r} in a trace")

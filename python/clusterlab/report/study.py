@@ -1,0 +1,409 @@
+"""The report of a study run: its plots (every repetition drawn as its own mark), a table per
+point, the dilation checks, the seed's numbers beside ours, and what was emulated, as
+``report.md`` and ``report.html`` in the run directory.
+
+``render(run_dir)`` reads only the run directory (``table.parquet``, ``meta.json``): a run can
+be re-reported anywhere, whatever the study file says today.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from pathlib import Path
+
+from clusterlab.errors import ConfigError
+
+MARKERS = "osD^v<>ph*X"
+CPU_BOUND_IDLE = 0.15
+
+
+def require_matplotlib():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("plots need matplotlib, which is not installed: pip install matplotlib "
+                          "(from a clone: pip install '.[report]')") from None
+    return plt
+
+
+def load_run(run_dir) -> tuple[list[dict], dict]:
+    d = Path(run_dir)
+    try:
+        meta = json.loads((d / "meta.json").read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{d}: no meta.json (not a study run directory)") from None
+    except ValueError as e:
+        raise ConfigError(f"{d / 'meta.json'}: not JSON ({e})") from None
+    rows: list[dict] = []
+    if (d / "table.parquet").exists():
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(d / "table.parquet").to_pylist()
+    return rows, meta
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _list(v):
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return None
+    return v if isinstance(v, list) else None
+
+
+def _label(col: str | None) -> str:
+    names = {"rto_max_s": "MAX [s]", "rto_min_s": "MIN (X) [s]", "seconds": "time [s]", "ranks": "hosts",
+             "retransmissions_per_node": "retransmissions per node", "timeouts_per_node": "RTO timeouts per node"}
+    return names.get(col, col or "")
+
+
+def _save(plt, fig, path: Path) -> None:
+    from clusterlab._atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+    plt.close(fig)
+
+
+def _hues(rows, hue):
+    return list(dict.fromkeys(r.get(hue) for r in rows)) if hue else [None]
+
+
+def plot_scatter(plt, rows, spec, title, path) -> None:
+    x, y, hue = spec["x"], spec["y"], spec.get("hue")
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    categorical = not all(_num(r.get(x)) for r in rows)
+    cats = list(dict.fromkeys(str(r.get(x)) for r in rows)) if categorical else []
+    hues = _hues(rows, hue)
+    for hi, h in enumerate(hues):
+        rs = [r for r in rows if (hue is None or r.get(hue) == h) and _num(r.get(y))]
+        color = f"C{hi}"
+        for r in rs:  # every repetition its own mark (marker = repetition number)
+            xv = cats.index(str(r[x])) + (hi - (len(hues) - 1) / 2) * 0.08 if categorical else r[x]
+            cpu = r.get("cpu_bound")
+            ax.scatter([xv], [r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=26,
+                       facecolors="none" if cpu else color, edgecolors=color, linewidths=0.9)
+        xs = sorted({r[x] for r in rs}, key=lambda v: cats.index(str(v)) if categorical else v)
+        med = [statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs]
+        xpos = [cats.index(str(v)) for v in xs] if categorical else xs
+        ax.plot(xpos, med, color=color, lw=1, label=f"{h} (median)" if h is not None else "median")
+        for xx, xp, m in zip(xs, xpos, med, strict=True):
+            k = next((r.get("dilation") for r in rs if r[x] == xx), 1.0)
+            if k and k != 1.0:
+                ax.annotate(f"k={k:g}", (xp, m), textcoords="offset points", xytext=(3, 5), fontsize=7, color=color)
+    if categorical:
+        ax.set_xticks(range(len(cats)), cats, rotation=15, fontsize=7)
+    if spec.get("logx") and not categorical:
+        ax.set_xscale("log")
+    if spec.get("logy"):
+        ax.set_yscale("log")
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(_label(y))
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.text(0.99, 0.01, "marker = repetition; hollow = CPU-bound; k = dilation", transform=ax.transAxes,
+            ha="right", va="bottom", fontsize=6, color="grey")
+    _save(plt, fig, path)
+
+
+def plot_speedup(plt, rows, spec, title, path) -> None:
+    x, y, hue = spec["x"], spec.get("y") or "seconds", spec.get("hue")
+    fig, ax = plt.subplots(figsize=(6, 4.6))
+    allx = sorted({r[x] for r in rows if _num(r.get(x))})
+    for hi, h in enumerate(_hues(rows, hue)):
+        rs = [r for r in rows if (hue is None or r.get(hue) == h) and _num(r.get(y)) and r[y] > 0]
+        xs = sorted({r[x] for r in rs})
+        if not xs:
+            continue
+        base = statistics.median(r[y] for r in rs if r[x] == xs[0]) * xs[0]
+        for r in rs:
+            ax.scatter([r[x]], [base / r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=24,
+                       facecolors="none" if r.get("cpu_bound") else f"C{hi}", edgecolors=f"C{hi}")
+        ax.plot(xs, [base / statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs], color=f"C{hi}",
+                label=str(h) if h is not None else "median")
+    if allx:
+        ax.plot(allx, allx, ls=":", color="grey", label="ideal")
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel(f"speedup ({_label(y)} at {allx[0] if allx else 1} host(s) / {_label(y)})")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    _save(plt, fig, path)
+
+
+def plot_per_pass(plt, rows, spec, title, path) -> None:
+    y, hue = spec["y"], spec.get("hue")
+    rs = [r for r in rows if _list(r.get(y)) is not None]
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    if rs:
+        xcol = spec.get("x") or "ranks"
+        top = max((r.get(xcol) for r in rs if _num(r.get(xcol))), default=None)
+        rs = [r for r in rs if top is None or r.get(xcol) == top]
+        hues = _hues(rs, hue)
+        width = 0.8 / max(1, len(hues))
+        for hi, h in enumerate(hues):
+            lists = [_list(r[y]) for r in rs if hue is None or r.get(hue) == h]
+            n = max(len(v) for v in lists)
+            for v, r in zip(lists, [r for r in rs if hue is None or r.get(hue) == h], strict=True):
+                ax.scatter([i + 1 + (hi - (len(hues) - 1) / 2) * width for i in range(len(v))], v, s=14,
+                           marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], color=f"C{hi}")
+            med = [statistics.median(v[i] if i < len(v) else 0 for v in lists) for i in range(n)]
+            ax.bar([i + 1 + (hi - (len(hues) - 1) / 2) * width for i in range(n)], med, width, alpha=0.35,
+                   color=f"C{hi}", label=f"{h} (median)")
+        title = f"{title} ({_label(xcol)} = {top})" if top is not None else title
+    ax.set_xlabel("pass")
+    ax.set_ylabel(_label(y).removesuffix("_by_pass"))
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    _save(plt, fig, path)
+
+
+def time_parts(rows) -> list[str]:
+    """The ``time_*`` columns (time attribution) a workload returned."""
+    return sorted({c for r in rows for c, v in r.items() if c.startswith("time_") and _num(v)})
+
+
+def plot_attribution(plt, rows, parts, title, path) -> None:
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(labels) + 3), 4.4))
+    bottom = [0.0] * len(labels)
+    for i, p in enumerate(parts):
+        vals = []
+        for lab in labels:
+            v = [r[p] for r in rows if r["label"] == lab and _num(r.get(p))]
+            vals.append(statistics.median(v) if v else 0.0)
+        ax.bar(range(len(labels)), vals, bottom=bottom, color=f"C{i}", label=p.removeprefix("time_"))
+        bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
+    tot = [statistics.median(r["seconds"] for r in rows if r["label"] == lab and _num(r.get("seconds")))
+           for lab in labels]
+    ax.scatter(range(len(labels)), tot, color="k", marker="_", s=200, label="time (median)", zorder=3)
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=6)
+    ax.set_ylabel("seconds (median over repetitions)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    _save(plt, fig, path)
+
+
+def dilation_checks(rows, meta) -> list[dict]:
+    """Each check: the medians at each dilation and whether they agree within its tolerance."""
+    out = []
+    for i, chk in enumerate(meta.get("spec", {}).get("checks", [])):
+        rs = [r for r in rows if r.get("check") == f"dilation-{i}"]
+        y = chk.get("y", "seconds")
+        meds = {}
+        for k in chk["dilations"]:
+            v = [r[y] for r in rs if r.get("dilation") == float(k) and _num(r.get(y))]
+            if v:
+                meds[float(k)] = statistics.median(v)
+        agree = None
+        if len(meds) >= 2 and min(meds.values()) > 0:
+            agree = (max(meds.values()) - min(meds.values())) / min(meds.values()) <= chk["within"]
+        out.append({"point": chk["point"], "y": y, "medians": meds, "within": chk["within"], "agree": agree})
+    return out
+
+
+def point_rows(rows, meta) -> list[list[str]]:
+    out = []
+    for pm in meta.get("points", []):
+        rs = [r for r in rows if r.get("point") == pm["index"]]
+        secs = [r["seconds"] for r in rs if _num(r.get("seconds"))]
+        rt = [r["retransmissions"] for r in rs if _num(r.get("retransmissions"))]
+        k = pm.get("dilation", 1.0)
+        mon = pm.get("monitor") or {}
+        out.append([str(pm["index"]), pm["label"] + (f" [check {pm['check']}]" if pm.get("check") else ""),
+                    f"{k:g}" + (" (dilated)" if k != 1 else ""), str(len(rs)),
+                    f"{statistics.median(secs):.4g}" if secs else "-",
+                    f"{min(secs):.4g}..{max(secs):.4g}" if secs else "-",
+                    f"{statistics.median(rt):g}" if rt else "-",
+                    "yes" if pm.get("cpu_bound") else "no",
+                    "-" if mon.get("mean_cpu_idle") is None else f"{mon['mean_cpu_idle']:.0%}",
+                    " / ".join(f"{x[0]:.1f}" for x in (pm.get("load_before"), pm.get("load_after")) if x)])
+    return out
+
+
+def render(run_dir) -> dict:
+    """Write the plots, ``report.md`` and ``report.html`` into ``run_dir``; returns what was
+    written and the checks."""
+    from clusterlab._atomic import atomic_open
+    from clusterlab.report.seeds import SEEDS
+
+    d = Path(run_dir)
+    rows, meta = load_run(d)
+    plt = require_matplotlib()
+    spec = meta.get("spec", {})
+    title = meta.get("title") or meta.get("study", d.name)
+    main = [r for r in rows if not r.get("check")]
+    pngs: list[tuple[str, str]] = []
+    for i, p in enumerate(spec.get("report", [])):
+        kind = p.get("kind")
+        if kind == "seed_numbers":
+            continue
+        name = f"fig{i + 1}-{kind}-{p.get('y') or 'time'}.png".replace("/", "_")
+        t = p.get("title") or f"{meta.get('study')}: {_label(p.get('y'))}" + (f" vs {_label(p.get('x'))}" if p.get("x") else "")
+        data = [r for r in main if all(r.get(a) == b for a, b in p.get("where", []))]
+        if not data:
+            continue
+        {"scatter": plot_scatter, "speedup": plot_speedup, "per_pass": plot_per_pass}[kind](plt, data, p, t, d / name)
+        pngs.append((name, t))
+    parts = time_parts(rows)
+    if parts:
+        plot_attribution(plt, main, parts, f"{meta.get('study')}: where the time goes", d / "attribution.png")
+        pngs.append(("attribution.png", "where the time goes (time attribution)"))
+    checks = dilation_checks(rows, meta)
+    md = _markdown(meta, rows, pngs, checks, SEEDS, title)
+    with atomic_open(d / "report.md") as f:
+        f.write(md)
+    with atomic_open(d / "report.html") as f:
+        f.write(_html(md, title))
+    return {"pngs": [p for p, _ in pngs], "checks": checks, "rows": len(rows), "status": meta.get("status")}
+
+
+def _table(head: list[str], body: list[list[str]]) -> list[str]:
+    def cell(s):
+        return str(s).replace("|", "\\|").replace("\n", " ")
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(cell(c) for c in r) + " |"
+                                                                         for r in body]
+
+
+def _markdown(meta, rows, pngs, checks, seeds, title) -> str:
+    spec = meta.get("spec", {})
+    md = [f"# {title}", ""]
+    status = meta.get("status")
+    md.append(f"Study `{meta.get('study')}`, {len(rows)} repetitions, status **{status}**"
+              + (" (`--quick`: a smaller grid, not the full study)" if meta.get("quick") else "") + ".")
+    if status != "complete":
+        md.append(f"The run did not finish ({meta.get('error') or status}); the table holds the repetitions that did.")
+    lb, la = meta.get("load_before"), meta.get("load_after")
+    mach = meta.get("machine", {})
+    md += ["", f"Machine: {mach.get('cpus')} CPUs ({mach.get('cpu_model', '?')}), kernel {mach.get('kernel')}; "
+           f"load average before {lb} / after {la}; clusterlab {meta.get('version')} "
+           f"(git {str((meta.get('git') or {}).get('revision'))[:12]}"
+           f"{' + local changes' if (meta.get('git') or {}).get('dirty') else ''})."]
+    if meta.get("overrides"):
+        md.append(f"Settings changed with --set: {meta['overrides']}.")
+    md += ["", "## What was emulated", ""]
+    md += [f"- {k}: {v}" for k, v in (meta.get("emulated") or {}).items()]
+    notes = sorted({n for pm in meta.get("points", []) for n in pm.get("notes", [])})
+    md += [f"- {n}" for n in notes]
+    dil = [pm for pm in meta.get("points", []) if pm.get("dilation", 1) != 1]
+    if dil:
+        md.append("- dilated points (k picked per point so the RTO settings are expressible): "
+                  + "; ".join(f"{pm['label']}: k={pm['dilation']:g} ({pm.get('dilation_note', '')})" for pm in dil))
+    cpu = [pm["label"] for pm in meta.get("points", []) if pm.get("cpu_bound")]
+    if cpu:
+        md.append(f"- **CPU-bound** (machine idle below {CPU_BOUND_IDLE:.0%}: these times measure the CPU as well "
+                  f"as the network): {'; '.join(cpu)}")
+    if spec.get("notes"):
+        md.append(f"- differences from the paper: {spec['notes']}")
+    for kind in ("seed_numbers",):
+        for p in spec.get("report", []):
+            if p.get("kind") != kind:
+                continue
+            fig = seeds.get(p["seed"], {}).get(p["figure"])
+            if fig is None:
+                continue
+            md += ["", f"## Seed {p['seed']}, {p['figure']}: the paper beside ours", "", f"*{fig['caption']}*", ""]
+            mine = _our_setup(meta, rows)
+            body = [[q, s, mine.get(q, "")] for q, s in fig["setup"]]
+            points = [pm for pm in meta.get("points", []) if not pm.get("check")]
+            cpu_bound = points and sum(bool(pm.get("cpu_bound")) for pm in points) > len(points) / 2
+            for text, seed_value, fn in fig["claims"]:
+                ours, ok = fn(rows)
+                if ok is not None and cpu_bound:
+                    verdict = " (not judged: most points CPU-bound, the times measure the CPU)"
+                else:
+                    verdict = "" if ok is None else (" (agrees)" if ok else " (**differs**)")
+                body.append([text, seed_value, ours + verdict])
+            md += _table(["", "seed (from its text)", "ours"], body)
+    if checks:
+        md += ["", "## Dilation checks", "", "The same point at two dilations; the emulation is consistent when "
+               "their medians agree within the tolerance.", ""]
+        md += _table(["point", "medians by dilation", "tolerance", "agree"],
+                     [[json.dumps(c["point"]), ", ".join(f"k={k:g}: {v:.4g} s" for k, v in c["medians"].items()),
+                       f"{c['within']:.0%}", {True: "yes", False: "**no**", None: "not measured"}[c["agree"]]]
+                      for c in checks])
+    md += ["", "## Figures", ""]
+    for name, t in pngs:
+        md += [f"![{t}]({name})", ""]
+    md += ["## Points", ""]
+    md += _table(["#", "point", "dilation", "reps", "median s", "range s", "median retrans", "CPU-bound", "idle",
+                  "load before / after"], point_rows(rows, meta))
+    md += ["", "Every repetition is a row of `table.parquet` / `table.csv`; the monitor's samples are in "
+           "`monitor.parquet` (column `point`).", ""]
+    return "\n".join(md)
+
+
+def _our_setup(meta, rows) -> dict:
+    """Our side of the seed's set-up table, from the run's own record."""
+    spec = meta.get("spec", {})
+    c = spec.get("cluster", {})
+    mach = meta.get("machine", {})
+    hosts = sorted({r.get("hosts") or r.get("ranks") for r in rows if (r.get("hosts") or r.get("ranks"))})
+    ks = sorted({pm.get("dilation", 1.0) for pm in meta.get("points", [])})
+    out = {"nodes": f"{', '.join(map(str, hosts)) or '?'} {c.get('kind', '')} hosts on {mach.get('cpus')} CPUs "
+                    f"({mach.get('cpu_model', '?')}), Linux {mach.get('kernel')}",
+           "TCP defaults": "Linux: MIN 200 ms, MAX 120 s (the study sets what it varies)",
+           "repetitions": f"{spec.get('repeat')} per point after {spec.get('warmup')} warm-up; every one its own mark"}
+    if c.get("kind") == "testbed":
+        out["network"] = (f"one bridge, tbf {c.get('rate')} per port, {c.get('buffer')} switch port buffer, "
+                          f"{c.get('host_queue')} host queue, MTU {c.get('mtu')}; dilation k in "
+                          f"{', '.join(f'{k:g}' for k in ks)}")
+    else:
+        out["network"] = (meta.get("emulated") or {}).get("network", "")
+    return out
+
+
+def _html(md: str, title: str) -> str:
+    """A plain HTML rendering of the Markdown this module writes (headings, tables, images)."""
+    out = ["<!doctype html><html><head><meta charset='utf-8'><title>", html.escape(title),
+           "</title><style>body{font-family:sans-serif;max-width:1100px} td,th{border:1px solid #ccc;padding:3px}"
+           " table{border-collapse:collapse}</style></head><body>"]
+    in_table = False
+    for line in md.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            if set(line) <= set("|-"):
+                continue
+            if not in_table:
+                out.append("<table>")
+                in_table = True
+            out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in cells) + "</tr>")
+            continue
+        if in_table:
+            out.append("</table>")
+            in_table = False
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level}>{_inline(line[level:].strip())}</h{level}>")
+        elif line.startswith("!["):
+            alt, src = line[2:].split("](", 1)
+            out.append(f"<p><img src='{html.escape(src.rstrip(')'))}' alt='{html.escape(alt.rstrip(']'))}'></p>")
+        elif line.startswith("- "):
+            out.append(f"<li>{_inline(line[2:])}</li>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+    if in_table:
+        out.append("</table>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _inline(text: str) -> str:
+    import re
+
+    t = html.escape(text)
+    t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t)
+    t = re.sub(r"`(.+?)`", r"<code>\1</code>", t)
+    return re.sub(r"\*(.+?)\*", r"<i>\1</i>", t)

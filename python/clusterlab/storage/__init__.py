@@ -1,0 +1,1 @@
+"""Storage clients (issue 13): ``iscsi``, an iSCSI initiator over libiscsi."""

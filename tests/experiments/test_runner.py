@@ -1,0 +1,130 @@
+"""The runner writes a tidy table, the monitor table and meta.json as it goes (Ctrl-C keeps the
+finished repetitions); the reporter draws them; the CLI parses and prints."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from clusterlab.cli import cli
+from clusterlab.errors import ConfigError
+from clusterlab.experiments import Grid, InProcess, Loopback, Study
+from clusterlab.experiments import workloads as wl
+from clusterlab.experiments.runner import rows_table, run_study
+from clusterlab.experiments.spec import Workload
+
+
+def _study(**kw):
+    return Study(name="pp", cluster=InProcess(ranks=2), workload=wl.pingpong(sizes="8,64", trial_time=0.001),
+                 grid=Grid(sizes=["8", "8,64"]), repeat=2, warmup=1, monitor=False, **kw)
+
+
+def test_run_writes_table_and_meta(tmp_path):
+    res = run_study(_study(), tmp_path / "run")
+    d = tmp_path / "run"
+    rows = pq.read_table(d / "table.parquet").to_pylist()
+    assert res.status == "complete" and len(rows) == len(res.rows) == 2 * 1 + 2 * 2  # sizes x reps
+    assert {r["point"] for r in rows} == {0, 1} and {r["rep"] for r in rows} == {0, 1}
+    assert all(r["study"] == "pp" and r["cluster"] == "inprocess" and r["seconds"] > 0 for r in rows)
+    assert (d / "table.csv").read_text().splitlines()[0].startswith('"study","point","label","check","rep","seconds"')
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["repetitions"] == 6 and len(meta["points"]) == 2
+    for k in ("version", "git", "machine", "load_before", "load_after", "spec", "emulated"):
+        assert k in meta
+    assert meta["points"][0]["settings"]["sizes"] == "8" and meta["points"][0]["dilation"] == 1.0
+
+
+def _fake(reps_before_interrupt):
+    def execute(session, params, reps, warmup):
+        for i in range(reps):
+            if i == reps_before_interrupt:
+                raise KeyboardInterrupt
+            yield {"rep": i, "seconds": 0.5 + i, "time_compute": 0.3, "time_rto_wait": 0.2 + i,
+                   "seconds_by_pass": [0.1, 0.4 + i], "retransmissions_by_pass": [0, i]}
+    return execute
+
+
+def test_ctrl_c_keeps_the_finished_repetitions(tmp_path, monkeypatch):
+    monkeypatch.setattr(wl, "get", lambda name: _fake(3))
+    s = Study(name="fake", cluster=InProcess(ranks=1), workload=Workload("fake", {"n": 1}), repeat=5, monitor=False)
+    with pytest.raises(KeyboardInterrupt):
+        run_study(s, tmp_path)
+    rows = pq.read_table(tmp_path / "table.parquet").to_pylist()
+    assert [r["rep"] for r in rows] == [0, 1, 2]
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["status"] == "interrupted" and meta["repetitions"] == 3
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]  # nothing half-written
+
+
+def test_report_draws_every_column_the_workload_returns(tmp_path, monkeypatch):
+    from clusterlab.experiments.spec import per_pass, scatter
+    from clusterlab.report.study import render
+
+    monkeypatch.setattr(wl, "get", lambda name: _fake(99))
+    s = Study(name="fake", cluster=InProcess(ranks=1), workload=Workload("fake", {"n": 1}),
+              grid=Grid(n=[1, 2]), repeat=3, monitor=False,
+              report=[scatter(x="n", y="seconds"), per_pass(y="retransmissions_by_pass", x="n")])
+    run_study(s, tmp_path)
+    r = render(tmp_path)
+    assert r["pngs"] == ["fig1-scatter-seconds.png", "fig2-per_pass-retransmissions_by_pass.png", "attribution.png"]
+    md = (tmp_path / "report.md").read_text()
+    assert "## Points" in md and "## What was emulated" in md and "status **complete**" in md
+    assert all((tmp_path / p).stat().st_size > 5000 for p in r["pngs"])
+    assert "<table>" in (tmp_path / "report.html").read_text()
+
+
+def test_rows_table_keeps_lists_and_mixed_columns():
+    t = rows_table([{"a": 1, "b": [1, 2], "c": "x"}, {"a": 2.5, "b": [3], "c": 4}])
+    assert t.column("a").to_pylist() == [1.0, 2.5]
+    assert t.column("b").to_pylist() == ["[1, 2]", "[3]"] and t.column("c").to_pylist() == ["x", "4"]
+
+
+def test_local_broadcast_on_loopback_ranks(tmp_path):
+    s = Study(name="b", cluster=Loopback(ranks=3), workload=wl.alltoall_broadcast(size="10KB"), repeat=2,
+              warmup=0, monitor=False)
+    res = run_study(s, tmp_path)
+    assert len(res.rows) == 2 and all(r["seconds"] > 0 and r["ranks"] == 3 for r in res.rows)
+
+
+def test_cli_list_dry_run_and_errors(tmp_path):
+    r = CliRunner().invoke(cli, ["experiment", "list"])
+    assert r.exit_code == 0 and "seed000-fig3" in r.output and "testbed" in r.output
+    r = CliRunner().invoke(cli, ["experiment", "run", "seed000-fig3", "--dry-run", "--set", "rto_min=5ms"])
+    assert r.exit_code == 0, r.output
+    assert "k=10" in r.output and "every setting accepted" in r.output
+    r = CliRunner().invoke(cli, ["experiment", "run", "seed000-fig3", "--dry-run", "--set", "dilation=1"],
+                           standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "dilation 1 cannot express it" in str(r.exception)
+    r = CliRunner().invoke(cli, ["experiment", "run", "nope"], standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "no study named 'nope'" in str(r.exception)
+    r = CliRunner().invoke(cli, ["experiment", "report", str(tmp_path)], standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "no meta.json" in str(r.exception)
+    r = CliRunner().invoke(cli, ["report", str(tmp_path)], standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "no meta.json, monitor.parquet" in str(r.exception)
+
+
+def test_cli_runs_a_study_and_reports(tmp_path, monkeypatch):
+    import clusterlab.experiments.studies as studies
+
+    monkeypatch.setattr(studies, "load", lambda name: _study(report=()))
+    monkeypatch.setattr(studies, "names", lambda: ["pp"])
+    import clusterlab.experiments as ex
+
+    monkeypatch.setattr(ex, "load", lambda name: _study(report=()))
+    r = CliRunner().invoke(cli, ["experiment", "run", "pp", "--runs", str(tmp_path), "--set", "repeat=1"])
+    assert r.exit_code == 0, r.output
+    run_dir = next((tmp_path / "pp").iterdir())
+    assert (run_dir / "report.md").exists() and "(complete)" in r.output
+    assert json.loads((run_dir / "meta.json").read_text())["overrides"] == {"repeat": "1"}
+
+
+def test_report_without_matplotlib_is_one_line(tmp_path, monkeypatch):
+    import sys
+
+    run_study(_study(), tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    r = CliRunner().invoke(cli, ["report", str(tmp_path)], standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and "pip install" in str(r.exception)

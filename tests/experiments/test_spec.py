@@ -1,0 +1,104 @@
+"""Study specs: expansion, the dilation pick, refusals (never clamps), overrides. No I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments import Grid, InProcess, Loopback, Study, Tcp, Testbed, clusters, load, names
+from clusterlab.experiments.spec import parse_settings, pick_dilation
+from clusterlab.experiments.workloads import alltoall_broadcast, hpa_job
+
+
+@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("quick", [False, True])
+def test_every_study_expands_and_every_setting_is_in_range(name, quick):
+    s = load(name)
+    s = s.with_quick() if quick else s
+    points = s.points()
+    assert points and len({p.label + p.check for p in points}) == len(points)
+    for p in points:
+        assert p.dilation >= 1
+        if isinstance(p.cluster, Testbed):
+            for h, sc in clusters.testbed_sysctls(p).items():
+                if clusters.MAX_SYSCTL in sc:
+                    assert 1000 <= sc[clusters.MAX_SYSCTL] <= 120000, (name, p.label, h)
+                    assert sc[clusters.MIN_SYSCTL] <= sc[clusters.MAX_SYSCTL] * 1000
+    if quick:
+        assert s.repeat <= 3 and len(points) <= 6
+
+
+def test_seed000_figures_are_the_papers_settings():
+    fig3 = {p.settings["rto_min"]: p for p in load("seed000-fig3").points() if not p.check and
+            p.settings["hosts"] == 16}
+    for p in fig3.values():  # MAX = MIN + 100 ms on every host, dilated as little as possible
+        for sc in clusters.testbed_sysctls(p).values():
+            assert sc[clusters.MAX_SYSCTL] * 1000 == pytest.approx(sc[clusters.MIN_SYSCTL] + 100_000 * p.dilation)
+        assert p.dilation * (p.tcp.min_range()[0] + 0.1) >= 1.0
+    assert fig3["1s"].dilation == 1 and fig3["200ms"].dilation == 4 and fig3["10ms"].dilation == 10
+    fig5 = [p for p in load("seed000-fig5").points() if p.settings["rto_jitter"] == "100ms"]
+    p = fig5[0]
+    sc = clusters.testbed_sysctls(p)
+    k, lo = p.dilation, p.tcp.min_range()[0]
+    mins = [v[clusters.MIN_SYSCTL] / 1e6 / k for v in sc.values()]
+    maxs = [v[clusters.MAX_SYSCTL] / 1e3 / k for v in sc.values()]
+    assert len(sc) == 16 and len(set(mins)) == 16  # every host its own MIN
+    assert all(lo <= mn <= lo + 0.1 + 1e-6 and mx == pytest.approx(mn + 0.1, abs=1e-3) for mn, mx in zip(mins, maxs, strict=True))
+    fig2 = load("seed000-fig2").points()
+    assert max(p.settings["rto_max_s"] for p in fig2) == 60.0
+    assert {p.dilation for p in fig2 if p.settings["rto_max"] == "60s"} <= {1.0, 2.0}  # MAX 60 s: k <= 2
+    assert sum(1 for p in fig2 if p.check) == 2
+    fig6 = load("seed000-fig6").points()
+    assert {p.settings["ranks"] for p in fig6} == {1, 2, 4, 8, 16} and all(p.dilation == 1 for p in fig6)
+
+
+def test_dilation_is_picked_or_refused_never_clamped():
+    assert pick_dilation(Tcp(rto_min="200ms", rto_max_offset="100ms"), "auto")[0] == 4.0
+    assert pick_dilation(Tcp(rto_min="200ms", rto_max="60s"), "auto", prefer=10)[0] == 2.0
+    assert pick_dilation(Tcp(), "auto", prefer=10)[0] == 10.0
+    with pytest.raises(ConfigError, match=r"needs dilation >= 3.33"):
+        pick_dilation(Tcp(rto_min="200ms", rto_max_offset="100ms"), 1)
+    with pytest.raises(ConfigError, match=r"above the 120000 ms .* needs dilation <= 2"):
+        pick_dilation(Tcp(rto_min="200ms", rto_max="60s"), 4)
+    with pytest.raises(ConfigError, match="no dilation can express"):  # 500 ms .. 130 s: no k fits both
+        pick_dilation(Tcp(rto_min="400ms", rto_jitter="70s", rto_max_offset="100ms"), "auto")
+    s = Study(name="x", cluster=Testbed(hosts=4, dilation=2), workload=alltoall_broadcast(),
+              grid=Grid(rto_max=["300ms"]), transport=Tcp(rto_min="200ms"))
+    with pytest.raises(ConfigError, match=r"point 0 \(rto_max=300ms\): dilation 2 cannot express it"):
+        s.points()
+
+
+def test_settings_a_cluster_cannot_take_are_refused_with_the_reason():
+    wl = alltoall_broadcast()
+    with pytest.raises(ConfigError, match="TCP_RTO_MIN_US accepts .*5ms..200ms"):
+        Study(name="x", cluster=Loopback(), workload=wl, transport=Tcp(rto_min="250ms", rto_jitter="100ms")).points()
+    with pytest.raises(ConfigError, match="outside what TCP_RTO_MAX_MS accepts"):
+        Study(name="x", cluster=Loopback(), workload=wl, transport=Tcp(rto_min="5ms", rto_max_offset="100ms")).points()
+    with pytest.raises(ConfigError, match="TCP_RTO_MAX_MS"):
+        Study(name="x", cluster=Loopback(), workload=wl, transport=Tcp(rto_max="500ms")).points()
+    with pytest.raises(ConfigError, match="no TCP"):
+        Study(name="x", cluster=InProcess(), workload=wl, transport=Tcp(rto_min="5ms")).points()
+    with pytest.raises(ConfigError, match="computes for real"):
+        Study(name="x", cluster=Testbed(hosts=2), workload=hpa_job(data="x.dat"),
+              transport=Tcp(rto_min="200ms", rto_max_offset="100ms")).points()
+    with pytest.raises(ConfigError, match="rto_max 100ms is below the largest MIN 200ms"):
+        Tcp(rto_min="200ms", rto_max="100ms")
+    with pytest.raises(ConfigError, match="not both"):
+        Tcp(rto_max="1s", rto_max_offset="100ms")
+    with pytest.raises(ConfigError, match="unknown transport setting 'rto_mni'"):
+        Tcp.parse("rto_mni=5ms")
+
+
+def test_set_and_quick_overrides():
+    s = load("seed000-fig3")
+    t = s.with_settings(parse_settings(["repeat=2", "rto_min=5ms,1s", "scale=16 hosts", "hosts=4"]))
+    pts = [p for p in t.points() if not p.check]
+    assert t.repeat == 2 and [p.settings["rto_min"] for p in pts] == ["5ms", "1s"]
+    assert all(p.settings["hosts"] == 4 for p in t.points())  # the checks too
+    assert [p.dilation for p in pts] == [10.0, 1.0]
+    t = load("seed000-fig6").with_settings({"tcp": "default;rto_min=250ms,rto_jitter=100ms,rto_max=1s"})
+    assert {p.settings["tcp"] for p in t.points()} == {"kernel default", "MIN 250ms..350ms random per node, MAX 1s"}
+    for bad, msg in ((["nope=1"], "has no such setting"), (["repeat=x"], "not an integer"),
+                     (["scale=7 hosts"], "choose among"), (["repeat"], "expected key=value")):
+        with pytest.raises(ConfigError, match=msg):
+            s.with_settings(parse_settings(bad))

@@ -1,0 +1,60 @@
+"""As root: every study's every setting is accepted by the kernel (written into a scratch
+network namespace and read back), and a seed study runs --quick end to end, leaving nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from clusterlab.experiments import clusters, load, names
+from clusterlab.experiments.spec import Testbed
+
+from ..testbed.helpers import require_netns
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture(autouse=True)
+def _netns():
+    require_netns()
+
+
+def test_the_kernel_accepts_every_setting_of_every_study():
+    merged: dict = {}
+    for n in names():
+        s = load(n)
+        for p in s.points() + s.with_quick().points():
+            if isinstance(p.cluster, Testbed):
+                for h, sc in clusters.testbed_sysctls(p).items():
+                    merged[f"{n}:{p.index}:{h}"] = sc
+    clusters.kernel_accepts(merged)  # raises naming the first value the kernel refuses
+
+
+def test_the_kernel_refuses_what_the_spec_refuses():
+    from clusterlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="the kernel refuses net.ipv4.tcp_rto_max_ms = 999"):
+        clusters.kernel_accepts({"h0": {clusters.MAX_SYSCTL: 999}})
+
+
+@pytest.mark.slow
+def test_seed000_fig2_quick_runs_and_reports(tmp_path):
+    from clusterlab.cli import cli
+    from clusterlab.cluster.testbed import leftovers
+
+    r = CliRunner().invoke(cli, ["experiment", "run", "seed000-fig2", "--quick", "--set", "repeat=2", "--out",
+                                 str(tmp_path)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["repetitions"] == 2 * len(meta["points"])
+    md = (tmp_path / "report.md").read_text()
+    assert "Seed 000, Fig. 2: the paper beside ours" in md and "## Dilation checks" in md
+    assert (tmp_path / "monitor.parquet").exists()
+    rows = __import__("pyarrow.parquet", fromlist=["x"]).read_table(tmp_path / "table.parquet").to_pylist()
+    assert {r["dilation"] for r in rows} == {1.0, 4.0}
+    for pm in meta["points"]:
+        mx = pm["applied"]["rto_max_ms_per_host"]
+        assert all(v == round(pm["settings"]["rto_max_s"] * pm["dilation"] * 1000) for v in mx)
+        assert not any(leftovers(pm["applied"]["testbed"]).values())

@@ -1,0 +1,183 @@
+"""The iSCSI storage host (tgtd in a testbed namespace) and the libiscsi initiator (root, tgt,
+libiscsi; each test skips with the reason otherwise). Small LUNs, unshaped links: ~20 s."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from clusterlab.cluster.testbed import StarTopo, Testbed, clean, leftovers
+from clusterlab.cluster.testbed.node import in_netns
+from clusterlab.cluster.testbed.storage import (
+    SOCKET_DIR,
+    IscsiTarget,
+    clean_storage,
+    storage_leftovers,
+    unavailable,
+)
+
+from ..testbed.helpers import fresh_name, netns_unavailable
+
+pytestmark = pytest.mark.root
+FAST = "10Gbit"
+
+
+def _require():
+    reason = netns_unavailable() or unavailable()
+    if reason is None:
+        from clusterlab.storage.iscsi import available
+
+        reason = available()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def name():
+    _require()
+    n = fresh_name()
+    yield n
+    clean_storage(n)
+    clean(n)
+    assert storage_leftovers(n) == {"processes": [], "files": [], "state_files": []}
+    assert not any(leftovers(n)[k] for k in ("namespaces", "processes", "state_files"))
+
+
+def _nothing_left(name: str, port: int) -> None:
+    assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
+    assert not os.path.exists(os.path.join(SOCKET_DIR, f"socket.{port}"))
+
+
+def test_target_runs_in_the_storage_host_and_is_gone_after_stop(name):
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb:
+        tgt = IscsiTarget(tb, initiators=2, lun_size=4 << 20).start()
+        try:
+            pids = storage_leftovers(name)["processes"]
+            assert len(pids) == 1
+            st_ns = os.stat(f"/run/netns/{tb.host('st').ns}").st_ino
+            assert os.stat(f"/proc/{pids[0]}/ns/net").st_ino == st_ns  # inside st, not the root namespace
+            listening = tb.host("st").run(["ss", "-Hltn"]).stdout
+            assert f"{tb.host('st').addr}:3260" in listening and "0.0.0.0:3260" not in listening
+            assert sorted(storage_leftovers(name)["files"]) == ["lun0.img", "lun1.img", "tgtd.log"]
+            assert os.stat(tgt.luns[0]["path"]).st_blocks == 0  # sparse until written
+        finally:
+            port = tgt.port
+            res = tgt.stop()
+        assert res["targets"] == 2 and res["killed"] == 0  # it exited when asked, not by SIGKILL
+        _nothing_left(name, port)
+
+
+def test_after_sigkill_of_the_driver_clean_removes_everything(name):
+    driver = textwrap.dedent(f"""
+        import sys, time
+        from clusterlab.cluster.testbed import StarTopo, Testbed
+        from clusterlab.cluster.testbed.storage import IscsiTarget
+        tb = Testbed(StarTopo(hosts=2, rate="{FAST}", storage=True), name="{name}").up()
+        IscsiTarget(tb, initiators=1, lun_size=1 << 20).start()
+        print("ready", flush=True)
+        time.sleep(120)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert len(storage_leftovers(name)["processes"]) == 1
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        time.sleep(0.2)
+        assert storage_leftovers(name)["processes"]  # SIGKILL left tgtd behind...
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    res = clean_storage(name)  # ...and the state file is enough to remove it
+    assert res["targets"] == 1 and res["files"] == 2
+    assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
+
+
+def _open(tb, tgt, i, host=None):
+    from clusterlab.storage.iscsi import open_lun
+
+    d = tgt.luns[i]
+    with in_netns(tb.host(host or d["client"]).ns):
+        return open_lun(d["portal"], d["iqn"], d["lun"], timeout=10)
+
+
+def test_one_initiator_reads_back_what_it_wrote(name):
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+            IscsiTarget(tb, initiators=2, lun_size=4 << 20) as tgt:
+        with _open(tb, tgt, 0) as lun:
+            assert lun.size == 4 << 20 and lun.block_length == 512
+            data = os.urandom(3 * 65536)
+            lun.write(65536, data)
+            assert lun.read(65536, len(data)) == data
+            assert lun.read(0, 512) == bytes(512)  # untouched blocks of the sparse file
+            w = lun.write_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=7)
+            r = lun.read_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=7)
+            assert (w.nbytes, r.nbytes, r.bad_blocks) == (2 << 20, 2 << 20, 0) and w.seconds > 0
+            # the check can fail: another seed's pattern is not what is on the LUN
+            assert lun.read_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=8).bad_blocks == 32
+            with pytest.raises(ValueError, match="beyond the LUN"):
+                lun.read(4 << 20, 512)
+            with pytest.raises(ValueError, match="multiples"):
+                lun.read(100, 512)
+        with open(tgt.luns[0]["path"], "rb") as f:  # the bytes are in the backing file
+            f.seek(65536)
+            assert f.read(len(data)) == data
+        with pytest.raises(OSError, match="login"):  # h0 is not in lun1's ACL
+            _open(tb, tgt, 1, host="h0")
+
+
+def test_two_initiators_at_once_on_their_own_luns(name):
+    from clusterlab.bench.storage import run
+
+    res = run(hosts=2, initiators=[2], size=4 << 20, block=64 << 10, rate=None, baseline=True, bonnie=False,
+              name=name, timeout=10)
+    (r,) = res["runs"]
+    assert r["initiators"] == 2
+    for op in ("write", "read"):
+        rows = r[op]["per_initiator"]
+        assert [x["initiator"] for x in rows] == [0, 1] and all(x["mbps"] > 0 for x in rows)
+        assert r[op]["aggregate_mbps"] > 0
+    assert all(x["bad_blocks"] == 0 for x in r["read"]["per_initiator"])
+    assert res["local"]["bad_blocks"] == 0 and res["local"]["read_mbps"] > 0
+    assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
+    assert not leftovers(name)["namespaces"]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
+    import json
+
+    from clusterlab.cluster.testbed.storage import STATE_DIR
+
+    exe = os.path.join(os.path.dirname(sys.executable), "clusterlab")
+    p = subprocess.Popen([exe, "bench", "storage", "--hosts", "2", "--initiators", "2", "--size", "64MB",
+                          "--rate", "155Mbit", "--name", name, "--no-baseline"], start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        state = os.path.join(STATE_DIR, f"{name}.json")
+        while time.monotonic() < deadline:  # target up with both LUNs: the run is under way
+            try:
+                if len(json.load(open(state))["luns"]) == 2:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        else:
+            pytest.fail("the target did not come up in 60 s")
+        time.sleep(1.0)
+        p.send_signal(sig)
+        assert p.wait(timeout=30) == code
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
+    assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))

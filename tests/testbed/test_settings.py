@@ -1,0 +1,141 @@
+"""The one transport-settings model and parser, per-host RTO draws, dilation expressibility, and
+the CLI's transport and testbed options (no root needed)."""
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from clusterlab.cli import cli
+from clusterlab.cluster.testbed.dilation import agree, common_dilations
+from clusterlab.cluster.testbed.sysctl import host_sysctls
+from clusterlab.errors import ConfigError
+from clusterlab.net import tcp_info
+from clusterlab.net.transport_config import TransportConfig
+
+
+def test_parse_reads_every_knob_and_round_trips():
+    text = ("rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=100ms,congestion=reno,sndbuf=256KiB,"
+            "nodelay=false,seed=3,initcwnd=2,rmem=4096 87380 6291456,window_scaling=true")
+    c = TransportConfig.parse(text, place="testbed")
+    assert (c.rto_min, c.rto_min_jitter, c.rto_max_offset, c.congestion, c.sndbuf, c.nodelay, c.seed, c.initcwnd) == \
+        (0.2, 0.1, 0.1, "reno", 262144, False, 3, 2)
+    assert TransportConfig.parse(c.to_text()) == c
+    assert TransportConfig.from_json(c.to_json()) == c
+    # older spellings, and a mapping as the CLI hands it over
+    assert TransportConfig.parse("rto_jitter=10ms,rto_min=5ms,cc=reno") == \
+        TransportConfig.parse({"rto_min": "5ms", "rto_min_jitter": "10ms", "congestion": "reno", "sndbuf": None})
+    for bad, msg in (("rto_mni=5ms", "unknown transport setting 'rto_mni'"), ("rto_min", "not key=value"),
+                     ("nodelay=maybe", "true or false"), ("initcwnd=0", "initcwnd must be 1..1000"),
+                     ("rto_min=5ms,rto_max=2s,rto_max_offset=1s", "rto_max or rto_max_offset, not both"),
+                     ("rto_max_offset=100ms", "needs rto_min")):
+        with pytest.raises(ConfigError, match=msg):
+            TransportConfig.parse(bad, place="testbed")
+
+
+def test_socket_place_refuses_what_only_a_testbed_can_set():
+    # docs/parallel.md's MIN 200 ms + 100 ms jitter: the socket option caps MIN at 200 ms; the testbed's sysctl does not
+    with pytest.raises(ConfigError, match=r"exceeds what TCP_RTO_MIN_US accepts \(5ms..200ms\).*testbed"):
+        TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms")
+    assert TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms", place="testbed").why_not(1) is None
+    with pytest.raises(ConfigError, match="initcwnd is set per host on a testbed only"):
+        TransportConfig.parse("initcwnd=2")
+    with pytest.raises(ConfigError, match=r"rto_max 105ms \(MIN \+ 100ms\) is outside what TCP_RTO_MAX_MS accepts.*"
+                                          r"dilation 9.52..1000"):
+        TransportConfig.parse("rto_min=5ms,rto_max_offset=100ms")
+
+
+def test_each_hosts_max_is_its_own_min_plus_the_offset():
+    c = TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=100ms,seed=7", place="testbed")
+    d = host_sysctls(c, [f"h{i}" for i in range(40)], dilation=4)
+    mins = [v["net/ipv4/tcp_rto_min_us"] for v in d.values()]
+    maxs = [v["net/ipv4/tcp_rto_max_ms"] for v in d.values()]
+    assert all(800_000 <= m <= 1_200_000 for m in mins) and len(set(mins)) > 30     # drawn per host, x4
+    assert all(abs(mx * 1000 - (mn + 400_000)) <= 500 for mn, mx in zip(mins, maxs, strict=True))  # tied, not drawn
+    assert d == host_sysctls(c, list(d), dilation=4)
+
+
+def test_expressible_dilations_and_reasons():
+    fig3 = TransportConfig.parse("rto_min=200ms,rto_max_offset=100ms", place="testbed")
+    assert [round(k, 2) for k in fig3.dilation_range()] == [3.33, 400.0]
+    ok = fig3.expressible([1, 2, 4, 8])
+    assert ok[4.0] is None and ok[8.0] is None
+    assert "rto_max 300ms (MIN + 100ms) is outside what net.ipv4.tcp_rto_max_ms accepts (1s..120s); dilations 3.33..400" in ok[1.0]
+    default_max = TransportConfig.parse("rto_min=200ms,rto_max=60s", place="testbed")   # seed 000's default MAX
+    assert [k for k, why in default_max.expressible([1, 2, 4]).items() if why is None] == [1.0, 2.0]
+    assert "dilation 4 is 240s" in default_max.why_not(4)
+    assert common_dilations(fig3, [1, 2, 4, 8, 16]) == [4.0, 8.0, 16.0]
+    assert TransportConfig.parse("rto_min=5ms").why_not(2).startswith("only a testbed dilates")
+    assert TransportConfig.parse("rto_max=121s", place="testbed").dilation_range() is None
+
+
+def test_agree_within_tolerance():
+    assert agree([1.0, 1.1, 0.9], [1.05, 1.0, 1.08])["ok"]
+    r = agree([1.0], [1.2], tolerance=0.10)
+    assert not r["ok"] and r["ratio"] == 1.2
+    with pytest.raises(ConfigError):
+        agree([], [1.0])
+
+
+def test_rto_delta_sums_and_takes_the_longest_wait():
+    before = {0: {"total_retrans": 0, "total_rto": 0, "total_rto_recoveries": 0, "total_rto_time_ms": 0, "rto_us": 8000},
+              1: {"total_retrans": 1, "total_rto": 1, "total_rto_recoveries": 1, "total_rto_time_ms": 5, "rto_us": 8000}}
+    after = {0: {"total_retrans": 4, "total_rto": 2, "total_rto_recoveries": 1, "total_rto_time_ms": 40, "rto_us": 16000},
+             1: {"total_retrans": 1, "total_rto": 1, "total_rto_recoveries": 1, "total_rto_time_ms": 5, "rto_us": 8000}}
+    d = tcp_info.rto_delta(before, after)
+    assert d["total"] == {"total_retrans": 4, "total_rto": 2, "total_rto_recoveries": 1, "total_rto_time_ms": 40}
+    assert d["rto_wait_s"] == pytest.approx(0.040 + 0.016)
+    assert d["per_connection"][1] == {"total_retrans": 0, "total_rto": 0, "total_rto_recoveries": 0,
+                                      "total_rto_time_ms": 0}
+
+
+def test_cli_transport_options_old_and_new_names():
+    from clusterlab.cli.options import transport_options
+
+    got = {}
+
+    import click
+
+    @click.command()
+    @transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"))
+    def cmd(transport):
+        got["t"] = transport
+
+    r = CliRunner().invoke(cmd, ["--rto-min", "5ms", "--rto-jitter", "10ms", "--cc", "reno", "--tb-seed", "4",
+                                 "--transport", "rto_max_offset=100ms,initcwnd=2"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert got["t"] == {"rto_min": "5ms", "rto_min_jitter": "10ms", "congestion": "reno", "seed": 4,
+                        "rto_max_offset": "100ms", "initcwnd": "2"}
+    r = CliRunner().invoke(cmd, ["--rto-min", "5ms", "--transport", "rto_min=6ms"])
+    assert r.exit_code != 0 and "given both" in str(r.exception)
+
+
+def test_run_refuses_a_minimum_the_socket_option_cannot_take():
+    r = CliRunner().invoke(cli, ["run", "-n", "2", "--rto-min", "200ms", "--rto-min-jitter", "100ms", "--",
+                                 "python", "-c", "pass"])
+    assert r.exit_code != 0 and "TCP_RTO_MIN_US accepts (5ms..200ms)" in str(r.exception)
+
+
+def test_testbed_up_refuses_instead_of_clamping():
+    # `testbed up --rto-min 300s` used to write 120 s (clamped) without a word; it is refused before anything is built
+    for args, msg in ((["--rto-min", "300s"], "above the kernel's default maximum RTO"),
+                      (["--rto-min", "5ms", "--rto-max", "500ms"], r"rto_max 500ms is outside .*dilations 2..240"),
+                      (["--rto-min", "200ms", "--rto-max-offset", "100ms"], "dilations 3.33..400 can express it")):
+        r = CliRunner().invoke(cli, ["testbed", "up", "--hosts", "2", *args])
+        assert r.exit_code != 0 and isinstance(r.exception, ConfigError), r.output
+        assert re.search(msg, str(r.exception)), str(r.exception)
+
+
+def test_testbed_clean_needs_a_name_or_all():
+    r = CliRunner().invoke(cli, ["testbed", "clean"])
+    assert r.exit_code != 0 and "name the testbed to clean" in str(r.exception)
+    r = CliRunner().invoke(cli, ["testbed", "clean", "Bad-Name"])
+    assert r.exit_code != 0 and "1-8 lowercase" in str(r.exception)
+    r = CliRunner().invoke(cli, ["testbed", "clean", "lab", "--all"])
+    assert r.exit_code != 0 and "not both" in str(r.exception)
+
+
+@pytest.mark.parametrize("sub", [[], ["up"], ["down"], ["clean"], ["status"], ["exec"]])
+def test_every_testbed_help_has_examples(sub):
+    r = CliRunner().invoke(cli, ["testbed", *sub, "--help"])
+    assert r.exit_code == 0 and "Examples:" in r.output and "clusterlab testbed" in r.output
