@@ -367,6 +367,22 @@ pub fn apriori(db: BasketsRef<'_>, p: &MineParams, limit: &Limit) -> Itemsets {
     level = pairs;
     let mut k = 3;
     loop {
+        // The join makes up to g(g-1)/2 candidates per group of itemsets sharing all but the
+        // last item; more than the itemset limit would not even fit in memory: stop there.
+        let mut bound = 0u64;
+        let mut g = 1u64;
+        for i in 1..=level.len() {
+            if i < level.len() && level.itemset(i)[..k - 2] == level.itemset(i - 1)[..k - 2] {
+                g += 1;
+            } else {
+                bound = bound.saturating_add(g * (g - 1) / 2);
+                g = 1;
+            }
+        }
+        if bound > limit.max() {
+            limit.stop_now();
+            break;
+        }
         let cands = apriori_gen(&level).expect("levels are canonical");
         if cands.is_empty() {
             break;

@@ -306,6 +306,11 @@ impl Limit {
         self.emitted.load(AtOrd::Relaxed)
     }
 
+    /// Stop the run now (a miner saw that the next step alone would pass the limit).
+    pub(crate) fn stop_now(&self) {
+        self.stop.store(true, AtOrd::Relaxed);
+    }
+
     /// Count `n` itemsets a miner produced without an emitter (Apriori's levels).
     pub(crate) fn charge(&self, n: u64) {
         self.add(n);

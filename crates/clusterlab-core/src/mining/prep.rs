@@ -353,6 +353,7 @@ pub(crate) struct ProjScratch {
 /// counts the codes below `j` in those transactions (the scan stops at `j`, items ascend),
 /// pushes the output ranks of perfect extensions to `pe`, and builds the frequent rest,
 /// recoded to local codes (ascending), into `out`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn project(c: &Cond<'_>, j: usize, occ: &[u32], count: u64, min_count: u64, pe: &mut Vec<u32>, out: &mut CondBuf, s: &mut ProjScratch) {
     if s.cc.len() < c.k() {
         s.cc.resize(c.k(), 0);
@@ -527,9 +528,8 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
     let words = m.div_ceil(64);
     let kept = |i: u32, j: u32| -> bool { pairs.is_none() || keep_bits[i as usize * words + j as usize / 64] >> (j % 64) & 1 == 1 };
     let min_tx_len = if pairs.is_some() { 2 } else { 1 };
-    if p.max_len == 2 && pairs.is_some() {
+    if let (2, Some(pc)) = (p.max_len, &pairs) {
         // Only pairs are wanted and all their counts are known.
-        let pc = pairs.as_ref().unwrap();
         return (0..m).into_par_iter().map(|i| {
             let mut em = emit_single(i, &pe_of[i]);
             for j in 0..i as u32 {
