@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 import clusterlab
 from clusterlab import _core
-from clusterlab.errors import BasketFormatError, ConfigError
+from clusterlab.errors import BasketFormatError, ConfigError, TooManyItemsets
 from clusterlab.mining.sequential import min_count_of
 from tests.conftest import SHARED_DATA
 
-ALGOS = ("apriori", "fpgrowth", "eclat")
+ALGOS = ("apriori", "fpgrowth", "eclat", "lcm")
 
 
 def shared_data(name: str) -> Path:
@@ -282,3 +282,55 @@ def test_known_figures(datasets):
     assert [clusterlab.mine(b, 0.001, target=t).num_rows for t in ("all", "closed", "maximal")] == [27532, 26806, 4054]
     b, _, counts = datasets("mushroom")
     assert counts[85] == len(b) and clusterlab.mine(b, 0.1).to_pydict()["items"].count([85]) == 1
+
+
+# --- limits and odd input ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_pattern_explosion_is_a_clear_error(algo):
+    """One 100-item transaction at support 1 holds 2^100 itemsets: every thread stops and the
+    error names the count reached and what to change (it used to hit a Rust assert)."""
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(TooManyItemsets, match="max_len") as e:
+        clusterlab.mine([list(range(100)), list(range(40, 140))], min_support=1, algorithm=algo, threads=2)
+    assert time.perf_counter() - t0 < 20
+    assert isinstance(e.value, ConfigError) and e.value.limit == 20_000_000 and e.value.reached <= e.value.limit
+    # A lower cap stops an ordinary run; max_len keeps the explosion in bounds.
+    txs = [[1, 2, 3, 4], [1, 2, 3], [2, 3, 4]]
+    with pytest.raises(TooManyItemsets, match="limit of 5"):
+        clusterlab.mine(txs, 1, algorithm=algo, max_itemsets=5)
+    assert clusterlab.mine(txs, 1, algorithm=algo, max_itemsets=None).num_rows == 15
+    assert clusterlab.mine([list(range(100))], 1, algorithm=algo, max_len=2).num_rows == 100 + 4950
+    with pytest.raises(ConfigError, match="max_itemsets"):
+        clusterlab.mine(txs, 1, max_itemsets=0)
+
+
+def test_pattern_explosion_cli_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    f = tmp_path / "long.dat"
+    f.write_text(" ".join(map(str, range(100))) + "\n")
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "mine", str(f), "-s", "1"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "too many itemsets" in p.stderr and "--max-len" in p.stderr
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_largest_item_id_costs_nothing(algo):
+    """Kernels recode items: item 4294967295 must not size any table (it used to allocate 32 GiB)."""
+    txs = [[1, 4294967295], [4294967295, 7], [1, 7, 4294967295]]
+    t = clusterlab.mine(txs, 1, algorithm=algo)
+    assert as_dict(t) == brute(txs, 1)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, "1", True])
+def test_rules_refuse_invalid_min_lift(bad):
+    sets = clusterlab.mine([[1, 2], [1, 2], [1]], 1)
+    with pytest.raises(ConfigError, match=r"min_lift must be a finite number >= 0"):
+        clusterlab.rules(sets, min_lift=bad)
+    with pytest.raises(ConfigError, match=r"min_confidence"):
+        clusterlab.rules(sets, min_confidence=math.nan)

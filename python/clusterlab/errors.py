@@ -25,3 +25,13 @@ class BasketFormatError(ClusterlabError, ValueError):
     def __init__(self, path: str, line: int, column: int, message: str):
         self.path, self.line, self.column, self.message = str(path), line, column, message
         super().__init__(f"{self.path}:{line}:{column}: {message}")
+
+
+class TooManyItemsets(ConfigError):
+    """Mining stopped because it found more itemsets than ``max_itemsets`` (a pattern explosion).
+
+    ``reached`` is the number counted when every thread stopped, ``limit`` the cap."""
+
+    def __init__(self, message: str, reached: int, limit: int):
+        self.reached, self.limit = int(reached), int(limit)
+        super().__init__(message)

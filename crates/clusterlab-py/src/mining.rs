@@ -2,7 +2,7 @@
 //! Apriori pieces (candidate generation and counting) for the parallel miners.
 //! Itemsets travel as CSR numpy arrays: (offsets int64, items uint32, counts uint64).
 
-use clusterlab_core::mining::{self as core, apriori as cap, closed as ccl, fpgrowth as cfp, rules as cru, Algorithm, BasketsRef, Itemsets, MineParams, Target};
+use clusterlab_core::mining::{self as core, apriori as cap, closed as ccl, fpgrowth as cfp, rules as cru, Algorithm, BasketsRef, Itemsets, Limit, MineError, MineParams, Target};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -12,6 +12,23 @@ type Csr3<'py> = (Arr<'py, i64>, Arr<'py, u32>, Arr<'py, u64>);
 
 fn verr(e: String) -> PyErr {
     PyValueError::new_err(e)
+}
+
+pyo3::create_exception!(_core, TooManyItemsets, PyValueError, "More itemsets than the limit: args (reached, limit).");
+
+fn mine_err(e: MineError) -> PyErr {
+    match e {
+        MineError::TooMany { reached, limit } => TooManyItemsets::new_err((reached, limit)),
+    }
+}
+
+/// The itemset limit of a run (None: the library default, which the Python layer passes).
+fn limit_of(max_itemsets: Option<u64>) -> PyResult<Limit> {
+    match max_itemsets {
+        Some(0) => Err(verr("max_itemsets must be >= 1".into())),
+        Some(n) => Ok(Limit::new(n)),
+        None => Ok(Limit::unlimited()),
+    }
 }
 
 fn db<'a>(o: &'a [i64], i: &'a [u32], w: Option<&'a [u64]>) -> PyResult<BasketsRef<'a>> {
@@ -55,20 +72,23 @@ fn params(min_count: u64, min_len: usize, max_len: Option<usize>) -> PyResult<Mi
 }
 
 /// Mine frequent itemsets of CSR baskets (items ascending in each transaction).
-/// algorithm: "apriori" | "fpgrowth" | "eclat"; target: "all" | "closed" | "maximal".
-/// Optional per-transaction weights (uint64). Returns (offsets, items, counts), canonical.
+/// algorithm: "apriori" | "fpgrowth" | "eclat" | "lcm"; target: "all" | "closed" | "maximal".
+/// Optional per-transaction weights (uint64). Raises TooManyItemsets(reached, limit) once
+/// more than max_itemsets itemsets are found (None: no limit). Returns (offsets, items,
+/// counts), canonical.
 #[pyfunction]
-#[pyo3(signature = (offsets, items, min_count, algorithm="fpgrowth", target="all", min_len=1, max_len=None, threads=None, weights=None))]
+#[pyo3(signature = (offsets, items, min_count, algorithm="fpgrowth", target="all", min_len=1, max_len=None, threads=None, weights=None, max_itemsets=None))]
 #[allow(clippy::too_many_arguments)]
 fn mine_itemsets<'py>(
     py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, min_count: u64, algorithm: &str, target: &str,
-    min_len: usize, max_len: Option<usize>, threads: Option<usize>, weights: Option<PyReadonlyArray1<u64>>,
+    min_len: usize, max_len: Option<usize>, threads: Option<usize>, weights: Option<PyReadonlyArray1<u64>>, max_itemsets: Option<u64>,
 ) -> PyResult<Csr3<'py>> {
     let algo = match algorithm {
         "apriori" => Algorithm::Apriori,
         "fpgrowth" => Algorithm::FpGrowth,
         "eclat" => Algorithm::Eclat,
-        a => return Err(verr(format!("unknown algorithm {a:?} (apriori, fpgrowth, eclat)"))),
+        "lcm" => Algorithm::Lcm,
+        a => return Err(verr(format!("unknown algorithm {a:?} (apriori, fpgrowth, eclat, lcm)"))),
     };
     let target = match target {
         "all" => Target::All,
@@ -79,7 +99,8 @@ fn mine_itemsets<'py>(
     let p = params(min_count, min_len, max_len)?;
     let w = weights.as_ref().map(|w| w.as_slice()).transpose()?;
     let d = db(offsets.as_slice()?, items.as_slice()?, w)?;
-    let r = py.detach(|| with_threads(threads, || core::mine(d, algo, target, p)))?;
+    let limit = limit_of(max_itemsets)?;
+    let r = py.detach(|| with_threads(threads, || core::mine(d, algo, target, p, &limit)))?.map_err(mine_err)?;
     Ok(out3(py, r))
 }
 
@@ -175,6 +196,7 @@ fn association_rules<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mine_itemsets, m)?)?;
+    m.add("TooManyItemsets", m.py().get_type::<TooManyItemsets>())?;
     m.add_function(wrap_pyfunction!(fpgrowth, m)?)?;
     m.add_function(wrap_pyfunction!(apriori_gen, m)?)?;
     m.add_function(wrap_pyfunction!(count_candidates, m)?)?;

@@ -15,6 +15,7 @@ conviction = (1 - support(Y)) / (1 - confidence) (inf when confidence is 1).
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pyarrow as pa
@@ -45,8 +46,13 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
     """
     if not isinstance(itemsets, pa.Table) or "items" not in itemsets.column_names or "count" not in itemsets.column_names:
         raise ConfigError("rules() needs an itemset table with 'items' and 'count' columns (from clusterlab.mine)")
-    if not isinstance(min_confidence, (int, float)) or not 0 <= min_confidence <= 1:
-        raise ConfigError(f"min_confidence must lie in [0, 1], got {min_confidence!r}")
+    if isinstance(min_confidence, bool) or not isinstance(min_confidence, (int, float, np.integer, np.floating)) \
+            or not 0 <= min_confidence <= 1:
+        raise ConfigError(f"min_confidence must be a number in [0, 1], got {min_confidence!r}")
+    if min_lift is not None and (isinstance(min_lift, bool)
+                                 or not isinstance(min_lift, (int, float, np.integer, np.floating))
+                                 or not math.isfinite(min_lift) or min_lift < 0):
+        raise ConfigError(f"min_lift must be a finite number >= 0 (or None for no lift filter), got {min_lift!r}")
     if consequents not in ("single", "multi"):
         raise ConfigError(f"consequents must be 'single' or 'multi', got {consequents!r}")
     info = table_info(itemsets)
@@ -58,7 +64,7 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
     n = n_transactions if n_transactions is not None else info.get("n_transactions")
     if n is None:
         raise ConfigError("the itemset table carries no n_transactions; pass n_transactions=")
-    if not isinstance(n, (int, np.integer)) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ConfigError(f"n_transactions must be a positive integer, got {n!r}")
     offsets, items, counts, labels = table_csr(itemsets)
     offsets, items, counts = _core.canonical_itemsets(offsets, items, counts)

@@ -19,11 +19,18 @@ import numpy as np
 
 from clusterlab import _core
 from clusterlab.data.baskets import Baskets
-from clusterlab.errors import ConfigError
+from clusterlab.errors import ConfigError, TooManyItemsets
 from clusterlab.mining.result import itemset_table
 
-ALGORITHMS = ("auto", "apriori", "fpgrowth", "eclat")
+ALGORITHMS = ("auto", "apriori", "fpgrowth", "eclat", "lcm")
 TARGETS = ("all", "closed", "maximal")
+#: Default cap on the number of itemsets one run may produce. A result takes about
+#: 20 + 4 * length bytes per itemset (~50 MB per million at length 8) and the final sort
+#: briefly doubles it, so 20 million (~1 GB, ~2 GB while sorting) stops a pattern explosion
+#: (2^length itemsets from one long transaction at a low support) long before memory runs
+#: out, yet is far above the largest results of the benchmark (chess at 60%: 255k;
+#: mushroom at 10%: 574k). Pass ``max_itemsets=`` to change it, ``None`` for no cap.
+DEFAULT_MAX_ITEMSETS = 20_000_000
 
 
 def min_count_of(min_support, n_transactions: int) -> int:
@@ -60,25 +67,25 @@ def as_baskets(baskets_or_path, format: str | None = None) -> Baskets:
 
 
 def choose_algorithm(b: Baskets, min_count: int, stats: dict | None = None) -> str:
-    """The algorithm "auto" picks, by measurement (bench/fim.py, single-thread CPU time):
-    Eclat on dense data (bitsets: chess, mushroom) and on sparse data down to a minimum
-    support of 0.1% (tid-lists after one pass of pair counting: T10I4D100K 1%..0.1%);
-    FP-growth below that, where Eclat's deeper tid-list intersections cost more than
-    FP-growth's tree projections (T10I4D100K 0.05%).
+    """The algorithm "auto" picks: Eclat, on every kind of data measured so far.
+
+    Measured single-thread CPU time against the other kernels (docs/mining.md, "Choosing"):
+    Eclat is the fastest or within 3% of it on sparse data (T10I4D100K 0.1%-0.02%, generated
+    data with 14k items at 0.05% and 0.02%) and on dense data (chess 60%, mushroom 10%, where
+    FP-growth ties); Apriori is faster only on T10I4D100K at 1% (15 ms against 30 ms). A
+    fitted cost model over (density, items, support) is not in place yet, so this is one
+    measured choice, not a model; ``stats`` is accepted for compatibility and unused.
 
     >>> b = Baskets.from_lists([[1, 2], [2, 3]])
     >>> choose_algorithm(b, 1)
     'eclat'
     """
-    s = stats or b.stats(top=0)
-    if s["density"] > 0.1 or min_count >= 0.001 * max(len(b), 1):
-        return "eclat"
-    return "fpgrowth"
+    return "eclat"
 
 
 def mine(baskets_or_path, min_support=0.01, algorithm: str = "auto", target: str = "all",
          min_len: int = 1, max_len: int | None = None, threads: int | None = None,
-         format: str | None = None):
+         format: str | None = None, max_itemsets: int | None = DEFAULT_MAX_ITEMSETS):
     """Frequent itemsets as a ``pyarrow.Table`` (columns ``items``, ``count``, ``support``).
 
     ``min_support`` is a fraction of the transactions when below 1, else an absolute count.
@@ -87,6 +94,9 @@ def mine(baskets_or_path, min_support=0.01, algorithm: str = "auto", target: str
     itemsets, before the ``min_len``/``max_len`` cut. ``threads`` caps the threads used (the
     result is identical for any thread count). Rows are sorted by (length, items); items
     inside a row ascend (by id, or for labelled baskets by their label's id).
+
+    More than ``max_itemsets`` itemsets (default :data:`DEFAULT_MAX_ITEMSETS`; ``None``: no
+    cap) stop every thread promptly and raise :class:`~clusterlab.errors.TooManyItemsets`.
 
     >>> import clusterlab
     >>> t = clusterlab.mine([[1, 2, 3], [1, 2], [2, 3], [2]], min_support=0.5, min_len=2)
@@ -105,12 +115,22 @@ def mine(baskets_or_path, min_support=0.01, algorithm: str = "auto", target: str
         raise ConfigError(f"max_len must be an integer >= min_len ({min_len}), got {max_len!r}")
     if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
         raise ConfigError(f"threads must be an integer >= 1, got {threads!r}")
+    if max_itemsets is not None and (isinstance(max_itemsets, bool) or not isinstance(max_itemsets, (int, np.integer))
+                                     or not 1 <= max_itemsets < 2**63):
+        raise ConfigError(f"max_itemsets must be an integer >= 1 (or None for no cap), got {max_itemsets!r}")
     b = as_baskets(baskets_or_path, format)
     n = len(b)
     min_count = min_count_of(min_support, n)
     algo = choose_algorithm(b, min_count) if algorithm == "auto" else algorithm
-    offsets, items, counts = _core.mine_itemsets(b.offsets, b.items, min_count, algo, target,
-                                                 int(min_len), None if max_len is None else int(max_len),
-                                                 threads)
+    try:
+        offsets, items, counts = _core.mine_itemsets(b.offsets, b.items, min_count, algo, target,
+                                                     int(min_len), None if max_len is None else int(max_len),
+                                                     threads, max_itemsets=None if max_itemsets is None else int(max_itemsets))
+    except _core.TooManyItemsets as e:
+        reached, limit = e.args
+        raise TooManyItemsets(
+            f"too many itemsets: stopped after {reached:,}, more would pass the limit of {limit:,} (max_itemsets); "
+            f"a long transaction at this min_support gives 2^length itemsets: set a max_len (--max-len), raise "
+            f"min_support, or raise max_itemsets", reached, limit) from None
     return itemset_table(offsets, items, counts, n, b.labels, min_count=min_count, target=target,
                          min_len=int(min_len), max_len=max_len, algorithm=algo)

@@ -2,8 +2,8 @@
 //! ([`count_candidates`], a prefix trie walked by every transaction, parallel over chunks of
 //! transactions). Pairs are counted in a dense triangular matrix when it fits.
 
-use super::itemsets::{Itemsets, MineParams};
-use super::BasketsRef;
+use super::itemsets::{ItemRanks, Itemsets, Limit, MineParams};
+use super::{prep, BasketsRef};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
@@ -97,8 +97,8 @@ fn find_skipping(prev: &Itemsets, cand: &[u32], skip: usize) -> bool {
 /// Prefix trie of candidates that all have length k.
 struct Trie {
     k: usize,
-    /// First level: item id -> node index (or NONE).
-    root: Vec<u32>,
+    /// First level: item id -> node index (or NONE), never a table by the largest id.
+    root: prep::IdLookup,
     /// Items of the nodes of each level.
     level_items: Vec<Vec<u32>>,
     /// Children of node x at level d are level d+1 nodes child_start[d][x]..child_start[d][x+1].
@@ -123,11 +123,8 @@ impl Trie {
         for d in 0..k.saturating_sub(1) {
             child_start[d].push(level_items[d + 1].len() as u32);
         }
-        let bound = level_items[0].iter().copied().max().map_or(0, |m| m as usize + 1);
-        let mut root = vec![NONE; bound];
-        for (x, &it) in level_items[0].iter().enumerate() {
-            root[it as usize] = x as u32;
-        }
+        // First-level items are distinct and ascending: node x is rank x.
+        let root = prep::rank_lookup(&level_items[0]);
         Trie { k, root, level_items, child_start }
     }
 
@@ -139,11 +136,7 @@ impl Trie {
             return;
         }
         for p in 0..=t.len() - k {
-            let it = t[p] as usize;
-            if it >= self.root.len() {
-                continue;
-            }
-            let x = self.root[it];
+            let x = self.root.get(t[p]);
             if x == NONE {
                 continue;
             }
@@ -273,26 +266,19 @@ where
 /// Candidate pairs counted in a dense upper-triangular matrix over the items that occur in
 /// them, when that matrix is small; None when it would be too large.
 fn count_pairs(db: BasketsRef<'_>, c: &Itemsets) -> Option<Vec<u64>> {
-    let bound = c.items.iter().copied().max().map_or(0, |m| m as usize + 1);
-    let mut code = vec![NONE; bound];
-    let mut m = 0usize;
-    for &it in &c.items {
-        if code[it as usize] == NONE {
-            code[it as usize] = 0;
-        }
-    }
-    for x in code.iter_mut() {
-        if *x != NONE {
-            *x = m as u32;
-            m += 1;
-        }
-    }
+    let ranks = ItemRanks::of(&c.items);
+    let m = ranks.len();
     if m * m > 1 << 21 {
         return None;
     }
+    let mut distinct = vec![0u32; m];
+    for &it in &c.items {
+        distinct[ranks.get(it) as usize] = it;
+    }
+    let code = prep::rank_lookup(&distinct);
     let mat = chunked_sum(db, m * m, |t, w, acc, s| {
         s.clear();
-        s.extend(t.iter().filter(|&&it| (it as usize) < bound).map(|&it| code[it as usize]).filter(|&x| x != NONE));
+        s.extend(t.iter().map(|&it| code.get(it)).filter(|&x| x != NONE));
         for (i, &x) in s.iter().enumerate() {
             let row = &mut acc[x as usize * m..x as usize * m + m];
             for &y in &s[i + 1..] {
@@ -302,52 +288,116 @@ fn count_pairs(db: BasketsRef<'_>, c: &Itemsets) -> Option<Vec<u64>> {
     });
     Some((0..c.len()).map(|i| {
         let s = c.itemset(i);
-        mat[code[s[0] as usize] as usize * m + code[s[1] as usize] as usize]
+        mat[code.get(s[0]) as usize * m + code.get(s[1]) as usize]
     }).collect())
 }
 
-/// All frequent itemsets, level by level.
-pub fn apriori(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
-    let counts = db.item_counts();
-    let mut level = Itemsets::new();
-    for (it, &c) in counts.iter().enumerate() {
-        if c >= p.min_count {
-            level.push(&[it as u32], c);
-        }
-    }
+/// All frequent itemsets, level by level, until `limit` is passed.
+///
+/// Items are recoded to their rank among the frequent ids (no table sized by the largest id;
+/// ids come back at the end). Pass 1 counts items, pass 2 counts every pair of frequent items
+/// in a triangular array (in bands of rows when the whole triangle would be too large), and
+/// each later pass counts the candidates of [`apriori_gen`] with a prefix trie. The later
+/// passes read a copy holding only the items of frequent pairs when that copy fits the
+/// memory budget (an eighth of the input), and otherwise recode the input on the fly, so a
+/// 10M-transaction input is never copied whole.
+pub fn apriori(db: BasketsRef<'_>, p: &MineParams, limit: &Limit) -> Itemsets {
+    let (ids, counts) = prep::count_items(db);
+    let keep: Vec<usize> = (0..ids.len()).filter(|&k| counts[k] >= p.min_count).collect();
+    let freq_ids: Vec<u32> = keep.iter().map(|&k| ids[k]).collect();
     let mut out = Itemsets::new();
     if p.max_len == 0 {
         return out;
     }
+    let mut level = Itemsets::new();
+    for (r, &k) in keep.iter().enumerate() {
+        level.push(&[r as u32], counts[k]);
+    }
     if p.min_len <= 1 {
         out.append(&level);
     }
-    if level.len() < 2 || p.max_len < 2 {
-        return out;
+    limit.charge(level.len() as u64);
+    if level.len() < 2 || p.max_len < 2 || limit.stopped() {
+        return to_ids(out, &freq_ids);
     }
-    // Keep only frequent items and transactions that can hold a pair (smaller, faster passes).
-    let freq: Vec<bool> = counts.iter().map(|&c| c >= p.min_count).collect();
-    let mut offs = vec![0i64];
-    let mut items = Vec::new();
-    let mut weights = Vec::new();
-    for t in 0..db.len() {
-        let s = items.len();
-        items.extend(db.transaction(t).iter().copied().filter(|&i| freq[i as usize]));
-        if items.len() - s < 2 {
-            items.truncate(s);
-        } else {
-            offs.push(items.len() as i64);
-            weights.push(db.weight(t));
+    let lookup = prep::rank_lookup(&freq_ids);
+    let pairs = frequent_pairs(db, &lookup, freq_ids.len(), p.min_count);
+    if p.min_len <= 2 {
+        out.append(&pairs);
+    }
+    limit.charge(pairs.len() as u64);
+    if pairs.len() < 2 || p.max_len < 3 || limit.stopped() {
+        return to_ids(out, &freq_ids);
+    }
+    // Later passes see only the items of frequent pairs, in transactions with 3 or more.
+    let mut in_pair = vec![false; freq_ids.len()];
+    for &x in &pairs.items {
+        in_pair[x as usize] = true;
+    }
+    let pair_ids: Vec<u32> = (0..freq_ids.len()).filter(|&r| in_pair[r]).map(|r| freq_ids[r]).collect();
+    let pair_lookup = prep::rank_lookup(&pair_ids);
+    // Pair ranks -> frequent ranks (the candidates use frequent ranks).
+    let up: Vec<u32> = (0..freq_ids.len() as u32).filter(|&r| in_pair[r as usize]).collect();
+    let code = |t: &[u32], buf: &mut Vec<u32>| {
+        buf.clear();
+        buf.extend(t.iter().map(|&i| pair_lookup.get(i)).filter(|&c| c != prep::NONE).map(|c| up[c as usize]));
+    };
+    let copy_bytes: usize = (0..db.len())
+        .into_par_iter()
+        .with_min_len(4096)
+        .map_init(Vec::new, |buf, t| {
+            code(db.transaction(t), buf);
+            if buf.len() >= 3 { buf.len() * 4 + 8 + if db.weights.is_some() { 8 } else { 0 } } else { 0 }
+        })
+        .sum();
+    let mut copy: Option<(Vec<i64>, Vec<u32>, Vec<u64>)> = None;
+    if copy_bytes <= prep::budget_of(db) {
+        let (mut o, mut it, mut w) = (vec![0i64], Vec::new(), Vec::new());
+        let mut buf = Vec::new();
+        for t in 0..db.len() {
+            code(db.transaction(t), &mut buf);
+            if buf.len() >= 3 {
+                it.extend_from_slice(&buf);
+                o.push(it.len() as i64);
+                w.push(db.weight(t));
+            }
         }
+        copy = Some((o, it, w));
     }
-    let mut k = 2;
+    level = pairs;
+    let mut k = 3;
     loop {
-        let fdb = BasketsRef { offsets: &offs, items: &items, weights: Some(&weights) };
+        // The join makes up to g(g-1)/2 candidates per group of itemsets sharing all but the
+        // last item; more than the itemset limit would not even fit in memory: stop there.
+        let mut bound = 0u64;
+        let mut g = 1u64;
+        for i in 1..=level.len() {
+            if i < level.len() && level.itemset(i)[..k - 2] == level.itemset(i - 1)[..k - 2] {
+                g += 1;
+            } else {
+                bound = bound.saturating_add(g * (g - 1) / 2);
+                g = 1;
+            }
+        }
+        if bound > limit.max() {
+            limit.stop_now();
+            break;
+        }
         let cands = apriori_gen(&level).expect("levels are canonical");
         if cands.is_empty() {
             break;
         }
-        let cc = count_candidates(fdb, &cands).expect("candidates are well formed");
+        let trie = Trie::build(&cands, k);
+        let cc = match &copy {
+            Some((o, it, w)) => {
+                let fdb = BasketsRef { offsets: o, items: it, weights: Some(w) };
+                chunked_sum(fdb, cands.len(), |t, w, acc, _| trie.count(t, w, acc))
+            }
+            None => chunked_sum(db, cands.len(), |t, w, acc, buf| {
+                code(t, buf);
+                trie.count(buf, w, acc)
+            }),
+        };
         let keep: Vec<u32> = (0..cands.len() as u32).filter(|&i| cc[i as usize] >= p.min_count).collect();
         let mut next = cands.gather(&keep);
         for (j, &i) in keep.iter().enumerate() {
@@ -356,24 +406,88 @@ pub fn apriori(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
         if k >= p.min_len {
             out.append(&next);
         }
-        if next.len() < 2 || k >= p.max_len {
+        limit.charge(next.len() as u64);
+        if next.len() < 2 || k >= p.max_len || limit.stopped() {
             break;
         }
         // Transactions shorter than k+1 cannot hold a candidate of the next level.
-        let (mut o2, mut i2, mut w2) = (vec![0i64], Vec::with_capacity(items.len()), Vec::new());
-        for t in 0..fdb.len() {
-            let tr = fdb.transaction(t);
-            if tr.len() > k {
-                i2.extend_from_slice(tr);
-                o2.push(i2.len() as i64);
-                w2.push(weights[t]);
+        if let Some((o, it, w)) = &mut copy {
+            let (mut o2, mut i2, mut w2) = (vec![0i64], Vec::with_capacity(it.len()), Vec::new());
+            for t in 0..o.len() - 1 {
+                let tr = &it[o[t] as usize..o[t + 1] as usize];
+                if tr.len() > k {
+                    i2.extend_from_slice(tr);
+                    o2.push(i2.len() as i64);
+                    w2.push(w[t]);
+                }
             }
+            (*o, *it, *w) = (o2, i2, w2);
         }
-        (offs, items, weights) = (o2, i2, w2);
         level = next;
         k += 1;
     }
+    to_ids(out, &freq_ids)
+}
+
+/// Frequent pairs (in ranks, canonical) from triangular counters over the `m` frequent
+/// ranks: one pass over the input per band of rows that fits [`PAIR_BAND_BYTES`] per thread.
+fn frequent_pairs(db: BasketsRef<'_>, lookup: &prep::IdLookup, m: usize, min_count: u64) -> Itemsets {
+    // Row i holds the pairs (j, i) with j < i, at i(i-1)/2 + j.
+    let row = |i: usize| i * i.saturating_sub(1) / 2;
+    let mut bands = Vec::new();
+    let mut lo = 1;
+    while lo < m {
+        let mut hi = lo + 1;
+        while hi < m && (row(hi + 1) - row(lo)) * 8 <= PAIR_BAND_BYTES {
+            hi += 1;
+        }
+        bands.push((lo, hi));
+        lo = hi;
+    }
+    let mut found: Vec<(u32, u32, u64)> = Vec::new();
+    for (lo, hi) in bands {
+        let base = row(lo);
+        let size = row(hi) - base;
+        let counts = chunked_sum(db, size, |t, w, acc, buf| {
+            buf.clear();
+            buf.extend(t.iter().map(|&i| lookup.get(i)).filter(|&c| c != prep::NONE));
+            for q in 1..buf.len() {
+                let i = buf[q] as usize;
+                if i < lo || i >= hi {
+                    continue;
+                }
+                let r = row(i) - base;
+                for &j in &buf[..q] {
+                    acc[r + j as usize] += w;
+                }
+            }
+        });
+        for i in lo..hi {
+            for j in 0..i {
+                let c = counts[row(i) - base + j];
+                if c >= min_count {
+                    found.push((j as u32, i as u32, c));
+                }
+            }
+        }
+    }
+    found.par_sort_unstable();
+    let mut out = Itemsets::new();
+    for (j, i, c) in found {
+        out.push(&[j, i], c);
+    }
     out
+}
+
+/// Per-thread bytes of one band of pair counters.
+const PAIR_BAND_BYTES: usize = 64 << 20;
+
+/// Ranks back to item ids (rank order is id order, so the canonical order holds).
+fn to_ids(mut s: Itemsets, ids: &[u32]) -> Itemsets {
+    for x in s.items.iter_mut() {
+        *x = ids[*x as usize];
+    }
+    s
 }
 
 #[cfg(test)]

@@ -1,15 +1,19 @@
 //! FP-growth on a compact array-based FP-tree.
 //!
-//! Items are recoded by descending frequency; the first tree is built from the transactions
-//! sorted lexicographically in one linear pass (each transaction shares exactly its common
-//! prefix with the previous one: no child lookups). The conditional tree of an item is
+//! The first level comes from [`super::prep`]: each frequent item's conditional database is
+//! delivered straight from the transactions (no global tree: a 10M-transaction input would
+//! make a tree of tens of millions of nodes whose projections miss the cache at every parent
+//! link). Each conditional database is recoded by descending local frequency and built into
+//! a tree from its transactions sorted lexicographically in one linear pass (each
+//! transaction shares exactly its common prefix with the previous one: no child lookups). The conditional tree of an item is
 //! projected straight from its parent tree (ancestors copied once, counts summed bottom-up,
 //! infrequent items and perfect extensions relinked away); a tree that is a single path emits
 //! all combinations of its items directly. The first level runs in parallel over items.
 //! Transactions may carry weights (conditional or grouped databases, as PFP uses).
 
-use super::itemsets::{top_perfect, Emitter, Itemsets, MineParams};
-use super::BasketsRef;
+use super::itemsets::{Emitter, Itemsets, Limit, MineParams};
+use super::prep::{self, Cond, Extend};
+use super::{BasketsRef, MineError};
 use rayon::prelude::*;
 
 const ROOT: u32 = 0;
@@ -125,14 +129,17 @@ impl Tree {
 }
 
 /// Mine the tree whose local codes map to original ids through `orig`.
-fn mine_tree(tree: &Tree, orig: &[u32], p: &MineParams, em: &mut Emitter) {
-    if tree.single_path() {
+fn mine_tree(tree: &Tree, orig: &[u32], counts: Option<&[u64]>, p: &MineParams, em: &mut Emitter) {
+    if counts.is_none() && tree.single_path() {
         let chain: Vec<(u32, u64)> = (1..tree.item.len()).map(|x| (orig[tree.item[x] as usize], tree.count[x])).collect();
         combos(&chain, 0, p, em);
         return;
     }
     for j in (0..orig.len()).rev() {
-        mine_item(tree, j, orig, p, em);
+        if em.limit.stopped() {
+            return;
+        }
+        mine_item(tree, j, orig, counts.map(|c| c[j]), p, em);
     }
 }
 
@@ -229,8 +236,10 @@ fn project(tree: &Tree, j: usize, count: u64, orig: &[u32], p: &MineParams, em: 
     Some((Tree::finish(ni, np, nc, n_new), sub_orig))
 }
 
-fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitter) {
-    let count = tree.item_count[j];
+/// Mine item j of the tree; `count` overrides the tree's count of j (a pair-filtered first
+/// level leaves out transactions that hold j alone, so the tree undercounts j there).
+fn mine_item(tree: &Tree, j: usize, orig: &[u32], count: Option<u64>, p: &MineParams, em: &mut Emitter) {
+    let count = count.unwrap_or(tree.item_count[j]);
     if count < p.min_count {
         return;
     }
@@ -239,67 +248,52 @@ fn mine_item(tree: &Tree, j: usize, orig: &[u32], p: &MineParams, em: &mut Emitt
     let sub = if em.prefix.len() < p.max_len && j > 0 { project(tree, j, count, orig, p, em) } else { None };
     em.emit(count);
     if let Some((t, o)) = sub {
-        mine_tree(&t, &o, p, em);
+        mine_tree(&t, &o, None, p, em);
     }
     em.pe.truncate(pe_len);
     em.prefix.pop();
 }
 
+/// The FP-growth miner of a first-level conditional database.
+pub(crate) struct FpGrowth;
+
+impl Extend for FpGrowth {
+    fn mine(&self, c: Cond<'_>, em: &mut Emitter<'_>, p: &MineParams) {
+        let k = c.k();
+        // Recode by descending local count (ties by code): frequent items near the root.
+        let mut order: Vec<u32> = (0..k as u32).collect();
+        order.sort_by(|&a, &b| c.counts[b as usize].cmp(&c.counts[a as usize]).then(a.cmp(&b)));
+        let mut code = vec![0u32; k];
+        for (r, &x) in order.iter().enumerate() {
+            code[x as usize] = r as u32;
+        }
+        let mut cdb = CodedDb::with_capacity(c.n_tx(), c.items.len());
+        for t in 0..c.n_tx() {
+            cdb.items.extend(c.tx(t).iter().map(|&x| code[x as usize]));
+            cdb.close(c.weight(t));
+        }
+        let tree = Tree::build(&cdb, k, false);
+        drop(cdb);
+        let orig: Vec<u32> = order.iter().map(|&x| c.orig[x as usize]).collect();
+        let counts: Vec<u64> = order.iter().map(|&x| c.counts[x as usize]).collect();
+        // The projection memo spans the tree: keep one per thread, not per item.
+        em.scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        mine_tree(&tree, &orig, Some(&counts), p, em);
+        SCRATCH.with(|s| *s.borrow_mut() = std::mem::take(&mut em.scratch));
+    }
+}
+
 /// All frequent itemsets of `db` (items ascending in each transaction; optional weights),
-/// in canonical order.
+/// in canonical order, without a limit on their number (the kernel PFP runs on each group's
+/// conditional database).
 pub fn fpgrowth(db: BasketsRef<'_>, p: &MineParams) -> Itemsets {
-    if p.max_len == 0 {
-        return Itemsets::new();
-    }
-    let counts = db.item_counts();
-    let total = db.total_weight();
-    let (top_pe, top_out) = top_perfect(&counts, total, p);
-    let mut freq: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] >= p.min_count && counts[i as usize] != total).collect();
-    freq.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
-    let mut code = vec![u32::MAX; counts.len()];
-    for (k, &i) in freq.iter().enumerate() {
-        code[i as usize] = k as u32;
-    }
-    // Recode in parallel chunks, then join (transaction order is irrelevant to the result).
-    let threads = rayon::current_num_threads();
-    let chunk = db.len().div_ceil(threads * 4).max(4096);
-    let parts: Vec<CodedDb> = (0..db.len().div_ceil(chunk))
-        .into_par_iter()
-        .map(|c| {
-            let (a, b) = (c * chunk, ((c + 1) * chunk).min(db.len()));
-            let mut out = CodedDb::with_capacity(b - a, (db.offsets[b] - db.offsets[a]) as usize);
-            for t in a..b {
-                out.items.extend(db.transaction(t).iter().map(|&i| code[i as usize]).filter(|&c| c != u32::MAX));
-                out.close(db.weight(t));
-            }
-            out
-        })
-        .collect();
-    let mut cdb = CodedDb::with_capacity(parts.iter().map(|d| d.len()).sum(), parts.iter().map(|d| d.items.len()).sum());
-    for d in parts {
-        let base = cdb.items.len();
-        cdb.items.extend_from_slice(&d.items);
-        cdb.offsets.extend(d.offsets[1..].iter().map(|o| o + base));
-        cdb.weights.extend_from_slice(&d.weights);
-    }
-    let tree = Tree::build(&cdb, freq.len(), true);
-    drop(cdb);
-    let mut outs: Vec<Itemsets> = (0..freq.len())
-        .into_par_iter()
-        .rev()
-        .with_max_len(1)
-        .map(|j| {
-            let mut em = Emitter::new(p);
-            em.pe = top_pe.clone();
-            // The projection memo spans the whole tree: keep one per thread, not per item.
-            em.scratch = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-            mine_item(&tree, j, &freq, p, &mut em);
-            SCRATCH.with(|s| *s.borrow_mut() = std::mem::take(&mut em.scratch));
-            em.out
-        })
-        .collect();
-    outs.push(top_out);
-    Itemsets::concat(outs).canonicalize()
+    prep::mine_all(db, p, &Limit::unlimited(), &FpGrowth)
+}
+
+/// [`fpgrowth`] stopped by `limit` (an error once more itemsets than its maximum are found).
+pub fn fpgrowth_limited(db: BasketsRef<'_>, p: &MineParams, limit: &Limit) -> Result<Itemsets, MineError> {
+    let r = prep::mine_all(db, p, limit, &FpGrowth);
+    MineError::check(limit).map(|_| r)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 use rayon::prelude::*;
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtOrd};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Itemsets {
@@ -89,18 +90,8 @@ impl Itemsets {
         if sorted {
             return self;
         }
-        let bound = self.items.par_iter().copied().max().map_or(0, |m| m as usize + 1);
-        let mut rank = vec![0u32; bound];
-        for &i in &self.items {
-            rank[i as usize] = 1;
-        }
-        let mut f = 0u32;
-        for r in rank.iter_mut() {
-            if *r != 0 {
-                *r = f;
-                f += 1;
-            }
-        }
+        let ranks = ItemRanks::of(&self.items);
+        let f = ranks.len() as u32;
         let bits = (32 - f.saturating_sub(1).leading_zeros()).max(1) as usize;
         // Bucket indices by length (counting sort, stable).
         let starts = self.length_starts();
@@ -111,7 +102,7 @@ impl Itemsets {
             idx[fill[l]] = i as u32;
             fill[l] += 1;
         }
-        let key = |i: u32| -> u128 { self.itemset(i as usize).iter().fold(0u128, |k, &x| k << bits | rank[x as usize] as u128) };
+        let key = |i: u32| -> u128 { self.itemset(i as usize).iter().fold(0u128, |k, &x| k << bits | ranks.get(x) as u128) };
         let mut rest: &mut [u32] = &mut idx;
         for l in 0..starts.len() - 1 {
             let (group, tail) = rest.split_at_mut(starts[l + 1] - starts[l]);
@@ -209,6 +200,53 @@ impl Itemsets {
     }
 }
 
+/// Dense rank of every distinct item (rank order = id order): a table while the ids are
+/// small, else binary search in the sorted distinct ids (never a table by the largest id).
+pub(crate) enum ItemRanks {
+    Dense(Vec<u32>, usize),
+    Sorted(Vec<u32>),
+}
+
+impl ItemRanks {
+    pub fn of(items: &[u32]) -> ItemRanks {
+        let bound = items.par_iter().copied().max().map_or(0, |m| m as usize + 1);
+        if bound <= items.len().max(1 << 16) {
+            let mut rank = vec![0u32; bound];
+            for &i in items {
+                rank[i as usize] = 1;
+            }
+            let mut f = 0u32;
+            for r in rank.iter_mut() {
+                if *r != 0 {
+                    *r = f;
+                    f += 1;
+                }
+            }
+            ItemRanks::Dense(rank, f as usize)
+        } else {
+            let mut v = items.to_vec();
+            v.par_sort_unstable();
+            v.dedup();
+            ItemRanks::Sorted(v)
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            ItemRanks::Dense(_, n) => *n,
+            ItemRanks::Sorted(v) => v.len(),
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, id: u32) -> u32 {
+        match self {
+            ItemRanks::Dense(r, _) => r[id as usize],
+            ItemRanks::Sorted(v) => v.binary_search(&id).unwrap_or(0) as u32,
+        }
+    }
+}
+
 /// The canonical order: shorter itemsets first, then lexicographic.
 pub fn canonical_cmp(a: &[u32], b: &[u32]) -> Ordering {
     a.len().cmp(&b.len()).then_with(|| a.cmp(b))
@@ -230,12 +268,74 @@ impl MineParams {
     }
 }
 
-/// Output buffer a miner writes into while it recurses: the current prefix (original item
-/// ids), the perfect extensions collected on the way down (items contained in every
-/// transaction that contains the prefix: any subset of them can join the prefix with the same
-/// count) and the flat result arrays. Each itemset is sorted in place right after it is
-/// written, so no per-itemset allocation happens.
-pub(crate) struct Emitter {
+/// The cap on the number of itemsets one run may produce, shared by all threads of the run:
+/// a pattern explosion (a long transaction at a low support gives 2^length itemsets) stops
+/// every thread promptly instead of exhausting memory.
+#[derive(Debug)]
+pub struct Limit {
+    max: u64,
+    emitted: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// Itemsets an emitter counts locally before adding them to the shared total.
+const FLUSH: u64 = 4096;
+
+impl Limit {
+    pub fn new(max: u64) -> Self {
+        Limit { max, emitted: AtomicU64::new(0), stop: AtomicBool::new(false) }
+    }
+
+    pub fn unlimited() -> Self {
+        Self::new(u64::MAX)
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Whether the limit was passed (miners check this at every node and return).
+    #[inline]
+    pub fn stopped(&self) -> bool {
+        self.stop.load(AtOrd::Relaxed)
+    }
+
+    /// Itemsets counted so far (when stopped: those found before the one step that would
+    /// have passed the limit).
+    pub fn emitted(&self) -> u64 {
+        self.emitted.load(AtOrd::Relaxed)
+    }
+
+    /// Stop the run now (a miner saw that the next step alone would pass the limit).
+    pub(crate) fn stop_now(&self) {
+        self.stop.store(true, AtOrd::Relaxed);
+    }
+
+    /// Count `n` itemsets a miner produced without an emitter (Apriori's levels).
+    pub(crate) fn charge(&self, n: u64) {
+        self.add(n);
+    }
+
+    /// Add `n` itemsets; false (and stop everyone, leaving them uncounted) when the total
+    /// would pass the limit.
+    fn add(&self, n: u64) -> bool {
+        let n = n.min(u64::MAX / 4);
+        let total = self.emitted.fetch_add(n, AtOrd::Relaxed) + n;
+        if total > self.max {
+            self.emitted.fetch_sub(n, AtOrd::Relaxed);
+            self.stop.store(true, AtOrd::Relaxed);
+            return false;
+        }
+        true
+    }
+}
+
+/// Output buffer a miner writes into while it recurses: the current prefix (output ranks),
+/// the perfect extensions collected on the way down (items contained in every transaction
+/// that contains the prefix: any subset of them can join the prefix with the same count) and
+/// the flat result arrays. Each itemset is sorted in place right after it is written, so no
+/// per-itemset allocation happens.
+pub(crate) struct Emitter<'a> {
     pub prefix: Vec<u32>,
     pub pe: Vec<u32>,
     pub out: Itemsets,
@@ -243,56 +343,89 @@ pub(crate) struct Emitter {
     pub max_len: usize,
     /// Reusable per-task scratch space of the miner (FP-growth's projection memo).
     pub scratch: Vec<u32>,
+    pub limit: &'a Limit,
+    pending: u64,
 }
 
-impl Emitter {
-    pub fn new(p: &MineParams) -> Self {
-        Emitter { prefix: Vec::with_capacity(64), pe: Vec::new(), out: Itemsets::new(), min_len: p.min_len, max_len: p.max_len, scratch: Vec::new() }
+impl<'a> Emitter<'a> {
+    pub fn new(p: &MineParams, limit: &'a Limit) -> Self {
+        Emitter { prefix: Vec::with_capacity(64), pe: Vec::new(), out: Itemsets::new(), min_len: p.min_len.max(1), max_len: p.max_len, scratch: Vec::new(), limit, pending: 0 }
     }
 
-    /// Report the prefix joined with every subset of the perfect extensions, all with `count`.
+    /// Count `n` itemsets against the limit; false when the run must stop.
+    #[inline]
+    fn reserve(&mut self, n: u64) -> bool {
+        self.pending = self.pending.saturating_add(n);
+        if self.pending >= FLUSH {
+            let n = std::mem::take(&mut self.pending);
+            return self.limit.add(n);
+        }
+        !self.limit.stopped()
+    }
+
+    /// Report the prefix joined with every subset of the perfect extensions (within the
+    /// length limits), all with `count`.
     #[inline]
     pub fn emit(&mut self, count: u64) {
-        let m = self.pe.len();
+        let (l, m) = (self.prefix.len(), self.pe.len());
         if m == 0 {
-            let l = self.prefix.len();
-            if l >= self.min_len.max(1) && l <= self.max_len {
-                self.write(0, count);
+            if l >= self.min_len && l <= self.max_len && self.reserve(1) {
+                self.write(count);
             }
             return;
         }
-        assert!(m < 48, "{m} perfect extensions: 2^{m} itemsets will not fit in memory");
-        for mask in 0u64..(1u64 << m) {
-            let l = self.prefix.len() + mask.count_ones() as usize;
-            if l >= self.min_len.max(1) && l <= self.max_len {
-                self.write(mask, count);
+        let lo = self.min_len.saturating_sub(l);
+        let hi = self.max_len.saturating_sub(l).min(m);
+        if l + m < self.min_len || l > self.max_len {
+            return;
+        }
+        // Number of subsets with lo..=hi items, saturating (2^m can exceed any limit).
+        let mut n = 0u64;
+        let mut binom = 1u64; // C(m, s)
+        for s in 0..=hi {
+            if s >= lo {
+                n = n.saturating_add(binom);
             }
+            binom = (binom as u128 * (m - s) as u128 / (s + 1) as u128).min(u64::MAX as u128) as u64;
+        }
+        if !self.reserve(n) {
+            return;
+        }
+        self.combos(0, l + lo, l + hi, count);
+    }
+
+    /// Every subset of `pe[start..]` added to the prefix, written when its length is in range.
+    fn combos(&mut self, start: usize, lo: usize, hi: usize, count: u64) {
+        if self.prefix.len() >= lo {
+            self.write(count);
+        }
+        if self.prefix.len() == hi {
+            return;
+        }
+        for j in start..self.pe.len() {
+            self.prefix.push(self.pe[j]);
+            self.combos(j + 1, lo, hi, count);
+            self.prefix.pop();
         }
     }
 
     #[inline]
-    fn write(&mut self, mask: u64, count: u64) {
+    fn write(&mut self, count: u64) {
         let start = self.out.items.len();
         self.out.items.extend_from_slice(&self.prefix);
-        let mut m = mask;
-        while m != 0 {
-            self.out.items.push(self.pe[m.trailing_zeros() as usize]);
-            m &= m - 1;
-        }
         self.out.items[start..].sort_unstable();
         self.out.offsets.push(self.out.items.len() as i64);
         self.out.counts.push(count);
     }
-}
 
-/// Items whose count equals the total weight (in every transaction): perfect extensions of
-/// the empty prefix. Returned with the itemsets made only of them (all with that count).
-pub(crate) fn top_perfect(counts: &[u64], total: u64, p: &MineParams) -> (Vec<u32>, Itemsets) {
-    let pe: Vec<u32> = (0..counts.len() as u32).filter(|&i| counts[i as usize] == total && total >= p.min_count).collect();
-    let mut em = Emitter::new(p);
-    em.pe = pe.clone();
-    em.emit(total);
-    (pe, em.out)
+    /// The itemsets written (the pending count goes to the shared total).
+    pub fn finish(mut self) -> Itemsets {
+        let n = std::mem::take(&mut self.pending);
+        if n > 0 {
+            self.limit.add(n);
+        }
+        std::mem::take(&mut self.out)
+    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,11 @@ pub mod closed;
 pub mod eclat;
 pub mod fpgrowth;
 pub mod itemsets;
+pub mod lcm;
+pub(crate) mod prep;
 pub mod rules;
 
-pub use itemsets::{Itemsets, MineParams};
+pub use itemsets::{Itemsets, Limit, MineParams};
 
 use rayon::prelude::*;
 
@@ -118,17 +120,52 @@ pub enum Algorithm {
     Apriori,
     FpGrowth,
     Eclat,
+    /// Occurrence delivery (LCM-style), see [`lcm`].
+    Lcm,
 }
 
-/// Mine `target` itemsets with `algo`. Closed and maximal sets are decided against all
-/// frequent itemsets (an itemset of length `max_len` is closed only if no frequent superset
-/// of length `max_len + 1` has its count), so they do not depend on `max_len` other than by
-/// the length cut.
-pub fn mine(db: BasketsRef<'_>, algo: Algorithm, target: Target, p: MineParams) -> Itemsets {
-    let run = |q: MineParams| match algo {
-        Algorithm::Apriori => apriori::apriori(db, &q),
-        Algorithm::FpGrowth => fpgrowth::fpgrowth(db, &q),
-        Algorithm::Eclat => eclat::eclat(db, &q),
+/// Why a run stopped without a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MineError {
+    /// More itemsets than the limit allows (a pattern explosion).
+    TooMany { reached: u64, limit: u64 },
+}
+
+impl MineError {
+    /// The error when `limit` was passed during the run.
+    pub fn check(limit: &Limit) -> Result<(), MineError> {
+        if limit.stopped() {
+            Err(MineError::TooMany { reached: limit.emitted(), limit: limit.max() })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl std::fmt::Display for MineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MineError::TooMany { reached, limit } => write!(
+                f,
+                "too many itemsets: stopped after {reached} itemsets, more would pass the limit of {limit}"
+            ),
+        }
+    }
+}
+
+/// Mine `target` itemsets with `algo`, stopping (with [`MineError::TooMany`]) once `limit`
+/// is passed. Closed and maximal sets are decided against all frequent itemsets (an itemset
+/// of length `max_len` is closed only if no frequent superset of length `max_len + 1` has its
+/// count), so they do not depend on `max_len` other than by the length cut.
+pub fn mine(db: BasketsRef<'_>, algo: Algorithm, target: Target, p: MineParams, limit: &Limit) -> Result<Itemsets, MineError> {
+    let run = |q: MineParams| -> Result<Itemsets, MineError> {
+        let r = match algo {
+            Algorithm::Apriori => apriori::apriori(db, &q, limit),
+            Algorithm::FpGrowth => prep::mine_all(db, &q, limit, &fpgrowth::FpGrowth),
+            Algorithm::Eclat => prep::mine_all(db, &q, limit, &eclat::Eclat),
+            Algorithm::Lcm => prep::mine_all(db, &q, limit, &lcm::Lcm),
+        };
+        MineError::check(limit).map(|_| r)
     };
     match target {
         Target::All => run(p),
@@ -136,9 +173,9 @@ pub fn mine(db: BasketsRef<'_>, algo: Algorithm, target: Target, p: MineParams) 
             // Supersets one item longer decide closedness; lengths below min_len are needed
             // only as the sets being judged, so mine from 1 and cut afterwards.
             let q = MineParams { min_count: p.min_count, min_len: p.min_len.max(1), max_len: p.max_len.saturating_add(1) };
-            let all = run(q);
+            let all = run(q)?;
             let keep = closed::filter(&all, target == Target::Maximal);
-            all.gather(&keep).filter_len(p.min_len, p.max_len)
+            Ok(all.gather(&keep).filter_len(p.min_len, p.max_len))
         }
     }
 }
@@ -190,15 +227,15 @@ mod tests {
                 let bf = brute_force(&b, min_count);
                 let bf_closed = bf.gather(&closed::filter(&bf, false));
                 let bf_max = bf.gather(&closed::filter(&bf, true));
-                for algo in [Algorithm::Apriori, Algorithm::FpGrowth, Algorithm::Eclat] {
+                for algo in [Algorithm::Apriori, Algorithm::FpGrowth, Algorithm::Eclat, Algorithm::Lcm] {
                     let p = MineParams::new(min_count);
-                    assert_eq!(mine(db, algo, Target::All, p), bf, "{algo:?} seed {seed} min {min_count}");
-                    assert_eq!(mine(db, algo, Target::Closed, p), bf_closed, "{algo:?} closed seed {seed}");
-                    assert_eq!(mine(db, algo, Target::Maximal, p), bf_max, "{algo:?} maximal seed {seed}");
+                    assert_eq!(mine(db, algo, Target::All, p, &Limit::unlimited()).unwrap(), bf, "{algo:?} seed {seed} min {min_count}");
+                    assert_eq!(mine(db, algo, Target::Closed, p, &Limit::unlimited()).unwrap(), bf_closed, "{algo:?} closed seed {seed}");
+                    assert_eq!(mine(db, algo, Target::Maximal, p, &Limit::unlimited()).unwrap(), bf_max, "{algo:?} maximal seed {seed}");
                     let q = MineParams { min_count, min_len: 2, max_len: 3 };
-                    assert_eq!(mine(db, algo, Target::All, q), bf.clone().filter_len(2, 3), "{algo:?} len seed {seed}");
+                    assert_eq!(mine(db, algo, Target::All, q, &Limit::unlimited()).unwrap(), bf.clone().filter_len(2, 3), "{algo:?} len seed {seed}");
                     let bfc = bf_closed.clone().filter_len(2, 3);
-                    assert_eq!(mine(db, algo, Target::Closed, q), bfc, "{algo:?} closed len seed {seed}");
+                    assert_eq!(mine(db, algo, Target::Closed, q, &Limit::unlimited()).unwrap(), bfc, "{algo:?} closed len seed {seed}");
                 }
             }
         }
@@ -214,9 +251,9 @@ mod tests {
         let db = BasketsRef::from_baskets(&b);
         for min_count in [3u64, 8, 40] {
             let p = MineParams::new(min_count);
-            let e = mine(db, Algorithm::Eclat, Target::All, p);
-            assert_eq!(e, mine(db, Algorithm::FpGrowth, Target::All, p));
-            assert_eq!(e, mine(db, Algorithm::Apriori, Target::All, p));
+            let e = mine(db, Algorithm::Eclat, Target::All, p, &Limit::unlimited()).unwrap();
+            assert_eq!(e, mine(db, Algorithm::FpGrowth, Target::All, p, &Limit::unlimited()).unwrap());
+            assert_eq!(e, mine(db, Algorithm::Apriori, Target::All, p, &Limit::unlimited()).unwrap());
             assert!(e.iter().any(|(s, _)| s.len() >= 3));
         }
     }
@@ -226,9 +263,9 @@ mod tests {
         let b = random_baskets(7, 3000, 40, 14);
         let db = BasketsRef::from_baskets(&b);
         let p = MineParams::new(30);
-        for algo in [Algorithm::Apriori, Algorithm::FpGrowth, Algorithm::Eclat] {
-            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| mine(db, algo, Target::All, p));
-            let four = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap().install(|| mine(db, algo, Target::All, p));
+        for algo in [Algorithm::Apriori, Algorithm::FpGrowth, Algorithm::Eclat, Algorithm::Lcm] {
+            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| mine(db, algo, Target::All, p, &Limit::unlimited()).unwrap());
+            let four = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap().install(|| mine(db, algo, Target::All, p, &Limit::unlimited()).unwrap());
             assert_eq!(one, four);
             assert!(one.is_canonical());
             assert!(one.len() > 100);

@@ -1,0 +1,929 @@
+//! The first steps every miner shares: count and recode the items, then build the first
+//! level's conditional databases.
+//!
+//! **Recoding.** Items are counted with memory proportional to the number of *distinct* items
+//! (a dense table only while the largest id is small, a hash table otherwise), and the
+//! frequent ones get codes 0..m by descending count (ties by id). Miners work on codes; the
+//! output uses *ranks* (the position of the id among all reported ids, so ascending rank is
+//! ascending id) and ids are restored only at the very end. Nothing is allocated by the
+//! largest id, so an item 4294967295 costs what item 7 costs.
+//!
+//! **First level.** The conditional database of code `i` holds, for every transaction that
+//! contains `i`, its items with a smaller code (the more frequent ones), in local codes. When
+//! the frequent items are few compared with the work (`m(m-1)/2` pair counters are cheap next
+//! to the pairs the transactions hold), all pair counts are taken in one pass first; then a
+//! conditional database keeps only items that form a frequent pair with `i`, and only
+//! transactions with two or more of them (a single one only adds to a pair count, which is
+//! already known). The databases are delivered from the transactions in one pass (occurrence
+//! delivery, LCM-style) into exactly sized buffers, in batches that fit a memory budget (a
+//! fraction of the input's size), so a 10M-transaction input is never copied whole.
+
+use super::itemsets::{Emitter, Itemsets, Limit, MineParams};
+use super::BasketsRef;
+use rayon::prelude::*;
+
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// Largest item id + 1 for which counting and lookup use dense tables (a few MB per thread);
+/// above it items are hashed, so memory follows the number of distinct items.
+const DENSE_IDS: usize = 1 << 21;
+
+/// Item id -> value (a code), `NONE` when absent.
+pub(crate) enum IdLookup {
+    Dense(Vec<u32>),
+    Hashed(IdMap),
+}
+
+impl IdLookup {
+    #[inline]
+    pub fn get(&self, id: u32) -> u32 {
+        match self {
+            IdLookup::Dense(t) => t.get(id as usize).copied().unwrap_or(NONE),
+            IdLookup::Hashed(h) => h.get(id),
+        }
+    }
+}
+
+/// Open-addressing map from u32 keys to u32 values (`NONE` is not a storable value).
+pub(crate) struct IdMap {
+    keys: Vec<u32>,
+    vals: Vec<u32>,
+    shift: u32,
+}
+
+#[inline]
+fn slot(key: u32, shift: u32) -> usize {
+    (key.wrapping_mul(0x9E37_79B1) >> shift) as usize
+}
+
+impl IdMap {
+    pub fn new(n: usize) -> Self {
+        let cap = (2 * n.max(1)).next_power_of_two().max(16);
+        IdMap { keys: vec![0; cap], vals: vec![NONE; cap], shift: 32 - cap.trailing_zeros() }
+    }
+
+    pub fn insert(&mut self, key: u32, val: u32) {
+        let mask = self.keys.len() - 1;
+        let mut h = slot(key, self.shift);
+        while self.vals[h] != NONE && self.keys[h] != key {
+            h = (h + 1) & mask;
+        }
+        self.keys[h] = key;
+        self.vals[h] = val;
+    }
+
+    #[inline]
+    pub fn get(&self, key: u32) -> u32 {
+        let mask = self.keys.len() - 1;
+        let mut h = slot(key, self.shift);
+        loop {
+            let v = self.vals[h];
+            if v == NONE || self.keys[h] == key {
+                return v;
+            }
+            h = (h + 1) & mask;
+        }
+    }
+}
+
+/// Weighted count of every distinct item: (ids ascending, counts).
+pub(crate) fn count_items(db: BasketsRef<'_>) -> (Vec<u32>, Vec<u64>) {
+    let bound = db.items.par_iter().copied().max().map_or(0, |m| m as usize + 1);
+    let chunks = chunk_ranges(db.len(), 4);
+    if bound <= DENSE_IDS {
+        let dense = chunks
+            .into_par_iter()
+            .fold(|| vec![0u64; bound], |mut acc, (a, b)| {
+                match db.weights {
+                    None => {
+                        let (s, e) = (db.offsets[a] as usize, db.offsets[b] as usize);
+                        for &i in &db.items[s..e] {
+                            acc[i as usize] += 1;
+                        }
+                    }
+                    Some(w) => {
+                        for t in a..b {
+                            for &i in db.transaction(t) {
+                                acc[i as usize] += w[t];
+                            }
+                        }
+                    }
+                }
+                acc
+            })
+            .reduce(|| vec![0u64; bound], add_into);
+        let ids: Vec<u32> = (0..bound as u32).filter(|&i| dense[i as usize] > 0).collect();
+        let counts = ids.iter().map(|&i| dense[i as usize]).collect();
+        return (ids, counts);
+    }
+    // Sparse ids: per-chunk sorted (id, weight) runs, merged.
+    let mut pairs: Vec<(u32, u64)> = chunks
+        .into_par_iter()
+        .flat_map_iter(|(a, b)| {
+            let mut v: Vec<(u32, u64)> = (a..b).flat_map(|t| db.transaction(t).iter().map(move |&i| (i, db.weight(t)))).collect();
+            v.sort_unstable_by_key(|x| x.0);
+            merge_runs(v)
+        })
+        .collect();
+    pairs.par_sort_unstable_by_key(|x| x.0);
+    let pairs = merge_runs(pairs);
+    (pairs.iter().map(|x| x.0).collect(), pairs.iter().map(|x| x.1).collect())
+}
+
+fn merge_runs(v: Vec<(u32, u64)>) -> Vec<(u32, u64)> {
+    let mut out: Vec<(u32, u64)> = Vec::with_capacity(v.len().min(1 << 16));
+    for (i, c) in v {
+        match out.last_mut() {
+            Some(l) if l.0 == i => l.1 += c,
+            _ => out.push((i, c)),
+        }
+    }
+    out
+}
+
+pub(crate) fn add_into<T: std::ops::AddAssign + Copy>(mut a: Vec<T>, b: Vec<T>) -> Vec<T> {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+    a
+}
+
+/// `[a, b)` transaction ranges, about `per_thread` per thread (at least 1024 transactions each).
+pub(crate) fn chunk_ranges(n: usize, per_thread: usize) -> Vec<(usize, usize)> {
+    let chunk = n.div_ceil(rayon::current_num_threads() * per_thread).max(1024);
+    (0..n.div_ceil(chunk)).map(|c| (c * chunk, ((c + 1) * chunk).min(n))).collect()
+}
+
+/// Id -> rank lookup for ascending distinct `ids` (dense while the ids are small).
+pub(crate) fn rank_lookup(ids: &[u32]) -> IdLookup {
+    let bound = ids.last().map_or(0, |&m| m as usize + 1);
+    if bound <= DENSE_IDS {
+        let mut t = vec![NONE; bound];
+        for (r, &i) in ids.iter().enumerate() {
+            t[i as usize] = r as u32;
+        }
+        IdLookup::Dense(t)
+    } else {
+        let mut h = IdMap::new(ids.len());
+        for (r, &i) in ids.iter().enumerate() {
+            h.insert(i, r as u32);
+        }
+        IdLookup::Hashed(h)
+    }
+}
+
+/// The recoded items of one database at one minimum count.
+pub(crate) struct Prep {
+    /// Total weight (the number of transactions when unweighted).
+    pub total: u64,
+    /// Output rank -> item id (ascending): the frequent items, including those in every
+    /// transaction.
+    pub out_ids: Vec<u32>,
+    /// Output ranks of the items in every transaction (perfect extensions of the empty set).
+    pub top_pe: Vec<u32>,
+    /// Code -> output rank, and code -> count (descending counts: code 0 is the most frequent).
+    pub rank: Vec<u32>,
+    pub counts: Vec<u64>,
+    /// Item id -> code (`NONE` for infrequent items and items in every transaction).
+    pub lookup: IdLookup,
+}
+
+impl Prep {
+    pub fn new(db: BasketsRef<'_>, min_count: u64) -> Prep {
+        let (ids, counts) = count_items(db);
+        let total = db.total_weight();
+        let keep: Vec<usize> = (0..ids.len()).filter(|&k| counts[k] >= min_count).collect();
+        let out_ids: Vec<u32> = keep.iter().map(|&k| ids[k]).collect();
+        let top_pe: Vec<u32> = (0..keep.len() as u32).filter(|&r| counts[keep[r as usize]] == total).collect();
+        let mut order: Vec<u32> = (0..keep.len() as u32).filter(|&r| counts[keep[r as usize]] != total).collect();
+        order.sort_by(|&a, &b| counts[keep[b as usize]].cmp(&counts[keep[a as usize]]).then(a.cmp(&b)));
+        let rank_counts: Vec<u64> = order.iter().map(|&r| counts[keep[r as usize]]).collect();
+        let bound = ids.last().map_or(0, |&m| m as usize + 1);
+        let lookup = if bound <= DENSE_IDS {
+            let mut t = vec![NONE; bound];
+            for (c, &r) in order.iter().enumerate() {
+                t[out_ids[r as usize] as usize] = c as u32;
+            }
+            IdLookup::Dense(t)
+        } else {
+            let mut h = IdMap::new(order.len());
+            for (c, &r) in order.iter().enumerate() {
+                h.insert(out_ids[r as usize], c as u32);
+            }
+            IdLookup::Hashed(h)
+        };
+        Prep { total, out_ids, top_pe, rank: order, counts: rank_counts, lookup }
+    }
+
+    /// Number of frequent codes.
+    pub fn m(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The codes of transaction `t`'s frequent items, ascending, into `out`.
+    #[inline]
+    pub fn code_tx(&self, t: &[u32], out: &mut Vec<u32>) {
+        out.clear();
+        for &i in t {
+            let c = self.lookup.get(i);
+            if c != NONE {
+                out.push(c);
+            }
+        }
+        sort_small(out);
+    }
+
+    /// Itemsets in output ranks (canonical order) -> item ids.
+    pub fn to_ids(&self, mut s: Itemsets) -> Itemsets {
+        let ids = &self.out_ids;
+        s.items.par_iter_mut().with_min_len(1 << 14).for_each(|x| *x = ids[*x as usize]);
+        s
+    }
+
+    /// The itemsets made only of items in every transaction (output ranks).
+    pub fn top_itemsets(&self, p: &MineParams, limit: &Limit) -> Itemsets {
+        let mut em = Emitter::new(p, limit);
+        em.pe.clone_from(&self.top_pe);
+        if self.total >= p.min_count {
+            em.emit(self.total);
+        }
+        em.finish()
+    }
+}
+
+/// Insertion sort for the short arrays transactions are; pdqsort above 32 items.
+#[inline]
+pub(crate) fn sort_small(v: &mut [u32]) {
+    if v.len() > 32 {
+        v.sort_unstable();
+        return;
+    }
+    for i in 1..v.len() {
+        let x = v[i];
+        let mut j = i;
+        while j > 0 && v[j - 1] > x {
+            v[j] = v[j - 1];
+            j -= 1;
+        }
+        v[j] = x;
+    }
+}
+
+/// A conditional database in local codes `0..k` (items ascending in each transaction) with
+/// the weighted count of each code and the output rank it stands for.
+pub(crate) struct Cond<'a> {
+    pub items: &'a [u32],
+    /// Transaction `t` is `items[offs[t]..offs[t + 1]]`.
+    pub offs: &'a [u32],
+    /// Per-transaction weights (None: every transaction counts once).
+    pub weights: Option<&'a [u64]>,
+    pub counts: &'a [u64],
+    pub orig: &'a [u32],
+}
+
+impl Cond<'_> {
+    pub fn k(&self) -> usize {
+        self.counts.len()
+    }
+    pub fn n_tx(&self) -> usize {
+        self.offs.len() - 1
+    }
+    #[inline]
+    pub fn weight(&self, t: usize) -> u64 {
+        self.weights.map_or(1, |w| w[t])
+    }
+    #[inline]
+    pub fn tx(&self, t: usize) -> &[u32] {
+        &self.items[self.offs[t] as usize..self.offs[t + 1] as usize]
+    }
+}
+
+/// Owned buffers of a conditional database (reused across the recursion).
+#[derive(Default)]
+pub(crate) struct CondBuf {
+    pub items: Vec<u32>,
+    pub offs: Vec<u32>,
+    pub weights: Vec<u64>,
+    pub counts: Vec<u64>,
+    pub orig: Vec<u32>,
+    pub weighted: bool,
+}
+
+impl CondBuf {
+    pub fn as_cond(&self) -> Cond<'_> {
+        Cond { items: &self.items, offs: &self.offs, weights: self.weighted.then_some(&self.weights[..]), counts: &self.counts, orig: &self.orig }
+    }
+}
+
+/// Occurrence lists of a database with `k` codes: `occ[start[j]..start[j + 1]]` are the
+/// transactions holding `j`, ascending.
+pub(crate) fn occurrences(c: &Cond<'_>, k: usize, start: &mut Vec<u32>, occ: &mut Vec<u32>) {
+    start.clear();
+    start.resize(k + 2, 0);
+    for &x in c.items {
+        start[x as usize + 2] += 1;
+    }
+    for j in 0..k {
+        start[j + 2] += start[j + 1];
+    }
+    occ.clear();
+    occ.resize(c.items.len(), 0);
+    // start[j + 1] serves as j's fill cursor and ends at j's end, which is start[j + 1] of
+    // the final layout.
+    for t in 0..c.n_tx() {
+        for &x in c.tx(t) {
+            let cur = &mut start[x as usize + 1];
+            occ[*cur as usize] = t as u32;
+            *cur += 1;
+        }
+    }
+    start.truncate(k + 1);
+}
+
+/// Counters for [`project`], kept zero / `NONE` between calls.
+#[derive(Default)]
+pub(crate) struct ProjScratch {
+    cc: Vec<u64>,
+    lc: Vec<u32>,
+    touched: Vec<u32>,
+    keep: Vec<u32>,
+}
+
+/// The conditional database of code `j` of `c` (whose occurrences are `occ`, count `count`):
+/// counts the codes below `j` in those transactions (the scan stops at `j`, items ascend),
+/// pushes the output ranks of perfect extensions to `pe`, and builds the frequent rest,
+/// recoded to local codes (ascending), into `out`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn project(c: &Cond<'_>, j: usize, occ: &[u32], count: u64, min_count: u64, pe: &mut Vec<u32>, out: &mut CondBuf, s: &mut ProjScratch) {
+    if s.cc.len() < c.k() {
+        s.cc.resize(c.k(), 0);
+        s.lc.resize(c.k(), NONE);
+    }
+    out.items.clear();
+    out.offs.clear();
+    out.offs.push(0);
+    out.weights.clear();
+    out.counts.clear();
+    out.orig.clear();
+    out.weighted = c.weights.is_some();
+    if j == 0 {
+        return;
+    }
+    s.touched.clear();
+    for &t in occ {
+        let w = c.weight(t as usize);
+        for &x in c.tx(t as usize) {
+            if x as usize >= j {
+                break;
+            }
+            let e = &mut s.cc[x as usize];
+            if *e == 0 {
+                s.touched.push(x);
+            }
+            *e += w;
+        }
+    }
+    // Local codes ascend with the codes (so projected transactions stay sorted): sort only
+    // the frequent codes, usually far fewer than the touched ones.
+    s.keep.clear();
+    for &x in &s.touched {
+        let e = s.cc[x as usize];
+        if e == count {
+            pe.push(c.orig[x as usize]);
+        } else if e >= min_count {
+            s.keep.push(x);
+        }
+    }
+    sort_touched(&mut s.keep, j);
+    for &x in &s.keep {
+        s.lc[x as usize] = out.counts.len() as u32;
+        out.counts.push(s.cc[x as usize]);
+        out.orig.push(c.orig[x as usize]);
+    }
+    if out.counts.len() > 1 {
+        for &t in occ {
+            let start = out.items.len();
+            for &x in c.tx(t as usize) {
+                if x as usize >= j {
+                    break;
+                }
+                let l = s.lc[x as usize];
+                if l != NONE {
+                    out.items.push(l);
+                }
+            }
+            if out.items.len() > start {
+                out.offs.push(out.items.len() as u32);
+                if out.weighted {
+                    out.weights.push(c.weight(t as usize));
+                }
+            }
+        }
+    } else if out.counts.len() == 1 {
+        // One item: its database is one transaction of it, weighted by its count.
+        out.items.push(0);
+        out.offs.push(1);
+        out.weights.push(out.counts[0]);
+        out.weighted = true;
+    }
+    for &x in &s.touched {
+        s.cc[x as usize] = 0;
+    }
+    for &x in &s.keep {
+        s.lc[x as usize] = NONE;
+    }
+}
+
+/// What a miner does with one first-level item: mine the conditional database `cond` of the
+/// prefix already in `em` (its count and perfect extensions are emitted by the caller).
+pub(crate) trait Extend: Sync {
+    fn mine(&self, cond: Cond<'_>, em: &mut Emitter<'_>, p: &MineParams);
+}
+
+/// Pair counts of the frequent codes, lower triangle (`j < i` at `i(i-1)/2 + j`).
+struct Pairs {
+    counts: Vec<u32>,
+}
+
+impl Pairs {
+    #[inline]
+    fn get(&self, i: u32, j: u32) -> u32 {
+        self.counts[(i as usize * (i as usize - 1)) / 2 + j as usize]
+    }
+}
+
+/// Per-thread bytes the pair triangle may take.
+const PAIR_BYTES: usize = 32 << 20;
+
+/// Mine every frequent itemset: each first-level code's conditional database is built and
+/// handed to `miner`, in parallel over codes; the result is canonical, in item ids.
+/// `budget` caps the bytes the conditional databases of one batch may take.
+pub(crate) fn mine_all<M: Extend>(db: BasketsRef<'_>, p: &MineParams, limit: &Limit, miner: &M) -> Itemsets {
+    if p.max_len == 0 {
+        return Itemsets::new();
+    }
+    let prep = Prep::new(db, p.min_count);
+    let mut outs = first_level(db, &prep, p, limit, miner);
+    outs.push(prep.top_itemsets(p, limit));
+    prep.to_ids(Itemsets::concat(outs).canonicalize())
+}
+
+/// Bytes of extra working memory the first level may use: an eighth of the input's CSR
+/// size, at least 32 MiB.
+pub(crate) fn budget_of(db: BasketsRef<'_>) -> usize {
+    let input = db.items.len() * 4 + db.offsets.len() * 8 + db.weights.map_or(0, |w| w.len() * 8);
+    (input / 8).max(32 << 20)
+}
+
+fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit: &Limit, miner: &M) -> Vec<Itemsets> {
+    let m = prep.m();
+    let weighted = db.weights.is_some();
+    let chunks = chunk_ranges(db.len(), 4);
+    let emit_single = |i: usize, pe: &[u32]| -> Emitter<'_> {
+        let mut em = Emitter::new(p, limit);
+        em.pe.extend_from_slice(&prep.top_pe);
+        em.pe.extend_from_slice(pe);
+        em.prefix.push(prep.rank[i]);
+        em.emit(prep.counts[i]);
+        em
+    };
+    if m == 0 {
+        return Vec::new();
+    }
+    if p.max_len < 2 || m == 1 {
+        return (0..m).map(|i| emit_single(i, &[]).finish()).collect();
+    }
+    if let Some(outs) = root_in_memory(db, prep, p, limit, miner) {
+        return outs;
+    }
+    // Pair counts first when the triangle is small next to the pairs the transactions hold.
+    let tri = m * (m - 1) / 2;
+    let pair_volume: u64 = (0..db.len()).into_par_iter().with_min_len(4096).map(|t| {
+        let l = (db.offsets[t + 1] - db.offsets[t]) as u64;
+        l * l.saturating_sub(1) / 2
+    }).sum();
+    let use_pairs = tri * 4 <= PAIR_BYTES && (tri as u64) * 4 <= pair_volume && prep.total <= u32::MAX as u64;
+    let pairs = use_pairs.then(|| pair_counts(db, prep, &chunks));
+    // keep[i]: the codes j < i that may join i (frequent pair, not a perfect extension), as a
+    // bit matrix; pe[i]: the perfect extensions of {i} (output ranks).
+    let (keep_bits, pe_of): (Vec<u64>, Vec<Vec<u32>>) = match &pairs {
+        Some(pc) => {
+            let words = m.div_ceil(64);
+            let mut bits = vec![0u64; m * words];
+            let mut pe = vec![Vec::new(); m];
+            for i in 1..m {
+                for j in 0..i {
+                    let c = pc.get(i as u32, j as u32) as u64;
+                    if c == prep.counts[i] {
+                        pe[i].push(prep.rank[j]);
+                    } else if c >= p.min_count {
+                        bits[i * words + j / 64] |= 1 << (j % 64);
+                    }
+                }
+            }
+            (bits, pe)
+        }
+        None => (Vec::new(), vec![Vec::new(); m]),
+    };
+    let words = m.div_ceil(64);
+    let kept = |i: u32, j: u32| -> bool { pairs.is_none() || keep_bits[i as usize * words + j as usize / 64] >> (j % 64) & 1 == 1 };
+    let min_tx_len = if pairs.is_some() { 2 } else { 1 };
+    if let (2, Some(pc)) = (p.max_len, &pairs) {
+        // Only pairs are wanted and all their counts are known.
+        return (0..m).into_par_iter().map(|i| {
+            let mut em = emit_single(i, &pe_of[i]);
+            for j in 0..i as u32 {
+                if kept(i as u32, j) {
+                    em.prefix.push(prep.rank[j as usize]);
+                    em.emit(pc.get(i as u32, j) as u64);
+                    em.prefix.pop();
+                }
+            }
+            em.finish()
+        }).collect();
+    }
+    // Sizes of every conditional database, per chunk (entries and transactions).
+    let sizes: Vec<Vec<(u32, u32)>> = chunks
+        .par_iter()
+        .map_init(Vec::new, |code, &(a, b)| {
+            let mut sz = vec![(0u32, 0u32); m];
+            for t in a..b {
+                prep.code_tx(db.transaction(t), code);
+                for q in 1..code.len() {
+                    let i = code[q];
+                    let l = code[..q].iter().filter(|&&j| kept(i, j)).count() as u32;
+                    if l >= min_tx_len {
+                        sz[i as usize].0 += l;
+                        sz[i as usize].1 += 1;
+                    }
+                }
+            }
+            sz
+        })
+        .collect();
+    let bytes_of = |i: usize| -> usize {
+        let (e, t) = sizes.iter().fold((0usize, 0usize), |acc, s| (acc.0 + s[i].0 as usize, acc.1 + s[i].1 as usize));
+        e * 4 + (t + 1) * (4 + if weighted { 8 } else { 0 })
+    };
+    let budget = budget_of(db);
+    let mut outs: Vec<Itemsets> = Vec::with_capacity(m);
+    let mut lo = 0;
+    while lo < m {
+        let mut hi = lo;
+        let mut bytes = 0;
+        while hi < m && (hi == lo || bytes + bytes_of(hi) <= budget) {
+            bytes += bytes_of(hi);
+            hi += 1;
+        }
+        let batch = deliver(db, prep, &chunks, &sizes, lo, hi, &kept, min_tx_len);
+        let mut part: Vec<Itemsets> = batch
+            .into_par_iter()
+            .with_max_len(1)
+            .enumerate()
+            .map(|(k, mut d)| {
+                let i = lo + k;
+                SCRATCH.with(|cell| {
+                let scratch = &mut *cell.borrow_mut();
+                let mut pe = pe_of[i].clone();
+                match &pairs {
+                    None => reduce(&mut d, weighted, prep, i, p.min_count, &mut pe, scratch),
+                    Some(pc) => localize(&mut d, prep, i, pc, &keep_bits[i * words..(i + 1) * words], scratch),
+                }
+                let mut em = emit_single(i, &pe);
+                if !scratch.counts.is_empty() && em.prefix.len() < p.max_len && !limit.stopped() {
+                    let cond = Cond { items: &d.items, offs: &d.offs, weights: weighted.then_some(&d.weights[..]), counts: &scratch.counts, orig: &scratch.orig };
+                    miner.mine(cond, &mut em, p);
+                }
+                em.finish()
+                })
+            })
+            .collect();
+        outs.append(&mut part);
+        lo = hi;
+    }
+    outs
+}
+
+/// The first level when the recoded input fits the budget: recode once (frequent codes only,
+/// transactions with two or more), list every code's occurrences, and project each code's
+/// conditional database from them (in parallel over codes). None when it does not fit.
+fn root_in_memory<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit: &Limit, miner: &M) -> Option<Vec<Itemsets>> {
+    let weighted = db.weights.is_some();
+    // Frequent entries, exactly when unweighted; the input size bounds them otherwise.
+    let entries = if weighted { db.items.len() as u64 } else { prep.counts.iter().sum::<u64>() };
+    if entries as usize * 8 + db.len() * (4 + if weighted { 8 } else { 0 }) > budget_of(db) {
+        return None;
+    }
+    let parts: Vec<CondBuf> = chunk_ranges(db.len(), 4)
+        .into_par_iter()
+        .map_init(Vec::new, |code, (a, b)| {
+            let mut d = CondBuf { offs: vec![0], weighted, ..Default::default() };
+            for t in a..b {
+                prep.code_tx(db.transaction(t), code);
+                if code.len() >= 2 {
+                    d.items.extend_from_slice(code);
+                    d.offs.push(d.items.len() as u32);
+                    if weighted {
+                        d.weights.push(db.weight(t));
+                    }
+                }
+            }
+            d
+        })
+        .collect();
+    let mut root = CondBuf { offs: vec![0], weighted, ..Default::default() };
+    for d in parts {
+        let base = root.items.len() as u32;
+        root.items.extend_from_slice(&d.items);
+        root.offs.extend(d.offs[1..].iter().map(|o| o + base));
+        root.weights.extend_from_slice(&d.weights);
+    }
+    root.counts.clone_from(&prep.counts);
+    root.orig.clone_from(&prep.rank);
+    let rc = root.as_cond();
+    let (mut start, mut occ) = (Vec::new(), Vec::new());
+    occurrences(&rc, prep.m(), &mut start, &mut occ);
+    Some(
+        (0..prep.m())
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|i| {
+                ROOT_SCRATCH.with(|cell| {
+                    let (proj, child) = &mut *cell.borrow_mut();
+                    let mut em = Emitter::new(p, limit);
+                    em.pe.extend_from_slice(&prep.top_pe);
+                    em.prefix.push(prep.rank[i]);
+                    if em.prefix.len() < p.max_len {
+                        project(&rc, i, &occ[start[i] as usize..start[i + 1] as usize], prep.counts[i], p.min_count, &mut em.pe, child, proj);
+                    } else {
+                        child.counts.clear();
+                    }
+                    em.emit(prep.counts[i]);
+                    if !child.counts.is_empty() && !limit.stopped() {
+                        miner.mine(child.as_cond(), &mut em, p);
+                    }
+                    em.finish()
+                })
+            })
+            .collect(),
+    )
+}
+
+thread_local! {
+    static ROOT_SCRATCH: std::cell::RefCell<(ProjScratch, CondBuf)> = std::cell::RefCell::new(Default::default());
+}
+
+/// One first-level conditional database as delivered (codes before reduction).
+pub(crate) struct Delivered {
+    pub items: Vec<u32>,
+    pub offs: Vec<u32>,
+    pub weights: Vec<u64>,
+}
+
+/// Occurrence delivery of codes `lo..hi`: one pass over the transactions, every chunk writing
+/// its share of each conditional database into its exactly sized place (transaction order kept).
+#[allow(clippy::too_many_arguments)]
+fn deliver(
+    db: BasketsRef<'_>, prep: &Prep, chunks: &[(usize, usize)], sizes: &[Vec<(u32, u32)>], lo: usize, hi: usize,
+    kept: &(dyn Fn(u32, u32) -> bool + Sync), min_tx_len: u32,
+) -> Vec<Delivered> {
+    let weighted = db.weights.is_some();
+    let mut out: Vec<Delivered> = (lo..hi)
+        .map(|i| {
+            let (e, t) = sizes.iter().fold((0usize, 0usize), |acc, s| (acc.0 + s[i].0 as usize, acc.1 + s[i].1 as usize));
+            Delivered { items: vec![0; e], offs: vec![0; t + 1], weights: if weighted { vec![0; t] } else { Vec::new() } }
+        })
+        .collect();
+    // Cut every database into one disjoint piece per chunk.
+    type Piece<'a> = (&'a mut [u32], &'a mut [u32], &'a mut [u64], u32);
+    let mut per_chunk: Vec<Vec<Piece<'_>>> = (0..chunks.len()).map(|_| Vec::with_capacity(hi - lo)).collect();
+    for (k, d) in out.iter_mut().enumerate() {
+        let i = lo + k;
+        let (mut items, offs) = (&mut d.items[..], &mut d.offs[1..]);
+        let mut offs = offs;
+        let mut w = &mut d.weights[..];
+        let mut base = 0u32;
+        for (c, s) in sizes.iter().enumerate() {
+            let (e, t) = (s[i].0 as usize, s[i].1 as usize);
+            let (a, rest) = std::mem::take(&mut items).split_at_mut(e);
+            items = rest;
+            let (b, rest) = std::mem::take(&mut offs).split_at_mut(t);
+            offs = rest;
+            let (x, rest) = std::mem::take(&mut w).split_at_mut(if weighted { t } else { 0 });
+            w = rest;
+            per_chunk[c].push((a, b, x, base));
+            base += e as u32;
+        }
+    }
+    per_chunk.into_par_iter().zip(chunks.par_iter()).for_each_init(Vec::new, |code, (mut pieces, &(a, b))| {
+        let mut cur = vec![(0usize, 0usize); hi - lo];
+        for t in a..b {
+            prep.code_tx(db.transaction(t), code);
+            for q in 1..code.len() {
+                let i = code[q] as usize;
+                if i < lo || i >= hi {
+                    continue;
+                }
+                let k = i - lo;
+                let (items, offs, w, base) = &mut pieces[k];
+                let (ref mut e, ref mut n) = cur[k];
+                if min_tx_len > 1 && (code[..q].iter().filter(|&&j| kept(i as u32, j)).count() as u32) < min_tx_len {
+                    continue;
+                }
+                for &j in &code[..q] {
+                    if kept(i as u32, j) {
+                        items[*e] = j;
+                        *e += 1;
+                    }
+                }
+                offs[*n] = *base + *e as u32;
+                if let Some(wt) = db.weights {
+                    w[*n] = wt[t];
+                }
+                *n += 1;
+            }
+        }
+        pieces.clear();
+    });
+    out
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Per-thread scratch of the first level: counters and local codes by global code (zero /
+/// `NONE` between uses: only touched entries are reset), and the reduced database's counts
+/// and output ranks.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    cnt: Vec<u64>,
+    lc: Vec<u32>,
+    touched: Vec<u32>,
+    pub counts: Vec<u64>,
+    pub orig: Vec<u32>,
+}
+
+impl Scratch {
+    fn ready(&mut self, m: usize) {
+        if self.cnt.len() < m {
+            self.cnt.resize(m, 0);
+            self.lc.resize(m, NONE);
+        }
+        self.counts.clear();
+        self.orig.clear();
+    }
+}
+
+/// Unfiltered database of code `i` (global codes < i): count, set perfect extensions aside
+/// (into `pe`), keep the frequent codes (recoded to local codes, ascending), compact in
+/// place and drop transactions left empty. Counts and output ranks go to `s`.
+fn reduce(d: &mut Delivered, weighted: bool, prep: &Prep, i: usize, min_count: u64, pe: &mut Vec<u32>, s: &mut Scratch) {
+    s.ready(prep.m());
+    let n = d.offs.len() - 1;
+    s.touched.clear();
+    for t in 0..n {
+        let w = if weighted { d.weights[t] } else { 1 };
+        for &j in &d.items[d.offs[t] as usize..d.offs[t + 1] as usize] {
+            let c = &mut s.cnt[j as usize];
+            if *c == 0 {
+                s.touched.push(j);
+            }
+            *c += w;
+        }
+    }
+    sort_touched(&mut s.touched, i);
+    for &j in &s.touched {
+        let c = s.cnt[j as usize];
+        if c == prep.counts[i] {
+            pe.push(prep.rank[j as usize]);
+        } else if c >= min_count {
+            s.lc[j as usize] = s.counts.len() as u32;
+            s.counts.push(c);
+            s.orig.push(prep.rank[j as usize]);
+        }
+    }
+    let (mut e, mut nt) = (0usize, 0usize);
+    let mut from = 0usize; // original start of transaction t (offs is overwritten behind us)
+    for t in 0..n {
+        let start = e;
+        let to = d.offs[t + 1] as usize;
+        for x in std::mem::replace(&mut from, to)..to {
+            let c = s.lc[d.items[x] as usize];
+            if c != NONE {
+                d.items[e] = c;
+                e += 1;
+            }
+        }
+        if e > start {
+            if weighted {
+                d.weights[nt] = d.weights[t];
+            }
+            nt += 1;
+            d.offs[nt] = e as u32;
+        }
+    }
+    d.items.truncate(e);
+    d.offs.truncate(nt + 1);
+    if weighted {
+        d.weights.truncate(nt);
+    }
+    for &j in &s.touched {
+        s.cnt[j as usize] = 0;
+        s.lc[j as usize] = NONE;
+    }
+}
+
+/// Sort codes known to be distinct and below `bound`: a scan of a bitmap when they are many
+/// next to the bound, a comparison sort otherwise.
+pub(crate) fn sort_touched(v: &mut Vec<u32>, bound: usize) {
+    if v.len() < 64 || v.len() * 16 < bound {
+        v.sort_unstable();
+        return;
+    }
+    let mut bits = vec![0u64; bound.div_ceil(64)];
+    for &x in v.iter() {
+        bits[x as usize / 64] |= 1 << (x % 64);
+    }
+    v.clear();
+    for (w, &b) in bits.iter().enumerate() {
+        let mut b = b;
+        while b != 0 {
+            v.push((w * 64) as u32 + b.trailing_zeros());
+            b &= b - 1;
+        }
+    }
+}
+
+/// Pair-filtered database of code `i` (only kept codes, `row` its bits): local codes are the
+/// ranks of the kept codes, counts are the pair counts.
+fn localize(d: &mut Delivered, prep: &Prep, i: usize, pc: &Pairs, row: &[u64], s: &mut Scratch) {
+    s.ready(prep.m());
+    s.touched.clear();
+    for (w, &bits) in row.iter().enumerate() {
+        let mut b = bits;
+        while b != 0 {
+            let j = w * 64 + b.trailing_zeros() as usize;
+            b &= b - 1;
+            s.lc[j] = s.counts.len() as u32;
+            s.counts.push(pc.get(i as u32, j as u32) as u64);
+            s.orig.push(prep.rank[j]);
+            s.touched.push(j as u32);
+        }
+    }
+    for x in d.items.iter_mut() {
+        *x = s.lc[*x as usize];
+    }
+    for &j in &s.touched {
+        s.lc[j as usize] = NONE;
+    }
+}
+
+/// All pair counts of frequent codes in one pass (per-thread triangles, summed).
+fn pair_counts(db: BasketsRef<'_>, prep: &Prep, chunks: &[(usize, usize)]) -> Pairs {
+    let m = prep.m();
+    let tri = m * (m - 1) / 2;
+    let counts = chunks
+        .par_iter()
+        .fold(
+            || (vec![0u32; tri], Vec::new()),
+            |(mut acc, mut code), &(a, b)| {
+                for t in a..b {
+                    prep.code_tx(db.transaction(t), &mut code);
+                    let w = db.weight(t) as u32;
+                    for q in 1..code.len() {
+                        let i = code[q] as usize;
+                        let row = &mut acc[i * (i - 1) / 2..];
+                        for &j in &code[..q] {
+                            row[j as usize] += w;
+                        }
+                    }
+                }
+                (acc, code)
+            },
+        )
+        .map(|x| x.0)
+        .reduce(|| vec![0u32; tri], add_into);
+    Pairs { counts }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idmap_and_sparse_counts() {
+        let mut h = IdMap::new(3);
+        for (k, v) in [(u32::MAX, 1), (0, 2), (7, 3)] {
+            h.insert(k, v);
+        }
+        assert_eq!((h.get(u32::MAX), h.get(0), h.get(7), h.get(8)), (1, 2, 3, NONE));
+        let b = crate::Baskets::from_lists([vec![1u32, 4_294_967_295], vec![4_294_967_295], vec![3_000_000_000]]);
+        let (ids, counts) = count_items(BasketsRef::from_baskets(&b));
+        assert_eq!(ids, vec![1, 3_000_000_000, 4_294_967_295]);
+        assert_eq!(counts, vec![1, 1, 2]);
+        let prep = Prep::new(BasketsRef::from_baskets(&b), 1);
+        assert_eq!(prep.lookup.get(4_294_967_295), 0);
+        assert_eq!(prep.out_ids, ids);
+    }
+}
