@@ -9,45 +9,10 @@ import json
 
 import click
 
+from clusterlab.cli.options import transport_options
 from clusterlab.errors import ConfigError
 
 KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft")
-
-
-def _transport_options(f):
-    """The TCP knobs of ``clusterlab run`` (to move to a shared cli/options.py)."""
-    opts = [
-        click.option("--sndbuf", help="SO_SNDBUF per socket, e.g. 4MB (tcp backend)."),
-        click.option("--rcvbuf", help="SO_RCVBUF per socket (tcp backend)."),
-        click.option("--no-nodelay", is_flag=True, help="Leave Nagle's algorithm on (TCP_NODELAY off)."),
-        click.option("--congestion", help="TCP congestion control, e.g. reno, cubic, bbr."),
-        click.option("--rto-min", help="Minimum RTO per socket (TCP_RTO_MIN_US), 5ms..200ms."),
-        click.option("--rto-min-jitter", help="Each rank draws its rto-min from [rto-min, rto-min + jitter]."),
-        click.option("--rto-max", help="Maximum RTO per socket (TCP_RTO_MAX_MS), 1s..120s."),
-        click.option("--rto-max-jitter", help="Each rank draws its rto-max from [rto-max, rto-max + jitter]."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-rank jitter draws."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def _config(sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max, rto_max_jitter, seed):
-    """A TransportConfig when any knob was given, else None."""
-    if not any((sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max, rto_max_jitter)):
-        return None
-    from clusterlab.net.transport_config import TransportConfig
-    from clusterlab.units import parse_duration, parse_size
-
-    def dur(v):
-        return None if v is None else parse_duration(v)
-
-    def size(v):
-        return None if v is None else parse_size(v)
-
-    return TransportConfig(sndbuf=size(sndbuf), rcvbuf=size(rcvbuf), nodelay=not no_nodelay, congestion=congestion,
-                           rto_min=dur(rto_min), rto_min_jitter=dur(rto_min_jitter) or 0.0, rto_max=dur(rto_max),
-                           rto_max_jitter=dur(rto_max_jitter) or 0.0, seed=seed)
 
 
 @click.group()
@@ -70,13 +35,12 @@ def npb():
               help="Number of ranks (default 1, or the job's size when started as its ranks).")
 @click.option("--backend", type=click.Choice(["auto", "tcp", "mpi", "inproc", "world"]), default="auto",
               show_default=True, help="auto: world when started by `clusterlab run`/mpiexec, else tcp.")
-@_transport_options
+@transport_options()
 @click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before the job is stopped.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Also write the record with every rank's message sequence (for compute replay) to this JSON file.")
-def run_cmd(kernel, cls, n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max,
-            rto_max_jitter, seed, timeout, as_json, trace_path):
+def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
     """Run one NPB KERNEL and print NPB's report (class, size, iterations, time, Mop/s,
     verification), the checked values and each rank's compute time and bytes sent.
 
@@ -102,7 +66,11 @@ def run_cmd(kernel, cls, n, backend, sndbuf, rcvbuf, no_nodelay, congestion, rto
             n = world().size
         else:
             n = 1
-    config = _config(sndbuf, rcvbuf, no_nodelay, congestion, rto_min, rto_min_jitter, rto_max, rto_max_jitter, seed)
+    config = None
+    if transport:
+        from clusterlab.net.transport_config import TransportConfig
+
+        config = TransportConfig.parse(transport, place="socket")
     if config is not None and backend != "tcp":
         raise ConfigError("TCP settings (--sndbuf, --rto-min, ...) apply only to --backend tcp")
     if timeout <= 0:
