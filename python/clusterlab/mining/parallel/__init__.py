@@ -36,14 +36,3 @@ from clusterlab.mining.sequential import min_count_of
 
 __all__ = ["ALGORITHMS", "BACKENDS", "ParallelConfig", "ParallelRun", "PassStats", "ReplayRun", "launched_job",
            "min_count_of", "mine_parallel", "rank_job", "replay_job", "replay_parallel", "run_parallel", "run_rank"]
-
-
-def __getattr__(name):
-    # `cli/experiment.py` (owned by the studies work) still imports format_passes from here as
-    # an import check; the table formatting now lives in the report layer. Remove this once
-    # that import moves to clusterlab.report.mining_tables.
-    if name == "format_passes":
-        from clusterlab.report.mining_tables import format_passes
-
-        return format_passes
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
