@@ -292,7 +292,7 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--min-support", "-s", default="0.01", show_default=True,
               help="Fraction of transactions (0.01 or 1%), or an absolute count (50).")
-@click.option("--algorithm", "-a", type=click.Choice(["auto", "apriori", "fpgrowth", "eclat", "hpa", "hpa-eld", "cd", "pfp"]),
+@click.option("--algorithm", "-a", type=click.Choice(["auto", "apriori", "fpgrowth", "eclat", "lcm", "hpa", "hpa-eld", "cd", "pfp"]),
               default="auto", show_default=True,
               help="auto: by measurement (see docs/mining.md). hpa|hpa-eld|cd|pfp: parallel (with --nodes).")
 @click.option("--target", "-t", type=click.Choice(["all", "closed", "maximal"]), default="all", show_default=True)
