@@ -85,7 +85,7 @@ def resolve_data(data: str, cache_dir: str) -> str:
 
 
 def execute(session, params: dict, reps: int, warmup: int):
-    from clusterlab.experiments.workloads import undilate
+    from clusterlab.experiments.workloads.columns import undilate
     from clusterlab.mining.parallel import ParallelConfig, mine_parallel
     from clusterlab.units import parse_size
 
