@@ -323,6 +323,12 @@ def test_processes_give_the_inproc_results(backend, n):
         assert not bad, f"rank {r} differs from inproc in {bad}"
 
 
+# Under mpiexec the failed rank is inferred: hydra kills every other rank as soon as one dies, so
+# the launcher sees all their links drop at nearly the same moment and may name another rank
+# (about one run in ten; docs/comm.md). The TCP backend names the victim exactly.
+MPI_NAMING = "under mpiexec the first failed rank is inferred from the order the links dropped"
+
+
 @pytest.mark.parametrize("backend", PROCESS_BACKENDS)
 @pytest.mark.parametrize(("op", "name"), KILL_CASES, ids=[f"{o}-{a}" for o, a in KILL_CASES])
 def test_rank_process_killed_mid_collective(backend, op, name):
@@ -338,6 +344,8 @@ def test_rank_process_killed_mid_collective(backend, op, name):
     with pytest.raises(PeerFailure) as ei:
         launch_processes(backend, spmd_cases.die_mid, n, op, name, victim, after, timeout=60)
     assert time.monotonic() - t0 < 15
+    if backend == "mpi" and ei.value.rank != victim:
+        pytest.xfail(MPI_NAMING)
     assert ei.value.rank == victim
     res = getattr(ei.value, "result", None)
     if res is not None:

@@ -174,7 +174,9 @@ def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
             pytest.fail("the target did not come up in 60 s")
         time.sleep(1.0)
         p.send_signal(sig)
-        assert p.wait(timeout=30) == code
+        # Generous: an interrupted transfer is abandoned at once, but tearing down the target and
+        # the testbed takes seconds, more on a loaded machine.
+        assert p.wait(timeout=120) == code
     finally:
         if p.poll() is None:
             p.kill()
