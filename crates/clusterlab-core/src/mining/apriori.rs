@@ -3,7 +3,7 @@
 //! transactions). Pairs are counted in a dense triangular matrix when it fits.
 
 use super::itemsets::{ItemRanks, Itemsets, Limit, MineParams};
-use super::{prep, BasketsRef};
+use super::{pairs, prep, BasketsRef};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
@@ -321,7 +321,23 @@ pub fn apriori(db: BasketsRef<'_>, p: &MineParams, limit: &Limit) -> Itemsets {
         return to_ids(out, &freq_ids);
     }
     let lookup = prep::rank_lookup(&freq_ids);
-    let pairs = frequent_pairs(db, &lookup, freq_ids.len(), p.min_count);
+    let m = freq_ids.len();
+    let pairs = if db.weights.is_none() && pairs::tri_len(m) * 4 <= PAIR_BAND_BYTES && db.len() <= u32::MAX as usize {
+        // The shared pass-2 kernel (u32 counters, ranks keep the ids' order).
+        let tri = pairs::count_pairs_streamed(db, &lookup, m);
+        let mut out = Itemsets::new();
+        for a in 0..m {
+            for b in a + 1..m {
+                let c = tri[pairs::tri(m, a, b)] as u64;
+                if c >= p.min_count {
+                    out.push(&[a as u32, b as u32], c);
+                }
+            }
+        }
+        out
+    } else {
+        frequent_pairs(db, &lookup, m, p.min_count)
+    };
     if p.min_len <= 2 {
         out.append(&pairs);
     }
