@@ -100,12 +100,34 @@ def test_after_sigkill_of_the_driver_clean_removes_everything(name):
     assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
 
 
-def _open(tb, tgt, i, host=None):
+def _open(tb, tgt, i, host=None, connections=1):
     from clusterlab.storage.iscsi import open_lun
 
     d = tgt.luns[i]
     with in_netns(tb.host(host or d["client"]).ns):
-        return open_lun(d["portal"], d["iqn"], d["lun"], timeout=10)
+        return open_lun(d["portal"], d["iqn"], d["lun"], timeout=10, connections=connections)
+
+
+def test_several_sessions_stripe_blocks_and_read_back_what_one_wrote(name):
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+            IscsiTarget(tb, initiators=1, lun_size=4 << 20) as tgt:
+        data = os.urandom(3 << 20)
+        with _open(tb, tgt, 0) as one:
+            one.write(0, data)
+        with _open(tb, tgt, 0, connections=4) as lun:
+            assert lun.connections == 4
+            # striped 64 KB commands over 4 sessions land each block in its own place; a tail
+            # shorter than a block is read too
+            assert lun.read(0, len(data), block=64 << 10) == data
+            assert lun.read(512, len(data) - 1024, block=64 << 10) == data[512:-512]
+            w = lun.write_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=3)
+            r = lun.read_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=3)
+            assert (w.nbytes, r.nbytes, r.bad_blocks) == (2 << 20, 2 << 20, 0)
+            assert lun.read_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=4).bad_blocks == 32
+            with pytest.raises(ValueError, match="block"):
+                lun.read(0, 1 << 20, block=1000)
+        with _open(tb, tgt, 0) as one:  # what 4 sessions wrote, one session reads back
+            assert one.read_sequential(2 << 20, block=1 << 20, offset=1 << 20, seed=3).bad_blocks == 0
 
 
 def test_one_initiator_reads_back_what_it_wrote(name):

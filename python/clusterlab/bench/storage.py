@@ -91,7 +91,7 @@ def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrie
         raise
 
 
-def _open_all(tb, target, n: int, timeout: int) -> list:
+def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.storage.iscsi import open_lun
 
@@ -99,7 +99,7 @@ def _open_all(tb, target, n: int, timeout: int) -> list:
     for i in range(n):
         d = target.luns[i]
         with in_netns(tb.host(d["client"]).ns):  # the session's socket stays in the host's namespace
-            luns.append(open_lun(d["portal"], d["iqn"], d["lun"], timeout=timeout))
+            luns.append(open_lun(d["portal"], d["iqn"], d["lun"], timeout=timeout, connections=connections))
     return luns
 
 
@@ -174,8 +174,9 @@ def _terminate_unwinds():
 
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
         rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
-        name: str | None = None, timeout: int = 30, direct: bool = False) -> dict:
+        name: str | None = None, timeout: int = 30, direct: bool = False, connections: int = 4) -> dict:
     """The benchmark as one call (needs root, tgt, libiscsi). ``rate`` None: unshaped links.
+    ``connections``: sessions per initiator, i.e. commands in flight (1: one at a time).
 
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
@@ -189,13 +190,14 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     if block <= 0 or block % 512 or size % block:
         raise ConfigError(f"--block must be a positive multiple of 512 that divides --size (got {block}, {size})")
     res = {"config": {"hosts": hosts, "initiators": initiators, "size": size, "block": block,
-                      "rate": rate or f"unshaped ({UNSHAPED_RATE} htb)", "direct": direct},
+                      "rate": rate or f"unshaped ({UNSHAPED_RATE} htb)", "direct": direct,
+                      "connections": connections},
            "load_before": _load(), "runs": []}
     topo = StarTopo(hosts=max(2, hosts), rate=rate or UNSHAPED_RATE, storage=True)
     tb = Testbed(topo, name=name)
     try:
         with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct) as target:
-            luns = _open_all(tb, target, max(initiators), timeout)
+            luns = _open_all(tb, target, max(initiators), timeout, connections)
             try:
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
