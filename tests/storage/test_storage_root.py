@@ -155,6 +155,25 @@ def test_one_initiator_reads_back_what_it_wrote(name):
             _open(tb, tgt, 1, host="h0")
 
 
+def test_throttled_backing_store_limits_the_target_and_its_cgroup_goes(name):
+    from clusterlab.cluster.testbed.storage import backing_io
+
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+            IscsiTarget(tb, initiators=2, lun_size=4 << 20, backing_bps=2_000_000) as tgt:
+        assert storage_leftovers(name)["cgroups"]
+        with _open(tb, tgt, 0, connections=2) as a, _open(tb, tgt, 1, connections=2) as b:
+            w = a.write_sequential(2 << 20, block=64 << 10, seed=1)
+            w2 = b.write_sequential(2 << 20, block=64 << 10, seed=2)
+            r = a.read_sequential(2 << 20, block=64 << 10, seed=1)
+        # 2 MB/s shared by both LUNs (unthrottled at 10 Gbit/s this takes milliseconds)
+        assert 0.7 < w.seconds < 5 and 0.7 < w2.seconds < 5 and 0.7 < r.seconds < 5 and r.bad_blocks == 0
+        io = backing_io(name)
+        assert io["write_bytes"] >= 4 << 20 and io["read_bytes"] >= 2 << 20  # O_DIRECT: all reached the disk
+        port = tgt.port
+    _nothing_left(name, port)
+    assert "cgroups" not in storage_leftovers(name)
+
+
 def test_two_initiators_at_once_on_their_own_luns(name):
     from clusterlab.bench.storage import run
 

@@ -103,6 +103,41 @@ def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
     return luns
 
 
+def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: float | None = None) -> dict:
+    """What the monitor saw during one phase: the storage host's link (MB/s each way, and as a
+    fraction of the link rate), the machine's CPU (busy = 1 - idle, and I/O wait) and the
+    disks' MB/s, averaged over the phase; ``bottleneck`` names the resource nearest its limit:
+    ``network`` (st's link >= 85 % of the rate), ``backing store`` (throttled, and the disks
+    moved >= 85 % of its limit), ``cpu`` (the machine >= 90 % busy: target, initiators and the
+    emulated switch share its cores), else ``latency`` (nothing full: the commands in flight
+    wait for round trips and the target's turn)."""
+    rows = tbl.to_pylist()
+    secs = sum(r["value"] for r in rows if r["node"] == "machine" and r["metric"] == "interval_seconds") or 1e-9
+
+    def total(node, metric):
+        return sum(r["value"] for r in rows if r["node"] == node and r["metric"] == metric)
+
+    def mean(metric):
+        v = [r["value"] for r in rows if r["node"] == "machine" and r["metric"] == metric]
+        return sum(v) / len(v) if v else 0.0
+
+    rx, tx = total(storage_host, "rx_bytes") / secs / 1e6, total(storage_host, "tx_bytes") / secs / 1e6
+    disk = (total("machine", "disk_read_bytes") + total("machine", "disk_write_bytes")) / secs / 1e6
+    busy, iowait = 1.0 - mean("cpu_idle"), mean("cpu_iowait")
+    link = max(rx, tx) / (rate_bps / 8 / 1e6) if rate_bps else None
+    if link is not None and link >= 0.85:
+        neck = "network"
+    elif backing_bps and disk >= 0.85 * backing_bps / 1e6:
+        neck = "backing store"
+    elif busy >= 0.9:
+        neck = "cpu"
+    else:
+        neck = "latency"
+    return {"seconds": round(secs, 2), "st_rx_mbps": round(rx, 2), "st_tx_mbps": round(tx, 2),
+            "st_link_utilization": None if link is None else round(link, 3), "cpu_busy": round(busy, 3),
+            "cpu_iowait": round(iowait, 3), "disk_mbps": round(disk, 2), "bottleneck": neck}
+
+
 def _rows(out: list, size: int) -> tuple[list[dict], float]:
     rows = [{"initiator": i, "mbps": round(tr.mbps, 2), "seconds": round(tr.seconds, 4), "bad_blocks": tr.bad_blocks}
             for i, (_, _, tr) in enumerate(out)]
@@ -174,15 +209,19 @@ def _terminate_unwinds():
 
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
         rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
-        name: str | None = None, timeout: int = 30, direct: bool = False, connections: int = 4) -> dict:
+        name: str | None = None, timeout: int = 30, direct: bool = False, connections: int = 4,
+        monitor: bool = True, backing_bps: int | None = None) -> dict:
     """The benchmark as one call (needs root, tgt, libiscsi). ``rate`` None: unshaped links.
     ``connections``: sessions per initiator, i.e. commands in flight (1: one at a time).
+    ``monitor``: sample the testbed during each phase (``phase_usage``: the bottleneck).
+    ``backing_bps``: throttle the target's backing store to that many bytes/s (read and write).
 
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
     """
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+    from clusterlab.monitor.sampler import Monitor
 
     initiators = initiators or [1]
     if max(initiators) > hosts:
@@ -191,23 +230,29 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
         raise ConfigError(f"--block must be a positive multiple of 512 that divides --size (got {block}, {size})")
     res = {"config": {"hosts": hosts, "initiators": initiators, "size": size, "block": block,
                       "rate": rate or f"unshaped ({UNSHAPED_RATE} htb)", "direct": direct,
-                      "connections": connections},
+                      "connections": connections, "backing_bps": backing_bps},
            "load_before": _load(), "runs": []}
     topo = StarTopo(hosts=max(2, hosts), rate=rate or UNSHAPED_RATE, storage=True)
     tb = Testbed(topo, name=name)
     try:
-        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct) as target:
+        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct,
+                                                       backing_bps=backing_bps) as target:
             luns = _open_all(tb, target, max(initiators), timeout, connections)
             try:
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
                     for op in ("write", "read"):
                         out, errors = [None] * n, []
-                        _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors)
+                        mon = Monitor.for_testbed(tb, interval=0.2, capture=False) if monitor else None
+                        with mon or contextlib.nullcontext():
+                            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors)
                         if errors:
                             raise OSError("; ".join(errors))
                         rows, agg = _rows(out, size)
                         run_n[op] = {"aggregate_mbps": agg, "per_initiator": rows}
+                        if mon is not None:
+                            run_n[op]["monitor"] = phase_usage(mon.table(), target.host.name,
+                                                               topo.rate_bps if rate else None, backing_bps)
                     if any(r["bad_blocks"] for r in run_n["read"]["per_initiator"]):
                         raise OSError(f"{n} initiators: read back differs from what was written: "
                                       f"{run_n['read']['per_initiator']}")
