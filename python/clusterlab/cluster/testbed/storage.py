@@ -179,10 +179,12 @@ class IscsiTarget:
     a list of ``Host``). ``direct``: tgtd opens the backing files with O_DIRECT (no page cache:
     the disk, not RAM, serves reads). ``backing_bps``: limit tgtd's reads and writes on the disk to
     that many bytes/s each (implies ``direct``). ``luns[i]``: ``{"portal", "iqn", "lun", "path",
-    "size", "client"}``."""
+    "size", "client"}``. ``shared``: instead, one target ``<testbed>.shared`` with one LUN that
+    admits every client (per-rank regions of it: ``clusterlab.storage.source``)."""
 
     def __init__(self, testbed, initiators: int = 1, lun_size: int = 64 << 20, host: Host | None = None,
-                 clients: list[Host] | None = None, direct: bool = False, backing_bps: int | None = None):
+                 clients: list[Host] | None = None, direct: bool = False, backing_bps: int | None = None,
+                 shared: bool = False):
         self.testbed = testbed
         self.name = check_name(testbed.name)
         if host is None:
@@ -202,6 +204,7 @@ class IscsiTarget:
         self.backing_bps = None if backing_bps is None else int(backing_bps)
         self.direct = direct or backing_bps is not None
         self.cgroup: str | None = None
+        self.shared = shared
         self.dir = os.path.join(STORAGE_DIR, self.name)
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
@@ -242,8 +245,11 @@ class IscsiTarget:
                 self._write_state()  # before the cgroup exists, so that a crash leaves its path behind
                 _throttle(cg, backing_device(self.dir), self.backing_bps, self.proc.pid)
             self._write_state()  # now with tgtd's own pid (the popen pid is `ip netns exec`'s, then exec'd)
-            for i, client in enumerate(self.clients):
-                self._add_lun(i, client)
+            if self.shared:
+                self._add_lun(0, self.clients, "shared")
+            else:
+                for i, client in enumerate(self.clients):
+                    self._add_lun(i, [client])
         except BaseException:
             self.stop()
             raise
@@ -261,19 +267,22 @@ class IscsiTarget:
             time.sleep(0.1)
         raise TestbedError(f"tgtd on {self.host.name} did not answer on control port {self.port} in {timeout} s")
 
-    def _add_lun(self, i: int, client: Host) -> None:
-        path = os.path.join(self.dir, f"lun{i}.img")
+    def _add_lun(self, i: int, clients: list[Host], label: str | None = None) -> None:
+        path = os.path.join(self.dir, f"{label or f'lun{i}'}.img")
         with open(path, "wb") as f:
             f.truncate(self.lun_size)  # sparse: no disk used until written
         tid = str(i + 1)
+        name = f"{IQN_PREFIX}:{self.name}.{label}" if label else iqn(self.name, i)
         _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "new", "--tid", tid,
-                "--targetname", iqn(self.name, i))
+                "--targetname", name)
         _tgtadm(self.port, "--lld", "iscsi", "--mode", "logicalunit", "--op", "new", "--tid", tid,
                 "--lun", "1", "--backing-store", path, *(["--bsoflags", "direct"] if self.direct else []))
-        _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid,
-                "--initiator-address", client.addr)
-        self.luns.append({"portal": self.portal, "iqn": iqn(self.name, i), "lun": 1, "path": path,
-                          "size": self.lun_size, "client": client.name, "client_addr": client.addr})
+        for client in clients:
+            _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid,
+                    "--initiator-address", client.addr)
+        self.luns.append({"portal": self.portal, "iqn": name, "lun": 1, "path": path, "size": self.lun_size,
+                          "client": clients[0].name, "client_addr": clients[0].addr,
+                          "url": f"iscsi://{self.portal}/{name}/1"})
         self._write_state()
 
     def _write_state(self) -> None:
