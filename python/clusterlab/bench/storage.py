@@ -268,3 +268,47 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
         res["local"] = local_baseline(size, block, bonnie=bonnie)
     res["load_after"] = _load()
     return res
+
+
+def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "pfp", "cd"), min_support=0.01,
+                       rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
+                       backing_bps: int | None = None) -> dict:
+    """Mine FIMI file ``data`` on ``nodes`` testbed hosts twice per algorithm and repetition:
+    each rank reading its partition from the local file, and from a shared LUN on ``st``
+    (``clusterlab.storage.source``, written there first). Job times (slowest rank, read to
+    result; ``read_s``: the slowest rank's read) and their ratio; the itemsets must be equal."""
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+    from clusterlab.mining.parallel.driver import run_parallel
+    from clusterlab.storage.source import lun_bytes_needed, partition_ranges, write_partitions
+
+    lengths = [e - s for s, e in partition_ranges(data, nodes)]
+    res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
+                      "rate": rate or "unshaped", "backing_bps": backing_bps}, "load_before": _load(), "runs": []}
+    tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name)
+    try:
+        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
+                                                    shared=True, backing_bps=backing_bps) as tgt:
+            url = tgt.luns[0]["url"]
+            t0 = time.monotonic()
+            with in_netns(tb.host("h0").ns):
+                write_partitions(url, data, nodes)
+            res["write_seconds"] = round(time.monotonic() - t0, 3)
+            for rep in range(reps):
+                for algorithm in algorithms:
+                    row = {"algorithm": algorithm, "rep": rep, "load": _load()}
+                    tables = {}
+                    for where, src in (("local", str(data)), ("iscsi", url)):
+                        r = run_parallel(src, nodes, algorithm, min_support, testbed=tb.name)
+                        tables[where] = r.table
+                        row[where] = {"job_s": round(r.job_s, 3), "wall_s": round(r.wall_s, 3),
+                                      "read_s": round(max(x.get("read_s", 0.0) for x in r.ranks), 3)}
+                    if not tables["local"].equals(tables["iscsi"]):
+                        raise OSError(f"{algorithm}: itemsets mined from the LUN differ from the file's")
+                    row["iscsi_vs_local"] = round(row["iscsi"]["job_s"] / row["local"]["job_s"], 3)
+                    res["runs"].append(row)
+    finally:
+        clean_storage(tb.name)
+    res["load_after"] = _load()
+    return res
