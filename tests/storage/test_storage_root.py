@@ -174,6 +174,24 @@ def test_throttled_backing_store_limits_the_target_and_its_cgroup_goes(name):
     assert "cgroups" not in storage_leftovers(name)
 
 
+def test_separate_san_carries_the_iscsi_traffic_off_the_compute_switch(name):
+    from clusterlab.cluster.testbed.storage import SanNetwork
+
+    def tx(tb, host, iface):
+        return int(tb.host(host).run(["cat", f"/sys/class/net/{iface}/statistics/tx_bytes"]).stdout)
+
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, SanNetwork(tb) as san, \
+            IscsiTarget(tb, initiators=1, lun_size=4 << 20, san=san) as tgt:
+        assert tgt.portal == "10.1.0.3:3260"
+        before = {i: tx(tb, "st", i) for i in ("eth0", "eth1")}
+        with _open(tb, tgt, 0) as lun:
+            lun.write_sequential(2 << 20, seed=1)
+            assert lun.read_sequential(2 << 20, seed=1).bad_blocks == 0
+        assert tx(tb, "st", "eth1") - before["eth1"] > 2 << 20
+        assert tx(tb, "st", "eth0") - before["eth0"] < 64 << 10
+    assert not os.path.exists(f"/run/netns/{san.ns}")
+
+
 def test_two_initiators_at_once_on_their_own_luns(name):
     from clusterlab.bench.storage import run
 

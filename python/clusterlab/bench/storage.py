@@ -61,10 +61,17 @@ def parse_counts(text: str) -> list[int]:
 
 
 def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrier: threading.Barrier,
-           out: list, errors: list) -> None:
-    """All n initiators run ``op`` at once; out[i] = (start, end, Transfer)."""
+           out: list, errors: list, namespaces: list | None = None) -> None:
+    """All n initiators run ``op`` at once; out[i] = (start, end, Transfer). Initiator i's
+    thread (and the threads it starts) work inside ``namespaces[i]``, so that the monitor
+    counts their CPU for that host."""
+    from clusterlab.cluster.testbed.node import in_netns
 
     def one(i: int) -> None:
+        with in_netns(namespaces[i] if namespaces else None):
+            transfer(i)
+
+    def transfer(i: int) -> None:
         try:
             barrier.wait(timeout=60)
             t0 = time.monotonic()
@@ -104,26 +111,35 @@ def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
 
 
 def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: float | None = None) -> dict:
-    """What the monitor saw during one phase: the storage host's link (MB/s each way, and as a
-    fraction of the link rate), the machine's CPU (busy = 1 - idle, and I/O wait) and the
-    disks' MB/s, averaged over the phase; ``bottleneck`` names the resource nearest its limit:
-    ``network`` (st's link >= 85 % of the rate), ``backing store`` (throttled, and the disks
-    moved >= 85 % of its limit), ``cpu`` (the machine >= 90 % busy: target, initiators and the
-    emulated switch share its cores), else ``latency`` (nothing full: the commands in flight
-    wait for round trips and the target's turn)."""
+    """What the monitor saw during one phase, averaged over it: the storage host's link (MB/s
+    each way, and as a fraction of the link rate), the machine's CPU (``cpu_busy``: time not
+    idle, not in I/O wait and not niced, i.e. used by this run, since everything else on the
+    shared machine runs niced), the CPU of the target's threads (``target_cpu``, cores) and of
+    the initiators' (``initiator_cpu``, cores, summed over hosts), the backing store's MB/s
+    (tgtd's cgroup when throttled, else the machine's disks). ``bottleneck`` names the resource
+    nearest its limit: ``network`` (st's link >= 85 % of the rate), ``backing store``
+    (throttled, and it moved >= 85 % of its limit), ``cpu`` (>= 90 % busy: target, initiators
+    and the emulated switch share the machine's cores), else ``latency`` (nothing full: the
+    commands in flight wait for round trips and the target's turn)."""
     rows = tbl.to_pylist()
     secs = sum(r["value"] for r in rows if r["node"] == "machine" and r["metric"] == "interval_seconds") or 1e-9
 
     def total(node, metric):
-        return sum(r["value"] for r in rows if r["node"] == node and r["metric"] == metric)
+        return sum(r["value"] for r in rows if (node is None or r["node"] == node) and r["metric"] == metric)
 
-    def mean(metric):
-        v = [r["value"] for r in rows if r["node"] == "machine" and r["metric"] == metric]
+    def mean(metric, node="machine"):
+        v = [r["value"] for r in rows if r["node"] == node and r["metric"] == metric]
         return sum(v) / len(v) if v else 0.0
 
     rx, tx = total(storage_host, "rx_bytes") / secs / 1e6, total(storage_host, "tx_bytes") / secs / 1e6
-    disk = (total("machine", "disk_read_bytes") + total("machine", "disk_write_bytes")) / secs / 1e6
-    busy, iowait = 1.0 - mean("cpu_idle"), mean("cpu_iowait")
+    throttled = any(r["metric"].startswith("backing_") for r in rows)
+    if throttled:
+        disk = (total(storage_host, "backing_read_bytes") + total(storage_host, "backing_write_bytes")) / secs / 1e6
+    else:
+        disk = (total("machine", "disk_read_bytes") + total("machine", "disk_write_bytes")) / secs / 1e6
+    busy = 1.0 - mean("cpu_idle") - mean("cpu_iowait") - mean("cpu_nice")
+    hosts = {r["node"] for r in rows if r["metric"] == "host_cpu_user"}
+    cores = {h: mean("host_cpu_user", h) + mean("host_cpu_system", h) for h in hosts}
     link = max(rx, tx) / (rate_bps / 8 / 1e6) if rate_bps else None
     if link is not None and link >= 0.85:
         neck = "network"
@@ -133,9 +149,15 @@ def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: flo
         neck = "cpu"
     else:
         neck = "latency"
-    return {"seconds": round(secs, 2), "st_rx_mbps": round(rx, 2), "st_tx_mbps": round(tx, 2),
-            "st_link_utilization": None if link is None else round(link, 3), "cpu_busy": round(busy, 3),
-            "cpu_iowait": round(iowait, 3), "disk_mbps": round(disk, 2), "bottleneck": neck}
+    out = {"seconds": round(secs, 2), "st_rx_mbps": round(rx, 2), "st_tx_mbps": round(tx, 2),
+           "st_link_utilization": None if link is None else round(link, 3), "cpu_busy": round(busy, 3),
+           "cpu_nice_others": round(mean("cpu_nice"), 3), "cpu_iowait": round(mean("cpu_iowait"), 3),
+           ("backing_mbps" if throttled else "disk_mbps"): round(disk, 2), "bottleneck": neck}
+    if cores:
+        out["target_cpu"] = round(cores.get(storage_host, 0.0), 3)
+        out["target_io_wait_threads"] = round(mean("host_io_wait", storage_host), 2)
+        out["initiator_cpu"] = round(sum(v for h, v in cores.items() if h != storage_host), 3)
+    return out
 
 
 def _rows(out: list, size: int) -> tuple[list[dict], float]:
@@ -210,17 +232,18 @@ def _terminate_unwinds():
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
         rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
         name: str | None = None, timeout: int = 30, direct: bool = False, connections: int = 4,
-        monitor: bool = True, backing_bps: int | None = None) -> dict:
+        monitor: bool = True, backing_bps: int | None = None, san: bool = False) -> dict:
     """The benchmark as one call (needs root, tgt, libiscsi). ``rate`` None: unshaped links.
     ``connections``: sessions per initiator, i.e. commands in flight (1: one at a time).
     ``monitor``: sample the testbed during each phase (``phase_usage``: the bottleneck).
     ``backing_bps``: throttle the target's backing store to that many bytes/s (read and write).
+    ``san``: iSCSI on a second switch (``SanNetwork``) instead of the compute switch.
 
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
     """
     from clusterlab.cluster.testbed import StarTopo, Testbed
-    from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+    from clusterlab.cluster.testbed.storage import IscsiTarget, SanNetwork, clean_storage
     from clusterlab.monitor.sampler import Monitor
 
     initiators = initiators or [1]
@@ -230,22 +253,27 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
         raise ConfigError(f"--block must be a positive multiple of 512 that divides --size (got {block}, {size})")
     res = {"config": {"hosts": hosts, "initiators": initiators, "size": size, "block": block,
                       "rate": rate or f"unshaped ({UNSHAPED_RATE} htb)", "direct": direct,
-                      "connections": connections, "backing_bps": backing_bps},
+                      "connections": connections, "backing_bps": backing_bps,
+                      "network": "separate SAN switch" if san else "consolidated (one switch)"},
            "load_before": _load(), "runs": []}
     topo = StarTopo(hosts=max(2, hosts), rate=rate or UNSHAPED_RATE, storage=True)
     tb = Testbed(topo, name=name)
     try:
-        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct,
-                                                       backing_bps=backing_bps) as target:
+        with _terminate_unwinds(), tb, (SanNetwork(tb) if san else contextlib.nullcontext()) as sannet, \
+                IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct, backing_bps=backing_bps,
+                            san=sannet) as target:
             luns = _open_all(tb, target, max(initiators), timeout, connections)
             try:
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
                     for op in ("write", "read"):
                         out, errors = [None] * n, []
-                        mon = Monitor.for_testbed(tb, interval=0.2, capture=False) if monitor else None
+                        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True,
+                                                  backing=backing_bps is not None,
+                                                  ifaces=("eth0", "eth1") if san else ("eth0",)) if monitor else None
                         with mon or contextlib.nullcontext():
-                            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors)
+                            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors,
+                                   [tb.host(d["client"]).ns for d in target.luns])
                         if errors:
                             raise OSError("; ".join(errors))
                         rows, agg = _rows(out, size)

@@ -22,12 +22,13 @@ from clusterlab.errors import ConfigError
 @click.option("--backing-rate", default="none", show_default=True,
               help="Throttle the target's backing store to this many bytes/s, read and write each "
                    "(e.g. 20MB; shared by all LUNs, O_DIRECT; 'none': unthrottled).")
+@click.option("--san", is_flag=True, help="iSCSI on a second switch (separate SAN) instead of the compute switch.")
 @click.option("--direct", is_flag=True, help="Target opens its backing files with O_DIRECT (no page cache).")
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="Also run the block loop (and bonnie++, if installed) on a local file.")
 @click.option("--name", default=None, help="Testbed name (default: a fresh random one).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
-def storage(hosts, initiators, size, block, rate, connections, backing_rate, direct, baseline, name, as_json):
+def storage(hosts, initiators, size, block, rate, connections, backing_rate, san, direct, baseline, name, as_json):
     """Sequential block write, then read, on every initiator at once, each on its own LUN of
     a tgt iSCSI target on the testbed's storage host (needs root, tgt and libiscsi).
 
@@ -56,7 +57,7 @@ def storage(hosts, initiators, size, block, rate, connections, backing_rate, dir
         raise ConfigError(f"--connections must be 1..64, got {connections}")
     res = run(hosts=hosts, initiators=counts, size=nbytes, block=blk, rate=rate, baseline=baseline,
               direct=direct, name=name, connections=connections,
-              backing_bps=backing_bps)
+              backing_bps=backing_bps, san=san)
     if as_json:
         click.echo(json.dumps(res, indent=1))
         return

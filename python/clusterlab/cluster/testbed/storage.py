@@ -18,6 +18,14 @@ RAID behind the target. Measured here: a 4 MB/s limit gives dd with O_DIRECT 4.2
 file system of ``STORAGE_DIR``. The cgroup's byte counters are the target's backing-store I/O
 (``backing_io``).
 
+Separate SAN (``SanNetwork``): seed 001 puts storage traffic on the cluster's own switch
+(consolidated, the default here); for comparison a second switch, namespace
+``clab-<testbed>-san`` with bridge ``br0``, joins every host through a second interface
+``eth1`` (addresses ``SAN_SUBNET``, 10.1.0.x), shaped like the first (tbf at the same rate,
+switch port buffers and host queues of the same size). ``IscsiTarget(..., san=...)`` then puts
+the portal and the ACLs on those addresses, so iSCSI never crosses the compute switch. The
+namespace goes with the testbed (``clean``/``down`` delete every ``clab-<testbed>-*``).
+
 Stopping: tgtd ignores SIGTERM, so the LUNs and targets are removed first (tgtadm), then the
 daemon is asked to exit (``--op delete --mode system``) and killed if it has not within a few
 seconds; the backing files, the directory and the state file go last. After a crash of the
@@ -35,6 +43,8 @@ Example (needs root and tgt)::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import ipaddress
 import json
 import os
 import shutil
@@ -44,7 +54,8 @@ import time
 import zlib
 
 from clusterlab._atomic import atomic_open
-from clusterlab.cluster.testbed.node import Host, TestbedError
+from clusterlab.cluster.testbed.link import burst_bytes
+from clusterlab.cluster.testbed.node import Host, TestbedError, ns_name
 from clusterlab.cluster.testbed.topo import check_name
 
 STORAGE_DIR = "/var/tmp/clusterlab/storage"  # backing files: on disk, not in RAM (/run is tmpfs)
@@ -53,6 +64,7 @@ SOCKET_DIR = "/var/run/tgtd"
 ISCSI_PORT = 3260
 IQN_PREFIX = "iqn.2026-11.org.clusterlab"
 MAX_LUN_BYTES = 1 << 40
+SAN_SUBNET = ipaddress.IPv4Network("10.1.0.0/16")
 CGROUP_V1 = "/sys/fs/cgroup/blkio"
 CGROUP_V2 = "/sys/fs/cgroup"
 
@@ -128,6 +140,65 @@ def backing_io(testbed: str) -> dict[str, int]:
     return out
 
 
+def _batch(args: list[str], lines: list[str], what: str) -> None:
+    try:
+        p = subprocess.run(args + ["-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                           timeout=60)
+    except subprocess.TimeoutExpired:
+        raise TestbedError(f"{what}: {' '.join(args)} did not finish in 60 s") from None
+    if p.returncode != 0:
+        raise TestbedError(f"{what}: {' '.join(args)} -batch failed: {p.stderr.strip()[:300]}")
+
+
+class SanNetwork:
+    """A second switch for storage traffic only: every host of ``testbed`` gets ``eth1`` on it
+    (``address(host)``: 10.1.0.<index+1>). Links shaped as the testbed's own (``rate``
+    overrides). Built by ``up()`` (or ``with``); removed with the testbed, or by ``down()``."""
+
+    def __init__(self, testbed, rate: str | None = None):
+        self.testbed = testbed
+        self.ns = ns_name(check_name(testbed.name), "san")
+        self.topo = testbed.topo if rate is None else dataclasses.replace(testbed.topo, rate=rate)
+
+    def address(self, host: Host) -> str:
+        return str(SAN_SUBNET.network_address + host.index + 1)
+
+    def __enter__(self) -> SanNetwork:
+        return self.up()
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def up(self) -> SanNetwork:
+        topo, hosts = self.topo, self.testbed.hosts
+        rate = int(round(topo.effective_rate_bps))
+        tbf = f"root tbf rate {rate}bit burst {burst_bytes(topo)} limit"
+        try:
+            _batch(["ip"], [f"netns add {self.ns}"] + [
+                f"link add name eth1 mtu {topo.mtu} netns {h.ns} type veth peer name s{h.index} mtu {topo.mtu} "
+                f"netns {self.ns}" for h in hosts], "create the SAN switch")
+            _batch(["ip", "-n", self.ns], ["link set lo up",
+                                           "link add br0 type bridge stp_state 0 forward_delay 0 mcast_snooping 0"]
+                   + [ln for h in hosts for ln in (f"link set s{h.index} master br0", f"link set s{h.index} up")]
+                   + ["link set br0 up"], "build the SAN switch")
+            _batch(["tc", "-n", self.ns], [f"qdisc replace dev s{h.index} {tbf} {topo.buffer_bytes}" for h in hosts],
+                   "shape the SAN switch ports")
+            for h in hosts:
+                _batch(["ip", "-n", h.ns], [f"addr add {self.address(h)}/16 dev eth1", "link set eth1 up"],
+                       f"configure {h.name}'s SAN interface")
+                _batch(["tc", "-n", h.ns], [f"qdisc replace dev eth1 {tbf} {topo.host_queue_bytes}"],
+                       f"shape {h.name}'s SAN interface")
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> None:
+        """Delete the SAN switch's namespace (its veths go with it). Idempotent."""
+        if os.path.exists(os.path.join("/run/netns", self.ns)):
+            subprocess.run(["ip", "netns", "delete", self.ns], capture_output=True, timeout=30)
+
+
 def iqn(testbed: str, index: int) -> str:
     """IQN of initiator ``index``'s target.
 
@@ -184,7 +255,7 @@ class IscsiTarget:
 
     def __init__(self, testbed, initiators: int = 1, lun_size: int = 64 << 20, host: Host | None = None,
                  clients: list[Host] | None = None, direct: bool = False, backing_bps: int | None = None,
-                 shared: bool = False):
+                 shared: bool = False, san: SanNetwork | None = None):
         self.testbed = testbed
         self.name = check_name(testbed.name)
         if host is None:
@@ -205,6 +276,7 @@ class IscsiTarget:
         self.direct = direct or backing_bps is not None
         self.cgroup: str | None = None
         self.shared = shared
+        self.san = san
         self.dir = os.path.join(STORAGE_DIR, self.name)
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
@@ -216,9 +288,12 @@ class IscsiTarget:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _addr(self, host: Host) -> str:
+        return self.san.address(host) if self.san is not None else host.addr
+
     @property
     def portal(self) -> str:
-        return f"{self.host.addr}:{ISCSI_PORT}"
+        return f"{self._addr(self.host)}:{ISCSI_PORT}"
 
     def start(self) -> IscsiTarget:
         """Start tgtd, create the files, targets and LUNs; on failure remove all of it and raise."""
@@ -279,9 +354,9 @@ class IscsiTarget:
                 "--lun", "1", "--backing-store", path, *(["--bsoflags", "direct"] if self.direct else []))
         for client in clients:
             _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid,
-                    "--initiator-address", client.addr)
+                    "--initiator-address", self._addr(client))
         self.luns.append({"portal": self.portal, "iqn": name, "lun": 1, "path": path, "size": self.lun_size,
-                          "client": clients[0].name, "client_addr": clients[0].addr,
+                          "client": clients[0].name, "client_addr": self._addr(clients[0]),
                           "url": f"iscsi://{self.portal}/{name}/1"})
         self._write_state()
 
