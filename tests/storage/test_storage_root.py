@@ -209,11 +209,15 @@ def test_two_initiators_at_once_on_their_own_luns(name):
     assert not leftovers(name)["namespaces"]
 
 
-# Known: inside the whole suite (never alone, nor with tests/npb before it) the interrupted
-# benchmark sometimes does not exit; cause not found yet (see the issue 13 note). The fixture
-# removes what it leaves.
-@pytest.mark.xfail(raises=subprocess.TimeoutExpired, strict=False,
-                   reason="interrupted bench storage sometimes hangs when run inside the whole suite")
+def _as_a_foreground_job():
+    """A background job of a non-interactive shell (``make test &``, nohup, CI runners)
+    inherits SIGINT and SIGQUIT *ignored*, and Python then never raises KeyboardInterrupt;
+    exec keeps that. The child here plays a command started at a terminal, so SIGINT is reset
+    (this, not the benchmark, was why the test hung inside some whole-suite runs)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
     import json
@@ -223,7 +227,7 @@ def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
     exe = os.path.join(os.path.dirname(sys.executable), "clusterlab")
     p = subprocess.Popen([exe, "bench", "storage", "--hosts", "2", "--initiators", "2", "--size", "64MB",
                           "--rate", "155Mbit", "--name", name, "--no-baseline"], start_new_session=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_as_a_foreground_job)
     try:
         deadline = time.monotonic() + 60
         state = os.path.join(STATE_DIR, f"{name}.json")
