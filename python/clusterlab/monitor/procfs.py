@@ -133,22 +133,24 @@ class TaskCpu:
     host a thread works for is the namespace it is in (a thread that entered a host's
     namespace counts for that host, as do threads it starts afterwards).
 
-    ``sample()`` -> ``{node: (user ticks, system ticks, threads in state D)}``: ticks used since
-    the previous sample by threads alive at both (and all the ticks of threads new since then);
-    D (uninterruptible sleep) is where a thread waits for the disk, e.g. tgtd's in a throttled
-    read or write, so its count is the host's I/O wait, sampled."""
+    ``sample()`` -> ``{node: (user seconds, system seconds, threads in state D)}``: CPU time used
+    since the previous sample by threads alive at both (and all of it for threads new since
+    then). The time on CPU is the scheduler's (``schedstat``, nanoseconds); it is split into
+    user and system in the proportion of the thread's tick counts (``stat``: 10 ms ticks, too
+    coarse alone for 0.1 s samples). D (uninterruptible sleep) is where a thread waits for the
+    disk, e.g. tgtd's in a throttled read or write, so its count is the host's I/O wait, sampled."""
 
     def __init__(self, namespaces: dict[str, str]):
         self.node_of: dict[int, str] = {}
         for node, path in namespaces.items():
             with contextlib.suppress(OSError):
                 self.node_of[os.stat(path).st_ino] = node
-        self.prev: dict[int, tuple[int, int]] = {}
+        self.prev: dict[int, int] = {}
         self.first = True
 
-    def sample(self) -> dict[str, tuple[int, int, int]]:
-        out = {n: [0, 0, 0] for n in self.node_of.values()}
-        seen: dict[int, tuple[int, int]] = {}
+    def sample(self) -> dict[str, tuple[float, float, int]]:
+        out = {n: [0.0, 0.0, 0] for n in self.node_of.values()}
+        seen: dict[int, int] = {}
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
@@ -164,14 +166,17 @@ class TaskCpu:
                         continue
                     with open(f"{base}/stat") as fh:
                         state, ut, st = parse_task_stat(fh.read())
+                    with open(f"{base}/schedstat") as fh:
+                        ns = int(fh.read().split()[0])
                 except (OSError, ValueError, IndexError):
                     continue  # exited meanwhile
                 t = int(tid)
-                seen[t] = (ut, st)
-                pu, ps = self.prev.get(t, (0, 0) if not self.first else (ut, st))
+                seen[t] = ns
+                used = (ns - self.prev.get(t, 0 if not self.first else ns)) / 1e9
+                user = ut / (ut + st) if ut + st else 0.5
                 acc = out[node]
-                acc[0] += ut - pu
-                acc[1] += st - ps
+                acc[0] += used * user
+                acc[1] += used * (1 - user)
                 acc[2] += state == "D"
         self.prev, self.first = seen, False
         return {n: tuple(v) for n, v in out.items()}

@@ -165,7 +165,6 @@ class Monitor:
             self._capture = PacketCapture(ns or None, iface or None).start()
         if self.host_cpu:
             self._tasks = procfs.TaskCpu({t.node: os.path.join("/run/netns", t.ns) for t in self.targets if t.ns})
-            self._tick = os.sysconf("SC_CLK_TCK")
         self.started_at = time.time()
         self._t0 = time.monotonic()
         self._prev: dict = {}
@@ -290,8 +289,8 @@ class Monitor:
             self._prev["tasks_t"] = t
             for node, (ut, st, dstate) in self._tasks.sample().items():
                 if not first and dt > 0:
-                    self._emit(t, node, "", "host_cpu_user", -1, ut / self._tick / dt)
-                    self._emit(t, node, "", "host_cpu_system", -1, st / self._tick / dt)
+                    self._emit(t, node, "", "host_cpu_user", -1, ut / dt)
+                    self._emit(t, node, "", "host_cpu_system", -1, st / dt)
                     self._emit(t, node, "", "host_io_wait", -1, dstate)
         if self.backing is not None:
             from clusterlab.cluster.testbed.storage import backing_io
