@@ -106,8 +106,10 @@ def state_files(testbed: str | None = None) -> list[str]:
         names = os.listdir(STATE_DIR)
     except FileNotFoundError:
         return []
+    # <name>.json: the description; <name>.wan.trace: the WAN line's histograms.
     return [os.path.join(STATE_DIR, n) for n in names
-            if n.endswith(".json") and (testbed is None or n == f"{testbed}.json")]
+            if (n.endswith(".json") or n.endswith(".wan.trace"))
+            and (testbed is None or n in (f"{testbed}.json", f"{testbed}.wan.trace"))]
 
 
 def clean(testbed: str | None = None) -> dict:
