@@ -9,7 +9,8 @@ use pyo3::types::PyDict;
 use std::sync::atomic::AtomicBool;
 
 /// Move frames between `iface_a` and `iface_b` with the line's delay, rate and queue; returns
-/// per-direction totals (packets, bytes, drops, send_errors, delivered, late_mean_ns, late_max_ns).
+/// per-direction totals (packets, bytes, drops, send_errors, delivered; late_mean_ns, late_sd_ns,
+/// late_max_ns: departure minus due time, negative when early).
 #[pyfunction]
 #[pyo3(signature = (iface_a, iface_b, rate_bps, delay_ns, limit_bytes, shared=false, trace_path=None,
                     interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true))]
@@ -30,8 +31,12 @@ fn wan_delay_line<'py>(py: Python<'py>, iface_a: String, iface_b: String, rate_b
     d.set_item("drops", t.drops.to_vec())?;
     d.set_item("send_errors", t.send_errors.to_vec())?;
     d.set_item("delivered", t.delivered.to_vec())?;
-    let mean: Vec<f64> = (0..2).map(|i| t.late_sum_ns[i] as f64 / t.delivered[i].max(1) as f64).collect();
+    d.set_item("delivered_bytes", t.delivered_bytes.to_vec())?;
+    let n = |i: usize| t.delivered[i].max(1) as f64;
+    let mean: Vec<f64> = (0..2).map(|i| t.late_sum_ns[i] as f64 / n(i)).collect();
+    let sd: Vec<f64> = (0..2).map(|i| (t.late_sq_sum[i] / n(i) - mean[i] * mean[i]).max(0.0).sqrt()).collect();
     d.set_item("late_mean_ns", mean)?;
+    d.set_item("late_sd_ns", sd)?;
     d.set_item("late_max_ns", t.late_max_ns.to_vec())?;
     d.set_item("realtime", t.realtime)?;
     Ok(d)

@@ -67,6 +67,7 @@ impl Port {
         setopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, buf, "SO_SNDBUFFORCE")?;
         setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1, "PACKET_IGNORE_OUTGOING (Linux >= 4.20)")?;
         setopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, 1, "PACKET_VNET_HDR")?;
+        setopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS")?;
         cvt(unsafe {
             libc::bind(raw, &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
                        std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t)
@@ -74,11 +75,19 @@ impl Port {
         Ok(Port { fd, name: name.to_string() })
     }
 
-    /// One frame (after its virtio-net header) into `buf`: the length of both, or None when
-    /// nothing is waiting.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        // SAFETY: buf is valid for buf.len() bytes.
-        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT) };
+    /// One frame (after its virtio-net header) into `buf`: the length of both and when the
+    /// kernel received it (CLOCK_REALTIME ns, 0 if unknown), or None when nothing is waiting.
+    /// The kernel's time, not ours: a line that woke late still counts the delay from arrival.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, u64)>> {
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+        let mut cbuf = [0u64; 8];
+        // SAFETY: msghdr points at live iov and cbuf for the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
@@ -86,7 +95,19 @@ impl Port {
                 _ => Err(e),
             };
         }
-        Ok(Some(n as usize))
+        let mut stamp = 0u64;
+        // SAFETY: walking the control messages the kernel wrote into cbuf.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                    stamp = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        Ok(Some((n as usize, stamp)))
     }
 
     /// Write one frame (virtio-net header first); false when the interface refused it (counted as a loss by the caller).

@@ -2,6 +2,11 @@
 //! write each one to the other port when its time comes. One thread; it sleeps in `ppoll`
 //! until the next departure (nanosecond timeout, 1 ns timer slack) and, when allowed, runs
 //! SCHED_FIFO so a loaded machine does not add its scheduling delay to the line's RTT.
+//!
+//! Two corrections keep the added delay on target: a frame's delay counts from the kernel's
+//! receive timestamp (not from when the loop got to it), and the loop wakes `early` ns before
+//! a departure, `early` being the running mean of how late its timer wakeups came, so that
+//! departures are centred on their due times instead of always late by the wakeup latency.
 
 use crate::afpacket::{Port, VNET_HDR_LEN};
 use crate::hist::Histogram;
@@ -42,10 +47,13 @@ pub struct Totals {
     pub bytes: [u64; 2],
     pub drops: [u64; 2],
     pub send_errors: [u64; 2],
-    /// Delivered frames, and how late they left (ns beyond their due time): sum and maximum.
+    /// Delivered frames, and how late they left (ns after their due time, negative: early):
+    /// sum, sum of squares and the latest.
     pub delivered: [u64; 2],
-    pub late_sum_ns: [u64; 2],
-    pub late_max_ns: [u64; 2],
+    pub delivered_bytes: [u64; 2],
+    pub late_sum_ns: [i64; 2],
+    pub late_sq_sum: [f64; 2],
+    pub late_max_ns: [i64; 2],
     pub realtime: bool,
 }
 
@@ -55,6 +63,16 @@ pub fn mono_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+fn real_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Longest early wakeup: a timer that is usually this late means a stalled machine, not latency.
+const MAX_EARLY_NS: f64 = 200_000.0;
 
 fn unix_seconds() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
@@ -103,14 +121,23 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
         libc::pollfd { fd: cfg.watch_fd, events: libc::POLLIN, revents: 0 },
     ];
     let nfds = if cfg.watch_fd >= 0 { 3 } else { 2 };
+    let mut early = 0.0f64; // running mean of timer lateness (ns)
+    let mut planned: Option<u64> = None; // the wakeup the last ppoll timeout aimed at
     while !stop.load(Ordering::Relaxed) {
         let mut now = mono_ns();
+        if let Some(p) = planned.take() {
+            let err = now as f64 - p as f64;
+            early = (0.95 * early + 0.05 * err).clamp(0.0, MAX_EARLY_NS);
+        }
+        let horizon = now + early as u64;
         for d in 0..2 {
-            while held[d].front().is_some_and(|h| h.due <= now) {
+            while held[d].front().is_some_and(|h| h.due <= horizon) {
                 let h = held[d].pop_front().unwrap();
-                let late = now - h.due;
+                let late = now as i64 - h.due as i64;
                 totals.delivered[d] += 1;
+                totals.delivered_bytes[d] += (h.frame.len() - VNET_HDR_LEN) as u64;
                 totals.late_sum_ns[d] += late;
+                totals.late_sq_sum[d] += (late as f64) * (late as f64);
                 totals.late_max_ns[d] = totals.late_max_ns[d].max(late);
                 if !ports[1 - d].send(&h.frame) {
                     totals.send_errors[d] += 1;
@@ -129,9 +156,14 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
             }
         }
         let mut wake = next_tick;
+        let mut departure = false;
         for q in &held {
             if let Some(h) = q.front() {
-                wake = wake.min(h.due);
+                let w = h.due.saturating_sub(early as u64);
+                if w < wake {
+                    wake = w;
+                    departure = true;
+                }
             }
         }
         let wait = wake.saturating_sub(now);
@@ -146,19 +178,29 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
             return Err(e);
         }
         if rc == 0 {
+            if departure && wait > 0 {
+                planned = Some(wake);
+            }
             continue;
         }
+        let offset = real_ns() as i64 - mono_ns() as i64; // kernel stamps are CLOCK_REALTIME
         for d in 0..2 {
             if fds[d].revents & libc::POLLIN == 0 {
                 continue;
             }
             for _ in 0..READ_BATCH {
-                let Some(got) = ports[d].recv(&mut buf)? else { break };
+                let Some((got, stamp)) = ports[d].recv(&mut buf)? else { break };
                 if got < VNET_HDR_LEN + ETH_HLEN {
                     continue;
                 }
                 let n = got - VNET_HDR_LEN; // the Ethernet frame, as the link carries it
                 now = mono_ns();
+                if stamp > 0 {
+                    let arrived = stamp as i64 - offset;
+                    if arrived > 0 && (arrived as u64) < now && now - (arrived as u64) < 1_000_000_000 {
+                        now = arrived as u64;
+                    }
+                }
                 totals.packets[d] += 1;
                 totals.bytes[d] += n as u64;
                 hist.add(d, n - ETH_HLEN);
