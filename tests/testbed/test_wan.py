@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers
-from clusterlab.cluster.testbed import link
+from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers, link
 from clusterlab.cluster.testbed.clean import pids_in
 from clusterlab.errors import ConfigError
 from clusterlab.monitor.wan import WanTrace
