@@ -23,7 +23,7 @@ from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
 from clusterlab.mining.parallel.passes import STAT_FIELDS, PassStats, as_array, attribute_time
-from clusterlab.mining.parallel.trace import TracedComm, recorded_size, replay_rank
+from clusterlab.mining.parallel.trace import COMPUTE_MODES, TracedComm, recorded_size, replay_rank
 from clusterlab.mining.parallel.wire import decode_result, encode_result, error_from_record, error_record
 from clusterlab.mining.sequential import min_count_of
 
@@ -437,9 +437,10 @@ def replay_parallel(directory, backend: str = "tcp", testbed: str | None = None,
     send the same messages in the same order over the real TCP mesh (this machine's loopback
     or a testbed's hosts, with ``transport``'s settings), each waiting its recorded
     computation (``compute="wall"``: as measured; ``"cpu"``: its CPU seconds, what a core of
-    its own would take) times ``scale`` instead of computing (see ``trace.py``)."""
-    if compute not in ("wall", "cpu"):
-        raise ConfigError(f"compute must be 'wall' or 'cpu', got {compute!r}")
+    its own would take; ``"spin"``: those CPU seconds burnt on this machine's cores, loading
+    them as the real run did) times ``scale`` instead of computing (see ``trace.py``)."""
+    if compute not in COMPUTE_MODES:
+        raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
     nodes = recorded_size(directory)
     backend_options.setdefault("timeout", 300.0)
