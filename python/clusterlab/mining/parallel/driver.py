@@ -23,6 +23,7 @@ from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
 from clusterlab.mining.parallel.passes import STAT_FIELDS, PassStats, as_array, attribute_time
+from clusterlab.mining.parallel.reading import read_fimi_compact
 from clusterlab.mining.parallel.trace import TracedComm, recorded_size, replay_rank
 from clusterlab.mining.parallel.wire import decode_result, encode_result, error_from_record, error_record
 from clusterlab.mining.sequential import min_count_of
@@ -106,10 +107,14 @@ def read_rank_baskets(path, rank: int, size: int, format: str | None = None):
     ``gen --partitions`` when there is one; a slice of the transactions of CSV and Parquet,
     numbered with the whole file's item dictionary)."""
     from clusterlab.data import read_partition
-    from clusterlab.data.io import read_fimi
+    from clusterlab.data.partition import fimi_range
 
     if is_rank_pattern(path):
-        return read_fimi(rank_file(path, rank))
+        own = rank_file(path, rank)
+        return read_fimi_compact(own, 0, os.stat(own).st_size)
+    if input_format(path, format) == "fimi":
+        # Slice by slice into one CSR: the rank's peak memory stays about its CSR share.
+        return read_fimi_compact(os.fspath(path), *fimi_range(os.fspath(path), rank, size))
     return read_partition(os.fspath(path), rank, size, format=format)
 
 
