@@ -388,17 +388,6 @@ impl Router {
         let Router { parts, me, prune, local, local_counts, eld, eld_counts, block_u32, bufs, ready, stats, .. } = self;
         let mut emit = |s: &[u32]| {
             stats.enumerated += 1;
-            if let Some(ix) = prune {
-                let ok = (0..km1 - 1).all(|d| {
-                    sub[..d].copy_from_slice(&s[..d]);
-                    sub[d..].copy_from_slice(&s[d + 1..]);
-                    ix.get(&sub).is_some()
-                });
-                if !ok {
-                    stats.pruned += 1;
-                    return;
-                }
-            }
             if *parts == 1 && eld.is_none() {
                 // Count Distribution / one rank: everything is local, no hash needed.
                 match local.get_fast(s) {
@@ -428,6 +417,19 @@ impl Router {
                     None => stats.local_misses += 1,
                 }
             } else {
+                // The full prune only where it saves traffic: a subset owned here is looked up
+                // in this rank's candidates anyway (a non-candidate is a miss, not a send).
+                if let Some(ix) = prune {
+                    let ok = (0..km1 - 1).all(|d| {
+                        sub[..d].copy_from_slice(&s[..d]);
+                        sub[d..].copy_from_slice(&s[d + 1..]);
+                        ix.get(&sub).is_some()
+                    });
+                    if !ok {
+                        stats.pruned += 1;
+                        return;
+                    }
+                }
                 let b = &mut bufs[o as usize];
                 b.extend_from_slice(s);
                 stats.sent_itemsets += 1;
