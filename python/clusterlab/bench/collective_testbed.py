@@ -24,7 +24,6 @@ import os
 import socket
 import statistics
 import tempfile
-import time
 
 from clusterlab.comm import costmodel
 from clusterlab.errors import ConfigError
@@ -41,7 +40,7 @@ def _my_address() -> str:
 def setup_times(comm, count: int = 20) -> list[float] | None:
     """Rank 0 opens ``count`` connections to rank 1 across the network and runs the mesh's
     authentication handshake on each; rank 0 returns the seconds per connection."""
-    from clusterlab.comm.tcp import handshake
+    from clusterlab.bench.setup import serve_handshakes, time_handshakes
 
     if comm.rank > 1:
         comm.barrier()
@@ -52,23 +51,13 @@ def setup_times(comm, count: int = 20) -> list[float] | None:
         lsock.settimeout(30)
         comm.send(0, json.dumps([_my_address(), lsock.getsockname()[1]]).encode(), 7)
         try:
-            for _ in range(count):
-                c, _ = lsock.accept()
-                with c:
-                    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    handshake.accept(c, secret, 0, {1}, 10.0)
+            serve_handshakes(lsock, secret, count)
         finally:
             lsock.close()
         comm.barrier()
         return None
     host, port = json.loads(comm.recv(1, 7))
-    out = []
-    for _ in range(count):
-        t0 = time.perf_counter()
-        with socket.create_connection((host, port), timeout=10) as s:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            handshake.connect(s, secret, 1, 0, 10.0)
-        out.append(time.perf_counter() - t0)
+    out = time_handshakes(host, port, secret, count)
     comm.barrier()
     return out
 
