@@ -18,6 +18,15 @@ def test_prediction_adds_the_mesh_set_up_in_per_call_mode_only():
     assert _predict(m, "bcast", "binomial", 65536, 6, "per_call") == pytest.approx(base + 5e-3)
 
 
+def test_shared_cpus_make_the_mesh_set_up_grow_with_its_connections():
+    alone = CostModel(setup=1e-3, concurrency=0.0)
+    shared = CostModel(setup=1e-3, concurrency=0.0, setup_cpus=2)
+    assert alone.setup_time(16) == pytest.approx(15e-3)
+    assert shared.setup_time(16) == pytest.approx(16 * 15 / 2 / 2 * 1e-3)  # 120 set-ups on 2 CPUs
+    assert shared.setup_time(2) == alone.setup_time(2)  # one connection: its own time
+    assert CostModel.from_dict(shared.to_dict()).setup_cpus == 2
+
+
 def test_two_region_fit_ignores_the_middle_sizes():
     rows = [{"bytes": b, "usec": 40 + b * 0.0516} for b in (1, 16, 64, 131072, 524288, 1 << 20)]
     rows += [{"bytes": 8192, "usec": 5.0}, {"bytes": 16384, "usec": 9000.0}]  # noise in the middle
@@ -35,6 +44,7 @@ def test_tiny_run_on_a_testbed_measures_both_modes():
     with Testbed(StarTopo(hosts=3, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb, sizes=(1, 1 << 18), trial_time=0.005)
         assert 50 < 8 / model.beta / 1e6 < 300 and model.setup > 0 and model.concurrency == 0
+        assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3
         rows = [r for mode in ct.MODES for r in ct.measure(tb, "bcast", [1 << 18], mode, model, time_per_size=0.1)]
     assert [r["connections"] for r in rows] == ["persistent", "per_call"]
     assert all(r["hosts"] == 3 and r["predicted_us"] > 0 and r["p50_us"] > 0 for r in rows)

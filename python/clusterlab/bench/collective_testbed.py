@@ -82,9 +82,25 @@ def two_region_fit(rows: list[dict], small: int = 64, large: int = 65536) -> tup
     return alpha, max(beta, 0.0)
 
 
-def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.02) -> costmodel.CostModel:
-    """The cost model of ``tb``'s links (ping-pong between hosts 0 and 1, set-up across the switch)."""
+def per_call_overhead(comm, calls: int = 20) -> float:
+    """Seconds per call this rank spent setting up and releasing its per-call connections over
+    ``calls`` barriers (the communicator must be a per-call one)."""
+    for _ in range(calls):
+        comm.barrier()
+    st = comm.stats()
+    return (st["setup_seconds"] + st["teardown_seconds"]) / max(1, st["calls"])
+
+
+def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.02,
+              calibrate_hosts: int | None = 8) -> costmodel.CostModel:
+    """The cost model of ``tb``'s links (ping-pong between hosts 0 and 1, set-up across the switch).
+
+    The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
+    with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
+    per-call mesh of k hosts (the slowest rank's, per call) as k(k-1)/2 set-ups over the CPU
+    count (``setup_cpus``); otherwise it is one connection's set-up measured alone."""
     from clusterlab.bench import pingpong as pp
+    from clusterlab.comm.tcp.mesh import CONNECTIONS_ENV
 
     cal = tb.run(pp.calibrate, 2, pp.sizes(*sizes), trial_time, timeout=600)[0]
     setup = tb.run(setup_times, 2, timeout=120)[0]
@@ -94,6 +110,14 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
     m = dataclasses.replace(m, alpha=alpha, beta=beta)
     m.details["setup_samples"] = len(setup)
     m.details["setup_stdev"] = statistics.pstdev(setup)
+    m.details["setup_alone"] = m.setup
+    k = min(calibrate_hosts or 0, len(tb.placement()))
+    if k >= 3:
+        cpus = float(os.cpu_count() or 1)
+        env = dict(os.environ, **{CONNECTIONS_ENV: "per_call"})
+        per_call = max(tb.run(per_call_overhead, k, 20, timeout=300, env=env))
+        m = dataclasses.replace(m, setup=per_call * cpus / (k * (k - 1) / 2), setup_cpus=cpus)
+        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call})
     return m
 
 
