@@ -65,6 +65,8 @@ def test_shipped_configs_load():
     assert c.tests[1].values() == [4096 << k for k in range(8)]  # 4 KiB .. 512 KiB, doubling
     assert c.hosts == 8 and c.rate == "1Gbit"
     config.load(CONFIGS / "quick.toml")
+    large = config.load(CONFIGS / "seed003-large.toml")
+    assert large.size_lo == 4096 and large.tests == c.tests
 
 
 def test_best_per_size_first_value_wins_a_tie_and_max_count_breaks_ties_by_total():
