@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -46,15 +47,29 @@ def record(kernel: str, cls: str, n: int, timeout: float = 1800.0) -> dict:
     return d
 
 
-def replay_rank(comm, events: list[list]) -> dict:
-    """Rank ``comm.rank``'s part of a replay: its recorded calls with the compute slept.
-    Returns the replay's wall seconds (between two barriers, as NPB times its region)."""
+def save_events(events: list[list], path: str) -> str:
+    """Write a recording's events (JSON) for ranks in other processes: command lines cannot
+    carry thousands of calls per rank."""
+    from clusterlab._atomic import atomic_open
+
+    with atomic_open(path) as f:
+        json.dump(events, f)
+    return path
+
+
+def replay_rank(comm, events: list[list] | str) -> dict:
+    """Rank ``comm.rank``'s part of a replay: its recorded calls with the compute slept
+    (``events``: per rank, or the path of a file ``save_events`` wrote). Returns the replay's
+    wall seconds (between two barriers, as NPB times its region)."""
+    if isinstance(events, str):
+        with open(events) as f:
+            events = json.load(f)
     mine = events[comm.rank]
     if len(events) != comm.size:
         raise ConfigError(f"the recording has {len(events)} ranks, this job {comm.size}")
     payloads: dict[int, np.ndarray] = {}
     comm.barrier()
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     carry = 0.0
     for cpu_before, kind, peer, tag, size in ((e[1], e[2], e[3], e[4], e[5]) for e in mine):
         carry += cpu_before
@@ -72,4 +87,4 @@ def replay_rank(comm, events: list[list]) -> dict:
     if carry > 0:
         time.sleep(carry)
     comm.barrier()
-    return {"rank": comm.rank, "seconds": time.perf_counter() - t0, "messages": len(mine)}
+    return {"rank": comm.rank, "seconds": time.perf_counter() - t0, "messages": len(mine), "started": started}
