@@ -15,6 +15,9 @@ from clusterlab.errors import ConfigError
     (["--block", "100"], "--block"),
     (["--size", "1MB", "--block", "3MB"], "--block"),
     (["--rate", "fast"], "rate"),
+    (["--connections", "0"], "--connections"),
+    (["--backing-rate", "fast"], "--backing-rate"),
+    (["--backing-rate", "1KB"], "--backing-rate"),
 ])
 def test_bad_input_is_one_line_exit_2(args, msg, capsys):
     with pytest.raises(SystemExit) as e:
