@@ -98,6 +98,12 @@ def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrie
         raise
 
 
+def open_all(tb, target, n: int, timeout: int = 30, connections: int = 1) -> list:
+    """Open LUN i of ``target`` from its client host, for i < n (each session's socket in that
+    host's namespace)."""
+    return _open_all(tb, target, n, timeout, connections)
+
+
 def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.storage.iscsi import open_lun
@@ -165,6 +171,32 @@ def _rows(out: list, size: int) -> tuple[list[dict], float]:
             for i, (_, _, tr) in enumerate(out)]
     span = max(e for _, e, _ in out) - min(s for s, _, _ in out)
     return rows, round(len(out) * size / span / 1e6, 2)
+
+
+def bonnie_phases(tb, target, luns: list, n: int, size: int, block: int, seed: int = 0, monitor: bool = True,
+                  rate_bps: float | None = None, backing_bps: int | None = None, ifaces=("eth0",)) -> dict:
+    """Initiators 0..n-1 (``luns``, opened on ``target``'s LUNs) write ``size`` bytes at once,
+    then read them back (checked): ``{"write": {...}, "read": {...}}`` with the aggregate and
+    per-initiator MB/s and, with ``monitor``, ``phase_usage`` of each phase."""
+    from clusterlab.monitor.sampler import Monitor
+
+    res = {}
+    for op in ("write", "read"):
+        out, errors = [None] * n, []
+        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True, backing=backing_bps is not None,
+                                  ifaces=ifaces) if monitor else None
+        with mon or contextlib.nullcontext():
+            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors,
+                   [tb.host(d["client"]).ns for d in target.luns])
+        if errors:
+            raise OSError("; ".join(errors))
+        rows, agg = _rows(out, size)
+        res[op] = {"aggregate_mbps": agg, "per_initiator": rows}
+        if mon is not None:
+            res[op]["monitor"] = phase_usage(mon.table(), target.host.name, rate_bps, backing_bps)
+    if any(r["bad_blocks"] for r in res["read"]["per_initiator"]):
+        raise OSError(f"{n} initiators: read back differs from what was written: {res['read']['per_initiator']}")
+    return res
 
 
 def local_baseline(size: int, block: int, directory: str | None = None, bonnie: bool = True) -> dict:
@@ -244,7 +276,6 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     """
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.storage import IscsiTarget, SanNetwork, clean_storage
-    from clusterlab.monitor.sampler import Monitor
 
     initiators = initiators or [1]
     if max(initiators) > hosts:
@@ -266,24 +297,9 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
             try:
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
-                    for op in ("write", "read"):
-                        out, errors = [None] * n, []
-                        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True,
-                                                  backing=backing_bps is not None,
-                                                  ifaces=("eth0", "eth1") if san else ("eth0",)) if monitor else None
-                        with mon or contextlib.nullcontext():
-                            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors,
-                                   [tb.host(d["client"]).ns for d in target.luns])
-                        if errors:
-                            raise OSError("; ".join(errors))
-                        rows, agg = _rows(out, size)
-                        run_n[op] = {"aggregate_mbps": agg, "per_initiator": rows}
-                        if mon is not None:
-                            run_n[op]["monitor"] = phase_usage(mon.table(), target.host.name,
-                                                               topo.rate_bps if rate else None, backing_bps)
-                    if any(r["bad_blocks"] for r in run_n["read"]["per_initiator"]):
-                        raise OSError(f"{n} initiators: read back differs from what was written: "
-                                      f"{run_n['read']['per_initiator']}")
+                    run_n.update(bonnie_phases(tb, target, luns, n, size, block, seed, monitor=monitor,
+                                               rate_bps=topo.rate_bps if rate else None, backing_bps=backing_bps,
+                                               ifaces=("eth0", "eth1") if san else ("eth0",)))
                     res["runs"].append(run_n)
             finally:
                 for lun in luns:
