@@ -12,7 +12,7 @@ per-initiator MB/s of each phase, with the bottleneck the monitor named
 (``local_write_mbps``, ``local_read_mbps``, first repetition of each point).
 
 ``mining_from_target``: the data (a FIMI file, or a generator name with a size such as
-``T10I4D100K:1M``, generated with 1000 items as the seed's) is written once per point to a shared LUN, one region per rank
+``T10I4N1000D100K:1M``: 1000 items, as the seed's) is written once per point to a shared LUN, one region per rank
 (``clusterlab.storage.source``); per repetition the job reads its partitions from the target
 (``seconds``: job time, read to result) and, with ``compare_local``, the same job reads the
 local file (``local_seconds``); the itemsets must be equal.
@@ -56,7 +56,7 @@ def iscsi_bonnie(size: str = "32MB", block: str = "64KB", connections: int = 4,
                                      "backing_rate": backing_rate or "none"}, dilatable=False)
 
 
-def mining_from_target(data: str = "T10I4D100K:1M", min_support: float = 0.01, algorithm: str = "hpa",
+def mining_from_target(data: str = "T10I4N1000D100K:1M", min_support: float = 0.01, algorithm: str = "hpa",
                        backing_rate: str | None = None, compare_local: bool = True) -> Workload:
     """HPA/PFP/CD reading their partitions from the target."""
     if algorithm not in ALGORITHMS:
@@ -75,27 +75,6 @@ def _hosts(session):
         raise ConfigError(f"{session.ranks} initiators and a storage host need hosts >= {session.ranks + 1}, "
                           f"the testbed has {len(tb.hosts)}")
     return tb, tb.hosts[-1], tb.hosts[:session.ranks]
-
-
-def _data_file(data: str, cache_dir: str) -> str:
-    """A FIMI file: as given, or generated (1000 items, seed 1) into the run cache."""
-    import os
-
-    from clusterlab.experiments.workloads.mining import dataset_file
-
-    path, name, n = dataset_file(data, cache_dir)
-    if name is None:
-        if not os.path.exists(path):
-            raise ConfigError(f"data {data}: no such file")
-        return path
-    path = path[:-4] + "-1000items.dat"
-    if not os.path.exists(path):
-        from clusterlab.data.generate import generate_file, quest_params
-
-        quest_params(name, transactions=n)  # a bad name fails here, with the reason
-        os.makedirs(cache_dir, exist_ok=True)
-        generate_file(path, name, transactions=n, items=1000, seed=1)
-    return path
 
 
 def _bonnie(session, params, reps, warmup):
@@ -139,12 +118,13 @@ def _bonnie(session, params, reps, warmup):
 def _mining(session, params, reps, warmup):
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget
+    from clusterlab.experiments.workloads.mining import resolve_data
     from clusterlab.mining.parallel.driver import run_parallel
     from clusterlab.storage.source import lun_bytes_needed, partition_ranges, write_partitions
 
     tb, st, clients = _hosts(session)
     n = len(clients)
-    path = _data_file(params["data"], session.cache_dir)
+    path = resolve_data(params["data"], session.cache_dir)
     lengths = [e - s for s, e in partition_ranges(path, n)]
     with IscsiTarget(tb, host=st, clients=clients, lun_size=lun_bytes_needed(lengths), shared=True,
                      backing_bps=_rate(params["backing_rate"])) as target:
