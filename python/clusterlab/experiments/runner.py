@@ -314,5 +314,8 @@ def _emulated(study: Study) -> dict:
         out["network"] = "none (threads of one process)"
     compute = study.workload.params.get("compute")
     if compute is not None:
-        out["compute"] = "replayed from a recorded run" if compute == "replay" else "real (the miners run)"
+        out["compute"] = ("replayed: a real run per host count recorded each rank's computation and messages; each "
+                          "repetition sends the same messages over the real TCP while every rank waits the CPU "
+                          "seconds it computed (a core of its own), times the dilation; validated against real "
+                          "runs in bench/results/replay_validation.json" if compute == "replay" else "real (the miners run)")
     return out

@@ -110,6 +110,16 @@ def state_files(testbed: str | None = None) -> list[str]:
             if n.endswith(".json") and (testbed is None or n == f"{testbed}.json")]
 
 
+def trace_files(testbed: str | None = None) -> list[str]:
+    """The WAN lines' histogram files (``<name>.wan.trace``, see ``wanline``)."""
+    try:
+        names = os.listdir(STATE_DIR)
+    except FileNotFoundError:
+        return []
+    return [os.path.join(STATE_DIR, n) for n in names
+            if n.endswith(".wan.trace") and (testbed is None or n == f"{testbed}.wan.trace")]
+
+
 def clean(testbed: str | None = None) -> dict:
     """Remove testbed ``testbed`` (or every clusterlab testbed). Idempotent.
 
@@ -129,7 +139,7 @@ def clean(testbed: str | None = None) -> dict:
     links = root_links() if testbed is None else [n for n in root_links() if n.startswith(PREFIX + testbed)]
     for name in links:
         subprocess.run(["ip", "link", "del", name], capture_output=True, timeout=30)
-    for f in state_files(testbed):
+    for f in state_files(testbed) + trace_files(testbed):
         with contextlib.suppress(OSError):
             os.unlink(f)
     return {"namespaces": len(nss), "processes": killed, "links": len(links)}
@@ -139,7 +149,7 @@ def leftovers(testbed: str | None = None) -> dict:
     """What of ours still exists (empty lists when clean)."""
     nss = namespaces(testbed)
     return {"namespaces": nss, "processes": sorted(pids_in(nss)), "links": root_links(),
-            "state_files": state_files(testbed)}
+            "state_files": state_files(testbed) + trace_files(testbed)}
 
 
 # Aliases that do not collide with the ``clean`` submodule name when imported elsewhere.
