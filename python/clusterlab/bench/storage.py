@@ -173,6 +173,34 @@ def _rows(out: list, size: int) -> tuple[list[dict], float]:
     return rows, round(len(out) * size / span / 1e6, 2)
 
 
+def tcp_baseline(tb, server, client, seconds: float = 2.0, reverse: bool = False) -> dict:
+    """iperf3 (one TCP stream) from ``client`` to ``server`` (``reverse``: server to client),
+    on the same links and at the same time as the iSCSI runs: what the link gives TCP now
+    (under this machine's load), the yardstick for the initiators' MB/s."""
+    if shutil.which("iperf3") is None:
+        return {"error": "iperf3 is not installed"}
+    import json as _json
+
+    srv = server.popen(["iperf3", "-s", "-1", "-B", server.addr], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(50):  # wait for its listening socket
+            if f"{server.addr}:5201" in server.run(["ss", "-Hltn"], check=False).stdout:
+                break
+            time.sleep(0.1)
+        p = client.run(["iperf3", "-c", server.addr, "-t", str(seconds), "-J", *(["-R"] if reverse else [])],
+                       timeout=seconds + 30, check=False)
+        try:
+            end = _json.loads(p.stdout)["end"]["sum_received"]
+            return {"mbps": round(end["bytes"] / end["seconds"] / 1e6, 2), "seconds": round(end["seconds"], 2)}
+        except (ValueError, KeyError):
+            return {"error": (p.stderr or p.stdout).strip()[-200:]}
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait(timeout=10)
+
+
 def bonnie_phases(tb, target, luns: list, n: int, size: int, block: int, seed: int = 0, monitor: bool = True,
                   rate_bps: float | None = None, backing_bps: int | None = None, ifaces=("eth0",)) -> dict:
     """Initiators 0..n-1 (``luns``, opened on ``target``'s LUNs) write ``size`` bytes at once,
@@ -264,12 +292,14 @@ def _terminate_unwinds():
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
         rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
         name: str | None = None, timeout: int = 30, direct: bool = False, connections: int = 4,
-        monitor: bool = True, backing_bps: int | None = None, san: bool = False) -> dict:
+        monitor: bool = True, backing_bps: int | None = None, san: bool = False, tcp: bool = True) -> dict:
     """The benchmark as one call (needs root, tgt, libiscsi). ``rate`` None: unshaped links.
     ``connections``: sessions per initiator, i.e. commands in flight (1: one at a time).
     ``monitor``: sample the testbed during each phase (``phase_usage``: the bottleneck).
     ``backing_bps``: throttle the target's backing store to that many bytes/s (read and write).
     ``san``: iSCSI on a second switch (``SanNetwork``) instead of the compute switch.
+    ``tcp``: also measure one iperf3 stream each way between the target's host and h0 on the
+    same links just before each count's phases (``tcp_baseline``).
 
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
@@ -297,6 +327,10 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
             try:
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
+                    if tcp and not san:
+                        h0 = tb.host(target.luns[0]["client"])
+                        run_n["tcp"] = {"to_target": tcp_baseline(tb, target.host, h0),
+                                        "from_target": tcp_baseline(tb, target.host, h0, reverse=True)}
                     run_n.update(bonnie_phases(tb, target, luns, n, size, block, seed, monitor=monitor,
                                                rate_bps=topo.rate_bps if rate else None, backing_bps=backing_bps,
                                                ifaces=("eth0", "eth1") if san else ("eth0",)))
