@@ -3,7 +3,7 @@
 //! scans and sends.
 
 use clusterlab_core::hpa::{self, block, items, pfp, vertical, OwnerTable, Router};
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -281,6 +281,28 @@ fn reduce_by_keys<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: P
     Ok((PyArray1::from_vec(py, b.offsets), PyArray1::from_vec(py, b.items)))
 }
 
+/// `reduce_by_keys` in place: the kept transactions are written to the front of `offsets` and
+/// `items` (both modified). Returns (transactions, items) kept; the caller truncates.
+#[pyfunction]
+fn reduce_by_keys_inplace(py: Python<'_>, mut offsets: PyReadwriteArray1<i64>, mut items: PyReadwriteArray1<u32>, keys: PyReadonlyArray1<u32>, values: PyReadonlyArray1<u32>, min_len: usize) -> PyResult<(usize, usize)> {
+    let (k, v) = (keys.as_slice()?, values.as_slice()?);
+    if k.len() != v.len() || k.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(PyValueError::new_err("keys must be ascending and distinct, with one value each"));
+    }
+    let (o, i) = (offsets.as_slice_mut()?, items.as_slice_mut()?);
+    check_csr(o, i.len())?;
+    Ok(py.detach(|| items::reduce_by_keys_in_place(o, i, k, v, min_len)))
+}
+
+/// `reduce_transactions` in place (see `reduce_by_keys_inplace`). Returns (transactions, items).
+#[pyfunction]
+fn reduce_transactions_inplace(py: Python<'_>, mut offsets: PyReadwriteArray1<i64>, mut items: PyReadwriteArray1<u32>, map: PyReadonlyArray1<u32>, min_len: usize) -> PyResult<(usize, usize)> {
+    let m = map.as_slice()?;
+    let (o, i) = (offsets.as_slice_mut()?, items.as_slice_mut()?);
+    check_csr(o, i.len())?;
+    Ok(py.detach(|| items::reduce_in_place(o, i, min_len, |x| m.get(x as usize).copied().filter(|&r| r != u32::MAX))))
+}
+
 /// Pass 2 counted locally: pair counts of transactions of ranks below `n` (ascending), as a
 /// triangle in lexicographic pair order (numpy uint32).
 #[pyfunction]
@@ -415,6 +437,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(distinct_item_counts, m)?)?;
     m.add_function(wrap_pyfunction!(merge_item_counts, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_by_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_by_keys_inplace, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_transactions_inplace, m)?)?;
     m.add_function(wrap_pyfunction!(count_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(frequent_pairs, m)?)?;
     m.add_class::<PyTidLists>()?;

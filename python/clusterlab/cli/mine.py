@@ -246,7 +246,15 @@ def summary(res: MineResult, opts: MineOptions) -> dict:
         "seconds": {k: round(v, 4) for k, v in res.timings.items()}, "peak_rss_bytes": rss,
         "output": opts.output, "rules_output": rules_path(opts) if res.rules is not None else None,
         **parallel_memory(res.ranks),
+        **({"time_split": time_split(res.passes, res.ranks)} if res.passes is not None else {}),
     }
+
+
+def time_split(passes: list, ranks: list | None) -> dict:
+    """Where a parallel job's time went (``ParallelRun.time_split``)."""
+    from clusterlab.mining.parallel.driver import time_split as split
+
+    return split(passes, ranks or [])
 
 
 def parallel_memory(ranks: list | None) -> dict:
@@ -255,7 +263,8 @@ def parallel_memory(ranks: list | None) -> dict:
         return {}
     peaks = [int(r["peak_rss_bytes"]) for r in ranks]
     shared = any(r.get("shared_process") for r in ranks)
-    return {"ranks_peak_rss_bytes": peaks, "ranks_peak_rss_total_bytes": max(peaks) if shared else sum(peaks)}
+    return {"ranks_peak_rss_bytes": peaks, "ranks_peak_rss_total_bytes": max(peaks) if shared else sum(peaks),
+            "ranks_csr_bytes": [int(r.get("csr_bytes", 0)) for r in ranks]}
 
 
 def print_summary(s: dict, res: MineResult, console) -> None:
@@ -270,8 +279,11 @@ def print_summary(s: dict, res: MineResult, console) -> None:
     t.add_row("time", "  ".join(f"{k} {v:.3f}s" for k, v in s["seconds"].items()))
     if "ranks_peak_rss_bytes" in s:
         each = ", ".join(f"{p / 2**20:,.0f}" for p in s["ranks_peak_rss_bytes"])
-        t.add_row("peak memory", f"{s['ranks_peak_rss_total_bytes'] / 2**20:,.0f} MiB in all ranks (each: {each} MiB; "
-                                 f"this process {s['peak_rss_bytes'] / 2**20:,.0f} MiB)")
+        csr = ", ".join(f"{c / 2**20:,.0f}" for c in s.get("ranks_csr_bytes", []))
+        t.add_row("peak memory", f"{s['ranks_peak_rss_total_bytes'] / 2**20:,.0f} MiB in all ranks (each: {each} MiB "
+                                 f"for a share of {csr} MiB as CSR; this process {s['peak_rss_bytes'] / 2**20:,.0f} MiB)")
+    if "time_split" in s:
+        t.add_row("time split", "  ".join(f"{k[:-2]} {v:.3f}s" for k, v in s["time_split"].items() if v >= 0.0005))
     else:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB")
     for key, label in (("output", "itemsets written to"), ("rules_output", "rules written to")):

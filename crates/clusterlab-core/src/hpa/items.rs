@@ -106,6 +106,67 @@ pub fn reduce_by_keys(offsets: &[i64], items: &[u32], keys: &[u32], values: &[u3
     out
 }
 
+/// [`reduce_by_keys`] over the CSR arrays themselves: the kept transactions are written to
+/// the front of `offsets` and `items` (a transaction never grows, so the write position never
+/// passes the read position). Returns `(transactions, items)` kept: the caller truncates.
+/// A rank's pass 1 then needs no second copy of its transactions.
+pub fn reduce_by_keys_in_place(offsets: &mut [i64], items: &mut [u32], keys: &[u32], values: &[u32], min_len: usize) -> (usize, usize) {
+    assert_eq!(keys.len(), values.len());
+    match keys.last() {
+        Some(&max) if dense_ok(max, items.len()) => {
+            let mut map = vec![u32::MAX; max as usize + 1];
+            for (&k, &v) in keys.iter().zip(values) {
+                map[k as usize] = v;
+            }
+            reduce_in_place(offsets, items, min_len, |x| map.get(x as usize).copied().filter(|&m| m != u32::MAX))
+        }
+        _ => reduce_in_place(offsets, items, min_len, |x| keys.binary_search(&x).ok().map(|p| values[p])),
+    }
+}
+
+/// Keep the items `f` maps to `Some(rank)`, renamed, sorted and deduplicated per transaction;
+/// drop transactions left shorter than `min_len`; all in place (see
+/// [`reduce_by_keys_in_place`]). Returns `(transactions, items)` kept.
+pub fn reduce_in_place(offsets: &mut [i64], items: &mut [u32], min_len: usize, f: impl Fn(u32) -> Option<u32>) -> (usize, usize) {
+    let n = offsets.len().saturating_sub(1);
+    let (mut w, mut t) = (0usize, 0usize);
+    let mut s = offsets.first().copied().unwrap_or(0) as usize;
+    for i in 0..n {
+        // Read this transaction's end before the write of offsets[t + 1] (t <= i) can reach it.
+        let e = offsets[i + 1] as usize;
+        let start = w;
+        for j in s..e {
+            if let Some(m) = f(items[j]) {
+                items[w] = m;
+                w += 1;
+            }
+        }
+        s = e;
+        if w - start < min_len {
+            w = start;
+            continue;
+        }
+        let tail = &mut items[start..w];
+        if !tail.windows(2).all(|p| p[0] < p[1]) {
+            tail.sort_unstable();
+            let mut d = 0;
+            for r in 0..tail.len() {
+                if r == 0 || tail[r] != tail[d - 1] {
+                    tail[d] = tail[r];
+                    d += 1;
+                }
+            }
+            w = start + d; // as `normalize_tail`: the length was checked before deduplication
+        }
+        t += 1;
+        offsets[t] = w as i64;
+    }
+    if let Some(o) = offsets.first_mut() {
+        *o = 0;
+    }
+    (t, w)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +180,19 @@ mod tests {
         assert_eq!(distinct_counts(&[]), (vec![], vec![]));
         let (i, c) = merge_counts(&[(&[1, 9], &[2, 3]), (&[], &[]), (&[4, 9], &[1, 1])]);
         assert_eq!((i, c), (vec![1, 4, 9], vec![2, 1, 4]));
+    }
+
+    #[test]
+    fn in_place_matches_the_copying_reduction() {
+        let lists = [vec![9u32, 1, 7], vec![7], vec![3, 5, 1, 9], vec![], vec![5, 3], vec![1, 9, 7, 3]];
+        let b = Baskets::from_lists(lists.iter().cloned());
+        for (keys, values, min_len) in [(vec![1u32, 3, 7, 9], vec![3u32, 2, 1, 0], 2), (vec![7, 9], vec![0, 1], 1),
+                                        (vec![3_000_000_000], vec![0], 1), (vec![1, 5], vec![0, 0], 1)] {
+            let want = reduce_by_keys(&b.offsets, &b.items, &keys, &values, min_len);
+            let (mut o, mut i) = (b.offsets.clone(), b.items.clone());
+            let (t, n) = reduce_by_keys_in_place(&mut o, &mut i, &keys, &values, min_len);
+            assert_eq!((&o[..t + 1], &i[..n]), (&want.offsets[..], &want.items[..]), "keys {keys:?}");
+        }
     }
 
     #[test]

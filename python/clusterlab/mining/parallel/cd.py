@@ -48,6 +48,7 @@ def mine(comm, baskets, min_support, config, stats):
     fp = first_pass(comm, baskets, min_support, stats)
     freq, fcounts, n_tx, min_count, offsets, ranks = (fp.items, fp.counts, fp.n_transactions, fp.min_count,
                                                       fp.offsets, fp.ranks)
+    del fp  # the transactions are held once (a pass's shrink frees the old ones)
     levels = [(np.arange(freq.size, dtype=np.uint32), fcounts)]
     tidlists = None
     k = 2
@@ -69,6 +70,7 @@ def mine(comm, baskets, min_support, config, stats):
                 if k > 2:
                     for j in range(2, k):
                         tidlists = tidlists.extend(levels[j - 1][0])
+                offsets = ranks = None  # the tid-lists replace the transactions from here on
             tidlists = tidlists.extend(cands)
             local = tidlists.counts()
             row["t_count"] = time.perf_counter() - t

@@ -23,7 +23,8 @@ from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
 from clusterlab.mining.parallel.passes import STAT_FIELDS, PassStats, as_array, attribute_time
-from clusterlab.mining.parallel.trace import TracedComm, recorded_size, replay_rank
+from clusterlab.mining.parallel.reading import read_fimi_compact
+from clusterlab.mining.parallel.trace import COMPUTE_MODES, TracedComm, recorded_size, replay_rank
 from clusterlab.mining.parallel.wire import decode_result, encode_result, error_from_record, error_record
 from clusterlab.mining.sequential import min_count_of
 
@@ -34,7 +35,10 @@ ALGORITHMS = tuple(REGISTRY)
 BACKENDS = ("tcp", "mpi", "inproc")
 RANK_PATTERN = "{rank}"
 # Per-rank figures gathered at the end of a job (besides the per-pass rows).
-RANK_FIELDS = ("peak_rss_bytes", "read_s", "cpu_s", "job_s")
+RANK_FIELDS = ("peak_rss_bytes", "read_s", "cpu_s", "job_s", "csr_bytes")
+# The parts of a job's time (``time_split``): read, then per pass (summed over passes, each
+# the slowest rank's).
+SPLIT_FIELDS = ("t_scan", "t_generate", "t_route", "t_send", "t_recv", "t_wait", "t_count", "t_sync")
 
 
 @dataclasses.dataclass
@@ -55,11 +59,31 @@ class ParallelRun:
     wall_s: float = 0.0
 
     @property
+    def time_split(self) -> dict:
+        """Where the job's time went: ``read_s`` (the slowest rank's read of its share), then
+        each part of the passes summed over passes (``scan_s``, ``generate_s``, ``route_s``,
+        ``send_s``, ``recv_s``, ``wait_s``, ``count_s``, ``sync_s``: per pass the slowest
+        rank's; ``count_s`` overlaps routing and sending where a counter thread runs)."""
+        return time_split(self.passes, self.ranks)
+
+    @property
     def peak_rss_total(self) -> int:
         """Sum of the ranks' peak memory (the process's once when ranks share it)."""
         if any(r.get("shared_process") for r in self.ranks):
             return max((int(r["peak_rss_bytes"]) for r in self.ranks), default=0)
         return sum(int(r["peak_rss_bytes"]) for r in self.ranks)
+
+
+def time_split(passes: list, ranks: list) -> dict:
+    """``ParallelRun.time_split`` of per-pass rows and per-rank rows.
+
+    >>> time_split([{"t_count": 0.5, "t_sync": 0.1}, {"t_count": 0.25}], [{"read_s": 1.0}, {"read_s": 1.5}])["count_s"]
+    0.75
+    """
+    out = {"read_s": max((float(r.get("read_s", 0.0)) for r in ranks or []), default=0.0)}
+    for f in SPLIT_FIELDS:
+        out[f[2:] + "_s"] = float(sum(p.get(f, 0.0) for p in passes or []))
+    return out
 
 
 def is_rank_pattern(path) -> bool:
@@ -83,6 +107,9 @@ def input_format(path, format: str | None = None) -> str:
 
 def check_input(path, nodes: int, format: str | None = None) -> str:
     """Refuse, before any rank starts, an input the ranks cannot share; returns its format."""
+    if str(path).startswith("iscsi://"):  # a LUN on a testbed's storage host (clusterlab.storage.source)
+        from clusterlab.storage.source import check_url
+        return check_url(str(path), nodes)
     fmt = input_format(path, format)
     files = [rank_file(path, r) for r in range(nodes)] if is_rank_pattern(path) else [os.fspath(path)]
     if len(files) > 1 and fmt != "fimi":
@@ -106,10 +133,17 @@ def read_rank_baskets(path, rank: int, size: int, format: str | None = None):
     ``gen --partitions`` when there is one; a slice of the transactions of CSV and Parquet,
     numbered with the whole file's item dictionary)."""
     from clusterlab.data import read_partition
-    from clusterlab.data.io import read_fimi
+    from clusterlab.data.partition import fimi_range
 
     if is_rank_pattern(path):
-        return read_fimi(rank_file(path, rank))
+        own = rank_file(path, rank)
+        return read_fimi_compact(own, 0, os.stat(own).st_size)
+    if str(path).startswith("iscsi://"):  # a LUN on a testbed's storage host (clusterlab.storage.source)
+        from clusterlab.storage.source import read_rank_baskets as read_lun
+        return read_lun(str(path), rank, size)
+    if input_format(path, format) == "fimi":
+        # Slice by slice into one CSR: the rank's peak memory stays about its CSR share.
+        return read_fimi_compact(os.fspath(path), *fimi_range(os.fspath(path), rank, size))
     return read_partition(os.fspath(path), rank, size, format=format)
 
 
@@ -217,11 +251,13 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     traced = TracedComm(comm, record=record is not None)
     baskets = read_agreed(traced, path, format)
     t_read = time.perf_counter() - t0
+    csr_bytes = baskets.offsets.nbytes + baskets.items.nbytes  # this rank's share as read
     stats = PassStats(traced, on_pass=_progress_line if config.progress and comm.rank == 0 else None)
     offsets, items, counts, n_tx = REGISTRY[algorithm](traced, baskets, min_support, config, stats)
     labels = baskets.labels
     del baskets
-    me = np.array([_peak_rss(), t_read, time.process_time() - cpu0, time.perf_counter() - t0], dtype=np.float64)
+    me = np.array([_peak_rss(), t_read, time.process_time() - cpu0, time.perf_counter() - t0, csr_bytes],
+                  dtype=np.float64)
     if record is not None:
         traced.save(record, {"algorithm": algorithm, "path": os.fspath(path), "min_support": min_support,
                              "config": config.as_dict(), "job_s": float(me[3])})
@@ -233,7 +269,7 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     gathered = [as_array(g, np.float64) for g in gathered]
     ranks = [{"rank": r, **{f: float(g[j]) for j, f in enumerate(RANK_FIELDS)}} for r, g in enumerate(gathered)]
     for r in ranks:
-        r["peak_rss_bytes"] = int(r["peak_rss_bytes"])
+        r["peak_rss_bytes"], r["csr_bytes"] = int(r["peak_rss_bytes"]), int(r["csr_bytes"])
         if shared_process:
             r["shared_process"] = True
     per_rank = [g[len(RANK_FIELDS):].reshape(-1, len(STAT_FIELDS) + comm.size) for g in gathered]
@@ -431,9 +467,10 @@ def replay_parallel(directory, backend: str = "tcp", testbed: str | None = None,
     send the same messages in the same order over the real TCP mesh (this machine's loopback
     or a testbed's hosts, with ``transport``'s settings), each waiting its recorded
     computation (``compute="wall"``: as measured; ``"cpu"``: its CPU seconds, what a core of
-    its own would take) times ``scale`` instead of computing (see ``trace.py``)."""
-    if compute not in ("wall", "cpu"):
-        raise ConfigError(f"compute must be 'wall' or 'cpu', got {compute!r}")
+    its own would take; ``"spin"``: those CPU seconds burnt on this machine's cores, loading
+    them as the real run did) times ``scale`` instead of computing (see ``trace.py``)."""
+    if compute not in COMPUTE_MODES:
+        raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
     nodes = recorded_size(directory)
     backend_options.setdefault("timeout", 300.0)

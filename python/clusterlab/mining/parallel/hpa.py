@@ -176,6 +176,7 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False):
     fp = first_pass(comm, baskets, min_support, stats)
     freq, fcounts, n_tx, min_count, offsets, ranks = (fp.items, fp.counts, fp.n_transactions, fp.min_count,
                                                       fp.offsets, fp.ranks)
+    del fp  # the transactions are held once (a pass's shrink frees the old ones)
     levels = [(np.arange(freq.size, dtype=np.uint32), fcounts)]
     # Descending-frequency position of each frequent item (HPA-ELD picks the hottest items).
     freq_pos = np.empty(freq.size, dtype=np.uint32)

@@ -226,11 +226,22 @@ def first_pass(comm, baskets, min_support, stats: PassStats, order: str = "id", 
     key_order = np.argsort(freq, kind="stable")
     rank_of = np.empty(freq.size, dtype=np.uint32)
     rank_of[:] = key_order.astype(np.uint32)
-    offsets, ranks = _core.reduce_by_keys(baskets.offsets, baskets.items, np.ascontiguousarray(freq[key_order]),
-                                          rank_of, min_len)
+    keys = np.ascontiguousarray(freq[key_order])
+    row["subsets"] = float(baskets.items.size)
+    take = getattr(baskets, "take", None)  # a rank's own read (reading.OwnedBaskets)
+    if take is not None:
+        # Reduced in place: no second copy of the rank's transactions (its peak memory).
+        offsets, ranks = take()
+        kept_tx, kept_items = _core.reduce_by_keys_inplace(offsets, ranks, keys, rank_of, min_len)
+        try:  # shrink in place (realloc); refused if anything else refers to the arrays
+            offsets.resize(kept_tx + 1)
+            ranks.resize(kept_items)
+        except ValueError:
+            offsets, ranks = offsets[:kept_tx + 1].copy(), ranks[:kept_items].copy()
+    else:
+        offsets, ranks = _core.reduce_by_keys(baskets.offsets, baskets.items, keys, rank_of, min_len)
     row["t_scan"] += time.perf_counter() - t
     row["candidates"], row["large"] = int(ids.size), int(freq.size)
-    row["subsets"] = float(baskets.items.size)
     stats.end(row)
     return FirstPass(freq.astype(np.uint32), fcounts.astype(np.uint64), n_tx, min_count, offsets, ranks)
 

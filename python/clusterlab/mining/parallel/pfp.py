@@ -45,20 +45,25 @@ def mine(comm, baskets, min_support, config, stats):
     (in canonical order); other ranks return empty arrays."""
     P, me = comm.size, comm.rank
     fp = first_pass(comm, baskets, min_support, stats, order="support", min_len=1)
-    flist, n_tx, min_count, offsets, pos = fp.items, fp.n_transactions, fp.min_count, fp.offsets, fp.ranks
+    flist, fcounts, n_tx, min_count = fp.items, fp.counts, fp.n_transactions, fp.min_count
+    offsets, pos = fp.offsets, fp.ranks
+    del fp  # the transactions are held once (freed as soon as they are shuffled)
 
     row = stats.start(2)
     t = time.perf_counter()
     kept = offsets.size - 1
     total = allreduce_sum(comm, np.array([pos.size, kept]))
     avg_len = float(total[0]) / max(float(total[1]), 1.0)
-    group = work_groups(fp.counts, avg_len, P)
+    group = work_groups(fcounts, avg_len, P)
     streams = _core.pfp_group_transactions(offsets, pos, group, P)
+    n_pos = int(pos.size)
+    offsets = pos = None
     row["t_scan"] = time.perf_counter() - t
     t = time.perf_counter()
-    received = comm.alltoall(streams) if P > 1 else streams
-    row["t_send"] = time.perf_counter() - t
     row["itemsets_sent"] = sum(int(s.size) for j, s in enumerate(streams) if j != me)
+    received = comm.alltoall(streams) if P > 1 else streams
+    streams = None  # what was sent is no longer needed while this rank mines
+    row["t_send"] = time.perf_counter() - t
     t = time.perf_counter()
     received = [as_array(r, np.uint32) for r in received]
     o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len, config.pfp_kernel)
@@ -73,7 +78,7 @@ def mine(comm, baskets, min_support, config, stats):
         offs, items, cnts, total_mined = [o], [it], [c], int(c.size)
     row["t_sync"] = time.perf_counter() - t
     row["candidates"] = row["large"] = total_mined
-    row["subsets"] = int(pos.size)
+    row["subsets"] = n_pos
     if me != 0:
         stats.end(row)
         return np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint64), n_tx
