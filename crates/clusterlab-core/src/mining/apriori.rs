@@ -351,12 +351,12 @@ pub fn apriori(db: BasketsRef<'_>, p: &MineParams, limit: &Limit) -> Itemsets {
         in_pair[x as usize] = true;
     }
     let pair_ids: Vec<u32> = (0..freq_ids.len()).filter(|&r| in_pair[r]).map(|r| freq_ids[r]).collect();
-    let pair_lookup = prep::rank_lookup(&pair_ids);
-    // Pair ranks -> frequent ranks (the candidates use frequent ranks).
+    // Id -> frequent rank (the candidates use frequent ranks) for the items of frequent pairs.
     let up: Vec<u32> = (0..freq_ids.len() as u32).filter(|&r| in_pair[r as usize]).collect();
+    let pair_lookup = prep::value_lookup(&pair_ids, |c| up[c]);
     let code = |t: &[u32], buf: &mut Vec<u32>| {
         buf.clear();
-        buf.extend(t.iter().map(|&i| pair_lookup.get(i)).filter(|&c| c != prep::NONE).map(|c| up[c as usize]));
+        pair_lookup.extend_mapped(t, buf);
     };
     let copy_bytes: usize = (0..db.len())
         .into_par_iter()

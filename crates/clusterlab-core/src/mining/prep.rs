@@ -165,17 +165,22 @@ pub(crate) fn chunk_ranges(n: usize, per_thread: usize) -> Vec<(usize, usize)> {
 
 /// Id -> rank lookup for ascending distinct `ids` (dense while the ids are small).
 pub(crate) fn rank_lookup(ids: &[u32]) -> IdLookup {
+    value_lookup(ids, |r| r as u32)
+}
+
+/// Id -> `value(position)` for ascending distinct `ids` (dense while the ids are small).
+pub(crate) fn value_lookup(ids: &[u32], value: impl Fn(usize) -> u32) -> IdLookup {
     let bound = ids.last().map_or(0, |&m| m as usize + 1);
     if bound <= DENSE_IDS {
         let mut t = vec![NONE; bound];
         for (r, &i) in ids.iter().enumerate() {
-            t[i as usize] = r as u32;
+            t[i as usize] = value(r);
         }
         IdLookup::Dense(t)
     } else {
         let mut h = IdMap::new(ids.len());
         for (r, &i) in ids.iter().enumerate() {
-            h.insert(i, r as u32);
+            h.insert(i, value(r));
         }
         IdLookup::Hashed(h)
     }
