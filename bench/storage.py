@@ -2,19 +2,29 @@
 """iSCSI storage on the testbed (issue 13): tgt on the storage host, libiscsi initiators (root).
 
 Not a test: a measurement. For each link rate (155 Mbit/s as seed 001's links are scaled here,
-and unshaped) it runs ``clusterlab.bench.storage.run`` with 1 and 4 initiators at once, each
-writing then reading its own LUN sequentially in 64 KB blocks, plus the same block loop and
-bonnie++ on a local file. Reported as MB/s and as ratios: 1 initiator vs the link rate (issue
-13's target: >= 90 %), iSCSI vs local. The machine's load is recorded before and after.
+1 Gbit/s as the seed's, and unshaped) and each number of commands in flight per initiator
+(``--connections``: 1, as a process doing one read() at a time, and 4 sessions) it runs
+``clusterlab.bench.storage.run`` with 1 and 8 initiators at once, each writing then reading
+its own LUN sequentially in 64 KB blocks, plus the same block loop and bonnie++ on a local
+file, and one iperf3 TCP stream each way between st and h0 on the same links just before
+(what the emulated link gives TCP at that moment: ``write_vs_tcp``, ``read_vs_tcp``). Every phase is monitored (the storage host's link, the machine's CPU and disks) and its
+bottleneck named (``phase_usage``). Reported as MB/s and as ratios: 1 initiator vs the link
+rate (issue 13's target: >= 90 %), iSCSI vs local. The machine's load is recorded per run.
 
-Writes ``bench/results/storage.json`` atomically.
+Writes ``bench/results/storage.json`` atomically. With ``--mining N``: instead, HPA, PFP and CD
+on ``--counts``' largest count of hosts over N generated transactions of 1000 items, each
+rank reading its partition from the local file and from a shared LUN on the target
+(``clusterlab.bench.storage.mining_from_target``; issue 13's target: iSCSI within 1.3x of
+local), into ``bench/results/storage_mining.json``.
 
-Usage: ``.venv/bin/python bench/storage.py [--size 32MB] [--counts 1,4] [--reps 1]``
+Usage: ``flock /work/quiet.lock .venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
+[--rates 155Mbit,1Gbit] [--connections 1,4] [--reps 1]``
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import sys
@@ -32,32 +42,47 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="32MB")
     ap.add_argument("--block", default="64KB")
-    ap.add_argument("--counts", default="1,4")
-    ap.add_argument("--rates", default="155Mbit,none")
+    ap.add_argument("--counts", default="1,8")
+    ap.add_argument("--rates", default="155Mbit,1Gbit")
+    ap.add_argument("--connections", default="1,4")
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--out", default=str(HERE / "results" / "storage.json"))
+    ap.add_argument("--mining", type=int, default=0, help="transactions to mine from the target (0: no)")
+    ap.add_argument("--min-support", type=float, default=0.01)
+    ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if a.mining:
+        return mining(a)
+    a.out = a.out or str(HERE / "results" / "storage.json")
     size, block, counts = parse_size(a.size), parse_size(a.block), parse_counts(a.counts)
     out = {"what": "bonnie-style sequential block write then read over iSCSI (tgt on testbed host st, "
                    "libiscsi initiators in compute hosts, one LUN each, file-backed through the page cache)",
            "machine": {"node": platform.node(), "cpus": __import__("os").cpu_count()},
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "size": size, "block": block, "runs": []}
-    for rep in range(a.reps):
-        for rate in a.rates.split(","):
-            r = None if rate == "none" else rate
-            res = run(hosts=max(counts), initiators=counts, size=size, block=block, rate=r,
-                      baseline=(rep == 0 and rate == a.rates.split(",")[0]))
-            if "local" in res:
-                out["local"] = res.pop("local")
-            for x in res["runs"]:
-                x.update(rate=rate, rep=rep, load_before=res["load_before"])
-                if r is not None and x["initiators"] == 1:
-                    line_mbps = parse_rate(r) / 8 / 1e6
-                    x["write_vs_link"] = round(x["write"]["aggregate_mbps"] / line_mbps, 3)
-                    x["read_vs_link"] = round(x["read"]["aggregate_mbps"] / line_mbps, 3)
-                out["runs"].append(x)
-                print(f"{rate:>8} n={x['initiators']}: write {x['write']['aggregate_mbps']:.1f} MB/s, "
-                      f"read {x['read']['aggregate_mbps']:.1f} MB/s (load {x['load'][0]:.1f})", flush=True)
+    first = True
+    for rep, rate, conns in itertools.product(range(a.reps), a.rates.split(","),
+                                          [int(c) for c in a.connections.split(",")]):
+        r = None if rate == "none" else rate
+        res = run(hosts=max(counts), initiators=counts, size=size, block=block, rate=r,
+                  baseline=first, connections=conns)
+        first = False
+        if "local" in res:
+            out["local"] = res.pop("local")
+        for x in res["runs"]:
+            x.update(rate=rate, rep=rep, connections=conns, load_before=res["load_before"])
+            if r is not None and x["initiators"] == 1:
+                line_mbps = parse_rate(r) / 8 / 1e6
+                x["write_vs_link"] = round(x["write"]["aggregate_mbps"] / line_mbps, 3)
+                x["read_vs_link"] = round(x["read"]["aggregate_mbps"] / line_mbps, 3)
+            tcp = x.get("tcp", {})
+            if "mbps" in tcp.get("to_target", {}) and "mbps" in tcp.get("from_target", {}):
+                x["write_vs_tcp"] = round(x["write"]["aggregate_mbps"] / tcp["to_target"]["mbps"], 3)
+                x["read_vs_tcp"] = round(x["read"]["aggregate_mbps"] / tcp["from_target"]["mbps"], 3)
+            out["runs"].append(x)
+            print(f"{rate:>8} n={x['initiators']} c={conns}: write {x['write']['aggregate_mbps']:.1f} MB/s "
+                  f"({x['write'].get('monitor', {}).get('bottleneck')}), read {x['read']['aggregate_mbps']:.1f} "
+                  f"MB/s ({x['read'].get('monitor', {}).get('bottleneck')}); iperf3 to/from st "
+                  f"{tcp.get('to_target', {}).get('mbps')}/{tcp.get('from_target', {}).get('mbps')} MB/s "
+                  f"(load {x['load'][0]:.1f})", flush=True)
     loc = out.get("local")
     if loc:
         for x in out["runs"]:
@@ -68,6 +93,35 @@ def main() -> int:
     with atomic_open(a.out) as f:
         json.dump(out, f, indent=1)
     print(f"wrote {a.out}")
+    return 0
+
+
+def mining(a) -> int:
+    import tempfile
+
+    import clusterlab
+    from clusterlab._atomic import atomic_open
+    from clusterlab.bench.storage import mining_from_target, parse_counts
+
+    nodes = max(parse_counts(a.counts))
+    with tempfile.TemporaryDirectory(prefix="clab-storage-mining-", dir="/var/tmp") as d:
+        data = f"{d}/T10I4.dat"
+        clusterlab.generate_file(data, "T10I4D100K", transactions=a.mining, items=1000, seed=1, partitions=nodes)
+        rate = a.rates.split(",")[0]
+        res = mining_from_target(data, nodes=nodes, min_support=a.min_support, reps=a.reps,
+                                 rate=None if rate == "none" else rate)
+    res["what"] = (f"HPA/PFP/CD on {nodes} testbed hosts, {a.mining} transactions (T10I4, 1000 items): each rank "
+                   "reads its partition from the local file vs from a shared iSCSI LUN on st (64 KB blocks, "
+                   "4 in flight); job time = slowest rank, read to result")
+    res["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for r in res["runs"]:
+        print(f"{r['algorithm']:>4}: local {r['local']['job_s']:.2f} s (read {r['local']['read_s']:.2f}), iscsi "
+              f"{r['iscsi']['job_s']:.2f} s (read {r['iscsi']['read_s']:.2f}): {r['iscsi_vs_local']:.2f}x "
+              f"(load {r['load'][0]:.1f})", flush=True)
+    out = a.out or str(HERE / "results" / "storage_mining.json")
+    with atomic_open(out) as f:
+        json.dump(res, f, indent=1)
+    print(f"wrote {out}")
     return 0
 
 

@@ -100,12 +100,34 @@ def test_after_sigkill_of_the_driver_clean_removes_everything(name):
     assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
 
 
-def _open(tb, tgt, i, host=None):
+def _open(tb, tgt, i, host=None, connections=1):
     from clusterlab.storage.iscsi import open_lun
 
     d = tgt.luns[i]
     with in_netns(tb.host(host or d["client"]).ns):
-        return open_lun(d["portal"], d["iqn"], d["lun"], timeout=10)
+        return open_lun(d["portal"], d["iqn"], d["lun"], timeout=10, connections=connections)
+
+
+def test_several_sessions_stripe_blocks_and_read_back_what_one_wrote(name):
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+            IscsiTarget(tb, initiators=1, lun_size=4 << 20) as tgt:
+        data = os.urandom(3 << 20)
+        with _open(tb, tgt, 0) as one:
+            one.write(0, data)
+        with _open(tb, tgt, 0, connections=4) as lun:
+            assert lun.connections == 4
+            # striped 64 KB commands over 4 sessions land each block in its own place; a tail
+            # shorter than a block is read too
+            assert lun.read(0, len(data), block=64 << 10) == data
+            assert lun.read(512, len(data) - 1024, block=64 << 10) == data[512:-512]
+            w = lun.write_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=3)
+            r = lun.read_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=3)
+            assert (w.nbytes, r.nbytes, r.bad_blocks) == (2 << 20, 2 << 20, 0)
+            assert lun.read_sequential(2 << 20, block=64 << 10, offset=1 << 20, seed=4).bad_blocks == 32
+            with pytest.raises(ValueError, match="block"):
+                lun.read(0, 1 << 20, block=1000)
+        with _open(tb, tgt, 0) as one:  # what 4 sessions wrote, one session reads back
+            assert one.read_sequential(2 << 20, block=1 << 20, offset=1 << 20, seed=3).bad_blocks == 0
 
 
 def test_one_initiator_reads_back_what_it_wrote(name):
@@ -133,6 +155,43 @@ def test_one_initiator_reads_back_what_it_wrote(name):
             _open(tb, tgt, 1, host="h0")
 
 
+def test_throttled_backing_store_limits_the_target_and_its_cgroup_goes(name):
+    from clusterlab.cluster.testbed.storage import backing_io
+
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+            IscsiTarget(tb, initiators=2, lun_size=4 << 20, backing_bps=2_000_000) as tgt:
+        assert storage_leftovers(name)["cgroups"]
+        with _open(tb, tgt, 0, connections=2) as a, _open(tb, tgt, 1, connections=2) as b:
+            w = a.write_sequential(2 << 20, block=64 << 10, seed=1)
+            w2 = b.write_sequential(2 << 20, block=64 << 10, seed=2)
+            r = a.read_sequential(2 << 20, block=64 << 10, seed=1)
+        # 2 MB/s shared by both LUNs (unthrottled at 10 Gbit/s this takes milliseconds)
+        assert 0.7 < w.seconds < 5 and 0.7 < w2.seconds < 5 and 0.7 < r.seconds < 5 and r.bad_blocks == 0
+        io = backing_io(name)
+        assert io["write_bytes"] >= 4 << 20 and io["read_bytes"] >= 2 << 20  # O_DIRECT: all reached the disk
+        port = tgt.port
+    _nothing_left(name, port)
+    assert "cgroups" not in storage_leftovers(name)
+
+
+def test_separate_san_carries_the_iscsi_traffic_off_the_compute_switch(name):
+    from clusterlab.cluster.testbed.storage import SanNetwork
+
+    def tx(tb, host, iface):
+        return int(tb.host(host).run(["cat", f"/sys/class/net/{iface}/statistics/tx_bytes"]).stdout)
+
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, SanNetwork(tb) as san, \
+            IscsiTarget(tb, initiators=1, lun_size=4 << 20, san=san) as tgt:
+        assert tgt.portal == "10.1.0.3:3260"
+        before = {i: tx(tb, "st", i) for i in ("eth0", "eth1")}
+        with _open(tb, tgt, 0) as lun:
+            lun.write_sequential(2 << 20, seed=1)
+            assert lun.read_sequential(2 << 20, seed=1).bad_blocks == 0
+        assert tx(tb, "st", "eth1") - before["eth1"] > 2 << 20
+        assert tx(tb, "st", "eth0") - before["eth0"] < 64 << 10
+    assert not os.path.exists(f"/run/netns/{san.ns}")
+
+
 def test_two_initiators_at_once_on_their_own_luns(name):
     from clusterlab.bench.storage import run
 
@@ -140,6 +199,8 @@ def test_two_initiators_at_once_on_their_own_luns(name):
               name=name, timeout=10)
     (r,) = res["runs"]
     assert r["initiators"] == 2
+    assert r["tcp"]["to_target"]["mbps"] > 0 and r["tcp"]["from_target"]["mbps"] > 0  # iperf3 on the same links
+    assert r["read"]["monitor"]["bottleneck"] in ("network", "backing store", "cpu", "latency")
     for op in ("write", "read"):
         rows = r[op]["per_initiator"]
         assert [x["initiator"] for x in rows] == [0, 1] and all(x["mbps"] > 0 for x in rows)
@@ -150,11 +211,15 @@ def test_two_initiators_at_once_on_their_own_luns(name):
     assert not leftovers(name)["namespaces"]
 
 
-# Known: inside the whole suite (never alone, nor with tests/npb before it) the interrupted
-# benchmark sometimes does not exit; cause not found yet (see the issue 13 note). The fixture
-# removes what it leaves.
-@pytest.mark.xfail(raises=subprocess.TimeoutExpired, strict=False,
-                   reason="interrupted bench storage sometimes hangs when run inside the whole suite")
+def _as_a_foreground_job():
+    """A background job of a non-interactive shell (``make test &``, nohup, CI runners)
+    inherits SIGINT and SIGQUIT *ignored*, and Python then never raises KeyboardInterrupt;
+    exec keeps that. The child here plays a command started at a terminal, so SIGINT is reset
+    (this, not the benchmark, was why the test hung inside some whole-suite runs)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
     import json
@@ -164,7 +229,7 @@ def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
     exe = os.path.join(os.path.dirname(sys.executable), "clusterlab")
     p = subprocess.Popen([exe, "bench", "storage", "--hosts", "2", "--initiators", "2", "--size", "64MB",
                           "--rate", "155Mbit", "--name", name, "--no-baseline"], start_new_session=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_as_a_foreground_job)
     try:
         deadline = time.monotonic() + 60
         state = os.path.join(STATE_DIR, f"{name}.json")

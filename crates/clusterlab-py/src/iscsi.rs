@@ -1,5 +1,13 @@
-//! iSCSI initiator over libiscsi (`clusterlab.storage.iscsi`): one session to one LUN, and
-//! bonnie-style sequential block loops (write, then read) run with the GIL released.
+//! iSCSI initiator over libiscsi (`clusterlab.storage.iscsi`): one or more sessions
+//! (connections) to one LUN, and bonnie-style sequential block loops (write, then read) run
+//! with the GIL released.
+//!
+//! Several commands in flight: libiscsi's `*_sync` calls keep one command outstanding per
+//! session, so one 64 KB command at a time waits a round trip plus the target's turn between
+//! blocks and cannot fill a link. An `IscsiLun` opened with `connections = k` logs in k
+//! sessions (same initiator name, distinct ISIDs) and stripes every block loop over them:
+//! session j moves blocks j, j+k, j+2k, ... from its own thread, so k commands are in flight,
+//! as a kernel initiator with queue depth k would have.
 //!
 //! libiscsi is loaded at run time (dlopen of `libiscsi.so.7`, Debian package libiscsi7 /
 //! libiscsi-dev), not linked at build time: the extension builds and imports on machines
@@ -44,6 +52,7 @@ struct Lib {
     set_session_type: unsafe extern "C" fn(Ctx, c_int) -> c_int,
     set_header_digest: unsafe extern "C" fn(Ctx, c_int) -> c_int,
     set_timeout: unsafe extern "C" fn(Ctx, c_int) -> c_int,
+    set_isid_random: unsafe extern "C" fn(Ctx, u32, u32) -> c_int,
     full_connect_sync: unsafe extern "C" fn(Ctx, *const c_char, c_int) -> c_int,
     logout_sync: unsafe extern "C" fn(Ctx) -> c_int,
     get_error: unsafe extern "C" fn(Ctx) -> *const c_char,
@@ -98,6 +107,7 @@ fn load() -> Result<Lib, String> {
         set_session_type: sym!("iscsi_set_session_type"),
         set_header_digest: sym!("iscsi_set_header_digest"),
         set_timeout: sym!("iscsi_set_timeout"),
+        set_isid_random: sym!("iscsi_set_isid_random"),
         full_connect_sync: sym!("iscsi_full_connect_sync"),
         logout_sync: sym!("iscsi_logout_sync"),
         get_error: sym!("iscsi_get_error"),
@@ -198,80 +208,149 @@ impl Drop for Session {
 
 /// Pattern of block `index` (offset-derived, seeded): every block differs, so a read that
 /// returns another block's data or stale data is caught. splitmix64 over 8-byte words.
+fn pattern_word(seed: u64, pos: u64) -> u64 {
+    let mut z = seed ^ pos.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 fn fill_pattern(buf: &mut [u8], seed: u64, offset: u64) {
     for (i, chunk) in buf.chunks_mut(8).enumerate() {
-        let mut z = seed ^ (offset + 8 * i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = pattern_word(seed, offset + 8 * i as u64);
         chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
     }
 }
 
-/// One logged-in session to one LUN of an iSCSI target (tgt). Not shared between threads.
+/// Whether `buf` (read from byte `offset`) differs from the pattern of `seed` there.
+fn pattern_differs(buf: &[u8], seed: u64, offset: u64) -> bool {
+    buf.chunks(8).enumerate().any(|(i, chunk)| chunk != &pattern_word(seed, offset + 8 * i as u64).to_le_bytes()[..chunk.len()])
+}
+
+/// Log in one session to LUN `lun` of `target` at `portal`; `isid` tells the sessions of one
+/// initiator apart (the target sees one I_T nexus per ISID).
+fn connect(lib: &'static Lib, portal: &CStr, target: &CStr, lun: i32, initiator: &CStr, timeout: i32, isid: u32)
+    -> Result<Session, String> {
+    // SAFETY: arguments are NUL-terminated; ctx is checked before use and owned by Session.
+    let ctx = unsafe { (lib.create_context)(initiator.as_ptr()) };
+    if ctx.is_null() {
+        return Err("iscsi_create_context failed".to_string());
+    }
+    let mut s = Session { lib, ctx, lun, block_length: 0, blocks: 0 };
+    let (portal_s, target_s) = (portal.to_string_lossy(), target.to_string_lossy());
+    unsafe {
+        (lib.set_targetname)(ctx, target.as_ptr());
+        (lib.set_session_type)(ctx, ISCSI_SESSION_NORMAL);
+        (lib.set_header_digest)(ctx, ISCSI_HEADER_DIGEST_NONE);
+        (lib.set_timeout)(ctx, timeout);
+        (lib.set_isid_random)(ctx, isid & 0x00ff_ffff, 0);
+        if (lib.full_connect_sync)(ctx, portal.as_ptr(), lun) != 0 {
+            return Err(s.error(&format!("login to {target_s} at {portal_s} (LUN {lun})")));
+        }
+        let task = (lib.readcapacity16_sync)(ctx, lun);
+        if task.is_null() || *(task as *const c_int) != SCSI_STATUS_GOOD {
+            if !task.is_null() {
+                (lib.free_task)(task);
+            }
+            return Err(s.error("READ CAPACITY(16)"));
+        }
+        let rc = (lib.datain_unmarshall)(task) as *const ReadCapacity16;
+        if rc.is_null() {
+            (lib.free_task)(task);
+            return Err("READ CAPACITY(16): reply could not be decoded".to_string());
+        }
+        s.block_length = (*rc).block_length;
+        s.blocks = (*rc).returned_lba + 1;
+        (lib.free_task)(task);
+    }
+    if s.block_length == 0 {
+        return Err("the LUN reports a block size of 0".to_string());
+    }
+    Ok(s)
+}
+
+/// Run `per_block(session, byte offset, buffer)` over the `block`-byte blocks of
+/// `offset..offset+size`, session j taking blocks j, j+k, ... from its own thread (one thread
+/// and no spawning when k = 1). Each thread has its own `block`-byte buffer. Returns the sum of
+/// what `per_block` returned, or the first error.
+fn striped<F>(sessions: &[Session], offset: u64, size: u64, block: u64, per_block: F) -> Result<u64, String>
+where
+    F: Fn(&Session, u64, &mut [u8]) -> Result<u64, String> + Sync,
+{
+    let k = sessions.len() as u64;
+    let nblocks = size / block;
+    let run = |j: u64| -> Result<u64, String> {
+        let s = &sessions[j as usize];
+        let mut buf = vec![0u8; block as usize];
+        let mut sum = 0;
+        let mut b = j;
+        while b < nblocks {
+            sum += per_block(s, offset + b * block, &mut buf)?;
+            b += k;
+        }
+        Ok(sum)
+    };
+    if k == 1 {
+        return run(0);
+    }
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..k).map(|j| sc.spawn(move || run(j))).collect();
+        let mut total = 0;
+        let mut first_err = None;
+        for h in handles {
+            match h.join().unwrap_or_else(|_| Err("an initiator thread panicked".to_string())) {
+                Ok(n) => total += n,
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        first_err.map_or(Ok(total), Err)
+    })
+}
+
+/// One initiator's sessions to one LUN of an iSCSI target (tgt). Not shared between threads.
 #[pyclass(module = "clusterlab._core", name = "IscsiLun")]
 pub struct IscsiLun {
-    session: Option<Session>,
+    sessions: Vec<Session>,
 }
 
 impl IscsiLun {
     fn session(&self) -> PyResult<&Session> {
-        self.session.as_ref().ok_or_else(|| PyValueError::new_err("the iSCSI session is closed"))
+        self.sessions.first().ok_or_else(|| PyValueError::new_err("the iSCSI session is closed"))
     }
 }
 
 #[pymethods]
 impl IscsiLun {
-    /// Log in to `target` (IQN) at `portal` ("addr:port") as `initiator` and open LUN `lun`.
+    /// Log in to `target` (IQN) at `portal` ("addr:port") as `initiator` and open LUN `lun`
+    /// over `connections` sessions (1..=64: that many commands in flight in the block loops).
     /// `timeout` (whole seconds, >= 1) bounds every command and the login.
     #[new]
-    #[pyo3(signature = (portal, target, lun, initiator, timeout=30))]
-    fn new(py: Python<'_>, portal: &str, target: &str, lun: i32, initiator: &str, timeout: i32) -> PyResult<Self> {
+    #[pyo3(signature = (portal, target, lun, initiator, timeout=30, connections=1))]
+    fn new(py: Python<'_>, portal: &str, target: &str, lun: i32, initiator: &str, timeout: i32, connections: u32)
+        -> PyResult<Self> {
         if timeout < 1 {
             return Err(PyValueError::new_err(format!("timeout must be at least 1 s, got {timeout}")));
+        }
+        if !(1..=64).contains(&connections) {
+            return Err(PyValueError::new_err(format!("connections must be 1..64, got {connections}")));
         }
         let lib = lib()?;
         let cstr = |s: &str, what: &str| {
             CString::new(s).map_err(|_| PyValueError::new_err(format!("{what} contains a NUL byte")))
         };
         let (portal_c, target_c, init_c) = (cstr(portal, "portal")?, cstr(target, "target")?, cstr(initiator, "initiator")?);
-        let res: Result<Session, String> = py.detach(|| {
-            // SAFETY: arguments are NUL-terminated; ctx is checked before use and owned by Session.
-            let ctx = unsafe { (lib.create_context)(init_c.as_ptr()) };
-            if ctx.is_null() {
-                return Err("iscsi_create_context failed".to_string());
+        // ISIDs: distinct per session of this process (a hash of pid, time and index).
+        let base = std::process::id().wrapping_mul(0x9E37_79B9)
+            ^ std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let res: Result<Vec<Session>, String> = py.detach(|| {
+            let mut sessions = Vec::new();
+            for j in 0..connections {
+                // on an error the sessions already opened are logged out when `sessions` drops
+                sessions.push(connect(lib, &portal_c, &target_c, lun, &init_c, timeout, base.wrapping_add(j))?);
             }
-            let mut s = Session { lib, ctx, lun, block_length: 0, blocks: 0 };
-            unsafe {
-                (lib.set_targetname)(ctx, target_c.as_ptr());
-                (lib.set_session_type)(ctx, ISCSI_SESSION_NORMAL);
-                (lib.set_header_digest)(ctx, ISCSI_HEADER_DIGEST_NONE);
-                (lib.set_timeout)(ctx, timeout);
-                if (lib.full_connect_sync)(ctx, portal_c.as_ptr(), lun) != 0 {
-                    return Err(s.error(&format!("login to {target} at {portal} (LUN {lun})")));
-                }
-                let task = (lib.readcapacity16_sync)(ctx, lun);
-                if task.is_null() || *(task as *const c_int) != SCSI_STATUS_GOOD {
-                    if !task.is_null() {
-                        (lib.free_task)(task);
-                    }
-                    return Err(s.error("READ CAPACITY(16)"));
-                }
-                let rc = (lib.datain_unmarshall)(task) as *const ReadCapacity16;
-                if rc.is_null() {
-                    (lib.free_task)(task);
-                    return Err("READ CAPACITY(16): reply could not be decoded".to_string());
-                }
-                s.block_length = (*rc).block_length;
-                s.blocks = (*rc).returned_lba + 1;
-                (lib.free_task)(task);
-            }
-            if s.block_length == 0 {
-                return Err("the LUN reports a block size of 0".to_string());
-            }
-            Ok(s)
+            Ok(sessions)
         });
-        res.map(|s| IscsiLun { session: Some(s) }).map_err(PyOSError::new_err)
+        res.map(|sessions| IscsiLun { sessions }).map_err(PyOSError::new_err)
     }
 
     /// Bytes per logical block of the LUN.
@@ -287,6 +366,12 @@ impl IscsiLun {
         Ok(s.blocks * s.block_length as u64)
     }
 
+    /// Sessions (commands in flight in the block loops).
+    #[getter]
+    fn connections(&self) -> usize {
+        self.sessions.len()
+    }
+
     /// Write `data` at byte `offset` (both multiples of the block length).
     fn write(&mut self, py: Python<'_>, offset: u64, data: &[u8]) -> PyResult<()> {
         let s = self.session()?;
@@ -295,64 +380,81 @@ impl IscsiLun {
         py.detach(|| s.xfer(true, offset, &mut buf)).map_err(PyOSError::new_err)
     }
 
-    /// Read `length` bytes at byte `offset` (both multiples of the block length).
-    fn read<'py>(&mut self, py: Python<'py>, offset: u64, length: u64) -> PyResult<Bound<'py, PyBytes>> {
+    /// Read `length` bytes at byte `offset` (both multiples of the block length) in
+    /// `block`-byte READ(16) commands striped over the sessions (0: one command per 4 MiB).
+    #[pyo3(signature = (offset, length, block=0))]
+    fn read<'py>(&mut self, py: Python<'py>, offset: u64, length: u64, block: u64) -> PyResult<Bound<'py, PyBytes>> {
         let s = self.session()?;
         s.check_region(offset, length).map_err(PyValueError::new_err)?;
-        let mut buf = vec![0u8; length as usize];
-        py.detach(|| s.xfer(false, offset, &mut buf)).map_err(PyOSError::new_err)?;
-        Ok(PyBytes::new(py, &buf))
+        if block != 0 && (!block.is_multiple_of(s.block_length as u64) || block > MAX_XFER as u64) {
+            return Err(PyValueError::new_err(format!(
+                "block must be a multiple of the LUN's block size ({}) up to {MAX_XFER}, got {block}", s.block_length)));
+        }
+        let mut out = vec![0u8; length as usize];
+        if block == 0 || length <= block {
+            py.detach(|| s.xfer(false, offset, &mut out)).map_err(PyOSError::new_err)?;
+            return Ok(PyBytes::new(py, &out));
+        }
+        // Whole blocks striped over the sessions (each thread writes its own blocks of `out`
+        // through a shared base pointer: the blocks are disjoint), then the tail.
+        let whole = length / block * block;
+        let base = out.as_mut_ptr() as usize;
+        let sessions = &self.sessions;
+        py.detach(|| -> Result<(), String> {
+            striped(sessions, offset, whole, block, |s, pos, buf| {
+                s.xfer(false, pos, buf)?;
+                // SAFETY: pos-offset..+block lies inside `out` (whole <= length) and no other
+                // thread writes these bytes (each block belongs to exactly one session).
+                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), (base as *mut u8).add((pos - offset) as usize), buf.len()) };
+                Ok(0)
+            })?;
+            if whole < length {
+                s.xfer(false, offset + whole, &mut out[whole as usize..])?;
+            }
+            Ok(())
+        })
+        .map_err(PyOSError::new_err)?;
+        Ok(PyBytes::new(py, &out))
     }
 
     /// Sequential write of `size` bytes from `offset` in `block`-byte commands, each block
-    /// filled with the seeded pattern. Returns (bytes, seconds).
+    /// filled with the seeded pattern, striped over the sessions. Returns (bytes, seconds).
     fn write_sequential(&mut self, py: Python<'_>, offset: u64, size: u64, block: u64, seed: u64) -> PyResult<(u64, f64)> {
-        let s = self.session()?;
-        check_loop(s, offset, size, block)?;
+        check_loop(self.session()?, offset, size, block)?;
+        let sessions = &self.sessions;
         py.detach(|| {
-            let mut buf = vec![0u8; block as usize];
             let t = Instant::now();
-            let mut pos = offset;
-            while pos < offset + size {
-                fill_pattern(&mut buf, seed, pos);
-                s.xfer(true, pos, &mut buf)?;
-                pos += block;
-            }
+            striped(sessions, offset, size, block, |s, pos, buf| {
+                fill_pattern(buf, seed, pos);
+                s.xfer(true, pos, buf).map(|_| 0)
+            })?;
             Ok::<_, String>((size, t.elapsed().as_secs_f64()))
         })
         .map_err(PyOSError::new_err)
     }
 
-    /// Sequential read of `size` bytes from `offset` in `block`-byte commands, each block
-    /// compared with the seeded pattern (outside the timed transfer, as bonnie does not
-    /// verify). Returns (bytes, seconds, blocks that differ).
+    /// Sequential read of `size` bytes from `offset` in `block`-byte commands striped over the
+    /// sessions, each block compared with the seeded pattern as it arrives (in the timed loop:
+    /// ~20 us per 64 KB, overlapping the other sessions' transfers). Returns (bytes, seconds,
+    /// blocks that differ).
     fn read_sequential(&mut self, py: Python<'_>, offset: u64, size: u64, block: u64, seed: u64) -> PyResult<(u64, f64, u64)> {
-        let s = self.session()?;
-        check_loop(s, offset, size, block)?;
+        check_loop(self.session()?, offset, size, block)?;
+        let sessions = &self.sessions;
         py.detach(|| {
-            let mut buf = vec![0u8; block as usize];
-            let mut want = vec![0u8; block as usize];
-            let mut secs = 0.0;
-            let mut bad = 0u64;
-            let mut pos = offset;
-            while pos < offset + size {
-                let t = Instant::now();
-                s.xfer(false, pos, &mut buf)?;
-                secs += t.elapsed().as_secs_f64();
-                fill_pattern(&mut want, seed, pos);
-                bad += u64::from(buf != want);
-                pos += block;
-            }
-            Ok::<_, String>((size, secs, bad))
+            let t = Instant::now();
+            let bad = striped(sessions, offset, size, block, |s, pos, buf| {
+                s.xfer(false, pos, buf)?;
+                Ok(u64::from(pattern_differs(buf, seed, pos)))
+            })?;
+            Ok::<_, String>((size, t.elapsed().as_secs_f64(), bad))
         })
         .map_err(PyOSError::new_err)
     }
 
-    /// Log out and release the session (also done when the object is dropped).
+    /// Log out and release the sessions (also done when the object is dropped).
     fn close(&mut self, py: Python<'_>) {
-        if let Some(s) = self.session.take() {
-            py.detach(move || drop(s));
-        }
+        let sessions = std::mem::take(&mut self.sessions);
+        py.detach(move || drop(sessions));
     }
 }
 
@@ -380,7 +482,6 @@ fn local_sequential(py: Python<'_>, path: &str, size: u64, block: u64, seed: u64
     }
     py.detach(|| -> std::io::Result<(u64, f64, u64)> {
         let mut buf = vec![0u8; block as usize];
-        let mut want = vec![0u8; block as usize];
         let t = Instant::now();
         let mut bad = 0u64;
         if write {
@@ -401,8 +502,7 @@ fn local_sequential(py: Python<'_>, path: &str, size: u64, block: u64, seed: u64
             let t = Instant::now();
             f.read_exact(&mut buf)?;
             secs += t.elapsed().as_secs_f64();
-            fill_pattern(&mut want, seed, pos);
-            bad += u64::from(buf != want);
+            bad += u64::from(pattern_differs(&buf, seed, pos));
             pos += block;
         }
         Ok((size, secs, bad))

@@ -15,6 +15,7 @@ mod iscsi;
 mod mining;
 mod net;
 mod npb;
+mod wan;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -26,5 +27,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     net::register(m)?;
     iscsi::register(m)?;
     npb::register(m)?;
+    wan::register(m)?;
     Ok(())
 }

@@ -61,10 +61,17 @@ def parse_counts(text: str) -> list[int]:
 
 
 def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrier: threading.Barrier,
-           out: list, errors: list) -> None:
-    """All n initiators run ``op`` at once; out[i] = (start, end, Transfer)."""
+           out: list, errors: list, namespaces: list | None = None) -> None:
+    """All n initiators run ``op`` at once; out[i] = (start, end, Transfer). Initiator i's
+    thread (and the threads it starts) work inside ``namespaces[i]``, so that the monitor
+    counts their CPU for that host."""
+    from clusterlab.cluster.testbed.node import in_netns
 
     def one(i: int) -> None:
+        with in_netns(namespaces[i] if namespaces else None):
+            transfer(i)
+
+    def transfer(i: int) -> None:
         try:
             barrier.wait(timeout=60)
             t0 = time.monotonic()
@@ -91,7 +98,13 @@ def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrie
         raise
 
 
-def _open_all(tb, target, n: int, timeout: int) -> list:
+def open_all(tb, target, n: int, timeout: int = 30, connections: int = 1) -> list:
+    """Open LUN i of ``target`` from its client host, for i < n (each session's socket in that
+    host's namespace)."""
+    return _open_all(tb, target, n, timeout, connections)
+
+
+def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.storage.iscsi import open_lun
 
@@ -99,8 +112,58 @@ def _open_all(tb, target, n: int, timeout: int) -> list:
     for i in range(n):
         d = target.luns[i]
         with in_netns(tb.host(d["client"]).ns):  # the session's socket stays in the host's namespace
-            luns.append(open_lun(d["portal"], d["iqn"], d["lun"], timeout=timeout))
+            luns.append(open_lun(d["portal"], d["iqn"], d["lun"], timeout=timeout, connections=connections))
     return luns
+
+
+def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: float | None = None) -> dict:
+    """What the monitor saw during one phase, averaged over it: the storage host's link (MB/s
+    each way, and as a fraction of the link rate), the machine's CPU (``cpu_busy``: time not
+    idle, not in I/O wait and not niced, i.e. used by this run, since everything else on the
+    shared machine runs niced), the CPU of the target's threads (``target_cpu``, cores) and of
+    the initiators' (``initiator_cpu``, cores, summed over hosts), the backing store's MB/s
+    (tgtd's cgroup when throttled, else the machine's disks). ``bottleneck`` names the resource
+    nearest its limit: ``network`` (st's link >= 85 % of the rate), ``backing store``
+    (throttled, and it moved >= 85 % of its limit), ``cpu`` (>= 90 % busy: target, initiators
+    and the emulated switch share the machine's cores), else ``latency`` (nothing full: the
+    commands in flight wait for round trips and the target's turn)."""
+    rows = tbl.to_pylist()
+    secs = sum(r["value"] for r in rows if r["node"] == "machine" and r["metric"] == "interval_seconds") or 1e-9
+
+    def total(node, metric):
+        return sum(r["value"] for r in rows if (node is None or r["node"] == node) and r["metric"] == metric)
+
+    def mean(metric, node="machine"):
+        v = [r["value"] for r in rows if r["node"] == node and r["metric"] == metric]
+        return sum(v) / len(v) if v else 0.0
+
+    rx, tx = total(storage_host, "rx_bytes") / secs / 1e6, total(storage_host, "tx_bytes") / secs / 1e6
+    throttled = any(r["metric"].startswith("backing_") for r in rows)
+    if throttled:
+        disk = (total(storage_host, "backing_read_bytes") + total(storage_host, "backing_write_bytes")) / secs / 1e6
+    else:
+        disk = (total("machine", "disk_read_bytes") + total("machine", "disk_write_bytes")) / secs / 1e6
+    busy = 1.0 - mean("cpu_idle") - mean("cpu_iowait") - mean("cpu_nice")
+    hosts = {r["node"] for r in rows if r["metric"] == "host_cpu_user"}
+    cores = {h: mean("host_cpu_user", h) + mean("host_cpu_system", h) for h in hosts}
+    link = max(rx, tx) / (rate_bps / 8 / 1e6) if rate_bps else None
+    if link is not None and link >= 0.85:
+        neck = "network"
+    elif backing_bps and disk >= 0.85 * backing_bps / 1e6:
+        neck = "backing store"
+    elif busy >= 0.9:
+        neck = "cpu"
+    else:
+        neck = "latency"
+    out = {"seconds": round(secs, 2), "st_rx_mbps": round(rx, 2), "st_tx_mbps": round(tx, 2),
+           "st_link_utilization": None if link is None else round(link, 3), "cpu_busy": round(busy, 3),
+           "cpu_nice_others": round(mean("cpu_nice"), 3), "cpu_iowait": round(mean("cpu_iowait"), 3),
+           ("backing_mbps" if throttled else "disk_mbps"): round(disk, 2), "bottleneck": neck}
+    if cores:
+        out["target_cpu"] = round(cores.get(storage_host, 0.0), 3)
+        out["target_io_wait_threads"] = round(mean("host_io_wait", storage_host), 2)
+        out["initiator_cpu"] = round(sum(v for h, v in cores.items() if h != storage_host), 3)
+    return out
 
 
 def _rows(out: list, size: int) -> tuple[list[dict], float]:
@@ -108,6 +171,60 @@ def _rows(out: list, size: int) -> tuple[list[dict], float]:
             for i, (_, _, tr) in enumerate(out)]
     span = max(e for _, e, _ in out) - min(s for s, _, _ in out)
     return rows, round(len(out) * size / span / 1e6, 2)
+
+
+def tcp_baseline(tb, server, client, seconds: float = 2.0, reverse: bool = False) -> dict:
+    """iperf3 (one TCP stream) from ``client`` to ``server`` (``reverse``: server to client),
+    on the same links and at the same time as the iSCSI runs: what the link gives TCP now
+    (under this machine's load), the yardstick for the initiators' MB/s."""
+    if shutil.which("iperf3") is None:
+        return {"error": "iperf3 is not installed"}
+    import json as _json
+
+    srv = server.popen(["iperf3", "-s", "-1", "-B", server.addr], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(50):  # wait for its listening socket
+            if f"{server.addr}:5201" in server.run(["ss", "-Hltn"], check=False).stdout:
+                break
+            time.sleep(0.1)
+        p = client.run(["iperf3", "-c", server.addr, "-t", str(seconds), "-J", *(["-R"] if reverse else [])],
+                       timeout=seconds + 30, check=False)
+        try:
+            end = _json.loads(p.stdout)["end"]["sum_received"]
+            return {"mbps": round(end["bytes"] / end["seconds"] / 1e6, 2), "seconds": round(end["seconds"], 2)}
+        except (ValueError, KeyError):
+            return {"error": (p.stderr or p.stdout).strip()[-200:]}
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait(timeout=10)
+
+
+def bonnie_phases(tb, target, luns: list, n: int, size: int, block: int, seed: int = 0, monitor: bool = True,
+                  rate_bps: float | None = None, backing_bps: int | None = None, ifaces=("eth0",)) -> dict:
+    """Initiators 0..n-1 (``luns``, opened on ``target``'s LUNs) write ``size`` bytes at once,
+    then read them back (checked): ``{"write": {...}, "read": {...}}`` with the aggregate and
+    per-initiator MB/s and, with ``monitor``, ``phase_usage`` of each phase."""
+    from clusterlab.monitor.sampler import Monitor
+
+    res = {}
+    for op in ("write", "read"):
+        out, errors = [None] * n, []
+        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True, backing=backing_bps is not None,
+                                  ifaces=ifaces) if monitor else None
+        with mon or contextlib.nullcontext():
+            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors,
+                   [tb.host(d["client"]).ns for d in target.luns])
+        if errors:
+            raise OSError("; ".join(errors))
+        rows, agg = _rows(out, size)
+        res[op] = {"aggregate_mbps": agg, "per_initiator": rows}
+        if mon is not None:
+            res[op]["monitor"] = phase_usage(mon.table(), target.host.name, rate_bps, backing_bps)
+    if any(r["bad_blocks"] for r in res["read"]["per_initiator"]):
+        raise OSError(f"{n} initiators: read back differs from what was written: {res['read']['per_initiator']}")
+    return res
 
 
 def local_baseline(size: int, block: int, directory: str | None = None, bonnie: bool = True) -> dict:
@@ -174,14 +291,21 @@ def _terminate_unwinds():
 
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
         rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
-        name: str | None = None, timeout: int = 30, direct: bool = False) -> dict:
+        name: str | None = None, timeout: int = 30, direct: bool = False, connections: int = 4,
+        monitor: bool = True, backing_bps: int | None = None, san: bool = False, tcp: bool = True) -> dict:
     """The benchmark as one call (needs root, tgt, libiscsi). ``rate`` None: unshaped links.
+    ``connections``: sessions per initiator, i.e. commands in flight (1: one at a time).
+    ``monitor``: sample the testbed during each phase (``phase_usage``: the bottleneck).
+    ``backing_bps``: throttle the target's backing store to that many bytes/s (read and write).
+    ``san``: iSCSI on a second switch (``SanNetwork``) instead of the compute switch.
+    ``tcp``: also measure one iperf3 stream each way between the target's host and h0 on the
+    same links just before each count's phases (``tcp_baseline``).
 
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
     """
     from clusterlab.cluster.testbed import StarTopo, Testbed
-    from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+    from clusterlab.cluster.testbed.storage import IscsiTarget, SanNetwork, clean_storage
 
     initiators = initiators or [1]
     if max(initiators) > hosts:
@@ -189,26 +313,27 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     if block <= 0 or block % 512 or size % block:
         raise ConfigError(f"--block must be a positive multiple of 512 that divides --size (got {block}, {size})")
     res = {"config": {"hosts": hosts, "initiators": initiators, "size": size, "block": block,
-                      "rate": rate or f"unshaped ({UNSHAPED_RATE} htb)", "direct": direct},
+                      "rate": rate or f"unshaped ({UNSHAPED_RATE} htb)", "direct": direct,
+                      "connections": connections, "backing_bps": backing_bps,
+                      "network": "separate SAN switch" if san else "consolidated (one switch)"},
            "load_before": _load(), "runs": []}
     topo = StarTopo(hosts=max(2, hosts), rate=rate or UNSHAPED_RATE, storage=True)
     tb = Testbed(topo, name=name)
     try:
-        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct) as target:
-            luns = _open_all(tb, target, max(initiators), timeout)
+        with _terminate_unwinds(), tb, (SanNetwork(tb) if san else contextlib.nullcontext()) as sannet, \
+                IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct, backing_bps=backing_bps,
+                            san=sannet) as target:
+            luns = _open_all(tb, target, max(initiators), timeout, connections)
             try:
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
-                    for op in ("write", "read"):
-                        out, errors = [None] * n, []
-                        _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors)
-                        if errors:
-                            raise OSError("; ".join(errors))
-                        rows, agg = _rows(out, size)
-                        run_n[op] = {"aggregate_mbps": agg, "per_initiator": rows}
-                    if any(r["bad_blocks"] for r in run_n["read"]["per_initiator"]):
-                        raise OSError(f"{n} initiators: read back differs from what was written: "
-                                      f"{run_n['read']['per_initiator']}")
+                    if tcp and not san:
+                        h0 = tb.host(target.luns[0]["client"])
+                        run_n["tcp"] = {"to_target": tcp_baseline(tb, target.host, h0),
+                                        "from_target": tcp_baseline(tb, target.host, h0, reverse=True)}
+                    run_n.update(bonnie_phases(tb, target, luns, n, size, block, seed, monitor=monitor,
+                                               rate_bps=topo.rate_bps if rate else None, backing_bps=backing_bps,
+                                               ifaces=("eth0", "eth1") if san else ("eth0",)))
                     res["runs"].append(run_n)
             finally:
                 for lun in luns:
@@ -219,5 +344,49 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
         clean_storage(tb.name)
     if baseline:
         res["local"] = local_baseline(size, block, bonnie=bonnie)
+    res["load_after"] = _load()
+    return res
+
+
+def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "pfp", "cd"), min_support=0.01,
+                       rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
+                       backing_bps: int | None = None) -> dict:
+    """Mine FIMI file ``data`` on ``nodes`` testbed hosts twice per algorithm and repetition:
+    each rank reading its partition from the local file, and from a shared LUN on ``st``
+    (``clusterlab.storage.source``, written there first). Job times (slowest rank, read to
+    result; ``read_s``: the slowest rank's read) and their ratio; the itemsets must be equal."""
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+    from clusterlab.mining.parallel.driver import run_parallel
+    from clusterlab.storage.source import lun_bytes_needed, partition_ranges, write_partitions
+
+    lengths = [e - s for s, e in partition_ranges(data, nodes)]
+    res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
+                      "rate": rate or "unshaped", "backing_bps": backing_bps}, "load_before": _load(), "runs": []}
+    tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name)
+    try:
+        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
+                                                    shared=True, backing_bps=backing_bps) as tgt:
+            url = tgt.luns[0]["url"]
+            t0 = time.monotonic()
+            with in_netns(tb.host("h0").ns):
+                write_partitions(url, data, nodes)
+            res["write_seconds"] = round(time.monotonic() - t0, 3)
+            for rep in range(reps):
+                for algorithm in algorithms:
+                    row = {"algorithm": algorithm, "rep": rep, "load": _load()}
+                    tables = {}
+                    for where, src in (("local", str(data)), ("iscsi", url)):
+                        r = run_parallel(src, nodes, algorithm, min_support, testbed=tb.name)
+                        tables[where] = r.table
+                        row[where] = {"job_s": round(r.job_s, 3), "wall_s": round(r.wall_s, 3),
+                                      "read_s": round(max(x.get("read_s", 0.0) for x in r.ranks), 3)}
+                    if not tables["local"].equals(tables["iscsi"]):
+                        raise OSError(f"{algorithm}: itemsets mined from the LUN differ from the file's")
+                    row["iscsi_vs_local"] = round(row["iscsi"]["job_s"] / row["local"]["job_s"], 3)
+                    res["runs"].append(row)
+    finally:
+        clean_storage(tb.name)
     res["load_after"] = _load()
     return res

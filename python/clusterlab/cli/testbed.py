@@ -33,11 +33,31 @@ def topo_options(f):
     return f
 
 
-def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage):
+def wan_options(f):
+    """Options of a two-site testbed (seed 004: 4+4 hosts across a WAN line)."""
+    for opt in reversed([
+        click.option("--sites", default=None, help="Two sites joined by a WAN line: hosts per site, e.g. 4+4 "
+                     "(must add up to --hosts). Without it: one switch."),
+        click.option("--wan-rate", default="135Mbit", show_default=True, help="WAN line rate per direction."),
+        click.option("--wan-delay", default="6ms", show_default=True, help="WAN one-way delay (RTT = 2x)."),
+        click.option("--wan-queue", default="256KiB", show_default=True,
+                     help="WAN drop-tail queue per direction: bytes or packets (e.g. 30p)."),
+        click.option("--wan-shared", is_flag=True, help="Both directions share one --wan-rate and one queue, "
+                     "losing what exceeds it (67M-ATM: the line looped back)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, **wan):
+    """The topology; ``wan``: ``sites``, ``wan_rate``, ``wan_delay``, ``wan_queue``, ``wan_shared``
+    (ignored without ``sites``)."""
     from clusterlab.cluster.testbed import StarTopo
 
+    if not wan.get("sites"):
+        wan = {}
     return StarTopo(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, dilation=dilation,
-                    storage=storage)
+                    storage=storage, **wan)
 
 
 @click.group()
@@ -58,9 +78,11 @@ def testbed():
 @click.option("--hosts", default=4, show_default=True, type=int)
 @click.option("--name", default=None, help="Short name (1-8 lowercase letters/digits); random if omitted.")
 @topo_options
+@wan_options
 @transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"), nodelay=False)
 @click.option("--json", "as_json", is_flag=True)
-def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, offloads, transport, as_json):
+def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, offloads, sites, wan_rate, wan_delay,
+       wan_queue, wan_shared, transport, as_json):
     """Bring a testbed up and leave it running (take it down with ``down``).
 
     \b
@@ -70,11 +92,14 @@ def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, of
       clusterlab testbed up --hosts 16 --rate 155Mbit --buffer 64KB --name lab
       clusterlab testbed up --hosts 16 --rto-min 5ms --rto-jitter 100ms --seed 1 --name lab
       clusterlab testbed up --hosts 16 --dilation 4 --rto-min 200ms --rto-max-offset 100ms --name lab
+      clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-delay 6ms --name wan
+      clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-shared --name atm67
     """
     from clusterlab.cluster.testbed import Testbed
     from clusterlab.net.transport_config import TransportConfig
 
-    topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage)
+    topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, sites=sites, wan_rate=wan_rate,
+                     wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
     config = TransportConfig.parse(transport, place="testbed")
     tb = Testbed(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
     info = {"name": tb.name, "hosts": len(tb.hosts), "seconds": round(tb.timings["up"], 3),
@@ -84,6 +109,10 @@ def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, of
     else:
         click.echo(f"testbed {tb.name}: {len(tb.hosts)} hosts up in {tb.timings['up']:.2f} s "
                    f"({topo.rate} links, {topo.buffer_bytes} B port buffers, MTU {topo.mtu})")
+        if topo.has_wan:
+            click.echo(f"sites {'+'.join(map(str, topo.site_sizes))} joined by a WAN line: {topo.wan_rate} "
+                       f"{'shared by both directions' if topo.wan_shared else 'per direction'}, "
+                       f"{topo.wan_delay} one way, {topo.wan_queue_bytes} B queue")
         for w in tb.warnings:
             click.echo(f"warning: {w}", err=True)
 
@@ -175,8 +204,12 @@ def status(name, as_json):
         click.echo("no clusterlab testbeds")
     for d in out:
         topo = d.get("topo", {})
+        wan = ""
+        if topo.get("sites"):
+            wan = (f", sites {'+'.join(map(str, topo['sites']))}, WAN {topo['wan_rate_bps'] / 1e6:g} Mbit/s"
+                   f"{' shared' if topo['wan_shared'] else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way")
         click.echo(f"{d['name']}: {d['namespaces']} namespaces, {d.get('hosts', '?')} hosts, "
-                   f"{topo.get('rate', '?')} links, buffer {topo.get('buffer_bytes', '?')} B"
+                   f"{topo.get('rate', '?')} links, buffer {topo.get('buffer_bytes', '?')} B{wan}"
                    + (f"  ({d['note']})" if "note" in d else ""))
 
 
@@ -185,7 +218,7 @@ def status(name, as_json):
 @click.argument("host")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def exec_cmd(name, host, command):
-    """Run COMMAND inside HOST of testbed NAME (``sw`` is the switch).
+    """Run COMMAND inside HOST of testbed NAME (``sw`` is the switch, ``wan`` the WAN router).
 
     \b
     Examples:
@@ -195,6 +228,6 @@ def exec_cmd(name, host, command):
     from clusterlab.cluster.testbed import Testbed
 
     tb = Testbed.attach(name)
-    node = tb.switch if host == "sw" else tb.host(host)
+    node = tb.switch if host == "sw" else tb.router if host == "wan" and tb.router else tb.host(host)
     sys.stdout.flush()
     os.execvp("ip", node.prefix() + list(command))

@@ -18,11 +18,12 @@ from clusterlab.errors import ConfigError
 
 @click.group()
 def tune():
-    """Fit models of this cluster from measurements.
+    """Fit models of this cluster and tune its TCP from measurements.
 
     \b
     Example:
       clusterlab tune model -n 2 -o model.json
+      clusterlab tune buffers --config tune.toml -o tune-out
     """
 
 
@@ -72,3 +73,43 @@ def model(n, output, sizes, trial_time, backend, concurrency, as_json):
                    f"gamma {fitted.gamma * 1e9:.3f} ns/B, set-up {fitted.setup * 1e6:.1f} us, "
                    f"concurrency {fitted.concurrency:g}; "
                    f"max relative error {fitted.details['max_rel_error']:.1%} -> {output}")
+
+
+@tune.command()
+@click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="The sweep: cluster, ping-pong sizes, test variables (TOML; see docs/tune.md).")
+@click.option("-o", "--output", default=None, type=click.Path(file_okay=False),
+              help="Directory for the result files and plots (default: the config's [output] dir).")
+@click.option("--no-plots", is_flag=True, help="Write the result files only.")
+@click.option("--json", "as_json", is_flag=True, help="Print the chosen values as JSON.")
+def buffers(config_path, output, no_plots, as_json):
+    """Seed 003's self-optimization of TCP buffers and window scaling.
+
+    For each test variable (tcp_window_scaling, tcp_rmem, tcp_wmem), from its start value to
+    its end value (buffers doubling): set it on every node, run a NetPIPE-style ping-pong on
+    all nodes at once, sum the bandwidths per message size, keep the best value per size, and
+    apply the value best for the most sizes before the next variable. On a testbed the values
+    are per-namespace sysctls; on a real cluster (place = "cluster", started by mpiexec, one
+    rank per listed host) the hosts are left as found and the result is a sysctl.d fragment.
+
+    \b
+    Example:
+      clusterlab tune buffers --config tune.toml -o tune-out
+    """
+    from clusterlab.tune import load, tune_buffers
+    from clusterlab.tune.buffers import chosen, summary, sysctl_fragment
+    from clusterlab.tune.results import FRAGMENT, write_results
+
+    config = load(config_path)
+    results = tune_buffers(config)
+    if not results:  # a rank other than 0 of a real-cluster job
+        return
+    outdir = output or config.output
+    write_results(results, outdir, plots=not no_plots)
+    if as_json:
+        click.echo(json.dumps(chosen(results)))
+    else:
+        click.echo(summary(results))
+        click.echo(f"results, plots and {FRAGMENT} -> {outdir}")
+    if config.place == "cluster":
+        click.echo(sysctl_fragment(results), nl=False)

@@ -5,14 +5,18 @@
 >>> parse_snmp(snmp)
 {'TcpRtoAlgorithm': 1, 'TcpRetransSegs': 7, 'UdpInDatagrams': 3}
 >>> cpu = parse_cpu("cpu  10 2 30 400 5 0 7 0 0 0\\ncpu0 1 1 1 1 1 1 1 1 0 0\\n")
->>> cpu["user"], cpu["system"], cpu["idle"], cpu["iowait"], cpu["softirq"]
-(12, 30, 400, 5, 7)
+>>> cpu["user"], cpu["nice"], cpu["system"], cpu["idle"], cpu["iowait"], cpu["softirq"]
+(12, 2, 30, 400, 5, 7)
+>>> parse_task_stat("41 (tgt d) D 1 41 41 0 -1 4194560 9 0 0 0 17 5 0 0 20 0 1 0 99 0 0")
+('D', 17, 5)
 >>> parse_diskstats("   8       0 sda 10 0 80 0 5 0 16 0 0 0 0\\n   8       1 sda1 9 0 72 0 4 0 8 0 0 0 0\\n")
 {'sda': (40960, 8192)}
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 
 # TCP counters recorded per namespace (nstat names: the header of the line + the field).
@@ -92,12 +96,13 @@ def parse_net_dev(text: str) -> dict[str, dict[str, int]]:
 
 
 def parse_cpu(text: str) -> dict[str, int]:
-    """The aggregate ``cpu`` line of /proc/stat in clock ticks (user includes nice)."""
+    """The aggregate ``cpu`` line of /proc/stat in clock ticks (user includes nice; ``nice``
+    alone too: the other users of a shared machine run niced)."""
     for line in text.splitlines():
         if line.startswith("cpu "):
             f = [int(x) for x in line.split()[1:]]
             f += [0] * (8 - len(f))
-            return {"user": f[0] + f[1], "system": f[2], "idle": f[3], "iowait": f[4], "irq": f[5],
+            return {"user": f[0] + f[1], "nice": f[1], "system": f[2], "idle": f[3], "iowait": f[4], "irq": f[5],
                     "softirq": f[6], "steal": f[7]}
     raise ValueError("no aggregate cpu line in /proc/stat")
 
@@ -114,3 +119,64 @@ def parse_diskstats(text: str) -> dict[str, tuple[int, int]]:
             continue
         out[name] = (int(f[5]) * SECTOR, int(f[9]) * SECTOR)
     return out
+
+
+def parse_task_stat(text: str) -> tuple[str, int, int]:
+    """(state, user ticks, system ticks) from a /proc/<pid>/task/<tid>/stat line (the command
+    name may contain spaces and parentheses: fields are counted after the last ')')."""
+    f = text[text.rindex(")") + 2:].split()
+    return f[0], int(f[11]), int(f[12])
+
+
+class TaskCpu:
+    """CPU time of the tasks (threads) in each of a set of network namespaces: which testbed
+    host a thread works for is the namespace it is in (a thread that entered a host's
+    namespace counts for that host, as do threads it starts afterwards).
+
+    ``sample()`` -> ``{node: (user seconds, system seconds, threads in state D)}``: CPU time used
+    since the previous sample by threads alive at both (and all of it for threads new since
+    then). The time on CPU is the scheduler's (``schedstat``, nanoseconds); it is split into
+    user and system in the proportion of the thread's tick counts (``stat``: 10 ms ticks, too
+    coarse alone for 0.1 s samples). D (uninterruptible sleep) is where a thread waits for the
+    disk, e.g. tgtd's in a throttled read or write, so its count is the host's I/O wait, sampled."""
+
+    def __init__(self, namespaces: dict[str, str]):
+        self.node_of: dict[int, str] = {}
+        for node, path in namespaces.items():
+            with contextlib.suppress(OSError):
+                self.node_of[os.stat(path).st_ino] = node
+        self.prev: dict[int, int] = {}
+        self.first = True
+
+    def sample(self) -> dict[str, tuple[float, float, int]]:
+        out = {n: [0.0, 0.0, 0] for n in self.node_of.values()}
+        seen: dict[int, int] = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                base = f"/proc/{pid}/task/{tid}"
+                try:
+                    node = self.node_of.get(os.stat(f"{base}/ns/net").st_ino)
+                    if node is None:
+                        continue
+                    with open(f"{base}/stat") as fh:
+                        state, ut, st = parse_task_stat(fh.read())
+                    with open(f"{base}/schedstat") as fh:
+                        ns = int(fh.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue  # exited meanwhile
+                t = int(tid)
+                seen[t] = ns
+                used = (ns - self.prev.get(t, 0 if not self.first else ns)) / 1e9
+                user = ut / (ut + st) if ut + st else 0.5
+                acc = out[node]
+                acc[0] += used * user
+                acc[1] += used * (1 - user)
+                acc[2] += state == "D"
+        self.prev, self.first = seen, False
+        return {n: tuple(v) for n, v in out.items()}

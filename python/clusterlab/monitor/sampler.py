@@ -11,10 +11,16 @@ row means zero):
 * per node (namespace): the TCP counters of ``procfs.TCP_COUNTERS`` (nstat names such as
   ``TcpRetransSegs``, ``TcpExtTCPTimeouts``, ``TcpExtTCPLossProbes``);
 * per machine (node ``machine``): ``cpu_user cpu_system cpu_iowait cpu_softirq cpu_idle``
-  (fractions of all CPUs' time in the interval), ``disk_read_bytes disk_write_bytes``, and
+  (fractions of all CPUs' time in the interval; ``cpu_nice`` too: on a shared machine the
+  other users run niced), ``disk_read_bytes disk_write_bytes``, and
   ``interval_seconds``, the true length of the interval (a tick can be late; divide by it
   for rates); every sampled node has its own ``interval_seconds`` row too, and its rows carry
   the time its counters were read;
+* per host, with ``host_cpu=True``: ``host_cpu_user host_cpu_system`` (CPUs' worth of time
+  used by the threads in the host's namespace: 1.0 is one core busy) and ``host_io_wait``
+  (threads in uninterruptible sleep, i.e. waiting for the disk, at ``t``; ``procfs.TaskCpu``);
+* the target's backing store, with ``backing=<testbed>``: ``backing_read_bytes
+  backing_write_bytes`` (node ``st``: the throttled tgtd's blkio cgroup counters);
 * packet-length histogram: ``len_packets`` and ``len_bytes`` with ``bucket`` b meaning
   frames of 64*b .. 64*b+63 bytes, per sending interface; ``capture_drops`` if the capture
   ring overflowed.
@@ -109,12 +115,14 @@ class Monitor:
     """
 
     def __init__(self, targets: list[Target], interval: float = 0.1, capture=None, dilation: float = 1.0,
-                 disk: bool = True):
+                 disk: bool = True, host_cpu: bool = False, backing: str | None = None):
         if not 0.005 <= interval <= 60:
             from clusterlab.errors import ConfigError
             raise ConfigError(f"monitor interval must be 0.005..60 s, got {interval}")
         self.targets, self.interval, self.capture_point, self.dilation = targets, interval, capture, dilation
         self.disk = disk
+        self.host_cpu, self.backing = host_cpu, backing
+        self._tasks: procfs.TaskCpu | None = None
         self.cols: dict[str, list] = {c: [] for c in SCHEMA.names}
         self.late = 0
         self.error: str | None = None
@@ -132,12 +140,15 @@ class Monitor:
         return cls([Target("local", None, None, True)], interval, ("", "lo") if capture else None)
 
     @classmethod
-    def for_testbed(cls, tb, interval: float = 0.1, capture: bool = True) -> Monitor:
-        """Every host (eth0, its egress qdisc, its TCP counters) and every switch port (the
-        output buffers), with the histogram captured at the switch."""
-        targets = [Target(h.name, h.ns, ["eth0"], True) for h in tb.hosts]
+    def for_testbed(cls, tb, interval: float = 0.1, capture: bool = True, host_cpu: bool = False,
+                    backing: bool = False, ifaces: tuple = ("eth0",)) -> Monitor:
+        """Every host (``ifaces``, their egress qdiscs, its TCP counters) and every switch port
+        (the output buffers), with the histogram captured at the switch; ``host_cpu``: each
+        host's CPU; ``backing``: the storage target's backing store I/O."""
+        targets = [Target(h.name, h.ns, list(ifaces), True) for h in tb.hosts]
         targets.append(Target("switch", tb.switch.ns, [h.port for h in tb.hosts], False))
-        return cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation)
+        return cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation,
+                   host_cpu=host_cpu, backing=tb.name if backing else None)
 
     # --- running -----------------------------------------------------------------------------
     def __enter__(self) -> Monitor:
@@ -152,6 +163,8 @@ class Monitor:
             from clusterlab.monitor.capture import PacketCapture
             ns, iface = self.capture_point
             self._capture = PacketCapture(ns or None, iface or None).start()
+        if self.host_cpu:
+            self._tasks = procfs.TaskCpu({t.node: os.path.join("/run/netns", t.ns) for t in self.targets if t.ns})
         self.started_at = time.time()
         self._t0 = time.monotonic()
         self._prev: dict = {}
@@ -262,7 +275,7 @@ class Monitor:
         if old is not None and not first:
             total = sum(cpu.values()) - sum(old.values())
             if total > 0:
-                for k in ("user", "system", "iowait", "softirq", "idle"):
+                for k in ("user", "nice", "system", "iowait", "softirq", "idle"):
                     self._emit(t, "machine", "", f"cpu_{k}", -1, (cpu[k] - old[k]) / total)
         t = time.monotonic() - self._t0
         if self.disk:
@@ -271,6 +284,20 @@ class Monitor:
             r, w = sum(v[0] for v in disks.values()), sum(v[1] for v in disks.values())
             self._counter(t, "dr", "machine", "", "disk_read_bytes", r, first)
             self._counter(t, "dw", "machine", "", "disk_write_bytes", w, first)
+        if self._tasks is not None:
+            dt = t - self._prev.get("tasks_t", 0.0)
+            self._prev["tasks_t"] = t
+            for node, (ut, st, dstate) in self._tasks.sample().items():
+                if not first and dt > 0:
+                    self._emit(t, node, "", "host_cpu_user", -1, ut / dt)
+                    self._emit(t, node, "", "host_cpu_system", -1, st / dt)
+                    self._emit(t, node, "", "host_io_wait", -1, dstate)
+        if self.backing is not None:
+            from clusterlab.cluster.testbed.storage import backing_io
+
+            io = backing_io(self.backing)
+            self._counter(t, "br", "st", "", "backing_read_bytes", io["read_bytes"], first)
+            self._counter(t, "bw", "st", "", "backing_write_bytes", io["write_bytes"], first)
         if self._capture is not None:
             snap = self._capture.snapshot()
             node = "switch" if self._capture.ns else "local"

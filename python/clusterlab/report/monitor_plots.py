@@ -1,5 +1,7 @@
 """Plots and a summary of one monitor table: traffic per host over time, packet-length
-histogram, TCP retransmissions/timeouts, switch drops and backlog, CPU.
+histogram, TCP retransmissions/timeouts, switch drops and backlog, CPU, and, when the table
+has per-host CPU (``Monitor(host_cpu=True)``), Ganglia-style storage panels as in seed 001's
+Figs. 5-7: the target's network, CPU and storage I/O, and an initiator's CPU.
 
 With dilation k the plots show undilated time (t / k) and rates (x k), as the network would
 have run at full speed.
@@ -188,6 +190,55 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     ax.set_ylabel("% of all CPUs")
     ax.set_title("CPU (whole machine, shared with anything else running)")
     save(fig, "cpu.png")
+
+    # 6. storage panels (seed 001 Figs. 5-7, Ganglia-style): only with per-host CPU rows
+    hc = df[df.metric.isin(["host_cpu_user", "host_cpu_system", "host_io_wait"])]
+    if len(hc):
+        target = "st" if (hc.node == "st").any() else None
+        initiator = next((n for n in sorted(hc.node.unique(), key=lambda n: (len(n), n)) if n != target), None)
+        fig, axes = plt.subplots(2, 2, figsize=(12, 7))
+        (a_net, a_cpu), (a_io, a_ini) = axes
+        for metric, label in (("rx_bytes", "in"), ("tx_bytes", "out")):
+            s = df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum()
+            if len(s):
+                a_net.plot(s.index / k, per_s(s, target) / 1e6 * k, lw=0.9, label=label)
+        a_net.set_title(f"target ({target}) network")
+        a_net.set_ylabel("MB/s")
+        back = [("backing_read_bytes", "read"), ("backing_write_bytes", "write")]
+        if not df.metric.isin([m for m, _ in back]).any():  # not throttled: the machine's disks
+            back = [("disk_read_bytes", "read (machine's disks)"), ("disk_write_bytes", "write (machine's disks)")]
+        for metric, label in back:
+            s = df[df.metric == metric].groupby("t")["value"].sum()
+            if len(s):
+                a_io.plot(s.index / k, per_s(s) / 1e6, lw=0.9, label=label)
+        a_io.set_title("target storage I/O (backing store)")
+        a_io.set_ylabel("MB/s")
+
+        def host_cpu(ax, node, what):
+            ax.set_title(f"{what} ({node}) CPU")
+            if node is None:
+                return
+            parts = [hc[(hc.node == node) & (hc.metric == m)].set_index("tu")["value"]
+                     for m in ("host_cpu_user", "host_cpu_system")]
+            idx = parts[0].index
+            ax.stackplot(idx, *[p.reindex(idx, fill_value=0).values * 100 for p in parts], labels=["user", "system"])
+            ax.set_ylabel("% of one core")
+            w = hc[(hc.node == node) & (hc.metric == "host_io_wait")].set_index("tu")["value"]
+            tw = ax.twinx()
+            tw.plot(w.index, w.values, color="k", lw=0.8, label="threads in I/O wait")
+            tw.set_ylabel("threads waiting for the disk")
+            ax.legend(fontsize=7, loc="upper left")
+            tw.legend(fontsize=7, loc="upper right")
+
+        host_cpu(a_cpu, target, "target")
+        host_cpu(a_ini, initiator, "initiator")
+        for ax in (a_net, a_io):
+            if ax.lines:
+                ax.legend(fontsize=7)
+        for ax in axes.flat:
+            ax.set_xlabel(tlabel)
+        fig.tight_layout()
+        save(fig, "storage.png")
     return written
 
 

@@ -53,14 +53,21 @@ def default_initiator_name() -> str:
 
 
 class Lun:
-    """A logged-in session to one LUN. Blocks, offsets and sizes are bytes, multiples of
-    ``block_length``. Use from one thread at a time."""
+    """An initiator logged in to one LUN over ``connections`` sessions (the block loops and
+    ``read(..., block=)`` keep that many commands in flight, one per session). Blocks, offsets
+    and sizes are bytes, multiples of ``block_length``. Use from one thread at a time."""
 
-    def __init__(self, portal: str, target: str, lun: int = 1, initiator: str | None = None, timeout: int = 30):
+    def __init__(self, portal: str, target: str, lun: int = 1, initiator: str | None = None, timeout: int = 30,
+                 connections: int = 1):
         if ":" not in portal:
             portal = f"{portal}:3260"
-        self._lun = _core.IscsiLun(portal, target, int(lun), initiator or default_initiator_name(), int(timeout))
+        self._lun = _core.IscsiLun(portal, target, int(lun), initiator or default_initiator_name(), int(timeout),
+                                   int(connections))
         self.portal, self.target, self.lun = portal, target, lun
+
+    @property
+    def connections(self) -> int:
+        return self._lun.connections
 
     @property
     def block_length(self) -> int:
@@ -70,8 +77,10 @@ class Lun:
     def size(self) -> int:
         return self._lun.size
 
-    def read(self, offset: int, length: int) -> bytes:
-        return self._lun.read(offset, length)
+    def read(self, offset: int, length: int, block: int = 0) -> bytes:
+        """``length`` bytes at ``offset``; ``block`` > 0: in commands of that many bytes striped
+        over the sessions (0: as few commands as possible, one session)."""
+        return self._lun.read(offset, length, block)
 
     def write(self, offset: int, data: bytes) -> None:
         self._lun.write(offset, data)
@@ -96,11 +105,15 @@ class Lun:
         self.close()
 
 
-def open_lun(portal: str, target: str, lun: int = 1, initiator: str | None = None, timeout: int = 30) -> Lun:
-    """Log in to ``target`` at ``portal`` and open LUN ``lun`` (raises OSError naming the step)."""
+def open_lun(portal: str, target: str, lun: int = 1, initiator: str | None = None, timeout: int = 30,
+             connections: int = 1) -> Lun:
+    """Log in to ``target`` at ``portal`` and open LUN ``lun`` over ``connections`` sessions
+    (raises OSError naming the step)."""
     if timeout < 1:
         raise ConfigError(f"timeout must be at least 1 s, got {timeout}")
-    return Lun(portal, target, lun, initiator, timeout)
+    if not 1 <= connections <= 64:
+        raise ConfigError(f"connections must be 1..64, got {connections}")
+    return Lun(portal, target, lun, initiator, timeout, connections)
 
 
 def local_sequential(path: str, size: int, block: int = 64 << 10, seed: int = 0) -> tuple[Transfer, Transfer]:

@@ -101,13 +101,22 @@ def root_links() -> list[str]:
     return names
 
 
-def state_files(testbed: str | None = None) -> list[str]:
+def _files(suffix: str, testbed: str | None) -> list[str]:
     try:
         names = os.listdir(STATE_DIR)
     except FileNotFoundError:
         return []
     return [os.path.join(STATE_DIR, n) for n in names
-            if n.endswith(".json") and (testbed is None or n == f"{testbed}.json")]
+            if n.endswith(suffix) and (testbed is None or n == f"{testbed}{suffix}")]
+
+
+def state_files(testbed: str | None = None) -> list[str]:
+    return _files(".json", testbed)
+
+
+def trace_files(testbed: str | None = None) -> list[str]:
+    """The WAN lines' histogram files (``<name>.wan.trace``, see ``wanline``)."""
+    return _files(".wan.trace", testbed)
 
 
 def clean(testbed: str | None = None) -> dict:
@@ -129,7 +138,7 @@ def clean(testbed: str | None = None) -> dict:
     links = root_links() if testbed is None else [n for n in root_links() if n.startswith(PREFIX + testbed)]
     for name in links:
         subprocess.run(["ip", "link", "del", name], capture_output=True, timeout=30)
-    for f in state_files(testbed):
+    for f in state_files(testbed) + trace_files(testbed):
         with contextlib.suppress(OSError):
             os.unlink(f)
     return {"namespaces": len(nss), "processes": killed, "links": len(links)}
@@ -139,7 +148,7 @@ def leftovers(testbed: str | None = None) -> dict:
     """What of ours still exists (empty lists when clean)."""
     nss = namespaces(testbed)
     return {"namespaces": nss, "processes": sorted(pids_in(nss)), "links": root_links(),
-            "state_files": state_files(testbed)}
+            "state_files": state_files(testbed) + trace_files(testbed)}
 
 
 # Aliases that do not collide with the ``clean`` submodule name when imported elsewhere.

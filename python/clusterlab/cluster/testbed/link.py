@@ -6,6 +6,13 @@ overflows and tbf drops, as the ATM switch of seed 000 dropped cells. The host e
 gets ``tbf rate R limit Q``, Q a NIC's queue (1000 packets by default), so a host cannot send
 faster than its link and does not drop what a real NIC would have queued.
 
+Two sites (``StarTopo(sites="4+4")``): the switch namespace holds one bridge per site
+(``br0``, ``br1``); each bridge has a port ``wan0``/``wan1`` whose veth peer (``a``/``b``) is in
+the router namespace ``clab-<testbed>-wan``, where the delay line moves frames between ``a`` and
+``b``. The line is a transparent Ethernet segment: the sites share one subnet, and each bridge's
+static entries send the other site's MACs to its WAN port. Every switch port stays in the one
+switch namespace, so whatever watches the switch sees both sites.
+
 These functions only write the ``ip -batch`` / ``tc -batch`` lines; ``net.Testbed`` runs them.
 
 >>> from clusterlab.cluster.testbed.topo import StarTopo
@@ -35,7 +42,26 @@ def veth_lines(testbed: str, topo: StarTopo) -> list[str]:
     for i, name in enumerate(topo.host_names()):
         out.append(f"link add name eth0 address {topo.mac(i)} mtu {topo.mtu} netns {ns_name(testbed, name)} "
                    f"type veth peer name p{i} mtu {topo.mtu} netns {sw}")
+    if topo.has_wan:
+        router = ns_name(testbed, ROUTER)
+        for end, port in zip(ROUTER_IFACES, WAN_PORTS, strict=True):
+            out.append(f"link add name {end} mtu {topo.mtu} netns {router} type veth peer name {port} "
+                       f"mtu {topo.mtu} netns {sw}")
     return out
+
+
+ROUTER = "wan"
+"""The router namespace's node name (``clab-<testbed>-wan``)."""
+ROUTER_IFACES = ("a", "b")
+WAN_PORTS = ("wan0", "wan1")
+SITE_BRIDGES = ("br0", "br1")
+SITE_MACS = ("02:c1:ab:ff:ff:fe", "02:c1:ab:ff:ff:fd")
+
+
+def router_lines(topo: StarTopo) -> list[str]:
+    """``ip -n <router> -batch`` lines: both ends of the line up, promiscuous (frames for every
+    host of the other site pass through them)."""
+    return ["link set lo up"] + [f"link set dev {end} up promisc on" for end in ROUTER_IFACES]
 
 
 def host_lines(topo: StarTopo, index: int, static_neigh: bool = True, route: dict | None = None) -> list[str]:
@@ -62,11 +88,18 @@ def switch_lines(topo: StarTopo) -> list[str]:
     """``ip -n <switch> -batch`` lines: the bridge (no STP, no forwarding delay, no multicast
     snooping) with every port attached and up, and the switch's own address (the rendezvous
     point of launched jobs)."""
-    out = ["link set lo up",
-           "link add br0 type bridge stp_state 0 forward_delay 0 mcast_snooping 0 ageing_time 30000"]
+    bridges = SITE_BRIDGES[:len(topo.site_sizes)]
+    out = ["link set lo up"]
+    for br in bridges:
+        out.append(f"link add {br} type bridge stp_state 0 forward_delay 0 mcast_snooping 0 ageing_time 30000")
     for i in range(topo.n_nodes):
-        out.append(f"link set p{i} master br0")
+        out.append(f"link set p{i} master {bridges[topo.site_of(i)]}")
         out.append(f"link set p{i} up")
+    if topo.has_wan:
+        for br, port in zip(bridges, WAN_PORTS, strict=True):
+            out.append(f"link set {port} master {br}")
+            out.append(f"link set {port} up")
+        out.append(f"link set br1 address {SITE_MACS[1]} up")
     out.append(f"link set br0 address {topo.switch_mac} up")
     out.append(f"addr add {topo.switch_address}/16 dev br0")
     for j in range(topo.n_nodes):
@@ -75,8 +108,18 @@ def switch_lines(topo: StarTopo) -> list[str]:
 
 
 def fdb_lines(topo: StarTopo) -> list[str]:
-    """``bridge -batch`` lines: static forwarding entries, so the switch never floods."""
-    return [f"fdb replace {topo.mac(i)} dev p{i} master static" for i in range(topo.n_nodes)]
+    """``bridge -batch`` lines: static forwarding entries, so the switch never floods. With two
+    sites, each bridge sends the other site's MACs (and site B's the switch's own) to its WAN port.
+
+    >>> fdb_lines(StarTopo(hosts=2, sites="1+1"))[-2:]
+    ['fdb replace 02:c1:ab:00:00:01 dev wan0 master static', 'fdb replace 02:c1:ab:ff:ff:fe dev wan1 master static']
+    """
+    out = [f"fdb replace {topo.mac(i)} dev p{i} master static" for i in range(topo.n_nodes)]
+    if topo.has_wan:
+        for i in range(topo.n_nodes):
+            out.append(f"fdb replace {topo.mac(i)} dev {WAN_PORTS[1 - topo.site_of(i)]} master static")
+        out.append(f"fdb replace {topo.switch_mac} dev {WAN_PORTS[1]} master static")
+    return out
 
 
 def _tbf(dev: str, topo: StarTopo, limit: int) -> str:

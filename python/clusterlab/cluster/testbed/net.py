@@ -31,9 +31,9 @@ import threading
 import time
 
 from clusterlab._atomic import atomic_open
-from clusterlab.cluster.testbed import link
+from clusterlab.cluster.testbed import link, wanline
 from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
-from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Switch, TestbedError, in_netns, ns_name
+from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Node, Switch, TestbedError, in_netns, ns_name
 from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, TcpSettings, host_sysctls
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
 from clusterlab.errors import ConfigError
@@ -125,6 +125,9 @@ class Testbed:
         self.rps, self.offloads_off, self.static_neigh, self.keep = rps, offloads_off, static_neigh, keep
         self.hosts = [Host(self.name, i, h, topo.address(i), topo.mac(i)) for i, h in enumerate(topo.host_names())]
         self.switch = Switch(self.name)
+        self.router = Node(self.name, link.ROUTER) if topo.has_wan else None
+        self.wan: wanline.WanLine | None = None
+        self.wan_totals: dict | None = None  # the line's own counts, once it stopped
         self.timings: dict[str, float] = {}
         self.warnings: list[str] = []
         self.is_up = False
@@ -137,7 +140,7 @@ class Testbed:
         self.down()
 
     def namespaces(self) -> list[str]:
-        return [h.ns for h in self.hosts] + [self.switch.ns]
+        return [h.ns for h in self.hosts] + [self.switch.ns] + ([self.router.ns] if self.router else [])
 
     def up(self) -> Testbed:
         """Build everything; on any failure remove what was built and raise ``TestbedError``."""
@@ -159,6 +162,10 @@ class Testbed:
             t = time.perf_counter()
             self._addresses_and_qdiscs()
             self.timings["addresses_qdiscs"] = time.perf_counter() - t
+            if self.router is not None:
+                t = time.perf_counter()
+                self.wan = wanline.start(self.name, self.router.ns, self.topo, self.keep)
+                self.timings["wan_line"] = time.perf_counter() - t
         except BaseException:
             self.down()
             raise
@@ -174,7 +181,12 @@ class Testbed:
         t = time.perf_counter()
         with _live_lock:
             _live.pop(self.name, None)
-        res = clean_testbed(self.name)
+        try:
+            if self.wan is not None:
+                self.wan_totals = self.wan.stop()
+        finally:
+            self.wan = None
+            res = clean_testbed(self.name)
         self.timings["down"] = time.perf_counter() - t
         self.is_up = False
         return res
@@ -187,9 +199,14 @@ class Testbed:
             cpu = cpus[h.index % len(cpus)] if self.rps else None
             plan.append({"ns": h.ns, "sysctls": draws[h.name],
                          "ifaces": [{"name": "eth0", "rps_cpu": cpu, "offloads_off": self.offloads_off}]})
+        wan_ports = [{"name": p, "rps_cpu": None, "offloads_off": True} for p in link.WAN_PORTS]
         plan.append({"ns": self.switch.ns, "sysctls": dict(BASE_SYSCTLS),
                      "ifaces": [{"name": h.port, "rps_cpu": cpus[h.index % len(cpus)] if self.rps else None,
-                                 "offloads_off": self.offloads_off} for h in self.hosts]})
+                                 "offloads_off": self.offloads_off} for h in self.hosts]
+                     + (wan_ports if self.router else [])})
+        if self.router is not None:  # the line forwards frames as they are: no GRO merging
+            plan.append({"ns": self.router.ns, "sysctls": dict(BASE_SYSCTLS),
+                         "ifaces": [{"name": e, "rps_cpu": None, "offloads_off": True} for e in link.ROUTER_IFACES]})
         env = dict(os.environ)
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
@@ -213,6 +230,9 @@ class Testbed:
             _run(["ip", "-n", h.ns], link.host_lines(topo, h.index, self.static_neigh, route), f"configure {h.name}")
             _run(["tc", "-n", h.ns], host_q, f"shape {h.name}")
 
+        def router_job():
+            _run(["ip", "-n", self.router.ns], link.router_lines(topo), "build the WAN router")
+
         def switch_job():
             sw = self.switch.ns
             _run(["ip", "-n", sw], link.switch_lines(topo), "build the switch")
@@ -223,6 +243,8 @@ class Testbed:
         workers = max(2, min(8, 2 * (os.cpu_count() or 1)))
         with cf.ThreadPoolExecutor(workers) as ex:
             futs = [ex.submit(switch_job)] + [ex.submit(host_job, h) for h in self.hosts]
+            if self.router is not None:
+                futs.append(ex.submit(router_job))
             for f in futs:
                 f.result()
 
@@ -238,7 +260,7 @@ class Testbed:
                 "driver_pid": None if self.keep else os.getpid(), "created": time.time(),
                 "hosts": [{"name": h.name, "ns": h.ns, "address": h.addr, "mac": h.mac, "port": h.port}
                           for h in self.hosts],
-                "switch": self.switch.ns}
+                "switch": self.switch.ns, "router": self.router.ns if self.router else None}
 
     @classmethod
     def attach(cls, name: str) -> Testbed:

@@ -8,6 +8,24 @@ control port of our own per testbed (``-C``), so several testbeds' daemons never
 Target ``tid`` i+1 (IQN ``iqn.2026-11.org.clusterlab:<testbed>.lun<i>``) has LUN 1 backed by a
 sparse file ``<STORAGE_DIR>/<testbed>/lun<i>.img`` and admits only initiator i's address.
 
+Throttled backing store (``backing_bps``): as on the seed's disks, storage rather than CPU or
+network can then be the bottleneck. tgtd is put in a blkio cgroup of its own
+(``/sys/fs/cgroup/blkio/clusterlab-storage-<testbed>``, cgroup v1 here; ``io.max`` under cgroup
+v2) limiting its reads and writes to ``backing_bps`` bytes/s each on the disk that holds the
+backing files, and opens them with O_DIRECT (the limit only sees I/O that reaches the disk;
+through the page cache reads would come from RAM). The limit is shared by all LUNs, like one
+RAID behind the target. Measured here: a 4 MB/s limit gives dd with O_DIRECT 4.2 MB/s on the
+file system of ``STORAGE_DIR``. The cgroup's byte counters are the target's backing-store I/O
+(``backing_io``).
+
+Separate SAN (``SanNetwork``): seed 001 puts storage traffic on the cluster's own switch
+(consolidated, the default here); for comparison a second switch, namespace
+``clab-<testbed>-san`` with bridge ``br0``, joins every host through a second interface
+``eth1`` (addresses ``SAN_SUBNET``, 10.1.0.x), shaped like the first (tbf at the same rate,
+switch port buffers and host queues of the same size). ``IscsiTarget(..., san=...)`` then puts
+the portal and the ACLs on those addresses, so iSCSI never crosses the compute switch. The
+namespace goes with the testbed (``clean``/``down`` delete every ``clab-<testbed>-*``).
+
 Stopping: tgtd ignores SIGTERM, so the LUNs and targets are removed first (tgtadm), then the
 daemon is asked to exit (``--op delete --mode system``) and killed if it has not within a few
 seconds; the backing files, the directory and the state file go last. After a crash of the
@@ -25,6 +43,8 @@ Example (needs root and tgt)::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import ipaddress
 import json
 import os
 import shutil
@@ -34,7 +54,8 @@ import time
 import zlib
 
 from clusterlab._atomic import atomic_open
-from clusterlab.cluster.testbed.node import Host, TestbedError
+from clusterlab.cluster.testbed.link import burst_bytes
+from clusterlab.cluster.testbed.node import Host, TestbedError, ns_name
 from clusterlab.cluster.testbed.topo import check_name
 
 STORAGE_DIR = "/var/tmp/clusterlab/storage"  # backing files: on disk, not in RAM (/run is tmpfs)
@@ -43,6 +64,9 @@ SOCKET_DIR = "/var/run/tgtd"
 ISCSI_PORT = 3260
 IQN_PREFIX = "iqn.2026-11.org.clusterlab"
 MAX_LUN_BYTES = 1 << 40
+SAN_SUBNET = ipaddress.IPv4Network("10.1.0.0/16")
+CGROUP_V1 = "/sys/fs/cgroup/blkio"
+CGROUP_V2 = "/sys/fs/cgroup"
 
 
 def unavailable() -> str | None:
@@ -53,6 +77,126 @@ def unavailable() -> str | None:
         if shutil.which(tool) is None:
             return f"needs '{tool}' (Debian package tgt; `make system-deps` as root installs it)"
     return None
+
+
+def _cgroup_path(testbed: str) -> str | None:
+    """Where testbed ``testbed``'s tgtd cgroup goes (v1 blkio, or v2 with the io controller), or
+    None when neither is available."""
+    if os.path.exists(os.path.join(CGROUP_V1, "blkio.throttle.read_bps_device")):
+        return os.path.join(CGROUP_V1, f"clusterlab-storage-{testbed}")
+    with contextlib.suppress(OSError):
+        with open(os.path.join(CGROUP_V2, "cgroup.controllers")) as f:
+            if "io" in f.read().split():
+                return os.path.join(CGROUP_V2, f"clusterlab-storage-{testbed}")
+    return None
+
+
+def backing_device(directory: str) -> str:
+    """``MAJ:MIN`` of the whole disk holding ``directory`` (a partition's parent: throttling
+    rules apply to disks)."""
+    dev = os.stat(directory).st_dev
+    mm = f"{os.major(dev)}:{os.minor(dev)}"
+    sysdir = f"/sys/dev/block/{mm}"
+    if os.path.exists(os.path.join(sysdir, "partition")):
+        with open(os.path.join(sysdir, "..", "dev")) as f:
+            mm = f.read().strip()
+    return mm
+
+
+def _throttle(cg: str, device: str, bps: int, pid: int) -> None:
+    os.makedirs(cg, exist_ok=True)
+    if cg.startswith(CGROUP_V1):
+        for op in ("read", "write"):
+            with open(os.path.join(cg, f"blkio.throttle.{op}_bps_device"), "w") as f:
+                f.write(f"{device} {bps}")
+    else:
+        with open(os.path.join(cg, "io.max"), "w") as f:
+            f.write(f"{device} rbps={bps} wbps={bps}")
+    with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+        f.write(str(pid))
+
+
+def backing_io(testbed: str) -> dict[str, int]:
+    """Bytes read and written so far by testbed ``testbed``'s throttled tgtd on its backing
+    disk (its cgroup's counters; zeros when it has no cgroup)."""
+    out = {"read_bytes": 0, "write_bytes": 0}
+    cg = _cgroup_path(check_name(testbed))
+    if cg is None:
+        return out
+    with contextlib.suppress(OSError):
+        if cg.startswith(CGROUP_V1):
+            with open(os.path.join(cg, "blkio.throttle.io_service_bytes")) as f:
+                for ln in f:
+                    parts = ln.split()
+                    if len(parts) == 3 and parts[1] in ("Read", "Write"):
+                        out[f"{parts[1].lower()}_bytes"] += int(parts[2])
+        else:
+            with open(os.path.join(cg, "io.stat")) as f:
+                for ln in f:
+                    for kv in ln.split()[1:]:
+                        k, _, v = kv.partition("=")
+                        if k in ("rbytes", "wbytes"):
+                            out["read_bytes" if k == "rbytes" else "write_bytes"] += int(v)
+    return out
+
+
+def _batch(args: list[str], lines: list[str], what: str) -> None:
+    try:
+        p = subprocess.run(args + ["-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                           timeout=60)
+    except subprocess.TimeoutExpired:
+        raise TestbedError(f"{what}: {' '.join(args)} did not finish in 60 s") from None
+    if p.returncode != 0:
+        raise TestbedError(f"{what}: {' '.join(args)} -batch failed: {p.stderr.strip()[:300]}")
+
+
+class SanNetwork:
+    """A second switch for storage traffic only: every host of ``testbed`` gets ``eth1`` on it
+    (``address(host)``: 10.1.0.<index+1>). Links shaped as the testbed's own (``rate``
+    overrides). Built by ``up()`` (or ``with``); removed with the testbed, or by ``down()``."""
+
+    def __init__(self, testbed, rate: str | None = None):
+        self.testbed = testbed
+        self.ns = ns_name(check_name(testbed.name), "san")
+        self.topo = testbed.topo if rate is None else dataclasses.replace(testbed.topo, rate=rate)
+
+    def address(self, host: Host) -> str:
+        return str(SAN_SUBNET.network_address + host.index + 1)
+
+    def __enter__(self) -> SanNetwork:
+        return self.up()
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def up(self) -> SanNetwork:
+        topo, hosts = self.topo, self.testbed.hosts
+        rate = int(round(topo.effective_rate_bps))
+        tbf = f"root tbf rate {rate}bit burst {burst_bytes(topo)} limit"
+        try:
+            _batch(["ip"], [f"netns add {self.ns}"] + [
+                f"link add name eth1 mtu {topo.mtu} netns {h.ns} type veth peer name s{h.index} mtu {topo.mtu} "
+                f"netns {self.ns}" for h in hosts], "create the SAN switch")
+            _batch(["ip", "-n", self.ns], ["link set lo up",
+                                           "link add br0 type bridge stp_state 0 forward_delay 0 mcast_snooping 0"]
+                   + [ln for h in hosts for ln in (f"link set s{h.index} master br0", f"link set s{h.index} up")]
+                   + ["link set br0 up"], "build the SAN switch")
+            _batch(["tc", "-n", self.ns], [f"qdisc replace dev s{h.index} {tbf} {topo.buffer_bytes}" for h in hosts],
+                   "shape the SAN switch ports")
+            for h in hosts:
+                _batch(["ip", "-n", h.ns], [f"addr add {self.address(h)}/16 dev eth1", "link set eth1 up"],
+                       f"configure {h.name}'s SAN interface")
+                _batch(["tc", "-n", h.ns], [f"qdisc replace dev eth1 {tbf} {topo.host_queue_bytes}"],
+                       f"shape {h.name}'s SAN interface")
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> None:
+        """Delete the SAN switch's namespace (its veths go with it). Idempotent."""
+        if os.path.exists(os.path.join("/run/netns", self.ns)):
+            subprocess.run(["ip", "netns", "delete", self.ns], capture_output=True, timeout=30)
 
 
 def iqn(testbed: str, index: int) -> str:
@@ -104,10 +248,14 @@ class IscsiTarget:
     """tgtd on ``host`` (default: the testbed's ``st`` host) serving one sparse LUN of
     ``lun_size`` bytes to each of the first ``initiators`` compute hosts (or to ``clients``,
     a list of ``Host``). ``direct``: tgtd opens the backing files with O_DIRECT (no page cache:
-    the disk, not RAM, serves reads). ``luns[i]``: ``{"portal", "iqn", "lun", "path", "size", "client"}``."""
+    the disk, not RAM, serves reads). ``backing_bps``: limit tgtd's reads and writes on the disk to
+    that many bytes/s each (implies ``direct``). ``luns[i]``: ``{"portal", "iqn", "lun", "path",
+    "size", "client"}``. ``shared``: instead, one target ``<testbed>.shared`` with one LUN that
+    admits every client (per-rank regions of it: ``clusterlab.storage.source``)."""
 
     def __init__(self, testbed, initiators: int = 1, lun_size: int = 64 << 20, host: Host | None = None,
-                 clients: list[Host] | None = None, direct: bool = False):
+                 clients: list[Host] | None = None, direct: bool = False, backing_bps: int | None = None,
+                 shared: bool = False, san: SanNetwork | None = None):
         self.testbed = testbed
         self.name = check_name(testbed.name)
         if host is None:
@@ -120,9 +268,15 @@ class IscsiTarget:
             clients = compute[:initiators]
         if not 0 < lun_size <= MAX_LUN_BYTES or lun_size % 512:
             raise TestbedError(f"LUN size must be a positive multiple of 512 bytes up to 1 TiB, got {lun_size}")
+        if backing_bps is not None and not 4096 <= backing_bps <= 1 << 40:
+            raise TestbedError(f"backing store rate must be 4096 B/s .. 1 TiB/s, got {backing_bps}")
         self.clients = list(clients)
         self.lun_size = int(lun_size)
-        self.direct = direct
+        self.backing_bps = None if backing_bps is None else int(backing_bps)
+        self.direct = direct or backing_bps is not None
+        self.cgroup: str | None = None
+        self.shared = shared
+        self.san = san
         self.dir = os.path.join(STORAGE_DIR, self.name)
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
@@ -134,9 +288,12 @@ class IscsiTarget:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def _addr(self, host: Host) -> str:
+        return self.san.address(host) if self.san is not None else host.addr
+
     @property
     def portal(self) -> str:
-        return f"{self.host.addr}:{ISCSI_PORT}"
+        return f"{self._addr(self.host)}:{ISCSI_PORT}"
 
     def start(self) -> IscsiTarget:
         """Start tgtd, create the files, targets and LUNs; on failure remove all of it and raise."""
@@ -155,9 +312,19 @@ class IscsiTarget:
                                             start_new_session=True)
             self._write_state()
             self._wait_ready()
+            if self.backing_bps is not None:
+                cg = _cgroup_path(self.name)
+                if cg is None:
+                    raise TestbedError("a throttled backing store needs the blkio (cgroup v1) or io (v2) controller")
+                self.cgroup = cg
+                self._write_state()  # before the cgroup exists, so that a crash leaves its path behind
+                _throttle(cg, backing_device(self.dir), self.backing_bps, self.proc.pid)
             self._write_state()  # now with tgtd's own pid (the popen pid is `ip netns exec`'s, then exec'd)
-            for i, client in enumerate(self.clients):
-                self._add_lun(i, client)
+            if self.shared:
+                self._add_lun(0, self.clients, "shared")
+            else:
+                for i, client in enumerate(self.clients):
+                    self._add_lun(i, [client])
         except BaseException:
             self.stop()
             raise
@@ -175,26 +342,30 @@ class IscsiTarget:
             time.sleep(0.1)
         raise TestbedError(f"tgtd on {self.host.name} did not answer on control port {self.port} in {timeout} s")
 
-    def _add_lun(self, i: int, client: Host) -> None:
-        path = os.path.join(self.dir, f"lun{i}.img")
+    def _add_lun(self, i: int, clients: list[Host], label: str | None = None) -> None:
+        path = os.path.join(self.dir, f"{label or f'lun{i}'}.img")
         with open(path, "wb") as f:
             f.truncate(self.lun_size)  # sparse: no disk used until written
         tid = str(i + 1)
+        name = f"{IQN_PREFIX}:{self.name}.{label}" if label else iqn(self.name, i)
         _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "new", "--tid", tid,
-                "--targetname", iqn(self.name, i))
+                "--targetname", name)
         _tgtadm(self.port, "--lld", "iscsi", "--mode", "logicalunit", "--op", "new", "--tid", tid,
                 "--lun", "1", "--backing-store", path, *(["--bsoflags", "direct"] if self.direct else []))
-        _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid,
-                "--initiator-address", client.addr)
-        self.luns.append({"portal": self.portal, "iqn": iqn(self.name, i), "lun": 1, "path": path,
-                          "size": self.lun_size, "client": client.name, "client_addr": client.addr})
+        for client in clients:
+            _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid,
+                    "--initiator-address", self._addr(client))
+        self.luns.append({"portal": self.portal, "iqn": name, "lun": 1, "path": path, "size": self.lun_size,
+                          "client": clients[0].name, "client_addr": self._addr(clients[0]),
+                          "url": f"iscsi://{self.portal}/{name}/1"})
         self._write_state()
 
     def _write_state(self) -> None:
         os.makedirs(STATE_DIR, exist_ok=True)
         with atomic_open(_state_path(self.name)) as f:
             json.dump({"testbed": self.name, "host": self.host.name, "ns": self.host.ns, "port": self.port,
-                       "pid": self.proc.pid if self.proc else None, "dir": self.dir, "luns": self.luns}, f)
+                       "pid": self.proc.pid if self.proc else None, "dir": self.dir, "luns": self.luns,
+                       "cgroup": self.cgroup}, f)
 
     def stop(self) -> dict:
         """Remove LUNs and targets, stop tgtd, delete the files. Idempotent."""
@@ -246,7 +417,7 @@ def clean_storage(testbed: str, grace: float = 5.0) -> dict:
     except (FileNotFoundError, json.JSONDecodeError):
         st = {"port": None, "dir": os.path.join(STORAGE_DIR, name), "luns": []}
     port = st.get("port")
-    removed = {"targets": 0, "killed": 0, "files": 0}
+    removed = {"targets": 0, "killed": 0, "files": 0, "cgroups": 0}
     pids = _tgtd_pids(port)
     if pids:
         show = _tgtadm(port, "--lld", "iscsi", "--mode", "target", "--op", "show", check=False, timeout=5)
@@ -266,6 +437,18 @@ def clean_storage(testbed: str, grace: float = 5.0) -> dict:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p, signal.SIGKILL)
                     removed["killed"] += 1
+    cg = st.get("cgroup") or _cgroup_path(name)
+    if cg and os.path.isdir(cg) and os.path.basename(cg) == f"clusterlab-storage-{name}":
+        deadline = time.monotonic() + grace  # a killed tgtd leaves the cgroup when it is reaped
+        while True:
+            try:
+                os.rmdir(cg)
+                removed["cgroups"] = 1
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
     d = st.get("dir") or os.path.join(STORAGE_DIR, name)
     if os.path.isdir(d):
         removed["files"] = len(os.listdir(d))
@@ -280,12 +463,17 @@ def clean_storage(testbed: str, grace: float = 5.0) -> dict:
 
 
 def storage_leftovers(testbed: str) -> dict:
-    """What of ``testbed``'s storage host still exists: tgtd processes, backing files, state."""
+    """What of ``testbed``'s storage host still exists: tgtd processes, backing files, state
+    (and its blkio cgroup, under ``cgroups``, only when one is left)."""
     name = check_name(testbed)
     port = None
     with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
         with open(_state_path(name)) as f:
             port = json.load(f).get("port")
     d = os.path.join(STORAGE_DIR, name)
-    return {"processes": _tgtd_pids(port), "files": sorted(os.listdir(d)) if os.path.isdir(d) else [],
-            "state_files": [_state_path(name)] if os.path.exists(_state_path(name)) else []}
+    out = {"processes": _tgtd_pids(port), "files": sorted(os.listdir(d)) if os.path.isdir(d) else [],
+           "state_files": [_state_path(name)] if os.path.exists(_state_path(name)) else []}
+    cg = _cgroup_path(name)
+    if cg and os.path.isdir(cg):
+        out["cgroups"] = [cg]
+    return out

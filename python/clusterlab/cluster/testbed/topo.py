@@ -1,4 +1,4 @@
-"""What to build: hosts on one switch, the links' rate, port buffer and MTU (Mininet's ``Topo``).
+"""What to build: hosts on one switch (or on two sites joined by a WAN line), the links' rate, port buffer and MTU (Mininet's ``Topo``).
 
 A topology is plain data: it can be checked, printed and saved without root. ``net.Testbed``
 turns it into namespaces, veth pairs, a bridge and tc qdiscs.
@@ -16,6 +16,13 @@ turns it into namespaces, veth pairs, a bridge and tc qdiscs.
 9014000
 >>> StarTopo(hosts=16, host_queue="256KB").host_queue_bytes
 256000
+>>> w = StarTopo(hosts=8, rate="100Mbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms")
+>>> w.site_sizes, w.site_of(3), w.site_of(4), w.wan_rate_bps, w.wan_delay_seconds, w.wan_queue_bytes
+((4, 4), 0, 1, 135000000.0, 0.006, 262144)
+>>> StarTopo(hosts=8, sites="4+3")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: sites '4+3' must add up to hosts=8 (e.g. sites='4+4')
 >>> StarTopo(hosts=1)
 Traceback (most recent call last):
 ...
@@ -29,7 +36,7 @@ import ipaddress
 import re
 
 from clusterlab.errors import ConfigError
-from clusterlab.units import parse_rate, parse_size
+from clusterlab.units import parse_duration, parse_rate, parse_size
 
 PREFIX = "clab"
 """Every namespace this project creates starts with ``clab-`` (clean removes exactly those)."""
@@ -55,6 +62,14 @@ class StarTopo:
     interface MTU (9000 by default; classical IP over ATM uses 9180). ``dilation``: divide
     rates by k (and multiply timers by k elsewhere) so large runs fit on few cores.
     ``storage``: add one more host named ``st`` (a storage target) on the same switch.
+
+    Two sites (seed 004's 4+4 PCs across a 90 km ATM line): ``sites="4+4"`` puts hosts
+    ``h0..h3`` on site A's bridge and ``h4..h7`` on site B's, joined by a WAN line
+    (``clusterlab-wan``, a delay line in a router namespace) of ``wan_rate`` per direction,
+    ``wan_delay`` one way, a drop-tail queue of ``wan_queue`` bytes (or ``p`` packets) per
+    direction; ``wan_shared``: both directions draw from one ``wan_rate`` and one queue, and
+    lose what exceeds it (67M-ATM: the fibre looped back). The storage host is on site A.
+    Dilation divides the WAN rate and multiplies its delay, as for the links.
     """
 
     hosts: int = 4
@@ -64,6 +79,11 @@ class StarTopo:
     mtu: int = 9000
     dilation: float = 1.0
     storage: bool = False
+    sites: str | tuple | None = None
+    wan_rate: str | float = "135Mbit"
+    wan_delay: str | float = "6ms"
+    wan_queue: str | int = "256KiB"
+    wan_shared: bool = False
 
     def __post_init__(self):
         if not isinstance(self.hosts, int) or not 2 <= self.hosts <= MAX_HOSTS:
@@ -78,6 +98,58 @@ class StarTopo:
             if v < self.mtu + ETH_HLEN:
                 raise ConfigError(f"{what} of {v} bytes cannot hold one {self.mtu}-byte packet; "
                                   f"use at least {self.mtu + ETH_HLEN} bytes")
+        if self.sites is not None:
+            self._check_wan()
+
+    def _check_wan(self) -> None:
+        sizes = self.site_sizes
+        if len(sizes) != 2 or min(sizes) < 1:
+            raise ConfigError(f"sites {self.sites!r}: two sites of at least one host each are supported "
+                              f"(e.g. sites='4+4')")
+        if sum(sizes) != self.hosts:
+            raise ConfigError(f"sites {self.sites!r} must add up to hosts={self.hosts} (e.g. sites='4+4')")
+        if not 8_000 <= self.wan_rate_bps / self.dilation <= 100e9:
+            raise ConfigError(f"wan_rate must be 8kbit..100Gbit (after dilation), got {self.wan_rate!r}")
+        if not 0 <= self.wan_delay_seconds * self.dilation <= 10:
+            raise ConfigError(f"wan_delay must be 0..10 s one way (after dilation), got {self.wan_delay!r}")
+        if self.wan_queue_bytes < self.mtu + ETH_HLEN:
+            raise ConfigError(f"wan_queue of {self.wan_queue_bytes} bytes cannot hold one {self.mtu}-byte "
+                              f"packet; use at least {self.mtu + ETH_HLEN} bytes")
+
+    @property
+    def site_sizes(self) -> tuple[int, ...]:
+        """Hosts per site: ``(hosts,)`` for one switch, ``(4, 4)`` for ``sites="4+4"``."""
+        if self.sites is None:
+            return (self.hosts,)
+        if isinstance(self.sites, (tuple, list)):
+            parts = [str(v) for v in self.sites]
+        else:
+            parts = str(self.sites).split("+")
+        if not all(p.strip().isdigit() for p in parts):
+            raise ConfigError(f"sites {self.sites!r}: accepted hosts per site joined by '+', e.g. '4+4'")
+        return tuple(int(p) for p in parts)
+
+    @property
+    def has_wan(self) -> bool:
+        return self.sites is not None
+
+    def site_of(self, index: int) -> int:
+        """The site of node ``index`` (the storage host is on site 0)."""
+        if index >= self.hosts:
+            return 0
+        return 0 if index < self.site_sizes[0] else 1
+
+    @property
+    def wan_rate_bps(self) -> float:
+        return parse_rate(self.wan_rate)
+
+    @property
+    def wan_delay_seconds(self) -> float:
+        return parse_duration(self.wan_delay)
+
+    @property
+    def wan_queue_bytes(self) -> int:
+        return self._queue_bytes(self.wan_queue)
 
     @property
     def rate_bps(self) -> float:
@@ -129,15 +201,25 @@ class StarTopo:
         return "02:c1:ab:00:{:02x}:{:02x}".format(*divmod(index, 256))
 
     def to_dict(self) -> dict:
-        return {"hosts": self.hosts, "rate": str(self.rate), "rate_bps": self.rate_bps,
-                "buffer_bytes": self.buffer_bytes, "host_queue_bytes": self.host_queue_bytes,
-                "mtu": int(self.mtu), "dilation": float(self.dilation), "storage": self.storage}
+        d = {"hosts": self.hosts, "rate": str(self.rate), "rate_bps": self.rate_bps,
+             "buffer_bytes": self.buffer_bytes, "host_queue_bytes": self.host_queue_bytes,
+             "mtu": int(self.mtu), "dilation": float(self.dilation), "storage": self.storage}
+        if self.has_wan:
+            d.update(sites=list(self.site_sizes), wan_rate_bps=self.wan_rate_bps,
+                     wan_delay_seconds=self.wan_delay_seconds, wan_queue_bytes=self.wan_queue_bytes,
+                     wan_shared=bool(self.wan_shared))
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> StarTopo:
+        wan = {}
+        if d.get("sites"):
+            wan = dict(sites=tuple(d["sites"]), wan_rate=float(d["wan_rate_bps"]),
+                       wan_delay=float(d["wan_delay_seconds"]), wan_queue=int(d["wan_queue_bytes"]),
+                       wan_shared=bool(d["wan_shared"]))
         return cls(hosts=int(d["hosts"]), rate=d.get("rate_bps", d.get("rate", "155Mbit")),
                    buffer=int(d["buffer_bytes"]), host_queue=int(d["host_queue_bytes"]),
-                   mtu=int(d["mtu"]), dilation=float(d["dilation"]), storage=bool(d["storage"]))
+                   mtu=int(d["mtu"]), dilation=float(d["dilation"]), storage=bool(d["storage"]), **wan)
 
 
 def check_name(name: str) -> str:

@@ -11,8 +11,18 @@ timeouts, the same per pass as lists (``retransmissions_by_pass``, ``timeouts_by
 generated once into the run cache (deterministic: the same name gives the same file).
 
 ``compute``: ``real`` runs the miners; a real job cannot run dilated (its computation would
-not slow down with the network). Compute replay, when ``mine_parallel`` offers it, is
-``compute="replay"``.
+not slow down with the network). ``replay``: one real run per rank count records every rank's
+computation gaps and messages (``run_parallel(record=...)``, on the point's own cluster, kept
+in the run cache and shared by every transport setting and repetition); each repetition then
+replays it (``replay_parallel(compute="cpu")``): the same messages over the point's real TCP
+while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
+the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
+
+Time attribution per pass (``time_compute``, ``time_transfer``, ``time_rto_wait``), the slowest
+rank's split so the parts add up to the pass: compute is its time outside communication calls
+(replay: its waits); the rest is communication, of which ``time_rto_wait`` is the part
+``passes.attribute_time`` charges to retransmission timeouts (replay: the largest TCP_INFO
+``tcpi_total_rto_time`` of any rank in the pass, at most the slowest rank's communication).
 
 >>> hpa_job(data="seed000:100K", min_support=0.007).params["algorithm"]
 'hpa'
@@ -22,7 +32,6 @@ not slow down with the network). Compute replay, when ``mine_parallel`` offers i
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import time
@@ -86,29 +95,42 @@ def resolve_data(data: str, cache_dir: str) -> str:
 
 def execute(session, params: dict, reps: int, warmup: int):
     from clusterlab.experiments.workloads.columns import undilate
-    from clusterlab.mining.parallel import ParallelConfig, mine_parallel
+    from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
     from clusterlab.units import parse_size
 
     kw = dict(session.mining_options())
-    if params["compute"] != "real":
-        if "compute" not in inspect.signature(mine_parallel).parameters:
-            raise ConfigError("compute replay is not available: clusterlab.mining.parallel.mine_parallel has no "
-                              "compute= option yet (use compute=real)")
-        kw["compute"] = params["compute"]
-    elif session.dilation != 1.0:
+    if params["compute"] == "real" and session.dilation != 1.0:
         raise ConfigError(f"a real mining job cannot run dilated (k={session.dilation:g}): its computation would "
                           "not slow down")
+    if session.kind == "testbed":
+        kw["setup_timeout"] = max(60.0, 3.0 * session.ranks)  # as Session.run: many ranks start slowly
     path = resolve_data(params["data"], session.cache_dir)
     config = ParallelConfig(block_bytes=parse_size(params["block_size"]))
+    trace = recording(session, path, params, config, kw) if params["compute"] == "replay" else None
     for i in range(warmup + reps):
         t0 = time.perf_counter()
-        table, passes = mine_parallel(path, nodes=session.ranks, algorithm=params["algorithm"],
-                                      min_support=params["min_support"], config=config, **kw)
+        if trace is None:
+            r = run_parallel(path, nodes=session.ranks, algorithm=params["algorithm"],
+                             min_support=params["min_support"], config=config, **kw)
+            itemsets, passes = r.table.num_rows, r.passes
+            seconds = sum(p["t_total"] for p in passes) + passes[0].get("t_read", 0.0)
+            for p in passes:  # the slowest rank's split, so the parts add up to the pass's time
+                s = max(p["ranks"], key=lambda x: x["t_total"])
+                p["time_compute"], p["time_transfer"], p["time_rto_wait"] = s["t_compute"], s["t_transfer"], s["t_rto"]
+        else:
+            r = replay_parallel(trace, compute="cpu", scale=session.dilation, **kw)
+            itemsets, passes, seconds = trace_itemsets(trace), r.passes, r.job_s
+            for p in passes:
+                s = max(p["ranks"], key=lambda x: x["t_total"])
+                comm = max(0.0, s["t_total"] - s["t_wait_compute"])
+                p["time_compute"] = s["t_wait_compute"]
+                p["time_rto_wait"] = min(comm, max(x["rto_time_ms"] for x in p["ranks"]) / 1000.0)
+                p["time_transfer"] = comm - p["time_rto_wait"]
         wall = time.perf_counter() - t0
         if i < warmup:
             continue
-        row = {"rep": i - warmup, "seconds": sum(p["t_total"] for p in passes) + passes[0].get("t_read", 0.0),
-               "wall_seconds": wall, "passes": len(passes), "itemsets": table.num_rows,
+        row = {"rep": i - warmup, "seconds": seconds,
+               "wall_seconds": wall, "passes": len(passes), "itemsets": itemsets,
                "bytes_sent": sum(p["bytes_sent"] for p in passes),
                "messages_sent": sum(p["messages_sent"] for p in passes),
                "retransmissions": sum(p["retransmissions"] for p in passes),
@@ -121,3 +143,34 @@ def execute(session, params: dict, reps: int, warmup: int):
             row[part] = sum(p.get(part, 0.0) for p in passes)
             row[f"{part}_by_pass"] = [p.get(part, 0.0) for p in passes]
         yield undilate(row, session.dilation if params["compute"] != "real" else 1.0)
+
+
+def recording(session, path: str, params: dict, config, kw: dict) -> str:
+    """The directory of the real run that the point's replays play back: recorded once per
+    input, algorithm, support, block size and rank count (kept in the run cache)."""
+    import hashlib
+    import json
+
+    from clusterlab.mining.parallel import run_parallel
+
+    key = json.dumps([os.path.abspath(path), os.path.getsize(path), params["algorithm"], params["min_support"],
+                      params["block_size"], session.ranks])
+    d = os.path.join(session.cache_dir, "replay", f"{params['algorithm']}-{session.ranks}-"
+                     f"{hashlib.sha256(key.encode()).hexdigest()[:12]}")
+    if not os.path.exists(os.path.join(d, "job.json")):
+        r = run_parallel(path, nodes=session.ranks, algorithm=params["algorithm"], min_support=params["min_support"],
+                         config=config, record=d + ".tmp", **kw)
+        with open(os.path.join(d + ".tmp", "itemsets"), "w") as f:
+            f.write(str(r.table.num_rows))
+        if os.path.exists(d):
+            import shutil
+
+            shutil.rmtree(d)
+        os.replace(d + ".tmp", d)
+    return d
+
+
+def trace_itemsets(directory: str) -> int:
+    """The number of itemsets the recorded real run found."""
+    with open(os.path.join(directory, "itemsets")) as f:
+        return int(f.read())

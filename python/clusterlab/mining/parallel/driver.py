@@ -24,7 +24,7 @@ from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
 from clusterlab.mining.parallel.passes import STAT_FIELDS, PassStats, as_array, attribute_time
 from clusterlab.mining.parallel.reading import read_fimi_compact
-from clusterlab.mining.parallel.trace import TracedComm, recorded_size, replay_rank
+from clusterlab.mining.parallel.trace import COMPUTE_MODES, TracedComm, recorded_size, replay_rank
 from clusterlab.mining.parallel.wire import decode_result, encode_result, error_from_record, error_record
 from clusterlab.mining.sequential import min_count_of
 
@@ -107,6 +107,9 @@ def input_format(path, format: str | None = None) -> str:
 
 def check_input(path, nodes: int, format: str | None = None) -> str:
     """Refuse, before any rank starts, an input the ranks cannot share; returns its format."""
+    if str(path).startswith("iscsi://"):  # a LUN on a testbed's storage host (clusterlab.storage.source)
+        from clusterlab.storage.source import check_url
+        return check_url(str(path), nodes)
     fmt = input_format(path, format)
     files = [rank_file(path, r) for r in range(nodes)] if is_rank_pattern(path) else [os.fspath(path)]
     if len(files) > 1 and fmt != "fimi":
@@ -135,6 +138,9 @@ def read_rank_baskets(path, rank: int, size: int, format: str | None = None):
     if is_rank_pattern(path):
         own = rank_file(path, rank)
         return read_fimi_compact(own, 0, os.stat(own).st_size)
+    if str(path).startswith("iscsi://"):  # a LUN on a testbed's storage host (clusterlab.storage.source)
+        from clusterlab.storage.source import read_rank_baskets as read_lun
+        return read_lun(str(path), rank, size)
     if input_format(path, format) == "fimi":
         # Slice by slice into one CSR: the rank's peak memory stays about its CSR share.
         return read_fimi_compact(os.fspath(path), *fimi_range(os.fspath(path), rank, size))
@@ -461,9 +467,10 @@ def replay_parallel(directory, backend: str = "tcp", testbed: str | None = None,
     send the same messages in the same order over the real TCP mesh (this machine's loopback
     or a testbed's hosts, with ``transport``'s settings), each waiting its recorded
     computation (``compute="wall"``: as measured; ``"cpu"``: its CPU seconds, what a core of
-    its own would take) times ``scale`` instead of computing (see ``trace.py``)."""
-    if compute not in ("wall", "cpu"):
-        raise ConfigError(f"compute must be 'wall' or 'cpu', got {compute!r}")
+    its own would take; ``"spin"``: those CPU seconds burnt on this machine's cores, loading
+    them as the real run did) times ``scale`` instead of computing (see ``trace.py``)."""
+    if compute not in COMPUTE_MODES:
+        raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
     nodes = recorded_size(directory)
     backend_options.setdefault("timeout", 300.0)

@@ -35,6 +35,7 @@ machine can be replayed on hosts whose CPUs this machine does not have.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -103,9 +104,11 @@ class TracedComm:
         finally:
             t = time.perf_counter()
             self.comm_s += t - self._t
-            self._t, self._c = t, time.process_time()
             if self.record:
+                # The call's own wall and CPU seconds, last: what the replay compares itself with.
+                event += [t - self._t, time.process_time() - self._c]
                 self.events.append(event)
+            self._t, self._c = t, time.process_time()
 
     # --- pass boundaries -----------------------------------------------------------------
     def mark_pass(self, k: int) -> None:
@@ -161,6 +164,7 @@ class TracedComm:
         """Write this rank's log as ``DIR/rank{r}.json`` (atomically)."""
         from clusterlab._atomic import atomic_open
 
+        self._gap()  # the computation after the last call (building the result) is the job's too
         os.makedirs(directory, exist_ok=True)
         with atomic_open(os.path.join(directory, f"rank{self.rank}.json")) as f:
             json.dump({"format": TRACE_FORMAT, "rank": self.rank, "size": self.size, "meta": meta or {},
@@ -187,20 +191,50 @@ def recorded_size(directory) -> int:
     return int(load_trace(directory, 0)["size"])
 
 
+# How a replayed rank pays a computation gap: "wall" sleeps the gap as measured, "cpu" sleeps
+# the CPU seconds the rank used in it (a core of its own), "spin" burns those CPU seconds on
+# this machine's cores, and also the CPU the real process used during a call beyond what the
+# replayed call used (so the replay loads the machine as the real run did: the like-with-like
+# validation on a machine with fewer cores than ranks).
+COMPUTE_MODES = ("wall", "cpu", "spin")
+_BURN = bytes(1 << 16)
+
+
+def _sleep(seconds: float) -> float:
+    t = time.perf_counter()
+    time.sleep(seconds)
+    return time.perf_counter() - t
+
+
+def burn_cpu(seconds: float) -> float:
+    """Use about ``seconds`` of this process's CPU time (in slices of ~0.1 ms that release the
+    GIL, so the rank's other threads run as they did); returns the CPU seconds used. Counted on
+    this thread's clock: ranks that are threads of one process each burn their own.
+
+    >>> burn_cpu(0.01) >= 0.01
+    True
+    """
+    c0 = time.thread_time()
+    while time.thread_time() - c0 < seconds:
+        hashlib.sha256(_BURN)
+    return time.thread_time() - c0
+
+
 def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0) -> dict:
     """Play rank ``comm.rank``'s recorded log back on ``comm`` (see the module docstring).
     Returns ``{"rank", "job_s", "passes": [{"pass", "t_total", "t_wait_compute", "t_comm",
     "bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"}]}``."""
     from clusterlab.mining.parallel.passes import comm_counters
 
-    if compute not in ("wall", "cpu"):
-        raise ConfigError(f"compute must be 'wall' or 'cpu', got {compute!r}")
+    if compute not in COMPUTE_MODES:
+        raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     if not (isinstance(scale, (int, float)) and np.isfinite(scale) and scale >= 0):
         raise ConfigError(f"scale must be a finite number >= 0, got {scale!r}")
     trace = load_trace(directory, comm.rank)
     if trace["size"] != comm.size:
         raise ConfigError(f"{directory} was recorded on {trace['size']} ranks; replay it on as many, not {comm.size}")
     col = 1 if compute == "wall" else 2
+    pay = burn_cpu if compute == "spin" else _sleep
     passes: list = []
     row: dict | None = None
     base: dict = {}
@@ -218,8 +252,7 @@ def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0) -> d
         if kind == "gap":
             owed += ev[col] * scale
             if owed >= SLEEP_MIN:
-                time.sleep(owed)
-                owed -= time.perf_counter() - t
+                owed -= pay(owed)
             if row is not None:
                 row["t_wait_compute"] += time.perf_counter() - t
             continue
@@ -236,10 +269,20 @@ def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0) -> d
                 passes.append(row)
             row = None
             continue
+        c = time.process_time()
         _replay_call(comm, ev)
+        if compute == "spin" and len(ev) == _CALL_FIELDS[kind] + 2:
+            # What the real process computed while this call waited (HPA counts received blocks
+            # on another thread) and the replayed call did not: owed like a gap.
+            owed += max(0.0, ev[-1] * scale - (time.process_time() - c))
         if row is not None:
             row["t_comm"] += time.perf_counter() - t
     return {"rank": comm.rank, "job_s": time.perf_counter() - t_job, "passes": passes}
+
+
+# Fields of each call's event before the wall and CPU seconds recorded after them.
+_CALL_FIELDS = {"send": 4, "recv": 3, "recv_any": 3, "barrier": 1, "bcast": 3, "gather": 3, "allgather": 2,
+                "alltoall": 2, "allreduce": 3, "reduce": 4}
 
 
 def _replay_call(comm, ev: list) -> None:

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""The WAN delay line (``clusterlab-wan``) measured against issue 14's targets (root). Not a test.
+
+Two hosts on two sites (``sites="1+1"``), 1 Gbit/s site links, MTU 9000 (and 1500), the line at
+135 Mbit/s per direction and 6 ms one way (12 ms RTT), 256 KiB drop-tail queue, hosts' TCP
+buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-delay product):
+
+1. RTT: a UDP ping (64 bytes, 10 ms apart) across the idle line: mean, min, max, mdev
+   (``ping``'s: population standard deviation); the same tool's RTT over a plain 1 Gbit/s
+   testbed link is recorded beside it (what the hosts' stacks add). The ping and its echo run
+   SCHED_FIFO (``chrt -f``), as the line does: on a machine loaded by others, a normal-priority
+   ping measures its own scheduling delay (milliseconds at load 10), not the line's;
+2. TCP: iperf3 for ``--seconds`` (the first second omitted), received rate vs 135 Mbit/s; the
+   same through the project's tc tbf shaping at 135 Mbit/s without delay (the baseline); the
+   line's CPU (utime + stime of its process) per Mbit/s; RTT under that load;
+3. shared duplex (67M-ATM): TCP both ways at once (iperf3 --bidir) on one 135 Mbit/s, and UDP
+   offered at 100 Mbit/s each way: delivered vs offered, the line's drop count;
+4. the same TCP run at MTU 1500 (six times the packets per Mbit/s);
+5. with ``--sweep 40,60,...``: UDP offered at each rate both ways on the shared line, delivered
+   vs offered (seed 004's loss when the looped-back line is driven past its rate).
+
+Records /proc/loadavg before and after every point. Writes ``bench/results/wan.json``
+atomically. Usage: ``flock /work/quiet.lock .venv/bin/python bench/wan.py [--seconds 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RATE = 135e6
+RT = ["chrt", "-f", "20"]  # the measuring tools' own scheduling, not the line's
+TUNED = "rmem=4096 131072 8388608,wmem=4096 131072 8388608"
+
+PING = r"""
+import socket, sys, time, json
+n, gap = int(sys.argv[1]), float(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.0)
+out = []
+for i in range(n):
+    t = time.perf_counter(); s.sendto(i.to_bytes(8, "big") + b"x" * 56, (sys.argv[3], 7))
+    try:
+        while int.from_bytes(s.recv(100)[:8], "big") != i:
+            pass
+        out.append((time.perf_counter() - t) * 1e3)
+    except socket.timeout:
+        pass
+    time.sleep(gap)
+print(json.dumps(out))
+"""
+ECHO = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 7))
+while True:
+    d, a = s.recvfrom(2000); s.sendto(d, a)
+"""
+
+
+def loadavg() -> list[str]:
+    with open("/proc/loadavg") as f:
+        return f.read().split()[:3]
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid``."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+def rtt_stats(ms: list[float]) -> dict:
+    if not ms:
+        return {"n": 0}
+    mean = sum(ms) / len(ms)
+    mdev = (sum(x * x for x in ms) / len(ms) - mean * mean) ** 0.5
+    return {"n": len(ms), "mean_ms": round(mean, 4), "min_ms": round(min(ms), 4), "max_ms": round(max(ms), 4),
+            "mdev_ms": round(mdev, 4)}
+
+
+def ping(tb, n: int = 300, gap: float = 0.01) -> list[float]:
+    srv = tb.hosts[1].popen(RT + [sys.executable, "-c", ECHO, tb.hosts[1].addr])
+    try:
+        time.sleep(0.3)
+        r = tb.hosts[0].run(RT + [sys.executable, "-c", PING, str(n), str(gap), tb.hosts[1].addr], timeout=n * (gap + 1) + 30)
+        return json.loads(r.stdout)[5:]  # the first few pay for ARP-less warm-up of the tool
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def iperf(tb, seconds: float, extra: list[str] | None = None) -> dict:
+    srv = tb.hosts[1].popen(["iperf3", "-s", "-1", "-B", tb.hosts[1].addr], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        r = tb.hosts[0].run(["iperf3", "-c", tb.hosts[1].addr, "-t", str(seconds), "-O", "1", "-J"] + (extra or []),
+                            timeout=seconds + 30, check=False)
+        return json.loads(r.stdout)
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def mbit(x: float) -> float:
+    return round(x / 1e6, 3)
+
+
+def measure(name: str, topo_kw: dict, body) -> dict:
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.net.transport_config import TransportConfig
+
+    topo = StarTopo(**topo_kw)
+    tb = Testbed(topo, name="w" + secrets.token_hex(3), transport=TransportConfig.parse(TUNED, place="testbed"))
+    point = {"topology": topo.to_dict(), "loadavg_before": loadavg()}
+    with tb:
+        try:
+            point.update(body(tb))
+        except Exception as e:  # a point that fails says why; the others still run
+            point["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    point["line_totals"] = tb.wan_totals
+    point["loadavg_after"] = loadavg()
+    print(name, json.dumps({k: v for k, v in point.items() if k not in ("topology", "line_totals")}), flush=True)
+    return point
+
+
+def tcp_body(seconds: float):
+    def body(tb):
+        out = {}
+        pid = tb.wan.proc.pid if tb.wan else None
+        c0, w0 = (cpu_seconds(pid) if pid else (0.0, 0.0)), time.monotonic()
+        pings: list = []
+        th = threading.Thread(target=lambda: pings.extend(ping(tb, n=int(seconds * 20), gap=0.05)))
+        th.start()
+        res = iperf(tb, seconds)
+        th.join()
+        wall = time.monotonic() - w0
+        rx = res["end"]["sum_received"]["bits_per_second"]
+        out.update(tcp_mbit=mbit(rx), of_rate=round(rx / RATE, 4),
+                   retransmits=res["end"]["sum_sent"].get("retransmits"), rtt_under_load=rtt_stats(pings))
+        if pid:
+            u, k = (a - b for a, b in zip(cpu_seconds(pid), c0, strict=True))
+            cores = (u + k) / wall
+            out.update(line_cores=round(cores, 4), line_user_share=round(u / max(u + k, 1e-9), 3),
+                       line_cores_per_100mbit=round(cores / (rx / 1e8), 4))
+        return out
+    return body
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--sweep", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="also offer UDP at these Mbit/s each way on the shared line, e.g. 40,60,70,80,100")
+    ap.add_argument("--sweep-only", action="store_true", help="only the sweep (default 40,60,70,80,100)")
+    ap.add_argument("-o", "--out", default=str(HERE / "results" / "wan.json"))
+    args = ap.parse_args()
+    from clusterlab._atomic import atomic_open
+    from clusterlab.cluster.testbed import require_root
+
+    require_root()
+    s = args.seconds
+    wan = dict(hosts=2, rate="1Gbit", sites="1+1", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB")
+    res: dict = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": loadavg()},
+                 "targets": {"tcp_of_135mbit": 0.97, "rtt_error_ms": 0.3, "mdev_ms": 0.3, "cores_at_135mbit": 0.2},
+                 "settings": {"line": wan, "tcp": TUNED, "seconds": s}, "points": {}}
+    pts = res["points"]
+    if args.sweep_only:
+        args.sweep = args.sweep or [40, 60, 70, 80, 100]
+    else:
+        main_points(pts, wan, s)
+    if args.sweep:
+        # seed 004's overload figure: offered load each way vs delivered on the shared line
+        res["overload_sweep"] = []
+        for each in args.sweep:
+            def offer(tb, each=each):
+                t0 = time.monotonic()
+                iperf(tb, 3.0, ["-u", "-b", f"{each}M", "-l", "8900", "--bidir"])
+                return {"udp_asked_mbit_each_way": each, "seconds": round(time.monotonic() - t0, 3)}
+            res["overload_sweep"].append(udp_rates(measure(f"shared_offer_{each}", {**wan, "wan_shared": True},
+                                                           offer)))
+    if not args.sweep_only:
+        res["summary"] = summary(pts)
+    res["machine"]["loadavg_after"] = loadavg()
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with atomic_open(args.out) as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res.get("summary") or res.get("overload_sweep"), indent=1))
+    return 0
+
+
+def main_points(pts: dict, wan: dict, s: float) -> None:
+    pts["lan_rtt"] = measure("lan_rtt", dict(hosts=2, rate="1Gbit"), lambda tb: {"rtt": rtt_stats(ping(tb))})
+    pts["wan_rtt_idle"] = measure("wan_rtt_idle", wan, lambda tb: {"rtt": rtt_stats(ping(tb))})
+    pts["tbf_135_tcp"] = measure("tbf_135_tcp", dict(hosts=2, rate="135Mbit", buffer="256KiB"), tcp_body(s))
+    pts["wan_tcp"] = measure("wan_tcp", wan, tcp_body(s))
+    pts["wan_tcp_mtu1500"] = measure("wan_tcp_mtu1500", {**wan, "mtu": 1500}, tcp_body(s))
+
+    def bidir(tb):
+        res_ = iperf(tb, s, ["--bidir"])
+        streams = res_["end"]["streams"]
+        per = [mbit(st["receiver"]["bits_per_second"]) for st in streams]
+        return {"tcp_mbit_each_way": per, "tcp_mbit_sum": round(sum(per), 3)}
+    pts["shared_tcp_bidir"] = measure("shared_tcp_bidir", {**wan, "wan_shared": True}, bidir)
+
+    def udp_over(tb):
+        # iperf3 cannot always offer 100 Mbit/s on a loaded machine: the line's own counts say
+        # what was offered and delivered (frames on the wire, Ethernet header included).
+        t0 = time.monotonic()
+        iperf(tb, min(s, 5.0), ["-u", "-b", "100M", "-l", "8900", "--bidir"])
+        return {"udp_asked_mbit_each_way": 100.0, "seconds": round(time.monotonic() - t0, 3)}
+
+    pts["shared_udp_overload"] = udp_rates(measure("shared_udp_overload", {**wan, "wan_shared": True}, udp_over))
+    pts["udp_overload_per_direction"] = udp_rates(measure("udp_overload_per_direction", wan, udp_over))
+
+
+def udp_rates(point: dict) -> dict:
+    """Offered and delivered Mbit/s per direction from the line's own counts (Ethernet frames),
+    over the run's wall time (which includes iperf3's start: rates are a few % low)."""
+    t = point.get("line_totals") or {}
+    secs = point.get("seconds")
+    if t and secs:
+        point["offered_mbit_each_way"] = [mbit(b * 8 / secs) for b in t["bytes"]]
+        point["delivered_mbit_each_way"] = [mbit(b * 8 / secs) for b in t["delivered_bytes"]]
+        point["delivered_mbit_sum"] = round(sum(point["delivered_mbit_each_way"]), 3)
+        point["lost_percent"] = [round(100 * d / max(p, 1), 2) for d, p in zip(t["drops"], t["packets"], strict=True)]
+    return point
+
+
+def summary(pts: dict) -> dict:
+    w, idle, lan = pts["wan_tcp"], pts["wan_rtt_idle"].get("rtt", {}), pts["lan_rtt"].get("rtt", {})
+    return {
+        "tcp_of_135mbit": w.get("of_rate"), "tbf_baseline_of_135mbit": pts["tbf_135_tcp"].get("of_rate"),
+        "rtt_mean_ms": idle.get("mean_ms"), "rtt_error_ms": round(idle["mean_ms"] - 12.0, 4) if idle.get("n") else None,
+        "rtt_error_minus_stack_ms": round(idle["mean_ms"] - lan["mean_ms"] - 12.0, 4)
+        if idle.get("n") and lan.get("n") else None,
+        "mdev_ms": idle.get("mdev_ms"), "line_cores_at_tcp_rate": w.get("line_cores"),
+        "line_cores_per_100mbit": w.get("line_cores_per_100mbit"),
+        "line_cores_per_100mbit_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores_per_100mbit"),
+        # The line's own timing: how late it released frames after their due time (all frames).
+        "line_late_mean_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_mean_ns", [])],
+        "line_late_max_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_max_ns", [])]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

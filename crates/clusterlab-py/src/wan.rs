@@ -1,0 +1,47 @@
+//! The WAN delay line (clusterlab-wan): run it in the calling thread with the GIL released
+//! until the watched descriptor closes. The testbed starts it in the router namespace.
+
+use clusterlab_wan::run::{run, RunConfig};
+use clusterlab_wan::LineConfig;
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::atomic::AtomicBool;
+
+/// Move frames between `iface_a` and `iface_b` with the line's delay, rate and queue; returns
+/// per-direction totals (packets, bytes, drops, send_errors, delivered; late_mean_ns, late_sd_ns,
+/// late_max_ns: departure minus due time, negative when early).
+#[pyfunction]
+#[pyo3(signature = (iface_a, iface_b, rate_bps, delay_ns, limit_bytes, shared=false, trace_path=None,
+                    interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true))]
+#[allow(clippy::too_many_arguments)]
+fn wan_delay_line<'py>(py: Python<'py>, iface_a: String, iface_b: String, rate_bps: f64, delay_ns: u64,
+                       limit_bytes: u64, shared: bool, trace_path: Option<String>, interval_ns: u64, watch_fd: i32,
+                       ready_fd: i32, realtime: bool) -> PyResult<Bound<'py, PyDict>> {
+    let line = LineConfig { rate_bps, delay_ns, limit_bytes, shared };
+    if let Some(why) = line.why_not() {
+        return Err(PyValueError::new_err(why));
+    }
+    let cfg = RunConfig { ifaces: [iface_a, iface_b], line, trace_path, interval_ns, watch_fd, ready_fd, realtime };
+    let stop = AtomicBool::new(false);
+    let t = py.detach(|| run(&cfg, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let d = PyDict::new(py);
+    d.set_item("packets", t.packets.to_vec())?;
+    d.set_item("bytes", t.bytes.to_vec())?;
+    d.set_item("drops", t.drops.to_vec())?;
+    d.set_item("send_errors", t.send_errors.to_vec())?;
+    d.set_item("delivered", t.delivered.to_vec())?;
+    d.set_item("delivered_bytes", t.delivered_bytes.to_vec())?;
+    let n = |i: usize| t.delivered[i].max(1) as f64;
+    let mean: Vec<f64> = (0..2).map(|i| t.late_sum_ns[i] as f64 / n(i)).collect();
+    let sd: Vec<f64> = (0..2).map(|i| (t.late_sq_sum[i] / n(i) - mean[i] * mean[i]).max(0.0).sqrt()).collect();
+    d.set_item("late_mean_ns", mean)?;
+    d.set_item("late_sd_ns", sd)?;
+    d.set_item("late_max_ns", t.late_max_ns.to_vec())?;
+    d.set_item("realtime", t.realtime)?;
+    Ok(d)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(wan_delay_line, m)?)
+}

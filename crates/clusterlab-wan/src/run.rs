@@ -1,0 +1,250 @@
+//! The delay line's loop: read frames from both ports, decide with [`Line`], hold them, and
+//! write each one to the other port when its time comes. One thread; it sleeps in `ppoll`
+//! until the next departure (nanosecond timeout, 1 ns timer slack) and, when allowed, runs
+//! SCHED_FIFO so a loaded machine does not add its scheduling delay to the line's RTT.
+//!
+//! Two corrections keep the added delay on target: a frame's delay counts from the kernel's
+//! receive timestamp (not from when the loop got to it), and the loop wakes `early` ns before
+//! a departure, `early` being the running mean of how late its timer wakeups came, so that
+//! departures are centred on their due times instead of always late by the wakeup latency.
+
+use crate::afpacket::{Port, VNET_HDR_LEN};
+use crate::hist::Histogram;
+use crate::line::{Line, LineConfig, Verdict};
+use crate::trace;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const ETH_HLEN: usize = 14;
+const MAX_FRAME: usize = 65536 + ETH_HLEN + VNET_HDR_LEN;
+/// Frames read per port before deliveries are checked again.
+const READ_BATCH: usize = 64;
+
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Interface of site A and of site B (in the calling thread's namespace).
+    pub ifaces: [String; 2],
+    pub line: LineConfig,
+    /// Append one histogram line per direction every `interval_ns` (see [`trace`]).
+    pub trace_path: Option<String>,
+    pub interval_ns: u64,
+    /// Stop when this descriptor reaches end of file (the driver's pipe: the line dies with
+    /// its driver, also on SIGKILL). -1: never.
+    pub watch_fd: i32,
+    /// Written "ready\n" once both ports are open. -1: none.
+    pub ready_fd: i32,
+    /// Try SCHED_FIFO (priority 10); falls back to normal scheduling without the privilege.
+    pub realtime: bool,
+}
+
+/// What the line did, per direction (0: site A to B).
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    pub packets: [u64; 2],
+    pub bytes: [u64; 2],
+    pub drops: [u64; 2],
+    pub send_errors: [u64; 2],
+    /// Delivered frames, and how late they left (ns after their due time, negative: early):
+    /// sum, sum of squares and the latest.
+    pub delivered: [u64; 2],
+    pub delivered_bytes: [u64; 2],
+    pub late_sum_ns: [i64; 2],
+    pub late_sq_sum: [f64; 2],
+    pub late_max_ns: [i64; 2],
+    pub realtime: bool,
+}
+
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn real_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Longest early wakeup: a timer that is usually this late means a stalled machine, not latency.
+const MAX_EARLY_NS: f64 = 200_000.0;
+
+fn unix_seconds() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn go_realtime() -> bool {
+    // SAFETY: plain libc calls on the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
+        let p = libc::sched_param { sched_priority: 10 };
+        libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0
+    }
+}
+
+struct Held {
+    due: u64,
+    frame: Vec<u8>,
+}
+
+/// Run until `stop` is set or the watched descriptor closes.
+pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
+    let mut line = Line::new(cfg.line).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    if cfg.interval_ns == 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "trace interval must be > 0"));
+    }
+    let buffer = (4 * cfg.line.limit_bytes as usize).clamp(1 << 20, 64 << 20);
+    let ports = [Port::open(&cfg.ifaces[0], buffer)?, Port::open(&cfg.ifaces[1], buffer)?];
+    let mut trace_file = match &cfg.trace_path {
+        Some(p) => Some(File::options().create(true).append(true).open(p)
+            .map_err(|e| io::Error::new(e.kind(), format!("trace file {p}: {e}")))?),
+        None => None,
+    };
+    let mut totals = Totals { realtime: cfg.realtime && go_realtime(), ..Default::default() };
+    if cfg.ready_fd >= 0 {
+        // SAFETY: writing a static buffer to a descriptor the caller gave us.
+        unsafe { libc::write(cfg.ready_fd, b"ready\n".as_ptr() as *const libc::c_void, 6) };
+    }
+    let mut held: [VecDeque<Held>; 2] = [VecDeque::new(), VecDeque::new()];
+    let mut pool: Vec<Vec<u8>> = Vec::new();
+    let mut buf = vec![0u8; MAX_FRAME];
+    let mut hist = Histogram::new();
+    let mut next_tick = mono_ns() + cfg.interval_ns;
+    let mut fds = [
+        libc::pollfd { fd: ports[0].as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: ports[1].as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: cfg.watch_fd, events: libc::POLLIN, revents: 0 },
+    ];
+    let nfds = if cfg.watch_fd >= 0 { 3 } else { 2 };
+    let mut early = 0.0f64; // running mean of timer lateness (ns)
+    let mut planned: Option<u64> = None; // the wakeup the last ppoll timeout aimed at
+    while !stop.load(Ordering::Relaxed) {
+        let mut now = mono_ns();
+        if let Some(p) = planned.take() {
+            let err = now as f64 - p as f64;
+            early = (0.95 * early + 0.05 * err).clamp(0.0, MAX_EARLY_NS);
+        }
+        let horizon = now + early as u64;
+        for d in 0..2 {
+            while held[d].front().is_some_and(|h| h.due <= horizon) {
+                let h = held[d].pop_front().unwrap();
+                let late = now as i64 - h.due as i64;
+                totals.delivered[d] += 1;
+                totals.delivered_bytes[d] += (h.frame.len() - VNET_HDR_LEN) as u64;
+                totals.late_sum_ns[d] += late;
+                totals.late_sq_sum[d] += (late as f64) * (late as f64);
+                totals.late_max_ns[d] = totals.late_max_ns[d].max(late);
+                if !ports[1 - d].send(&h.frame) {
+                    totals.send_errors[d] += 1;
+                }
+                pool.push(h.frame);
+            }
+        }
+        if now >= next_tick {
+            if let Some(f) = trace_file.as_mut() {
+                write_trace(f, &hist)?;
+            }
+            hist.clear();
+            next_tick += cfg.interval_ns;
+            if next_tick <= now {
+                next_tick = now + cfg.interval_ns;
+            }
+        }
+        let mut wake = next_tick;
+        let mut departure = false;
+        for q in &held {
+            if let Some(h) = q.front() {
+                let w = h.due.saturating_sub(early as u64);
+                if w < wake {
+                    wake = w;
+                    departure = true;
+                }
+            }
+        }
+        let wait = wake.saturating_sub(now);
+        let ts = libc::timespec { tv_sec: (wait / 1_000_000_000) as libc::time_t, tv_nsec: (wait % 1_000_000_000) as libc::c_long };
+        // SAFETY: fds and ts are valid for the call.
+        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), nfds, &ts, std::ptr::null()) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        if rc == 0 {
+            if departure && wait > 0 {
+                planned = Some(wake);
+            }
+            continue;
+        }
+        let offset = real_ns() as i64 - mono_ns() as i64; // kernel stamps are CLOCK_REALTIME
+        for d in 0..2 {
+            if fds[d].revents & libc::POLLIN == 0 {
+                continue;
+            }
+            for _ in 0..READ_BATCH {
+                let Some((got, stamp)) = ports[d].recv(&mut buf)? else { break };
+                if got < VNET_HDR_LEN + ETH_HLEN {
+                    continue;
+                }
+                let n = got - VNET_HDR_LEN; // the Ethernet frame, as the link carries it
+                now = mono_ns();
+                if stamp > 0 {
+                    let arrived = stamp as i64 - offset;
+                    if arrived > 0 && (arrived as u64) < now && now - (arrived as u64) < 1_000_000_000 {
+                        now = arrived as u64;
+                    }
+                }
+                totals.packets[d] += 1;
+                totals.bytes[d] += n as u64;
+                hist.add(d, n - ETH_HLEN);
+                match line.offer(d, n, now) {
+                    Verdict::Drop => {
+                        totals.drops[d] += 1;
+                        hist.drop_one(d);
+                    }
+                    Verdict::Deliver(due) => {
+                        let mut frame = pool.pop().unwrap_or_default();
+                        frame.clear();
+                        frame.extend_from_slice(&buf[..got]);
+                        held[d].push_back(Held { due, frame });
+                    }
+                }
+            }
+        }
+        if nfds == 3 && fds[2].revents != 0 {
+            let mut b = [0u8; 64];
+            // SAFETY: b is valid for 64 bytes.
+            let n = unsafe { libc::read(cfg.watch_fd, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
+            if n == 0 || (n < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)) || fds[2].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 && n <= 0 {
+                break;
+            }
+        }
+    }
+    if let Some(f) = trace_file.as_mut() {
+        write_trace(f, &hist)?;
+    }
+    Ok(totals)
+}
+
+/// The interval's lines, only for directions that saw a frame (an idle line writes nothing;
+/// readers count a missing interval as zero).
+fn write_trace(f: &mut File, hist: &Histogram) -> io::Result<()> {
+    let t = unix_seconds();
+    let mut text = String::new();
+    for d in 0..2 {
+        if hist.totals(d).0 > 0 || hist.drops(d) > 0 {
+            text += &trace::line(t, d, hist);
+        }
+    }
+    if !text.is_empty() {
+        f.write_all(text.as_bytes())?;
+    }
+    Ok(())
+}

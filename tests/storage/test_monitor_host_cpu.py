@@ -1,0 +1,46 @@
+"""Per-host CPU of the monitor (procfs.TaskCpu): a thread's CPU is counted for the testbed
+host whose network namespace it is in (root: a testbed)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from clusterlab.monitor.procfs import TaskCpu, parse_task_stat
+
+from ..testbed.helpers import fresh_name, netns_unavailable
+
+
+@pytest.mark.root
+def test_a_busy_thread_counts_for_its_host_and_not_for_another():
+    if netns_unavailable():
+        pytest.skip(netns_unavailable())
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed.node import in_netns
+
+    with Testbed(StarTopo(hosts=2), name=fresh_name()) as tb:
+        cpu = TaskCpu({h.name: f"/run/netns/{h.ns}" for h in tb.hosts} | {"gone": "/nonexistent"})
+        assert set(cpu.node_of.values()) == {"h0", "h1"}
+        cpu.sample()
+        stop = time.monotonic() + 0.5
+
+        def spin():
+            with in_netns(tb.host("h1").ns):
+                while time.monotonic() < stop:
+                    pass
+
+        t = threading.Thread(target=spin)
+        t.start()
+        time.sleep(0.3)
+        got = cpu.sample()
+        t.join()
+        user, system, waiting = got["h1"]
+        assert 0.03 < user + system < 0.5, got  # the spinner ran (0.3 s, on shared cores)
+        assert user > system and waiting == 0
+        assert sum(got["h0"][:2]) < 0.02, got  # nothing runs in h0
+
+
+def test_parse_task_stat_survives_parentheses_in_the_name():
+    assert parse_task_stat("7 (a) b) (c) S 1 7 7 0 -1 0 0 0 0 0 3 4 0 0") == ("S", 3, 4)

@@ -1,0 +1,125 @@
+"""Two-site testbeds and the WAN delay line: the topology (no root), and the line for real
+(root): frames cross it with its delay, its histograms reach the trace, a Communicator job runs
+across it, and it dies with its driver, also on SIGKILL."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers, link
+from clusterlab.cluster.testbed.clean import pids_in
+from clusterlab.errors import ConfigError
+from clusterlab.monitor.wan import WanTrace
+
+from .helpers import where_am_i
+
+PYTHON = sys.executable
+
+
+# --- topology (no root) ----------------------------------------------------------------------
+def test_two_sites_check_their_settings():
+    with pytest.raises(ConfigError, match="add up to hosts=8"):
+        StarTopo(hosts=8, sites="4+3")
+    with pytest.raises(ConfigError, match="two sites"):
+        StarTopo(hosts=6, sites="2+2+2")
+    with pytest.raises(ConfigError, match="hosts per site"):
+        StarTopo(hosts=8, sites="four+4")
+    with pytest.raises(ConfigError, match="wan_queue"):
+        StarTopo(hosts=2, sites="1+1", wan_queue="1KB")
+    with pytest.raises(ConfigError, match="wan_delay"):
+        StarTopo(hosts=2, sites="1+1", wan_delay="20s")
+    with pytest.raises(ConfigError, match="wan_rate"):
+        StarTopo(hosts=2, sites="1+1", wan_rate="1kbit")
+
+
+def test_two_sites_round_trip_and_wiring():
+    t = StarTopo(hosts=8, rate="100Mbit", sites="4+4", wan_rate="67Mbit", wan_delay="6ms", wan_queue="30p",
+                 wan_shared=True, storage=True)
+    assert StarTopo.from_dict(t.to_dict()) == StarTopo.from_dict(StarTopo.from_dict(t.to_dict()).to_dict())
+    back = StarTopo.from_dict(t.to_dict())
+    assert (back.site_sizes, back.wan_rate_bps, back.wan_delay_seconds, back.wan_shared) == ((4, 4), 67e6, 0.006, True)
+    assert back.wan_queue_bytes == 30 * 9014
+    assert [t.site_of(i) for i in range(9)] == [0, 0, 0, 0, 1, 1, 1, 1, 0]  # the storage host is on site A
+    sw = link.switch_lines(t)
+    assert "link set p5 master br1" in sw and "link set p8 master br0" in sw and "link set wan1 master br1" in sw
+    fdb = link.fdb_lines(t)
+    assert "fdb replace 02:c1:ab:00:00:05 dev wan0 master static" in fdb  # site B's host, seen from site A
+    assert "fdb replace 02:c1:ab:00:00:01 dev wan1 master static" in fdb
+    assert any("netns clab-x-wan" in v for v in link.veth_lines("x", t))
+    # one switch: nothing of the WAN
+    one = StarTopo(hosts=2)
+    assert not one.has_wan and "sites" not in one.to_dict() and "br1" not in " ".join(link.switch_lines(one))
+
+
+# --- the line for real (root) ----------------------------------------------------------------
+ECHO = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind((sys.argv[1],7))\n"
+        "while True:\n d,a=s.recvfrom(9000);s.sendto(d,a)")
+PING = ("import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\nr=[]\n"
+        "for i in range(20):\n t=time.perf_counter();s.sendto(b'x'*int(sys.argv[2]),(sys.argv[1],7));s.recv(9000)\n"
+        " r.append(time.perf_counter()-t)\nprint(min(r))")
+
+
+@pytest.mark.root
+def test_line_delays_counts_and_carries_a_job(name):
+    topo = StarTopo(hosts=4, rate="1Gbit", sites="2+2", wan_rate="100Mbit", wan_delay="20ms")
+    with Testbed(topo, name=name) as tb:
+        assert tb.router is not None and tb.router.ns in tb.namespaces()
+        far, near = tb.hosts[3], tb.hosts[1]
+        srv = far.popen([PYTHON, "-c", ECHO, far.addr])
+        srv_near = near.popen([PYTHON, "-c", ECHO, near.addr])
+        try:
+            time.sleep(0.3)
+            t0 = time.time()
+            across = float(tb.hosts[0].run([PYTHON, "-c", PING, far.addr, "1000"], timeout=60).stdout)
+            local = float(tb.hosts[0].run([PYTHON, "-c", PING, near.addr, "1000"], timeout=60).stdout)
+        finally:
+            srv.kill()
+            srv_near.kill()
+        # 2 x 20 ms, plus 2 x 1042 bytes at 100 Mbit/s; the same site sees no delay
+        assert 0.040 <= across <= 0.060, across
+        assert local < 0.010, local
+        time.sleep(0.25)
+        tr = WanTrace.of_testbed(tb)
+        assert tr.settings["delay_ns"] == 20_000_000 and tr.settings["rate_bps"] == 100e6
+        s = tr.series(0, t0, time.time())
+        # 20 pings of 1000 bytes of payload: 1028-byte IP packets, bucket 16 (1024..1087)
+        assert s["bucket_packets"][:, 16].sum() == 20 and s["bytes"].sum() >= 20 * 1028
+        # a Communicator job with ranks on both sites
+        res = tb.run(where_am_i, 4, timeout=120)
+        assert [r["sum"] for r in res] == [10, 10, 10, 10] and len({r["netns"] for r in res}) == 4
+    assert tb.wan_totals is not None and tb.wan_totals["delivered"][0] >= 20
+    assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
+
+
+DRIVER = """
+import sys, time
+from clusterlab.cluster.testbed import StarTopo, Testbed
+tb = Testbed(StarTopo(hosts=2, sites="1+1"), name=sys.argv[1]).up()
+print(tb.wan.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.root
+def test_line_dies_with_its_driver_even_on_sigkill(name):
+    drv = subprocess.Popen([PYTHON, "-c", DRIVER, name], stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        line_pid = int(drv.stdout.readline())
+        assert os.path.exists(f"/proc/{line_pid}")
+        drv.send_signal(signal.SIGKILL)
+        drv.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{line_pid}"):
+            time.sleep(0.05)
+        # the zombie is reaped by init once its parent is gone; either way it no longer runs
+        alive = os.path.exists(f"/proc/{line_pid}") and open(f"/proc/{line_pid}/stat").read().split(")")[1].split()[0] != "Z"
+        assert not alive, "the delay line outlived its driver"
+        assert not pids_in(leftovers(name)["namespaces"])
+    finally:
+        drv.kill()
+        drv.wait()
