@@ -34,6 +34,8 @@ def test_two_sites_check_their_settings():
         StarTopo(hosts=2, sites="1+1", wan_delay="20s")
     with pytest.raises(ConfigError, match="wan_rate"):
         StarTopo(hosts=2, sites="1+1", wan_rate="1kbit")
+    with pytest.raises(ConfigError, match="^wan_delay: unknown time unit"):
+        StarTopo(hosts=2, sites="1+1", wan_delay="6parsecs")
 
 
 def test_two_sites_round_trip_and_wiring():
