@@ -11,7 +11,7 @@ STUDY = Study(
     workload=npb_wan(cls="W"),
     grid=Grid(kernel=["cg", "ep", "ft", "is", "mg"], network=["lan", "135M", "67M"], compute_scale=[1, 30]),
     repeat=3, warmup=0, monitor=False,
-    quick={"cls": "S", "repeat": "1", "compute_scale": "1"},
+    quick={"cls": "S", "repeat": "1", "kernel": "ep,is", "compute_scale": "1"},
     report=[scatter(x="network", y="speedup", hue="kernel", where={"compute_scale": 1}),
             scatter(x="network", y="speedup", hue="kernel", where={"compute_scale": 30}),
             scatter(x="kernel", y="seed_speedup_lan"), scatter(x="kernel", y="seed_speedup_135m")],
