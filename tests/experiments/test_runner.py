@@ -128,3 +128,19 @@ def test_report_without_matplotlib_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = CliRunner().invoke(cli, ["report", str(tmp_path)], standalone_mode=False)
     assert isinstance(r.exception, ConfigError) and "pip install" in str(r.exception)
+
+
+def test_replay_validation_line_for_the_report(tmp_path):
+    import json
+
+    from clusterlab.experiments.runner import replay_validation
+
+    p = tmp_path / "replay_validation.json"
+    p.write_text(json.dumps({"compute": "spin", "machine": {"cpus": 2}, "finished": "x", "points": [
+        {"hosts": 4, "replay_over_real": 1.04, "within_15pct": True, "same_bytes_per_pass": True,
+         "real": [{"load": 3.0}]},
+        {"hosts": 16, "replay_over_real": 0.8, "within_15pct": False, "same_bytes_per_pass": True,
+         "real": [{"load": 9.0}]}]}))
+    line = replay_validation(p)
+    assert "4 hosts 1.04, 16 hosts 0.80 (outside 15%)" in line and "load average 3-9 on 2 CPUs" in line
+    assert "no validation results" in replay_validation(tmp_path / "missing.json")

@@ -58,3 +58,30 @@ def test_seed000_fig2_quick_runs_and_reports(tmp_path):
         mx = pm["applied"]["rto_max_ms_per_host"]
         assert all(v == round(pm["settings"]["rto_max_s"] * pm["dilation"] * 1000) for v in mx)
         assert not any(leftovers(pm["applied"]["testbed"]).values())
+
+
+@pytest.mark.slow
+def test_seed000_fig6_quick_replays_recorded_compute(tmp_path):
+    """The replay workload end to end: one real run per host count recorded, then replayed under
+    both transport settings (the tuned one dilated), with its time attributed."""
+    from clusterlab.cli import cli
+
+    r = CliRunner().invoke(cli, ["experiment", "run", "seed000-fig6", "--quick", "--out", str(tmp_path)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["status"] == "complete" and "replayed" in meta["emulated"]["compute"]
+    rows = __import__("pyarrow.parquet", fromlist=["x"]).read_table(tmp_path / "table.parquet").to_pylist()
+    assert {(r["ranks"], r["dilation"]) for r in rows} == {(1, 1.0), (1, 3.0), (4, 1.0), (4, 3.0)}
+    by_ranks: dict = {}
+    for row in rows:  # both settings replay the same recording: the same result and bytes
+        by_ranks.setdefault(row["ranks"], set()).add((row["itemsets"], row["bytes_sent"]))
+        parts = row["time_compute"] + row["time_transfer"] + row["time_rto_wait"]
+        # the slowest rank's split of each pass adds up to the pass
+        assert 0 < parts == pytest.approx(sum(_listed(row["seconds_by_pass"])), rel=1e-6), row
+    assert all(len(v) == 1 for v in by_ranks.values())
+    assert (tmp_path / "attribution.png").exists()
+
+
+def _listed(v) -> list:
+    return json.loads(v) if isinstance(v, str) else list(v)

@@ -318,4 +318,26 @@ def _emulated(study: Study) -> dict:
                           "repetition sends the same messages over the real TCP while every rank waits the CPU "
                           "seconds it computed (a core of its own), times the dilation; validated against real "
                           "runs in bench/results/replay_validation.json" if compute == "replay" else "real (the miners run)")
+        if compute == "replay":
+            out["replay validation"] = replay_validation()
     return out
+
+
+def replay_validation(path: Path | None = None) -> str:
+    """One line of the replay validation's results (``bench/replay_validation.py``), for the
+    report of a study that replays compute."""
+    import json
+
+    path = path or Path(__file__).resolve().parents[3] / "bench" / "results" / "replay_validation.json"
+    try:
+        with open(path, encoding="utf-8") as f:
+            v = json.load(f)
+        pts = [f"{p['hosts']} hosts {p['replay_over_real']:.2f}" + ("" if p["within_15pct"] else " (outside 15%)")
+               for p in v["points"]]
+        loads = [x["load"] for p in v["points"] for x in p["real"]]
+        return (f"replayed / real job time (median of each replay over the real run before it; compute {v['compute']}; "
+                f"target within 15%): {', '.join(pts)}; bytes per pass equal: "
+                f"{all(p['same_bytes_per_pass'] for p in v['points'])}; load average {min(loads):.0f}-{max(loads):.0f} "
+                f"on {v['machine']['cpus']} CPUs ({path.name}, {v.get('finished', '?')})")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"no validation results readable at {path}: {e}"

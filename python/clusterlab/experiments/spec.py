@@ -276,13 +276,14 @@ def dilation_bounds(tcp: Tcp) -> tuple[float, float, str]:
     >>> round(dilation_bounds(Tcp(rto_min="5ms", rto_max_offset="100ms"))[0], 3)
     9.524
     """
+    from clusterlab.cluster.testbed.dilation import bounds
+
     mr = tcp.max_range()
     if mr is None:
         return 1.0, math.inf, ""
     lo_ms, hi_ms = RTO_MAX_MS_RANGE
     mx_lo, mx_hi = mr
-    lo = max(1.0, lo_ms / 1e3 / mx_lo) if mx_lo > 0 else math.inf
-    hi = hi_ms / 1e3 / mx_hi if mx_hi > 0 else 0.0
+    lo, hi = bounds(mx_lo, mx_hi)
     why = (f"MAX {_fmt_s(mx_lo)}" + (f"..{_fmt_s(mx_hi)}" if mx_hi > mx_lo else "")
            + f" x k must lie in {lo_ms}..{hi_ms} ms (net.ipv4.tcp_rto_max_ms)")
     return lo, hi, why

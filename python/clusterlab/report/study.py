@@ -197,20 +197,18 @@ def plot_attribution(plt, rows, parts, title, path) -> None:
 
 
 def dilation_checks(rows, meta) -> list[dict]:
-    """Each check: the medians at each dilation and whether they agree within its tolerance."""
+    """Each check: the medians at each dilation and whether they agree within its tolerance
+    (``cluster.testbed.dilation.agree_medians``, the testbed's own rule)."""
+    from clusterlab.cluster.testbed.dilation import agree_medians
+
     out = []
     for i, chk in enumerate(meta.get("spec", {}).get("checks", [])):
         rs = [r for r in rows if r.get("check") == f"dilation-{i}"]
         y = chk.get("y", "seconds")
-        meds = {}
-        for k in chk["dilations"]:
-            v = [r[y] for r in rs if r.get("dilation") == float(k) and _num(r.get(y))]
-            if v:
-                meds[float(k)] = statistics.median(v)
-        agree = None
-        if len(meds) >= 2 and min(meds.values()) > 0:
-            agree = (max(meds.values()) - min(meds.values())) / min(meds.values()) <= chk["within"]
-        out.append({"point": chk["point"], "y": y, "medians": meds, "within": chk["within"], "agree": agree})
+        by_k = {float(k): [r[y] for r in rs if r.get("dilation") == float(k) and _num(r.get(y))]
+                for k in chk["dilations"]}
+        a = agree_medians(by_k, chk["within"])
+        out.append({"point": chk["point"], "y": y, "medians": a["medians"], "within": chk["within"], "agree": a["ok"]})
     return out
 
 

@@ -25,6 +25,11 @@ less in the undilated result. That is why a dilated run can look better than an 
 one whose rounds hit the 200 ms probe floor (a shallow host queue) or delayed ACKs, and why
 two dilations of the same point must be compared before dilation is trusted (``agree``).
 
+This module holds the one rule for both: which dilations express a maximum RTO
+(``bounds``; the studies' ``pick_dilation`` and ``common_dilations`` use it) and whether
+runs at several dilations agree (``agree_medians``; ``agree`` for two, the studies' report
+for their ``DilationCheck``).
+
 >>> agree([0.100, 0.104, 0.098], [0.108, 0.103, 0.110])["ok"]
 True
 >>> agree([0.100], [0.150])
@@ -33,9 +38,11 @@ True
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from clusterlab.errors import ConfigError
+from clusterlab.net.transport_config import RTO_MAX_MS_RANGE
 
 TIMERS = (
     ("minimum RTO", "scaled", "per-host sysctl net.ipv4.tcp_rto_min_us x k"),
@@ -50,17 +57,50 @@ TIMERS = (
 """(timer, scaled|measured|fixed, how) for reports."""
 
 
+def bounds(max_lo: float, max_hi: float) -> tuple[float, float]:
+    """The dilations k (at least 1) under which maximum RTOs from ``max_lo`` to ``max_hi``
+    seconds are expressible: MAX x k must lie in 1..120 s (``net.ipv4.tcp_rto_max_ms``).
+    ``lo > hi`` when none is.
+
+    >>> bounds(60.0, 60.0)
+    (1.0, 2.0)
+    >>> round(bounds(0.3, 0.3)[0], 3)
+    3.333
+    """
+    lo_ms, hi_ms = RTO_MAX_MS_RANGE
+    lo = max(1.0, lo_ms / 1e3 / max_lo) if max_lo > 0 else math.inf
+    hi = hi_ms / 1e3 / max_hi if max_hi > 0 else 0.0
+    return lo, hi
+
+
+def agree_medians(by_dilation: dict, tolerance: float = 0.10) -> dict:
+    """Do runs of one point at several dilations agree? ``by_dilation``: k -> the undilated
+    values of its repetitions. ``ok`` when the medians differ by at most ``tolerance``
+    (relative to the smallest); None with fewer than two dilations measured.
+
+    >>> agree_medians({4: [0.30, 0.31], 8: [0.29]})
+    {'ok': True, 'medians': {4.0: 0.305, 8.0: 0.29}, 'ratio': 1.052, 'tolerance': 0.1}
+    """
+    if not 0 < tolerance < 1:
+        raise ConfigError(f"tolerance must be in (0, 1), got {tolerance}")
+    meds = {float(k): round(statistics.median(v), 6) for k, v in by_dilation.items() if len(v)}
+    ok, ratio = None, None
+    if len(meds) >= 2:
+        lo, hi = min(meds.values()), max(meds.values())
+        ratio = hi / lo if lo > 0 else math.inf
+        ok = ratio <= 1 + tolerance
+        ratio = round(ratio, 3)
+    return {"ok": ok, "medians": meds, "ratio": ratio, "tolerance": tolerance}
+
+
 def agree(seconds_a, seconds_b, tolerance: float = 0.10) -> dict:
     """Do two runs of one point (undilated seconds per repetition, at two dilations) agree?
     ``ok`` when their medians differ by at most ``tolerance`` (relative to the smaller)."""
     if not seconds_a or not seconds_b:
         raise ConfigError("agree needs at least one repetition from each dilation")
-    if not 0 < tolerance < 1:
-        raise ConfigError(f"tolerance must be in (0, 1), got {tolerance}")
-    a, b = statistics.median(seconds_a), statistics.median(seconds_b)
-    ratio = max(a, b) / min(a, b) if min(a, b) > 0 else float("inf")
-    return {"ok": ratio <= 1 + tolerance, "median_a": round(a, 6), "median_b": round(b, 6),
-            "ratio": round(ratio, 3), "tolerance": tolerance}
+    r = agree_medians({0: seconds_a, 1: seconds_b}, tolerance)
+    return {"ok": r["ok"], "median_a": r["medians"][0.0], "median_b": r["medians"][1.0], "ratio": r["ratio"],
+            "tolerance": tolerance}
 
 
 def common_dilations(transport, candidates) -> list[float]:

@@ -18,11 +18,11 @@ replays it (``replay_parallel(compute="cpu")``): the same messages over the poin
 while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
 the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
 
-Time attribution per pass (``time_compute``, ``time_transfer``, ``time_rto_wait``): compute is
-the slowest rank's time outside communication calls (replay: its waits); the rest is
-communication, of which ``time_rto_wait`` is the part ``passes.attribute_time`` charges to
-retransmission timeouts (replay: the slowest rank's TCP_INFO ``tcpi_total_rto_time``, at most
-its communication time).
+Time attribution per pass (``time_compute``, ``time_transfer``, ``time_rto_wait``), the slowest
+rank's split so the parts add up to the pass: compute is its time outside communication calls
+(replay: its waits); the rest is communication, of which ``time_rto_wait`` is the part
+``passes.attribute_time`` charges to retransmission timeouts (replay: the largest TCP_INFO
+``tcpi_total_rto_time`` of any rank in the pass, at most the slowest rank's communication).
 
 >>> hpa_job(data="seed000:100K", min_support=0.007).params["algorithm"]
 'hpa'
@@ -114,16 +114,18 @@ def execute(session, params: dict, reps: int, warmup: int):
                              min_support=params["min_support"], config=config, **kw)
             itemsets, passes = r.table.num_rows, r.passes
             seconds = sum(p["t_total"] for p in passes) + passes[0].get("t_read", 0.0)
-            for p in passes:
-                p["time_rto_wait"], p["time_transfer"] = p.get("t_rto", 0.0), p.get("t_transfer", 0.0)
-                p["time_compute"] = p["t_compute"]
+            for p in passes:  # the slowest rank's split, so the parts add up to the pass's time
+                s = max(p["ranks"], key=lambda x: x["t_total"])
+                p["time_compute"], p["time_transfer"], p["time_rto_wait"] = s["t_compute"], s["t_transfer"], s["t_rto"]
         else:
             r = replay_parallel(trace, compute="cpu", scale=session.dilation, **kw)
             itemsets, passes, seconds = trace_itemsets(trace), r.passes, r.job_s
             for p in passes:
-                p["time_compute"] = p["t_wait_compute"]
-                p["time_rto_wait"] = min(p["t_comm"], max(x["rto_time_ms"] for x in p["ranks"]) / 1000.0)
-                p["time_transfer"] = p["t_comm"] - p["time_rto_wait"]
+                s = max(p["ranks"], key=lambda x: x["t_total"])
+                comm = max(0.0, s["t_total"] - s["t_wait_compute"])
+                p["time_compute"] = s["t_wait_compute"]
+                p["time_rto_wait"] = min(comm, max(x["rto_time_ms"] for x in p["ranks"]) / 1000.0)
+                p["time_transfer"] = comm - p["time_rto_wait"]
         wall = time.perf_counter() - t0
         if i < warmup:
             continue

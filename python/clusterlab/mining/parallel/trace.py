@@ -193,7 +193,8 @@ def recorded_size(directory) -> int:
 
 # How a replayed rank pays a computation gap: "wall" sleeps the gap as measured, "cpu" sleeps
 # the CPU seconds the rank used in it (a core of its own), "spin" burns those CPU seconds on
-# this machine's cores (so the replay loads the machine as the real run did: the like-with-like
+# this machine's cores, and also the CPU the real process used during a call beyond what the
+# replayed call used (so the replay loads the machine as the real run did: the like-with-like
 # validation on a machine with fewer cores than ranks).
 COMPUTE_MODES = ("wall", "cpu", "spin")
 _BURN = bytes(1 << 16)
@@ -268,10 +269,20 @@ def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0) -> d
                 passes.append(row)
             row = None
             continue
+        c = time.process_time()
         _replay_call(comm, ev)
+        if compute == "spin" and len(ev) == _CALL_FIELDS[kind] + 2:
+            # What the real process computed while this call waited (HPA counts received blocks
+            # on another thread) and the replayed call did not: owed like a gap.
+            owed += max(0.0, ev[-1] * scale - (time.process_time() - c))
         if row is not None:
             row["t_comm"] += time.perf_counter() - t
     return {"rank": comm.rank, "job_s": time.perf_counter() - t_job, "passes": passes}
+
+
+# Fields of each call's event before the wall and CPU seconds recorded after them.
+_CALL_FIELDS = {"send": 4, "recv": 3, "recv_any": 3, "barrier": 1, "bcast": 3, "gather": 3, "allgather": 2,
+                "alltoall": 2, "allreduce": 3, "reduce": 4}
 
 
 def _replay_call(comm, ev: list) -> None:
