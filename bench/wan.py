@@ -15,7 +15,9 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
    line's CPU (utime + stime of its process) per Mbit/s; RTT under that load;
 3. shared duplex (67M-ATM): TCP both ways at once (iperf3 --bidir) on one 135 Mbit/s, and UDP
    offered at 100 Mbit/s each way: delivered vs offered, the line's drop count;
-4. the same TCP run at MTU 1500 (six times the packets per Mbit/s).
+4. the same TCP run at MTU 1500 (six times the packets per Mbit/s);
+5. with ``--sweep 40,60,...``: UDP offered at each rate both ways on the shared line, delivered
+   vs offered (seed 004's loss when the looped-back line is driven past its rate).
 
 Records /proc/loadavg before and after every point. Writes ``bench/results/wan.json``
 atomically. Usage: ``flock /work/quiet.lock .venv/bin/python bench/wan.py [--seconds 10]``
@@ -157,6 +159,9 @@ def tcp_body(seconds: float):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--sweep", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="also offer UDP at these Mbit/s each way on the shared line, e.g. 40,60,70,80,100")
+    ap.add_argument("--sweep-only", action="store_true", help="only the sweep (default 40,60,70,80,100)")
     ap.add_argument("-o", "--out", default=str(HERE / "results" / "wan.json"))
     args = ap.parse_args()
     from clusterlab._atomic import atomic_open
@@ -169,6 +174,31 @@ def main() -> int:
                  "targets": {"tcp_of_135mbit": 0.97, "rtt_error_ms": 0.3, "mdev_ms": 0.3, "cores_at_135mbit": 0.2},
                  "settings": {"line": wan, "tcp": TUNED, "seconds": s}, "points": {}}
     pts = res["points"]
+    if args.sweep_only:
+        args.sweep = args.sweep or [40, 60, 70, 80, 100]
+    else:
+        main_points(pts, wan, s)
+    if args.sweep:
+        # seed 004's overload figure: offered load each way vs delivered on the shared line
+        res["overload_sweep"] = []
+        for each in args.sweep:
+            def offer(tb, each=each):
+                t0 = time.monotonic()
+                iperf(tb, 3.0, ["-u", "-b", f"{each}M", "-l", "8900", "--bidir"])
+                return {"udp_asked_mbit_each_way": each, "seconds": round(time.monotonic() - t0, 3)}
+            res["overload_sweep"].append(udp_rates(measure(f"shared_offer_{each}", {**wan, "wan_shared": True},
+                                                           offer)))
+    if not args.sweep_only:
+        res["summary"] = summary(pts)
+    res["machine"]["loadavg_after"] = loadavg()
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with atomic_open(args.out) as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res.get("summary") or res.get("overload_sweep"), indent=1))
+    return 0
+
+
+def main_points(pts: dict, wan: dict, s: float) -> None:
     pts["lan_rtt"] = measure("lan_rtt", dict(hosts=2, rate="1Gbit"), lambda tb: {"rtt": rtt_stats(ping(tb))})
     pts["wan_rtt_idle"] = measure("wan_rtt_idle", wan, lambda tb: {"rtt": rtt_stats(ping(tb))})
     pts["tbf_135_tcp"] = measure("tbf_135_tcp", dict(hosts=2, rate="135Mbit", buffer="256KiB"), tcp_body(s))
@@ -188,20 +218,27 @@ def main() -> int:
         t0 = time.monotonic()
         iperf(tb, min(s, 5.0), ["-u", "-b", "100M", "-l", "8900", "--bidir"])
         return {"udp_asked_mbit_each_way": 100.0, "seconds": round(time.monotonic() - t0, 3)}
-    def udp_rates(point):
-        t = point.get("line_totals") or {}
-        secs = point.get("seconds")
-        if t and secs:
-            point["offered_mbit_each_way"] = [mbit(b * 8 / secs) for b in t["bytes"]]
-            point["delivered_mbit_each_way"] = [mbit(b * 8 / secs) for b in t["delivered_bytes"]]
-            point["delivered_mbit_sum"] = round(sum(point["delivered_mbit_each_way"]), 3)
-            point["lost_percent"] = [round(100 * d / max(p, 1), 2) for d, p in zip(t["drops"], t["packets"], strict=True)]
-        return point
+
     pts["shared_udp_overload"] = udp_rates(measure("shared_udp_overload", {**wan, "wan_shared": True}, udp_over))
     pts["udp_overload_per_direction"] = udp_rates(measure("udp_overload_per_direction", wan, udp_over))
 
+
+def udp_rates(point: dict) -> dict:
+    """Offered and delivered Mbit/s per direction from the line's own counts (Ethernet frames),
+    over the run's wall time (which includes iperf3's start: rates are a few % low)."""
+    t = point.get("line_totals") or {}
+    secs = point.get("seconds")
+    if t and secs:
+        point["offered_mbit_each_way"] = [mbit(b * 8 / secs) for b in t["bytes"]]
+        point["delivered_mbit_each_way"] = [mbit(b * 8 / secs) for b in t["delivered_bytes"]]
+        point["delivered_mbit_sum"] = round(sum(point["delivered_mbit_each_way"]), 3)
+        point["lost_percent"] = [round(100 * d / max(p, 1), 2) for d, p in zip(t["drops"], t["packets"], strict=True)]
+    return point
+
+
+def summary(pts: dict) -> dict:
     w, idle, lan = pts["wan_tcp"], pts["wan_rtt_idle"].get("rtt", {}), pts["lan_rtt"].get("rtt", {})
-    res["summary"] = {
+    return {
         "tcp_of_135mbit": w.get("of_rate"), "tbf_baseline_of_135mbit": pts["tbf_135_tcp"].get("of_rate"),
         "rtt_mean_ms": idle.get("mean_ms"), "rtt_error_ms": round(idle["mean_ms"] - 12.0, 4) if idle.get("n") else None,
         "rtt_error_minus_stack_ms": round(idle["mean_ms"] - lan["mean_ms"] - 12.0, 4)
@@ -212,12 +249,6 @@ def main() -> int:
         # The line's own timing: how late it released frames after their due time (all frames).
         "line_late_mean_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_mean_ns", [])],
         "line_late_max_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_max_ns", [])]}
-    res["machine"]["loadavg_after"] = loadavg()
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with atomic_open(args.out) as f:
-        json.dump(res, f, indent=1)
-    print(json.dumps(res["summary"], indent=1))
-    return 0
 
 
 if __name__ == "__main__":

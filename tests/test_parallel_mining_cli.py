@@ -173,6 +173,19 @@ def test_summary_reports_every_ranks_peak_memory(small):
     assert "MiB in all ranks" in r.stdout and "peak_MiB" in r.stdout
 
 
+def test_summary_reports_each_ranks_share_and_the_time_split(small):
+    """Per rank: its CSR share beside its peak; the job's time split (read, then the passes' parts)."""
+    r = _cli("mine", small, "-s", "0.02", "--nodes", "2", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert len(s["ranks_csr_bytes"]) == 2 and all(c > 0 for c in s["ranks_csr_bytes"])
+    split = s["time_split"]
+    assert {"read_s", "count_s", "sync_s", "send_s", "route_s", "wait_s"} <= set(split)
+    assert 0 < split["read_s"] <= max(x["job_s"] for x in s["ranks"])
+    r = _cli("mine", small, "-s", "0.02", "--nodes", "2")
+    assert "time split" in r.stdout and "as CSR" in r.stdout
+
+
 def test_progress_on_a_terminal_only_and_not_with_q(small):
     """Passes are shown as they complete when stderr is a terminal (it was silent for minutes)."""
     import os

@@ -65,6 +65,8 @@ def test_shipped_configs_load():
     assert c.tests[1].values() == [4096 << k for k in range(8)]  # 4 KiB .. 512 KiB, doubling
     assert c.hosts == 8 and c.rate == "1Gbit"
     config.load(CONFIGS / "quick.toml")
+    large = config.load(CONFIGS / "seed003-large.toml")
+    assert large.size_lo == 4096 and large.tests == c.tests
 
 
 def test_best_per_size_first_value_wins_a_tie_and_max_count_breaks_ties_by_total():
@@ -146,3 +148,29 @@ def test_quick_sweep_on_a_testbed_writes_every_result(tmp_path):
     assert f"net.ipv4.tcp_rmem = {t['applied']}" in (tmp_path / "out" / FRAGMENT).read_text()
     assert json.loads((tmp_path / "out" / "tune.json").read_text())["tests"][0]["chosen"] == t["chosen"]
     assert not [f for f in os.listdir(tmp_path / "out") if f.startswith(".")]  # no temporary left
+
+
+def test_ping_pong_listener_refuses_a_stranger_and_takes_the_predecessor():
+    import socket
+    import threading
+
+    from clusterlab.comm.tcp import handshake
+    from clusterlab.tune import netpipe
+
+    secret = os.urandom(32)
+    lst = socket.create_server(("127.0.0.1", 0))
+    port = lst.getsockname()[1]
+    got: list = []
+    t = threading.Thread(target=netpipe._accept_predecessor, args=(lst, secret, 3, 2, got))
+    t.start()
+    with socket.create_connection(("127.0.0.1", port)) as stranger:
+        stranger.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", port)) as wrong_key:
+        with pytest.raises(Exception):  # noqa: B017 - the acceptor hangs up on it
+            handshake.connect(wrong_key, os.urandom(32), 2, 3, 5.0)
+    with socket.create_connection(("127.0.0.1", port)) as pred:
+        handshake.connect(pred, secret, 2, 3, 5.0)
+        t.join(10)
+        assert len(got) == 1 and isinstance(got[0], socket.socket)
+        got[0].close()
+    lst.close()

@@ -199,6 +199,8 @@ def test_two_initiators_at_once_on_their_own_luns(name):
               name=name, timeout=10)
     (r,) = res["runs"]
     assert r["initiators"] == 2
+    assert r["tcp"]["to_target"]["mbps"] > 0 and r["tcp"]["from_target"]["mbps"] > 0  # iperf3 on the same links
+    assert r["read"]["monitor"]["bottleneck"] in ("network", "backing store", "cpu", "latency")
     for op in ("write", "read"):
         rows = r[op]["per_initiator"]
         assert [x["initiator"] for x in rows] == [0, 1] and all(x["mbps"] > 0 for x in rows)

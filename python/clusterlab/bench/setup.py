@@ -18,6 +18,27 @@ from clusterlab.comm.tcp import handshake
 from clusterlab.errors import ConfigError
 
 
+def serve_handshakes(lsock: socket.socket, secret: bytes, count: int) -> None:
+    """Accept ``count`` connections on ``lsock``, running the mesh's handshake on each."""
+    for _ in range(count):
+        c, _ = lsock.accept()
+        with c:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            handshake.accept(c, secret, 0, {1}, 10.0)
+
+
+def time_handshakes(host: str, port: int, secret: bytes, count: int) -> list[float]:
+    """Seconds to connect to ``(host, port)`` and finish the handshake, ``count`` times."""
+    out: list[float] = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        with socket.create_connection((host, port), timeout=10) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            handshake.connect(s, secret, 1, 0, 10.0)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
 def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[float]:
     """Seconds to connect and authenticate (both ends' handshake done), ``count`` times."""
     secret = os.urandom(32)
@@ -28,11 +49,7 @@ def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[flo
 
     def serve():
         try:
-            for _ in range(count):
-                c, _ = lsock.accept()
-                with c:
-                    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    handshake.accept(c, secret, 0, {1}, 10.0)
+            serve_handshakes(lsock, secret, count)
         except Exception as e:  # noqa: BLE001 - reported below
             err.append(e)
 
@@ -40,12 +57,7 @@ def connection_setup_times(count: int = 30, host: str = "127.0.0.1") -> list[flo
     t.start()
     out: list[float] = []
     try:
-        for _ in range(count):
-            t0 = time.perf_counter()
-            with socket.create_connection((host, port), timeout=10) as s:
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                handshake.connect(s, secret, 1, 0, 10.0)
-            out.append(time.perf_counter() - t0)
+        out = time_handshakes(host, port, secret, count)
     except Exception as e:  # noqa: BLE001 - one clear error below
         err.append(e)
     finally:

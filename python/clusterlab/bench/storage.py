@@ -98,6 +98,12 @@ def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrie
         raise
 
 
+def open_all(tb, target, n: int, timeout: int = 30, connections: int = 1) -> list:
+    """Open LUN i of ``target`` from its client host, for i < n (each session's socket in that
+    host's namespace)."""
+    return _open_all(tb, target, n, timeout, connections)
+
+
 def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.storage.iscsi import open_lun
@@ -110,7 +116,8 @@ def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
     return luns
 
 
-def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: float | None = None) -> dict:
+def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: float | None = None,
+                storage_port: str | None = None) -> dict:
     """What the monitor saw during one phase, averaged over it: the storage host's link (MB/s
     each way, and as a fraction of the link rate), the machine's CPU (``cpu_busy``: time not
     idle, not in I/O wait and not niced, i.e. used by this run, since everything else on the
@@ -119,8 +126,11 @@ def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: flo
     (tgtd's cgroup when throttled, else the machine's disks). ``bottleneck`` names the resource
     nearest its limit: ``network`` (st's link >= 85 % of the rate), ``backing store``
     (throttled, and it moved >= 85 % of its limit), ``cpu`` (>= 90 % busy: target, initiators
-    and the emulated switch share the machine's cores), else ``latency`` (nothing full: the
-    commands in flight wait for round trips and the target's turn)."""
+    and the emulated switch share the machine's cores), ``incast`` (the switch dropped packets
+    at the output port to the target, ``storage_port``: many initiators sending at once
+    overflow its buffer and TCP backs off), else ``latency`` (nothing full: the commands in
+    flight wait for round trips and the target's turn). ``port_drops`` and
+    ``retransmissions`` (all hosts) are reported too."""
     rows = tbl.to_pylist()
     secs = sum(r["value"] for r in rows if r["node"] == "machine" and r["metric"] == "interval_seconds") or 1e-9
 
@@ -141,18 +151,24 @@ def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: flo
     hosts = {r["node"] for r in rows if r["metric"] == "host_cpu_user"}
     cores = {h: mean("host_cpu_user", h) + mean("host_cpu_system", h) for h in hosts}
     link = max(rx, tx) / (rate_bps / 8 / 1e6) if rate_bps else None
+    drops = sum(r["value"] for r in rows if r["node"] == "switch" and r["iface"] == storage_port
+                and r["metric"] == "qdisc_drops") if storage_port else 0
+    retrans = total(None, "TcpRetransSegs")
     if link is not None and link >= 0.85:
         neck = "network"
     elif backing_bps and disk >= 0.85 * backing_bps / 1e6:
         neck = "backing store"
     elif busy >= 0.9:
         neck = "cpu"
+    elif drops:
+        neck = "incast"
     else:
         neck = "latency"
     out = {"seconds": round(secs, 2), "st_rx_mbps": round(rx, 2), "st_tx_mbps": round(tx, 2),
            "st_link_utilization": None if link is None else round(link, 3), "cpu_busy": round(busy, 3),
            "cpu_nice_others": round(mean("cpu_nice"), 3), "cpu_iowait": round(mean("cpu_iowait"), 3),
-           ("backing_mbps" if throttled else "disk_mbps"): round(disk, 2), "bottleneck": neck}
+           ("backing_mbps" if throttled else "disk_mbps"): round(disk, 2), "port_drops": int(drops),
+           "retransmissions": int(retrans), "bottleneck": neck}
     if cores:
         out["target_cpu"] = round(cores.get(storage_host, 0.0), 3)
         out["target_io_wait_threads"] = round(mean("host_io_wait", storage_host), 2)
@@ -165,6 +181,61 @@ def _rows(out: list, size: int) -> tuple[list[dict], float]:
             for i, (_, _, tr) in enumerate(out)]
     span = max(e for _, e, _ in out) - min(s for s, _, _ in out)
     return rows, round(len(out) * size / span / 1e6, 2)
+
+
+def tcp_baseline(tb, server, client, seconds: float = 2.0, reverse: bool = False) -> dict:
+    """iperf3 (one TCP stream) from ``client`` to ``server`` (``reverse``: server to client),
+    on the same links and at the same time as the iSCSI runs: what the link gives TCP now
+    (under this machine's load), the yardstick for the initiators' MB/s."""
+    if shutil.which("iperf3") is None:
+        return {"error": "iperf3 is not installed"}
+    import json as _json
+
+    srv = server.popen(["iperf3", "-s", "-1", "-B", server.addr], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(50):  # wait for its listening socket
+            if f"{server.addr}:5201" in server.run(["ss", "-Hltn"], check=False).stdout:
+                break
+            time.sleep(0.1)
+        p = client.run(["iperf3", "-c", server.addr, "-t", str(seconds), "-J", *(["-R"] if reverse else [])],
+                       timeout=seconds + 30, check=False)
+        try:
+            end = _json.loads(p.stdout)["end"]["sum_received"]
+            return {"mbps": round(end["bytes"] / end["seconds"] / 1e6, 2), "seconds": round(end["seconds"], 2)}
+        except (ValueError, KeyError):
+            return {"error": (p.stderr or p.stdout).strip()[-200:]}
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+        srv.wait(timeout=10)
+
+
+def bonnie_phases(tb, target, luns: list, n: int, size: int, block: int, seed: int = 0, monitor: bool = True,
+                  rate_bps: float | None = None, backing_bps: int | None = None, ifaces=("eth0",)) -> dict:
+    """Initiators 0..n-1 (``luns``, opened on ``target``'s LUNs) write ``size`` bytes at once,
+    then read them back (checked): ``{"write": {...}, "read": {...}}`` with the aggregate and
+    per-initiator MB/s and, with ``monitor``, ``phase_usage`` of each phase."""
+    from clusterlab.monitor.sampler import Monitor
+
+    res = {}
+    for op in ("write", "read"):
+        out, errors = [None] * n, []
+        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True, backing=backing_bps is not None,
+                                  ifaces=ifaces) if monitor else None
+        with mon or contextlib.nullcontext():
+            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors,
+                   [tb.host(d["client"]).ns for d in target.luns])
+        if errors:
+            raise OSError("; ".join(errors))
+        rows, agg = _rows(out, size)
+        res[op] = {"aggregate_mbps": agg, "per_initiator": rows}
+        if mon is not None:
+            res[op]["monitor"] = phase_usage(mon.table(), target.host.name, rate_bps, backing_bps,
+                                             None if ifaces != ("eth0",) else target.host.port)
+    if any(r["bad_blocks"] for r in res["read"]["per_initiator"]):
+        raise OSError(f"{n} initiators: read back differs from what was written: {res['read']['per_initiator']}")
+    return res
 
 
 def local_baseline(size: int, block: int, directory: str | None = None, bonnie: bool = True) -> dict:
@@ -232,19 +303,20 @@ def _terminate_unwinds():
 def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 20, block: int = 64 << 10,
         rate: str | None = "155Mbit", baseline: bool = True, bonnie: bool = True, seed: int = 0,
         name: str | None = None, timeout: int = 30, direct: bool = False, connections: int = 4,
-        monitor: bool = True, backing_bps: int | None = None, san: bool = False) -> dict:
+        monitor: bool = True, backing_bps: int | None = None, san: bool = False, tcp: bool = True) -> dict:
     """The benchmark as one call (needs root, tgt, libiscsi). ``rate`` None: unshaped links.
     ``connections``: sessions per initiator, i.e. commands in flight (1: one at a time).
     ``monitor``: sample the testbed during each phase (``phase_usage``: the bottleneck).
     ``backing_bps``: throttle the target's backing store to that many bytes/s (read and write).
     ``san``: iSCSI on a second switch (``SanNetwork``) instead of the compute switch.
+    ``tcp``: also measure one iperf3 stream each way between the target's host and h0 on the
+    same links just before each count's phases (``tcp_baseline``).
 
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
     """
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.storage import IscsiTarget, SanNetwork, clean_storage
-    from clusterlab.monitor.sampler import Monitor
 
     initiators = initiators or [1]
     if max(initiators) > hosts:
@@ -266,24 +338,13 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
             try:
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
-                    for op in ("write", "read"):
-                        out, errors = [None] * n, []
-                        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True,
-                                                  backing=backing_bps is not None,
-                                                  ifaces=("eth0", "eth1") if san else ("eth0",)) if monitor else None
-                        with mon or contextlib.nullcontext():
-                            _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors,
-                                   [tb.host(d["client"]).ns for d in target.luns])
-                        if errors:
-                            raise OSError("; ".join(errors))
-                        rows, agg = _rows(out, size)
-                        run_n[op] = {"aggregate_mbps": agg, "per_initiator": rows}
-                        if mon is not None:
-                            run_n[op]["monitor"] = phase_usage(mon.table(), target.host.name,
-                                                               topo.rate_bps if rate else None, backing_bps)
-                    if any(r["bad_blocks"] for r in run_n["read"]["per_initiator"]):
-                        raise OSError(f"{n} initiators: read back differs from what was written: "
-                                      f"{run_n['read']['per_initiator']}")
+                    if tcp and not san:
+                        h0 = tb.host(target.luns[0]["client"])
+                        run_n["tcp"] = {"to_target": tcp_baseline(tb, target.host, h0),
+                                        "from_target": tcp_baseline(tb, target.host, h0, reverse=True)}
+                    run_n.update(bonnie_phases(tb, target, luns, n, size, block, seed, monitor=monitor,
+                                               rate_bps=topo.rate_bps if rate else None, backing_bps=backing_bps,
+                                               ifaces=("eth0", "eth1") if san else ("eth0",)))
                     res["runs"].append(run_n)
             finally:
                 for lun in luns:

@@ -15,10 +15,13 @@ from clusterlab.errors import ConfigError
 @click.option("--interval", default=0.1, show_default=True, type=float, help="Sampling interval [s].")
 @click.option("--duration", default=None, type=float, help="Stop after this many seconds (no command).")
 @click.option("--no-capture", is_flag=True, help="Skip the packet-length histogram.")
+@click.option("--host-cpu", is_flag=True,
+              help="With --testbed: CPU and I/O wait of each host's threads, and the storage target's backing "
+                   "store; the report then draws the storage panels.")
 @click.option("-o", "--out", default="runs/monitor/monitor.parquet", show_default=True,
               help="Output table (.parquet, or .csv).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def monitor(tb_name, interval, duration, no_capture, out, command):
+def monitor(tb_name, interval, duration, no_capture, host_cpu, out, command):
     """Sample traffic, packet sizes, drops, TCP counters, CPU and disk into one table.
 
     \b
@@ -29,12 +32,15 @@ def monitor(tb_name, interval, duration, no_capture, out, command):
     """
     from clusterlab.monitor import Monitor
 
+    if host_cpu and not tb_name:
+        raise ConfigError("--host-cpu needs --testbed (hosts are a testbed's namespaces)")
     if not command and duration is None:
         raise ConfigError("give a command to run or --duration")
     if tb_name:
         from clusterlab.cluster.testbed import Testbed
 
-        m = Monitor.for_testbed(Testbed.attach(tb_name), interval, capture=not no_capture)
+        m = Monitor.for_testbed(Testbed.attach(tb_name), interval, capture=not no_capture, host_cpu=host_cpu,
+                                backing=host_cpu)
     else:
         m = Monitor.local(interval, capture=not no_capture)
     rc = 0

@@ -64,11 +64,12 @@ class CostModel:
     setup: float = 120e-6
     overhead: float = 15e-6
     concurrency: float = 2.0
+    setup_cpus: float = 0.0  # > 0: every host's connection set-up shares this many CPUs (a testbed)
     source: str = "default"
     details: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency"):
+        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ConfigError(f"cost model parameter {k} must be a finite number >= 0, got {v!r}")
@@ -116,8 +117,17 @@ class CostModel:
     # --- connection modes (seed 002: set-up counted per call, or paid once) -----------------
     def setup_time(self, n: int) -> float:
         """Seconds a rank spends setting up its connections to the other ``n - 1`` ranks (the
-        full mesh: what the persistent mesh pays once per job and per-call mode per call)."""
-        return self.setup * max(n - 1, 0)
+        full mesh: what the persistent mesh pays once per job and per-call mode per call).
+        With ``setup_cpus`` = c > 0 the hosts share c CPUs (a testbed on one machine): the
+        mesh's n(n-1)/2 set-ups, ``setup`` each, cannot take less than their sum over c.
+
+        >>> CostModel(setup=1e-3).setup_time(6), CostModel(setup=1e-3, setup_cpus=2).setup_time(6)
+        (0.005, 0.0075)
+        """
+        per_rank = self.setup * max(n - 1, 0)
+        if self.setup_cpus > 0:
+            return max(per_rank, self.setup * n * (n - 1) / 2 / self.setup_cpus)
+        return per_rank
 
     def predict_mode(self, op: str, algorithm: str, m: float, n: int, mode: str = "persistent",
                      calls: int = 1) -> float:
@@ -166,6 +176,7 @@ class CostModel:
         try:
             return cls(alpha=d["alpha"], beta=d["beta"], gamma=d["gamma"], setup=d["setup"],
                        overhead=d.get("overhead", 0.0), concurrency=d.get("concurrency", 0.0),
+                       setup_cpus=d.get("setup_cpus", 0.0),
                        source=str(d.get("source", where)), details=dict(d.get("details") or {}))
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None

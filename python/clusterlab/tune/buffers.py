@@ -81,6 +81,22 @@ def most_frequent_best(values: list[int], best: dict[int, int], sums: dict[int, 
     return max(tied, key=lambda v: (sum(sums[v].values()), -values.index(v)))
 
 
+def near_best_counts(values: list[int], sums: dict[int, dict[int, float]], within: float = 0.05) -> dict[int, int]:
+    """For each value, the number of message sizes where its sum is within ``within`` of that
+    size's best: values that tie within the measurement's noise (beyond the paper; it shows
+    how decisive the most frequent best is).
+
+    >>> near_best_counts([1, 2], {1: {8: 100.0, 9: 50.0}, 2: {8: 97.0, 9: 80.0}})
+    {1: 1, 2: 2}
+    """
+    out = dict.fromkeys(values, 0)
+    for nb in sums[values[0]]:
+        top = max(sums[v][nb] for v in values)
+        for v in values:
+            out[v] += sums[v][nb] >= (1 - within) * top
+    return out
+
+
 def kernel_supports_per_namespace() -> bool:
     rel = platform.release().split("-")[0].split(".")
     try:
@@ -156,7 +172,8 @@ def sweep_rank(comm, plan: dict) -> dict | None:
                                 "sums": {str(v): {str(nb): s for nb, s in sums[v].items()} for v in values},
                                 "best_per_size": {str(nb): b for nb, b in best.items()},
                                 "chosen": chosen,
-                                "counts": {str(v): list(best.values()).count(v) for v in values}})
+                                "counts": {str(v): list(best.values()).count(v) for v in values},
+                                "near_best_counts": {str(v): c for v, c in near_best_counts(values, sums).items()}})
             chosen = json.loads(comm.bcast(json.dumps(chosen).encode() if comm.rank == 0 else None, root=0))
             text = sysctl_value(t.variable, chosen, t.form, _read(t.variable))
             _write(t.variable, text)  # line 31: the best value on every node
@@ -255,6 +272,8 @@ def chosen(results: dict) -> dict[str, int]:
 
 def summary(results: dict) -> str:
     parts = [f"{t['variable']} = {t['applied']} (best for {t['counts'][str(t['chosen'])]} of "
-             f"{len(t['best_per_size'])} sizes)" for t in results["tests"]]
+             f"{len(t['best_per_size'])} sizes; within 5% of the best: "
+             + ", ".join(f"{v} {c}" for v, c in t.get("near_best_counts", {}).items()) + ")"
+             for t in results["tests"]]
     return "; ".join(parts) + f"; {results['seconds']:.0f} s, load {' '.join(map(str, results['loadavg']))}"
 

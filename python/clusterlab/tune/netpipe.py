@@ -9,7 +9,9 @@ every link carries one ping-pong in each direction, as n NetPIPE pairs on a swit
 For every message size all ranks start together (a barrier on the job's own mesh), the
 repetitions adapt to ``trial_time`` from the previous size's time (NetPIPE's rule), and the
 best of ``trials`` trials is kept. Nothing received is interpreted beyond an 8-byte header of
-two little-endian counts (size, repetitions), checked against the sweep's bounds.
+two little-endian counts (size, repetitions), checked against the sweep's bounds, and only
+after both ends passed the mesh's handshake with a secret the job's own (authenticated) mesh
+handed out: a stranger connecting to a ping-pong listener is refused.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from clusterlab.errors import ClusterlabError
 HEADER = struct.Struct("<QQ")
 IO_TIMEOUT = 60.0  # a peer silent this long is dead (the job's own timeout names it)
 MAX_REPS = 200_000
+HANDSHAKE_TIMEOUT = 5.0
 
 __all__ = ["netpipe_sizes", "ring_pingpong", "listen_address"]
 
@@ -83,23 +86,66 @@ def _socket() -> socket.socket:
     return s
 
 
+def _accept_predecessor(lst: socket.socket, secret: bytes, rank: int, pred: int, got: list) -> None:
+    """Accept connections until one authenticates as ``pred`` (others are closed), or time out."""
+    from clusterlab.comm.tcp import handshake
+
+    deadline = time.monotonic() + IO_TIMEOUT
+    try:
+        while True:
+            lst.settimeout(max(0.1, deadline - time.monotonic()))
+            c, _ = lst.accept()
+            c.settimeout(IO_TIMEOUT)
+            try:
+                # a short bound per attempt: a silent stranger cannot hold the listener for long
+                handshake.accept(c, secret, rank, {pred}, min(HANDSHAKE_TIMEOUT, max(0.1, deadline - time.monotonic())))
+            except Exception:  # noqa: BLE001 - not our predecessor: drop it, keep listening
+                c.close()
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            got.append(c)
+            return
+    except Exception as e:  # noqa: BLE001 - reported by the caller
+        got.append(e)
+
+
+def _connect_pair(comm, addr: str) -> tuple[socket.socket, socket.socket]:
+    """(to the successor, from the predecessor), both authenticated with a per-sweep secret."""
+    from clusterlab.comm.tcp import handshake
+
+    n, rank = comm.size, comm.rank
+    secret = comm.bcast(os.urandom(32) if rank == 0 else None, root=0, algorithm="binomial")
+    lst = _socket()
+    got: list = []
+    try:
+        lst.bind((addr, 0))
+        lst.listen(8)
+        table = [json.loads(b) for b in comm.allgather(json.dumps([addr, lst.getsockname()[1]]).encode())]
+        # Accept in a thread: every rank connects first, and a ring of handshakes waiting on
+        # each other's accept would never finish.
+        t = threading.Thread(target=_accept_predecessor, args=(lst, secret, rank, (rank - 1) % n, got), daemon=True)
+        t.start()
+        out = _socket()
+        out.settimeout(IO_TIMEOUT)
+        out.connect(tuple(table[(rank + 1) % n]))
+        handshake.connect(out, secret, rank, (rank + 1) % n, IO_TIMEOUT)
+        t.join(IO_TIMEOUT + 1)
+    finally:
+        lst.close()
+    if not got or isinstance(got[0], Exception):
+        out.close()
+        raise ClusterlabError(f"rank {rank}: no authenticated ping-pong connection from rank {(rank - 1) % n}: "
+                              f"{got[0] if got else 'timed out'}")
+    return out, got[0]
+
+
 def ring_pingpong(comm, sizes: list[int], trial_time: float, trials: int, addr: str) -> list[dict]:
     """One NetPIPE sweep of this rank towards rank+1 while echoing rank-1; every rank calls.
     Returns this rank's rows ``{"bytes", "mbps", "usec", "reps"}``."""
     n, rank = comm.size, comm.rank
     max_size = max(sizes)
-    lst = _socket()
-    try:
-        lst.bind((addr, 0))
-        lst.listen(4)
-        lst.settimeout(IO_TIMEOUT)
-        table = [json.loads(b) for b in comm.allgather(json.dumps([addr, lst.getsockname()[1]]).encode())]
-        out = _socket()
-        out.settimeout(IO_TIMEOUT)
-        out.connect(tuple(table[(rank + 1) % n]))
-        inc, _ = lst.accept()
-    finally:
-        lst.close()
+    out, inc = _connect_pair(comm, addr)
     inc.settimeout(IO_TIMEOUT)
     echo = _Echo(inc, max_size)
     echo.start()

@@ -22,6 +22,9 @@ pub struct Trie {
     nodes: Vec<(u32, u32)>,
     child_item: Vec<u32>,
     child_node: Vec<u32>,
+    // The root's child slot of each item (NONE: not a first item): the root has hundreds of
+    // children, so a transaction's items are looked up here instead of searched for.
+    root_slot: Vec<u32>,
 }
 
 impl Trie {
@@ -30,7 +33,7 @@ impl Trie {
         assert!(km1 > 0 && prev.len().is_multiple_of(km1));
         let n = prev.len() / km1;
         let row = |i: usize| &prev[i * km1..(i + 1) * km1];
-        let mut t = Trie { km1, nodes: vec![(0, 0)], child_item: Vec::new(), child_node: Vec::new() };
+        let mut t = Trie { km1, nodes: vec![(0, 0)], child_item: Vec::new(), child_node: Vec::new(), root_slot: Vec::new() };
         let mut stack = vec![(0usize, 0usize, n, 0usize)];
         while let Some((id, lo, hi, d)) = stack.pop() {
             let start = t.child_item.len() as u32;
@@ -53,6 +56,12 @@ impl Trie {
                 i = j;
             }
             t.nodes[id] = (start, t.child_item.len() as u32);
+        }
+        let (rs, re) = t.nodes[0];
+        let roots = &t.child_item[rs as usize..re as usize];
+        t.root_slot = vec![NONE; roots.last().map_or(0, |&x| x as usize + 1)];
+        for (slot, &x) in roots.iter().enumerate() {
+            t.root_slot[x as usize] = slot as u32;
         }
         t
     }
@@ -139,6 +148,23 @@ impl Trie {
         }
         // Leave room for the k - depth - 1 items still to come.
         let last = t.len().saturating_sub(k - depth - 1);
+        if depth == 0 {
+            for p in start..last {
+                let Some(&slot) = self.root_slot.get(t[p] as usize) else { continue };
+                if slot == NONE {
+                    continue;
+                }
+                if let Some((f, me)) = first {
+                    if f.get(t[p] as usize) != Some(&me) {
+                        continue;
+                    }
+                }
+                prefix.push(t[p]);
+                self.walk(self.child_node[cs as usize + slot as usize] as usize, 1, t, p + 1, None, sc, matches, prefix, emit);
+                prefix.pop();
+            }
+            return;
+        }
         let mut here = Vec::new();
         self.children_in(children, t, start, sc, &mut here);
         for p in here {
@@ -388,17 +414,6 @@ impl Router {
         let Router { parts, me, prune, local, local_counts, eld, eld_counts, block_u32, bufs, ready, stats, .. } = self;
         let mut emit = |s: &[u32]| {
             stats.enumerated += 1;
-            if let Some(ix) = prune {
-                let ok = (0..km1 - 1).all(|d| {
-                    sub[..d].copy_from_slice(&s[..d]);
-                    sub[d..].copy_from_slice(&s[d + 1..]);
-                    ix.get(&sub).is_some()
-                });
-                if !ok {
-                    stats.pruned += 1;
-                    return;
-                }
-            }
             if *parts == 1 && eld.is_none() {
                 // Count Distribution / one rank: everything is local, no hash needed.
                 match local.get_fast(s) {
@@ -428,6 +443,19 @@ impl Router {
                     None => stats.local_misses += 1,
                 }
             } else {
+                // The full prune only where it saves traffic: a subset owned here is looked up
+                // in this rank's candidates anyway (a non-candidate is a miss, not a send).
+                if let Some(ix) = prune {
+                    let ok = (0..km1 - 1).all(|d| {
+                        sub[..d].copy_from_slice(&s[..d]);
+                        sub[d..].copy_from_slice(&s[d + 1..]);
+                        ix.get(&sub).is_some()
+                    });
+                    if !ok {
+                        stats.pruned += 1;
+                        return;
+                    }
+                }
                 let b = &mut bufs[o as usize];
                 b.extend_from_slice(s);
                 stats.sent_itemsets += 1;

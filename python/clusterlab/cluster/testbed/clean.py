@@ -101,23 +101,22 @@ def root_links() -> list[str]:
     return names
 
 
-def state_files(testbed: str | None = None) -> list[str]:
+def _files(suffix: str, testbed: str | None) -> list[str]:
     try:
         names = os.listdir(STATE_DIR)
     except FileNotFoundError:
         return []
     return [os.path.join(STATE_DIR, n) for n in names
-            if n.endswith(".json") and (testbed is None or n == f"{testbed}.json")]
+            if n.endswith(suffix) and (testbed is None or n == f"{testbed}{suffix}")]
+
+
+def state_files(testbed: str | None = None) -> list[str]:
+    return _files(".json", testbed)
 
 
 def trace_files(testbed: str | None = None) -> list[str]:
     """The WAN lines' histogram files (``<name>.wan.trace``, see ``wanline``)."""
-    try:
-        names = os.listdir(STATE_DIR)
-    except FileNotFoundError:
-        return []
-    return [os.path.join(STATE_DIR, n) for n in names
-            if n.endswith(".wan.trace") and (testbed is None or n == f"{testbed}.wan.trace")]
+    return _files(".wan.trace", testbed)
 
 
 def clean(testbed: str | None = None) -> dict:

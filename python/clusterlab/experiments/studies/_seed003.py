@@ -19,3 +19,21 @@ NOTES = ("Each point is a NetPIPE-style ping-pong between two testbed hosts (clu
          "triple with autotuning on. The testbed's links are tc-shaped veths on a 2-core machine: per-packet "
          "CPU cost, not the wire, bounds large messages, so the buffer size that saturates is smaller than "
          "on the paper's Gigabit cluster, where the best was 16-32 KB.")
+
+
+def per_value_study(figure: str, variable: str, what: str):
+    """Figs. 3-4: bandwidth vs message size, one line per value of ``variable`` (rmem or wmem)."""
+    from clusterlab.experiments.spec import Grid, Study, scatter
+    from clusterlab.experiments.workloads import pingpong
+
+    return Study(
+        name=f"seed003-fig{figure}",
+        title=f"Seed 003 Fig. {figure}: TCP {what} buffer (tcp_{variable}) influence over bandwidth",
+        cluster=GIGABIT,
+        workload=pingpong(sizes=SIZES, trial_time=0.01),
+        grid=Grid({variable: [*BUFFERS, None]}),
+        repeat=3, warmup=0, monitor=False,
+        quick={variable: "4096 4096 4096,65536 65536 65536", "sizes": "1:64KiB", "repeat": "1", "hosts": "2"},
+        report=[scatter(x="bytes", y="mbps", hue=variable, logx=True)],
+        notes=NOTES,
+    )

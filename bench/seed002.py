@@ -1,0 +1,133 @@
+"""Seed 002 Figs. 1-3 on the namespace testbed: MPI_Bcast / MPI_Scatter times against data size
+on 6 hosts (Fig. 1) and against host count at 64 KB and 1 MB (Figs. 2-3), with the persistent
+mesh and with per-call connections (seed 002's connection set-up per call), each beside the
+cost model's prediction (fitted on the testbed's own links) and its error.
+
+Run as root under the quiet lock:
+    flock /work/quiet.lock .venv/bin/python bench/seed002.py            # ~5 min
+    .venv/bin/python bench/seed002.py --quick                           # 2..4 hosts, a smoke test
+
+Writes bench/results/seed002.json (rows, models, median |error| per (hosts, op, mode), load)
+and bench/results/seed002.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from clusterlab._atomic import atomic_open, atomic_path
+from clusterlab.bench import collective_testbed as ct
+from clusterlab.cluster.testbed import StarTopo, Testbed
+
+OPS = ("bcast", "scatter")
+RESULTS = Path(__file__).parent / "results"
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", default="155Mbit", help="link rate (seed 002: ATM 155 Mbit/s)")
+    ap.add_argument("--mtu", type=int, default=9180, help="MTU (classical IP over ATM: 9180)")
+    ap.add_argument("--fig1-hosts", type=int, default=6)
+    ap.add_argument("--hosts", default="2,4,6,8,16", help="host counts of Figs. 2-3")
+    ap.add_argument("--sizes", default="1024,4096,16384,65536,262144,1048576", help="Fig. 1 sizes (bytes)")
+    ap.add_argument("--time-per-size", type=float, default=0.4)
+    ap.add_argument("--quick", action="store_true", help="2..4 hosts, two sizes")
+    ap.add_argument("-o", "--out", default=str(RESULTS / "seed002.json"))
+    a = ap.parse_args()
+    if a.quick:
+        a.fig1_hosts, a.hosts, a.sizes, a.time_per_size = 4, "2,4", "65536,1048576", 0.2
+    sizes = [int(s) for s in a.sizes.split(",")]
+    host_counts = sorted({int(h) for h in a.hosts.split(",")} | {a.fig1_hosts})
+    big = max(host_counts)
+    t0 = time.perf_counter()
+    started = loadavg()
+    rows: list[dict] = []
+    with Testbed(StarTopo(hosts=big, rate=a.rate, mtu=a.mtu, buffer="256KB")) as tb:
+        model = ct.fit_model(tb)
+        print(f"model: alpha {model.alpha * 1e6:.1f} us, beta {8 / model.beta / 1e6 if model.beta else 0:.1f} Mbit/s, "
+              f"set-up {model.setup * 1e6:.0f} us, overhead {model.overhead * 1e6:.1f} us", flush=True)
+        for n in host_counts:
+            these = sizes if n == a.fig1_hosts else [65536, 1048576]
+            for op in OPS:
+                for mode in ct.MODES:
+                    got = ct.measure(tb, op, these, mode, model, nranks=n, time_per_size=a.time_per_size)
+                    for r in got:
+                        print(f"{n:3d} hosts {op:8s} {mode:10s} {r['bytes']:8d} B  measured {r['p50_us'] / 1e3:8.2f} ms"
+                              f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  error {r['relative_error']:+.0%}"
+                              f"  {r['algorithm']}", flush=True)
+                    rows += got
+    summary = {}
+    for n in host_counts:
+        for op in OPS:
+            for mode in ct.MODES:
+                sel = [r for r in rows if r["hosts"] == n and r["op"] == op and r["connections"] == mode]
+                if sel:
+                    summary[f"{n} hosts {op} {mode}"] = round(ct.median_abs_error(sel), 3)
+    out = {"rate": a.rate, "mtu": a.mtu, "fig1_hosts": a.fig1_hosts, "hosts": host_counts,
+           "model": model.to_dict(), "rows": rows, "median_abs_error": summary,
+           "loadavg_start": started, "loadavg_end": loadavg(), "seconds": time.perf_counter() - t0,
+           "note": "p50 of the slowest rank per call vs the cost model fitted on the same testbed's links; "
+                   "the testbed's hosts share this machine's 2 cores"}
+    with atomic_open(a.out) as f:
+        json.dump(out, f, indent=1)
+    plot(out, Path(a.out).with_suffix(".png"))
+    for k, v in summary.items():
+        print(f"median |error| {k}: {v:.0%}")
+    print(f"-> {a.out} ({out['seconds']:.0f} s, load {started} -> {out['loadavg_end']})")
+    return 0
+
+
+def plot(out: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = out["rows"]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    style = {"persistent": "-", "per_call": "--"}
+    for op, color in zip(OPS, ("C0", "C1"), strict=True):
+        for mode in ct.MODES:
+            sel = sorted((r for r in rows if r["hosts"] == out["fig1_hosts"] and r["op"] == op
+                          and r["connections"] == mode), key=lambda r: r["bytes"])
+            x = [r["bytes"] / 1024 for r in sel]
+            axes[0].plot(x, [r["p50_us"] / 1e3 for r in sel], style[mode], color=color, marker="o",
+                         label=f"{op} {mode} measured")
+            axes[0].plot(x, [r["predicted_us"] / 1e3 for r in sel], style[mode], color=color, alpha=0.4,
+                         marker="x", label=f"{op} {mode} model")
+            for ax, size in ((axes[1], 65536), (axes[2], 1048576)):
+                sel = sorted((r for r in rows if r["bytes"] == size and r["op"] == op and r["connections"] == mode),
+                             key=lambda r: r["hosts"])
+                ax.plot([r["hosts"] for r in sel], [r["p50_us"] / 1e3 for r in sel], style[mode], color=color,
+                        marker="o", label=f"{op} {mode} measured")
+                ax.plot([r["hosts"] for r in sel], [r["predicted_us"] / 1e3 for r in sel], style[mode], color=color,
+                        alpha=0.4, marker="x", label=f"{op} {mode} model")
+    axes[0].set(xscale="log", yscale="log", xlabel="data size (KB)", ylabel="time (ms)",
+                title=f"Fig. 1: {out['fig1_hosts']} hosts, {out['rate']}")
+    axes[1].set(xlabel="hosts", ylabel="time (ms)", title="Fig. 2: 64 KB")
+    axes[2].set(xlabel="hosts", ylabel="time (ms)", title="Fig. 3: 1 MB")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=6)
+    errs = ", ".join(f"{k}: {v:.0%}" for k, v in out["median_abs_error"].items() if k.startswith(f"{out['fig1_hosts']} "))
+    fig.suptitle(f"seed 002 on the testbed (median |model error| at {out['fig1_hosts']} hosts: {errs})", fontsize=9)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        print("seed002.py: needs root (namespace testbed)", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""What seed 001's studies share: its cluster (PCs and one iSCSI target on one Gigabit
+Ethernet switch) as a testbed, and what differs from the paper."""
+
+from clusterlab.experiments.spec import Testbed
+
+# Gigabit Ethernet, standard frames; up to 8 initiators plus the target (the last host).
+GIGABIT = Testbed(hosts=9, rate="1Gbit", buffer="256KB", host_queue="1000p", mtu=1500, dilation=1)
+
+NOTES = ("Seed 001 ran an IET iSCSI target (Linux, SAS RAID0) and Open-iSCSI initiators on one Gigabit "
+         "Ethernet switch. Here: Linux network namespaces on one 2-core machine, one bridge shaped to 1 Gbit/s "
+         "per port, the userspace target tgt (on the testbed's last host, file-backed LUNs) and the libiscsi "
+         "initiator in the project (4 commands in flight per initiator), so target, initiators and switch share "
+         "2 cores. 'backing_rate' throttles the target's backing store (tgtd in a blkio cgroup, O_DIRECT; shared "
+         "by all LUNs, like one RAID) so that storage, as on the seed's disks, can be the bottleneck; 'none' is "
+         "the page cache. The seed's findings are in the notes of each study (clusterlab.report.seeds has no "
+         "seed 001 entry yet).")

@@ -1,0 +1,142 @@
+"""NPB kernels across seed 004's networks as a study workload: ``npb_wan``.
+
+``nodes`` ranks, one per host. Each point builds its own testbed (the study's ``cluster`` is only the driver, e.g.
+``InProcess(ranks=1)``; the spec's ``Testbed`` cluster has no sites or WAN line yet):
+
+- ``network="lan"``: 8 hosts on one switch at ``lan_rate`` (100M-LAN);
+- ``"135M"``: 4 + 4 hosts on two 1 Gbit/s site switches (the paper's GbE LANs at each end)
+  joined by the WAN line, ``wan_rate`` per direction, ``wan_delay`` one way (135M-ATM);
+- ``"67M"``: the same with both directions sharing one ``wan_rate`` and one queue, losing what
+  exceeds it (67M-ATM: the fibre looped back, 67 Mbit/s each way when both send).
+
+Two cores cannot compute for 8 ranks, so each point is **replayed**
+(``clusterlab.npb.replay``): the kernel runs for real once per (kernel, class, ranks) as
+in-process threads, verified, recording each rank's messages and its compute as CPU time;
+the replay sleeps that compute and sends the same messages over the point's network. The
+speedup's numerator is a real 1-rank run's CPU time. ``compute_scale`` multiplies every compute
+time (both sides of the speedup): > 1 emulates a slower CPU on the same network (the seed's
+733 MHz Xeons against its 100 Mbit/s and 12 ms networks), which changes the balance between
+compute and communication that Table 3 measures. Rows say ``replayed`` and whether the
+recording run itself was CPU-bound (it is, with 8 ranks on 2 cores: that is why it is replayed).
+
+``traffic=True`` adds, per 0.1 s interval of the replay, the WAN line's bytes and packets
+(both directions) and packets per 64-byte length bucket (seed 004's traffic figures).
+
+>>> npb_wan(kernel="cg", cls="S").params["network"]
+'lan'
+>>> npb_wan(kernel="bt")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: unknown NPB kernel 'bt' (one of ep, is, cg, mg, ft)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments.spec import Workload
+
+NETWORKS = ("lan", "135M", "67M")
+# Seed 004, Table 3, Fast-PC, class A, 8 nodes: speedup on 100M-LAN and on 135M-ATM.
+SEED_TABLE3 = {"cg": (4.51, 5.50), "ep": (8.81, 8.94), "ft": (5.07, 4.73), "is": (0.32, 0.33),
+               "lu": (8.41, 7.47), "mg": (6.11, 4.63), "sp": (1.50, 1.90)}
+_recordings: dict = {}
+
+
+def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, lan_rate: str = "100Mbit",
+            wan_rate: str = "135Mbit", wan_delay: str = "6ms", traffic: bool = False, compute_scale: float = 1.0) -> Workload:
+    from clusterlab.npb import check
+
+    check(kernel, cls, int(nodes))
+    if not float(compute_scale) > 0:
+        raise ConfigError(f"compute_scale must be positive, got {compute_scale!r}")
+    if network not in NETWORKS:
+        raise ConfigError(f"network {network!r}: one of {', '.join(NETWORKS)}")
+    return Workload("npb_wan", {"kernel": str(kernel).lower(), "cls": str(cls).upper(), "network": network,
+                                "nodes": int(nodes), "lan_rate": lan_rate, "wan_rate": wan_rate,
+                                "wan_delay": wan_delay, "traffic": bool(traffic),
+                                "compute_scale": float(compute_scale)}, dilatable=False)
+
+
+def topology(params: dict):
+    """The point's testbed topology."""
+    from clusterlab.cluster.testbed import StarTopo
+
+    n = int(params["nodes"])
+    if params["network"] == "lan":
+        return StarTopo(hosts=max(2, n), rate=params["lan_rate"])
+    if n < 2:
+        raise ConfigError("a WAN point needs at least 2 ranks (one per site)")
+    return StarTopo(hosts=n, rate="1Gbit", sites=f"{(n + 1) // 2}+{n // 2}", wan_rate=params["wan_rate"],
+                    wan_delay=params["wan_delay"], wan_shared=params["network"] == "67M")
+
+
+def recording(kernel: str, cls: str, n: int) -> dict:
+    """The real run of (kernel, class, n) this process recorded (once)."""
+    from clusterlab.npb.replay import record
+
+    key = (kernel, cls, n)
+    if key not in _recordings:
+        _recordings[key] = record(kernel, cls, n)
+    return _recordings[key]
+
+
+def execute(session, params: dict, reps: int, warmup: int):
+    from clusterlab.cluster.testbed import Testbed
+    from clusterlab.npb.replay import replay_rank, save_events
+
+    kernel, cls, n = params["kernel"], params["cls"], int(params["nodes"])
+    one = recording(kernel, cls, 1)
+    rec = recording(kernel, cls, n)
+    if not (one["verified"] and rec["verified"]):
+        raise ConfigError(f"NPB {kernel} class {cls} did not verify (1 rank: {one['verified']}, {n}: {rec['verified']})")
+    seed = SEED_TABLE3.get(kernel, (None, None))
+    scale = float(params.get("compute_scale", 1.0))
+    # The numerator as the replay counts compute: the 1-rank run's CPU time (its wall time on a
+    # loaded machine includes waiting for a core), times the same scale.
+    one1 = one["ranks"][0]["compute_cpu_s"] * scale
+    topo = topology(params)
+    with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, Testbed(topo) as tb:
+        events = save_events(rec["events"], os.path.join(tmp, "events.json"))
+        for i in range(warmup + reps):
+            out = tb.run(replay_rank, n, events, scale, timeout=600)
+            t1 = time.time()
+            t0 = min(o["started"] for o in out)  # after the ranks started and met
+            if i < warmup:
+                continue
+            secs = max(o["seconds"] for o in out)
+            row = {"rep": i - warmup, "kernel": kernel, "class": cls, "network": params["network"], "nodes": n,
+                   "seconds": secs, "one_rank_seconds": one1, "one_rank_wall_seconds": one["seconds"],
+                   "speedup": one1 / secs, "compute_scale": scale,
+                   "replayed": True, "recording_cpu_bound": rec["cpu_bound"], "verified": True,
+                   "bytes_sent": sum(r["bytes_sent"] for r in rec["ranks"]),
+                   "messages_sent": sum(r["messages_sent"] for r in rec["ranks"]),
+                   "seed_speedup_lan": seed[0], "seed_speedup_135m": seed[1]}
+            if params["traffic"] and topo.has_wan:
+                yield from _traffic_rows(tb, row, t0, t1)
+            else:
+                yield row
+
+
+def _traffic_rows(tb, row: dict, t0: float, t1: float):
+    """The replay's row, then one row per 0.1 s of WAN traffic (both directions summed)."""
+    from clusterlab.monitor.wan import BUCKET, WanTrace
+
+    time.sleep(0.25)  # the line writes each interval when it ends
+    tr = WanTrace.of_testbed(tb)
+    a, b = tr.series(0, t0, t1 + tr.interval), tr.series(1, t0, t1 + tr.interval)
+    base = dict(row)
+    yield row
+    for k, t in enumerate(a["t"]):
+        nbytes = int(a["bytes"][k] + b["bytes"][k])
+        buckets = a["bucket_packets"][k] + b["bucket_packets"][k]
+        top = int(buckets.nonzero()[0].max()) if buckets.any() else 0
+        yield {**base, "interval": k, "t": float(t), "wan_mbps": nbytes * 8 / tr.interval / 1e6,
+               "wan_pps": int(a["packets"][k] + b["packets"][k]) / tr.interval,
+               "wan_drops": int(a["drops"][k] + b["drops"][k]),
+               "largest_bucket_bytes": top * BUCKET,
+               "packets_per_bucket": {int(j) * BUCKET: int(buckets[j]) for j in buckets.nonzero()[0]},
+               "seconds": None}
