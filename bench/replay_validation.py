@@ -57,9 +57,24 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2
+    with tempfile.TemporaryDirectory(prefix="replay-validation-") as tmp:  # data and recordings
+        points = validate(a, Path(tmp))
+    res = {"machine": {"cpus": os.cpu_count(), "note": "2 cores shared with other jobs; load per run"},
+           "topology": "StarTopo defaults (155Mbit links, 64KB port buffer)", "algorithm": "hpa (itemset, every pass shipped)",
+           "transactions": a.transactions, "min_support": a.min_support, "compute": "spin (validated); wall and cpu measured beside it", "points": points,
+           "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    with atomic_open(a.output) as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps([{k: p[k] for k in ("hosts", "median_real_s", "median_replay_s", "replay_over_real",
+                                          "wall_over_real", "cpu_over_real",
+                                          "within_15pct", "same_bytes_per_pass", "cpu_bound")} for p in points], indent=1))
+    return 0
+
+
+def validate(a, work: Path) -> list:
+    """The points: per host count, real runs and their replays (see the module docstring)."""
     from clusterlab.data.generate import generate_file
 
-    work = Path(tempfile.mkdtemp(prefix="replay-validation-"))
     data = work / "seed000.dat"
     generate_file(data, "seed000", transactions=a.transactions, seed=0)
     config = ParallelConfig(partition="itemset", local_pairs=False, timeout=600)  # seed 000's HPA
@@ -100,16 +115,7 @@ def main(argv=None) -> int:
                        "within_15pct": abs(paired["spin"] - 1) <= 0.15,
                        "same_bytes_per_pass": all(x["bytes"] == y["bytes"] for x, y in zip(real, replayed, strict=True)),
                        "cpu_bound": any(x["cpu_bound_passes"] for x in real)})
-    res = {"machine": {"cpus": os.cpu_count(), "note": "2 cores shared with other jobs; load per run"},
-           "topology": "StarTopo defaults (155Mbit links, 64KB port buffer)", "algorithm": "hpa (itemset, every pass shipped)",
-           "transactions": a.transactions, "min_support": a.min_support, "compute": "spin (validated); wall and cpu measured beside it", "points": points,
-           "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
-    with atomic_open(a.output) as f:
-        json.dump(res, f, indent=1)
-    print(json.dumps([{k: p[k] for k in ("hosts", "median_real_s", "median_replay_s", "replay_over_real",
-                                          "wall_over_real", "cpu_over_real",
-                                          "within_15pct", "same_bytes_per_pass", "cpu_bound")} for p in points], indent=1))
-    return 0
+    return points
 
 
 if __name__ == "__main__":
