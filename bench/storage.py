@@ -46,6 +46,9 @@ def main() -> int:
     ap.add_argument("--rates", default="155Mbit,1Gbit")
     ap.add_argument("--connections", default="1,4")
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--backing-rate", default="none", help="throttle the target's backing store (bytes/s, e.g. 60MB)")
+    ap.add_argument("--san", default="no", choices=["no", "yes", "both"],
+                    help="iSCSI on a second switch: no, yes, or both (consolidated and SAN, side by side)")
     ap.add_argument("--mining", type=int, default=0, help="transactions to mine from the target (0: no)")
     ap.add_argument("--min-support", type=float, default=0.01)
     ap.add_argument("--out", default=None)
@@ -59,16 +62,19 @@ def main() -> int:
            "machine": {"node": platform.node(), "cpus": __import__("os").cpu_count()},
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "size": size, "block": block, "runs": []}
     first = True
-    for rep, rate, conns in itertools.product(range(a.reps), a.rates.split(","),
-                                          [int(c) for c in a.connections.split(",")]):
+    backing = None if a.backing_rate == "none" else parse_size(a.backing_rate)
+    sans = {"no": [False], "yes": [True], "both": [False, True]}[a.san]
+    for rep, rate, conns, san in itertools.product(range(a.reps), a.rates.split(","),
+                                                   [int(c) for c in a.connections.split(",")], sans):
         r = None if rate == "none" else rate
         res = run(hosts=max(counts), initiators=counts, size=size, block=block, rate=r,
-                  baseline=first, connections=conns)
+                  baseline=first, connections=conns, backing_bps=backing, san=san)
         first = False
         if "local" in res:
             out["local"] = res.pop("local")
         for x in res["runs"]:
-            x.update(rate=rate, rep=rep, connections=conns, load_before=res["load_before"])
+            x.update(rate=rate, rep=rep, connections=conns, load_before=res["load_before"], backing_bps=backing,
+                     network="separate SAN" if san else "consolidated")
             if r is not None and x["initiators"] == 1:
                 line_mbps = parse_rate(r) / 8 / 1e6
                 x["write_vs_link"] = round(x["write"]["aggregate_mbps"] / line_mbps, 3)
@@ -78,7 +84,7 @@ def main() -> int:
                 x["write_vs_tcp"] = round(x["write"]["aggregate_mbps"] / tcp["to_target"]["mbps"], 3)
                 x["read_vs_tcp"] = round(x["read"]["aggregate_mbps"] / tcp["from_target"]["mbps"], 3)
             out["runs"].append(x)
-            print(f"{rate:>8} n={x['initiators']} c={conns}: write {x['write']['aggregate_mbps']:.1f} MB/s "
+            print(f"{rate:>8} n={x['initiators']} c={conns}{' SAN' if san else ''}: write {x['write']['aggregate_mbps']:.1f} MB/s "
                   f"({x['write'].get('monitor', {}).get('bottleneck')}), read {x['read']['aggregate_mbps']:.1f} "
                   f"MB/s ({x['read'].get('monitor', {}).get('bottleneck')}); iperf3 to/from st "
                   f"{tcp.get('to_target', {}).get('mbps')}/{tcp.get('from_target', {}).get('mbps')} MB/s "

@@ -68,3 +68,10 @@ def test_phase_usage_names_the_bottleneck():
     # niced jobs of other users keep the machine busy, but this run is not short of CPU
     others = phase_usage(_phase(10e6, 0.05, 0.5), "st", 1e9)
     assert others["bottleneck"] == "latency" and others["cpu_nice_others"] == 0.5
+    t = _phase(50e6, 0.5, 0.0)
+    import pyarrow as pa
+
+    drops = pa.Table.from_pydict({"t": [1.0], "node": ["switch"], "iface": ["p8"], "metric": ["qdisc_drops"],
+                                  "bucket": [-1], "value": [12.0]}, schema=t.schema)
+    got = phase_usage(pa.concat_tables([t, drops]), "st", 1e9, storage_port="p8")
+    assert got["bottleneck"] == "incast" and got["port_drops"] == 12

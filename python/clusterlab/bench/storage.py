@@ -116,7 +116,8 @@ def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
     return luns
 
 
-def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: float | None = None) -> dict:
+def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: float | None = None,
+                storage_port: str | None = None) -> dict:
     """What the monitor saw during one phase, averaged over it: the storage host's link (MB/s
     each way, and as a fraction of the link rate), the machine's CPU (``cpu_busy``: time not
     idle, not in I/O wait and not niced, i.e. used by this run, since everything else on the
@@ -125,8 +126,11 @@ def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: flo
     (tgtd's cgroup when throttled, else the machine's disks). ``bottleneck`` names the resource
     nearest its limit: ``network`` (st's link >= 85 % of the rate), ``backing store``
     (throttled, and it moved >= 85 % of its limit), ``cpu`` (>= 90 % busy: target, initiators
-    and the emulated switch share the machine's cores), else ``latency`` (nothing full: the
-    commands in flight wait for round trips and the target's turn)."""
+    and the emulated switch share the machine's cores), ``incast`` (the switch dropped packets
+    at the output port to the target, ``storage_port``: many initiators sending at once
+    overflow its buffer and TCP backs off), else ``latency`` (nothing full: the commands in
+    flight wait for round trips and the target's turn). ``port_drops`` and
+    ``retransmissions`` (all hosts) are reported too."""
     rows = tbl.to_pylist()
     secs = sum(r["value"] for r in rows if r["node"] == "machine" and r["metric"] == "interval_seconds") or 1e-9
 
@@ -147,18 +151,24 @@ def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: flo
     hosts = {r["node"] for r in rows if r["metric"] == "host_cpu_user"}
     cores = {h: mean("host_cpu_user", h) + mean("host_cpu_system", h) for h in hosts}
     link = max(rx, tx) / (rate_bps / 8 / 1e6) if rate_bps else None
+    drops = sum(r["value"] for r in rows if r["node"] == "switch" and r["iface"] == storage_port
+                and r["metric"] == "qdisc_drops") if storage_port else 0
+    retrans = total(None, "TcpRetransSegs")
     if link is not None and link >= 0.85:
         neck = "network"
     elif backing_bps and disk >= 0.85 * backing_bps / 1e6:
         neck = "backing store"
     elif busy >= 0.9:
         neck = "cpu"
+    elif drops:
+        neck = "incast"
     else:
         neck = "latency"
     out = {"seconds": round(secs, 2), "st_rx_mbps": round(rx, 2), "st_tx_mbps": round(tx, 2),
            "st_link_utilization": None if link is None else round(link, 3), "cpu_busy": round(busy, 3),
            "cpu_nice_others": round(mean("cpu_nice"), 3), "cpu_iowait": round(mean("cpu_iowait"), 3),
-           ("backing_mbps" if throttled else "disk_mbps"): round(disk, 2), "bottleneck": neck}
+           ("backing_mbps" if throttled else "disk_mbps"): round(disk, 2), "port_drops": int(drops),
+           "retransmissions": int(retrans), "bottleneck": neck}
     if cores:
         out["target_cpu"] = round(cores.get(storage_host, 0.0), 3)
         out["target_io_wait_threads"] = round(mean("host_io_wait", storage_host), 2)
@@ -221,7 +231,8 @@ def bonnie_phases(tb, target, luns: list, n: int, size: int, block: int, seed: i
         rows, agg = _rows(out, size)
         res[op] = {"aggregate_mbps": agg, "per_initiator": rows}
         if mon is not None:
-            res[op]["monitor"] = phase_usage(mon.table(), target.host.name, rate_bps, backing_bps)
+            res[op]["monitor"] = phase_usage(mon.table(), target.host.name, rate_bps, backing_bps,
+                                             None if ifaces != ("eth0",) else target.host.port)
     if any(r["bad_blocks"] for r in res["read"]["per_initiator"]):
         raise OSError(f"{n} initiators: read back differs from what was written: {res['read']['per_initiator']}")
     return res
