@@ -34,6 +34,8 @@ def test_two_sites_check_their_settings():
         StarTopo(hosts=2, sites="1+1", wan_delay="20s")
     with pytest.raises(ConfigError, match="wan_rate"):
         StarTopo(hosts=2, sites="1+1", wan_rate="1kbit")
+    with pytest.raises(ConfigError, match="^wan_delay: unknown time unit"):
+        StarTopo(hosts=2, sites="1+1", wan_delay="6parsecs")
 
 
 def test_two_sites_round_trip_and_wiring():
@@ -57,7 +59,7 @@ def test_two_sites_round_trip_and_wiring():
 
 # --- the line for real (root) ----------------------------------------------------------------
 ECHO = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind((sys.argv[1],7))\n"
-        "while True:\n d,a=s.recvfrom(9000);s.sendto(d,a)")
+        "print('ready',flush=True)\nwhile True:\n d,a=s.recvfrom(9000);s.sendto(d,a)")
 PING = ("import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\nr=[]\n"
         "for i in range(20):\n t=time.perf_counter();s.sendto(b'x'*int(sys.argv[2]),(sys.argv[1],7));s.recv(9000)\n"
         " r.append(time.perf_counter()-t)\nprint(min(r))")
@@ -69,10 +71,10 @@ def test_line_delays_counts_and_carries_a_job(name):
     with Testbed(topo, name=name) as tb:
         assert tb.router is not None and tb.router.ns in tb.namespaces()
         far, near = tb.hosts[3], tb.hosts[1]
-        srv = far.popen([PYTHON, "-c", ECHO, far.addr])
-        srv_near = near.popen([PYTHON, "-c", ECHO, near.addr])
+        srv = far.popen([PYTHON, "-c", ECHO, far.addr], stdout=subprocess.PIPE, text=True)
+        srv_near = near.popen([PYTHON, "-c", ECHO, near.addr], stdout=subprocess.PIPE, text=True)
         try:
-            time.sleep(0.3)
+            assert srv.stdout.readline().strip() == "ready" and srv_near.stdout.readline().strip() == "ready"
             t0 = time.time()
             across = float(tb.hosts[0].run([PYTHON, "-c", PING, far.addr, "1000"], timeout=60).stdout)
             local = float(tb.hosts[0].run([PYTHON, "-c", PING, near.addr, "1000"], timeout=60).stdout)

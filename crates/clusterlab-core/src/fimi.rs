@@ -276,11 +276,53 @@ pub fn read_file(path: &Path, range: Option<(u64, u64)>) -> Result<(Baskets, Par
         Some((s, e)) => align_range(buf, s.min(usize::MAX as u64) as usize, e.min(usize::MAX as u64) as usize),
         None => (0, buf.len()),
     };
-    parse(&buf[s..e], 1).map_err(|mut err| {
-        // Lines before the range are counted only now, for the message.
-        err.line += memchr::memchr_iter(b'\n', &buf[..s]).count() as u64;
-        ReadError::Parse(err)
-    })
+    parse_windows(&map, s, e, WINDOW)
+}
+
+/// Bytes of a mapped file parsed at a time by [`read_file`].
+const WINDOW: usize = 64 << 20;
+
+/// Parse `map[s..e]` window by window into one output reserved from the first window's
+/// density, releasing each window's pages once parsed: memory holds the baskets plus about
+/// two windows (text and its parsed copy), not the whole text and two copies of the baskets.
+fn parse_windows(map: &memmap2::Mmap, s: usize, e: usize, window: usize) -> Result<(Baskets, ParseReport), ReadError> {
+    let buf: &[u8] = map;
+    let mut out = Baskets::new();
+    let mut report = ParseReport::default();
+    let mut pos = s;
+    while pos < e {
+        let end = if e - pos <= window + window / 2 {
+            e
+        } else {
+            memchr::memchr(b'\n', &buf[pos + window..e]).map_or(e, |o| pos + window + o + 1)
+        };
+        let (b, rep) = parse(&buf[pos..end], 1).map_err(|mut err| {
+            // Lines before the window are counted only now, for the message.
+            err.line += memchr::memchr_iter(b'\n', &buf[..pos]).count() as u64;
+            ReadError::Parse(err)
+        })?;
+        report.duplicates_dropped += rep.duplicates_dropped;
+        if pos == s {
+            if end == e {
+                return Ok((b, report));
+            }
+            // Reserve for the whole range at this window's density (+2%): pages never
+            // written are never resident, and a denser rest only grows the vectors.
+            let scale = |x: usize| (x as f64 * (e - s) as f64 / (end - s) as f64 * 1.02) as usize;
+            out.items.reserve_exact(scale(b.items.len()));
+            out.offsets.reserve_exact(scale(b.offsets.len()));
+        }
+        let base = out.items.len() as i64;
+        out.items.extend_from_slice(&b.items);
+        out.offsets.extend(b.offsets[1..].iter().map(|o| o + base));
+        // SAFETY: the map is private and read-only, so dropped pages are read again from
+        // the file if touched; nothing refers to this window's bytes any more.
+        unsafe {
+            let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, pos, end - pos);
+        }
+        pos = end;
+    }
+    Ok((out, report))
 }
 
 /// Bytes of text parsed at a time when streaming.
@@ -489,6 +531,34 @@ mod tests {
         assert_eq!((e.line, e.column), (4, 3));
         let (b, _) = read_file(&path, Some((0, 4))).map_err(|_| ()).unwrap();
         assert_eq!(b.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn windows_equal_whole_parse_and_errors_keep_their_line() {
+        let mut text = String::new();
+        for t in 0..3000u32 {
+            text += &format!("{} {} {}\n", t % 7, 10 + t % 13, 100 + t % 101);
+        }
+        text += "5 5 6"; // last line without newline, with a duplicate
+        let dir = std::env::temp_dir().join(format!("clusterlab-fimi-win-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.dat");
+        std::fs::write(&path, &text).unwrap();
+        let map = map_file(&path).unwrap().unwrap();
+        let whole = parse(text.as_bytes(), 1).unwrap();
+        for window in [1usize, 100, 4096, 1 << 20] {
+            let (b, rep) = parse_windows(&map, 0, text.len(), window).unwrap();
+            assert_eq!((b, rep.duplicates_dropped), (whole.0.clone(), whole.1.duplicates_dropped), "window {window}");
+        }
+        let bad = text.replacen("100 ", "100 x", 1).replacen("\n5 ", "\n5 y", 1);
+        std::fs::write(&path, &bad).unwrap();
+        let map = map_file(&path).unwrap().unwrap();
+        let want = parse(bad.as_bytes(), 1).unwrap_err();
+        match parse_windows(&map, 0, bad.len(), 64) {
+            Err(ReadError::Parse(e)) => assert_eq!((e.line, e.column), (want.line, want.column)),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,5 +1,6 @@
 //! Packets and bytes per 64-byte length bucket and direction, over one interval (seed 004's
-//! traffic figures: the monitor on the line counted IP packets by length every 0.1 s).
+//! traffic figures: the monitor on the line counted IP packets by length every 0.1 s). The line
+//! counts a packet when it leaves (what the line carried) and a drop when it refuses one.
 //!
 //! ```
 //! let mut h = clusterlab_wan::Histogram::new();

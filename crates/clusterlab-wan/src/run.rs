@@ -136,6 +136,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 let late = now as i64 - h.due as i64;
                 totals.delivered[d] += 1;
                 totals.delivered_bytes[d] += (h.frame.len() - VNET_HDR_LEN) as u64;
+                // Counted as it leaves, like seed 004's monitor bridge, which saw what the line carried.
+                hist.add(d, h.frame.len() - VNET_HDR_LEN - ETH_HLEN);
                 totals.late_sum_ns[d] += late;
                 totals.late_sq_sum[d] += (late as f64) * (late as f64);
                 totals.late_max_ns[d] = totals.late_max_ns[d].max(late);
@@ -203,7 +205,6 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 }
                 totals.packets[d] += 1;
                 totals.bytes[d] += n as u64;
-                hist.add(d, n - ETH_HLEN);
                 match line.offer(d, n, now) {
                     Verdict::Drop => {
                         totals.drops[d] += 1;

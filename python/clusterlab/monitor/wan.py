@@ -1,5 +1,6 @@
 """The WAN line's traffic, as its delay line counted it: packets and bytes per 64-byte IP length
-bucket, per direction, every 0.1 s (seed 004's traffic-pattern figures).
+bucket, per direction, every 0.1 s, of what the line carried (counted as each packet leaves),
+and the packets it dropped (seed 004's traffic-pattern figures).
 
 The line (``clusterlab-wan``, started by the testbed) appends to
 ``/run/clusterlab/testbed/<testbed>.wan.trace``: one header line

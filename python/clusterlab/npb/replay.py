@@ -57,7 +57,7 @@ def save_events(events: list[list], path: str) -> str:
     return path
 
 
-def replay_rank(comm, events: list[list] | str) -> dict:
+def replay_rank(comm, events: list[list] | str, compute_scale: float = 1.0) -> dict:
     """Rank ``comm.rank``'s part of a replay: its recorded calls with the compute slept
     (``events``: per rank, or the path of a file ``save_events`` wrote). Returns the replay's
     wall seconds (between two barriers, as NPB times its region)."""
@@ -72,7 +72,7 @@ def replay_rank(comm, events: list[list] | str) -> dict:
     t0, started = time.perf_counter(), time.time()
     carry = 0.0
     for cpu_before, kind, peer, tag, size in ((e[1], e[2], e[3], e[4], e[5]) for e in mine):
-        carry += cpu_before
+        carry += cpu_before * compute_scale
         if carry >= SLEEP_FLOOR:
             s0 = time.perf_counter()
             time.sleep(carry)

@@ -3,7 +3,7 @@
 //! transactions). Pairs are counted in a dense triangular matrix when it fits.
 
 use super::itemsets::{ItemRanks, Itemsets, Limit, MineParams};
-use super::{prep, BasketsRef};
+use super::{pairs, prep, BasketsRef};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
@@ -321,7 +321,23 @@ pub fn apriori(db: BasketsRef<'_>, p: &MineParams, limit: &Limit) -> Itemsets {
         return to_ids(out, &freq_ids);
     }
     let lookup = prep::rank_lookup(&freq_ids);
-    let pairs = frequent_pairs(db, &lookup, freq_ids.len(), p.min_count);
+    let m = freq_ids.len();
+    let pairs = if db.weights.is_none() && pairs::tri_len(m) * 4 <= PAIR_BAND_BYTES && db.len() <= u32::MAX as usize {
+        // The shared pass-2 kernel (u32 counters, ranks keep the ids' order).
+        let tri = pairs::count_pairs_streamed(db, &lookup, m);
+        let mut out = Itemsets::new();
+        for a in 0..m {
+            for b in a + 1..m {
+                let c = tri[pairs::tri(m, a, b)] as u64;
+                if c >= p.min_count {
+                    out.push(&[a as u32, b as u32], c);
+                }
+            }
+        }
+        out
+    } else {
+        frequent_pairs(db, &lookup, m, p.min_count)
+    };
     if p.min_len <= 2 {
         out.append(&pairs);
     }
@@ -335,12 +351,12 @@ pub fn apriori(db: BasketsRef<'_>, p: &MineParams, limit: &Limit) -> Itemsets {
         in_pair[x as usize] = true;
     }
     let pair_ids: Vec<u32> = (0..freq_ids.len()).filter(|&r| in_pair[r]).map(|r| freq_ids[r]).collect();
-    let pair_lookup = prep::rank_lookup(&pair_ids);
-    // Pair ranks -> frequent ranks (the candidates use frequent ranks).
+    // Id -> frequent rank (the candidates use frequent ranks) for the items of frequent pairs.
     let up: Vec<u32> = (0..freq_ids.len() as u32).filter(|&r| in_pair[r as usize]).collect();
+    let pair_lookup = prep::value_lookup(&pair_ids, |c| up[c]);
     let code = |t: &[u32], buf: &mut Vec<u32>| {
         buf.clear();
-        buf.extend(t.iter().map(|&i| pair_lookup.get(i)).filter(|&c| c != prep::NONE).map(|c| up[c as usize]));
+        pair_lookup.extend_mapped(t, buf);
     };
     let copy_bytes: usize = (0..db.len())
         .into_par_iter()

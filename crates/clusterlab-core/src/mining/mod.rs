@@ -16,6 +16,7 @@ pub mod eclat;
 pub mod fpgrowth;
 pub mod itemsets;
 pub mod lcm;
+pub mod pairs;
 pub(crate) mod prep;
 pub mod rules;
 
@@ -256,6 +257,37 @@ mod tests {
             assert_eq!(e, mine(db, Algorithm::Apriori, Target::All, p, &Limit::unlimited()).unwrap());
             assert!(e.iter().any(|(s, _)| s.len() >= 3));
         }
+    }
+
+    #[test]
+    fn first_level_paths_for_large_inputs_agree_with_brute_force() {
+        // A budget of a few bytes up to a few KB takes the paths of inputs far larger than
+        // memory allows to copy: pair counts first, then the copy of the paired codes or
+        // delivery in batches (down to one database per batch).
+        let mut b = random_baskets(21, 3000, 14, 9);
+        let extra = random_baskets(22, 3000, 40, 3);
+        b = crate::Baskets::from_lists(b.iter().zip(extra.iter()).map(|(x, y)| [x.to_vec(), y.iter().map(|i| i + 100).collect()].concat()));
+        let db = BasketsRef::from_baskets(&b);
+        for budget in [1usize, 2_000, 60_000, 400_000] {
+            prep::BUDGET_FOR_TESTS.store(budget, std::sync::atomic::Ordering::Relaxed);
+            for min_count in [2u64, 60, 400] {
+                let bf = brute_force(&b, min_count);
+                for algo in [Algorithm::Apriori, Algorithm::FpGrowth, Algorithm::Eclat, Algorithm::Lcm] {
+                    let got = mine(db, algo, Target::All, MineParams::new(min_count), &Limit::unlimited()).unwrap();
+                    assert_eq!(got, bf, "{algo:?} budget {budget} min {min_count}");
+                    let q = MineParams { min_count, min_len: 1, max_len: 2 };
+                    assert_eq!(mine(db, algo, Target::All, q, &Limit::unlimited()).unwrap(), bf.clone().filter_len(1, 2));
+                }
+            }
+        }
+        // Many items in short transactions: too few pairs for a triangle, delivery unfiltered.
+        let wide = random_baskets(23, 2000, 400, 4);
+        let db = BasketsRef::from_baskets(&wide);
+        prep::BUDGET_FOR_TESTS.store(500, std::sync::atomic::Ordering::Relaxed);
+        for algo in [Algorithm::FpGrowth, Algorithm::Eclat, Algorithm::Lcm] {
+            assert_eq!(mine(db, algo, Target::All, MineParams::new(2), &Limit::unlimited()).unwrap(), brute_force(&wide, 2), "{algo:?} wide");
+        }
+        prep::BUDGET_FOR_TESTS.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
     #[test]

@@ -42,6 +42,15 @@ impl IdLookup {
             IdLookup::Hashed(h) => h.get(id),
         }
     }
+
+    /// Append the values of `ids` that are not `NONE` to `out` (one dispatch per call).
+    #[inline]
+    pub fn extend_mapped(&self, ids: &[u32], out: &mut Vec<u32>) {
+        match self {
+            IdLookup::Dense(t) => out.extend(ids.iter().map(|&i| t.get(i as usize).copied().unwrap_or(NONE)).filter(|&c| c != NONE)),
+            IdLookup::Hashed(h) => out.extend(ids.iter().map(|&i| h.get(i)).filter(|&c| c != NONE)),
+        }
+    }
 }
 
 /// Open-addressing map from u32 keys to u32 values (`NONE` is not a storable value).
@@ -156,17 +165,22 @@ pub(crate) fn chunk_ranges(n: usize, per_thread: usize) -> Vec<(usize, usize)> {
 
 /// Id -> rank lookup for ascending distinct `ids` (dense while the ids are small).
 pub(crate) fn rank_lookup(ids: &[u32]) -> IdLookup {
+    value_lookup(ids, |r| r as u32)
+}
+
+/// Id -> `value(position)` for ascending distinct `ids` (dense while the ids are small).
+pub(crate) fn value_lookup(ids: &[u32], value: impl Fn(usize) -> u32) -> IdLookup {
     let bound = ids.last().map_or(0, |&m| m as usize + 1);
     if bound <= DENSE_IDS {
         let mut t = vec![NONE; bound];
         for (r, &i) in ids.iter().enumerate() {
-            t[i as usize] = r as u32;
+            t[i as usize] = value(r);
         }
         IdLookup::Dense(t)
     } else {
         let mut h = IdMap::new(ids.len());
         for (r, &i) in ids.iter().enumerate() {
-            h.insert(i, r as u32);
+            h.insert(i, value(r));
         }
         IdLookup::Hashed(h)
     }
@@ -215,6 +229,25 @@ impl Prep {
         Prep { total, out_ids, top_pe, rank: order, counts: rank_counts, lookup }
     }
 
+    /// Item id -> `value(code)` for the coded items (`NONE` values and other ids: `NONE`).
+    pub fn lookup_by_code(&self, value: impl Fn(u32) -> u32) -> IdLookup {
+        let bound = self.out_ids.last().map_or(0, |&m| m as usize + 1);
+        let entries = self.rank.iter().enumerate().map(|(c, &r)| (self.out_ids[r as usize], value(c as u32))).filter(|e| e.1 != NONE);
+        if bound <= DENSE_IDS {
+            let mut t = vec![NONE; bound];
+            for (id, v) in entries {
+                t[id as usize] = v;
+            }
+            IdLookup::Dense(t)
+        } else {
+            let mut h = IdMap::new(self.m());
+            for (id, v) in entries {
+                h.insert(id, v);
+            }
+            IdLookup::Hashed(h)
+        }
+    }
+
     /// Number of frequent codes.
     pub fn m(&self) -> usize {
         self.counts.len()
@@ -224,12 +257,7 @@ impl Prep {
     #[inline]
     pub fn code_tx(&self, t: &[u32], out: &mut Vec<u32>) {
         out.clear();
-        for &i in t {
-            let c = self.lookup.get(i);
-            if c != NONE {
-                out.push(c);
-            }
-        }
+        self.lookup.extend_mapped(t, out);
         sort_small(out);
     }
 
@@ -440,15 +468,20 @@ pub(crate) trait Extend: Sync {
     fn mine(&self, cond: Cond<'_>, em: &mut Emitter<'_>, p: &MineParams);
 }
 
-/// Pair counts of the frequent codes, lower triangle (`j < i` at `i(i-1)/2 + j`).
+/// Pair counts of the frequent codes in a [`super::pairs`] triangle over `n` positions:
+/// code `c` is at position `pos[c]` (its output rank when counted from the ids, so that
+/// transactions need no sort), or at `c` itself when `pos` is empty.
 struct Pairs {
     counts: Vec<u32>,
+    n: usize,
+    pos: Vec<u32>,
 }
 
 impl Pairs {
     #[inline]
     fn get(&self, i: u32, j: u32) -> u32 {
-        self.counts[(i as usize * (i as usize - 1)) / 2 + j as usize]
+        let (a, b) = if self.pos.is_empty() { (i, j) } else { (self.pos[i as usize], self.pos[j as usize]) };
+        self.counts[super::pairs::tri(self.n, a.min(b) as usize, a.max(b) as usize)]
     }
 }
 
@@ -471,9 +504,20 @@ pub(crate) fn mine_all<M: Extend>(db: BasketsRef<'_>, p: &MineParams, limit: &Li
 /// Bytes of extra working memory the first level may use: an eighth of the input's CSR
 /// size, at least 32 MiB.
 pub(crate) fn budget_of(db: BasketsRef<'_>) -> usize {
+    #[cfg(test)]
+    {
+        let b = BUDGET_FOR_TESTS.load(std::sync::atomic::Ordering::Relaxed);
+        if b > 0 {
+            return b;
+        }
+    }
     let input = db.items.len() * 4 + db.offsets.len() * 8 + db.weights.map_or(0, |w| w.len() * 8);
     (input / 8).max(32 << 20)
 }
+
+/// Tests set a small budget to take the paths that large inputs take (0: the real budget).
+#[cfg(test)]
+pub(crate) static BUDGET_FOR_TESTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit: &Limit, miner: &M) -> Vec<Itemsets> {
     let m = prep.m();
@@ -493,11 +537,11 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
     if p.max_len < 2 || m == 1 {
         return (0..m).map(|i| emit_single(i, &[]).finish()).collect();
     }
-    if let Some(outs) = root_in_memory(db, prep, p, limit, miner) {
+    if let Some(outs) = root_in_memory(db, prep, p, limit, miner, None) {
         return outs;
     }
     // Pair counts first when the triangle is small next to the pairs the transactions hold.
-    let tri = m * (m - 1) / 2;
+    let tri = super::pairs::tri_len(prep.out_ids.len());
     let pair_volume: u64 = (0..db.len()).into_par_iter().with_min_len(4096).map(|t| {
         let l = (db.offsets[t + 1] - db.offsets[t]) as u64;
         l * l.saturating_sub(1) / 2
@@ -527,6 +571,17 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
     };
     let words = m.div_ceil(64);
     let kept = |i: u32, j: u32| -> bool { pairs.is_none() || keep_bits[i as usize * words + j as usize / 64] >> (j % 64) & 1 == 1 };
+    // The kept codes of `code[..q]` for `code[q]`, into `out`.
+    let kept_before = |code: &[u32], q: usize, out: &mut Vec<u32>| {
+        out.clear();
+        if pairs.is_none() {
+            out.extend_from_slice(&code[..q]);
+            return;
+        }
+        let i = code[q] as usize;
+        let row = &keep_bits[i * words..(i + 1) * words];
+        out.extend(code[..q].iter().copied().filter(|&j| row[j as usize / 64] >> (j % 64) & 1 == 1));
+    };
     let min_tx_len = if pairs.is_some() { 2 } else { 1 };
     if let (2, Some(pc)) = (p.max_len, &pairs) {
         // Only pairs are wanted and all their counts are known.
@@ -542,16 +597,45 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
             em.finish()
         }).collect();
     }
+    // With pair counts, only codes that join some other code reach a conditional database:
+    // look up only those (usually a small part of each transaction) and sort them.
+    let paired: Option<IdLookup> = pairs.as_ref().map(|_| {
+        let mut has = vec![false; m];
+        for i in 1..m {
+            for (j, &r) in prep.rank[..i].iter().enumerate() {
+                if kept(i as u32, j as u32) || pe_of[i].contains(&r) {
+                    has[i] = true;
+                    has[j] = true;
+                }
+            }
+        }
+        prep.lookup_by_code(|c| if has[c as usize] { c } else { NONE })
+    });
+    // The copy holds at most the occurrences of the paired codes (less the transactions
+    // holding one of them): try it only when that bound fits the budget.
+    let paired_entries: u64 = paired.as_ref().map_or(0, |l| (0..m).filter(|&c| l.get(prep.out_ids[prep.rank[c] as usize]) != NONE).map(|c| prep.counts[c]).sum());
+    if let Some(outs) = paired.as_ref().filter(|_| paired_entries as usize * 10 <= budget_of(db)).and_then(|l| root_in_memory(db, prep, p, limit, miner, Some(l))) {
+        return outs;
+    }
+    let code_of = |t: &[u32], out: &mut Vec<u32>| match &paired {
+        Some(l) => {
+            out.clear();
+            l.extend_mapped(t, out);
+            sort_small(out);
+        }
+        None => prep.code_tx(t, out),
+    };
     // Sizes of every conditional database, per chunk (entries and transactions).
     let sizes: Vec<Vec<(u32, u32)>> = chunks
         .par_iter()
-        .map_init(Vec::new, |code, &(a, b)| {
+        .map_init(|| (Vec::new(), Vec::new()), |(code, with), &(a, b)| {
             let mut sz = vec![(0u32, 0u32); m];
             for t in a..b {
-                prep.code_tx(db.transaction(t), code);
+                code_of(db.transaction(t), code);
                 for q in 1..code.len() {
                     let i = code[q];
-                    let l = code[..q].iter().filter(|&&j| kept(i, j)).count() as u32;
+                    kept_before(code, q, with);
+                    let l = with.len() as u32;
                     if l >= min_tx_len {
                         sz[i as usize].0 += l;
                         sz[i as usize].1 += 1;
@@ -575,7 +659,7 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
             bytes += bytes_of(hi);
             hi += 1;
         }
-        let batch = deliver(db, prep, &chunks, &sizes, lo, hi, &kept, min_tx_len);
+        let batch = deliver(db, &code_of, &chunks, &sizes, lo, hi, &kept_before, min_tx_len);
         let mut part: Vec<Itemsets> = batch
             .into_par_iter()
             .with_max_len(1)
@@ -607,19 +691,40 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
 /// The first level when the recoded input fits the budget: recode once (frequent codes only,
 /// transactions with two or more), list every code's occurrences, and project each code's
 /// conditional database from them (in parallel over codes). None when it does not fit.
-fn root_in_memory<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit: &Limit, miner: &M) -> Option<Vec<Itemsets>> {
+///
+/// `paired` (given once pair counts are known) keeps only the codes that form a frequent
+/// pair: the others join no itemset of two or more, and a transaction holding two codes of
+/// a frequent pair holds both in the copy, so every count taken from it is exact.
+fn root_in_memory<M: Extend>(
+    db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit: &Limit, miner: &M, paired: Option<&IdLookup>,
+) -> Option<Vec<Itemsets>> {
     let weighted = db.weights.is_some();
-    // Frequent entries, exactly when unweighted; the input size bounds them otherwise.
-    let entries = if weighted { db.items.len() as u64 } else { prep.counts.iter().sum::<u64>() };
-    if entries as usize * 8 + db.len() * (4 + if weighted { 8 } else { 0 }) > budget_of(db) {
-        return None;
+    let budget = budget_of(db);
+    let per_tx = 4 + if weighted { 8 } else { 0 };
+    if paired.is_none() {
+        // Frequent entries, exactly when unweighted; the input size bounds them otherwise.
+        let entries = if weighted { db.items.len() as u64 } else { prep.counts.iter().sum::<u64>() };
+        if entries as usize * 8 + db.len() * per_tx > budget {
+            return None;
+        }
     }
+    // Bytes of the copy and its occurrence lists so far; past the budget every chunk stops.
+    let used = std::sync::atomic::AtomicUsize::new(0);
+    let over = || used.load(std::sync::atomic::Ordering::Relaxed) > budget;
     let parts: Vec<CondBuf> = chunk_ranges(db.len(), 4)
         .into_par_iter()
         .map_init(Vec::new, |code, (a, b)| {
             let mut d = CondBuf { offs: vec![0], weighted, ..Default::default() };
+            let mut counted = 0;
             for t in a..b {
-                prep.code_tx(db.transaction(t), code);
+                match paired {
+                    None => prep.code_tx(db.transaction(t), code),
+                    Some(l) => {
+                        code.clear();
+                        l.extend_mapped(db.transaction(t), code);
+                        sort_small(code);
+                    }
+                }
                 if code.len() >= 2 {
                     d.items.extend_from_slice(code);
                     d.offs.push(d.items.len() as u32);
@@ -627,10 +732,21 @@ fn root_in_memory<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, li
                         d.weights.push(db.weight(t));
                     }
                 }
+                if t % 4096 == 0 {
+                    let bytes = d.items.len() * 8 + d.offs.len() * per_tx;
+                    used.fetch_add(bytes - counted, std::sync::atomic::Ordering::Relaxed);
+                    counted = bytes;
+                    if over() {
+                        break;
+                    }
+                }
             }
             d
         })
         .collect();
+    if over() {
+        return None;
+    }
     let mut root = CondBuf { offs: vec![0], weighted, ..Default::default() };
     for d in parts {
         let base = root.items.len() as u32;
@@ -673,6 +789,9 @@ thread_local! {
     static ROOT_SCRATCH: std::cell::RefCell<(ProjScratch, CondBuf)> = std::cell::RefCell::new(Default::default());
 }
 
+/// The codes of `code[..q]` that may join `code[q]`, into the vector.
+type KeptBefore<'a> = dyn Fn(&[u32], usize, &mut Vec<u32>) + Sync + 'a;
+
 /// One first-level conditional database as delivered (codes before reduction).
 pub(crate) struct Delivered {
     pub items: Vec<u32>,
@@ -684,8 +803,8 @@ pub(crate) struct Delivered {
 /// its share of each conditional database into its exactly sized place (transaction order kept).
 #[allow(clippy::too_many_arguments)]
 fn deliver(
-    db: BasketsRef<'_>, prep: &Prep, chunks: &[(usize, usize)], sizes: &[Vec<(u32, u32)>], lo: usize, hi: usize,
-    kept: &(dyn Fn(u32, u32) -> bool + Sync), min_tx_len: u32,
+    db: BasketsRef<'_>, code_of: &(dyn Fn(&[u32], &mut Vec<u32>) + Sync), chunks: &[(usize, usize)], sizes: &[Vec<(u32, u32)>], lo: usize, hi: usize,
+    kept_before: &KeptBefore<'_>, min_tx_len: u32,
 ) -> Vec<Delivered> {
     let weighted = db.weights.is_some();
     let mut out: Vec<Delivered> = (lo..hi)
@@ -715,10 +834,10 @@ fn deliver(
             base += e as u32;
         }
     }
-    per_chunk.into_par_iter().zip(chunks.par_iter()).for_each_init(Vec::new, |code, (mut pieces, &(a, b))| {
+    per_chunk.into_par_iter().zip(chunks.par_iter()).for_each_init(|| (Vec::new(), Vec::new()), |(code, with), (mut pieces, &(a, b))| {
         let mut cur = vec![(0usize, 0usize); hi - lo];
         for t in a..b {
-            prep.code_tx(db.transaction(t), code);
+            code_of(db.transaction(t), code);
             for q in 1..code.len() {
                 let i = code[q] as usize;
                 if i < lo || i >= hi {
@@ -727,15 +846,12 @@ fn deliver(
                 let k = i - lo;
                 let (items, offs, w, base) = &mut pieces[k];
                 let (ref mut e, ref mut n) = cur[k];
-                if min_tx_len > 1 && (code[..q].iter().filter(|&&j| kept(i as u32, j)).count() as u32) < min_tx_len {
+                kept_before(code, q, with);
+                if (with.len() as u32) < min_tx_len {
                     continue;
                 }
-                for &j in &code[..q] {
-                    if kept(i as u32, j) {
-                        items[*e] = j;
-                        *e += 1;
-                    }
-                }
+                items[*e..*e + with.len()].copy_from_slice(with);
+                *e += with.len();
                 offs[*n] = *base + *e as u32;
                 if let Some(wt) = db.weights {
                     w[*n] = wt[t];
@@ -879,10 +995,17 @@ fn localize(d: &mut Delivered, prep: &Prep, i: usize, pc: &Pairs, row: &[u64], s
     }
 }
 
-/// All pair counts of frequent codes in one pass (per-thread triangles, summed).
+/// All pair counts of frequent codes in one pass: unweighted, by the shared triangle kernel
+/// on ids recoded to output ranks (which keep the ids' order: no sort per transaction);
+/// weighted, per-thread triangles over codes.
 fn pair_counts(db: BasketsRef<'_>, prep: &Prep, chunks: &[(usize, usize)]) -> Pairs {
+    if db.weights.is_none() {
+        let n = prep.out_ids.len();
+        let rank_of = prep.lookup_by_code(|c| prep.rank[c as usize]);
+        return Pairs { counts: super::pairs::count_pairs_streamed(db, &rank_of, n), n, pos: prep.rank.clone() };
+    }
     let m = prep.m();
-    let tri = m * (m - 1) / 2;
+    let tri = super::pairs::tri_len(m);
     let counts = chunks
         .par_iter()
         .fold(
@@ -893,9 +1016,8 @@ fn pair_counts(db: BasketsRef<'_>, prep: &Prep, chunks: &[(usize, usize)]) -> Pa
                     let w = db.weight(t) as u32;
                     for q in 1..code.len() {
                         let i = code[q] as usize;
-                        let row = &mut acc[i * (i - 1) / 2..];
                         for &j in &code[..q] {
-                            row[j as usize] += w;
+                            acc[super::pairs::tri(m, j as usize, i)] += w;
                         }
                     }
                 }
@@ -904,7 +1026,7 @@ fn pair_counts(db: BasketsRef<'_>, prep: &Prep, chunks: &[(usize, usize)]) -> Pa
         )
         .map(|x| x.0)
         .reduce(|| vec![0u32; tri], add_into);
-    Pairs { counts }
+    Pairs { counts, n: m, pos: Vec::new() }
 }
 
 #[cfg(test)]

@@ -102,6 +102,11 @@ class StarTopo:
             self._check_wan()
 
     def _check_wan(self) -> None:
+        for what in ("wan_rate_bps", "wan_delay_seconds", "wan_queue_bytes"):
+            try:
+                getattr(self, what)
+            except ConfigError as e:
+                raise ConfigError(f"{what.rsplit('_', 1)[0]}: {e}") from None
         sizes = self.site_sizes
         if len(sizes) != 2 or min(sizes) < 1:
             raise ConfigError(f"sites {self.sites!r}: two sites of at least one host each are supported "

@@ -7,8 +7,9 @@ reaches end of file. The driver holds the other end of that pipe, so the line di
 driver, also on SIGKILL; a testbed kept after its driver (``clusterlab testbed up``) has a line
 without a pipe, and ``testbed down|clean NAME`` kills it with every other process of the
 testbed's namespaces. Every 0.1 s the line appends its per-direction histogram (packets and
-bytes per 64-byte IP length bucket, drops) to ``/run/clusterlab/testbed/<tb>.wan.trace``
-(format: ``clusterlab.monitor.wan``); ``clean`` removes the file.
+bytes per 64-byte IP length bucket of the packets it carried, and its drops) to
+``/run/clusterlab/testbed/<tb>.wan.trace`` (format: ``clusterlab.monitor.wan``); ``clean``
+removes the file.
 """
 
 from __future__ import annotations

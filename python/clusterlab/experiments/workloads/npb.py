@@ -13,7 +13,10 @@ Two cores cannot compute for 8 ranks, so each point is **replayed**
 (``clusterlab.npb.replay``): the kernel runs for real once per (kernel, class, ranks) as
 in-process threads, verified, recording each rank's messages and its compute as CPU time;
 the replay sleeps that compute and sends the same messages over the point's network. The
-1-rank time (the speedup's numerator) is a real run. Rows say ``replayed`` and whether the
+speedup's numerator is a real 1-rank run's CPU time. ``compute_scale`` multiplies every compute
+time (both sides of the speedup): > 1 emulates a slower CPU on the same network (the seed's
+733 MHz Xeons against its 100 Mbit/s and 12 ms networks), which changes the balance between
+compute and communication that Table 3 measures. Rows say ``replayed`` and whether the
 recording run itself was CPU-bound (it is, with 8 ranks on 2 cores: that is why it is replayed).
 
 ``traffic=True`` adds, per 0.1 s interval of the replay, the WAN line's bytes and packets
@@ -44,15 +47,18 @@ _recordings: dict = {}
 
 
 def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, lan_rate: str = "100Mbit",
-            wan_rate: str = "135Mbit", wan_delay: str = "6ms", traffic: bool = False) -> Workload:
+            wan_rate: str = "135Mbit", wan_delay: str = "6ms", traffic: bool = False, compute_scale: float = 1.0) -> Workload:
     from clusterlab.npb import check
 
     check(kernel, cls, int(nodes))
+    if not float(compute_scale) > 0:
+        raise ConfigError(f"compute_scale must be positive, got {compute_scale!r}")
     if network not in NETWORKS:
         raise ConfigError(f"network {network!r}: one of {', '.join(NETWORKS)}")
     return Workload("npb_wan", {"kernel": str(kernel).lower(), "cls": str(cls).upper(), "network": network,
                                 "nodes": int(nodes), "lan_rate": lan_rate, "wan_rate": wan_rate,
-                                "wan_delay": wan_delay, "traffic": bool(traffic)}, dilatable=False)
+                                "wan_delay": wan_delay, "traffic": bool(traffic),
+                                "compute_scale": float(compute_scale)}, dilatable=False)
 
 
 def topology(params: dict):
@@ -88,18 +94,23 @@ def execute(session, params: dict, reps: int, warmup: int):
     if not (one["verified"] and rec["verified"]):
         raise ConfigError(f"NPB {kernel} class {cls} did not verify (1 rank: {one['verified']}, {n}: {rec['verified']})")
     seed = SEED_TABLE3.get(kernel, (None, None))
+    scale = float(params.get("compute_scale", 1.0))
+    # The numerator as the replay counts compute: the 1-rank run's CPU time (its wall time on a
+    # loaded machine includes waiting for a core), times the same scale.
+    one1 = one["ranks"][0]["compute_cpu_s"] * scale
     topo = topology(params)
     with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, Testbed(topo) as tb:
         events = save_events(rec["events"], os.path.join(tmp, "events.json"))
         for i in range(warmup + reps):
-            out = tb.run(replay_rank, n, events, timeout=600)
+            out = tb.run(replay_rank, n, events, scale, timeout=600)
             t1 = time.time()
             t0 = min(o["started"] for o in out)  # after the ranks started and met
             if i < warmup:
                 continue
             secs = max(o["seconds"] for o in out)
             row = {"rep": i - warmup, "kernel": kernel, "class": cls, "network": params["network"], "nodes": n,
-                   "seconds": secs, "one_rank_seconds": one["seconds"], "speedup": one["seconds"] / secs,
+                   "seconds": secs, "one_rank_seconds": one1, "one_rank_wall_seconds": one["seconds"],
+                   "speedup": one1 / secs, "compute_scale": scale,
                    "replayed": True, "recording_cpu_bound": rec["cpu_bound"], "verified": True,
                    "bytes_sent": sum(r["bytes_sent"] for r in rec["ranks"]),
                    "messages_sent": sum(r["messages_sent"] for r in rec["ranks"]),

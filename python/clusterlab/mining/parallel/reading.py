@@ -4,8 +4,8 @@ rank's peak memory is about its CSR share, not three times it.
 Why: reading a byte range in one call maps it (its pages count in the process's resident
 memory while the parse runs) and, parsing in chunks, joins the chunks' arrays at the end
 (a second copy of the CSR). On seed000's half file that was 1.08 GB at peak for a 340 MB
-CSR. Here the range is read in slices of ``SLICE_BYTES``, each small enough to be parsed as
-one chunk; each slice's transactions are appended to arrays that grow in place (``resize``
+CSR. Here the range is read in slices (``slice_size``: about a sixteenth of it, 1-32 MiB);
+each slice's transactions are appended to arrays that grow in place (``resize``
 is ``realloc``: large blocks grow by remapping pages, without a copy) and the slice's
 arrays are freed at once. The slices are line-aligned by the same rule as the range (a line
 belongs to the slice that holds its first byte), so they tile exactly the range's lines, and
@@ -33,9 +33,22 @@ import numpy as np
 from clusterlab.data import Baskets
 from clusterlab.data.io import read_fimi
 
-# 1 MiB: the FIMI parser splits a buffer into chunks of at least 1 MiB, so a slice this size
-# is parsed as one chunk (no join copy), and each slice's arrays stay a few MB.
-SLICE_BYTES = 1 << 20
+# A range is read in about SLICES slices of MIN_SLICE_BYTES..SLICE_BYTES each: a slice's map,
+# its parse and its join copy (the parser splits a buffer into chunks of at least 1 MiB) are
+# then about a sixteenth of the share. Far smaller slices cost more CPU than they save (a map,
+# a parse set-up and page faults each: 1 MiB slices took 1.5x the CPU of one read on seed000).
+SLICES = 16
+MIN_SLICE_BYTES = 1 << 20
+SLICE_BYTES = 32 << 20
+
+
+def slice_size(range_bytes: int) -> int:
+    """Bytes per slice for a range of ``range_bytes``.
+
+    >>> slice_size(358_000_000) // 2**20, slice_size(10_000) // 2**20
+    (21, 1)
+    """
+    return min(SLICE_BYTES, max(MIN_SLICE_BYTES, range_bytes // SLICES))
 
 
 class _Growing:
@@ -72,18 +85,20 @@ class OwnedBaskets(Baskets):
         return offsets, items
 
 
-def read_fimi_compact(path, start: int, end: int, slice_bytes: int = SLICE_BYTES) -> OwnedBaskets:
+def read_fimi_compact(path, start: int, end: int, slice_bytes: int | None = None) -> OwnedBaskets:
     """The transactions whose lines start in ``[start, end)`` of FIMI file ``path`` (the same
-    lines ``read_fimi(path, start, end)`` reads), read slice by slice into one CSR."""
+    lines ``read_fimi(path, start, end)`` reads), read slice by slice into one CSR
+    (``slice_bytes``: default ``slice_size`` of the range)."""
     size = os.stat(path).st_size
     end = min(int(end), size)
     start = max(0, min(int(start), end))
+    slice_bytes = slice_size(end - start) if slice_bytes is None else int(slice_bytes)
     # A first guess of the capacity from the bytes (FIMI: about 3-5 bytes per item).
     items = _Growing(np.uint32, (end - start) // 4)
     offsets = _Growing(np.int64, (end - start) // 32 + 1)
     offsets.append(np.zeros(1, np.int64))
     dropped = 0
-    for s in range(start, max(end, start + 1), max(int(slice_bytes), 1)):
+    for s in range(start, max(end, start + 1), max(slice_bytes, 1)):
         e = min(s + slice_bytes, end)
         part = read_fimi(path, s, e)
         offsets.append(part.offsets[1:], shift=items.n)
