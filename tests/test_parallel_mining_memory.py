@@ -134,3 +134,11 @@ def test_a_ranks_peak_memory_stays_near_its_share(tmp_path):
     r = run_parallel(big, nodes=1, algorithm="cd", min_support=0.01).ranks[0]
     assert r["csr_bytes"] > 30 * 2**20
     assert r["peak_rss_bytes"] - base < 2.0 * r["csr_bytes"], (r, base)
+
+
+def test_a_missing_rank_file_is_one_error_line(tmp_path):
+    """A rank's own file that vanished after the launcher's check: the error names it."""
+    with pytest.raises(BasketFormatError, match=r"part1.dat:0:0: no such file"):
+        read_rank_baskets(tmp_path / "part{rank}.dat", 1, 2)
+    p = write(tmp_path, [[1, 2], [2, 3]], "part0.dat")
+    assert read_rank_baskets(tmp_path / "part{rank}.dat", 0, 2).to_lists() == read_fimi(p).to_lists()

@@ -166,6 +166,7 @@ class Testbed:
                 t = time.perf_counter()
                 self.wan = wanline.start(self.name, self.router.ns, self.topo, self.keep)
                 self.timings["wan_line"] = time.perf_counter() - t
+            self._wait_forwarding([h.port for h in self.hosts] + (list(link.WAN_PORTS) if self.router else []))
         except BaseException:
             self.down()
             raise
@@ -190,6 +191,22 @@ class Testbed:
         self.timings["down"] = time.perf_counter() - t
         self.is_up = False
         return res
+
+    def _wait_forwarding(self, ports, timeout: float = 5.0) -> None:
+        """Wait until the bridge forwards on ``ports``: a port whose veth peer came up after it
+        (a host's eth0, the router's ends) stays disabled until the kernel's link watcher (up to
+        a second later) reports the carrier, and the bridge drops what arrives meanwhile (a
+        first datagram lost; TCP hides it behind a 1 s SYN retransmission)."""
+        deadline = time.monotonic() + timeout
+        states: dict = {}
+        while time.monotonic() < deadline:
+            out = subprocess.run(["bridge", "-n", self.switch.ns, "-j", "link", "show"], capture_output=True,
+                                 text=True, timeout=10).stdout
+            states = {e.get("ifname"): e.get("state") for e in json.loads(out or "[]")}
+            if all(states.get(p) == "forwarding" for p in ports):
+                return
+            time.sleep(0.05)
+        raise TestbedError(f"switch ports {list(ports)} not forwarding after {timeout} s: {states}")
 
     def _configure_namespaces(self) -> None:
         cpus = sorted(os.sched_getaffinity(0))

@@ -19,8 +19,9 @@ time (both sides of the speedup): > 1 emulates a slower CPU on the same network 
 compute and communication that Table 3 measures. Rows say ``replayed`` and whether the
 recording run itself was CPU-bound (it is, with 8 ranks on 2 cores: that is why it is replayed).
 
-``traffic=True`` adds, per 0.1 s interval of the replay, the WAN line's bytes and packets
-(both directions) and packets per 64-byte length bucket (seed 004's traffic figures).
+``traffic=True`` adds, per 0.1 s interval of the replay, a row (``row="wan_interval"``; the
+replay's own row is ``row="replay"``) with the WAN line's Mbit/s and packets/s (both directions,
+what the line carried), drops, and packets per 64-byte length bucket (seed 004's traffic figures).
 
 >>> npb_wan(kernel="cg", cls="S").params["network"]
 'lan'
@@ -129,12 +130,12 @@ def _traffic_rows(tb, row: dict, t0: float, t1: float):
     tr = WanTrace.of_testbed(tb)
     a, b = tr.series(0, t0, t1 + tr.interval), tr.series(1, t0, t1 + tr.interval)
     base = dict(row)
-    yield row
+    yield {**row, "row": "replay"}
     for k, t in enumerate(a["t"]):
         nbytes = int(a["bytes"][k] + b["bytes"][k])
         buckets = a["bucket_packets"][k] + b["bucket_packets"][k]
         top = int(buckets.nonzero()[0].max()) if buckets.any() else 0
-        yield {**base, "interval": k, "t": float(t), "wan_mbps": nbytes * 8 / tr.interval / 1e6,
+        yield {**base, "row": "wan_interval", "interval": k, "t": round(float(t), 3), "wan_mbps": nbytes * 8 / tr.interval / 1e6,
                "wan_pps": int(a["packets"][k] + b["packets"][k]) / tr.interval,
                "wan_drops": int(a["drops"][k] + b["drops"][k]),
                "largest_bucket_bytes": top * BUCKET,

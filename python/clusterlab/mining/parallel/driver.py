@@ -136,8 +136,7 @@ def read_rank_baskets(path, rank: int, size: int, format: str | None = None):
     from clusterlab.data.partition import fimi_range
 
     if is_rank_pattern(path):
-        own = rank_file(path, rank)
-        return read_fimi_compact(own, 0, os.stat(own).st_size)
+        return read_fimi_compact(rank_file(path, rank))
     if str(path).startswith("iscsi://"):  # a LUN on a testbed's storage host (clusterlab.storage.source)
         from clusterlab.storage.source import read_rank_baskets as read_lun
         return read_lun(str(path), rank, size)

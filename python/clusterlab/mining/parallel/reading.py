@@ -26,12 +26,11 @@ True
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from clusterlab.data import Baskets
 from clusterlab.data.io import read_fimi
+from clusterlab.data.source import input_stat
 
 # A range is read in about SLICES slices of MIN_SLICE_BYTES..SLICE_BYTES each: a slice's map,
 # its parse and its join copy (the parser splits a buffer into chunks of at least 1 MiB) are
@@ -85,12 +84,13 @@ class OwnedBaskets(Baskets):
         return offsets, items
 
 
-def read_fimi_compact(path, start: int, end: int, slice_bytes: int | None = None) -> OwnedBaskets:
+def read_fimi_compact(path, start: int = 0, end: int | None = None, slice_bytes: int | None = None) -> OwnedBaskets:
     """The transactions whose lines start in ``[start, end)`` of FIMI file ``path`` (the same
-    lines ``read_fimi(path, start, end)`` reads), read slice by slice into one CSR
-    (``slice_bytes``: default ``slice_size`` of the range)."""
-    size = os.stat(path).st_size
-    end = min(int(end), size)
+    lines ``read_fimi(path, start, end)`` reads; ``end=None``: to the end of the file), read
+    slice by slice into one CSR (``slice_bytes``: default ``slice_size`` of the range). A
+    missing or unreadable file is a one-line ``BasketFormatError``."""
+    size = input_stat(path).st_size
+    end = size if end is None else min(int(end), size)
     start = max(0, min(int(start), end))
     slice_bytes = slice_size(end - start) if slice_bytes is None else int(slice_bytes)
     # A first guess of the capacity from the bytes (FIMI: about 3-5 bytes per item).
