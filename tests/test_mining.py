@@ -334,3 +334,33 @@ def test_rules_refuse_invalid_min_lift(bad):
         clusterlab.rules(sets, min_lift=bad)
     with pytest.raises(ConfigError, match=r"min_confidence"):
         clusterlab.rules(sets, min_confidence=math.nan)
+
+
+def test_auto_model_picks_the_measured_fastest_on_its_rows():
+    """The model behind algorithm="auto" is a table fitted by bench/auto_model.py: on every
+    measured row it picks the kernel measured fastest there, and that is not one fixed kernel
+    for all data unless the measurements say so."""
+    from clusterlab.mining.auto_model import ROWS
+    from clusterlab.mining.choose import choose
+
+    assert len(ROWS) >= 5, "bench/auto_model.py has not written the model yet"
+    for r in ROWS:
+        assert r["fastest"] == min(r["cpu_s"], key=r["cpu_s"].get), r["row"]
+        assert choose(r["features"]) == r["fastest"], r["row"]
+
+
+def test_auto_features_of_a_measured_row_match_the_table():
+    """Features computed now from the data of a measured row are the ones the model was fitted
+    with, so mine(algorithm="auto") on that data runs the kernel measured fastest there."""
+    from clusterlab.mining.auto_model import ROWS
+    from clusterlab.mining.choose import features
+    from clusterlab.mining.sequential import choose_algorithm
+
+    b = clusterlab.read_baskets(shared_data("T10I4D100K.dat"))
+    for r in ROWS:
+        if not r["row"].startswith("T10I4D100K "):
+            continue
+        mc = min_count_of(float(r["row"].split()[1].rstrip("%")) / 100, len(b))
+        assert np.allclose(features(b, mc), r["features"], atol=1e-3), r["row"]
+        assert choose_algorithm(b, mc) == r["fastest"]
+        assert clusterlab.mining.table_info(clusterlab.mine(b, mc))["algorithm"] == r["fastest"]

@@ -67,20 +67,17 @@ def as_baskets(baskets_or_path, format: str | None = None) -> Baskets:
 
 
 def choose_algorithm(b: Baskets, min_count: int, stats: dict | None = None) -> str:
-    """The algorithm "auto" picks: Eclat, on every kind of data measured so far.
-
-    Measured single-thread CPU time against the other kernels (docs/mining.md, "Choosing"):
-    Eclat is the fastest or within 3% of it on sparse data (T10I4D100K 0.1%-0.02%, generated
-    data with 14k items at 0.05% and 0.02%) and on dense data (chess 60%, mushroom 10%, where
-    FP-growth ties); Apriori is faster only on T10I4D100K at 1% (15 ms against 30 ms). A
-    fitted cost model over (density, items, support) is not in place yet, so this is one
-    measured choice, not a model; ``stats`` is accepted for compatibility and unused.
+    """The algorithm "auto" picks: the kernel measured fastest on the most similar data (a
+    table of measured rows fitted by ``bench/auto_model.py``; see
+    :mod:`clusterlab.mining.choose`). ``stats`` is accepted for compatibility and unused.
 
     >>> b = Baskets.from_lists([[1, 2], [2, 3]])
-    >>> choose_algorithm(b, 1)
-    'eclat'
+    >>> choose_algorithm(b, 1) in ALGORITHMS
+    True
     """
-    return "eclat"
+    from clusterlab.mining.choose import choose, features
+
+    return choose(features(b, min_count))
 
 
 def mine(baskets_or_path, min_support=0.01, algorithm: str = "auto", target: str = "all",
