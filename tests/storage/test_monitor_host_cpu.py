@@ -24,20 +24,28 @@ def test_a_busy_thread_counts_for_its_host_and_not_for_another():
         cpu = TaskCpu({h.name: f"/run/netns/{h.ns}" for h in tb.hosts} | {"gone": "/nonexistent"})
         assert set(cpu.node_of.values()) == {"h0", "h1"}
         cpu.sample()
-        stop = time.monotonic() + 0.5
+        spun, release = threading.Event(), threading.Event()
 
         def spin():
+            # 0.3 s of this thread's own CPU (however long that takes on a loaded machine),
+            # then stay alive (asleep) until sampled: an exited thread's time is not counted
             with in_netns(tb.host("h1").ns):
-                while time.monotonic() < stop:
-                    pass
+                t0 = time.thread_time()
+                while time.thread_time() - t0 < 0.3:  # a syscall: checked once per 100k additions
+                    sum(range(100_000))
+                spun.set()
+                release.wait(30)
 
         t = threading.Thread(target=spin)
         t.start()
-        time.sleep(0.3)
-        got = cpu.sample()
-        t.join()
+        try:
+            assert spun.wait(60)
+            got = cpu.sample()
+        finally:
+            release.set()
+            t.join()
         user, system, waiting = got["h1"]
-        assert 0.03 < user + system < 0.5, got  # the spinner ran (0.3 s, on shared cores)
+        assert 0.28 < user + system < 0.45, got  # the spinner's 0.3 s, by the scheduler's clock
         assert user > system and waiting == 0
         assert sum(got["h0"][:2]) < 0.02, got  # nothing runs in h0
 

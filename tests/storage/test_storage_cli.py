@@ -64,6 +64,8 @@ def test_phase_usage_names_the_bottleneck():
     assert full_link["target_cpu"] == 0.3 and full_link["initiator_cpu"] == 0.1
     disk = phase_usage(_phase(10e6, 0.5, 0.0, backing=9.5e6), "st", 1e9, backing_bps=10e6)
     assert disk["bottleneck"] == "backing store" and disk["backing_mbps"] == 9.5
+    # a target on another host (the studies use the testbed's last host): same backing rows
+    assert phase_usage(_phase(10e6, 0.5, 0.0, backing=9.5e6), "h8", 1e9, backing_bps=10e6)["backing_mbps"] == 9.5
     assert phase_usage(_phase(10e6, 0.05, 0.0), "st", 1e9)["bottleneck"] == "cpu"
     # niced jobs of other users keep the machine busy, but this run is not short of CPU
     others = phase_usage(_phase(10e6, 0.05, 0.5), "st", 1e9)

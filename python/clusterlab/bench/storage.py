@@ -144,7 +144,8 @@ def phase_usage(tbl, storage_host: str, rate_bps: float | None, backing_bps: flo
     rx, tx = total(storage_host, "rx_bytes") / secs / 1e6, total(storage_host, "tx_bytes") / secs / 1e6
     throttled = any(r["metric"].startswith("backing_") for r in rows)
     if throttled:
-        disk = (total(storage_host, "backing_read_bytes") + total(storage_host, "backing_write_bytes")) / secs / 1e6
+        # the monitor files these under "st" whichever host runs the target (one target per testbed)
+        disk = (total(None, "backing_read_bytes") + total(None, "backing_write_bytes")) / secs / 1e6
     else:
         disk = (total("machine", "disk_read_bytes") + total("machine", "disk_write_bytes")) / secs / 1e6
     busy = 1.0 - mean("cpu_idle") - mean("cpu_iowait") - mean("cpu_nice")
