@@ -12,20 +12,8 @@ use super::table::{tri, ItemsetIndex};
 
 /// Pair counts of transactions whose items are ranks below `n`, ascending: entry
 /// `tri(a, b)` (a < b, row-major, so lexicographic) counts the transactions holding both.
-pub fn count_pairs(offsets: &[i64], items: &[u32], n: usize) -> Vec<u32> {
-    let mut c = vec![0u32; n * n.saturating_sub(1) / 2];
-    for w in offsets.windows(2) {
-        let t = &items[w[0] as usize..w[1] as usize];
-        for (i, &a) in t.iter().enumerate() {
-            let a = a as usize;
-            let row = a * n - a * (a + 1) / 2 - a - 1;
-            for &b in &t[i + 1..] {
-                c[row + b as usize] += 1;
-            }
-        }
-    }
-    c
-}
+/// The one kernel the sequential engine uses too.
+pub use crate::mining::pairs::count_pairs;
 
 /// The pairs `(a, b)` (flat, lexicographic) whose triangular count is at least `min`, and
 /// their counts.
