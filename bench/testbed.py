@@ -14,7 +14,7 @@
 4. 100 hosts at dilation 10 (``--hosts100``), default vs tuned, with time attribution.
 
 Every point records the load average before/after and the rounds whose machine was CPU-bound
-(idle < 15%: they measured the CPU, not the network). Writes ``bench/results/testbed.json``
+(spare CPU < 15%: idle, I/O wait or niced; they measured the CPU, not the network). Writes ``bench/results/testbed.json``
 atomically.
 
 Usage: ``.venv/bin/python bench/testbed.py [--reps 10] [--skip-updown] [--hosts100]``

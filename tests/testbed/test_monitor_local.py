@@ -57,7 +57,9 @@ def test_local_monitor_sees_loopback_traffic(tmp_path):
     assert lo[lo.metric == "tx_bytes"].value.sum() >= 5_000_000 + 300 * 1000
     assert df[(df.metric == "TcpOutSegs")].value.sum() > 0
     cpu = df[df.node == "machine"]
-    assert set(cpu.metric) >= {"cpu_user", "cpu_system", "cpu_idle", "cpu_softirq", "cpu_iowait"}
+    assert set(cpu.metric) >= {"cpu_user", "cpu_system", "cpu_idle", "cpu_softirq", "cpu_iowait", "cpu_spare"}
+    spare = cpu[cpu.metric == "cpu_spare"].value
+    assert ((spare >= 0) & (spare <= 1.0 + 1e-9)).all()
     assert cpu[cpu.metric.str.startswith("cpu_")].value.between(0, 1).all()
     assert m.meta["samples"] >= 3 and df.t.is_monotonic_increasing
     if is_root:

@@ -34,6 +34,7 @@ from collections.abc import Callable
 import numpy as np
 
 from clusterlab.errors import ConfigError
+from clusterlab.monitor.procfs import cpu_bound
 from clusterlab.net.tcp_info import rto_counters, rto_delta
 
 ORDERS = ("same", "shifted")
@@ -79,12 +80,13 @@ def _host_queue_drops() -> Callable[[], int] | None:
     return lambda: reader().get("eth0", 0)
 
 
-def _cpu_busy() -> tuple[int, int]:
-    from clusterlab.monitor.procfs import parse_cpu
+def _cpu_busy() -> tuple[int, int, int]:
+    """(idle + I/O wait, spare, total) ticks of the machine (``procfs.cpu_spare``)."""
+    from clusterlab.monitor.procfs import cpu_spare, cpu_total, parse_cpu
 
     with open("/proc/stat") as f:
         c = parse_cpu(f.read())
-    return c["idle"] + c["iowait"], sum(c.values())
+    return c["idle"] + c["iowait"], cpu_spare(c), cpu_total(c)
 
 
 def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: int = 1,
@@ -140,9 +142,9 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
         if comm.rank != 0 or rep < warmup:
             continue
         m = np.vstack([np.asarray(v, dtype=np.float64) for v in allv])
-        idle = (cpu1[0] - cpu0[0]) / max(1, cpu1[1] - cpu0[1])
+        ticks = max(1, cpu1[2] - cpu0[2])
         row = {"rep": rep - warmup, "seconds": float(m[:, 0].max()), "rank0_seconds": float(m[0, 0]),
-               "cpu_idle": round(idle, 3)}
+               "cpu_idle": round((cpu1[0] - cpu0[0]) / ticks, 3), "cpu_spare": round((cpu1[1] - cpu0[1]) / ticks, 3)}
         rows = m if per_host_counters else m[:1]
         for i, k in enumerate(COUNTERS, start=1):
             name = {"TcpRetransSegs": "retransmissions", "TcpExtTCPTimeouts": "timeouts",
@@ -253,5 +255,5 @@ def run_broadcast(size: int, reps: int, *, topo=None, transport=None, ranks: int
         settings["line_rate_seconds"] = line_rate_seconds(n, size, topo.rate_bps)
     with open("/proc/loadavg") as f:
         settings["loadavg_after"] = f.read().split()[:3]
-    settings["cpu_bound_reps"] = [r["rep"] for r in out if r.get("cpu_idle", 1.0) < 0.15]
+    settings["cpu_bound_reps"] = [r["rep"] for r in out if cpu_bound(r)]
     return {"settings": settings, "reps": out, "summary": summarize(out)}

@@ -89,7 +89,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
                         rto_min_us_per_host=applied.get("rto_min_us_per_host"),
                         rto_max_ms_per_host=applied.get("rto_max_ms_per_host"),
                         line_rate_seconds=line_rate_seconds(topo.n_ranks(), nbytes, parse_rate(rate)))
-    cpu_bound = [r["rep"] for r in out if r.get("cpu_idle", 1.0) < 0.15]
+    from clusterlab.monitor.procfs import cpu_bound as _cpu_bound
+
+    cpu_bound = [r["rep"] for r in out if _cpu_bound(r)]
     settings["cpu_bound_reps"] = cpu_bound
     result = {"settings": settings, "reps": out, "summary": summarize(out)}
     if run_dir:
@@ -103,13 +105,13 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
         return
     s = result["summary"]
     click.echo(f"all-to-all broadcast of {nbytes} B, {settings['ranks']} ranks on {settings['cluster']}, order {order}")
-    click.echo(f"{'rep':>4} {'seconds':>9} {'retrans':>8} {'timeouts':>8} {'drops':>6} {'idle':>5}")
+    click.echo(f"{'rep':>4} {'seconds':>9} {'retrans':>8} {'timeouts':>8} {'drops':>6} {'spare':>5}")
     for r in out:
         click.echo(f"{r['rep']:>4} {r['seconds']:>9.4f} {r['retransmissions']:>8} {r['timeouts']:>8} "
-                   f"{r.get('drops', '-'):>6} {r['cpu_idle']:>5.0%}")
+                   f"{r.get('drops', '-'):>6} {r.get('cpu_spare', r['cpu_idle']):>5.0%}")
     click.echo(f"median {s['median_seconds']:.4f} s (min {s['min_seconds']:.4f}, max {s['max_seconds']:.4f}); "
                f"{s['retransmissions']} retransmissions, {s['timeouts']} timeouts"
                + (f", {s['drops']} drops" if "drops" in s else ""))
     if cpu_bound:
-        click.echo(f"note: CPU-bound (idle < 15%) in reps {cpu_bound}: times measure the CPU, not the network; "
+        click.echo(f"note: CPU-bound (spare CPU < 15%: idle, I/O wait or niced) in reps {cpu_bound}: times measure the CPU, not the network; "
                    "try --dilation", err=True)

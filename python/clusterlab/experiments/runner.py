@@ -40,8 +40,8 @@ from pathlib import Path
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Point, Study
+from clusterlab.monitor.procfs import cpu_bound
 
-CPU_BOUND_IDLE = 0.15
 META_VERSION = 1
 FIRST_COLUMNS = ("study", "point", "label", "check", "rep", "seconds")
 
@@ -163,8 +163,10 @@ class _Writer:
 
         t = mon.table()
         t = t.append_column("point", pa.array([point.index] * t.num_rows, pa.int32()))
-        idle = pc.mean(pc.filter(t.column("value"), pc.equal(t.column("metric"), "cpu_idle"))).as_py()
-        summary = {"mean_cpu_idle": None if idle is None else round(idle, 3), "samples": mon.meta.get("samples"),
+        idle, spare = (pc.mean(pc.filter(t.column("value"), pc.equal(t.column("metric"), m))).as_py()
+                       for m in ("cpu_idle", "cpu_spare"))
+        summary = {"mean_cpu_idle": None if idle is None else round(idle, 3),
+                   "mean_cpu_spare": None if spare is None else round(spare, 3), "samples": mon.meta.get("samples"),
                    "late_samples": mon.meta.get("late_samples"), "interval": mon.meta.get("interval"),
                    "error": mon.meta.get("error"), "capture": mon.meta.get("capture")}
         for metric, name in (("TcpRetransSegs", "retransmissions"), ("TcpExtTCPTimeouts", "timeouts"),
@@ -260,8 +262,8 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
                         full = {"study": study.name, "point": p.index, "label": p.label, "check": p.check,
                                 "rep": row.pop("rep", n), **p.settings, **row, "load1": load1}
                         full["label"] = p.label
-                        if "cpu_idle" in row:
-                            full["cpu_bound"] = row["cpu_idle"] < CPU_BOUND_IDLE
+                        if "cpu_idle" in row or "cpu_spare" in row:
+                            full["cpu_bound"] = cpu_bound(row)
                         res.rows.append(full)
                         n += 1
                         writer.table(res.rows)
@@ -276,8 +278,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
             pm["seconds"] = round(time.time() - pm["started"], 3)
             secs = [r["seconds"] for r in res.rows if r["point"] == p.index and isinstance(r.get("seconds"), float)]
             pm["median_seconds"] = statistics.median(secs) if secs else None
-            idle = (pm.get("monitor") or {}).get("mean_cpu_idle")
-            pm["cpu_bound"] = (idle is not None and idle < CPU_BOUND_IDLE) or any(
+            pm["cpu_bound"] = cpu_bound(pm.get("monitor") or {}, "mean_cpu_spare", "mean_cpu_idle") or any(
                 r.get("cpu_bound") for r in res.rows if r["point"] == p.index)
             writer.meta(meta)
             if progress:

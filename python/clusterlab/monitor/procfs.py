@@ -107,6 +107,38 @@ def parse_cpu(text: str) -> dict[str, int]:
     raise ValueError("no aggregate cpu line in /proc/stat")
 
 
+def cpu_total(c: dict[str, int]) -> int:
+    """All ticks of a ``parse_cpu`` dict (``nice`` is inside ``user``, so it is not added twice)."""
+    return sum(v for k, v in c.items() if k != "nice")
+
+
+def cpu_spare(c: dict[str, int]) -> int:
+    """Ticks a run could have had: idle, I/O wait, and niced (background) work, which the
+    scheduler gives up to a run at nice 0 (weight 15 against 1024 at nice 19).
+
+    >>> c = parse_cpu("cpu 100 40 20 300 10 0 5 0")
+    >>> cpu_total(c), cpu_spare(c)
+    (475, 350)
+    """
+    return c["idle"] + c["iowait"] + c["nice"]
+
+
+# Below this share of spare CPU a run's times measure the CPU as well as the network.
+CPU_BOUND_SPARE = 0.15
+
+
+def cpu_bound(row: dict, spare: str = "cpu_spare", idle: str = "cpu_idle") -> bool:
+    """Whether a round, a point or a run was CPU-bound: its spare CPU (``row[spare]``; rows
+    written before spare CPU was recorded have only ``row[idle]``) below ``CPU_BOUND_SPARE``.
+
+    >>> cpu_bound({"cpu_idle": 0.0, "cpu_spare": 0.6}), cpu_bound({"cpu_idle": 0.1}), cpu_bound({})
+    (False, True, False)
+    """
+    v = row.get(spare)
+    v = row.get(idle) if v is None else v
+    return v is not None and v < CPU_BOUND_SPARE
+
+
 def parse_diskstats(text: str) -> dict[str, tuple[int, int]]:
     """Bytes read and written per whole disk (partitions, loop and ram devices skipped)."""
     out = {}

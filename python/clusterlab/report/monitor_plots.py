@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-CPU_BOUND_IDLE = 0.15
+from clusterlab.monitor.procfs import CPU_BOUND_SPARE, cpu_bound
+
 TCP_PLOTTED = ("TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes")
 
 
@@ -34,8 +35,9 @@ def _df(tbl: pa.Table):
 
 
 def summarize(tbl: pa.Table, meta: dict) -> dict:
-    """Totals of a run: bytes, packets, retransmissions, timeouts, drops, CPU idle and whether
-    the run was CPU-bound (mean idle below 15%, so times measure the CPU, not the network)."""
+    """Totals of a run: bytes, packets, retransmissions, timeouts, drops, CPU idle and spare, and
+    whether the run was CPU-bound (mean spare CPU below 15%: idle, I/O wait and niced background
+    work, which yields to the run; below it times measure the CPU, not the network)."""
     df = _df(tbl)
     k = float(meta.get("dilation", 1.0) or 1.0)
     hosts = df[(df.node != "switch") & (df.node != "machine")]
@@ -44,6 +46,7 @@ def summarize(tbl: pa.Table, meta: dict) -> dict:
         return int(frame.loc[frame.metric == metric, "value"].sum())
 
     idle = df.loc[df.metric == "cpu_idle", "value"]
+    spare = df.loc[df.metric == "cpu_spare", "value"]
     out = {
         "duration_seconds": round(float(meta.get("duration", df.t.max() if len(df) else 0.0)) / k, 3),
         "dilation": k,
@@ -58,9 +61,10 @@ def summarize(tbl: pa.Table, meta: dict) -> dict:
         "switch_drops": total(df[df.node == "switch"], "qdisc_drops"),
         "host_queue_drops": total(hosts, "qdisc_drops"),
         "mean_cpu_idle": round(float(idle.mean()), 3) if len(idle) else None,
+        "mean_cpu_spare": round(float(spare.mean()), 3) if len(spare) else None,
         "capture": meta.get("capture"),
     }
-    out["cpu_bound"] = out["mean_cpu_idle"] is not None and out["mean_cpu_idle"] < CPU_BOUND_IDLE
+    out["cpu_bound"] = cpu_bound(out, "mean_cpu_spare", "mean_cpu_idle")
     return out
 
 
@@ -181,9 +185,13 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     series = [cpu[cpu.metric == m].set_index("tu")["value"] for m, _ in parts]
     if all(len(s) for s in series):
         idx = series[0].index
+        nice = cpu[cpu.metric == "cpu_nice"].set_index("tu")["value"]
+        if len(nice):  # niced background work yields to the run: drawn on top, above the line
+            series = [(series[0] - nice.reindex(idx, fill_value=0)).clip(lower=0)] + series[1:] + [nice]
+            parts = parts + [("cpu_nice", "niced (yields)")]
         ax.stackplot(idx, *[s.reindex(idx, fill_value=0).values * 100 for s in series],
                      labels=[lbl for _, lbl in parts])
-        ax.axhline((1 - CPU_BOUND_IDLE) * 100, color="k", ls=":", lw=0.8, label="CPU-bound above")
+        ax.axhline((1 - CPU_BOUND_SPARE) * 100, color="k", ls=":", lw=0.8, label="CPU-bound above (without niced)")
         ax.legend(fontsize=7, loc="lower right")
     ax.set_ylim(0, 100)
     ax.set_xlabel(tlabel)
@@ -255,7 +263,8 @@ def write_report(tbl: pa.Table, meta: dict, outdir, title: str = "run", extra: d
     md = [f"# {title}", "", "| quantity | value |", "|---|---|"]
     md += [f"| {k} | {json.dumps(v) if isinstance(v, (dict, list)) else v} |" for k, v in rows]
     if s["cpu_bound"]:
-        md += ["", f"**CPU-bound:** mean idle {s['mean_cpu_idle']:.0%} < {CPU_BOUND_IDLE:.0%}: times measure "
+        spare = s["mean_cpu_spare"] if s.get("mean_cpu_spare") is not None else s["mean_cpu_idle"]
+        md += ["", f"**CPU-bound:** mean spare CPU (idle, I/O wait, niced) {spare:.0%} < {CPU_BOUND_SPARE:.0%}: times measure "
                "the CPU rather than the network (use --dilation)."]
     md += [""] + [f"![{p[:-4]}]({p})" for p in pngs]
     with atomic_open(outdir / "report.md") as f:

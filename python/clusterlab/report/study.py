@@ -14,9 +14,13 @@ import statistics
 from pathlib import Path
 
 from clusterlab.errors import ConfigError
+from clusterlab.monitor.procfs import CPU_BOUND_SPARE
 
 MARKERS = "osD^v<>ph*X"
-CPU_BOUND_IDLE = 0.15
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.0%}"
 
 
 def require_matplotlib():
@@ -226,7 +230,7 @@ def point_rows(rows, meta) -> list[list[str]]:
                     f"{min(secs):.4g}..{max(secs):.4g}" if secs else "-",
                     f"{statistics.median(rt):g}" if rt else "-",
                     "yes" if pm.get("cpu_bound") else "no",
-                    "-" if mon.get("mean_cpu_idle") is None else f"{mon['mean_cpu_idle']:.0%}",
+                    _pct(mon.get("mean_cpu_idle")), _pct(mon.get("mean_cpu_spare")),
                     " / ".join(f"{x[0]:.1f}" for x in (pm.get("load_before"), pm.get("load_after")) if x)])
     return out
 
@@ -301,7 +305,8 @@ def _markdown(meta, rows, pngs, checks, seeds, title) -> str:
                   + "; ".join(f"{pm['label']}: k={pm['dilation']:g} ({pm.get('dilation_note', '')})" for pm in dil))
     cpu = [pm["label"] for pm in meta.get("points", []) if pm.get("cpu_bound")]
     if cpu:
-        md.append(f"- **CPU-bound** (machine idle below {CPU_BOUND_IDLE:.0%}: these times measure the CPU as well "
+        md.append(f"- **CPU-bound** (spare CPU, i.e. idle, I/O wait or niced background work, below {CPU_BOUND_SPARE:.0%}: "
+                  "these times measure the CPU as well "
                   f"as the network): {'; '.join(cpu)}")
     if spec.get("notes"):
         md.append(f"- differences from the paper: {spec['notes']}")
@@ -336,7 +341,7 @@ def _markdown(meta, rows, pngs, checks, seeds, title) -> str:
     for name, t in pngs:
         md += [f"![{t}]({name})", ""]
     md += ["## Points", ""]
-    md += _table(["#", "point", "dilation", "reps", "median s", "range s", "median retrans", "CPU-bound", "idle",
+    md += _table(["#", "point", "dilation", "reps", "median s", "range s", "median retrans", "CPU-bound", "idle", "spare",
                   "load before / after"], point_rows(rows, meta))
     md += ["", "Every repetition is a row of `table.parquet` / `table.csv`; the monitor's samples are in "
            "`monitor.parquet` (column `point`).", ""]
