@@ -252,12 +252,12 @@ def _loadavg() -> list[float]:
 
 def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", mtu: int = 9000, size: int = 50_000,
               space: str = DEFAULT_SPACE, runs: int = 8, budget: int | None = None, eta: int = 2, grid: bool = False,
-              confirm: int = 5, warmup: int = 1, name: str | None = None) -> dict:
+              confirm: int = 5, warmup: int = 1, name: str | None = None, search: bool = True) -> dict:
     """Search ``space`` for the all-to-all broadcast on a fresh testbed of ``hosts`` hosts
     (root): successive halving within ``budget`` runs (default: a quarter of the full grid's
     ``settings x runs``), then ``confirm`` runs each of the chosen setting and the defaults
     (gain with 95% confidence intervals); with ``grid`` also the full grid on the same testbed,
-    and how the search compares to it."""
+    and how the search compares to it (``search=False``: the full grid alone)."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
 
     sp = parse_space(space)
@@ -276,8 +276,9 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
     t0 = time.perf_counter()
     with Testbed(topo, name=name) as tb:
         objective = incast_objective(tb, size, warmup)
-        out["search"] = successive_halving(cands, objective, budget, eta)
-        if confirm:
+        if search:
+            out["search"] = successive_halving(cands, objective, budget, eta)
+        if search and confirm:
             default = {**{k: "default" for k in sp if k not in WORKLOAD_KNOBS}, **DEFAULT_SETTING}
             chosen_t = objective(out["search"]["chosen"], confirm)
             default_t = objective(default, confirm)
@@ -287,7 +288,8 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
                               "speedup": b["mean"] / a["mean"]}
         if grid:
             out["grid"] = full_grid(cands, objective, runs)
-            out["comparison"] = compare(out["search"], out["grid"])
+            if search:
+                out["comparison"] = compare(out["search"], out["grid"])
     if "grid" in out:
         out["replay"] = replay(out["grid"], budget, eta)
     for key in ("search", "grid"):
