@@ -137,3 +137,4 @@ def test_on_a_testbed_the_search_runs_a_quarter_of_the_grid(tmp_path):
     assert all(t > 0 for row in res["grid"]["table"] for t in row["times"])
     assert res["confirm"]["defaults"]["runs"] == 2 and "ci95" in res["confirm"]["chosen"]
     json.dumps(res)  # serialisable as written by the CLI
+
