@@ -52,8 +52,8 @@ def _extremes(x, y, expect_larger_at_max: bool | None, group="scale"):
                 continue
             ratio = hi / lo if lo else float("inf")
             parts.append(f"{g}: {_g(hi)} s at MAX {_secs(xs[-1])} vs {_g(lo)} s at MAX {_secs(xs[0])} ({_g(ratio)}x)")
-            if expect_larger_at_max is not None:
-                oks.append((hi > lo) == expect_larger_at_max)
+            if expect_larger_at_max is not None:  # beyond noise: 10% or more
+                oks.append(ratio >= 1.1 if expect_larger_at_max else ratio <= 1 / 1.1)
         return "; ".join(parts) or "not measured", (all(oks) if oks else None)
     return f
 

@@ -78,8 +78,15 @@ def _save(plt, fig, path: Path) -> None:
     plt.close(fig)
 
 
+def _hue_of(r, hue):
+    """A row's hue value; ``hue="stack+scale"`` combines columns ("seed-era / 16 hosts")."""
+    if hue and "+" in hue:
+        return " / ".join(str(r.get(h)) for h in hue.split("+") if r.get(h) not in (None, ""))
+    return r.get(hue)
+
+
 def _hues(rows, hue):
-    return list(dict.fromkeys(r.get(hue) for r in rows)) if hue else [None]
+    return list(dict.fromkeys(_hue_of(r, hue) for r in rows)) if hue else [None]
 
 
 def plot_scatter(plt, rows, spec, title, path) -> None:
@@ -89,7 +96,7 @@ def plot_scatter(plt, rows, spec, title, path) -> None:
     cats = list(dict.fromkeys(str(r.get(x)) for r in rows)) if categorical else []
     hues = _hues(rows, hue)
     for hi, h in enumerate(hues):
-        rs = [r for r in rows if (hue is None or r.get(hue) == h) and _num(r.get(y))]
+        rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y))]
         color = f"C{hi}"
         for r in rs:  # every repetition its own mark (marker = repetition number)
             xv = cats.index(str(r[x])) + (hi - (len(hues) - 1) / 2) * 0.08 if categorical else r[x]

@@ -14,9 +14,8 @@ STUDY = Study(
     checks=[DilationCheck({"hosts": 16, "rto_max": "1s", "stack": "seed-era"}, dilations=(1, 4))],
     repeat=10, warmup=1, monitor=True,
     quick={"scale": "16 hosts", "hosts": "8", "rto_max": "1s,60s", "repeat": "2"},
-    report=[scatter(x="rto_max_s", y="seconds", hue="stack", logx=True, where={"scale": "16 hosts"}),
-            scatter(x="rto_max_s", y="seconds", hue="stack", logx=True, where={"scale": "100 hosts"}),
-            scatter(x="rto_max_s", y="timeouts_per_node", hue="stack", logx=True, where={"scale": "16 hosts"}),
+    report=[scatter(x="rto_max_s", y="seconds", hue="stack+scale", logx=True),
+            scatter(x="rto_max_s", y="timeouts_per_node", hue="stack+scale", logx=True),
             seed_numbers("000", "Fig. 2")],
     notes=NOTES,
 )

@@ -15,9 +15,8 @@ STUDY = Study(
     checks=[DilationCheck({"hosts": 16, "rto_min": "200ms", "stack": "seed-era"}, dilations=(4, 8))],
     repeat=10, warmup=1, monitor=True,
     quick={"scale": "16 hosts", "hosts": "8", "rto_min": "10ms,200ms", "repeat": "2"},
-    report=[scatter(x="rto_min_s", y="seconds", hue="stack", logx=True, where={"scale": "16 hosts"}),
-            scatter(x="rto_min_s", y="retransmissions_per_node", hue="stack", logx=True, where={"scale": "16 hosts"}),
-            scatter(x="rto_min_s", y="seconds", hue="stack", logx=True, where={"scale": "100 hosts"}),
+    report=[scatter(x="rto_min_s", y="seconds", hue="stack+scale", logx=True),
+            scatter(x="rto_min_s", y="retransmissions_per_node", hue="stack+scale", logx=True),
             seed_numbers("000", "Fig. 3"), seed_numbers("000", "Fig. 4")],
     notes=NOTES,
 )

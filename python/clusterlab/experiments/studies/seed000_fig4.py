@@ -10,8 +10,7 @@ STUDY = dataclasses.replace(
     FIG3,
     name="seed000-fig4",
     title="Seed 000 Fig. 4: retransmissions per node vs MIN (MAX = MIN + 100 ms)",
-    report=[scatter(x="rto_min_s", y="retransmissions_per_node", hue="stack", logx=True, where={"scale": "16 hosts"}),
-            scatter(x="rto_min_s", y="timeouts_per_node", hue="stack", logx=True, where={"scale": "16 hosts"}),
-            scatter(x="rto_min_s", y="retransmissions_per_node", hue="stack", logx=True, where={"scale": "100 hosts"}),
+    report=[scatter(x="rto_min_s", y="retransmissions_per_node", hue="stack+scale", logx=True),
+            scatter(x="rto_min_s", y="timeouts_per_node", hue="stack+scale", logx=True),
             seed_numbers("000", "Fig. 4")],
 )

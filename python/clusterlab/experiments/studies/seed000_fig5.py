@@ -15,8 +15,8 @@ STUDY = Study(
               rto_jitter=["0ms", "100ms"]),
     repeat=10, warmup=1, monitor=True,
     quick={"scale": "16 hosts", "hosts": "8", "rto_min": "200ms", "repeat": "2"},
-    report=[*(scatter(x="rto_min_s", y=y, hue="rto_jitter", logx=True, where={"scale": "16 hosts", "stack": st},
-                      title=f"seed000-fig5, 16 hosts, {st} TCP: {y} vs MIN X")
+    report=[*(scatter(x="rto_min_s", y=y, hue="rto_jitter+scale", logx=True, where={"stack": st},
+                      title=f"seed000-fig5, {st} TCP: {y} vs MIN X")
               for st in STACKS for y in ("retransmissions_per_node", "seconds")),
             seed_numbers("000", "Fig. 5")],
     notes=NOTES,
