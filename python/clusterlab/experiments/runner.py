@@ -318,8 +318,10 @@ def _emulated(study: Study, points=()) -> dict:
     if compute is not None:
         out["compute"] = ("replayed: a real run per host count recorded each rank's computation and messages; each "
                           "repetition sends the same messages over the real TCP while every rank waits the CPU "
-                          "seconds it computed (a core of its own), times the dilation; validated against real "
-                          "runs in bench/results/replay_validation.json" if compute == "replay" else "real (the miners run)")
+                          "seconds it computed (a core of its own), times the dilation and times the point's "
+                          "compute_scale (1: this machine's CPU; c: a CPU c times slower); validated (at "
+                          "compute_scale 1) against real runs in bench/results/replay_validation.json"
+                          if compute == "replay" else "real (the miners run)")
         if compute == "replay":
             out["replay validation"] = replay_validation()
     return out

@@ -31,7 +31,7 @@ import dataclasses
 import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from clusterlab.errors import ConfigError
@@ -361,12 +361,18 @@ class Workload:
     name: str
     params: dict = dataclasses.field(default_factory=dict)
     dilatable: bool = True  # False: it computes for real, which a dilated run would not slow down
+    # Refuses a point's settings with the reason (ConfigError), so that a grid or --set value is
+    # refused when the study expands, not when its point runs.
+    check: Callable[[dict], None] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def with_params(self, **kw) -> Workload:
         unknown = set(kw) - set(self.params)
         if unknown:
             raise ConfigError(f"workload {self.name} has no setting {sorted(unknown)} (has {sorted(self.params)})")
-        return dataclasses.replace(self, params={**self.params, **kw})
+        params = {**self.params, **kw}
+        if self.check is not None:
+            self.check(params)
+        return dataclasses.replace(self, params=params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -405,12 +411,13 @@ def scatter(x: str, y: str, hue: str | None = None, logx: bool = False, logy: bo
     return Plot("scatter", x, y, hue, logx, logy, title, tuple((where or {}).items()))
 
 
-def speedup(x: str, y: str = "seconds", hue: str | None = None, title: str = "") -> Plot:
-    return Plot("speedup", x, y, hue, False, False, title)
+def speedup(x: str, y: str = "seconds", hue: str | None = None, title: str = "", where: dict | None = None) -> Plot:
+    return Plot("speedup", x, y, hue, False, False, title, tuple((where or {}).items()))
 
 
-def per_pass(y: str, x: str | None = None, hue: str | None = None, title: str = "") -> Plot:
-    return Plot("per_pass", x, y, hue, False, False, title)
+def per_pass(y: str, x: str | None = None, hue: str | None = None, title: str = "",
+             where: dict | None = None) -> Plot:
+    return Plot("per_pass", x, y, hue, False, False, title, tuple((where or {}).items()))
 
 
 def attribution(x: str, hue: str | None = None, title: str = "") -> Plot:
