@@ -20,6 +20,7 @@ reachable (in a testbed host's namespace: the ranks of ``run_parallel(..., testb
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ HEADER_BYTES = 4096
 ALIGN = 64 << 10
 READ_BLOCK = 64 << 10  # the seed's miners read in 64 KB blocks
 CONNECTIONS = 4  # commands in flight per rank
+SEGMENT = 2 << 20  # read ahead in pieces of this size, parsed while the next one arrives
 MAX_PARTS = (HEADER_BYTES - 16) // 16
 
 
@@ -160,9 +162,59 @@ def write_partitions(url: str, path, parts: int, block: int = 1 << 20) -> list[t
     return regions
 
 
+def _segments(lun, off: int, length: int, block: int, segment: int, timeout: float):
+    """The bytes of ``lun`` at ``off..off+length`` as ``segment``-byte pieces, in order, each
+    read (``block``-byte commands over the LUN's sessions) by a thread of its own while the
+    caller works on the previous one. Closing the generator early stops that thread."""
+    import queue
+    import threading
+
+    pieces: queue.Queue = queue.Queue(maxsize=2)  # one being used, one read ahead
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            for pos in range(off, off + length, segment):
+                if stop.is_set():
+                    return
+                n = min(segment, off + length - pos)
+                pieces.put(lun.read(pos, n, block if n > block else 0))
+            pieces.put(None)
+        except BaseException as e:  # handed to the caller, who raises it
+            pieces.put(e)
+
+    t = threading.Thread(target=reader, name="lun-readahead", daemon=True)
+    t.start()
+    try:
+        while True:
+            try:
+                piece = pieces.get(timeout=timeout)
+            except queue.Empty:
+                raise ConfigError(f"no data from the LUN in {timeout:g} s") from None
+            if piece is None:
+                return
+            if isinstance(piece, BaseException):
+                raise piece
+            yield piece
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a reader waiting on a full queue, then let it finish
+            try:
+                pieces.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        t.join(timeout)
+
+
 def read_rank_bytes(url: str, rank: int, size: int, block: int = READ_BLOCK) -> bytes:
     """The FIMI bytes of partition ``rank`` of ``size`` on the LUN, read in ``block``-byte
     commands (several in flight)."""
+    with contextlib.closing(_rank_pieces(url, rank, size, block, segment=1 << 62)) as pieces:
+        return b"".join(pieces)
+
+
+def _rank_pieces(url: str, rank: int, size: int, block: int, segment: int):
+    """Partition ``rank``'s bytes as pieces (see ``_segments``); the last is cut to the length."""
     u = parse_url(url)
     if size < 1 or not 0 <= rank < size:
         raise ConfigError(f"rank {rank} is outside 0..{size - 1}")
@@ -173,30 +225,72 @@ def read_rank_bytes(url: str, rank: int, size: int, block: int = READ_BLOCK) -> 
                               f"(write_partitions with parts={size})")
         off, n = regions[rank]
         if n == 0:
-            return b""
+            return
         padded = -(-n // lun.block_length) * lun.block_length
         if off % lun.block_length or off + padded > lun.size:
             raise ConfigError(f"{u}: partition {rank} ({off}+{n}) is outside the LUN's {lun.size} bytes")
+        segment = max(block, segment // block * block)
+        left = n
         try:
-            data = lun.read(off, padded, block)
+            for piece in _segments(lun, off, padded, block, segment, timeout=120.0):
+                yield piece[:left] if len(piece) > left else piece
+                left -= len(piece)
         except OSError as e:
             raise ConfigError(f"{u}: reading partition {rank}: {e}") from None
-    return data[:n]
 
 
-def read_rank_baskets(url: str, rank: int, size: int):
-    """Rank ``rank``'s transactions from the LUN (the same ``Baskets`` as
-    ``clusterlab.data.read_partition`` of the file the LUN was written from)."""
+def parse_pieces(pieces, where: str):
+    """FIMI text arriving as ``pieces`` (bytes cut anywhere) parsed into one ``Baskets``,
+    whole lines at a time as they arrive: the same as parsing the joined text; a parse error
+    names ``where`` and the line counted from the first piece.
+
+    >>> parse_pieces([b"1 2\\n3", b" 4\\n", b"5"], "x").to_lists()
+    [[1, 2], [3, 4], [5]]
+    """
+    import numpy as np
+
     from clusterlab import _core
     from clusterlab.data.baskets import Baskets
     from clusterlab.data.io import _wrap_parse_error
 
-    data = read_rank_bytes(url, rank, size)
-    try:
-        offsets, items, dropped = _core.parse_fimi(data)
-    except _core.BasketParseError as e:
-        raise _wrap_parse_error(f"{url} (partition {rank})", e) from None
-    return Baskets._trusted(offsets, items, None, dropped)
+    offs, items, dropped, lines, n_items = [np.zeros(1, np.int64)], [], 0, 0, 0
+    carry = b""
+
+    def parse(text: bytes) -> None:
+        nonlocal dropped, lines, n_items
+        try:
+            o, i, d = _core.parse_fimi(text)
+        except _core.BasketParseError as e:
+            message, line, column = e.args
+            e.args = (message, line + lines, column)
+            raise _wrap_parse_error(where, e) from None
+        offs.append(o[1:] + n_items)
+        items.append(i)
+        n_items += i.size
+        dropped += d
+        lines += text.count(b"\n")
+
+    for piece in pieces:
+        data = carry + piece
+        cut = data.rfind(b"\n") + 1  # whole lines now; the rest waits for the next piece
+        if cut:
+            parse(data[:cut])
+        carry = data[cut:]
+    if carry:
+        parse(carry)
+    return Baskets._trusted(np.concatenate(offs), np.concatenate(items) if items else np.zeros(0, np.uint32),
+                            None, dropped)
+
+
+def read_rank_baskets(url: str, rank: int, size: int, block: int = READ_BLOCK, segment: int = SEGMENT):
+    """Rank ``rank``'s transactions from the LUN (the same ``Baskets`` as
+    ``clusterlab.data.read_partition`` of the file the LUN was written from).
+
+    Read and parse overlap: the partition arrives in ``segment``-byte pieces, read ahead by a
+    thread while the whole lines received so far are parsed (both without the GIL), so the
+    rank's read takes about the longer of the two, not their sum."""
+    with contextlib.closing(_rank_pieces(url, rank, size, block, segment)) as pieces:
+        return parse_pieces(pieces, f"{url} (partition {rank})")
 
 
 def check_url(url: str, nodes: int) -> str:
