@@ -88,8 +88,13 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage, storage_leftovers
     from clusterlab.mining.parallel import mine_parallel
     from clusterlab.mining.parallel.config import ParallelConfig
-    from clusterlab.storage.source import (lun_bytes_needed, partition_ranges, read_rank_baskets, read_rank_bytes,
-                                           write_partitions)
+    from clusterlab.storage.source import (
+        lun_bytes_needed,
+        partition_ranges,
+        read_rank_baskets,
+        read_rank_bytes,
+        write_partitions,
+    )
 
     from ..testbed.helpers import fresh_name
 
