@@ -10,7 +10,9 @@ from clusterlab.storage.source import check_url, layout, pack_header, parse_piec
 
 
 @pytest.mark.parametrize("url", ["iscsi://", "iscsi://10.0.0.3/x/1", "iscsi://10.0.0.3/iqn.a:b/one",
-                                 "iscsi://10.0.0.3:99999/iqn.a:b/1", "iscsi://10.0.0.3/iqn.a:b"])
+                                 "iscsi://10.0.0.3:99999/iqn.a:b/1", "iscsi://10.0.0.3/iqn.a:b",
+                                 "iscsi://10.0.0.3/iqn.a:b/1?block=1000", "iscsi://10.0.0.3/iqn.a:b/1?connections=0",
+                                 "iscsi://10.0.0.3/iqn.a:b/1?block=8388608", "iscsi://10.0.0.3/iqn.a:b/1?depth=2"])
 def test_bad_url_is_refused_naming_it(url):
     with pytest.raises(ConfigError, match="iscsi://"):
         check_url(url, 2)
@@ -25,6 +27,8 @@ def test_header_round_trip_and_refusals():
     with pytest.raises(ConfigError, match="partitions"):
         pack_header([])
     assert parse_url("iscsi://10.0.0.3:3261/iqn.x:y.shared/2").portal == "10.0.0.3:3261"
+    u = parse_url("iscsi://10.0.0.3/iqn.x:y.shared/2?block=1048576&connections=2")
+    assert (u.block, u.connections) == (1 << 20, 2) and parse_url(str(u)) == u
 
 
 def test_pieces_cut_anywhere_parse_as_the_whole_text():
@@ -112,6 +116,10 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
             for algorithm in ("hpa", "pfp", "cd"):
                 sets, _ = mine_parallel(url, nodes=3, algorithm=algorithm, min_support=0.02, testbed=name)
                 assert sets.equals(seq), algorithm
+            # larger commands, fewer in flight (the URL's options)
+            sets, _ = mine_parallel(url + "?block=1048576&connections=2", nodes=3, algorithm="cd", min_support=0.02,
+                                    testbed=name)
+            assert sets.equals(seq)
             # HPA rescanning the LUN every pass
             sets, _ = mine_parallel(url, nodes=3, algorithm="hpa", min_support=0.02, testbed=name,
                                     config=ParallelConfig(rescan=True))

@@ -41,9 +41,13 @@ class LunUrl:
     portal: str
     iqn: str
     lun: int
+    block: int = READ_BLOCK
+    connections: int = CONNECTIONS
 
     def __str__(self) -> str:
-        return f"iscsi://{self.portal}/{self.iqn}/{self.lun}"
+        query = [f"{k}={getattr(self, k)}" for k, d in (("block", READ_BLOCK), ("connections", CONNECTIONS))
+                 if getattr(self, k) != d]
+        return f"iscsi://{self.portal}/{self.iqn}/{self.lun}" + ("?" + "&".join(query) if query else "")
 
 
 def is_url(path) -> bool:
@@ -56,12 +60,27 @@ def is_url(path) -> bool:
 
 
 def parse_url(url: str) -> LunUrl:
-    """Split ``iscsi://ADDR[:PORT]/IQN/LUN``; a malformed URL is a ``ConfigError`` naming it.
+    """Split ``iscsi://ADDR[:PORT]/IQN/LUN[?block=BYTES&connections=K]``; a malformed URL is
+    a ``ConfigError`` naming it. ``block``: bytes per READ command (a multiple of 512 up to
+    4 MiB; default 64 KiB as the seed's miners read); ``connections``: commands in flight (1..64,
+    default 4).
 
     >>> parse_url("iscsi://10.0.0.3/iqn.2026-11.org.clusterlab:t1.shared/1")
-    LunUrl(portal='10.0.0.3:3260', iqn='iqn.2026-11.org.clusterlab:t1.shared', lun=1)
+    LunUrl(portal='10.0.0.3:3260', iqn='iqn.2026-11.org.clusterlab:t1.shared', lun=1, block=65536, connections=4)
+    >>> str(parse_url("iscsi://10.0.0.3/iqn.2026-11.org.clusterlab:t1.shared/1?block=262144"))
+    'iscsi://10.0.0.3:3260/iqn.2026-11.org.clusterlab:t1.shared/1?block=262144'
     """
     rest = url[len("iscsi://"):] if is_url(url) else None
+    rest, _, query = rest.partition("?") if rest else (rest, "", "")
+    options = {}
+    for kv in query.split("&") if query else []:
+        key, _, value = kv.partition("=")
+        limits = {"block": (512, 4 << 20), "connections": (1, 64)}.get(key)
+        if limits is None or not value.isdigit() or not limits[0] <= int(value) <= limits[1] or (
+                key == "block" and int(value) % 512):
+            raise ConfigError(f"{url}: bad option {kv!r} (block=BYTES, a multiple of 512 up to 4194304; "
+                              "connections=1..64)")
+        options[key] = int(value)
     parts = rest.split("/") if rest else []
     if len(parts) != 3 or not all(parts) or not parts[2].isdigit() or not parts[1].startswith("iqn."):
         raise ConfigError(f"{url}: an iSCSI source is iscsi://ADDR[:PORT]/IQN/LUN (IQN starting 'iqn.', LUN a number)")
@@ -69,7 +88,7 @@ def parse_url(url: str) -> LunUrl:
     host, _, port = portal.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{url}: bad portal {parts[0]!r} (ADDR or ADDR:PORT)")
-    return LunUrl(portal, parts[1], int(parts[2]))
+    return LunUrl(portal, parts[1], int(parts[2]), **options)
 
 
 def pack_header(regions: list[tuple[int, int]]) -> bytes:
@@ -127,11 +146,11 @@ def partition_ranges(path, parts: int) -> list[tuple[int, int]]:
     return byte_ranges(path, parts)
 
 
-def _open(url: LunUrl, connections: int = CONNECTIONS):
+def _open(url: LunUrl, connections: int | None = None):
     from clusterlab.storage.iscsi import open_lun
 
     try:
-        return open_lun(url.portal, url.iqn, url.lun, connections=connections)
+        return open_lun(url.portal, url.iqn, url.lun, connections=connections or url.connections)
     except OSError as e:
         raise ConfigError(f"{url}: {e}") from None
 
@@ -206,16 +225,17 @@ def _segments(lun, off: int, length: int, block: int, segment: int, timeout: flo
         t.join(timeout)
 
 
-def read_rank_bytes(url: str, rank: int, size: int, block: int = READ_BLOCK) -> bytes:
+def read_rank_bytes(url: str, rank: int, size: int, block: int | None = None) -> bytes:
     """The FIMI bytes of partition ``rank`` of ``size`` on the LUN, read in ``block``-byte
-    commands (several in flight)."""
+    commands (default: the URL's ``block``), several in flight."""
     with contextlib.closing(_rank_pieces(url, rank, size, block, segment=1 << 62)) as pieces:
         return b"".join(pieces)
 
 
-def _rank_pieces(url: str, rank: int, size: int, block: int, segment: int):
+def _rank_pieces(url: str, rank: int, size: int, block: int | None, segment: int):
     """Partition ``rank``'s bytes as pieces (see ``_segments``); the last is cut to the length."""
     u = parse_url(url)
+    block = block or u.block
     if size < 1 or not 0 <= rank < size:
         raise ConfigError(f"rank {rank} is outside 0..{size - 1}")
     with _open(u) as lun:
@@ -282,11 +302,11 @@ def parse_pieces(pieces, where: str):
                             None, dropped)
 
 
-def read_rank_baskets(url: str, rank: int, size: int, block: int = READ_BLOCK, segment: int = SEGMENT):
+def read_rank_baskets(url: str, rank: int, size: int, block: int | None = None, segment: int = SEGMENT):
     """Rank ``rank``'s transactions from the LUN (the same ``Baskets`` as
     ``clusterlab.data.read_partition`` of the file the LUN was written from).
 
-    Read and parse overlap: the partition arrives in ``segment``-byte pieces, read ahead by a
+    ``block``: bytes per READ command (default: the URL's). Read and parse overlap: the partition arrives in ``segment``-byte pieces, read ahead by a
     thread while the whole lines received so far are parsed (both without the GIL), so the
     rank's read takes about the longer of the two, not their sum."""
     with contextlib.closing(_rank_pieces(url, rank, size, block, segment)) as pieces:
