@@ -111,6 +111,36 @@ def iperf(tb, seconds: float, extra: list[str] | None = None) -> dict:
         srv.wait()
 
 
+def line_cpu_split(pid: int, seconds: float = 3.0) -> dict:
+    """Where the line's CPU goes: ``perf record -g`` on its process for ``seconds`` (from the
+    second second of the transfer on) and the share of samples under ``handle_softirqs``. That
+    is the receive processing of the far side (bridge, the receiving host's IP and TCP) which
+    the kernel runs in the context of whoever hands it a frame: when the line writes a frame to
+    its veth, the far host's stack runs on the line's clock, as it would on the receiving
+    machine's NIC interrupt on a real network. Empty when perf is missing."""
+    import shutil
+    import tempfile
+
+    if not shutil.which("perf"):
+        return {}
+    time.sleep(1.5)
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "perf.data")
+        r = subprocess.run(["perf", "record", "-g", "-o", data, "-p", str(pid), "--", "sleep", str(seconds)],
+                           capture_output=True, text=True, timeout=seconds + 60)
+        if r.returncode != 0:
+            return {"error": r.stderr.strip()[-200:]}
+        rep = subprocess.run(["perf", "report", "-i", data, "--children", "--sort", "sym", "--stdio", "-g", "none"],
+                             capture_output=True, text=True, timeout=120).stdout
+    def share(sym: str) -> float | None:
+        for ln in rep.splitlines():
+            if ln.rstrip().endswith(f"[k] {sym}"):
+                return round(float(ln.split("%")[0]) / 100, 4)
+        return None
+    return {"far_side_softirq_share": share("handle_softirqs") or 0.0, "ppoll_share": share("__x64_sys_ppoll"),
+            "sendmmsg_share": share("__x64_sys_sendmmsg"), "recvmsg_share": share("__x64_sys_recvmsg")}
+
+
 def mbit(x: float) -> float:
     return round(x / 1e6, 3)
 
@@ -141,8 +171,14 @@ def tcp_body(seconds: float):
         pings: list = []
         th = threading.Thread(target=lambda: pings.extend(ping(tb, n=int(seconds * 20), gap=0.05)))
         th.start()
+        split: dict = {}
+        prof = threading.Thread(target=lambda: split.update(line_cpu_split(pid))) if pid else None
+        if prof:
+            prof.start()
         res = iperf(tb, seconds)
         th.join()
+        if prof:
+            prof.join()
         wall = time.monotonic() - w0
         rx = res["end"]["sum_received"]["bits_per_second"]
         out.update(tcp_mbit=mbit(rx), of_rate=round(rx / RATE, 4),
@@ -151,7 +187,10 @@ def tcp_body(seconds: float):
             u, k = (a - b for a, b in zip(cpu_seconds(pid), c0, strict=True))
             cores = (u + k) / wall
             out.update(line_cores=round(cores, 4), line_user_share=round(u / max(u + k, 1e-9), 3),
-                       line_cores_per_100mbit=round(cores / (rx / 1e8), 4))
+                       line_cores_per_100mbit=round(cores / (rx / 1e8), 4), line_cpu_split=split)
+            share = split.get("far_side_softirq_share")
+            if share is not None:
+                out["line_own_cores"] = round(cores * (1 - share), 4)
         return out
     return body
 
@@ -246,6 +285,10 @@ def summary(pts: dict) -> dict:
         "mdev_ms": idle.get("mdev_ms"), "line_cores_at_tcp_rate": w.get("line_cores"),
         "line_cores_per_100mbit": w.get("line_cores_per_100mbit"),
         "line_cores_per_100mbit_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores_per_100mbit"),
+        "line_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores"),
+        # without the far side's receive processing, which the kernel runs in the line's context
+        "line_own_cores": w.get("line_own_cores"),
+        "line_own_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_own_cores"),
         # The line's own timing: how late it released frames after their due time (all frames).
         "line_late_mean_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_mean_ns", [])],
         "line_late_max_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_max_ns", [])]}
