@@ -129,12 +129,14 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     let mut buf = vec![0u8; MAX_FRAME];
     let mut hist = Histogram::new();
     let mut next_tick = mono_ns() + cfg.interval_ns;
+    // The watched descriptor first: while deaf the line polls it alone (polling the packet
+    // sockets costs a lock round trip each, even with no events asked for).
+    let watch = cfg.watch_fd >= 0;
     let mut fds = [
+        libc::pollfd { fd: cfg.watch_fd, events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: ports[0].as_raw_fd(), events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: ports[1].as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: cfg.watch_fd, events: libc::POLLIN, revents: 0 },
     ];
-    let nfds = if cfg.watch_fd >= 0 { 3 } else { 2 };
     let mut early = 0.0f64; // running mean of timer lateness (ns)
     let mut planned: Option<u64> = None; // the wakeup the last ppoll timeout aimed at
     let deaf_allowed = cfg.line.delay_ns >= MIN_DEAF_DELAY_NS;
@@ -203,13 +205,19 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 departure = false;
             }
         }
-        let ev = if deaf { 0 } else { libc::POLLIN };
-        fds[0].events = ev;
-        fds[1].events = ev;
+        let (first, nfds) = match (watch, deaf) {
+            (true, true) => (0, 1),
+            (true, false) => (0, 3),
+            (false, true) => (3, 0),
+            (false, false) => (1, 2),
+        };
         let wait = wake.saturating_sub(now);
         let ts = libc::timespec { tv_sec: (wait / 1_000_000_000) as libc::time_t, tv_nsec: (wait % 1_000_000_000) as libc::c_long };
         // SAFETY: fds and ts are valid for the call.
-        let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), nfds, &ts, std::ptr::null()) };
+        for f in fds.iter_mut() {
+            f.revents = 0;
+        }
+        let rc = unsafe { libc::ppoll(fds[first..].as_mut_ptr(), nfds, &ts, std::ptr::null()) };
         totals.wakeups += 1;
         if rc < 0 {
             let e = io::Error::last_os_error();
@@ -235,11 +243,11 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 Verdict::Deliver(due) => held[d].push_back(Held { due, frame }),
             }
         }
-        if nfds == 3 && fds[2].revents != 0 {
+        if watch && fds[0].revents != 0 {
             let mut b = [0u8; 64];
             // SAFETY: b is valid for 64 bytes.
             let n = unsafe { libc::read(cfg.watch_fd, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
-            if n == 0 || (n < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)) || fds[2].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 && n <= 0 {
+            if n == 0 || (n < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)) || fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 && n <= 0 {
                 break;
             }
         }
