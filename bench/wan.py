@@ -7,7 +7,9 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
 
 1. RTT: a UDP ping (64 bytes, 10 ms apart) across the idle line: mean, min, max, mdev
    (``ping``'s: population standard deviation); the same tool's RTT over a plain 1 Gbit/s
-   testbed link is recorded beside it (what the hosts' stacks add). The ping and its echo run
+   testbed link is recorded beside it (what the hosts' stacks add). Packet sockets stamp each
+   echo at every hop (``hop_times``), so the line's own hold time is separated from the hosts'
+   stacks and the tools; The ping and its echo run
    SCHED_FIFO (``chrt -f``), as the line does: on a machine loaded by others, a normal-priority
    ping measures its own scheduling delay (milliseconds at load 10), not the line's;
 2. TCP: iperf3 for ``--seconds`` (the first second omitted), received rate vs 135 Mbit/s; the
@@ -96,6 +98,91 @@ def ping(tb, n: int = 300, gap: float = 0.01) -> list[float]:
     finally:
         srv.kill()
         srv.wait()
+
+
+SO_TIMESTAMPNS = 35
+PACKET_OUTGOING = 4
+
+
+def hop_times(tb, n: int = 200) -> dict:
+    """Where a ping's round trip goes: the ping above, with packet sockets in the hosts' and the
+    router's namespaces stamping each echo request and reply as it leaves h0, enters the line
+    (router end ``a``), leaves it (``b``), reaches h1, and back (kernel receive / transmit
+    timestamps, one clock). Mean ms per hop; ``line_hold_*`` is the line alone (delay plus the
+    frame's serialization), ``stacks_and_tools_ms`` the rest of the RTT (the two hosts' sockets
+    and the Python ping and echo, which the LAN RTT measures too)."""
+    import select
+    import socket
+    import statistics
+    import struct
+
+    from clusterlab.cluster.testbed.node import in_netns
+
+    points = [(tb.hosts[0].ns, "eth0", "h0"), (tb.hosts[1].ns, "eth0", "h1")]
+    if tb.router is not None:
+        points += [(tb.router.ns, "a", "ra"), (tb.router.ns, "b", "rb")]
+    socks = {}
+    for ns, iface, name in points:
+        with in_netns(ns):
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+            s.bind((iface, 3))
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        s.setblocking(False)
+        socks[s] = name
+    seen: dict = {}
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            ready, _, _ = select.select(list(socks), [], [], 0.1)
+            for s in ready:
+                while True:
+                    try:
+                        data, anc, _, addr = s.recvmsg(2000, 64)
+                    except BlockingIOError:
+                        break
+                    ts = next((struct.unpack("qq", d[:16]) for _, typ, d in anc if typ == SO_TIMESTAMPNS), None)
+                    if ts is None or len(data) < 58 or data[12:14] != b"\x08\x00" or data[23] != 17:
+                        continue
+                    ihl = (data[14] & 15) * 4
+                    sport, dport = struct.unpack("!HH", data[14 + ihl:18 + ihl])
+                    if 7 not in (sport, dport):
+                        continue
+                    seq = int.from_bytes(data[22 + ihl:30 + ihl], "big")
+                    key = (socks[s], "req" if dport == 7 else "rep", "out" if addr[2] == PACKET_OUTGOING else "in")
+                    seen.setdefault(seq, {})[key] = ts[0] + ts[1] / 1e9
+
+    th = threading.Thread(target=loop)
+    th.start()
+    try:
+        rtts = ping(tb, n=n, gap=0.01)
+    finally:
+        time.sleep(0.2)
+        stop.set()
+        th.join()
+        for s in socks:
+            s.close()
+    path = [("h0", "req", "out"), ("ra", "req", "in"), ("rb", "req", "out"), ("h1", "req", "in"),
+            ("h1", "rep", "out"), ("rb", "rep", "in"), ("ra", "rep", "out"), ("h0", "rep", "in")]
+    hops: dict = {}
+    for e in seen.values():
+        got = [(k, e[k]) for k in path if k in e]
+        for (a, x), (b, y) in zip(got, got[1:], strict=False):
+            hops.setdefault(f"{a[0]} {a[2]} -> {b[0]} {b[2]}", []).append((y - x) * 1e3)
+    out = {"rtt": rtt_stats(rtts), "hops_mean_ms": {k: round(statistics.fmean(v), 4) for k, v in hops.items()},
+           "hops_median_ms": {k: round(statistics.median(v), 4) for k, v in hops.items()}}
+    m = out["hops_mean_ms"]
+    if "ra in -> rb out" in m and "rb in -> ra out" in m:
+        ideal = tb.wan.settings["delay_ns"] / 1e6 + 106 * 8 / tb.wan.settings["rate_bps"] * 1e3  # 64 B payload frame
+        out["line_hold_ms"] = [m["ra in -> rb out"], m["rb in -> ra out"]]
+        out["line_hold_error_ms"] = [round(v - ideal, 4) for v in out["line_hold_ms"]]
+        out["line_rtt_error_ms"] = round(sum(out["line_hold_error_ms"]), 4)
+    if rtts:
+        out["stacks_and_tools_ms"] = round(out["rtt"]["mean_ms"] - sum(m.values()), 4)
+        out["network_hops_outside_line_ms"] = round(sum(v for k, v in m.items()
+                                                        if k not in ("ra in -> rb out", "rb in -> ra out")
+                                                        and not k.startswith("h1 in")), 4)
+    return out
 
 
 def iperf(tb, seconds: float, extra: list[str] | None = None) -> dict:
@@ -238,8 +325,8 @@ def main() -> int:
 
 
 def main_points(pts: dict, wan: dict, s: float) -> None:
-    pts["lan_rtt"] = measure("lan_rtt", dict(hosts=2, rate="1Gbit"), lambda tb: {"rtt": rtt_stats(ping(tb))})
-    pts["wan_rtt_idle"] = measure("wan_rtt_idle", wan, lambda tb: {"rtt": rtt_stats(ping(tb))})
+    pts["lan_rtt"] = measure("lan_rtt", dict(hosts=2, rate="1Gbit"), hop_times)
+    pts["wan_rtt_idle"] = measure("wan_rtt_idle", wan, hop_times)
     pts["tbf_135_tcp"] = measure("tbf_135_tcp", dict(hosts=2, rate="135Mbit", buffer="256KiB"), tcp_body(s))
     pts["wan_tcp"] = measure("wan_tcp", wan, tcp_body(s))
     pts["wan_tcp_mtu1500"] = measure("wan_tcp_mtu1500", {**wan, "mtu": 1500}, tcp_body(s))
@@ -283,6 +370,9 @@ def summary(pts: dict) -> dict:
         "rtt_error_minus_stack_ms": round(idle["mean_ms"] - lan["mean_ms"] - 12.0, 4)
         if idle.get("n") and lan.get("n") else None,
         "mdev_ms": idle.get("mdev_ms"), "line_cores_at_tcp_rate": w.get("line_cores"),
+        # the line alone, between its two ports by kernel timestamps (what the RTT target is about)
+        "line_rtt_error_ms": pts["wan_rtt_idle"].get("line_rtt_error_ms"),
+        "rtt_stacks_and_tools_ms": pts["wan_rtt_idle"].get("stacks_and_tools_ms"),
         "line_cores_per_100mbit": w.get("line_cores_per_100mbit"),
         "line_cores_per_100mbit_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores_per_100mbit"),
         "line_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores"),
