@@ -125,3 +125,25 @@ def test_line_dies_with_its_driver_even_on_sigkill(name):
     finally:
         drv.kill()
         drv.wait()
+
+
+@pytest.mark.root
+def test_switch_capture_counts_a_wan_frame_once(name):
+    """A frame across the line enters the switch twice (from its host, then from the line);
+    the switch's length histogram counts it once, on the sending host's port."""
+    from clusterlab.monitor.capture import PacketCapture, bucket_of
+
+    topo = StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="1ms")
+    with Testbed(topo, name=name) as tb:
+        cap = PacketCapture(tb.switch.ns).start()
+        try:
+            tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                             f"[s.sendto(b'x' * 1000, ('{tb.hosts[1].addr}', 9)) for _ in range(50)]"], timeout=30)
+            time.sleep(0.3)
+            cap.drain()
+            snap = cap.snapshot()
+        finally:
+            cap.stop()
+        b = bucket_of(1000 + 28 + 14)  # UDP payload + IP/UDP headers + Ethernet header
+        per_iface = {k: v[0][b] for k, v in snap.items() if v[0][b]}
+        assert per_iface == {"p0": 50}, per_iface
