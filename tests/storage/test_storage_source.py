@@ -136,3 +136,16 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
         clean_storage(name)
         clean(name)
     assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
+
+
+@pytest.mark.parametrize("kw, msg", [({"network": "wan"}, "network must be one of consolidated, san"),
+                                     ({"bonnie_size": "10MB"}, "bonnie_size must be a multiple of 4194304"),
+                                     ({"algorithm": "apriori"}, "algorithm must be one of"),
+                                     ({"backing_rate": "fast"}, "backing_rate")])
+def test_mining_workload_refuses_bad_settings(kw, msg):
+    from clusterlab.experiments.workloads.storage import mining_from_target
+
+    with pytest.raises(ConfigError, match=msg):
+        mining_from_target(**kw)
+    w = mining_from_target(bonnie=True, bonnie_size="8MiB", network="san")
+    assert (w.params["bonnie"], w.params["network"], w.params["rescan"]) == (True, "san", True)

@@ -254,12 +254,14 @@ def _s001_growing(rows):
 
 
 def _s001_cpu_turns(rows):
-    user, wait = _by_ranks(rows, "initiator_user_cpu"), _by_ranks(rows, "initiator_io_wait_threads")
+    """The first initiator's user CPU, and the share of the job spent waiting for the target
+    (``io_share``: a userspace initiator's wait is idle time to the kernel, not I/O wait)."""
+    user, wait = _by_ranks(rows, "initiator_user_cpu"), _by_ranks(rows, "io_share")
     if len(user) < 2 or len(wait) < 2:
         return "not measured", None
     lo, hi = min(user), max(user)
-    text = (f"first initiator: {_g(user[lo])} cores user, {_g(wait[lo])} threads waiting at {lo}; "
-            f"{_g(user[hi])} user, {_g(wait[hi])} waiting at {hi}")
+    text = (f"first initiator: {_g(user[lo])} cores user, {_g(wait[lo])} of the job reading at {lo} initiators; "
+            f"{_g(user[hi])} user, {_g(wait[hi])} reading at {hi}")
     return text, user[hi] < user[lo] and wait[hi] > wait[lo]
 
 

@@ -16,7 +16,7 @@ STUDY = dataclasses.replace(
     report=[scatter(x="ranks", y="st_tx_mbps"),
             scatter(x="ranks", y="st_rx_mbps"),
             scatter(x="ranks", y="initiator_user_cpu"),
-            scatter(x="ranks", y="initiator_io_wait_threads"),
+            scatter(x="ranks", y="io_share"),
             scatter(x="ranks", y="target_cpu"),
             scatter(x="ranks", y="target_io_wait_threads"),
             scatter(x="ranks", y="backing_mbps"),

@@ -25,7 +25,10 @@ initiators). ``network``: ``consolidated`` (iSCSI on the compute switch, as the 
 per-host CPU: the target's link (``st_tx_mbps``, ``st_rx_mbps``), its CPU (``target_cpu``,
 cores) and threads waiting for the disk (``target_io_wait_threads``), the backing store's
 MB/s, the first initiator's user CPU and waiting threads (``initiator_user_cpu``,
-``initiator_io_wait_threads``), and the bottleneck named as ``bench.storage.phase_usage`` does.
+``initiator_io_wait_threads``: the libiscsi initiator waits for the target in poll(), which
+the kernel counts as idle, not I/O wait, so ``io_share``, the share of the job the slowest
+rank spent reading and rescanning, stands for the seed's "WAIT CPU"), and the bottleneck
+named as ``bench.storage.phase_usage`` does.
 
 >>> iscsi_bonnie(size="8MB").params["size"], mining_from_target().params["algorithm"]
 ('8MB', 'hpa')
@@ -184,7 +187,7 @@ class _BackgroundBonnie:
             raise OSError("; ".join(self.errors))
 
 
-def _job_usage(tbl, tb, st, first, rate_bps, backing_bps, port) -> dict:
+def _job_usage(tbl, st, first, rate_bps, backing_bps, port) -> dict:
     """``phase_usage`` of one job, plus the first initiator's user CPU and waiting threads."""
     from clusterlab.bench.storage import phase_usage
 
@@ -236,8 +239,11 @@ def _mining(session, params, reps, warmup):
                    "rescan_seconds": sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if config.rescan else 0.0,
                    "itemsets": r.table.num_rows, "bytes": sum(lengths), "rescan": config.rescan,
                    "bonnie_mbps": bonnie.mbps if bonnie else 0.0,
-                   **_job_usage(mon.table(), tb, st, clients[0], tb.topo.rate_bps, backing,
+                   **_job_usage(mon.table(), st, clients[0], tb.topo.rate_bps, backing,
                                 None if san else st.port)}
+            # the share of the job the slowest rank spent waiting for the target (reads and rescans): what
+            # the seed's Ganglia shows as the initiator's I/O wait (a userspace initiator waits in poll(), idle)
+            row["io_share"] = round((row["read_seconds"] + row["rescan_seconds"]) / r.job_s, 3) if r.job_s else 0.0
             if params["compare_local"]:
                 loc = run_parallel(path, n, params["algorithm"], params["min_support"], testbed=tb.name, config=config)
                 if not loc.table.equals(r.table):
