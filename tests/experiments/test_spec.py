@@ -100,7 +100,10 @@ def test_settings_a_cluster_cannot_take_are_refused_with_the_reason():
 
 def test_set_and_quick_overrides():
     s = load("seed000-fig3")
-    t = s.with_settings(parse_settings(["repeat=2", "rto_min=5ms,1s", "scale=16 hosts", "hosts=4"]))
+    both = s.with_settings(parse_settings(["rto_min=5ms,1s", "scale=16 hosts"]))   # the stack axis: both stacks
+    assert [(p.settings["stack"], p.settings["rto_min"]) for p in both.points() if not p.check] == \
+        [("linux", "5ms"), ("linux", "1s"), ("seed-era", "5ms"), ("seed-era", "1s")]
+    t = s.with_settings(parse_settings(["repeat=2", "rto_min=5ms,1s", "scale=16 hosts", "hosts=4", "stack=linux"]))
     pts = [p for p in t.points() if not p.check]
     assert t.repeat == 2 and [p.settings["rto_min"] for p in pts] == ["5ms", "1s"]
     assert all(p.settings["hosts"] == 4 for p in t.points())  # the checks too

@@ -58,6 +58,14 @@ def test_seed000_fig2_quick_runs_and_reports(tmp_path):
         mx = pm["applied"]["rto_max_ms_per_host"]
         assert all(v == round(pm["settings"]["rto_max_s"] * pm["dilation"] * 1000) for v in mx)
         assert not any(leftovers(pm["applied"]["testbed"]).values())
+    # both TCP stacks ran, each point says which, and the report judges the seed against each
+    assert {r["stack"] for r in rows} == {"linux", "seed-era"}
+    for pm in meta["points"]:
+        assert pm["applied"]["tcp_stack"] == pm["settings"]["stack"]
+        if pm["settings"]["stack"] == "seed-era":
+            assert set(pm["applied"]["stack_sysctls"].values()) == {0} and len(pm["applied"]["stack_sysctls"]) == 5
+    assert "seed-era TCP as seed 000's Solaris 2.5.1 had it" in meta["emulated"]["tcp stack"]
+    assert "(seed-era TCP)" in md and "(linux TCP)" in md
 
 
 @pytest.mark.slow
