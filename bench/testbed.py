@@ -7,7 +7,8 @@
    port buffers, 50 KB blocks, ``--reps`` rounds per point: default RTO (200 ms) vs tuned
    (``--tuned``, 5 ms), undilated and dilated, host queue 256 KB vs a NIC's 1000 packets, send
    order same vs shifted, today's Linux TCP (the machine's congestion control, initial window
-   10) vs seed-era TCP (Reno, initial window 2); a loss-free baseline (4 MB port buffers) per
+   10, SACK, RACK, tail loss probes) vs seed-era TCP (``stack=seed-era``: Reno, initial window 2,
+   no SACK, RACK, TLP, F-RTO or timestamps); a loss-free baseline (4 MB port buffers) per
    dilation. Targets: default/tuned >= 2x undilated; tuned <= 2x the line-rate ideal;
 3. two dilations agree (within 10%) on a point both can express: seed 000's MIN = 200 ms,
    MAX = MIN + 100 ms, which needs k >= 3.34 (the kernel's MAX is at least 1 s);
@@ -33,7 +34,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TCP = {"linux": "", "seed": "congestion=reno,initcwnd=2"}
+# "linux": this kernel's TCP as it is; "seed-era": seed 000's Solaris 2.5.1 (Reno, initial window
+# 2, no SACK, RACK, tail loss probes, F-RTO or timestamps: per-host sysctls); "reno-iw2": only
+# Reno and the initial window (the previous round's "seed" rows).
+TCP = {"linux": "", "seed-era": "stack=seed-era", "reno-iw2": "congestion=reno,initcwnd=2"}
 
 
 def naive_updown(n: int) -> float:
@@ -96,7 +100,9 @@ def point(hosts: int, reps: int, transport: str, dilation: float = 1.0, host_que
             "slowest_rank_rto_wait_s": [x["rto_wait_s"] for x in slow],
             "max_rank_rto_wait_s": [max(y["rto_wait_s"] for y in x["ranks"]) for x in reps_],
             "slowest_rank_transfer_s": [x["transfer_s"] for x in slow],
-            "cpu_idle": [x["cpu_idle"] for x in reps_], "cpu_bound_reps": s["cpu_bound_reps"],
+            "rto_wait_s_per_rank_median": [statistics.median(y["rto_wait_s"] for y in x["ranks"]) for x in reps_],
+            "cpu_idle": [x["cpu_idle"] for x in reps_], "cpu_spare": [x.get("cpu_spare") for x in reps_],
+            "cpu_bound_reps": s["cpu_bound_reps"],
             "loadavg_before": s["loadavg_before"], "loadavg_after": s["loadavg_after"]}
 
 
@@ -107,8 +113,8 @@ def incast_table(args) -> list[dict]:
         base["label"] = "loss-free (4 MB port buffers)"
         rows.append(base)
         print(json.dumps(base), flush=True)
-        for queue in ("256KB", "1000p"):
-            for order in ("same", "shifted"):
+        for queue in args.queues:
+            for order in args.orders:
                 for tcp in args.tcp:
                     pair = {}
                     for which, rto in (("default", ""), ("tuned", args.tuned)):
@@ -132,7 +138,7 @@ def dilation_agreement(args) -> dict:
     from clusterlab.cluster.testbed.dilation import agree, common_dilations
     from clusterlab.net.transport_config import TransportConfig
 
-    text = "rto_min=200ms,rto_max_offset=100ms," + TCP["seed"]
+    text = "rto_min=200ms,rto_max_offset=100ms," + TCP["seed-era"]
     ks = common_dilations(TransportConfig.parse(text, place="testbed"), [1, 2, 4, 8])[:2]
     pts = [point(16, args.reps, text, k, "1000p", "same") for k in ks]
     res = agree(pts[0]["seconds"], pts[1]["seconds"], 0.10)
@@ -144,7 +150,9 @@ def main() -> int:
     ap.add_argument("--hosts-updown", type=int, default=100)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--dilations", type=float, nargs="+", default=[1.0, 4.0])
-    ap.add_argument("--tcp", nargs="+", default=["linux", "seed"], choices=sorted(TCP))
+    ap.add_argument("--tcp", nargs="+", default=["linux", "seed-era"], choices=sorted(TCP))
+    ap.add_argument("--queues", nargs="+", default=["256KB", "1000p"], help="host queues of the incast table")
+    ap.add_argument("--orders", nargs="+", default=["same", "shifted"], choices=["same", "shifted"])
     ap.add_argument("--tuned", default="rto_min=5ms")
     ap.add_argument("--skip-updown", action="store_true")
     ap.add_argument("--skip-naive", action="store_true")
@@ -160,8 +168,17 @@ def main() -> int:
 
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
-    res: dict = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": load_before,
-                             "note": "shared machine: other helpers' jobs ran meanwhile; see cpu_idle per round"}}
+    res: dict = {}
+    if os.path.exists(args.out):  # keep what this run does not re-measure; the replaced tables as *_previous
+        with open(args.out) as f:
+            res = json.load(f)
+    res["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": load_before,
+                      "note": "shared machine: other helpers' jobs (niced) ran meanwhile; see cpu_spare per round"}
+
+    def replace(key, value):
+        if key in res:
+            res[key + "_previous"] = res.pop(key)
+        res[key] = value
 
     def save():
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -175,32 +192,35 @@ def main() -> int:
         if not args.skip_naive:
             u["naive_one_process_per_command_seconds"] = round(naive_updown(args.hosts_updown), 3)
             u["speedup_vs_naive"] = round(u["naive_one_process_per_command_seconds"] / u["total_seconds"], 1)
-        res["updown"] = u
+        replace("updown", u)
         print(json.dumps(u), flush=True)
         save()
     if not args.skip_incast:
-        res["incast16"] = {"reps": args.reps, "tuned": args.tuned, "tcp": {k: TCP[k] or "kernel defaults"
-                                                                          for k in args.tcp},
-                           "rows": incast_table(args)}
+        replace("incast16", {"reps": args.reps, "tuned": args.tuned, "tcp": {k: TCP[k] or "kernel defaults"
+                                                                            for k in args.tcp},
+                             "rows": incast_table(args)})
         save()
     if not args.skip_agreement:
-        res["dilation_agreement"] = dilation_agreement(args)
+        replace("dilation_agreement", dilation_agreement(args))
         print(json.dumps({k: v for k, v in res["dilation_agreement"].items() if k != "points"}), flush=True)
         save()
     if args.hosts100:
         pts = {}
-        for label, text in (("default", ""), ("tuned", "rto_min=5ms"), ("seed_default", TCP["seed"]),
-                            ("seed_tuned", TCP["seed"] + ",rto_min=5ms")):
+        replace("hosts100", pts)
+        for label, text in (("default", ""), ("tuned", "rto_min=5ms"), ("seed_default", TCP["seed-era"]),
+                            ("seed_tuned", TCP["seed-era"] + ",rto_min=5ms")):
             try:
                 pts[label] = point(100, 3, text, 10.0, "1000p", "same")
             except Exception as e:  # e.g. 100 interpreters not started in time on a loaded machine
                 with open("/proc/loadavg") as f:
                     pts[label] = {"error": str(e)[:300], "loadavg": f.read().split()[:3]}
             print(label, json.dumps({k: v for k, v in pts[label].items() if k != "seconds"}), flush=True)
-            res["hosts100"] = pts
             save()
     with open("/proc/loadavg") as f:
         res["machine"]["loadavg_after"] = f.read().split()[:3]
+    res["machine"]["median_cpu_spare"] = statistics.median(
+        [i for r in res.get("incast16", {}).get("rows", []) for p in ([r] if "cpu_spare" in r else [r["default"], r["tuned"]])
+         for i in p.get("cpu_spare", []) if i is not None] or [float("nan")])
     res["machine"]["median_cpu_idle"] = statistics.median(
         [i for r in res.get("incast16", {}).get("rows", []) for p in ([r] if "cpu_idle" in r else [r["default"], r["tuned"]])
          for i in p["cpu_idle"]] or [float("nan")])

@@ -58,6 +58,14 @@ def test_seed000_fig2_quick_runs_and_reports(tmp_path):
         mx = pm["applied"]["rto_max_ms_per_host"]
         assert all(v == round(pm["settings"]["rto_max_s"] * pm["dilation"] * 1000) for v in mx)
         assert not any(leftovers(pm["applied"]["testbed"]).values())
+    # both TCP stacks ran, each point says which, and the report judges the seed against each
+    assert {r["stack"] for r in rows} == {"linux", "seed-era"}
+    for pm in meta["points"]:
+        assert pm["applied"]["tcp_stack"] == pm["settings"]["stack"]
+        if pm["settings"]["stack"] == "seed-era":
+            assert set(pm["applied"]["stack_sysctls"].values()) == {0} and len(pm["applied"]["stack_sysctls"]) == 5
+    assert "seed-era TCP as seed 000's Solaris 2.5.1 had it" in meta["emulated"]["tcp stack"]
+    assert "(seed-era TCP)" in md and "(linux TCP)" in md
 
 
 @pytest.mark.slow
@@ -73,6 +81,7 @@ def test_seed000_fig6_quick_replays_recorded_compute(tmp_path):
     assert meta["status"] == "complete" and "replayed" in meta["emulated"]["compute"]
     rows = __import__("pyarrow.parquet", fromlist=["x"]).read_table(tmp_path / "table.parquet").to_pylist()
     assert {(r["ranks"], r["dilation"]) for r in rows} == {(1, 1.0), (1, 3.0), (4, 1.0), (4, 3.0)}
+    assert len(rows) == 6  # default at k = 1, default at k = 3, tuned at k = 3; 1 and 4 hosts
     by_ranks: dict = {}
     for row in rows:  # both settings replay the same recording: the same result and bytes
         by_ranks.setdefault(row["ranks"], set()).add((row["itemsets"], row["bytes_sent"]))

@@ -139,3 +139,81 @@ def test_testbed_clean_needs_a_name_or_all():
 def test_every_testbed_help_has_examples(sub):
     r = CliRunner().invoke(cli, ["testbed", *sub, "--help"])
     assert r.exit_code == 0 and "Examples:" in r.output and "clusterlab testbed" in r.output
+
+
+def test_named_stacks_set_the_seed_era_knobs_and_round_trip():
+    c = TransportConfig.parse("stack=seed-era,rto_min=5ms", place="testbed")
+    assert (c.congestion, c.initcwnd, c.sack, c.recovery, c.early_retrans, c.frto, c.timestamps) == \
+        ("reno", 2, False, False, False, False, False)
+    assert c.to_text() == "rto_min=5ms,stack=seed-era,place=testbed"
+    assert TransportConfig.parse(c.to_text()) == c and TransportConfig.from_json(c.to_json()) == c
+    s = c.namespace_sysctls(0)
+    assert {k: s[k] for k in s if k != "net/ipv4/tcp_rto_min_us"} == {
+        "net/ipv4/tcp_sack": 0, "net/ipv4/tcp_recovery": 0, "net/ipv4/tcp_early_retrans": 0,
+        "net/ipv4/tcp_frto": 0, "net/ipv4/tcp_timestamps": 0}
+    assert c.route_attributes() == {"initcwnd": 2} and c.stack_name() == "seed-era"
+    # a knob beside the profile wins over it; single knobs without a profile
+    c = TransportConfig.parse("stack=seed-era,sack=true,initcwnd=4", place="testbed")
+    assert (c.sack, c.initcwnd, c.timestamps) == (True, 4, False)
+    assert c.stack_name() == "seed-era with sack=true, initcwnd=4"
+    assert TransportConfig.parse("timestamps=off", place="testbed").namespace_sysctls(0) == \
+        {"net/ipv4/tcp_timestamps": 0}
+    assert TransportConfig.parse("stack=linux", place="testbed").namespace_sysctls(0) == {}
+    assert TransportConfig.parse("stack=linux").stack_name() == "linux"   # loopback takes linux (nothing set)
+    for bad, msg in (("stack=solaris", "stack must be one of linux, seed-era, got 'solaris'"),
+                     ("sack=maybe", "sack must be true or false"), ("frto=2", "frto must be true or false")):
+        with pytest.raises(ConfigError, match=msg):
+            TransportConfig.parse(bad, place="testbed")
+    with pytest.raises(ConfigError, match="stack seed-era sets .* per host, on a testbed only"):
+        TransportConfig.parse("stack=seed-era")
+    with pytest.raises(ConfigError, match="sack is set per host on a testbed only"):
+        TransportConfig.parse("sack=false")
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--transport", "stack=solaris"], "stack must be one of linux, seed-era, got 'solaris'"),
+    (["--transport", "stack=seed-era"], "stack seed-era sets"),          # loopback: no per-host sysctls
+    (["--hosts", "4", "--transport", "sack=perhaps"], "sack must be true or false"),
+])
+def test_bench_broadcast_refuses_a_bad_stack_in_one_line(args, msg, capsys):
+    from clusterlab.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "broadcast", "--reps", "1", *args])
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert e.value.code == 2 and len(lines) == 1 and msg in lines[0], err
+
+
+@pytest.mark.root
+def test_seed_era_sysctls_land_in_every_host_namespace(name):
+    """Every host namespace gets the seed-era knobs (and only host namespaces: the switch and this
+    machine keep theirs); a connection between two hosts really runs without SACK and timestamps,
+    with Reno and an initial window of 2 on the route."""
+    import subprocess
+    import sys
+
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+
+    want = {"tcp_sack": "0", "tcp_recovery": "0", "tcp_early_retrans": "0", "tcp_frto": "0", "tcp_timestamps": "0"}
+    root = {k: open(f"/proc/sys/net/ipv4/{k}").read().strip() for k in want}
+    t = TransportConfig.parse("stack=seed-era", place="testbed")
+    with Testbed(StarTopo(hosts=3), name=name, transport=t) as tb:
+        for h in tb.hosts:
+            got = dict(zip(want, h.run(["cat", *(f"/proc/sys/net/ipv4/{k}" for k in want)]).stdout.split(), strict=True))
+            assert got == want, (h.name, got)
+            assert "initcwnd 2" in h.run(["ip", "route", "show", "10.0.0.0/16"]).stdout
+        sw = dict(zip(want, tb.switch.run(["cat", *(f"/proc/sys/net/ipv4/{k}" for k in want)]).stdout.split(),
+                      strict=True))
+        assert sw == root
+        h0, h1 = tb.hosts[:2]
+        srv = h1.popen([sys.executable, "-c", "import socket;s=socket.create_server(('10.0.0.2',5002));c,_=s.accept();"
+                        "c.recv(1)"], stdout=subprocess.PIPE, text=True)
+        # tcp_info byte 5 is tcpi_options: 1 timestamps, 2 SACK
+        out = h0.run([sys.executable, "-c", "import socket,time\nfor _ in range(50):\n try: s=socket.create_connection("
+                      "('10.0.0.2',5002),timeout=2);break\n except OSError: time.sleep(0.1)\n"
+                      "s.setsockopt(socket.IPPROTO_TCP,socket.TCP_CONGESTION,b'reno')\n"
+                      "i=s.getsockopt(socket.IPPROTO_TCP,socket.TCP_INFO,104);print(i[5]);s.send(b'x')"], timeout=60)
+        srv.communicate(timeout=30)
+        assert out.returncode == 0 and int(out.stdout) & 3 == 0, out
+    assert {k: open(f"/proc/sys/net/ipv4/{k}").read().strip() for k in want} == root

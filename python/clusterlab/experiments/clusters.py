@@ -28,7 +28,11 @@ from collections.abc import Iterator
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import InProcess, Loopback, Mpi, Point, Tcp, Testbed
+from clusterlab.net.transport_config import STACK_SYSCTLS
 from clusterlab.units import parse_duration, parse_size
+
+# The loss-recovery sysctls a TCP stack sets (and tcp_window_scaling), as the point's meta shows them.
+STACK_SYSCTL_NAMES = {p.split("/")[-1] for p, _, _ in STACK_SYSCTLS.values()} | {"tcp_window_scaling"}
 
 MIN_SYSCTL = "net/ipv4/tcp_rto_min_us"
 MAX_SYSCTL = "net/ipv4/tcp_rto_max_ms"
@@ -44,8 +48,10 @@ def star_topo(point: Point):
     from clusterlab.cluster.testbed import StarTopo
 
     c: Testbed = point.cluster
+    wan = ({"sites": c.sites, "wan_rate": c.wan_rate, "wan_delay": c.wan_delay, "wan_queue": c.wan_queue,
+            "wan_shared": bool(c.wan_shared)} if c.sites is not None else {})
     return StarTopo(hosts=c.n_hosts(), rate=c.rate, buffer=c.buffer, host_queue=c.host_queue, mtu=int(c.mtu),
-                    dilation=float(point.dilation))
+                    dilation=float(point.dilation), **wan)
 
 
 def transport_config(point: Point, place: str):
@@ -62,20 +68,28 @@ def transport_config(point: Point, place: str):
                            rto_max_offset=dur(t.rto_max_offset), congestion=t.congestion, seed=t.seed,
                            sndbuf=parse_size(t.sndbuf) if t.sndbuf is not None else None,
                            rcvbuf=parse_size(t.rcvbuf) if t.rcvbuf is not None else None,
-                           rmem=t.rmem, wmem=t.wmem, place=place)
+                           rmem=t.rmem, wmem=t.wmem, stack=t.stack, initcwnd=t.initcwnd,
+                           **{k: getattr(t, k) for k in Tcp.STACK_KNOBS}, place=place)
 
 
 def tcp_from_transport(config) -> Tcp:
     """A ``TransportConfig`` (e.g. from ``cli.options.transport_options``) as a study's ``Tcp``;
     knobs a study cannot vary yet are refused, naming them."""
-    unsupported = [k for k, v in (("nodelay", not config.nodelay), ("rto_max_jitter", config.rto_max_jitter),
-                                  ("initcwnd", config.initcwnd is not None),
-                                  ("window_scaling", config.window_scaling is not None)) if v]
+    unsupported = [k for k, v in (("nodelay", not config.nodelay), ("rto_max_jitter", config.rto_max_jitter)) if v]
     if unsupported:
         raise ConfigError(f"{', '.join(unsupported)}: not a study setting yet (clusterlab.experiments.Tcp)")
+    from clusterlab.net.transport_config import STACKS
+
+    implied = STACKS.get(config.stack, {})  # what the named stack sets is not repeated
+
+    def own(k):
+        v = getattr(config, k)
+        return None if k in implied and implied[k] == v else v
+
     return Tcp(rto_min=config.rto_min, rto_jitter=config.rto_min_jitter or None, rto_max=config.rto_max,
                rto_max_offset=config.rto_max_offset, sndbuf=config.sndbuf, rcvbuf=config.rcvbuf, rmem=config.rmem,
-               wmem=config.wmem, congestion=config.congestion, seed=config.seed)
+               wmem=config.wmem, congestion=own("congestion"), seed=config.seed, stack=config.stack,
+               initcwnd=own("initcwnd"), **{k: own(k) for k in Tcp.STACK_KNOBS})
 
 
 def testbed_sysctls(point: Point) -> dict[str, dict]:
@@ -225,7 +239,14 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
         s.applied = {"testbed": tb.name, "up_seconds": round(tb.timings.get("up", 0.0), 3),
                      "rto_min_us_per_host": [tb.sysctls[h].get(MIN_SYSCTL) for h in names],
                      "rto_max_ms_per_host": [tb.sysctls[h].get(MAX_SYSCTL) for h in names],
+                     "tcp_stack": tb.transport.stack_name(),
+                     "stack_sysctls": {k: v for k, v in tb.sysctls[names[0]].items()
+                                       if k.split("/")[-1] in STACK_SYSCTL_NAMES},
                      "warnings": list(tb.warnings)}
+        if c.wan_description():
+            s.notes.append(c.wan_description() + "; site links " + str(c.rate))
+        elif c.sites is None and point.settings.get("network"):  # a study that varies the network: say this one
+            s.notes.append(f"{point.settings['network']}: {c.n_hosts()} hosts on one switch, links {c.rate}")
         if s.dilation != 1.0:
             s.notes.append(f"dilated k={s.dilation:g}: link rates / {s.dilation:g}, RTO bounds x {s.dilation:g}, "
                            "times / k; the kernel's fixed timers (delayed ACK, loss probe) are not scaled")

@@ -238,7 +238,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
             "git": git_revision(), "machine": machine(), "argv": sys.argv, "quick": quick,
             "overrides": dict(overrides or {}), "spec": study.to_dict(), "started": time.time(),
             "load_before": load_average(), "status": "running",
-            "emulated": _emulated(study), "points": []}
+            "emulated": _emulated(study, points), "points": []}
     writer.meta(meta)
     res = RunResult(study, points, [], run_dir, meta)
     total = len(points) * study.repeat
@@ -300,7 +300,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
     return res
 
 
-def _emulated(study: Study) -> dict:
+def _emulated(study: Study, points=()) -> dict:
     """What the run emulates rather than has, in words (the report repeats it)."""
     c = study.cluster
     out = {"cluster": c.kind}
@@ -309,6 +309,7 @@ def _emulated(study: Study) -> dict:
                           f"with {c.buffer} output buffer per switch port and a {c.host_queue} host queue, MTU {c.mtu}")
         out["dilation"] = ("per point (see each point's dilation): rates / k, RTO bounds x k, times / k; fixed kernel "
                            "timers (delayed ACK, loss probe, 4 ms jiffies) unscaled")
+        out["tcp stack"] = _stacks(points)
     elif c.kind in ("loopback", "mpi"):
         out["network"] = "loopback on one machine: no link rate, no switch; TCP settings per socket"
     else:
@@ -317,11 +318,38 @@ def _emulated(study: Study) -> dict:
     if compute is not None:
         out["compute"] = ("replayed: a real run per host count recorded each rank's computation and messages; each "
                           "repetition sends the same messages over the real TCP while every rank waits the CPU "
-                          "seconds it computed (a core of its own), times the dilation; validated against real "
-                          "runs in bench/results/replay_validation.json" if compute == "replay" else "real (the miners run)")
+                          "seconds it computed (a core of its own), times the dilation and times the point's "
+                          "compute_scale (1: this machine's CPU; c: a CPU c times slower); validated (at "
+                          "compute_scale 1) against real runs in bench/results/replay_validation.json"
+                          if compute == "replay" else "real (the miners run)")
         if compute == "replay":
             out["replay validation"] = replay_validation()
     return out
+
+
+STACK_WORDS = {
+    "linux": "this machine's Linux 6.18 TCP as it is (its congestion control, initial window 10, SACK, RACK, "
+             "tail loss probes, F-RTO, timestamps)",
+    "seed-era": "seed-era TCP as seed 000's Solaris 2.5.1 had it (Reno, initial window 2, no SACK, no RACK: "
+                "three duplicate ACKs or the RTO, no tail loss probe, no F-RTO, no timestamps; per-host sysctls)",
+}
+
+
+def _stacks(points) -> str:
+    """Which TCP stack each point ran, in words: ``linux`` at points 0-3; ``seed-era`` at 4-7."""
+    from clusterlab.experiments.clusters import transport_config
+
+    by: dict[str, list[int]] = {}
+    for p in points:
+        try:
+            name = transport_config(p, "testbed").stack_name()
+        except ConfigError as e:  # the runner refuses such a point before it runs; say why here too
+            name = f"not expressible ({e})"
+        by.setdefault(name, []).append(p.index)
+    if len(by) == 1:
+        (name,) = by
+        return STACK_WORDS.get(name, name) + " at every point"
+    return "; ".join(f"{STACK_WORDS.get(n, n)} at points {', '.join(map(str, ix))}" for n, ix in by.items())
 
 
 def replay_validation(path: Path | None = None) -> str:

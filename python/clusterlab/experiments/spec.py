@@ -31,7 +31,7 @@ import dataclasses
 import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from clusterlab.errors import ConfigError
@@ -77,9 +77,20 @@ class Tcp:
     ``rto_max``: one maximum RTO for every host, or ``rto_max_offset``: each host's MAX is its
     own MIN plus this (seed 000's MAX = MIN + 100 ms). ``sndbuf``/``rcvbuf``: per socket;
     ``rmem``/``wmem``: per-host ``tcp_rmem``/``tcp_wmem`` (testbed); ``congestion``: per socket.
+    ``stack``: ``linux`` (this kernel as it is) or ``seed-era`` (seed 000's Solaris 2.5.1: Reno,
+    initial window 2, no SACK, RACK, tail loss probe, F-RTO or timestamps; testbed only); the
+    single knobs ``initcwnd``, ``window_scaling``, ``sack``, ``recovery`` (RACK),
+    ``early_retrans`` (tail loss probes), ``frto``, ``timestamps`` win over the profile
+    (``clusterlab.net.transport_config``).
 
     >>> Tcp(rto_min="250ms", rto_jitter="100ms", rto_max_offset="100ms").describe()
     'MIN 250ms..350ms random per node, MAX = MIN + 100ms'
+    >>> Tcp.parse("stack=seed-era,rto_min=5ms").describe()
+    'MIN 5ms, seed-era TCP'
+    >>> Tcp(stack="solaris")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: stack must be one of linux, seed-era, got 'solaris'
     >>> Tcp.parse("rto_min=5ms,rto_max=1s") == Tcp(rto_min="5ms", rto_max="1s")
     True
     >>> Tcp.parse("default")
@@ -97,8 +108,25 @@ class Tcp:
     congestion: str | None = None
     seed: int = 0
     label: str | None = None
+    stack: str | None = None
+    initcwnd: int | str | None = None
+    window_scaling: bool | str | None = None
+    sack: bool | str | None = None
+    recovery: bool | str | None = None
+    early_retrans: bool | str | None = None
+    frto: bool | str | None = None
+    timestamps: bool | str | None = None
 
     def __post_init__(self):
+        from clusterlab.net.transport_config import STACKS, _bool, _int
+
+        if self.stack is not None and self.stack not in STACKS:
+            raise ConfigError(f"stack must be one of {', '.join(STACKS)}, got {self.stack!r}")
+        if self.initcwnd is not None:
+            object.__setattr__(self, "initcwnd", _int(self.initcwnd, "initcwnd"))
+        for name in self.STACK_KNOBS:
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _bool(getattr(self, name), name))
         for name in ("rto_min", "rto_jitter", "rto_max", "rto_max_offset"):
             v = _dur(getattr(self, name))
             if v is not None and v < 0:
@@ -120,8 +148,9 @@ class Tcp:
         if not isinstance(self.seed, int):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}")
 
+    STACK_KNOBS = ("window_scaling", "sack", "recovery", "early_retrans", "frto", "timestamps")
     FIELDS = ("rto_min", "rto_jitter", "rto_max", "rto_max_offset", "sndbuf", "rcvbuf", "rmem", "wmem",
-              "congestion", "seed")
+              "congestion", "seed", "stack", "initcwnd", *STACK_KNOBS)
 
     def min_range(self) -> tuple[float, float]:
         """The smallest and largest MIN a host can get (seconds; Linux's 200 ms when unset)."""
@@ -161,9 +190,11 @@ class Tcp:
             parts.append(f"MAX {_fmt_s(_dur(self.rto_max))}")
         if self.rto_max_offset is not None:
             parts.append(f"MAX = MIN + {_fmt_s(_dur(self.rto_max_offset))}")
-        for f in ("sndbuf", "rcvbuf", "rmem", "wmem", "congestion"):
+        for f in ("sndbuf", "rcvbuf", "rmem", "wmem", "congestion", "initcwnd", *self.STACK_KNOBS):
             if getattr(self, f) is not None:
                 parts.append(f"{f} {getattr(self, f)}")
+        if self.stack is not None:
+            parts.append(f"{self.stack} TCP")
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
@@ -223,6 +254,18 @@ class Testbed:
     ``ranks``: ranks to run (default: one per host); ``hosts`` None means ``max(2, ranks)``.
     ``dilation``: a number, or ``"auto"``: the dilation closest to ``prefer_dilation`` that makes
     every host's RTO settings expressible (rates / k, timers x k, times reported / k).
+
+    Two sites (seed 004): ``sites="4+4"`` splits the hosts over two switches joined by a WAN
+    delay line of ``wan_rate`` per direction, ``wan_delay`` one way and a ``wan_queue`` drop-tail
+    queue per direction; ``wan_shared``: one rate and queue for both directions (67M-ATM).
+    ``StarTopo`` checks them; the WAN fields mean nothing without ``sites``.
+
+    >>> Testbed(hosts=8, sites="4+4", wan_shared=True).wan_description()
+    'two sites (4+4 hosts) joined by a WAN delay line (clusterlab-wan): 135Mbit shared by both directions, 6ms one way, 256KiB drop-tail queue'
+    >>> Testbed(hosts=8, sites="4+3").check()
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: sites '4+3' must add up to hosts=8 (e.g. sites='4+4')
     """
 
     hosts: int | None = 16
@@ -233,9 +276,23 @@ class Testbed:
     ranks: int | None = None
     dilation: float | str = "auto"
     prefer_dilation: float = 1.0
+    sites: str | None = None
+    wan_rate: str = "135Mbit"
+    wan_delay: str = "6ms"
+    wan_queue: str = "256KiB"
+    wan_shared: bool = False
     kind = "testbed"
     __test__ = False  # not a pytest class
-    FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation")
+    FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation",
+              "sites", "wan_rate", "wan_delay", "wan_queue", "wan_shared")
+
+    def wan_description(self) -> str | None:
+        """The WAN line in words (None with one switch), for the report's "What was emulated"."""
+        if self.sites is None:
+            return None
+        rate = f"{self.wan_rate} shared by both directions" if self.wan_shared else f"{self.wan_rate} per direction"
+        return (f"two sites ({self.sites} hosts) joined by a WAN delay line (clusterlab-wan): {rate}, "
+                f"{self.wan_delay} one way, {self.wan_queue} drop-tail queue")
 
     def n_hosts(self) -> int:
         if self.hosts is None:
@@ -257,6 +314,12 @@ class Testbed:
             raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
         if not self.prefer_dilation >= 1:
             raise ConfigError(f"prefer_dilation must be >= 1, got {self.prefer_dilation!r}")
+        if self.sites is not None:
+            parts = str(self.sites).split("+")
+            if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+                raise ConfigError(f"sites {self.sites!r}: two sites of at least one host each, e.g. '4+4'")
+            if sum(int(p) for p in parts) != self.n_hosts():
+                raise ConfigError(f"sites {self.sites!r} must add up to hosts={self.n_hosts()} (e.g. sites='4+4')")
 
 
 CLUSTERS = (InProcess, Loopback, Mpi, Testbed)
@@ -330,12 +393,18 @@ class Workload:
     name: str
     params: dict = dataclasses.field(default_factory=dict)
     dilatable: bool = True  # False: it computes for real, which a dilated run would not slow down
+    # Refuses a point's settings with the reason (ConfigError), so that a grid or --set value is
+    # refused when the study expands, not when its point runs.
+    check: Callable[[dict], None] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def with_params(self, **kw) -> Workload:
         unknown = set(kw) - set(self.params)
         if unknown:
             raise ConfigError(f"workload {self.name} has no setting {sorted(unknown)} (has {sorted(self.params)})")
-        return dataclasses.replace(self, params={**self.params, **kw})
+        params = {**self.params, **kw}
+        if self.check is not None:
+            self.check(params)
+        return dataclasses.replace(self, params=params)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,12 +443,13 @@ def scatter(x: str, y: str, hue: str | None = None, logx: bool = False, logy: bo
     return Plot("scatter", x, y, hue, logx, logy, title, tuple((where or {}).items()))
 
 
-def speedup(x: str, y: str = "seconds", hue: str | None = None, title: str = "") -> Plot:
-    return Plot("speedup", x, y, hue, False, False, title)
+def speedup(x: str, y: str = "seconds", hue: str | None = None, title: str = "", where: dict | None = None) -> Plot:
+    return Plot("speedup", x, y, hue, False, False, title, tuple((where or {}).items()))
 
 
-def per_pass(y: str, x: str | None = None, hue: str | None = None, title: str = "") -> Plot:
-    return Plot("per_pass", x, y, hue, False, False, title)
+def per_pass(y: str, x: str | None = None, hue: str | None = None, title: str = "",
+             where: dict | None = None) -> Plot:
+    return Plot("per_pass", x, y, hue, False, False, title, tuple((where or {}).items()))
 
 
 def attribution(x: str, hue: str | None = None, title: str = "") -> Plot:

@@ -16,7 +16,18 @@ nodelay             ``TCP_NODELAY``                              same
 rmem, wmem          refused (machine-wide sysctls)               sysctls ``tcp_rmem``/``tcp_wmem``
 window_scaling      refused (machine-wide sysctl)                sysctl ``tcp_window_scaling``
 initcwnd            refused (a route attribute of this machine)  ``initcwnd`` on each host's route
+sack, recovery,     refused (machine-wide sysctls)               sysctls ``tcp_sack``, ``tcp_recovery`` (RACK),
+early_retrans,                                                   ``tcp_early_retrans`` (tail loss probes),
+frto, timestamps                                                 ``tcp_frto``, ``tcp_timestamps``
+stack               ``linux`` only (changes nothing)             a named profile of the knobs above
 ==================  ==========================================  =============================================
+
+``stack``: ``linux`` is this kernel's TCP as the machine has it (nothing changed);
+``seed-era`` is what seed 000's Solaris 2.5.1 had: Reno, an initial window of 2 segments, no
+SACK, no RACK (loss found by three duplicate ACKs or the RTO), no tail loss probe or early
+retransmit, no F-RTO, no timestamps (``SEED_ERA``). Knobs given beside a profile win over it.
+These sysctls are per network namespace on Linux 6.18 (checked on the testbed by
+``tests/testbed/test_settings.py``), so only a testbed host can take them.
 
 Kernel facts this checks against (Linux 6.18, HZ=250, as on the lab machines):
 
@@ -92,7 +103,27 @@ JIFFY_US = 4_000  # HZ=250
 MIN_BUF = 4096
 MAX_INITCWND = 1000
 PLACES = ("socket", "testbed")
-TESTBED_ONLY = ("rmem", "wmem", "window_scaling", "initcwnd")
+TESTBED_ONLY = ("rmem", "wmem", "window_scaling", "initcwnd", "sack", "recovery", "early_retrans", "frto",
+                "timestamps")
+# Loss-recovery knobs: field -> (per-namespace sysctl, value when on, value when off). On is the
+# kernel's default (tcp_early_retrans 3: tail loss probes; tcp_frto 2: F-RTO with SACK
+# enhancement); a sysctl the kernel keeps per network namespace.
+STACK_SYSCTLS = {
+    "sack": ("net/ipv4/tcp_sack", 1, 0),
+    "recovery": ("net/ipv4/tcp_recovery", 1, 0),
+    "early_retrans": ("net/ipv4/tcp_early_retrans", 3, 0),
+    "frto": ("net/ipv4/tcp_frto", 2, 0),
+    "timestamps": ("net/ipv4/tcp_timestamps", 1, 0),
+}
+# Named TCP stacks. ``linux``: as this kernel is (nothing set). ``seed-era``: seed 000's
+# Solaris 2.5.1 (Reno, IW 2, no SACK/RACK/TLP/F-RTO/timestamps; RFC 1323 windows it had not
+# either, but with 64 KB switch buffers the window never needs scaling, so that stays).
+STACKS = {
+    "linux": {},
+    "seed-era": {"congestion": "reno", "initcwnd": 2, "sack": False, "recovery": False, "early_retrans": False,
+                 "frto": False, "timestamps": False},
+}
+SEED_ERA = STACKS["seed-era"]
 _DURATIONS = ("rto_min", "rto_min_jitter", "rto_max", "rto_max_jitter", "rto_max_offset")
 # Other spellings accepted by the parser (the CLI's older option names).
 ALIASES = {"rto_jitter": "rto_min_jitter", "cc": "congestion", "rto_max_extra": "rto_max_offset"}
@@ -147,6 +178,10 @@ def _bool(v, what: str) -> bool:
     raise ConfigError(f"{what} must be true or false, got {v!r}")
 
 
+def _txt(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
 def _int(v, what: str) -> int:
     try:
         return int(str(v).strip())
@@ -187,11 +222,27 @@ class TransportConfig:
     rmem: str | None = None
     wmem: str | None = None
     window_scaling: bool | None = None
+    stack: str | None = None
+    sack: bool | None = None
+    recovery: bool | None = None
+    early_retrans: bool | None = None
+    frto: bool | None = None
+    timestamps: bool | None = None
     place: str = "socket"
 
     def __post_init__(self):
         for name in ("rmem", "wmem"):
             object.__setattr__(self, name, _triple(getattr(self, name), name))
+        if self.stack is not None:
+            if self.stack not in STACKS:
+                raise ConfigError(f"stack must be one of {', '.join(STACKS)}, got {self.stack!r}")
+            for k, v in STACKS[self.stack].items():  # knobs given beside the profile win
+                if getattr(self, k) is None:
+                    object.__setattr__(self, k, v)
+        for name in STACK_SYSCTLS:
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, _bool(v, name))
         self.validate()
 
     # --- the one parser ------------------------------------------------------------------------
@@ -208,7 +259,7 @@ class TransportConfig:
         >>> TransportConfig.parse("rto_mni=5ms")
         Traceback (most recent call last):
         ...
-        clusterlab.errors.ConfigError: unknown transport setting 'rto_mni'; use congestion, initcwnd, nodelay, place, rcvbuf, rmem, rto_max, rto_max_jitter, rto_max_offset, rto_min, rto_min_jitter, seed, sndbuf, window_scaling, wmem
+        clusterlab.errors.ConfigError: unknown transport setting 'rto_mni'; use congestion, early_retrans, frto, initcwnd, nodelay, place, rcvbuf, recovery, rmem, rto_max, rto_max_jitter, rto_max_offset, rto_min, rto_min_jitter, sack, seed, sndbuf, stack, timestamps, window_scaling, wmem
         """
         if spec is None:
             items: list[tuple[str, object]] = []
@@ -237,7 +288,7 @@ class TransportConfig:
                 kw[k] = parse_duration(v)
             elif k in ("sndbuf", "rcvbuf"):
                 kw[k] = parse_size(v)
-            elif k in ("nodelay", "window_scaling"):
+            elif k in ("nodelay", "window_scaling", *STACK_SYSCTLS):
                 kw[k] = _bool(v, k)
             elif k in ("seed", "initcwnd"):
                 kw[k] = _int(v, k)
@@ -248,9 +299,10 @@ class TransportConfig:
     def to_text(self) -> str:
         """The settings that differ from the defaults, as ``parse`` reads them back."""
         out = []
+        implied = STACKS.get(self.stack, {})
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if v == f.default:
+            if v == f.default or (f.name in implied and implied[f.name] == v):
                 continue
             if f.name in _DURATIONS:
                 v = _fmt_s(v)
@@ -292,6 +344,10 @@ class TransportConfig:
         if self.place == "socket":
             for name in TESTBED_ONLY:
                 if getattr(self, name) is not None:
+                    if self.stack is not None and name in STACKS[self.stack]:
+                        raise ConfigError(f"stack {self.stack} sets {', '.join(STACKS[self.stack])} per host, on a "
+                                          "testbed only (machine-wide sysctls here: they would change every "
+                                          "program's TCP); run on a testbed (--hosts N), or use stack=linux")
                     raise ConfigError(f"{name} is set per host on a testbed only (on this machine it would change "
                                       "every program's TCP); run on a testbed, or leave it out")
             why = self._socket_ranges()
@@ -458,7 +514,25 @@ class TransportConfig:
             out["net/ipv4/tcp_wmem"] = self.wmem
         if self.window_scaling is not None:
             out["net/ipv4/tcp_window_scaling"] = int(self.window_scaling)
+        for name, (path, on, off) in STACK_SYSCTLS.items():
+            if getattr(self, name) is not None:
+                out[path] = on if getattr(self, name) else off
         return out
+
+    def stack_name(self) -> str:
+        """Which TCP stack this runs: ``linux``, ``seed-era``, or ``linux`` plus the knobs changed.
+
+        >>> TransportConfig(stack="seed-era", place="testbed").stack_name()
+        'seed-era'
+        >>> TransportConfig(sack=False, congestion="reno", place="testbed").stack_name()
+        'linux with sack=false, congestion=reno'
+        """
+        base = self.stack or "linux"
+        implied = STACKS[base]
+        changed = [f"{k}={_txt(getattr(self, k))}" for k in ("sack", "recovery", "early_retrans", "frto", "timestamps",
+                                                           "congestion", "initcwnd", "window_scaling")
+                   if getattr(self, k) is not None and implied.get(k) != getattr(self, k)]
+        return base + (f" with {', '.join(changed)}" if changed else "")
 
     def route_attributes(self) -> dict[str, int]:
         """Attributes a testbed host puts on its route (``ip route ... initcwnd N``)."""

@@ -48,6 +48,12 @@ def load_run(run_dir) -> tuple[list[dict], dict]:
         import pyarrow.parquet as pq
 
         rows = pq.read_table(d / "table.parquet").to_pylist()
+    elif (d / "table.csv").exists():  # a run kept without its Parquet (bench/results/studies)
+        import pyarrow.csv as pcsv
+
+        rows = pcsv.read_csv(d / "table.csv").to_pylist()
+    elif meta.get("points"):
+        raise ConfigError(f"{d}: no table.parquet or table.csv beside meta.json (the repetitions are missing)")
     return rows, meta
 
 
@@ -78,8 +84,15 @@ def _save(plt, fig, path: Path) -> None:
     plt.close(fig)
 
 
+def _hue_of(r, hue):
+    """A row's hue value; ``hue="stack+scale"`` combines columns ("seed-era / 16 hosts")."""
+    if hue and "+" in hue:
+        return " / ".join(str(r.get(h)) for h in hue.split("+") if r.get(h) not in (None, ""))
+    return r.get(hue)
+
+
 def _hues(rows, hue):
-    return list(dict.fromkeys(r.get(hue) for r in rows)) if hue else [None]
+    return list(dict.fromkeys(_hue_of(r, hue) for r in rows)) if hue else [None]
 
 
 def plot_scatter(plt, rows, spec, title, path) -> None:
@@ -89,7 +102,7 @@ def plot_scatter(plt, rows, spec, title, path) -> None:
     cats = list(dict.fromkeys(str(r.get(x)) for r in rows)) if categorical else []
     hues = _hues(rows, hue)
     for hi, h in enumerate(hues):
-        rs = [r for r in rows if (hue is None or r.get(hue) == h) and _num(r.get(y))]
+        rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y))]
         color = f"C{hi}"
         for r in rs:  # every repetition its own mark (marker = repetition number)
             xv = cats.index(str(r[x])) + (hi - (len(hues) - 1) / 2) * 0.08 if categorical else r[x]
@@ -322,13 +335,16 @@ def _markdown(meta, rows, pngs, checks, seeds, title) -> str:
             body = [[q, s, mine.get(q, "")] for q, s in fig["setup"]]
             points = [pm for pm in meta.get("points", []) if not pm.get("check")]
             cpu_bound = points and sum(bool(pm.get("cpu_bound")) for pm in points) > len(points) / 2
+            # a study with a ``stack`` axis compares the seed with each TCP stack on its own
+            stacks = list(dict.fromkeys(r.get("stack") for r in rows if r.get("stack")))
             for text, seed_value, fn in fig["claims"]:
-                ours, ok = fn(rows)
-                if ok is not None and cpu_bound:
-                    verdict = " (not judged: most points CPU-bound, the times measure the CPU)"
-                else:
-                    verdict = "" if ok is None else (" (agrees)" if ok else " (**differs**)")
-                body.append([text, seed_value, ours + verdict])
+                for st in stacks if len(stacks) > 1 else [None]:
+                    ours, ok = fn([r for r in rows if st is None or r.get("stack") == st])
+                    if ok is not None and cpu_bound:
+                        verdict = " (not judged: most points CPU-bound, the times measure the CPU)"
+                    else:
+                        verdict = "" if ok is None else (" (agrees)" if ok else " (**differs**)")
+                    body.append([text + (f" ({st} TCP)" if st else ""), seed_value, ours + verdict])
             md += _table(["", "seed (from its text)", "ours"], body)
     if checks:
         md += ["", "## Dilation checks", "", "The same point at two dilations; the emulation is consistent when "
@@ -355,9 +371,11 @@ def _our_setup(meta, rows) -> dict:
     mach = meta.get("machine", {})
     hosts = sorted({r.get("hosts") or r.get("ranks") for r in rows if (r.get("hosts") or r.get("ranks"))})
     ks = sorted({pm.get("dilation", 1.0) for pm in meta.get("points", [])})
+    stacks = list(dict.fromkeys(r.get("stack") for r in rows if r.get("stack")))
     out = {"nodes": f"{', '.join(map(str, hosts)) or '?'} {c.get('kind', '')} hosts on {mach.get('cpus')} CPUs "
                     f"({mach.get('cpu_model', '?')}), Linux {mach.get('kernel')}",
-           "TCP defaults": "Linux: MIN 200 ms, MAX 120 s (the study sets what it varies)",
+           "TCP defaults": "Linux: MIN 200 ms, MAX 120 s (the study sets what it varies)"
+                           + (f"; TCP stacks: {', '.join(stacks)} (see What was emulated)" if stacks else ""),
            "repetitions": f"{spec.get('repeat')} per point after {spec.get('warmup')} warm-up; every one its own mark"}
     if c.get("kind") == "testbed":
         out["network"] = (f"one bridge, tbf {c.get('rate')} per port, {c.get('buffer')} switch port buffer, "

@@ -7,6 +7,11 @@ because it visits each namespace with setns: sysctls go to /proc/sys/net (per na
 offloads off through the legacy SIOCETHTOOL ioctls (no ethtool binary needed), and rps_cpus
 through a sysfs mounted for that namespace in a private mount namespace (sysfs shows the
 interfaces of the namespace that mounted it). Prints one JSON line of warnings.
+
+A TCP sysctl (``net/ipv4/tcp_*``: the RTO bounds, buffers, the loss-recovery knobs of a TCP
+stack) that the kernel refuses, or that reads back different, is an error (exit 1, one line on
+stderr naming the namespace, the sysctl and the kernel's reason), not a warning: a run must
+not silently use another stack than it says.
 """
 
 from __future__ import annotations
@@ -55,6 +60,21 @@ def offload_on(ifname: str, feature: str) -> bool:
     return bool(_ethtool(ifname, ETHTOOL_GET[feature]))
 
 
+def write_sysctl(path: str, value) -> str | None:
+    """Write ``value`` to /proc/sys/``path`` in the current namespace and read it back; None
+    when it holds, else why not."""
+    try:
+        with open(f"/proc/sys/{path}", "w") as f:
+            f.write(str(value))
+        with open(f"/proc/sys/{path}") as f:
+            now = f.read().split()
+    except OSError as e:
+        return e.strerror
+    if now != str(value).split():
+        return f"the kernel kept {' '.join(now)}"
+    return None
+
+
 def main() -> int:
     plan = json.load(sys.stdin)
     warnings: list[str] = []
@@ -69,11 +89,12 @@ def main() -> int:
             finally:
                 os.close(fd)
             for path, value in entry.get("sysctls", {}).items():
-                try:
-                    with open(f"/proc/sys/{path}", "w") as f:
-                        f.write(str(value))
-                except OSError as e:
-                    warnings.append(f"{entry['ns']}: sysctl {path}={value}: {e.strerror}")
+                why = write_sysctl(path, value)
+                if why and path.startswith("net/ipv4/tcp_"):
+                    print(f"{entry['ns']}: sysctl {path.replace('/', '.')}={value}: {why}", file=sys.stderr)
+                    return 1
+                if why:
+                    warnings.append(f"{entry['ns']}: sysctl {path}={value}: {why}")
             ifaces = entry.get("ifaces", [])
             if not ifaces:
                 continue

@@ -13,6 +13,11 @@ SWITCH = Testbed(hosts=16, rate="155Mbit", buffer="64KB", host_queue="9MB", mtu=
 SCALES = [{"name": "16 hosts", "hosts": 16, "prefer_dilation": 1.0},
           {"name": "100 hosts", "hosts": 100, "prefer_dilation": 10.0}]
 
+# The TCP stacks every figure compares: this kernel's as it is, and seed-era TCP as the seed's
+# Solaris 2.5.1 had it (Reno, initial window 2, no SACK, RACK, tail loss probes, F-RTO or
+# timestamps), which loses whole windows and leaves them to the RTO.
+STACKS = ["linux", "seed-era"]
+
 # Solaris 2.5.1, the seed's OS: MIN 200 ms, MAX 60 s.
 SOLARIS = Tcp(rto_min="200ms", rto_max="60s", label="default (MIN 200 ms, MAX 60 s)")
 

@@ -2,7 +2,7 @@
 RTO, with MAX = MIN + 100 ms."""
 
 from clusterlab.experiments.spec import DilationCheck, Grid, Study, Tcp, scatter, seed_numbers
-from clusterlab.experiments.studies._seed000 import NOTES, SCALES, SWITCH
+from clusterlab.experiments.studies._seed000 import NOTES, SCALES, STACKS, SWITCH
 from clusterlab.experiments.workloads import alltoall_broadcast
 
 STUDY = Study(
@@ -11,12 +11,12 @@ STUDY = Study(
     cluster=SWITCH,
     workload=alltoall_broadcast(size="50KB"),
     transport=Tcp(rto_max_offset="100ms"),
-    grid=Grid(scale=SCALES, rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms", "1s"]),
-    checks=[DilationCheck({"hosts": 16, "rto_min": "200ms"}, dilations=(4, 8))],
+    grid=Grid(scale=SCALES, stack=STACKS, rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms", "1s"]),
+    checks=[DilationCheck({"hosts": 16, "rto_min": "200ms", "stack": "seed-era"}, dilations=(4, 8))],
     repeat=10, warmup=1, monitor=True,
     quick={"scale": "16 hosts", "hosts": "8", "rto_min": "10ms,200ms", "repeat": "2"},
-    report=[scatter(x="rto_min_s", y="seconds", hue="scale", logx=True),
-            scatter(x="rto_min_s", y="retransmissions_per_node", hue="scale", logx=True),
+    report=[scatter(x="rto_min_s", y="seconds", hue="stack+scale", logx=True),
+            scatter(x="rto_min_s", y="retransmissions_per_node", hue="stack+scale", logx=True),
             seed_numbers("000", "Fig. 3"), seed_numbers("000", "Fig. 4")],
     notes=NOTES,
 )

@@ -17,6 +17,9 @@ in the run cache and shared by every transport setting and repetition); each rep
 replays it (``replay_parallel(compute="cpu")``): the same messages over the point's real TCP
 while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
 the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
+``compute_scale`` (replay only) multiplies every recorded computation: 1 is this machine's
+CPU; c > 1 emulates a CPU c times slower against the same network (the seed's 200 MHz Pentium
+Pro), which sets the ratio of computation to communication that a speedup curve depends on.
 
 Time attribution per pass (``time_compute``, ``time_transfer``, ``time_rto_wait``), the slowest
 rank's split so the parts add up to the pass: compute is its time outside communication calls
@@ -45,21 +48,47 @@ _SIZE = re.compile(r"^([0-9]+)([KkMm]?)$")
 
 
 def parallel_mining(data: str = "seed000:1M", min_support: float = 0.007, algorithm: str = "hpa",
-                    block_size: str = "8KiB", compute: str = "real") -> Workload:
-    """Mine ``data`` at ``min_support`` with ``algorithm`` on the point's ranks."""
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    if compute not in COMPUTE:
-        raise ConfigError(f"compute must be one of {', '.join(COMPUTE)}, got {compute!r}")
-    return Workload("parallel_mining", {"data": data, "min_support": float(min_support), "algorithm": algorithm,
-                                        "block_size": block_size, "compute": compute},
-                    dilatable=compute != "real")
+                    block_size: str = "8KiB", compute: str = "real", compute_scale: float = 1.0) -> Workload:
+    """Mine ``data`` at ``min_support`` with ``algorithm`` on the point's ranks.
+
+    >>> parallel_mining(compute="real", compute_scale=30)
+    Traceback (most recent call last):
+    clusterlab.errors.ConfigError: compute_scale 30 needs compute=replay (a real job computes at this machine's speed)
+    """
+    params = {"data": data, "min_support": float(min_support), "algorithm": algorithm, "block_size": block_size,
+              "compute": compute, "compute_scale": compute_scale}
+    check_params(params)
+    return Workload("parallel_mining", {**params, "compute_scale": compute_scale_value(compute_scale)},
+                    dilatable=compute != "real", check=check_params)
+
+
+def check_params(params: dict) -> None:
+    """Refuse a job's settings with the reason (also a grid's or ``--set``'s values)."""
+    if params["algorithm"] not in ALGORITHMS:
+        raise ConfigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {params['algorithm']!r}")
+    if params["compute"] not in COMPUTE:
+        raise ConfigError(f"compute must be one of {', '.join(COMPUTE)}, got {params['compute']!r}")
+    scale = compute_scale_value(params.get("compute_scale", 1.0))
+    if scale != 1.0 and params["compute"] != "replay":
+        raise ConfigError(f"compute_scale {scale:g} needs compute=replay (a real job computes at this "
+                          "machine's speed)")
+
+
+def compute_scale_value(v) -> float:
+    """``compute_scale`` as a positive number (a grid or ``--set`` value may be text)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(f"compute_scale must be a number > 0 (1: this machine's CPU), got {v!r}") from None
+    if not 0 < f < 1e6:
+        raise ConfigError(f"compute_scale must be a number > 0 and < 1e6 (1: this machine's CPU), got {v!r}")
+    return f
 
 
 def hpa_job(data: str = "seed000:1M", min_support: float = 0.007, block_size: str = "8KiB",
-            compute: str = "real") -> Workload:
+            compute: str = "real", compute_scale: float = 1.0) -> Workload:
     """Seed 000's job: HPA with 8 KB message blocks."""
-    return parallel_mining(data, min_support, "hpa", block_size, compute)
+    return parallel_mining(data, min_support, "hpa", block_size, compute, compute_scale)
 
 
 def dataset_file(data: str, cache_dir: str) -> tuple[str, str | None, int | None]:
@@ -99,6 +128,8 @@ def execute(session, params: dict, reps: int, warmup: int):
     from clusterlab.units import parse_size
 
     kw = dict(session.mining_options())
+    check_params(params)
+    compute_scale = compute_scale_value(params.get("compute_scale", 1.0))
     if params["compute"] == "real" and session.dilation != 1.0:
         raise ConfigError(f"a real mining job cannot run dilated (k={session.dilation:g}): its computation would "
                           "not slow down")
@@ -118,7 +149,7 @@ def execute(session, params: dict, reps: int, warmup: int):
                 s = max(p["ranks"], key=lambda x: x["t_total"])
                 p["time_compute"], p["time_transfer"], p["time_rto_wait"] = s["t_compute"], s["t_transfer"], s["t_rto"]
         else:
-            r = replay_parallel(trace, compute="cpu", scale=session.dilation, **kw)
+            r = replay_parallel(trace, compute="cpu", scale=session.dilation * compute_scale, **kw)
             itemsets, passes, seconds = trace_itemsets(trace), r.passes, r.job_s
             for p in passes:
                 s = max(p["ranks"], key=lambda x: x["t_total"])

@@ -1,0 +1,40 @@
+"""``compute_scale``: a replayed job's computation c times slower (seed 000's CPU against
+ours), refused with the reason when the study expands, and really slowing the replay."""
+
+import pytest
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments.runner import run_study
+from clusterlab.experiments.spec import Grid, Loopback, Study
+from clusterlab.experiments.workloads import hpa_job
+
+DATA = "seed000:20K"
+
+
+def _study(**grid):
+    return Study(name="cs", cluster=Loopback(ranks=2), workload=hpa_job(data=DATA, compute="replay"),
+                 grid=Grid(**grid), repeat=1, warmup=0, monitor=False)
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "fast", "1e9"])
+def test_bad_scale_is_refused_when_the_study_expands(bad):
+    with pytest.raises(ConfigError, match="compute_scale"):
+        _study(compute_scale=[1]).with_settings({"compute_scale": bad}).points()
+
+
+def test_scale_needs_a_replay():
+    with pytest.raises(ConfigError, match="needs compute=replay"):
+        hpa_job(compute="real", compute_scale=30)
+    study = Study(name="cs", cluster=Loopback(ranks=2), workload=hpa_job(data=DATA), grid=Grid(compute_scale=[1, 5]))
+    with pytest.raises(ConfigError, match="needs compute=replay"):
+        study.points()
+
+
+def test_replay_waits_the_scaled_computation(tmp_path):
+    res = run_study(_study(compute_scale=[1, 40]), tmp_path / "run", cache_dir=tmp_path / "cache")
+    by = {r["compute_scale"]: r for r in res.rows}
+    assert by[1]["itemsets"] == by[40]["itemsets"] > 0
+    assert by[1]["bytes_sent"] == by[40]["bytes_sent"]  # the same messages
+    # 40x the recorded computation: the replayed compute part grows by about that factor
+    assert by[40]["time_compute"] > 20 * by[1]["time_compute"] > 0
+    assert by[40]["seconds"] > by[1]["seconds"]
