@@ -7,7 +7,9 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
 
 1. RTT: a UDP ping (64 bytes, 10 ms apart) across the idle line: mean, min, max, mdev
    (``ping``'s: population standard deviation); the same tool's RTT over a plain 1 Gbit/s
-   testbed link is recorded beside it (what the hosts' stacks add). The ping and its echo run
+   testbed link is recorded beside it (what the hosts' stacks add). Packet sockets stamp each
+   echo at every hop (``hop_times``), so the line's own hold time is separated from the hosts'
+   stacks and the tools; The ping and its echo run
    SCHED_FIFO (``chrt -f``), as the line does: on a machine loaded by others, a normal-priority
    ping measures its own scheduling delay (milliseconds at load 10), not the line's;
 2. TCP: iperf3 for ``--seconds`` (the first second omitted), received rate vs 135 Mbit/s; the
@@ -98,6 +100,91 @@ def ping(tb, n: int = 300, gap: float = 0.01) -> list[float]:
         srv.wait()
 
 
+SO_TIMESTAMPNS = 35
+PACKET_OUTGOING = 4
+
+
+def hop_times(tb, n: int = 200) -> dict:
+    """Where a ping's round trip goes: the ping above, with packet sockets in the hosts' and the
+    router's namespaces stamping each echo request and reply as it leaves h0, enters the line
+    (router end ``a``), leaves it (``b``), reaches h1, and back (kernel receive / transmit
+    timestamps, one clock). Mean ms per hop; ``line_hold_*`` is the line alone (delay plus the
+    frame's serialization), ``stacks_and_tools_ms`` the rest of the RTT (the two hosts' sockets
+    and the Python ping and echo, which the LAN RTT measures too)."""
+    import select
+    import socket
+    import statistics
+    import struct
+
+    from clusterlab.cluster.testbed.node import in_netns
+
+    points = [(tb.hosts[0].ns, "eth0", "h0"), (tb.hosts[1].ns, "eth0", "h1")]
+    if tb.router is not None:
+        points += [(tb.router.ns, "a", "ra"), (tb.router.ns, "b", "rb")]
+    socks = {}
+    for ns, iface, name in points:
+        with in_netns(ns):
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+            s.bind((iface, 3))
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        s.setblocking(False)
+        socks[s] = name
+    seen: dict = {}
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            ready, _, _ = select.select(list(socks), [], [], 0.1)
+            for s in ready:
+                while True:
+                    try:
+                        data, anc, _, addr = s.recvmsg(2000, 64)
+                    except BlockingIOError:
+                        break
+                    ts = next((struct.unpack("qq", d[:16]) for _, typ, d in anc if typ == SO_TIMESTAMPNS), None)
+                    if ts is None or len(data) < 58 or data[12:14] != b"\x08\x00" or data[23] != 17:
+                        continue
+                    ihl = (data[14] & 15) * 4
+                    sport, dport = struct.unpack("!HH", data[14 + ihl:18 + ihl])
+                    if 7 not in (sport, dport):
+                        continue
+                    seq = int.from_bytes(data[22 + ihl:30 + ihl], "big")
+                    key = (socks[s], "req" if dport == 7 else "rep", "out" if addr[2] == PACKET_OUTGOING else "in")
+                    seen.setdefault(seq, {})[key] = ts[0] + ts[1] / 1e9
+
+    th = threading.Thread(target=loop)
+    th.start()
+    try:
+        rtts = ping(tb, n=n, gap=0.01)
+    finally:
+        time.sleep(0.2)
+        stop.set()
+        th.join()
+        for s in socks:
+            s.close()
+    path = [("h0", "req", "out"), ("ra", "req", "in"), ("rb", "req", "out"), ("h1", "req", "in"),
+            ("h1", "rep", "out"), ("rb", "rep", "in"), ("ra", "rep", "out"), ("h0", "rep", "in")]
+    hops: dict = {}
+    for e in seen.values():
+        got = [(k, e[k]) for k in path if k in e]
+        for (a, x), (b, y) in zip(got, got[1:], strict=False):
+            hops.setdefault(f"{a[0]} {a[2]} -> {b[0]} {b[2]}", []).append((y - x) * 1e3)
+    out = {"rtt": rtt_stats(rtts), "hops_mean_ms": {k: round(statistics.fmean(v), 4) for k, v in hops.items()},
+           "hops_median_ms": {k: round(statistics.median(v), 4) for k, v in hops.items()}}
+    m = out["hops_mean_ms"]
+    if "ra in -> rb out" in m and "rb in -> ra out" in m:
+        ideal = tb.wan.settings["delay_ns"] / 1e6 + 106 * 8 / tb.wan.settings["rate_bps"] * 1e3  # 64 B payload frame
+        out["line_hold_ms"] = [m["ra in -> rb out"], m["rb in -> ra out"]]
+        out["line_hold_error_ms"] = [round(v - ideal, 4) for v in out["line_hold_ms"]]
+        out["line_rtt_error_ms"] = round(sum(out["line_hold_error_ms"]), 4)
+    if rtts:
+        out["stacks_and_tools_ms"] = round(out["rtt"]["mean_ms"] - sum(m.values()), 4)
+        out["network_hops_outside_line_ms"] = round(sum(v for k, v in m.items()
+                                                        if k not in ("ra in -> rb out", "rb in -> ra out")
+                                                        and not k.startswith("h1 in")), 4)
+    return out
+
+
 def iperf(tb, seconds: float, extra: list[str] | None = None) -> dict:
     srv = tb.hosts[1].popen(["iperf3", "-s", "-1", "-B", tb.hosts[1].addr], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -109,6 +196,36 @@ def iperf(tb, seconds: float, extra: list[str] | None = None) -> dict:
     finally:
         srv.kill()
         srv.wait()
+
+
+def line_cpu_split(pid: int, seconds: float = 3.0) -> dict:
+    """Where the line's CPU goes: ``perf record -g`` on its process for ``seconds`` (from the
+    second second of the transfer on) and the share of samples under ``handle_softirqs``. That
+    is the receive processing of the far side (bridge, the receiving host's IP and TCP) which
+    the kernel runs in the context of whoever hands it a frame: when the line writes a frame to
+    its veth, the far host's stack runs on the line's clock, as it would on the receiving
+    machine's NIC interrupt on a real network. Empty when perf is missing."""
+    import shutil
+    import tempfile
+
+    if not shutil.which("perf"):
+        return {}
+    time.sleep(1.5)
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "perf.data")
+        r = subprocess.run(["perf", "record", "-g", "-o", data, "-p", str(pid), "--", "sleep", str(seconds)],
+                           capture_output=True, text=True, timeout=seconds + 60)
+        if r.returncode != 0:
+            return {"error": r.stderr.strip()[-200:]}
+        rep = subprocess.run(["perf", "report", "-i", data, "--children", "--sort", "sym", "--stdio", "-g", "none"],
+                             capture_output=True, text=True, timeout=120).stdout
+    def share(sym: str) -> float | None:
+        for ln in rep.splitlines():
+            if ln.rstrip().endswith(f"[k] {sym}"):
+                return round(float(ln.split("%")[0]) / 100, 4)
+        return None
+    return {"far_side_softirq_share": share("handle_softirqs") or 0.0, "ppoll_share": share("__x64_sys_ppoll"),
+            "sendmmsg_share": share("__x64_sys_sendmmsg"), "recvmsg_share": share("__x64_sys_recvmsg")}
 
 
 def mbit(x: float) -> float:
@@ -141,8 +258,14 @@ def tcp_body(seconds: float):
         pings: list = []
         th = threading.Thread(target=lambda: pings.extend(ping(tb, n=int(seconds * 20), gap=0.05)))
         th.start()
+        split: dict = {}
+        prof = threading.Thread(target=lambda: split.update(line_cpu_split(pid))) if pid else None
+        if prof:
+            prof.start()
         res = iperf(tb, seconds)
         th.join()
+        if prof:
+            prof.join()
         wall = time.monotonic() - w0
         rx = res["end"]["sum_received"]["bits_per_second"]
         out.update(tcp_mbit=mbit(rx), of_rate=round(rx / RATE, 4),
@@ -151,7 +274,10 @@ def tcp_body(seconds: float):
             u, k = (a - b for a, b in zip(cpu_seconds(pid), c0, strict=True))
             cores = (u + k) / wall
             out.update(line_cores=round(cores, 4), line_user_share=round(u / max(u + k, 1e-9), 3),
-                       line_cores_per_100mbit=round(cores / (rx / 1e8), 4))
+                       line_cores_per_100mbit=round(cores / (rx / 1e8), 4), line_cpu_split=split)
+            share = split.get("far_side_softirq_share")
+            if share is not None:
+                out["line_own_cores"] = round(cores * (1 - share), 4)
         return out
     return body
 
@@ -199,8 +325,8 @@ def main() -> int:
 
 
 def main_points(pts: dict, wan: dict, s: float) -> None:
-    pts["lan_rtt"] = measure("lan_rtt", dict(hosts=2, rate="1Gbit"), lambda tb: {"rtt": rtt_stats(ping(tb))})
-    pts["wan_rtt_idle"] = measure("wan_rtt_idle", wan, lambda tb: {"rtt": rtt_stats(ping(tb))})
+    pts["lan_rtt"] = measure("lan_rtt", dict(hosts=2, rate="1Gbit"), hop_times)
+    pts["wan_rtt_idle"] = measure("wan_rtt_idle", wan, hop_times)
     pts["tbf_135_tcp"] = measure("tbf_135_tcp", dict(hosts=2, rate="135Mbit", buffer="256KiB"), tcp_body(s))
     pts["wan_tcp"] = measure("wan_tcp", wan, tcp_body(s))
     pts["wan_tcp_mtu1500"] = measure("wan_tcp_mtu1500", {**wan, "mtu": 1500}, tcp_body(s))
@@ -244,8 +370,15 @@ def summary(pts: dict) -> dict:
         "rtt_error_minus_stack_ms": round(idle["mean_ms"] - lan["mean_ms"] - 12.0, 4)
         if idle.get("n") and lan.get("n") else None,
         "mdev_ms": idle.get("mdev_ms"), "line_cores_at_tcp_rate": w.get("line_cores"),
+        # the line alone, between its two ports by kernel timestamps (what the RTT target is about)
+        "line_rtt_error_ms": pts["wan_rtt_idle"].get("line_rtt_error_ms"),
+        "rtt_stacks_and_tools_ms": pts["wan_rtt_idle"].get("stacks_and_tools_ms"),
         "line_cores_per_100mbit": w.get("line_cores_per_100mbit"),
         "line_cores_per_100mbit_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores_per_100mbit"),
+        "line_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores"),
+        # without the far side's receive processing, which the kernel runs in the line's context
+        "line_own_cores": w.get("line_own_cores"),
+        "line_own_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_own_cores"),
         # The line's own timing: how late it released frames after their due time (all frames).
         "line_late_mean_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_mean_ns", [])],
         "line_late_max_us": [round(v / 1e3, 1) for v in (w.get("line_totals") or {}).get("late_max_ns", [])]}

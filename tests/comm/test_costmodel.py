@@ -147,3 +147,19 @@ def test_patterns_match_the_traffic_the_algorithms_send(n):
             assert sum(x for x, _ in sent) == p.total_messages, (op, name)
             total = sum(b for _, b in sent)
             assert p.total == pytest.approx(total, rel=0.05, abs=64 * p.total_messages), (op, name, total, p.total)
+
+
+def test_costmodel_does_not_import_the_algorithms_it_prices():
+    """The model is the lower layer: the collectives register with it (no two modules import
+    each other), and importing anything in clusterlab.comm registers them."""
+    import ast
+    import inspect
+
+    from clusterlab.comm import collectives, costmodel
+
+    tree = ast.parse(inspect.getsource(costmodel))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.startswith("clusterlab.comm") for m in imported), imported
+    assert set(costmodel._ALGORITHMS) == set(collectives.OPS)
+    assert costmodel.CostModel().pick("bcast", 1 << 20, 8) in collectives.ALGORITHMS["bcast"]

@@ -57,3 +57,29 @@ def test_workload_networks():
     assert topology(npb_wan(network="67M").params).wan_shared
     with pytest.raises(ConfigError, match="network 'atm'"):
         npb_wan(network="atm")
+
+
+def test_seed004_studies_declare_their_two_site_testbed():
+    """The spec's Testbed carries the sites and the WAN line; each point's topology is what the
+    study declared and the workload refuses a point whose network is not that testbed."""
+    from clusterlab.cluster.testbed import StarTopo
+    from clusterlab.experiments.clusters import star_topo
+    from clusterlab.experiments.spec import Testbed
+    from clusterlab.experiments.studies.seed004_table3 import STUDY
+    from clusterlab.experiments.workloads.npb import check_network, npb_replay
+
+    topos = {p.settings["network"]: star_topo(p) for p in STUDY.points()}
+    assert not topos["lan"].has_wan and topos["lan"].rate_bps == 100e6 and topos["lan"].hosts == 8
+    assert topos["135M"].site_sizes == (4, 4) and not topos["135M"].wan_shared
+    assert topos["135M"].wan_rate_bps == 135e6 and topos["135M"].wan_delay_seconds == 0.006
+    assert topos["67M"].wan_shared and topos["67M"].wan_queue_bytes == 256 * 1024
+    assert "shared by both directions" in Testbed(hosts=8, sites="4+4", wan_shared=True).wan_description()
+    assert Testbed(hosts=8).wan_description() is None
+    with pytest.raises(ConfigError, match="must add up to hosts=8"):
+        Testbed(hosts=8, sites="5+4").check()
+    with pytest.raises(ConfigError, match="network '135M' needs"):
+        check_network("135M", StarTopo(hosts=8), 8)
+    with pytest.raises(ConfigError, match="nodes=8 ranks need as many hosts"):
+        check_network("lan", StarTopo(hosts=4), 8)
+    with pytest.raises(ConfigError, match="runs on the study's Testbed"):
+        topology(npb_replay(network="135M").params)

@@ -39,6 +39,8 @@ fn wan_delay_line<'py>(py: Python<'py>, iface_a: String, iface_b: String, rate_b
     d.set_item("late_sd_ns", sd)?;
     d.set_item("late_max_ns", t.late_max_ns.to_vec())?;
     d.set_item("realtime", t.realtime)?;
+    d.set_item("wakeups", t.wakeups)?;
+    d.set_item("send_calls", t.send_calls)?;
     Ok(d)
 }
 

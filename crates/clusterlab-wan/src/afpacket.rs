@@ -118,6 +118,40 @@ impl Port {
     }
 }
 
+impl Port {
+    /// Write several frames with one system call (`sendmmsg`); returns how many the interface
+    /// took (a refused frame is skipped and the rest still sent; the caller counts the losses).
+    pub fn send_many(&self, frames: &[&[u8]]) -> usize {
+        if frames.len() == 1 {
+            return usize::from(self.send(frames[0]));
+        }
+        let mut iovs: Vec<libc::iovec> = frames.iter()
+            .map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }).collect();
+        // SAFETY: each mmsghdr points at one live iovec; nothing else is set.
+        let mut msgs: Vec<libc::mmsghdr> = iovs.iter_mut().map(|iov| {
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        }).collect();
+        let (mut done, mut refused) = (0usize, 0usize);
+        while done < msgs.len() {
+            // SAFETY: msgs[done..] are valid mmsghdrs for the call.
+            let n = unsafe {
+                libc::sendmmsg(self.fd.as_raw_fd(), msgs[done..].as_mut_ptr(), (msgs.len() - done) as libc::c_uint,
+                               libc::MSG_DONTWAIT)
+            };
+            if n <= 0 {
+                done += 1;
+                refused += 1;
+                continue;
+            }
+            done += n as usize;
+        }
+        done - refused
+    }
+}
+
 impl AsRawFd for Port {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()

@@ -360,22 +360,45 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     return res
 
 
-def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "pfp", "cd"), min_support=0.01,
-                       rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
-                       backing_bps: int | None = None) -> dict:
+def _proc_cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) process ``pid`` has used, 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, TypeError, IndexError, ValueError):
+        return 0.0
+
+
+MINING_CASES = {"hpa": ("hpa", False), "hpa-rescan": ("hpa", True), "pfp": ("pfp", False), "cd": ("cd", False)}
+
+
+def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-rescan", "pfp", "cd"),
+                       min_support=0.01, rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
+                       backing_bps: int | None = None, block: int | None = None) -> dict:
     """Mine FIMI file ``data`` on ``nodes`` testbed hosts twice per algorithm and repetition:
     each rank reading its partition from the local file, and from a shared LUN on ``st``
-    (``clusterlab.storage.source``, written there first). Job times (slowest rank, read to
-    result; ``read_s``: the slowest rank's read) and their ratio; the itemsets must be equal."""
+    (``clusterlab.storage.source``, written there first). ``algorithms``: names of
+    ``MINING_CASES`` (``hpa-rescan``: HPA reading its share again every pass,
+    ``ParallelConfig.rescan``, from the file or through the initiator). Per job: the time
+    (slowest rank, read to result), the slowest rank's read (``read_s``; with a rescan, the
+    passes' reads too: ``rescan_s``), ``mine_s`` (job - read), tgtd's CPU seconds, and the
+    ratio iSCSI / local; the itemsets must be equal. ``block``: bytes per READ command
+    (default 64 KiB, the seed's reads)."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+    from clusterlab.mining.parallel.config import ParallelConfig
     from clusterlab.mining.parallel.driver import run_parallel
-    from clusterlab.storage.source import lun_bytes_needed, partition_ranges, write_partitions
+    from clusterlab.storage.source import READ_BLOCK, lun_bytes_needed, partition_ranges, write_partitions
 
+    for a in algorithms:
+        if a not in MINING_CASES:
+            raise ConfigError(f"unknown mining case {a!r}; choose from {', '.join(MINING_CASES)}")
     lengths = [e - s for s, e in partition_ranges(data, nodes)]
     res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
-                      "rate": rate or "unshaped", "backing_bps": backing_bps}, "load_before": _load(), "runs": []}
+                      "rate": rate or "unshaped", "backing_bps": backing_bps, "block": block or READ_BLOCK},
+           "load_before": _load(), "runs": []}
     tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name)
     try:
         with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
@@ -384,18 +407,27 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "pfp", 
             t0 = time.monotonic()
             with in_netns(tb.host("h0").ns):
                 write_partitions(url, data, nodes)
+            if block:
+                url += f"?block={block}"
             res["write_seconds"] = round(time.monotonic() - t0, 3)
             for rep in range(reps):
-                for algorithm in algorithms:
-                    row = {"algorithm": algorithm, "rep": rep, "load": _load()}
+                for case in algorithms:
+                    algorithm, rescan = MINING_CASES[case]
+                    row = {"algorithm": case, "rep": rep, "load": _load()}
                     tables = {}
                     for where, src in (("local", str(data)), ("iscsi", url)):
-                        r = run_parallel(src, nodes, algorithm, min_support, testbed=tb.name)
+                        cpu0 = _proc_cpu_s(tgt.proc.pid)
+                        r = run_parallel(src, nodes, algorithm, min_support, testbed=tb.name,
+                                         config=ParallelConfig(rescan=rescan))
                         tables[where] = r.table
+                        read_s = max(x.get("read_s", 0.0) for x in r.ranks)
+                        rescan_s = sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if rescan else 0.0
                         row[where] = {"job_s": round(r.job_s, 3), "wall_s": round(r.wall_s, 3),
-                                      "read_s": round(max(x.get("read_s", 0.0) for x in r.ranks), 3)}
+                                      "read_s": round(read_s, 3), "rescan_s": round(rescan_s, 3),
+                                      "mine_s": round(r.job_s - read_s - rescan_s, 3), "passes": len(r.passes),
+                                      "tgtd_cpu_s": round(_proc_cpu_s(tgt.proc.pid) - cpu0, 3)}
                     if not tables["local"].equals(tables["iscsi"]):
-                        raise OSError(f"{algorithm}: itemsets mined from the LUN differ from the file's")
+                        raise OSError(f"{case}: itemsets mined from the LUN differ from the file's")
                     row["iscsi_vs_local"] = round(row["iscsi"]["job_s"] / row["local"]["job_s"], 3)
                     res["runs"].append(row)
     finally:

@@ -14,6 +14,7 @@ from clusterlab.bench.setup import connection_setup_times
 from clusterlab.bench.spmd import BACKENDS, spmd
 from clusterlab.comm import costmodel
 from clusterlab.errors import ConfigError
+from clusterlab.tune.auto import DEFAULT_SPACE
 
 
 @click.group()
@@ -24,6 +25,7 @@ def tune():
     Example:
       clusterlab tune model -n 2 -o model.json
       clusterlab tune buffers --config tune.toml -o tune-out
+      clusterlab tune auto --hosts 16 --rate 155Mbit --buffer 64KB -o auto.json
     """
 
 
@@ -113,3 +115,74 @@ def buffers(config_path, output, no_plots, as_json):
         click.echo(f"results, plots and {FRAGMENT} -> {outdir}")
     if config.place == "cluster":
         click.echo(sysctl_fragment(results), nl=False)
+
+
+@tune.command()
+@click.option("--workload", default="alltoall_broadcast", show_default=True, type=click.Choice(["alltoall_broadcast"]),
+              help="What to speed up: seed 000's all-to-all broadcast (every host sends --size to every other).")
+@click.option("--size", default="50KB", show_default=True, help="Bytes each host sends to every other host per run.")
+@click.option("--hosts", default=16, show_default=True, type=int, help="Testbed hosts (a fresh testbed; root).")
+@click.option("--rate", default="155Mbit", show_default=True, help="Link rate of every host.")
+@click.option("--buffer", default="64KB", show_default=True, help="The switch's output buffer per port.")
+@click.option("--mtu", default=9000, show_default=True, type=int, help="Interface MTU.")
+@click.option("--grid", "space", default=None,
+              help="The knobs and their values, knob=v1,v2;knob=...: TransportConfig fields (rto_min, congestion, "
+                   "sndbuf, rcvbuf, ...; 'default' = the kernel's) and the workload's order (same, shifted). "
+                   "Default: " + DEFAULT_SPACE)
+@click.option("--runs", default=8, show_default=True, type=int,
+              help="Runs per setting in the full grid; the default budget is a quarter of settings x runs.")
+@click.option("--budget", default=None, type=int, help="Runs the search may make (default: settings x runs / 4).")
+@click.option("--eta", default=2, show_default=True, type=int, help="Keep the best 1/eta after each round.")
+@click.option("--confirm", default=5, show_default=True, type=int,
+              help="Runs each of the chosen setting and the defaults after the search (gain with 95% CIs).")
+@click.option("--full-grid", "grid", is_flag=True, help="Also run the full grid and compare the search with it.")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="Write the result as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def auto(workload, size, hosts, rate, buffer, mtu, space, runs, budget, eta, confirm, grid, output, as_json):
+    """Search transport settings and the collective's send order for a workload by successive
+    halving on a namespace testbed, within a budget of runs (root).
+
+    A run is one timed repetition of the workload at one setting. Successive halving gives every
+    setting a run or two, keeps the best 1/eta, gives those more runs, and so on: the budget
+    goes to the settings that look good. Then the chosen setting and the defaults run
+    --confirm times each, and the gain is reported with 95% confidence intervals.
+
+    \b
+    Examples:
+      clusterlab tune auto --hosts 16 --rate 155Mbit --buffer 64KB -o auto.json
+      clusterlab tune auto --hosts 4 --grid "rto_min=5ms,200ms;order=same,shifted" --runs 4 --confirm 3
+      clusterlab tune auto --hosts 16 --full-grid --runs 8 -o auto-vs-grid.json
+    """
+    from clusterlab._atomic import atomic_open
+    from clusterlab.cluster.testbed.net import require_root
+    from clusterlab.tune.auto import parse_space, settings, tune_auto
+    from clusterlab.units import parse_size
+
+    nbytes = parse_size(size)
+    sp = space or DEFAULT_SPACE
+    n = len(settings(parse_space(sp)))
+    for name, v, lo in (("--runs", runs, 1), ("--eta", eta, 2), ("--confirm", confirm, 0), ("--hosts", hosts, 2)):
+        if v < lo:
+            raise ConfigError(f"{name} must be >= {lo}, got {v}")
+    if budget is not None and budget < n:
+        raise ConfigError(f"--budget {budget} runs is below one run per setting ({n} settings)")
+    require_root()
+    res = tune_auto(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, size=nbytes, space=sp, runs=runs, budget=budget,
+                    eta=eta, grid=grid, confirm=confirm)
+    if output:
+        with atomic_open(output) as f:
+            json.dump(res, f, indent=1)
+    if as_json:
+        click.echo(json.dumps(res))
+        return
+    s = res["search"]
+    click.echo(f"successive halving: {s['settings']} settings, {s['runs']} runs (budget {s['budget']}), "
+               f"{s['seconds']:.0f} s -> {s['chosen']}")
+    if "confirm" in res:
+        c = res["confirm"]
+        click.echo(f"chosen {c['chosen']['mean'] * 1e3:.1f} ms, defaults {c['defaults']['mean'] * 1e3:.1f} ms per run "
+                   f"(mean of {c['chosen']['runs']}): {c['speedup']:.2f}x")
+    if "comparison" in res:
+        c = res["comparison"]
+        click.echo(f"full grid: {res['grid']['runs']} runs, best {c['grid_best']}; the search's choice is "
+                   f"{c['chosen_over_best']:.2f}x the best with {c['runs_share']:.0%} of the runs")

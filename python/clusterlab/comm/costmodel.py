@@ -46,6 +46,10 @@ from clusterlab._atomic import atomic_open
 from clusterlab.errors import ConfigError
 
 _picks: dict[tuple, str] = {}
+# op -> algorithm name -> its module (``pattern(m, n)``, optional ``EXACT``): filled by
+# ``clusterlab.comm.collectives`` when it is imported (``register``), so that this module, the
+# lower layer, never imports the algorithms that use it. ``clusterlab.comm`` imports them.
+_ALGORITHMS: dict[str, dict] = {}
 ENV = "CLUSTERLAB_COSTMODEL"  # path of a fitted model every rank loads (same file on every rank)
 MODES = ("persistent", "per_call")  # connection modes (comm/tcp/percall.py)
 FORMAT = "clusterlab-costmodel/1"
@@ -90,9 +94,7 @@ class CostModel:
 
     def table(self, op: str, m: float, n: int, connected: bool = True) -> dict[str, float]:
         """Predicted seconds of every algorithm of ``op``."""
-        from clusterlab.comm.collectives import MODULES
-
-        return {name: self.predict(op, name, m, n, connected) for name in sorted(MODULES[_op(op)])}
+        return {name: self.predict(op, name, m, n, connected) for name in sorted(_ALGORITHMS[_op(op)])}
 
     def pick(self, op: str, m: float, n: int, exact: bool = False, connected: bool = True) -> str:
         """The fastest algorithm (ties: alphabetical); ``exact`` keeps only algorithms whose
@@ -103,11 +105,9 @@ class CostModel:
         hit = _picks.get(key)
         if hit is not None:
             return hit
-        from clusterlab.comm.collectives import MODULES
-
-        names = sorted(MODULES[_op(op)])
+        names = sorted(_ALGORITHMS[_op(op)])
         if exact:
-            names = [x for x in names if getattr(MODULES[op][x], "EXACT", True)] or names
+            names = [x for x in names if getattr(_ALGORITHMS[op][x], "EXACT", True)] or names
         best = min(names, key=lambda x: (self.predict(op, x, m, n, connected), x))
         if len(_picks) > 4096:
             _picks.clear()
@@ -194,18 +194,22 @@ class CostModel:
         return cls.from_dict(d, str(path))
 
 
-def _op(op: str) -> str:
-    from clusterlab.comm.collectives import MODULES
+def register(modules: dict[str, dict]) -> None:
+    """Make the algorithms ``modules`` (op -> name -> module with ``pattern(m, n)``) the ones
+    this model prices and picks from; ``clusterlab.comm.collectives`` registers its own."""
+    _ALGORITHMS.clear()
+    _ALGORITHMS.update({op: dict(names) for op, names in modules.items()})
+    _picks.clear()
 
-    if op not in MODULES:
-        raise ValueError(f"unknown collective {op!r} (one of {', '.join(sorted(MODULES))})")
+
+def _op(op: str) -> str:
+    if op not in _ALGORITHMS:
+        raise ValueError(f"unknown collective {op!r} (one of {', '.join(sorted(_ALGORITHMS))})")
     return op
 
 
 def _module(op: str, algorithm: str):
-    from clusterlab.comm.collectives import MODULES
-
-    names = MODULES[_op(op)]
+    names = _ALGORITHMS[_op(op)]
     if algorithm not in names:
         raise ValueError(f"unknown {op} algorithm {algorithm!r} (one of {', '.join(sorted(names))})")
     return names[algorithm]

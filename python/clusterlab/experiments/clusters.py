@@ -48,8 +48,10 @@ def star_topo(point: Point):
     from clusterlab.cluster.testbed import StarTopo
 
     c: Testbed = point.cluster
+    wan = ({"sites": c.sites, "wan_rate": c.wan_rate, "wan_delay": c.wan_delay, "wan_queue": c.wan_queue,
+            "wan_shared": bool(c.wan_shared)} if c.sites is not None else {})
     return StarTopo(hosts=c.n_hosts(), rate=c.rate, buffer=c.buffer, host_queue=c.host_queue, mtu=int(c.mtu),
-                    dilation=float(point.dilation))
+                    dilation=float(point.dilation), **wan)
 
 
 def transport_config(point: Point, place: str):
@@ -241,6 +243,10 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
                      "stack_sysctls": {k: v for k, v in tb.sysctls[names[0]].items()
                                        if k.split("/")[-1] in STACK_SYSCTL_NAMES},
                      "warnings": list(tb.warnings)}
+        if c.wan_description():
+            s.notes.append(c.wan_description() + "; site links " + str(c.rate))
+        elif c.sites is None and point.settings.get("network"):  # a study that varies the network: say this one
+            s.notes.append(f"{point.settings['network']}: {c.n_hosts()} hosts on one switch, links {c.rate}")
         if s.dilation != 1.0:
             s.notes.append(f"dilated k={s.dilation:g}: link rates / {s.dilation:g}, RTO bounds x {s.dilation:g}, "
                            "times / k; the kernel's fixed timers (delayed ACK, loss probe) are not scaled")

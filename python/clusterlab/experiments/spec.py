@@ -254,6 +254,18 @@ class Testbed:
     ``ranks``: ranks to run (default: one per host); ``hosts`` None means ``max(2, ranks)``.
     ``dilation``: a number, or ``"auto"``: the dilation closest to ``prefer_dilation`` that makes
     every host's RTO settings expressible (rates / k, timers x k, times reported / k).
+
+    Two sites (seed 004): ``sites="4+4"`` splits the hosts over two switches joined by a WAN
+    delay line of ``wan_rate`` per direction, ``wan_delay`` one way and a ``wan_queue`` drop-tail
+    queue per direction; ``wan_shared``: one rate and queue for both directions (67M-ATM).
+    ``StarTopo`` checks them; the WAN fields mean nothing without ``sites``.
+
+    >>> Testbed(hosts=8, sites="4+4", wan_shared=True).wan_description()
+    'two sites (4+4 hosts) joined by a WAN delay line (clusterlab-wan): 135Mbit shared by both directions, 6ms one way, 256KiB drop-tail queue'
+    >>> Testbed(hosts=8, sites="4+3").check()
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: sites '4+3' must add up to hosts=8 (e.g. sites='4+4')
     """
 
     hosts: int | None = 16
@@ -264,9 +276,23 @@ class Testbed:
     ranks: int | None = None
     dilation: float | str = "auto"
     prefer_dilation: float = 1.0
+    sites: str | None = None
+    wan_rate: str = "135Mbit"
+    wan_delay: str = "6ms"
+    wan_queue: str = "256KiB"
+    wan_shared: bool = False
     kind = "testbed"
     __test__ = False  # not a pytest class
-    FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation")
+    FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation",
+              "sites", "wan_rate", "wan_delay", "wan_queue", "wan_shared")
+
+    def wan_description(self) -> str | None:
+        """The WAN line in words (None with one switch), for the report's "What was emulated"."""
+        if self.sites is None:
+            return None
+        rate = f"{self.wan_rate} shared by both directions" if self.wan_shared else f"{self.wan_rate} per direction"
+        return (f"two sites ({self.sites} hosts) joined by a WAN delay line (clusterlab-wan): {rate}, "
+                f"{self.wan_delay} one way, {self.wan_queue} drop-tail queue")
 
     def n_hosts(self) -> int:
         if self.hosts is None:
@@ -288,6 +314,12 @@ class Testbed:
             raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
         if not self.prefer_dilation >= 1:
             raise ConfigError(f"prefer_dilation must be >= 1, got {self.prefer_dilation!r}")
+        if self.sites is not None:
+            parts = str(self.sites).split("+")
+            if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+                raise ConfigError(f"sites {self.sites!r}: two sites of at least one host each, e.g. '4+4'")
+            if sum(int(p) for p in parts) != self.n_hosts():
+                raise ConfigError(f"sites {self.sites!r} must add up to hosts={self.n_hosts()} (e.g. sites='4+4')")
 
 
 CLUSTERS = (InProcess, Loopback, Mpi, Testbed)

@@ -6,7 +6,9 @@ and keeps only 64 bytes of each packet, so the ring holds thousands of packets p
 the counting thread touches each packet once, reading its length and interface from the ring
 header. On the testbed the capture point is the switch namespace: every packet a host sends
 enters the switch once on that host's port, so each packet is counted exactly once, per
-sending host (the analogue of seed 004's monitor bridging the link). In a local run it is
+sending host (the analogue of seed 004's monitor bridging the link). On a two-site testbed a
+frame to the far site enters the switch a second time, from the WAN line's port: those ports
+are filtered out (the line counts what it carried itself). In a local run it is
 ``lo`` (each packet counted once, on receive).
 
 What it can drop: when the counting thread falls behind and the ring (``ring_mb``) fills,
@@ -39,8 +41,25 @@ TP_STATUS_USER = 1
 ETH_P_ALL = 0x0003
 SO_ATTACH_FILTER = 26
 PACKET_OUTGOING = 4
-# ld pkttype; jeq OUTGOING -> drop; ret 64 (snap length); ret 0 (drop)
-_FILTER = [(0x20, 0, 0, 0xFFFFF004), (0x15, 1, 0, PACKET_OUTGOING), (0x06, 0, 0, 64), (0x06, 0, 0, 0)]
+# Frames entering the switch from a WAN line's ports were counted already, on the sending host's
+# port, before they crossed the line: counting them again would double every WAN frame. The
+# line counts what it carried itself (``clusterlab.monitor.wan``).
+SKIP_IFACES = ("wan0", "wan1")  # cluster.testbed.link.WAN_PORTS
+
+
+def bpf_filter(skip_ifindex: list[int]) -> list[tuple[int, int, int, int]]:
+    """Classic BPF: drop outgoing copies and frames arriving on ``skip_ifindex``; keep 64 bytes.
+
+    >>> len(bpf_filter([])), len(bpf_filter([7, 8]))
+    (4, 7)
+    """
+    prog = []
+    if skip_ifindex:
+        prog.append((0x20, 0, 0, 0xFFFFF008))  # ld ifindex (SKF_AD_IFINDEX)
+        for k, idx in enumerate(skip_ifindex):  # jeq idx -> the final "ret 0"
+            prog.append((0x15, len(skip_ifindex) - k + 2, 0, idx))
+    # ld pkttype; jeq OUTGOING -> drop; ret 64 (snap length); ret 0 (drop)
+    return prog + [(0x20, 0, 0, 0xFFFFF004), (0x15, 1, 0, PACKET_OUTGOING), (0x06, 0, 0, 64), (0x06, 0, 0, 0)]
 
 
 def bucket_of(length: int) -> int:
@@ -76,10 +95,12 @@ class PacketCapture:
 
     def _setup(self) -> None:
         s = self.sock
-        prog = b"".join(struct.pack("=HBBI", *ins) for ins in _FILTER)
+        skip = sorted(i for i, n in self.names.items() if n in SKIP_IFACES)
+        ins = bpf_filter(skip)
+        prog = b"".join(struct.pack("=HBBI", *x) for x in ins)
         self._prog = ctypes.create_string_buffer(prog, len(prog))
         s.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER,
-                     struct.pack("@HP", len(_FILTER), ctypes.addressof(self._prog)))
+                     struct.pack("@HP", len(ins), ctypes.addressof(self._prog)))
         s.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V3)
         frame = 2048
         req = struct.pack("=7I", self.block_size, self.block_nr, frame, self.block_size * self.block_nr // frame,

@@ -20,6 +20,7 @@ reachable (in a testbed host's namespace: the ranks of ``run_parallel(..., testb
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ HEADER_BYTES = 4096
 ALIGN = 64 << 10
 READ_BLOCK = 64 << 10  # the seed's miners read in 64 KB blocks
 CONNECTIONS = 4  # commands in flight per rank
+SEGMENT = 2 << 20  # read ahead in pieces of this size, parsed while the next one arrives
 MAX_PARTS = (HEADER_BYTES - 16) // 16
 
 
@@ -39,9 +41,13 @@ class LunUrl:
     portal: str
     iqn: str
     lun: int
+    block: int = READ_BLOCK
+    connections: int = CONNECTIONS
 
     def __str__(self) -> str:
-        return f"iscsi://{self.portal}/{self.iqn}/{self.lun}"
+        query = [f"{k}={getattr(self, k)}" for k, d in (("block", READ_BLOCK), ("connections", CONNECTIONS))
+                 if getattr(self, k) != d]
+        return f"iscsi://{self.portal}/{self.iqn}/{self.lun}" + ("?" + "&".join(query) if query else "")
 
 
 def is_url(path) -> bool:
@@ -54,12 +60,27 @@ def is_url(path) -> bool:
 
 
 def parse_url(url: str) -> LunUrl:
-    """Split ``iscsi://ADDR[:PORT]/IQN/LUN``; a malformed URL is a ``ConfigError`` naming it.
+    """Split ``iscsi://ADDR[:PORT]/IQN/LUN[?block=BYTES&connections=K]``; a malformed URL is
+    a ``ConfigError`` naming it. ``block``: bytes per READ command (a multiple of 512 up to
+    4 MiB; default 64 KiB as the seed's miners read); ``connections``: commands in flight (1..64,
+    default 4).
 
     >>> parse_url("iscsi://10.0.0.3/iqn.2026-11.org.clusterlab:t1.shared/1")
-    LunUrl(portal='10.0.0.3:3260', iqn='iqn.2026-11.org.clusterlab:t1.shared', lun=1)
+    LunUrl(portal='10.0.0.3:3260', iqn='iqn.2026-11.org.clusterlab:t1.shared', lun=1, block=65536, connections=4)
+    >>> str(parse_url("iscsi://10.0.0.3/iqn.2026-11.org.clusterlab:t1.shared/1?block=262144"))
+    'iscsi://10.0.0.3:3260/iqn.2026-11.org.clusterlab:t1.shared/1?block=262144'
     """
     rest = url[len("iscsi://"):] if is_url(url) else None
+    rest, _, query = rest.partition("?") if rest else (rest, "", "")
+    options = {}
+    for kv in query.split("&") if query else []:
+        key, _, value = kv.partition("=")
+        limits = {"block": (512, 4 << 20), "connections": (1, 64)}.get(key)
+        if limits is None or not value.isdigit() or not limits[0] <= int(value) <= limits[1] or (
+                key == "block" and int(value) % 512):
+            raise ConfigError(f"{url}: bad option {kv!r} (block=BYTES, a multiple of 512 up to 4194304; "
+                              "connections=1..64)")
+        options[key] = int(value)
     parts = rest.split("/") if rest else []
     if len(parts) != 3 or not all(parts) or not parts[2].isdigit() or not parts[1].startswith("iqn."):
         raise ConfigError(f"{url}: an iSCSI source is iscsi://ADDR[:PORT]/IQN/LUN (IQN starting 'iqn.', LUN a number)")
@@ -67,7 +88,7 @@ def parse_url(url: str) -> LunUrl:
     host, _, port = portal.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{url}: bad portal {parts[0]!r} (ADDR or ADDR:PORT)")
-    return LunUrl(portal, parts[1], int(parts[2]))
+    return LunUrl(portal, parts[1], int(parts[2]), **options)
 
 
 def pack_header(regions: list[tuple[int, int]]) -> bytes:
@@ -125,11 +146,11 @@ def partition_ranges(path, parts: int) -> list[tuple[int, int]]:
     return byte_ranges(path, parts)
 
 
-def _open(url: LunUrl, connections: int = CONNECTIONS):
+def _open(url: LunUrl, connections: int | None = None):
     from clusterlab.storage.iscsi import open_lun
 
     try:
-        return open_lun(url.portal, url.iqn, url.lun, connections=connections)
+        return open_lun(url.portal, url.iqn, url.lun, connections=connections or url.connections)
     except OSError as e:
         raise ConfigError(f"{url}: {e}") from None
 
@@ -160,10 +181,61 @@ def write_partitions(url: str, path, parts: int, block: int = 1 << 20) -> list[t
     return regions
 
 
-def read_rank_bytes(url: str, rank: int, size: int, block: int = READ_BLOCK) -> bytes:
+def _segments(lun, off: int, length: int, block: int, segment: int, timeout: float):
+    """The bytes of ``lun`` at ``off..off+length`` as ``segment``-byte pieces, in order, each
+    read (``block``-byte commands over the LUN's sessions) by a thread of its own while the
+    caller works on the previous one. Closing the generator early stops that thread."""
+    import queue
+    import threading
+
+    pieces: queue.Queue = queue.Queue(maxsize=2)  # one being used, one read ahead
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            for pos in range(off, off + length, segment):
+                if stop.is_set():
+                    return
+                n = min(segment, off + length - pos)
+                pieces.put(lun.read(pos, n, block if n > block else 0))
+            pieces.put(None)
+        except BaseException as e:  # handed to the caller, who raises it
+            pieces.put(e)
+
+    t = threading.Thread(target=reader, name="lun-readahead", daemon=True)
+    t.start()
+    try:
+        while True:
+            try:
+                piece = pieces.get(timeout=timeout)
+            except queue.Empty:
+                raise ConfigError(f"no data from the LUN in {timeout:g} s") from None
+            if piece is None:
+                return
+            if isinstance(piece, BaseException):
+                raise piece
+            yield piece
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a reader waiting on a full queue, then let it finish
+            try:
+                pieces.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        t.join(timeout)
+
+
+def read_rank_bytes(url: str, rank: int, size: int, block: int | None = None) -> bytes:
     """The FIMI bytes of partition ``rank`` of ``size`` on the LUN, read in ``block``-byte
-    commands (several in flight)."""
+    commands (default: the URL's ``block``), several in flight."""
+    with contextlib.closing(_rank_pieces(url, rank, size, block, segment=1 << 62)) as pieces:
+        return b"".join(pieces)
+
+
+def _rank_pieces(url: str, rank: int, size: int, block: int | None, segment: int):
+    """Partition ``rank``'s bytes as pieces (see ``_segments``); the last is cut to the length."""
     u = parse_url(url)
+    block = block or u.block
     if size < 1 or not 0 <= rank < size:
         raise ConfigError(f"rank {rank} is outside 0..{size - 1}")
     with _open(u) as lun:
@@ -173,30 +245,72 @@ def read_rank_bytes(url: str, rank: int, size: int, block: int = READ_BLOCK) -> 
                               f"(write_partitions with parts={size})")
         off, n = regions[rank]
         if n == 0:
-            return b""
+            return
         padded = -(-n // lun.block_length) * lun.block_length
         if off % lun.block_length or off + padded > lun.size:
             raise ConfigError(f"{u}: partition {rank} ({off}+{n}) is outside the LUN's {lun.size} bytes")
+        segment = max(block, segment // block * block)
+        left = n
         try:
-            data = lun.read(off, padded, block)
+            for piece in _segments(lun, off, padded, block, segment, timeout=120.0):
+                yield piece[:left] if len(piece) > left else piece
+                left -= len(piece)
         except OSError as e:
             raise ConfigError(f"{u}: reading partition {rank}: {e}") from None
-    return data[:n]
 
 
-def read_rank_baskets(url: str, rank: int, size: int):
-    """Rank ``rank``'s transactions from the LUN (the same ``Baskets`` as
-    ``clusterlab.data.read_partition`` of the file the LUN was written from)."""
+def parse_pieces(pieces, where: str):
+    """FIMI text arriving as ``pieces`` (bytes cut anywhere) parsed into one ``Baskets``,
+    whole lines at a time as they arrive: the same as parsing the joined text; a parse error
+    names ``where`` and the line counted from the first piece.
+
+    >>> parse_pieces([b"1 2\\n3", b" 4\\n", b"5"], "x").to_lists()
+    [[1, 2], [3, 4], [5]]
+    """
+    import numpy as np
+
     from clusterlab import _core
     from clusterlab.data.baskets import Baskets
     from clusterlab.data.io import _wrap_parse_error
 
-    data = read_rank_bytes(url, rank, size)
-    try:
-        offsets, items, dropped = _core.parse_fimi(data)
-    except _core.BasketParseError as e:
-        raise _wrap_parse_error(f"{url} (partition {rank})", e) from None
-    return Baskets._trusted(offsets, items, None, dropped)
+    offs, items, dropped, lines, n_items = [np.zeros(1, np.int64)], [], 0, 0, 0
+    carry = b""
+
+    def parse(text: bytes) -> None:
+        nonlocal dropped, lines, n_items
+        try:
+            o, i, d = _core.parse_fimi(text)
+        except _core.BasketParseError as e:
+            message, line, column = e.args
+            e.args = (message, line + lines, column)
+            raise _wrap_parse_error(where, e) from None
+        offs.append(o[1:] + n_items)
+        items.append(i)
+        n_items += i.size
+        dropped += d
+        lines += text.count(b"\n")
+
+    for piece in pieces:
+        data = carry + piece
+        cut = data.rfind(b"\n") + 1  # whole lines now; the rest waits for the next piece
+        if cut:
+            parse(data[:cut])
+        carry = data[cut:]
+    if carry:
+        parse(carry)
+    return Baskets._trusted(np.concatenate(offs), np.concatenate(items) if items else np.zeros(0, np.uint32),
+                            None, dropped)
+
+
+def read_rank_baskets(url: str, rank: int, size: int, block: int | None = None, segment: int = SEGMENT):
+    """Rank ``rank``'s transactions from the LUN (the same ``Baskets`` as
+    ``clusterlab.data.read_partition`` of the file the LUN was written from).
+
+    ``block``: bytes per READ command (default: the URL's). Read and parse overlap: the partition arrives in ``segment``-byte pieces, read ahead by a
+    thread while the whole lines received so far are parsed (both without the GIL), so the
+    rank's read takes about the longer of the two, not their sum."""
+    with contextlib.closing(_rank_pieces(url, rank, size, block, segment)) as pieces:
+        return parse_pieces(pieces, f"{url} (partition {rank})")
 
 
 def check_url(url: str, nodes: int) -> str:

@@ -32,6 +32,7 @@ import struct
 
 import numpy as np
 
+from clusterlab.comm import costmodel
 from clusterlab.comm.collectives import (
     allgather_recursive_doubling,
     allgather_ring,
@@ -70,6 +71,7 @@ MODULES: dict[str, dict] = {op: {} for op in OPS}
 for _m in _ALL:
     MODULES[_m.OP][_m.NAME] = _m
 ALGORITHMS: dict[str, dict] = {op: {name: m.run for name, m in names.items()} for op, names in MODULES.items()}
+costmodel.register(MODULES)  # the model prices these (it does not import the algorithms)
 
 # Keyword arguments of each operation (what ``run`` forwards to the algorithm).
 ARGS = {"barrier": (), "bcast": ("data", "root"), "scatter": ("chunks", "root"), "gather": ("data", "root"),
@@ -128,8 +130,6 @@ def _agree_max(comm, value: int) -> int:
 
 
 def _auto(op: str, comm, kw: dict):
-    from clusterlab.comm import costmodel
-
     model, n = costmodel.current(), comm.size
     names = sorted(ALGORITHMS[op])
     if op == "barrier":

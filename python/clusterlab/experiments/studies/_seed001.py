@@ -15,5 +15,14 @@ NOTES = ("Seed 001 ran an IET iSCSI target (Linux, SAS RAID0) and Open-iSCSI ini
          "initiator in the project (4 commands in flight per initiator), so target, initiators and switch share "
          "2 cores. 'backing_rate' throttles the target's backing store (tgtd in a blkio cgroup, O_DIRECT; shared "
          "by all LUNs, like one RAID) so that storage, as on the seed's disks, can be the bottleneck; 'none' is "
-         "the page cache. The seed's findings are in the notes of each study (clusterlab.report.seeds has no "
-         "seed 001 entry yet).")
+         "the page cache. The seed's findings are in the notes of each study and, as numbers and directions, in "
+         "clusterlab.report.seeds (seed 001).")
+
+WITH_BONNIE = (" Here as in the seed, bonnie (write then read of its own region of the target, over and over, "
+               "64 KB commands, 4 in flight) runs on every initiator host while the miners run; the backing store "
+               "is throttled to 60 MB/s (tgtd in a blkio cgroup, O_DIRECT), so storage, not the network, can limit, "
+               "as on the seed's RAID. HPA rescans its partition from the target every pass, as the seed's did. "
+               "Seed 001 Figs. 10-11 (from its text): with bonnie++ at the same time HPA and PFP take longer, and "
+               "longer as initiators are added; Fig. 12: the target's network at most 60 MB/s; Figs. 13-15: with one "
+               "initiator its CPU is mostly user, with more mostly I/O wait; the target waits for I/O; storage "
+               "load high: storage, not the network, bounds the system.")

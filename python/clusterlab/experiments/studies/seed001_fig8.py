@@ -18,7 +18,7 @@ STUDY = Study(
             scatter(x="ranks", y="iscsi_vs_local", hue="algorithm"),
             scatter(x="ranks", y="read_seconds", hue="algorithm"),
             seed_numbers("001", "Fig. 8")],
-    notes=NOTES + " The data is read once per job (the miners keep it in memory between passes; seed 001 "
-                  "rescans it from the target every pass). Seed 001 Fig. 8 (from its text): HPA and PFP "
+    notes=NOTES + " HPA rescans its partition from the target every pass, as the seed's did (PFP reads it "
+                  "once: its passes after the first work on its own trees). Seed 001 Fig. 8 (from its text): HPA and PFP "
                   "(1000 items, 1M-8M transactions) take hardly more time as initiators are added.",
 )

@@ -21,7 +21,7 @@ def get(name: str):
 
     modules = {"alltoall_broadcast": "broadcast", "parallel_mining": "mining", "pingpong": "pingpong",
                "npb_wan": "npb", "iscsi_bonnie": "storage", "mining_from_target": "storage",
-               "collective": "collective"}
+               "collective": "collective", "file_transfer": "filecopy"}
     if name not in modules:
         raise ConfigError(f"unknown workload {name!r} (known: {', '.join(sorted(modules))})")
     return importlib.import_module(f"clusterlab.experiments.workloads.{modules[name]}").execute

@@ -1,7 +1,8 @@
 """NPB kernels across seed 004's networks as a study workload: ``npb_wan``.
 
-``nodes`` ranks, one per host. Each point builds its own testbed (the study's ``cluster`` is only the driver, e.g.
-``InProcess(ranks=1)``; the spec's ``Testbed`` cluster has no sites or WAN line yet):
+``nodes`` ranks, one per host, on the point's cluster when it is a ``Testbed`` (a LAN, or
+``sites="4+4"`` with the WAN line: the spec declares the network, and ``network`` must match it);
+with any other cluster (e.g. ``InProcess(ranks=1)``, the driver only) each point builds its own:
 
 - ``network="lan"``: 8 hosts on one switch at ``lan_rate`` (100M-LAN);
 - ``"135M"``: 4 + 4 hosts on two 1 Gbit/s site switches (the paper's GbE LANs at each end)
@@ -33,6 +34,7 @@ clusterlab.errors.ConfigError: unknown NPB kernel 'bt' (one of ep, is, cg, mg, f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -62,10 +64,26 @@ def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int
                                 "compute_scale": float(compute_scale)}, dilatable=False)
 
 
+def npb_replay(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, traffic: bool = False,
+               compute_scale: float = 1.0) -> Workload:
+    """``npb_wan`` for a study whose cluster is the ``Testbed`` (its ``sites``/``wan_*`` fields
+    declare the network; ``network`` names which one each point is and is checked against it).
+
+    >>> sorted(npb_replay(kernel="ep").params)
+    ['cls', 'compute_scale', 'kernel', 'network', 'nodes', 'traffic']
+    """
+    w = npb_wan(kernel, cls, network, nodes, traffic=traffic, compute_scale=compute_scale)
+    return Workload("npb_wan", {k: v for k, v in w.params.items() if k not in ("lan_rate", "wan_rate", "wan_delay")},
+                    dilatable=False)
+
+
 def topology(params: dict):
-    """The point's testbed topology."""
+    """The point's testbed topology (the workload builds it: the study's cluster is not a testbed)."""
     from clusterlab.cluster.testbed import StarTopo
 
+    if "lan_rate" not in params:
+        raise ConfigError("npb_replay runs on the study's Testbed cluster (declare sites/wan_* there); "
+                          "npb_wan builds its own testbed")
     n = int(params["nodes"])
     if params["network"] == "lan":
         return StarTopo(hosts=max(2, n), rate=params["lan_rate"])
@@ -73,6 +91,26 @@ def topology(params: dict):
         raise ConfigError("a WAN point needs at least 2 ranks (one per site)")
     return StarTopo(hosts=n, rate="1Gbit", sites=f"{(n + 1) // 2}+{n // 2}", wan_rate=params["wan_rate"],
                     wan_delay=params["wan_delay"], wan_shared=params["network"] == "67M")
+
+
+def check_network(network: str, topo, nodes: int) -> None:
+    """Refuse a point whose ``network`` is not the testbed the spec declared.
+
+    >>> from clusterlab.cluster.testbed import StarTopo
+    >>> check_network("67M", StarTopo(hosts=8, sites="4+4"), 8)
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: network '67M' needs the cluster's wan_shared=True (two sites sharing one line); the testbed has two sites, wan_shared=False
+    """
+    want = {"lan": (False, False), "135M": (True, False), "67M": (True, True)}[network]
+    have = (topo.has_wan, bool(topo.has_wan and topo.wan_shared))
+    if want != have:
+        need = {"lan": "one switch (no sites)", "135M": "sites and wan_shared=False",
+                "67M": "wan_shared=True (two sites sharing one line)"}[network]
+        got = f"two sites, wan_shared={topo.wan_shared}" if topo.has_wan else "one switch"
+        raise ConfigError(f"network {network!r} needs the cluster's {need}; the testbed has {got}")
+    if nodes > topo.hosts:
+        raise ConfigError(f"nodes={nodes} ranks need as many hosts; the testbed has {topo.hosts}")
 
 
 def recording(kernel: str, cls: str, n: int) -> dict:
@@ -99,8 +137,14 @@ def execute(session, params: dict, reps: int, warmup: int):
     # The numerator as the replay counts compute: the 1-rank run's CPU time (its wall time on a
     # loaded machine includes waiting for a core), times the same scale.
     one1 = one["ranks"][0]["compute_cpu_s"] * scale
-    topo = topology(params)
-    with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, Testbed(topo) as tb:
+    if session.testbed is not None:
+        topo = session.testbed.topo
+        check_network(params["network"], topo, n)
+        bed = contextlib.nullcontext(session.testbed)
+    else:
+        topo = topology(params)
+        bed = Testbed(topo)
+    with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, bed as tb:
         events = save_events(rec["events"], os.path.join(tmp, "events.json"))
         for i in range(warmup + reps):
             out = tb.run(replay_rank, n, events, scale, timeout=600)

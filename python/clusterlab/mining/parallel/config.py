@@ -41,7 +41,9 @@ class ParallelConfig:
     ``pfp_kernel``: how a PFP rank mines its group: ``"vertical"`` (tid-list intersections
     guided by the group's pair counts: Eclat, the fastest kernel here), ``"fptree"`` (a
     group-restricted FP-growth) or ``"fpgrowth"`` (the sequential FP-growth on each item's
-    conditional base). ``timeout``: seconds any wait may take. ``progress``: rank 0 writes one line per finished
+    conditional base). ``rescan``: HPA reads the rank's share again from its source at the start
+of every pass after the first, as seed 000/001's HPA rescans its database each pass (from a
+LUN: through the initiator each time); default: read once and kept in memory. ``timeout``: seconds any wait may take. ``progress``: rank 0 writes one line per finished
     pass to stderr.
     """
 
@@ -56,6 +58,7 @@ class ParallelConfig:
     counting: str = "tidlist"
     pfp_kernel: str = "vertical"
     progress: bool = False
+    rescan: bool = False
 
     def check(self) -> None:
         """Raise ``ConfigError`` naming the first impossible setting."""
@@ -65,6 +68,8 @@ class ParallelConfig:
             raise ConfigError(f"counting must be 'tidlist' or 'trie', got {self.counting!r}")
         if self.pfp_kernel not in PFP_KERNELS:
             raise ConfigError(f"pfp_kernel must be one of {', '.join(PFP_KERNELS)}, got {self.pfp_kernel!r}")
+        if not isinstance(self.rescan, bool):
+            raise ConfigError(f"rescan must be true or false, got {self.rescan!r}")
         for name in ("block_bytes", "read_block_bytes", "eld_max", "max_len"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):

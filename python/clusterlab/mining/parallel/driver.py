@@ -32,6 +32,7 @@ from clusterlab.mining.sequential import min_count_of
 # (offsets, items, counts, n_transactions) of all frequent itemsets on rank 0 at least.
 REGISTRY = {"hpa": hpa.mine, "hpa-eld": hpa_eld.mine, "cd": cd.mine, "pfp": pfp.mine}
 ALGORITHMS = tuple(REGISTRY)
+RESCANNING = ("hpa", "hpa-eld")  # the algorithms with ParallelConfig.rescan
 BACKENDS = ("tcp", "mpi", "inproc")
 RANK_PATTERN = "{rank}"
 # Per-rank figures gathered at the end of a job (besides the per-pass rows).
@@ -125,6 +126,14 @@ def check_input(path, nodes: int, format: str | None = None) -> str:
             raise ConfigError(f"{f}: not a regular file; parallel ranks each read their own part of it, "
                               "so copy it to a file first")
     return fmt
+
+
+def check_algorithm(algorithm: str, config: ParallelConfig) -> None:
+    """Refuse an unknown algorithm, or a setting it does not have (``rescan``: HPA's only)."""
+    if algorithm not in REGISTRY:
+        raise ConfigError(f"unknown parallel algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if config.rescan and algorithm not in RESCANNING:
+        raise ConfigError(f"rescan is an option of {' and '.join(RESCANNING)}, not of {algorithm}")
 
 
 def read_rank_baskets(path, rank: int, size: int, format: str | None = None):
@@ -240,8 +249,7 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     rank writes the log of its computation gaps and messages, for ``replay_parallel``."""
     config = config or ParallelConfig()
     config.check()
-    if algorithm not in REGISTRY:
-        raise ConfigError(f"unknown parallel algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    check_algorithm(algorithm, config)
     if comm.size > 1:
         # Start every rank's job clock together: process launch and mesh set-up skew is wall
         # time, not the job's (it showed up as 0.1-0.4 s of pass 1's t_sync).
@@ -252,7 +260,10 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     t_read = time.perf_counter() - t0
     csr_bytes = baskets.offsets.nbytes + baskets.items.nbytes  # this rank's share as read
     stats = PassStats(traced, on_pass=_progress_line if config.progress and comm.rank == 0 else None)
-    offsets, items, counts, n_tx = REGISTRY[algorithm](traced, baskets, min_support, config, stats)
+    extra = {}
+    if config.rescan:  # HPA reads its share again every pass (seed 000/001), through this reader
+        extra["rescan"] = lambda: read_rank_baskets(path, comm.rank, comm.size, format)
+    offsets, items, counts, n_tx = REGISTRY[algorithm](traced, baskets, min_support, config, stats, **extra)
     labels = baskets.labels
     del baskets
     me = np.array([_peak_rss(), t_read, time.process_time() - cpu0, time.perf_counter() - t0, csr_bytes],
@@ -349,6 +360,7 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     config = config or ParallelConfig()
     config.check()
+    check_algorithm(algorithm, config)
     min_count_of(min_support, 1)  # a bad min_support fails here, not in every rank
     job = launched_job() if testbed is None and backend != "inproc" else None
     if job is not None:

@@ -170,9 +170,28 @@ def prefix_owners(comm, offsets: np.ndarray, ranks: np.ndarray, n_items: int, k:
     return owners
 
 
-def mine(comm, baskets, min_support, config, stats, eld: bool = False):
+def _rescanned(rescan, freq: np.ndarray, prev, k: int, row: dict):
+    """This rank's share read again (``rescan()``) and reduced to what pass ``k`` uses: the
+    frequent items' ranks (as ``first_pass`` numbers them), then, from pass 3, only items
+    of the large (k-1)-itemsets ``prev`` (as the shrink between passes keeps them). The time
+    goes to ``row["t_scan"]``."""
+    t = time.perf_counter()
+    b = rescan()
+    key_order = np.argsort(freq, kind="stable")
+    offsets, ranks = _core.reduce_by_keys(b.offsets, b.items, np.ascontiguousarray(freq[key_order]),
+                                          key_order.astype(np.uint32), 2)
+    del b
+    if prev is not None:
+        offsets, ranks = shrink_transactions(offsets, ranks, prev, freq.size, k)
+    row["t_scan"] += time.perf_counter() - t
+    return offsets, ranks
+
+
+def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=None):
     """Run HPA on this rank's ``baskets``. Returns the frequent itemsets of all ranks
-    ``(offsets, items, counts, n_transactions)`` in canonical order (every rank gets them)."""
+    ``(offsets, items, counts, n_transactions)`` in canonical order (every rank gets them).
+    ``rescan``: a function reading this rank's share again (``ParallelConfig.rescan``): every
+    pass after the first starts from a fresh read (its time is the pass's ``t_scan``)."""
     fp = first_pass(comm, baskets, min_support, stats)
     freq, fcounts, n_tx, min_count, offsets, ranks = (fp.items, fp.counts, fp.n_transactions, fp.min_count,
                                                       fp.offsets, fp.ranks)
@@ -195,11 +214,13 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False):
         # Pass 2's candidates are every pair of frequent items: few and dense, so each rank
         # counts its own pairs and one all-reduce sums them (no pair travels on its own).
         row = stats.start(2)
+        if rescan is not None:
+            offsets, ranks = _rescanned(rescan, freq, None, 2, row)
         large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row)
         t = time.perf_counter()
-        if large_counts.size:
+        if large_counts.size and rescan is None:
             offsets, ranks = shrink_transactions(offsets, ranks, large_flat, freq.size, 3)
-        row["t_scan"] = time.perf_counter() - t
+        row["t_scan"] += time.perf_counter() - t
         stats.end(row)
         if large_counts.size == 0:
             return assemble(levels, freq, n_tx)
@@ -208,6 +229,8 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False):
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
         prev = levels[-1][0]
         row = stats.start(k)
+        if rescan is not None:
+            offsets, ranks = _rescanned(rescan, freq, prev, k, row)
         t = time.perf_counter()
         owners = None
         if eld:
@@ -297,9 +320,9 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False):
         row["itemsets_sent"], row["subsets"] = rs["itemsets_sent"], rs["subsets"]
         # Shrink the transactions to the items still in play for pass k + 1.
         t = time.perf_counter()
-        if large_counts.size:
+        if large_counts.size and rescan is None:
             offsets, ranks = shrink_transactions(offsets, ranks, large_flat, freq.size, k + 1)
-        row["t_scan"] = time.perf_counter() - t
+        row["t_scan"] += time.perf_counter() - t
         stats.end(row)
         if large_counts.size == 0:
             break

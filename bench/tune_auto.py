@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""``tune auto`` against the full grid on issue 12's incast workload: the all-to-all broadcast
+of 50 KB blocks on 16 testbed hosts, 155 Mbit/s links, 64 KB switch port buffers (root).
+
+Each phase fits in one slot of the quiet lock, so they run apart, each on a fresh testbed:
+
+    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py search   # halving + confirm runs
+    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py grid     # every setting --runs times
+    .venv/bin/python bench/tune_auto.py compare                         # -> bench/results/tune_auto.json
+
+``compare`` puts both beside each other: the grid's mean time of the search's choice over the
+grid's best mean (target <= 1.10), the share of the grid's runs the search used (target <=
+0.25), and the search replayed 1000 times on the grid's measured runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from clusterlab._atomic import atomic_open
+from clusterlab.tune import auto
+
+HERE = Path(__file__).resolve().parent / "results"
+SETUP = {"hosts": 16, "rate": "155Mbit", "buffer": "64KB", "mtu": 9000, "size": 50_000, "space": auto.DEFAULT_SPACE,
+         "runs": 8}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("phase", choices=["search", "grid", "compare"])
+    ap.add_argument("--hosts", type=int, default=SETUP["hosts"])
+    ap.add_argument("--runs", type=int, default=SETUP["runs"])
+    ap.add_argument("--space", default=SETUP["space"])
+    ap.add_argument("--dir", default=str(HERE))
+    a = ap.parse_args()
+    d = Path(a.dir)
+    setup = {**SETUP, "hosts": a.hosts, "runs": a.runs, "space": a.space}
+    if a.phase == "compare":
+        s = json.loads((d / "tune_auto_search.json").read_text())
+        g = json.loads((d / "tune_auto_grid.json").read_text())
+        if s["space"] != g["space"] or s["testbed"] != g["testbed"]:
+            sys.exit("the search and the grid ran different spaces or testbeds")
+        search = {**s["search"], "chosen": dict(p.split("=", 1) for p in s["search"]["chosen"].split(","))}
+        out = {"setup": setup, "search": s, "grid": g, "comparison": auto.compare(search, g["grid"]),
+               "replay": auto.replay(g["grid"], s["search"]["budget"], s["search"]["eta"])}
+        c = out["comparison"]
+        c["met"] = c["chosen_over_best"] <= 1.10 and c["runs_share"] <= 0.25
+        with atomic_open(d / "tune_auto.json") as f:
+            json.dump(out, f, indent=1)
+        print(json.dumps({**c, "replay": out["replay"]}, indent=1))
+        return
+    kw = {k: setup[k] for k in ("hosts", "rate", "buffer", "mtu", "size", "space", "runs")}
+    res = auto.tune_auto(**kw, grid=a.phase == "grid", search=a.phase == "search")
+    with atomic_open(d / f"tune_auto_{a.phase}.json") as f:
+        json.dump(res, f, indent=1)
+    key = "search" if a.phase == "search" else "grid"
+    print(f"{key}: {res[key]['runs']} runs, {res[key]['visits']} jobs, {res[key]['seconds']:.0f} s, "
+          f"chose {res[key]['chosen']}; load {res['loadavg_before']} -> {res['loadavg_after']}")
+
+
+if __name__ == "__main__":
+    main()
