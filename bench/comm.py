@@ -20,7 +20,9 @@ netpipe-tcp``; installed automatically when run as root) and ``mpi4py`` + ``mpic
 
 The collective comparison runs ``--runs`` times back to back (default 2); each row records the
 ratio of every run, the spread (largest / smallest - 1) and the load, and the target counts
-as met only when every run meets it. ``--per-call`` adds bcast and scatter with connections
+as met only when every run meets it; each run also records where the machine's CPU went while
+clusterlab and while MPICH ran (``cpu``: user, nice = other helpers' niced jobs, system, idle),
+since MPICH's busy-polling ranks lose most to background work. ``--per-call`` adds bcast and scatter with connections
 set up per call (seed 002).
 
 Usage: ``.venv/bin/python bench/comm.py [--quick] [--runs 2] [--per-call] [-n 8] [-o bench/results/comm.json]``
@@ -134,6 +136,21 @@ def mpi_worker(ops: list[str], sizes: list[int], out: str) -> None:
             json.dump(results, f)
 
 
+def cpu_ticks() -> list[int]:
+    """The machine's CPU ticks: user, nice, system, idle, iowait, irq, softirq, steal."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def cpu_share(t0: list[int], t1: list[int]) -> dict:
+    """Where the CPU went between two ``cpu_ticks``: ``nice`` is niced background work (other
+    jobs; MPICH's busy-polling ranks hand their CPU to it when they yield), ``idle``."""
+    d = [b - a for a, b in zip(t0, t1, strict=True)]
+    total = max(1, sum(d))
+    return {"user": round(d[0] / total, 3), "nice": round(d[1] / total, 3), "system": round((d[2] + d[5] + d[6]) / total, 3),
+            "idle": round((d[3] + d[4]) / total, 3)}
+
+
 def _iterations(m: int) -> tuple[int, int]:
     return (100, 10) if m <= 64 * KIB else (30, 5)
 
@@ -243,7 +260,9 @@ def main() -> None:
 
     print("latency: NPtcp vs clusterlab ping-pong ...", file=sys.stderr)
     upper = 4 * MIB
+    c0 = cpu_ticks()
     res["nptcp"] = nptcp(upper)
+    res["nptcp_cpu"] = cpu_share(c0, cpu_ticks())
     cal = local.run(pp.calibrate, 2, pp.sizes(1, upper), 0.02 if a.quick else 0.05, timeout=900)[0]
     res["clusterlab_pingpong"], res["clusterlab_overhead_us"] = cal["rows"], cal["overhead"] * 1e6
     # the collectives choose with a model fitted to this ping-pong (what `clusterlab tune model` does)
@@ -258,8 +277,11 @@ def main() -> None:
     res["runs"] = []
     for k in range(a.runs):
         run = {"load_before": os.getloadavg()}
+        c0 = cpu_ticks()
         run["clusterlab_collectives"] = clusterlab_collectives(a.n, ops, sizes)
+        c1 = cpu_ticks()
         run["mpich_tcp"] = mpich(a.n, ops, sizes, over_tcp=True)
+        run["cpu"] = {"clusterlab": cpu_share(c0, c1), "mpich_tcp": cpu_share(c1, cpu_ticks())}
         if a.per_call:  # seed 002: the same calls with connections set up per call
             os.environ["CLUSTERLAB_CONNECTIONS"] = "per_call"
             try:
@@ -268,7 +290,8 @@ def main() -> None:
                 del os.environ["CLUSTERLAB_CONNECTIONS"]
         run["load_after"] = os.getloadavg()
         res["runs"].append(run)
-        print(f"  run {k + 1}: load {run['load_before'][0]:.1f} -> {run['load_after'][0]:.1f}", file=sys.stderr)
+        print(f"  run {k + 1}: load {run['load_before'][0]:.1f} -> {run['load_after'][0]:.1f}, cpu {run['cpu']}",
+              file=sys.stderr)
     res["clusterlab_collectives"] = res["runs"][0]["clusterlab_collectives"]
     res["mpich_tcp"] = res["runs"][0]["mpich_tcp"]
     res["mpich_shm"] = mpich(a.n, ops, sizes, over_tcp=False)

@@ -57,6 +57,8 @@ def test_seed000_figures_are_the_papers_settings():
         if p.tcp.rto_max_offset is not None:
             assert all(v[clusters.MAX_SYSCTL] * 1000 == pytest.approx(v[clusters.MIN_SYSCTL] + 100_000 * p.dilation, abs=1000)
                        for v in sc.values())
+        elif p.tcp.rto_max == "40s":  # the default MIN at the tuned line's dilation
+            assert p.dilation == 3.0
         else:
             assert p.dilation <= 2.0 and p.tcp.rto_max == "60s"
 
@@ -108,8 +110,10 @@ def test_set_and_quick_overrides():
     assert t.repeat == 2 and [p.settings["rto_min"] for p in pts] == ["5ms", "1s"]
     assert all(p.settings["hosts"] == 4 for p in t.points())  # the checks too
     assert [p.dilation for p in pts] == [10.0, 1.0]
-    t = load("seed000-fig6").with_settings({"tcp": "default;rto_min=250ms,rto_jitter=100ms,rto_max=1s"})
+    t = load("broadcast-incast").with_settings({"tcp": "default;rto_min=250ms,rto_jitter=100ms,rto_max=1s"})
     assert {p.settings["tcp"] for p in t.points()} == {"kernel default", "MIN 250ms..350ms random per node, MAX 1s"}
+    t = load("seed000-fig6").with_settings({"timers": "default at k=3 (MIN 200 ms / MAX 40 s)", "ranks": "4"})
+    assert [(p.settings["rto_max"], p.dilation) for p in t.points()] == [("40s", 3.0)] * 2  # x compute_scale
     for bad, msg in ((["nope=1"], "has no such setting"), (["repeat=x"], "not an integer"),
                      (["scale=7 hosts"], "choose among"), (["repeat"], "expected key=value")):
         with pytest.raises(ConfigError, match=msg):

@@ -81,6 +81,7 @@ def test_seed000_fig6_quick_replays_recorded_compute(tmp_path):
     assert meta["status"] == "complete" and "replayed" in meta["emulated"]["compute"]
     rows = __import__("pyarrow.parquet", fromlist=["x"]).read_table(tmp_path / "table.parquet").to_pylist()
     assert {(r["ranks"], r["dilation"]) for r in rows} == {(1, 1.0), (1, 3.0), (4, 1.0), (4, 3.0)}
+    assert len(rows) == 6  # default at k = 1, default at k = 3, tuned at k = 3; 1 and 4 hosts
     by_ranks: dict = {}
     for row in rows:  # both settings replay the same recording: the same result and bytes
         by_ranks.setdefault(row["ranks"], set()).add((row["itemsets"], row["bytes_sent"]))

@@ -147,3 +147,20 @@ def test_switch_capture_counts_a_wan_frame_once(name):
         b = bucket_of(1000 + 28 + 14)  # UDP payload + IP/UDP headers + Ethernet header
         per_iface = {k: v[0][b] for k, v in snap.items() if v[0][b]}
         assert per_iface == {"p0": 50}, per_iface
+
+
+@pytest.mark.root
+def test_line_wakes_once_per_burst_and_keeps_its_timing(name):
+    """A burst across the line: the frames leave in batches (fewer wakeups than frames, fewer
+    send calls than frames), none lost, each within 100 us (the coalescing window) plus
+    scheduling slack of its due time on average."""
+    topo = StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms", wan_queue="4MB", mtu=1500)
+    with Testbed(topo, name=name) as tb:
+        tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                         f"[s.sendto(b'x' * 1400, ('{tb.hosts[1].addr}', 9)) for _ in range(1000)]"], timeout=30)
+        time.sleep(0.3)
+    t = tb.wan_totals
+    assert t["delivered"][0] == t["packets"][0] == 1000 and t["drops"][0] == 0, t
+    assert t["send_calls"] < 0.8 * t["delivered"][0], t
+    assert t["wakeups"] < t["delivered"][0], t
+    assert -150_000 < t["late_mean_ns"][0] < 150_000, t

@@ -91,9 +91,22 @@ def _random_vs_fixed(y, expect_lower: bool | None, tolerance: float = 0.25):
     return f
 
 
+def _fig6_lines(rows) -> dict:
+    """Fig. 6's lines: the timers (``timers`` axis, or ``tcp`` in older runs), per compute scale
+    when the run has more than one."""
+    key = "timers" if any(r.get("timers") for r in rows) else "tcp"
+    scales = {r.get("compute_scale", 1) for r in rows if not r.get("check")}
+    out: dict = {}
+    for r in rows:
+        if not r.get("check"):
+            line = str(r.get(key)) + (f", compute x{r.get('compute_scale', 1):g}" if len(scales) > 1 else "")
+            out.setdefault(line, []).append(r)
+    return out
+
+
 def _speedups(rows):
     out = {}
-    for line, rs in _groups(rows, "tcp").items():
+    for line, rs in _fig6_lines(rows).items():
         xs = sorted({r["ranks"] for r in rs if r.get("ranks") is not None})
         if len(xs) < 2:
             continue
@@ -109,9 +122,15 @@ def _fig6_speedup(rows):
     if not sp:
         return "not measured", None
     text = "; ".join(f"{line}: {_g(s)} at {n} hosts" for line, (n, s) in sp.items())
-    default = [s for line, (_, s) in sp.items() if line.startswith("default")]
-    tuned = [s for line, (_, s) in sp.items() if line.startswith("tuned")]
-    return text, (tuned[0] >= default[0] if default and tuned else None)
+    oks = []
+    for line, (_, s) in sp.items():  # tuned against the default line of the same compute scale
+        if line.startswith("tuned"):
+            tail = line.partition(", compute x")[2]
+            default = [d for other, (_, d) in sp.items()
+                       if other.startswith("default (") and other.partition(", compute x")[2] == tail]
+            if default:
+                oks.append(s >= default[0])
+    return text, (all(oks) if oks else None)
 
 
 def _fig6_passes(rows):
@@ -120,7 +139,7 @@ def _fig6_passes(rows):
         return "not measured", None
     top = max(r["ranks"] for r in rs)
     parts = []
-    for line, g in _groups([r for r in rs if r["ranks"] == top], "tcp").items():
+    for line, g in _fig6_lines([r for r in rs if r["ranks"] == top]).items():
         lists = [json.loads(r["retransmissions_by_pass"]) if isinstance(r["retransmissions_by_pass"], str)
                  else r["retransmissions_by_pass"] for r in g]
         n = max(len(x) for x in lists)

@@ -48,6 +48,12 @@ def load_run(run_dir) -> tuple[list[dict], dict]:
         import pyarrow.parquet as pq
 
         rows = pq.read_table(d / "table.parquet").to_pylist()
+    elif (d / "table.csv").exists():  # a run kept without its Parquet (bench/results/studies)
+        import pyarrow.csv as pcsv
+
+        rows = pcsv.read_csv(d / "table.csv").to_pylist()
+    elif meta.get("points"):
+        raise ConfigError(f"{d}: no table.parquet or table.csv beside meta.json (the repetitions are missing)")
     return rows, meta
 
 

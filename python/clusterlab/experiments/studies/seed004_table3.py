@@ -29,7 +29,7 @@ STUDY = Study(
            "replays every compute gap 30x longer, an assumed (not measured) ratio of this EPYC core to the seed's "
            "733 MHz Xeon: the balance of compute to a 100 Mbit/s / 12 ms network is what Table 3 measures. Class W (S with "
            "--quick), the seed's Table 3 is class A. LU and SP are not implemented. The seed's PCs ran BSD/OS "
-           "TCP and MPICH over 100Base-T / ATM; ours is Linux TCP in namespaces and clusterlab's mesh, whose "
-           "per-message cost (Python) is far above MPICH's, so communication-heavy kernels (CG, IS, MG) lose "
+           "TCP and LAM MPI 6.4 over 100Base-T / ATM; ours is Linux TCP in namespaces and clusterlab's mesh, whose "
+           "per-message cost (Python) is far above LAM's, so communication-heavy kernels (CG, IS, MG) lose "
            "more to it than the seed's did."),
 )
