@@ -305,8 +305,7 @@ def _emulated(study: Study, points=()) -> dict:
     c = study.cluster
     out = {"cluster": c.kind}
     if c.kind == "testbed":
-        out["network"] = (f"network namespaces on one machine: a Linux bridge switch, links shaped by tbf at {c.rate} "
-                          f"with {c.buffer} output buffer per switch port and a {c.host_queue} host queue, MTU {c.mtu}")
+        out["network"] = _per_point(points, lambda p: _testbed_words(p.cluster)) or _testbed_words(c)
         out["dilation"] = ("per point (see each point's dilation): rates / k, RTO bounds x k, times / k; fixed kernel "
                            "timers (delayed ACK, loss probe, 4 ms jiffies) unscaled")
         out["tcp stack"] = _stacks(points)
@@ -325,6 +324,23 @@ def _emulated(study: Study, points=()) -> dict:
         if compute == "replay":
             out["replay validation"] = replay_validation()
     return out
+
+
+def _testbed_words(c) -> str:
+    words = (f"network namespaces on one machine: a Linux bridge switch, links shaped by tbf at {c.rate} "
+             f"with {c.buffer} output buffer per switch port and a {c.host_queue} host queue, MTU {c.mtu}")
+    wan = c.wan_description() if hasattr(c, "wan_description") else None
+    return words + (f"; {wan}" if wan else "")
+
+
+def _per_point(points, describe) -> str:
+    """``describe(point)`` for every point, said once when they agree, else with the points."""
+    by: dict[str, list[int]] = {}
+    for p in points:
+        by.setdefault(describe(p), []).append(p.index)
+    if len(by) <= 1:
+        return next(iter(by), "")
+    return "; ".join(f"at points {', '.join(map(str, ix))}: {words}" for words, ix in by.items())
 
 
 STACK_WORDS = {

@@ -20,8 +20,10 @@ reachable (in a testbed host's namespace: the ranks of ``run_parallel(..., testb
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import struct
+import threading
 from dataclasses import dataclass
 
 from clusterlab.errors import ConfigError
@@ -155,6 +157,57 @@ def _open(url: LunUrl, connections: int | None = None):
         raise ConfigError(f"{url}: {e}") from None
 
 
+_SESSIONS: dict = {}  # (url, rank, thread) -> a logged-in Lun kept for the rank's next read (rescans)
+
+
+@contextlib.contextmanager
+def _session(u: LunUrl, rank: int):
+    """A LUN logged in for rank ``rank`` of this thread and its header block: the one kept from
+    the rank's previous read when it still answers (as a kernel initiator stays logged in
+    between reads), else a new login. Kept for the next read when the caller finishes cleanly,
+    closed when it fails; all are closed when the process exits."""
+    key = (u, rank, threading.get_ident())
+    lun = _SESSIONS.pop(key, None)
+    header = None
+    if lun is not None:
+        try:
+            header = lun.read(0, HEADER_BYTES)
+        except OSError:  # the target went away or restarted since: log in again
+            lun.close()
+            lun = None
+    if lun is None:
+        lun = _open(u)
+    ok = False
+    try:
+        if header is None:
+            header = lun.read(0, HEADER_BYTES)
+        yield lun, header
+        ok = True
+    finally:
+        if ok:
+            _SESSIONS[key] = lun
+        else:
+            lun.close()
+
+
+@atexit.register
+def _close_sessions(timeout: float = 2.0) -> None:
+    """Log the kept sessions out, giving up after ``timeout`` s: a target that is gone (its
+    testbed removed) never answers the logout, and the process must still exit (the closing
+    thread is a daemon; the kernel closes its sockets)."""
+    luns = list(_SESSIONS.values())
+    _SESSIONS.clear()
+
+    def close_all() -> None:
+        for lun in luns:
+            with contextlib.suppress(Exception):
+                lun.close()
+
+    t = threading.Thread(target=close_all, name="lun-logout", daemon=True)
+    t.start()
+    t.join(timeout)
+
+
 def write_partitions(url: str, path, parts: int, block: int = 1 << 20) -> list[tuple[int, int]]:
     """Write FIMI file ``path``'s ``parts`` partitions to the LUN at ``url`` in the layout above
     (the header last, so a LUN whose copy was interrupted has none). Returns the regions."""
@@ -186,7 +239,6 @@ def _segments(lun, off: int, length: int, block: int, segment: int, timeout: flo
     read (``block``-byte commands over the LUN's sessions) by a thread of its own while the
     caller works on the previous one. Closing the generator early stops that thread."""
     import queue
-    import threading
 
     pieces: queue.Queue = queue.Queue(maxsize=2)  # one being used, one read ahead
     stop = threading.Event()
@@ -238,8 +290,8 @@ def _rank_pieces(url: str, rank: int, size: int, block: int | None, segment: int
     block = block or u.block
     if size < 1 or not 0 <= rank < size:
         raise ConfigError(f"rank {rank} is outside 0..{size - 1}")
-    with _open(u) as lun:
-        regions = unpack_header(lun.read(0, HEADER_BYTES), str(u))
+    with _session(u, rank) as (lun, header):
+        regions = unpack_header(header, str(u))
         if len(regions) != size:
             raise ConfigError(f"{u}: the LUN holds {len(regions)} partitions, the job has {size} ranks "
                               f"(write_partitions with parts={size})")

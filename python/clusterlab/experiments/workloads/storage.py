@@ -192,6 +192,7 @@ def _job_usage(tbl, st, first, rate_bps, backing_bps, port) -> dict:
     from clusterlab.bench.storage import phase_usage
 
     u = phase_usage(tbl, st.name, rate_bps, backing_bps, port)
+    u["monitored_seconds"] = u.pop("seconds")  # the job's wall time as sampled; "seconds" is the job's own
     rows = [r for r in tbl.to_pylist() if r["node"] == first.name]
 
     def mean(metric):
