@@ -26,3 +26,20 @@ def test_csv_only_run_reports_like_the_parquet(tmp_path):
     (d / "table.csv").unlink()
     with pytest.raises(ConfigError, match="no table.parquet or table.csv"):
         render(d)
+
+
+def test_monitor_summary_counts_saturated_samples():
+    """The mean spare CPU hides bursts; the share of samples below the CPU-bound line shows them."""
+    import types
+
+    import pyarrow as pa
+
+    from clusterlab.experiments.runner import _Writer
+    from clusterlab.monitor.sampler import SCHEMA
+
+    spare = [0.05, 0.5, 0.1, 0.9]
+    t = pa.Table.from_pydict({"t": [0.1 * i for i in range(4)], "node": ["machine"] * 4, "iface": [""] * 4,
+                              "metric": ["cpu_spare"] * 4, "bucket": [-1] * 4, "value": spare}, schema=SCHEMA)
+    mon = types.SimpleNamespace(table=lambda: t, meta={"samples": 4})
+    s = _Writer(None).monitor(types.SimpleNamespace(index=0), mon)
+    assert s["cpu_saturated_share"] == 0.5 and s["mean_cpu_spare"] == pytest.approx(0.388, abs=1e-3)

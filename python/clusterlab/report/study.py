@@ -244,6 +244,7 @@ def point_rows(rows, meta) -> list[list[str]]:
                     f"{statistics.median(rt):g}" if rt else "-",
                     "yes" if pm.get("cpu_bound") else "no",
                     _pct(mon.get("mean_cpu_idle")), _pct(mon.get("mean_cpu_spare")),
+                    _pct(mon.get("cpu_saturated_share")),
                     " / ".join(f"{x[0]:.1f}" for x in (pm.get("load_before"), pm.get("load_after")) if x)])
     return out
 
@@ -358,8 +359,10 @@ def _markdown(meta, rows, pngs, checks, seeds, title) -> str:
         md += [f"![{t}]({name})", ""]
     md += ["## Points", ""]
     md += _table(["#", "point", "dilation", "reps", "median s", "range s", "median retrans", "CPU-bound", "idle", "spare",
-                  "load before / after"], point_rows(rows, meta))
-    md += ["", "Every repetition is a row of `table.parquet` / `table.csv`; the monitor's samples are in "
+                  "saturated", "load before / after"], point_rows(rows, meta))
+    md += ["", "Spare CPU: idle, I/O wait or niced (background work yields to the run); CPU-bound: mean spare below "
+           f"{CPU_BOUND_SPARE:.0%}; saturated: the share of monitor samples below it (bursts the mean hides). "
+           "Every repetition is a row of `table.parquet` / `table.csv`; the monitor's samples are in "
            "`monitor.parquet` (column `point`).", ""]
     return "\n".join(md)
 
