@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import signal
 import socket
 import sys
 import threading
@@ -316,8 +317,13 @@ def _at_exit() -> None:
     w = _WORLD
     if w is None or _ABORTED:
         return
+    # The launcher forwards an interrupt to every rank; one arriving while the rank says goodbye
+    # must not print a traceback per rank (the goodbye is bounded by its own timeouts, and the
+    # launcher escalates to SIGTERM/SIGKILL).
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         w.close()
-    except (CommError, CommTimeout, OSError):
+    except (CommError, CommTimeout, OSError, KeyboardInterrupt):
         return
     _tell_launcher({"op": "bye"})
