@@ -339,14 +339,15 @@ def _testbed_words(c) -> str:
     return words + (f"; {wan}" if wan else "")
 
 
-def _per_point(points, describe) -> str:
-    """``describe(point)`` for every point, said once when they agree, else with the points."""
+def _per_point(points, describe, every: str = "") -> str:
+    """``describe(point)`` for every point, said once (with ``every``) when they agree, else
+    each with its points."""
     by: dict[str, list[int]] = {}
     for p in points:
         by.setdefault(describe(p), []).append(p.index)
     if len(by) <= 1:
-        return next(iter(by), "")
-    return "; ".join(f"at points {', '.join(map(str, ix))}: {words}" for words, ix in by.items())
+        return next(iter(by), "") + (every if by else "")
+    return "; ".join(f"{words} at points {', '.join(map(str, ix))}" for words, ix in by.items())
 
 
 STACK_WORDS = {
@@ -361,17 +362,14 @@ def _stacks(points) -> str:
     """Which TCP stack each point ran, in words: ``linux`` at points 0-3; ``seed-era`` at 4-7."""
     from clusterlab.experiments.clusters import transport_config
 
-    by: dict[str, list[int]] = {}
-    for p in points:
+    def words(p) -> str:
         try:
             name = transport_config(p, "testbed").stack_name()
         except ConfigError as e:  # the runner refuses such a point before it runs; say why here too
             name = f"not expressible ({e})"
-        by.setdefault(name, []).append(p.index)
-    if len(by) == 1:
-        (name,) = by
-        return STACK_WORDS.get(name, name) + " at every point"
-    return "; ".join(f"{STACK_WORDS.get(n, n)} at points {', '.join(map(str, ix))}" for n, ix in by.items())
+        return STACK_WORDS.get(name, name)
+
+    return _per_point(points, words, " at every point")
 
 
 def replay_validation(path: Path | None = None) -> str:

@@ -57,13 +57,13 @@ def parallel_mining(data: str = "seed000:1M", min_support: float = 0.007, algori
     """
     params = {"data": data, "min_support": float(min_support), "algorithm": algorithm, "block_size": block_size,
               "compute": compute, "compute_scale": compute_scale}
-    check_params(params)
-    return Workload("parallel_mining", {**params, "compute_scale": compute_scale_value(compute_scale)},
+    return Workload("parallel_mining", {**params, "compute_scale": check_params(params)},
                     dilatable=compute != "real", check=check_params)
 
 
-def check_params(params: dict) -> None:
-    """Refuse a job's settings with the reason (also a grid's or ``--set``'s values)."""
+def check_params(params: dict) -> float:
+    """Refuse a job's settings with the reason (also a grid's or ``--set``'s values); returns
+    the compute scale as a number."""
     if params["algorithm"] not in ALGORITHMS:
         raise ConfigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {params['algorithm']!r}")
     if params["compute"] not in COMPUTE:
@@ -72,6 +72,7 @@ def check_params(params: dict) -> None:
     if scale != 1.0 and params["compute"] != "replay":
         raise ConfigError(f"compute_scale {scale:g} needs compute=replay (a real job computes at this "
                           "machine's speed)")
+    return scale
 
 
 def compute_scale_value(v) -> float:
@@ -128,8 +129,7 @@ def execute(session, params: dict, reps: int, warmup: int):
     from clusterlab.units import parse_size
 
     kw = dict(session.mining_options())
-    check_params(params)
-    compute_scale = compute_scale_value(params.get("compute_scale", 1.0))
+    compute_scale = check_params(params)
     if params["compute"] == "real" and session.dilation != 1.0:
         raise ConfigError(f"a real mining job cannot run dilated (k={session.dilation:g}): its computation would "
                           "not slow down")
