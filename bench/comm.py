@@ -36,11 +36,12 @@ machine's CPU went while each side ran (``cpu``: user, nice = other helpers' nic
 idle). ``--baseline DIR`` times another checkout's collectives (its ``.venv/bin/clusterlab``, same
 cost model) in the same runs: an A/B of two versions at the same load. ``--collectives-only``
 skips the point-to-point anchors (then ``--model`` gives the cost model; default: the one the
-last full run fitted, from ``-o``'s file). ``--per-call`` adds bcast and scatter with connections
+last full run fitted, from ``-o``'s file). ``--every-algorithm`` also times each row with every
+algorithm of its operation (``rows[i].every_algorithm``: us per run), to check the model's pick. ``--per-call`` adds bcast and scatter with connections
 set up per call (seed 002).
 
 Usage: ``.venv/bin/python bench/comm.py [--quick] [--runs 2] [--per-call] [-n 8] [-o bench/results/comm.json]
-[--collectives-only [--model FILE]] [--baseline DIR]``
+[--collectives-only [--model FILE]] [--baseline DIR] [--every-algorithm]``
 """
 
 from __future__ import annotations
@@ -255,14 +256,24 @@ def mpich(n: int, ops: list[str], sizes: list[int], transport: str) -> list[dict
         return json.loads(Path(out).read_text())
 
 
-def clusterlab_collectives(n: int, ops: list[str], sizes: list[int], backend: str = "tcp") -> list[dict]:
+def clusterlab_collectives(n: int, ops: list[str], sizes: list[int], backend: str = "tcp",
+                           algorithm: str | None = None) -> list[dict]:
     out = []
     for op in ops:
         for m in sizes:
             iters, warm = _iterations(m)
-            rows = local.run(coll.run, n, op, [m], None, iters, warm, backend=backend, timeout=900)[0]
+            rows = local.run(coll.run, n, op, [m], algorithm, iters, warm, backend=backend, timeout=900)[0]
             out.extend({"op": op, **r} for r in rows)
     return out
+
+
+def every_algorithm(n: int, ops: list[str], sizes: list[int]) -> list[dict]:
+    """Each row timed with every algorithm of its operation (the rate-paced broadcast aside: on
+    loopback it is a flat fan-out plus a probe), to check the cost model's pick."""
+    from clusterlab.comm.collectives import ALGORITHMS
+
+    return [r for op in ops for name in sorted(ALGORITHMS[op]) if name != "paced"
+            for r in clusterlab_collectives(n, [op], sizes, algorithm=name)]
 
 
 def checkout_collectives(checkout: Path, n: int, ops: list[str], sizes: list[int]) -> list[dict]:
@@ -298,6 +309,12 @@ def collective_rows(runs: list[dict], ops: list[str], sizes: list[int], sides: l
                              "per_run": [{k: c.get(k) for k in ("avg_us", "min_us", "max_us", "p50_us", "p99_us",
                                                                 "iterations", "algorithm")} for c in cells]}
             row["algorithm"] = row["clusterlab_collectives"]["per_run"][0]["algorithm"]
+            if all("every_algorithm" in run for run in runs):
+                names = sorted({c["algorithm"] for run in runs for c in run["every_algorithm"]
+                                if c["op"] == op and c["bytes"] == m})
+                row["every_algorithm"] = {name: [c["avg_us"] for run in runs for c in run["every_algorithm"]
+                                                 if c["op"] == op and c["bytes"] == m and c["algorithm"] == name]
+                                          for name in names}
             ours = row["clusterlab_collectives"]["avg_us"]
             for side in sides[1:]:
                 ratios = [a / b for a, b in zip(ours, row[side]["avg_us"], strict=True)]
@@ -317,6 +334,8 @@ def main() -> None:
                     help="skip iperf3, NPtcp and the ping-pong (the cost model then comes from --model)")
     ap.add_argument("--model", help="cost model JSON for --collectives-only (default: the one in -o's file)")
     ap.add_argument("--baseline", type=Path, help="another checkout (with its .venv) timed in the same runs (A/B)")
+    ap.add_argument("--every-algorithm", action="store_true",
+                    help="also time every algorithm of each row (is the model's pick the fastest?)")
     ap.add_argument("--mpi-worker", nargs=3, metavar=("OPS", "SIZES", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mpi_worker:
@@ -371,6 +390,8 @@ def main() -> None:
             else:
                 run[side] = mpich(a.n, ops, sizes, side.removeprefix("mpich_"))
             run["cpu"][side] = cpu_share(c0, cpu_ticks())
+        if a.every_algorithm:
+            run["every_algorithm"] = every_algorithm(a.n, ops, sizes)
         if a.per_call:  # seed 002: the same calls with connections set up per call
             os.environ["CLUSTERLAB_CONNECTIONS"] = "per_call"
             try:
@@ -428,6 +449,8 @@ def main() -> None:
         cells = "  ".join(f"{side.removeprefix('clusterlab_')}: "
                           + "/".join(f"{v:.0f}" for v in row[side]["avg_us"]) for side in sides)
         print(f"{row['op']:8s} {row['bytes'] // KIB:5d} KiB {row['algorithm']:24s} {cells} us")
+        for name, v in row.get("every_algorithm", {}).items():
+            print(f"{'':18s} {name:24s} " + "/".join(f"{x:.0f}" for x in v) + " us")
     print(f"-> {a.o}")
 
 
