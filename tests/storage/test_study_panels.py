@@ -85,7 +85,8 @@ def test_the_storage_workloads_ask_the_study_monitor_for_host_cpu_and_the_backin
 
     tb = SimpleNamespace(hosts=[SimpleNamespace(name=f"h{i}") for i in range(5)])
     for name in ("iscsi_bonnie", "mining_from_target"):
-        assert workloads.get(name).monitor_options(tb) == {"host_cpu": True, "backing": True, "storage_host": "h4"}
+        assert workloads.get(name).monitor_options(tb) == {"host_cpu": True, "backing": True, "storage_host": "h4",
+                                                             "capture": False}
     assert getattr(workloads.get("pingpong"), "monitor_options", None) is None
 
 
