@@ -233,7 +233,9 @@ class Monitor:
     def _counter(self, t, key, node, iface, metric, value, first, bucket=-1):
         old = self._prev.get(key)
         self._prev[key] = value
-        if not first and old is not None and value != old:
+        # a counter that went down was reset (e.g. the target's cgroup removed before the last
+        # sample): no increase to report, and the next one counts from the new value
+        if not first and old is not None and value > old:
             self._emit(t, node, iface, metric, bucket, value - old)
 
     def _sample(self, first: bool = False) -> None:

@@ -114,8 +114,14 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
     summary: dict = {"target": target, "initiator": initiator}
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
     (a_net, a_cpu), (a_io, a_ini) = axes
+    def filled(series, node):
+        # a counter row that would be 0 is left out: put the zeros back at the node's other
+        # sample times, or the line would bridge idle stretches
+        grid = df.loc[df.node == node, "t"].unique()
+        return series.reindex(series.index.union(grid), fill_value=0)
+
     for metric, label in (("rx_bytes", "in"), ("tx_bytes", "out")):
-        s = df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum()
+        s = filled(df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum(), target)
         summary[f"target_{label}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
         if len(s):
             a_net.plot(s.index / k, per_s(s, target) / 1e6, lw=0.9, label=label)
@@ -126,10 +132,14 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
         back = [("disk_read_bytes", "read (machine's disks)"), ("disk_write_bytes", "write (machine's disks)")]
     summary["backing"] = "throttled cgroup" if back[0][1] == "read" else "machine's disks"
     for metric, label in back:
-        s = df[df.metric == metric].groupby("t")["value"].sum()
+        rows = df[df.metric == metric]
+        node = rows.node.iloc[0] if len(rows) else "machine"
+        # clip: tables sampled before the monitor ignored counter resets (the target's cgroup
+        # removed before the last sample gave one large negative row)
+        s = filled(rows.groupby("t")["value"].sum().clip(lower=0), node)
         summary[f"backing_{label.split()[0]}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
         if len(s):
-            a_io.plot(s.index / k, per_s(s) / 1e6, lw=0.9, label=label)
+            a_io.plot(s.index / k, per_s(s, node) / 1e6, lw=0.9, label=label)
     a_io.set_title("target storage I/O (backing store)")
     a_io.set_ylabel("MB/s")
 
