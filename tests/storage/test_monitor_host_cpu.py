@@ -13,6 +13,13 @@ from clusterlab.monitor.procfs import TaskCpu, parse_task_stat
 from ..testbed.helpers import fresh_name, netns_unavailable
 
 
+def _spin(seconds: float) -> None:
+    """Use ``seconds`` of this thread's own CPU, however long that takes on a loaded machine."""
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:  # a syscall: checked once per 100k additions
+        sum(range(100_000))
+
+
 @pytest.mark.root
 def test_a_busy_thread_counts_for_its_host_and_not_for_another():
     if netns_unavailable():
@@ -30,9 +37,7 @@ def test_a_busy_thread_counts_for_its_host_and_not_for_another():
             # 0.3 s of this thread's own CPU (however long that takes on a loaded machine),
             # then stay alive (asleep) until sampled: an exited thread's time is not counted
             with in_netns(tb.host("h1").ns):
-                t0 = time.thread_time()
-                while time.thread_time() - t0 < 0.3:  # a syscall: checked once per 100k additions
-                    sum(range(100_000))
+                _spin(0.3)
                 spun.set()
                 release.wait(30)
 
@@ -68,9 +73,7 @@ def test_a_thread_that_enters_a_host_brings_none_of_its_earlier_cpu():
         entered, release = threading.Event(), threading.Event()
 
         def busy_then_visit():
-            t0 = time.thread_time()
-            while time.thread_time() - t0 < 0.3:  # 0.3 s of CPU outside every host
-                sum(range(100_000))
+            _spin(0.3)  # outside every host
             time.sleep(0.05)
             cpu.sample()  # the thread is older than this sample and in no host yet
             with in_netns(tb.host("h1").ns):
