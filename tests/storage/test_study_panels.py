@@ -86,15 +86,17 @@ def test_the_storage_workloads_ask_the_study_monitor_for_host_cpu_and_the_backin
     tb = SimpleNamespace(hosts=[SimpleNamespace(name=f"h{i}") for i in range(5)])
     for name in ("iscsi_bonnie", "mining_from_target"):
         assert workloads.get(name).monitor_options(tb) == {"host_cpu": True, "backing": True, "storage_host": "h4",
-                                                             "capture": False}
+                                                             "capture": False, "ifaces": ("eth0", "eth1")}
     assert getattr(workloads.get("pingpong"), "monitor_options", None) is None
 
 
 @pytest.mark.root
-def test_a_storage_study_monitors_hosts_and_target_and_its_report_has_the_panels(tmp_path):
+@pytest.mark.parametrize("network", ["consolidated", "san"])
+def test_a_storage_study_monitors_hosts_and_target_and_its_report_has_the_panels(tmp_path, network):
     """seed001-fig8 at its smallest (1 initiator, 20K transactions, HPA) through the runner:
     the study's monitor has per-host CPU and the throttled backing store under the target's
-    host, the report the panels; no tgtd, testbed or cgroup is left."""
+    host, and the target's traffic also when it takes a second switch (SAN); the report has
+    the panels; no tgtd, testbed or cgroup is left."""
     require_netns()
     from clusterlab.cluster.testbed import leftovers
     from clusterlab.cluster.testbed.storage import storage_leftovers
@@ -105,7 +107,7 @@ def test_a_storage_study_monitors_hosts_and_target_and_its_report_has_the_panels
 
     res = run_study(load("seed001-fig8"), out_dir=tmp_path, quick=True, cache_dir=tmp_path / "cache",
                     overrides={"ranks": "1", "hosts": "2", "algorithm": "hpa", "data": "T10I4N1000D100K:20K",
-                               "backing_rate": "60MB", "compare_local": "false"})
+                               "backing_rate": "60MB", "compare_local": "false", "network": network})
     assert res.status == "complete" and len(res.rows) == 1
     tbl, meta = read_table(tmp_path / "monitor.parquet")
     assert meta["storage_host"] == "h1" and meta["host_cpu"]
@@ -113,6 +115,10 @@ def test_a_storage_study_monitors_hosts_and_target_and_its_report_has_the_panels
     assert {("h1", "host_cpu_user"), ("h0", "host_cpu_user"), ("h1", "backing_read_bytes")} <= got
     out = render(tmp_path)
     assert [p["png"] for p in out["panels"]] == ["monitor-0-storage.png"]
-    assert out["panels"][0]["means"]["target_cpu_user"] > 0
+    means = out["panels"][0]["means"]
+    assert means["target_cpu_user"] + means["target_cpu_system"] > 0 and means["target_out_mbps"] > 0
+    iface = "eth1" if network == "san" else "eth0"
+    assert ("h1", "tx_bytes") in got and any(r["iface"] == iface and r["node"] == "h1" and r["metric"] == "tx_bytes"
+                                             for r in tbl.to_pylist())
     name = res.meta["points"][0]["applied"]["testbed"]
     assert not any(leftovers(name).values()) and not any(storage_leftovers(name).values())

@@ -398,7 +398,7 @@ MINING_CASES = {"hpa": ("hpa", False), "hpa-rescan": ("hpa", True), "pfp": ("pfp
 def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-rescan", "pfp", "cd"),
                        min_support=0.01, rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
                        backing_bps: int | None = None, block: int | None = None, iothreads: int | None = None,
-                       bstype: str = "rdwr") -> dict:
+                       bstype: str = "rdwr", offloads: bool = False) -> dict:
     """Mine FIMI file ``data`` on ``nodes`` testbed hosts twice per algorithm and repetition:
     each rank reading its partition from the local file, and from a shared LUN on ``st``
     (``clusterlab.storage.source``, written there first). ``algorithms``: names of
@@ -408,7 +408,9 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     passes' reads too: ``rescan_s``), ``mine_s`` (job - read), tgtd's CPU seconds, and the
     ratio iSCSI / local; the itemsets must be equal. ``block``: bytes per READ command
     (default 64 KiB, the seed's reads). ``iothreads``, ``bstype``: tgtd's own settings
-    (``IscsiTarget``). Per algorithm and repetition also the machine's busy CPU seconds of
+    (``IscsiTarget``). ``offloads``: leave the testbed's TSO/GSO/GRO on (it turns them off so
+    that links carry MTU-sized packets; on, the emulated switch moves up to 64 KB per packet,
+    as a NIC's offloads spare a real host's CPU). Per algorithm and repetition also the machine's busy CPU seconds of
     each job and what the target's path adds (``_read_cost``)."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.node import in_netns
@@ -423,9 +425,9 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     lengths = [e - s for s, e in partition_ranges(data, nodes)]
     res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
                       "rate": rate or "unshaped", "backing_bps": backing_bps, "block": block or READ_BLOCK,
-                      "iothreads": iothreads, "bstype": bstype, "cores": os.cpu_count()},
+                      "iothreads": iothreads, "bstype": bstype, "offloads": offloads, "cores": os.cpu_count()},
            "load_before": _load(), "runs": []}
-    tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name)
+    tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name, offloads_off=not offloads)
     try:
         with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
                                                     shared=True, backing_bps=backing_bps, iothreads=iothreads,

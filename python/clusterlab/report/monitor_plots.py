@@ -114,18 +114,29 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
     summary: dict = {"target": target, "initiator": initiator}
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
     (a_net, a_cpu), (a_io, a_ini) = axes
-    def filled(series, node):
-        # a counter row that would be 0 is left out: put the zeros back at the node's other
-        # sample times, or the line would bridge idle stretches
-        grid = df.loc[df.node == node, "t"].unique()
+    def smooth(t, rates):
+        # the blkio throttle moves data in 0.1 s slices, which alias with 0.1 s samples into
+        # every-other-sample spikes: draw the mean of the last 0.5 s (Ganglia averages far longer)
+        import pandas as pd
+
+        return pd.Series(rates, index=pd.to_timedelta(t, unit="s")).rolling("500ms").mean().to_numpy()
+
+    def filled(series, grid):
+        # a counter row that would be 0 is left out: put the zeros back at the other sample
+        # times of the same reading (``grid``), or the line would bridge idle stretches
         return series.reindex(series.index.union(grid), fill_value=0)
 
+    # the target's link counters are read with its own interval row; the disks, the backing
+    # store and the per-host CPU share one reading time per sample
+    net_times = df.loc[(df.node == target) & (df.metric == "interval_seconds"), "t"].unique()
+    cpu_times = hc.loc[hc.metric == "host_cpu_user", "t"].unique()
+
     for metric, label in (("rx_bytes", "in"), ("tx_bytes", "out")):
-        s = filled(df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum(), target)
+        s = filled(df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum(), net_times)
         summary[f"target_{label}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
         if len(s):
-            a_net.plot(s.index / k, per_s(s, target) / 1e6, lw=0.9, label=label)
-    a_net.set_title(f"target ({target}) network")
+            a_net.plot(s.index / k, smooth(s.index / k, per_s(s, target)) / 1e6, lw=0.9, label=label)
+    a_net.set_title(f"target ({target}) network (0.5 s means)")
     a_net.set_ylabel("MB/s")
     back = [("backing_read_bytes", "read"), ("backing_write_bytes", "write")]
     if not df.metric.isin([m for m, _ in back]).any():  # not throttled: the machine's disks
@@ -136,11 +147,11 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
         node = rows.node.iloc[0] if len(rows) else "machine"
         # clip: tables sampled before the monitor ignored counter resets (the target's cgroup
         # removed before the last sample gave one large negative row)
-        s = filled(rows.groupby("t")["value"].sum().clip(lower=0), node)
+        s = filled(rows.groupby("t")["value"].sum().clip(lower=0), cpu_times)
         summary[f"backing_{label.split()[0]}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
         if len(s):
-            a_io.plot(s.index / k, per_s(s, node) / 1e6, lw=0.9, label=label)
-    a_io.set_title("target storage I/O (backing store)")
+            a_io.plot(s.index / k, smooth(s.index / k, per_s(s, node)) / 1e6, lw=0.9, label=label)
+    a_io.set_title("target storage I/O (backing store, 0.5 s means)")
     a_io.set_ylabel("MB/s")
 
     def host_cpu(ax, node, what):
