@@ -17,7 +17,7 @@ setup: $(VENV)/.built
 
 # System packages some parts need (storage: the tgt iSCSI target, libiscsi, bonnie++). Installed
 # only when root and one is missing, so `make test` stays idempotent; tests skip without them.
-SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++
+SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++ strace
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then :; \

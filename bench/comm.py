@@ -6,26 +6,44 @@ Not a test: a measurement, run on this machine's loopback in one go:
 1. point-to-point bandwidth for messages of 1 MiB and up: clusterlab's TCP mesh streaming
    messages one way (rank 0 -> 1) vs ``iperf3`` (one TCP stream, same loopback);
    target >= 0.95x iperf3;
-2. 1-byte latency (half round trip): clusterlab ping-pong vs ``NPtcp``; target <= 1.5x NPtcp;
+2. 1-byte latency (half round trip): clusterlab ping-pong vs ``NPtcp``; target <= 1.2x NPtcp (issue 12),
+   unpinned and with both pairs pinned to one CPU and to two (``latency_by_placement``: on a VM
+   the placement moves both by about 20 us, more than either program does);
 3. bcast, scatter and alltoall at 64 KiB and 1 MiB on 8 ranks (OSU-style average over ranks of
    the per-rank mean): clusterlab (the cost model's pick) vs MPICH through mpi4py; target
-   <= 1.0x MPICH's time. MPICH runs twice: over TCP on loopback (``MPIR_CVAR_NOLOCAL=1``,
-   libfabric's tcp provider: the same transport as clusterlab, the target's comparison) and
-   with its default intra-node shared memory (reported for reference).
+   <= 1.0x MPICH's time over TCP.
+
+Which transport MPICH uses: the ``mpich`` wheel's only network module is UCX, so
+``FI_PROVIDER`` (libfabric's) means nothing to it, and ``MPIR_CVAR_NOLOCAL=1`` alone only turns
+off MPICH's own shared memory: UCX then still moves every message between ranks of one host
+through its shared-memory and cross-memory-attach transports (``strace -f -c``: 3000
+``process_vm_readv`` and 16 ``sendmsg`` for 25 alltoalls of 1 MiB, no TCP). MPICH runs three
+ways (``MPICH``): ``tcp``, over TCP on loopback (``MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self``;
+``strace``: no ``process_vm_readv``, the data in ``sendmsg``/``recvfrom``), the target's
+comparison; ``ucx_default`` (``MPIR_CVAR_NOLOCAL=1`` alone: UCX's single-copy shared memory, what
+this script called "over TCP" before 2026-11-23 06:00 UTC); ``shm`` (MPICH's defaults).
 
 Writes ``bench/results/comm.json`` (atomically) with every number, each ratio and whether its
 target is met. Needs ``iperf3`` and ``NPtcp`` (Debian: ``apt-get install -y iperf3
 netpipe-tcp``; installed automatically when run as root) and ``mpi4py`` + ``mpich`` (the
 ``clusterlab[mpi]`` extra; ``.venv/bin/mpiexec``).
 
-The collective comparison runs ``--runs`` times back to back (default 2); each row records the
-ratio of every run, the spread (largest / smallest - 1) and the load, and the target counts
-as met only when every run meets it; each run also records where the machine's CPU went while
-clusterlab and while MPICH ran (``cpu``: user, nice = other helpers' niced jobs, system, idle),
-since MPICH's busy-polling ranks lose most to background work. ``--per-call`` adds bcast and scatter with connections
+The collective comparison runs ``--runs`` times back to back (default 2), the sides interleaved
+within each run (clusterlab, ``--baseline`` if given, MPICH over TCP, MPICH's UCX default);
+``rows`` gives per (op, size) the algorithm, each side's time per run with min / median / max
+over runs, the per-iteration distribution of every run (p50 and p99 of the slowest rank per
+call, the spread over ranks) and the ratios per run with their min / median / max; the target
+counts as met only when every run meets it. Each run also records the load and where the
+machine's CPU went while each side ran (``cpu``: user, nice = other helpers' niced jobs, system,
+idle). ``--baseline DIR`` times another checkout's collectives (its ``.venv/bin/clusterlab``, same
+cost model) in the same runs: an A/B of two versions at the same load. ``--collectives-only``
+skips the point-to-point anchors (then ``--model`` gives the cost model; default: the one the
+last full run fitted, from ``-o``'s file). ``--every-algorithm`` also times each row with every
+algorithm of its operation (``rows[i].every_algorithm``: us per run), to check the model's pick. ``--per-call`` adds bcast and scatter with connections
 set up per call (seed 002).
 
-Usage: ``.venv/bin/python bench/comm.py [--quick] [--runs 2] [--per-call] [-n 8] [-o bench/results/comm.json]``
+Usage: ``.venv/bin/python bench/comm.py [--quick] [--runs 2] [--per-call] [-n 8] [-o bench/results/comm.json]
+[--collectives-only [--model FILE]] [--baseline DIR] [--every-algorithm]``
 """
 
 from __future__ import annotations
@@ -90,6 +108,29 @@ def stream(comm, size: int, seconds: float) -> dict | None:
     return {"bytes": size, "mbps": total * 8 / dt / 1e6, "seconds": dt}
 
 
+def pinned_pingpong(comm, cpus: list[int], sizes: list[int]) -> list[dict] | None:
+    """Ping-pong with rank i pinned to CPU ``cpus[i]`` (where NPtcp's two ends are pinned)."""
+    os.sched_setaffinity(0, {cpus[comm.rank]})
+    return pp.pingpong(comm, sizes, 0.2)
+
+
+# Where the two ends of a latency measurement run. On this 2-vCPU VM a wake-up on the other
+# (idle) CPU costs about 20 us more than a switch on the same CPU, for NPtcp and clusterlab alike,
+# so an unpinned pair measures the scheduler's placement (NPtcp 6.9 us and clusterlab 20.5 us in
+# one run, 28.2 and 28.2 us in another): both are pinned the same way, both ways.
+PLACEMENTS = {"same_cpu": (0, 0), "two_cpus": (0, 1)}
+
+
+def latency_by_placement(upper: int = 16) -> dict:
+    out = {}
+    for name, cpus in PLACEMENTS.items():
+        if max(cpus) >= (os.cpu_count() or 1):
+            continue
+        out[name] = {"cpus": list(cpus), "nptcp": nptcp(upper, cpus),
+                     "clusterlab": local.run(pinned_pingpong, 2, list(cpus), pp.sizes(1, upper), timeout=300)[0]}
+    return out
+
+
 # --- MPICH worker (run under mpiexec: ``python bench/comm.py --mpi-worker ...``) ----------------
 def mpi_worker(ops: list[str], sizes: list[int], out: str) -> None:
     from mpi4py import MPI
@@ -127,13 +168,21 @@ def mpi_worker(ops: list[str], sizes: list[int], out: str) -> None:
                 t0 = time.perf_counter()
                 call()
                 times[i] = time.perf_counter() - t0
-            means = comm.gather(float(times.mean()), 0)  # mpi4py's pickle stays inside MPICH's own job
+            every = comm.gather(times.tolist(), 0)  # mpi4py's pickle stays inside MPICH's own job
             if rank == 0:
-                results.append({"op": op, "bytes": m, "avg_us": float(np.mean(means)) * 1e6,
-                                "min_us": min(means) * 1e6, "max_us": max(means) * 1e6, "iterations": iters})
+                results.append({"op": op, **summarize(np.array(every) * 1e6), "bytes": m, "iterations": iters})
     if rank == 0:
         with atomic_open(out) as f:
             json.dump(results, f)
+
+
+def summarize(t: np.ndarray) -> dict:
+    """OSU's columns from a ranks x iterations array of call times (us), as
+    ``clusterlab.bench.collective`` reports them: avg/min/max over ranks of each rank's mean,
+    p50/p99 over calls of the slowest rank."""
+    means, slowest = t.mean(axis=1), t.max(axis=0)
+    return {"avg_us": float(means.mean()), "min_us": float(means.min()), "max_us": float(means.max()),
+            "p50_us": float(np.percentile(slowest, 50)), "p99_us": float(np.percentile(slowest, 99))}
 
 
 def cpu_ticks() -> list[int]:
@@ -191,14 +240,16 @@ def iperf3(seconds: float) -> dict:
             "write_size": d["start"]["test_start"].get("blksize")}
 
 
-def nptcp(upper: int) -> list[dict]:
+def nptcp(upper: int, cpus: tuple[int, int] | None = None) -> list[dict]:
+    """NPtcp's rows up to ``upper`` bytes; ``cpus``: pin the receiver and the transmitter there."""
     port = free_port()
+    pin = [[], []] if cpus is None else [["taskset", "-c", str(c)] for c in cpus]
     with tempfile.TemporaryDirectory() as d:
-        rx = subprocess.Popen(["NPtcp", "-P", str(port), "-u", str(upper), "-o", f"{d}/rx.out"], cwd=d,
+        rx = subprocess.Popen([*pin[0], "NPtcp", "-P", str(port), "-u", str(upper), "-o", f"{d}/rx.out"], cwd=d,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             time.sleep(0.3)
-            subprocess.run(["NPtcp", "-h", "127.0.0.1", "-P", str(port), "-u", str(upper), "-o", f"{d}/np.out"],
+            subprocess.run([*pin[1], "NPtcp", "-h", "127.0.0.1", "-P", str(port), "-u", str(upper), "-o", f"{d}/np.out"],
                            cwd=d, check=True, timeout=600, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         finally:
             try:
@@ -213,11 +264,18 @@ def nptcp(upper: int) -> list[dict]:
     return rows
 
 
-def mpich(n: int, ops: list[str], sizes: list[int], over_tcp: bool) -> list[dict]:
+# How MPICH runs (see the module's docstring): the wheel's network module is UCX.
+MPICH = {
+    "tcp": {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self"},  # over TCP on loopback: the target
+    "ucx_default": {"MPIR_CVAR_NOLOCAL": "1"},                  # UCX's shared memory + CMA
+    "shm": {},                                                  # MPICH's defaults
+}
+
+
+def mpich(n: int, ops: list[str], sizes: list[int], transport: str) -> list[dict]:
     mpiexec = Path(sys.executable).with_name("mpiexec")
-    env = dict(os.environ)
-    if over_tcp:
-        env.update(MPIR_CVAR_NOLOCAL="1", FI_PROVIDER="tcp")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "MPIR_CVAR_", "FI_"))}
+    env.update(MPICH[transport])
     with tempfile.TemporaryDirectory() as d:
         out = f"{d}/mpi.json"
         subprocess.run([str(mpiexec), "-n", str(n), sys.executable, __file__, "--mpi-worker", ",".join(ops),
@@ -225,14 +283,71 @@ def mpich(n: int, ops: list[str], sizes: list[int], over_tcp: bool) -> list[dict
         return json.loads(Path(out).read_text())
 
 
-def clusterlab_collectives(n: int, ops: list[str], sizes: list[int], backend: str = "tcp") -> list[dict]:
+def clusterlab_collectives(n: int, ops: list[str], sizes: list[int], backend: str = "tcp",
+                           algorithm: str | None = None) -> list[dict]:
     out = []
     for op in ops:
         for m in sizes:
             iters, warm = _iterations(m)
-            rows = local.run(coll.run, n, op, [m], None, iters, warm, backend=backend, timeout=900)[0]
+            rows = local.run(coll.run, n, op, [m], algorithm, iters, warm, backend=backend, timeout=900)[0]
             out.extend({"op": op, **r} for r in rows)
     return out
+
+
+def every_algorithm(n: int, ops: list[str], sizes: list[int]) -> list[dict]:
+    """Each row timed with every algorithm of its operation (the rate-paced broadcast aside: on
+    loopback it is a flat fan-out plus a probe), to check the cost model's pick."""
+    from clusterlab.comm.collectives import ALGORITHMS
+
+    return [r for op in ops for name in sorted(ALGORITHMS[op]) if name != "paced"
+            for r in clusterlab_collectives(n, [op], sizes, algorithm=name)]
+
+
+def checkout_collectives(checkout: Path, n: int, ops: list[str], sizes: list[int]) -> list[dict]:
+    """The same calls timed by another checkout's ``clusterlab bench collective`` (its own
+    venv and Rust engine; the cost model comes through the environment)."""
+    exe = checkout / ".venv" / "bin" / "clusterlab"
+    out = []
+    for op in ops:
+        for m in sizes:
+            iters, warm = _iterations(m)
+            text = subprocess.run([str(exe), "bench", "collective", "--op", op, "-n", str(n), "--sizes", str(m),
+                                   "--iterations", str(iters), "--warmup", str(warm), "--backend", "tcp", "--json"],
+                                  capture_output=True, text=True, check=True, timeout=900).stdout
+            out.extend({"op": op, **json.loads(line)} for line in text.splitlines() if line.startswith("{"))
+    return out
+
+
+def spread(values: list[float]) -> dict:
+    """min / median / max of one number over runs."""
+    return {"min": float(min(values)), "median": float(np.median(values)), "max": float(max(values))}
+
+
+def collective_rows(runs: list[dict], ops: list[str], sizes: list[int], sides: list[str]) -> list[dict]:
+    """Per (op, size): the algorithm, each side's time per run and its spread, the per-iteration
+    distribution per run, and clusterlab's ratio to every other side per run and its spread."""
+    rows = []
+    for op in ops:
+        for m in sizes:
+            row: dict = {"op": op, "bytes": m}
+            for side in sides:
+                cells = [next(r for r in run[side] if r["op"] == op and r["bytes"] == m) for run in runs]
+                row[side] = {"avg_us": [c["avg_us"] for c in cells], "avg_us_spread": spread([c["avg_us"] for c in cells]),
+                             "per_run": [{k: c.get(k) for k in ("avg_us", "min_us", "max_us", "p50_us", "p99_us",
+                                                                "iterations", "algorithm")} for c in cells]}
+            row["algorithm"] = row["clusterlab_collectives"]["per_run"][0]["algorithm"]
+            if all("every_algorithm" in run for run in runs):
+                names = sorted({c["algorithm"] for run in runs for c in run["every_algorithm"]
+                                if c["op"] == op and c["bytes"] == m})
+                row["every_algorithm"] = {name: [c["avg_us"] for run in runs for c in run["every_algorithm"]
+                                                 if c["op"] == op and c["bytes"] == m and c["algorithm"] == name]
+                                          for name in names}
+            ours = row["clusterlab_collectives"]["avg_us"]
+            for side in sides[1:]:
+                ratios = [a / b for a, b in zip(ours, row[side]["avg_us"], strict=True)]
+                row[f"ratio_vs_{side}"] = {"per_run": ratios, **spread(ratios)}
+            rows.append(row)
+    return rows
 
 
 def main() -> None:
@@ -242,46 +357,69 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="shorter runs (noisier)")
     ap.add_argument("--runs", type=int, default=2, help="consecutive runs of the collective comparison (default 2)")
     ap.add_argument("--per-call", action="store_true", help="also time bcast and scatter with per-call connections")
+    ap.add_argument("--collectives-only", action="store_true",
+                    help="skip iperf3, NPtcp and the ping-pong (the cost model then comes from --model)")
+    ap.add_argument("--model", help="cost model JSON for --collectives-only (default: the one in -o's file)")
+    ap.add_argument("--baseline", type=Path, help="another checkout (with its .venv) timed in the same runs (A/B)")
+    ap.add_argument("--every-algorithm", action="store_true",
+                    help="also time every algorithm of each row (is the model's pick the fastest?)")
     ap.add_argument("--mpi-worker", nargs=3, metavar=("OPS", "SIZES", "OUT"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mpi_worker:
         ops, sizes, out = a.mpi_worker
         mpi_worker(ops.split(","), [int(s) for s in sizes.split(",")], out)
         return
-    ensure_tools()
-    secs = 1.0 if a.quick else 3.0
     ops, sizes = ["bcast", "scatter", "alltoall"], [64 * KIB, MIB]
     res: dict = {"host": platform.node(), "cpus": os.cpu_count(), "load_before": os.getloadavg(),
-                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ranks": a.n}
-
-    print("p2p bandwidth: iperf3 vs clusterlab stream ...", file=sys.stderr)
-    res["iperf3"] = iperf3(secs)
-    res["clusterlab_stream"] = [local.run(stream, 2, m, secs, timeout=300)[0] for m in (MIB, 4 * MIB)]
-
-    print("latency: NPtcp vs clusterlab ping-pong ...", file=sys.stderr)
-    upper = 4 * MIB
-    c0 = cpu_ticks()
-    res["nptcp"] = nptcp(upper)
-    res["nptcp_cpu"] = cpu_share(c0, cpu_ticks())
-    cal = local.run(pp.calibrate, 2, pp.sizes(1, upper), 0.02 if a.quick else 0.05, timeout=900)[0]
-    res["clusterlab_pingpong"], res["clusterlab_overhead_us"] = cal["rows"], cal["overhead"] * 1e6
-    # the collectives choose with a model fitted to this ping-pong (what `clusterlab tune model` does)
-    model = costmodel.fit(cal["rows"], setup_times=connection_setup_times(), overhead=cal["overhead"],
-                          source="bench/comm.py ping-pong", concurrency=float(os.cpu_count() or 1))
-    res["cost_model"] = model.to_dict()
+                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ranks": a.n,
+                 "mpich_env": MPICH}
+    if a.baseline is not None:
+        res["baseline"] = {"checkout": str(a.baseline), "commit": subprocess.run(
+            ["git", "-C", str(a.baseline), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()}
     model_path = Path(tempfile.mkdtemp()) / "model.json"
+    if a.collectives_only:
+        if a.model:
+            model = costmodel.CostModel.load(a.model)
+        else:
+            model = costmodel.CostModel.from_dict(json.loads(Path(a.o).read_text())["cost_model"])
+    else:
+        ensure_tools()
+        secs = 1.0 if a.quick else 3.0
+        print("p2p bandwidth: iperf3 vs clusterlab stream ...", file=sys.stderr)
+        res["iperf3"] = iperf3(secs)
+        res["clusterlab_stream"] = [local.run(stream, 2, m, secs, timeout=300)[0] for m in (MIB, 4 * MIB)]
+
+        print("latency: NPtcp vs clusterlab ping-pong ...", file=sys.stderr)
+        upper = 4 * MIB
+        c0 = cpu_ticks()
+        res["nptcp"] = nptcp(upper)
+        res["nptcp_cpu"] = cpu_share(c0, cpu_ticks())
+        cal = local.run(pp.calibrate, 2, pp.sizes(1, upper), 0.02 if a.quick else 0.05, timeout=900)[0]
+        res["clusterlab_pingpong"], res["clusterlab_overhead_us"] = cal["rows"], cal["overhead"] * 1e6
+        res["latency_by_placement"] = latency_by_placement()
+        # the collectives choose with a model fitted to this ping-pong (what `clusterlab tune model` does)
+        model = costmodel.fit(cal["rows"], setup_times=connection_setup_times(), overhead=cal["overhead"],
+                              source="bench/comm.py ping-pong", concurrency=float(os.cpu_count() or 1))
+    res["cost_model"] = model.to_dict()
     model.save(model_path)
     os.environ[costmodel.ENV] = str(model_path)
 
-    print(f"collectives on {a.n} ranks: clusterlab vs MPICH, {a.runs} consecutive runs ...", file=sys.stderr)
+    sides = ["clusterlab_collectives"] + (["baseline"] if a.baseline else []) + ["mpich_tcp", "mpich_ucx_default"]
+    print(f"collectives on {a.n} ranks: {', '.join(sides)}, {a.runs} consecutive runs ...", file=sys.stderr)
     res["runs"] = []
     for k in range(a.runs):
-        run = {"load_before": os.getloadavg()}
-        c0 = cpu_ticks()
-        run["clusterlab_collectives"] = clusterlab_collectives(a.n, ops, sizes)
-        c1 = cpu_ticks()
-        run["mpich_tcp"] = mpich(a.n, ops, sizes, over_tcp=True)
-        run["cpu"] = {"clusterlab": cpu_share(c0, c1), "mpich_tcp": cpu_share(c1, cpu_ticks())}
+        run = {"load_before": os.getloadavg(), "cpu": {}}
+        for side in sides:
+            c0 = cpu_ticks()
+            if side == "clusterlab_collectives":
+                run[side] = clusterlab_collectives(a.n, ops, sizes)
+            elif side == "baseline":
+                run[side] = checkout_collectives(a.baseline, a.n, ops, sizes)
+            else:
+                run[side] = mpich(a.n, ops, sizes, side.removeprefix("mpich_"))
+            run["cpu"][side] = cpu_share(c0, cpu_ticks())
+        if a.every_algorithm:
+            run["every_algorithm"] = every_algorithm(a.n, ops, sizes)
         if a.per_call:  # seed 002: the same calls with connections set up per call
             os.environ["CLUSTERLAB_CONNECTIONS"] = "per_call"
             try:
@@ -292,9 +430,10 @@ def main() -> None:
         res["runs"].append(run)
         print(f"  run {k + 1}: load {run['load_before'][0]:.1f} -> {run['load_after'][0]:.1f}, cpu {run['cpu']}",
               file=sys.stderr)
+    res["rows"] = collective_rows(res["runs"], ops, sizes, sides)
     res["clusterlab_collectives"] = res["runs"][0]["clusterlab_collectives"]
     res["mpich_tcp"] = res["runs"][0]["mpich_tcp"]
-    res["mpich_shm"] = mpich(a.n, ops, sizes, over_tcp=False)
+    res["mpich_shm"] = mpich(a.n, ops, sizes, "shm")
     res["load_after"] = os.getloadavg()
 
     # --- ratios and targets ---
@@ -302,35 +441,32 @@ def main() -> None:
         return next(r for r in rows if r["bytes"] == b)
 
     targets = []
-    best_stream = max(r["mbps"] for r in res["clusterlab_stream"])
-    targets.append({"what": "p2p bandwidth >= 1 MiB messages vs iperf3", "clusterlab": best_stream,
-                    "anchor": res["iperf3"]["mbps"], "unit": "Mbit/s", "ratio": best_stream / res["iperf3"]["mbps"],
-                    "target": ">= 0.95"})
-    cl1, np1 = one(res["clusterlab_pingpong"], 1)["usec"], one(res["nptcp"], 1)["usec"]
-    targets.append({"what": "1-byte half round trip vs NPtcp", "clusterlab": cl1, "anchor": np1, "unit": "usec",
-                    "ratio": cl1 / np1, "target": "<= 1.5"})
-    for op in ops:
-        for m in sizes:
-            cl = next(r for r in res["clusterlab_collectives"] if r["op"] == op and r["bytes"] == m)
-            pred = cl["predicted_us"]
-            per_run = []
-            for run in res["runs"]:
-                c = next(r for r in run["clusterlab_collectives"] if r["op"] == op and r["bytes"] == m)
-                mp = next(r for r in run["mpich_tcp"] if r["op"] == op and r["bytes"] == m)
-                per_run.append(c["avg_us"] / mp["avg_us"])
-            targets.append({"what": f"{op} {m // KIB} KiB on {a.n} ranks vs mpich over tcp, every run",
-                            "clusterlab": cl["avg_us"], "anchor": next(
-                                r for r in res["mpich_tcp"] if r["op"] == op and r["bytes"] == m)["avg_us"],
-                            "unit": "usec", "ratio": max(per_run), "ratios_per_run": per_run,
-                            "spread": max(per_run) / min(per_run) - 1, "target": "<= 1.0",
-                            "algorithm": cl["algorithm"], "predicted_us": pred,
-                            "loads": [run["load_before"][0] for run in res["runs"]]})
-            for kind in ("mpich_tcp", "mpich_shm"):
-                mp = next(r for r in res[kind] if r["op"] == op and r["bytes"] == m)
-                targets.append({"what": f"{op} {m // KIB} KiB on {a.n} ranks vs {kind.replace('_', ' over ')}",
-                                "clusterlab": cl["avg_us"], "anchor": mp["avg_us"], "unit": "usec",
-                                "ratio": cl["avg_us"] / mp["avg_us"], "target": "<= 1.0",
-                                "algorithm": cl["algorithm"], "predicted_us": pred})
+    if not a.collectives_only:
+        best_stream = max(r["mbps"] for r in res["clusterlab_stream"])
+        targets.append({"what": "p2p bandwidth >= 1 MiB messages vs iperf3", "clusterlab": best_stream,
+                        "anchor": res["iperf3"]["mbps"], "unit": "Mbit/s",
+                        "ratio": best_stream / res["iperf3"]["mbps"], "target": ">= 0.95"})
+        cl1, np1 = one(res["clusterlab_pingpong"], 1)["usec"], one(res["nptcp"], 1)["usec"]
+        targets.append({"what": "1-byte half round trip vs NPtcp, unpinned (placement decides)", "clusterlab": cl1,
+                        "anchor": np1, "unit": "usec", "ratio": cl1 / np1, "target": "<= 1.2"})
+        for name, lat in res["latency_by_placement"].items():
+            cl1, np1 = one(lat["clusterlab"], 1)["usec"], one(lat["nptcp"], 1)["usec"]
+            targets.append({"what": f"1-byte half round trip vs NPtcp, both pinned {name}", "clusterlab": cl1,
+                            "anchor": np1, "unit": "usec", "ratio": cl1 / np1, "target": "<= 1.2"})
+    for row in res["rows"]:
+        op, m = row["op"], row["bytes"]
+        cl = row["clusterlab_collectives"]["per_run"][0]
+        for side in sides[1:]:
+            r = row[f"ratio_vs_{side}"]
+            targets.append({"what": f"{op} {m // KIB} KiB on {a.n} ranks vs {side.replace('_', ' ', 1)}, every run",
+                            "clusterlab": cl["avg_us"], "anchor": row[side]["per_run"][0]["avg_us"], "unit": "usec",
+                            "ratio": r["max"], "ratios_per_run": r["per_run"], "ratio_min": r["min"],
+                            "ratio_median": r["median"], "spread": r["max"] / r["min"] - 1, "target": "<= 1.0",
+                            "algorithm": row["algorithm"], "loads": [run["load_before"][0] for run in res["runs"]]})
+        mp = next(x for x in res["mpich_shm"] if x["op"] == op and x["bytes"] == m)
+        targets.append({"what": f"{op} {m // KIB} KiB on {a.n} ranks vs mpich shm (reference)", "clusterlab": cl["avg_us"],
+                        "anchor": mp["avg_us"], "unit": "usec", "ratio": cl["avg_us"] / mp["avg_us"],
+                        "target": "<= 1.0", "algorithm": row["algorithm"]})
     for t in targets:
         bound = float(t["target"].split()[1])
         t["met"] = t["ratio"] >= bound if t["target"].startswith(">=") else t["ratio"] <= bound
@@ -339,8 +475,14 @@ def main() -> None:
     with atomic_open(a.o) as f:
         json.dump(res, f, indent=1)
     for t in targets:
-        print(f"{'MET ' if t['met'] else 'MISS'} {t['what']:52s} clusterlab {t['clusterlab']:10.1f} "
-              f"anchor {t['anchor']:10.1f} {t['unit']:7s} ratio {t['ratio']:6.2f} (target {t['target']})")
+        print(f"{'MET ' if t['met'] else 'MISS'} {t['what']:58s} clusterlab {t['clusterlab']:9.1f} "
+              f"anchor {t['anchor']:9.1f} {t['unit']:6s} ratio {t['ratio']:5.2f} (target {t['target']})")
+    for row in res["rows"]:
+        cells = "  ".join(f"{side.removeprefix('clusterlab_')}: "
+                          + "/".join(f"{v:.0f}" for v in row[side]["avg_us"]) for side in sides)
+        print(f"{row['op']:8s} {row['bytes'] // KIB:5d} KiB {row['algorithm']:24s} {cells} us")
+        for name, v in row.get("every_algorithm", {}).items():
+            print(f"{'':18s} {name:24s} " + "/".join(f"{x:.0f}" for x in v) + " us")
     print(f"-> {a.o}")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,6 +41,12 @@ def main() -> int:
     ap.add_argument("--hosts", default="2,4,6,8,16", help="host counts of Figs. 2-3")
     ap.add_argument("--sizes", default="1024,4096,16384,65536,262144,1048576", help="Fig. 1 sizes (bytes)")
     ap.add_argument("--time-per-size", type=float, default=0.4)
+    ap.add_argument("--all-sizes", action="store_true", help="every size at every host count (default: "
+                    "the sizes at --fig1-hosts only, 64 KiB and 1 MiB elsewhere)")
+    ap.add_argument("--cpu-term", action="store_true", help="fit and use the shared-CPU step term "
+                    "(collective_testbed.fit_model's cpu_sizes)")
+    ap.add_argument("--batched", action="store_true", help="also time the calls back to back between two "
+                    "barriers (collective_testbed.batched), beside each call timed from its own barrier")
     ap.add_argument("--quick", action="store_true", help="2..4 hosts, two sizes")
     ap.add_argument("-o", "--out", default=str(RESULTS / "seed002.json"))
     a = ap.parse_args()
@@ -52,11 +59,12 @@ def main() -> int:
     started = loadavg()
     rows: list[dict] = []
     with Testbed(StarTopo(hosts=big, rate=a.rate, mtu=a.mtu, buffer="256KB")) as tb:
-        model = ct.fit_model(tb)
+        model = ct.fit_model(tb, cpu_sizes=ct.CPU_SIZES if a.cpu_term else None)
         print(f"model: alpha {model.alpha * 1e6:.1f} us, beta {8 / model.beta / 1e6 if model.beta else 0:.1f} Mbit/s, "
-              f"set-up {model.setup * 1e6:.0f} us, overhead {model.overhead * 1e6:.1f} us", flush=True)
+              f"set-up {model.setup * 1e6:.0f} us, overhead {model.overhead * 1e6:.1f} us, CPU per message "
+              f"{model.cpu_message * 1e6:.1f} us + {model.cpu_byte * 1e9:.2f} ns/B on {model.cpus:g} CPUs", flush=True)
         for n in host_counts:
-            these = sizes if n == a.fig1_hosts else [65536, 1048576]
+            these = sizes if n == a.fig1_hosts or a.all_sizes else [65536, 1048576]
             for op in OPS:
                 for mode in ct.MODES:
                     got = ct.measure(tb, op, these, mode, model, nranks=n, time_per_size=a.time_per_size)
@@ -65,23 +73,44 @@ def main() -> int:
                               f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  error {r['relative_error']:+.0%}"
                               f"  {r['algorithm']}", flush=True)
                     rows += got
-    summary = {}
+                    if a.batched:
+                        by = {r["bytes"]: r for r in got}
+                        for b in ct.measure_batched(tb, op, these, mode, model, nranks=n,
+                                                    time_per_size=a.time_per_size):
+                            row = by[b["bytes"]]
+                            row.update({"batched_us": b["batched_us"], "batched_calls": b["calls"],
+                                        "batched_algorithm": b["algorithm"], "batched_error": b["batched_error"]})
+                            print(f"{n:3d} hosts {op:8s} {mode:10s} {b['bytes']:8d} B  back to back "
+                                  f"{b['batched_us'] / 1e3:8.2f} ms  predicted {b['predicted_us'] / 1e3:8.2f} ms  "
+                                  f"error {b['batched_error']:+.0%}", flush=True)
+    summary, links_only, batched_summary = {}, {}, {}
     for n in host_counts:
         for op in OPS:
             for mode in ct.MODES:
                 sel = [r for r in rows if r["hosts"] == n and r["op"] == op and r["connections"] == mode]
                 if sel:
                     summary[f"{n} hosts {op} {mode}"] = round(ct.median_abs_error(sel), 3)
+                    back = [abs(r["batched_error"]) for r in sel if r.get("batched_error") is not None]
+                    if back:
+                        batched_summary[f"{n} hosts {op} {mode}"] = round(statistics.median(back), 3)
+                    links = [abs(r["p50_us"] / r["predicted_links_only_us"] - 1) for r in sel
+                             if r.get("predicted_links_only_us")]
+                    if links:
+                        links_only[f"{n} hosts {op} {mode}"] = round(statistics.median(links), 3)
     out = {"rate": a.rate, "mtu": a.mtu, "fig1_hosts": a.fig1_hosts, "hosts": host_counts,
            "model": model.to_dict(), "rows": rows, "median_abs_error": summary,
+           "median_abs_error_links_only": links_only,
+           "median_abs_error_batched": batched_summary,
            "loadavg_start": started, "loadavg_end": loadavg(), "seconds": time.perf_counter() - t0,
-           "note": "p50 of the slowest rank per call vs the cost model fitted on the same testbed's links; "
-                   "the testbed's hosts share this machine's 2 cores"}
+           "note": "p50 of the slowest rank per call vs the cost model fitted on the same testbed's links and on "
+                   "the CPU time per message of a ping-pong (the testbed's hosts share this machine's CPUs); "
+                   "predicted_links_only_us: the same model without the shared-CPU step term"}
     with atomic_open(a.out) as f:
         json.dump(out, f, indent=1)
     plot(out, Path(a.out).with_suffix(".png"))
     for k, v in summary.items():
-        print(f"median |error| {k}: {v:.0%}")
+        print(f"median |error| {k}: {v:.0%}" + (f" (back to back: {batched_summary[k]:.0%})" if k in batched_summary
+                                                else ""))
     print(f"-> {a.out} ({out['seconds']:.0f} s, load {started} -> {out['loadavg_end']})")
     return 0
 

@@ -53,6 +53,12 @@ def main() -> int:
     ap.add_argument("--min-support", type=float, default=0.01)
     ap.add_argument("--data", default=None, help="with --mining: this FIMI file (generated with --mining N "
                     "transactions, seed 1, --counts' partitions) instead of generating it")
+    ap.add_argument("--algorithms", default="hpa,hpa-rescan,pfp,cd", help="with --mining: the jobs")
+    ap.add_argument("--tgtd", default="rdwr",
+                    help="with --mining: tgtd settings to compare, comma-separated BSTYPE[:IOTHREADS] (rdwr, aio; "
+                         "I/O threads, tgtd's default 16), interleaved repetition by repetition")
+    ap.add_argument("--offloads", default="off", help="with --mining: the testbed's TSO/GSO/GRO, off (MTU-sized "
+                    "packets, the testbed's default), on, or off,on (interleaved)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.mining:
@@ -118,18 +124,35 @@ def mining(a) -> int:
         if not a.data:
             clusterlab.generate_file(data, "T10I4D100K", transactions=a.mining, items=1000, seed=1, partitions=nodes)
         rate = a.rates.split(",")[0]
-        res = mining_from_target(data, nodes=nodes, min_support=a.min_support, reps=a.reps, block=parse_size(a.block),
-                                 rate=None if rate == "none" else rate)
+        settings = []
+        for spec in a.tgtd.split(","):
+            bstype, _, threads = spec.partition(":")
+            settings += [(bstype, int(threads) if threads else None, off == "on") for off in a.offloads.split(",")]
+        res = {"configs": []}
+        for rep in range(a.reps):  # interleaved: each setting once per repetition, in turn
+            for bstype, threads, offloads in settings:
+                r = mining_from_target(data, nodes=nodes, min_support=a.min_support, reps=1, block=parse_size(a.block),
+                                       rate=None if rate == "none" else rate, iothreads=threads, bstype=bstype,
+                                       algorithms=tuple(a.algorithms.split(",")), offloads=offloads)
+                for row in r["runs"]:
+                    row.update(rep=rep, bstype=bstype, iothreads=threads, offloads=offloads)
+                    lo, sc = row["local"], row["iscsi"]
+                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} {row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
+                          f"{lo['read_s']:.2f} + {lo['rescan_s']:.2f}), iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f}"
+                          f" + {sc['rescan_s']:.2f}, tgtd {sc['tgtd_cpu_s']:.2f} cpu-s): {row['iscsi_vs_local']:.2f}x; "
+                          f"extra CPU {row['extra_cpu_s']:.2f} s ({row['extra_cpu_s_per_mb'] * 1e3:.1f} ms/MB, floor "
+                          f"{row['cpu_floor_s']:.2f} s) vs added {row['added_s']:.2f} s (load {row['load'][0]:.1f})",
+                          flush=True)
+                res["configs"].append(r)
+        res["runs"] = [row for r in res["configs"] for row in r.pop("runs")]
+        res["config"] = res["configs"][0]["config"]
+        res["load_before"], res["load_after"] = res["configs"][0]["load_before"], res["configs"][-1]["load_after"]
     res["what"] = (f"HPA (reading once, and rescanning every pass)/PFP/CD on {nodes} testbed hosts, {a.mining} "
                    "transactions (T10I4, 1000 items): each rank reads its partition from the local file vs from a "
                    f"shared iSCSI LUN on st ({a.block} READ commands, 4 in flight, read ahead in 2 MiB pieces parsed as they arrive); job time = slowest rank, "
-                   "read to result")
+                   "read to result; tgtd settings " + a.tgtd + ", offloads " + a.offloads + " interleaved; extra_cpu_s: the machine's busy CPU "
+                   "seconds (nice 0) of the iSCSI job minus the local one; cpu_floor_s: that over the cores")
     res["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for r in res["runs"]:
-        lo, sc = r["local"], r["iscsi"]
-        print(f"{r['algorithm']:>10}: local {lo['job_s']:.2f} s (read {lo['read_s']:.2f} + {lo['rescan_s']:.2f}), "
-              f"iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f} + {sc['rescan_s']:.2f}, tgtd "
-              f"{sc['tgtd_cpu_s']:.2f} cpu-s): {r['iscsi_vs_local']:.2f}x (load {r['load'][0]:.1f})", flush=True)
     out = a.out or str(HERE / "results" / "storage_mining.json")
     with atomic_open(out) as f:
         json.dump(res, f, indent=1)

@@ -8,6 +8,15 @@ Each phase fits in one slot of the quiet lock, so they run apart, each on a fres
     flock /work/quiet.lock .venv/bin/python bench/tune_auto.py grid     # every setting --runs times
     .venv/bin/python bench/tune_auto.py compare                         # -> bench/results/tune_auto.json
 
+With ``--workload hpa`` the objective is an HPA job instead (issue 12's "an HPA job"): 6 hosts,
+the same links, seed000:200K at 0.7% support (about a second a job), the space
+``HPA_SETUP["space"]`` (RTO minimum, congestion control, send buffer, allreduce algorithm: 16
+settings), results in ``tune_auto_hpa_*.json`` and ``tune_auto_hpa.json``:
+
+    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py search --workload hpa
+    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py grid --workload hpa
+    .venv/bin/python bench/tune_auto.py compare --workload hpa
+
 ``compare`` puts both beside each other: the grid's mean time of the search's choice over the
 grid's best mean (target <= 1.10), the share of the grid's runs the search used (target <=
 0.25), and the search replayed 1000 times on the grid's measured runs.
@@ -26,21 +35,26 @@ from clusterlab.tune import auto
 HERE = Path(__file__).resolve().parent / "results"
 SETUP = {"hosts": 16, "rate": "155Mbit", "buffer": "64KB", "mtu": 9000, "size": 50_000, "space": auto.DEFAULT_SPACE,
          "runs": 8}
+HPA_SETUP = {**SETUP, "hosts": 6, "space": "rto_min=5ms,200ms;congestion=cubic,reno;sndbuf=default,32KiB;"
+             "allreduce=auto,ring", "workload": "hpa", "data": "seed000:200K", "min_support": 0.007}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("phase", choices=["search", "grid", "compare"])
-    ap.add_argument("--hosts", type=int, default=SETUP["hosts"])
-    ap.add_argument("--runs", type=int, default=SETUP["runs"])
-    ap.add_argument("--space", default=SETUP["space"])
+    ap.add_argument("--workload", choices=auto.WORKLOADS, default="alltoall_broadcast")
+    ap.add_argument("--hosts", type=int, default=None)
+    ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--space", default=None)
     ap.add_argument("--dir", default=str(HERE))
     a = ap.parse_args()
     d = Path(a.dir)
-    setup = {**SETUP, "hosts": a.hosts, "runs": a.runs, "space": a.space}
+    base = HPA_SETUP if a.workload == "hpa" else SETUP
+    setup = {**base, **{k: v for k, v in (("hosts", a.hosts), ("runs", a.runs), ("space", a.space)) if v is not None}}
+    stem = "tune_auto_hpa" if a.workload == "hpa" else "tune_auto"
     if a.phase == "compare":
-        s = json.loads((d / "tune_auto_search.json").read_text())
-        g = json.loads((d / "tune_auto_grid.json").read_text())
+        s = json.loads((d / f"{stem}_search.json").read_text())
+        g = json.loads((d / f"{stem}_grid.json").read_text())
         if s["space"] != g["space"] or s["testbed"] != g["testbed"]:
             sys.exit("the search and the grid ran different spaces or testbeds")
         search = {**s["search"], "chosen": dict(p.split("=", 1) for p in s["search"]["chosen"].split(","))}
@@ -48,13 +62,14 @@ def main() -> None:
                "replay": auto.replay(g["grid"], s["search"]["budget"], s["search"]["eta"])}
         c = out["comparison"]
         c["met"] = c["chosen_over_best"] <= 1.10 and c["runs_share"] <= 0.25
-        with atomic_open(d / "tune_auto.json") as f:
+        with atomic_open(d / f"{stem}.json") as f:
             json.dump(out, f, indent=1)
         print(json.dumps({**c, "replay": out["replay"]}, indent=1))
         return
-    kw = {k: setup[k] for k in ("hosts", "rate", "buffer", "mtu", "size", "space", "runs")}
+    kw = {k: setup[k] for k in ("hosts", "rate", "buffer", "mtu", "size", "space", "runs", "workload", "data",
+                                "min_support") if k in setup}
     res = auto.tune_auto(**kw, grid=a.phase == "grid", search=a.phase == "search")
-    with atomic_open(d / f"tune_auto_{a.phase}.json") as f:
+    with atomic_open(d / f"{stem}_{a.phase}.json") as f:
         json.dump(res, f, indent=1)
     key = "search" if a.phase == "search" else "grid"
     print(f"{key}: {res[key]['runs']} runs, {res[key]['visits']} jobs, {res[key]['seconds']:.0f} s, "

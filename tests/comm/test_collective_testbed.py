@@ -3,11 +3,14 @@ fit finds a shaped link's rate, and (root) a tiny run measures both connection m
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from clusterlab.bench import collective_testbed as ct
 from clusterlab.bench.collective import _predict
 from clusterlab.comm.costmodel import CostModel
+from clusterlab.errors import ConfigError
 from tests.testbed.helpers import netns_unavailable
 
 
@@ -27,6 +30,41 @@ def test_shared_cpus_make_the_mesh_set_up_grow_with_its_connections():
     assert CostModel.from_dict(shared.to_dict()).setup_cpus == 2
 
 
+def test_shared_cpus_price_every_step_of_many_simultaneous_messages():
+    # 16 hosts on 2 CPUs: a ring allgather step sends 16 messages, 8 per CPU
+    links = CostModel(alpha=30e-6, beta=5e-8, gamma=0.0, setup=0, overhead=0, concurrency=0)
+    shared = CostModel(alpha=30e-6, beta=5e-8, gamma=0.0, setup=0, overhead=0, concurrency=0,
+                       cpus=2, cpu_message=30e-6, cpu_byte=10e-9)
+    chunk = 4096
+    step_links = 30e-6 + 5e-8 * chunk  # 235 us on the link
+    step_cpu = 8 * (30e-6 + 10e-9 * chunk)  # 568 us on the CPUs
+    assert links.predict("allgather", "ring", chunk, 16) == pytest.approx(15 * step_links)
+    assert shared.predict("allgather", "ring", chunk, 16) == pytest.approx(15 * step_cpu)
+    # two hosts: one message per step, the link is slower than the CPU: the link's time stands
+    assert shared.predict("bcast", "binomial", 65536, 2) == links.predict("bcast", "binomial", 65536, 2)
+    # a flat fan-out is one step of 15 messages: 8 per CPU
+    assert shared.predict("bcast", "flat", 1, 16) == pytest.approx(max(links.predict("bcast", "flat", 1, 16),
+                                                                      8 * (30e-6 + 10e-9)))
+    back = CostModel.from_dict(shared.to_dict())
+    assert (back.cpus, back.cpu_message, back.cpu_byte) == (2, 30e-6, 10e-9)
+    assert CostModel.from_dict({k: v for k, v in links.to_dict().items() if not k.startswith("cpu")}).cpus == 0
+    with pytest.raises(ConfigError, match="cpu_byte"):
+        CostModel(cpu_byte=-1.0)
+
+
+def test_busy_cpu_seconds_leaves_out_niced_idle_and_io_wait():
+    hz = os.sysconf("SC_CLK_TCK")
+    assert ct.busy_cpu_seconds(f"cpu  {hz} {50 * hz} {hz} {90 * hz} {9 * hz} 0 {hz} 0 0 0") == pytest.approx(3.0)
+
+
+def test_cpu_pingpong_divides_busy_time_by_messages():
+    from clusterlab.comm.inproc import run_threads
+
+    rows = run_threads(ct.cpu_pingpong, 2, [1, 4096], 0.02)[0]
+    assert [r["bytes"] for r in rows] == [1, 4096]
+    assert all(r["messages"] >= 10 and r["usec"] >= 0 and r["wall_usec"] > 0 for r in rows)
+
+
 def test_two_region_fit_ignores_the_middle_sizes():
     rows = [{"bytes": b, "usec": 40 + b * 0.0516} for b in (1, 16, 64, 131072, 524288, 1 << 20)]
     rows += [{"bytes": 8192, "usec": 5.0}, {"bytes": 16384, "usec": 9000.0}]  # noise in the middle
@@ -42,9 +80,10 @@ def test_tiny_run_on_a_testbed_measures_both_modes():
     from clusterlab.cluster.testbed import StarTopo, Testbed
 
     with Testbed(StarTopo(hosts=3, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
-        model = ct.fit_model(tb, sizes=(1, 1 << 18), trial_time=0.005)
+        model = ct.fit_model(tb, sizes=(1, 1 << 18), trial_time=0.005, cpu_sizes=ct.CPU_SIZES)
         assert 50 < 8 / model.beta / 1e6 < 300 and model.setup > 0 and model.concurrency == 0
         assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3
+        assert model.cpus == (os.cpu_count() or 1) and model.cpu_message > 0 and len(model.details["cpu_pingpong"]) == 7
         rows = [r for mode in ct.MODES for r in ct.measure(tb, "bcast", [1 << 18], mode, model, time_per_size=0.1)]
     assert [r["connections"] for r in rows] == ["persistent", "per_call"]
     assert all(r["hosts"] == 3 and r["predicted_us"] > 0 and r["p50_us"] > 0 for r in rows)

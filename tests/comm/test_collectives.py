@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterlab.comm import collectives as C
+from clusterlab.comm import costmodel
 from clusterlab.comm.collectives._pack import pack, unpack
+from clusterlab.comm.costmodel import CostModel
 from clusterlab.comm.errors import CommTimeout, PeerFailure, ProtocolError
 from clusterlab.comm.inproc import run_threads, world
 
@@ -354,3 +356,70 @@ def test_rank_process_killed_mid_collective(backend, op, name):
         # allgather a block already passed on); someone must have needed it.
         if op not in ("gather", "reduce"):
             assert any(rc != 0 for r, rc in enumerate(res.returncodes) if r != victim), res.returncodes
+
+
+# --- the model's pick, announced by the root -----------------------------------------------------
+# Models whose bcast / scatter choice changes with the size, so that the root must announce it.
+ANNOUNCING = {"bcast": CostModel(alpha=100e-6, beta=1e-8, gamma=0, setup=0, overhead=10e-6, concurrency=0),
+              "scatter": CostModel(alpha=1e-6, beta=1e-9, gamma=1e-7, setup=0, overhead=1e-3, concurrency=0)}
+ODD_SIZES = [0, 1, 999, 70_001, 300_003]
+
+
+def _announced_job(op, n, root, m):
+    if op == "bcast":
+        data = np.arange(m, dtype=np.uint8)
+        return (lambda c: C.run("bcast", c, data=data if c.rank == root else None, root=root)), [data] * n
+    chunks = [(np.arange(m + r, dtype=np.uint8) if r % 2 else bytes(range(256)) * (m // 256) + b"x" * r)
+              for r in range(n)]  # arrays and bytes of different sizes
+    return (lambda c: C.run("scatter", c, chunks=chunks if c.rank == root else None, root=root)), chunks
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+@pytest.mark.parametrize("op", ["bcast", "scatter"])
+def test_announced_choice_gives_every_rank_the_sequential_result(op, n):
+    """Whatever the root picks for the size (flat/linear, whose data follows the announcement,
+    or another algorithm), every rank gets exactly the data, for any root and odd sizes."""
+    model = ANNOUNCING[op]
+    picks = {model.pick(op, m, n) for m in ODD_SIZES}
+    # sizes on both sides of the model's switch (on 3 ranks binomial scatter saves no message)
+    assert n < (3 if op == "bcast" else 4) or len(picks) > 1, picks
+    costmodel.use(model)
+    try:
+        for root in sorted({0, n // 2, n - 1}):
+            for m in ODD_SIZES:
+                fn, want = _announced_job(op, n, root, m)
+                check(run_threads(fn, n), want, op, None)
+    finally:
+        costmodel.use(None)
+
+
+@pytest.mark.parametrize("n", [4, 5, 8])
+@pytest.mark.parametrize("op", ["bcast", "scatter"])
+def test_announcement_costs_one_byte_per_rank(op, n):
+    """The root's choice reaches each rank as one 1-byte message from the root, and the data is
+    neither packed nor sent twice: the traffic is the chosen algorithm's plus n - 1 bytes in
+    n - 1 messages."""
+    model = ANNOUNCING[op]
+    costmodel.use(model)
+    try:
+        for m in ODD_SIZES[1:]:
+            name = model.pick(op, m, n)
+            assert C._fixed_choice(model, op, n) is None
+
+            def traffic(c, algorithm, m=m):
+                fn, _ = _announced_job(op, n, 0, m)
+                if algorithm is None:
+                    fn(c)
+                else:
+                    kw = {"data": np.arange(m, dtype=np.uint8) if c.rank == 0 else None} if op == "bcast" else \
+                        {"chunks": _announced_job(op, n, 0, m)[1] if c.rank == 0 else None}
+                    C.run(op, c, algorithm, **kw)
+                s = c.stats()
+                return s["messages_sent"], s["bytes_sent"]
+
+            auto = run_threads(lambda c: traffic(c, None), n)
+            alone = run_threads(lambda c, name=name: traffic(c, name), n)
+            assert sum(x for x, _ in auto) == sum(x for x, _ in alone) + n - 1, (op, m, name)
+            assert sum(b for _, b in auto) == sum(b for _, b in alone) + n - 1, (op, m, name)
+    finally:
+        costmodel.use(None)

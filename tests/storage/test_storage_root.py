@@ -251,3 +251,27 @@ def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
             p.wait()
     assert storage_leftovers(name) == {"processes": [], "files": [], "state_files": []}
     assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
+
+
+def test_tgtd_settings_iothreads_and_aio_backing_store_serve_the_same_bytes(name):
+    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+            IscsiTarget(tb, initiators=1, lun_size=4 << 20, iothreads=2, bstype="aio") as tgt:
+        with open(f"/proc/{tgt.proc.pid}/cmdline") as f:
+            assert f.read().split("\0")[-3:-1] == ["-t", "2"]
+        with _open(tb, tgt, 0) as lun:
+            w = lun.write_sequential(2 << 20, block=64 << 10, seed=3)
+            r = lun.read_sequential(2 << 20, block=64 << 10, seed=3)
+            assert (w.nbytes, r.nbytes, r.bad_blocks) == (2 << 20, 2 << 20, 0)
+            assert lun.read_sequential(2 << 20, block=64 << 10, seed=4).bad_blocks == 32
+
+
+@pytest.mark.parametrize(("kw", "msg"), [({"iothreads": 0}, "I/O threads must be 1..128"),
+                                          ({"bstype": "mmap"}, "backing-store type must be one of rdwr, aio")])
+def test_tgtd_settings_out_of_range_are_refused(kw, msg):
+    from types import SimpleNamespace
+
+    from clusterlab.cluster.testbed import TestbedError
+
+    host = SimpleNamespace(name="st")
+    with pytest.raises(TestbedError, match=msg):
+        IscsiTarget(SimpleNamespace(name="tx1", hosts=[host]), host=host, clients=[SimpleNamespace(name="h0")], **kw)

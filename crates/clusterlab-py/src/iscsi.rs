@@ -307,6 +307,15 @@ where
     })
 }
 
+/// `per_block(session, byte offset)` over the `block`-byte blocks of `offset..offset+size`,
+/// striped over the sessions as `striped` does, for callers that bring their own memory.
+fn striped_into<F>(sessions: &[Session], offset: u64, size: u64, block: u64, per_block: F) -> Result<(), String>
+where
+    F: Fn(&Session, u64) -> Result<(), String> + Sync,
+{
+    striped(sessions, offset, size, block, |s, pos, _buf: &mut [u8]| per_block(s, pos).map(|()| 0)).map(|_| ())
+}
+
 /// One initiator's sessions to one LUN of an iSCSI target (tgt). Not shared between threads.
 #[pyclass(module = "clusterlab._core", name = "IscsiLun")]
 pub struct IscsiLun {
@@ -390,31 +399,33 @@ impl IscsiLun {
             return Err(PyValueError::new_err(format!(
                 "block must be a multiple of the LUN's block size ({}) up to {MAX_XFER}, got {block}", s.block_length)));
         }
-        let mut out = vec![0u8; length as usize];
-        if block == 0 || length <= block {
-            py.detach(|| s.xfer(false, offset, &mut out)).map_err(PyOSError::new_err)?;
-            return Ok(PyBytes::new(py, &out));
-        }
-        // Whole blocks striped over the sessions (each thread writes its own blocks of `out`
-        // through a shared base pointer: the blocks are disjoint), then the tail.
-        let whole = length / block * block;
-        let base = out.as_mut_ptr() as usize;
+        // The data goes straight from libiscsi into the bytes object handed back: no buffer
+        // per block, no copy into Python afterwards (the object is not shared until returned).
         let sessions = &self.sessions;
-        py.detach(|| -> Result<(), String> {
-            striped(sessions, offset, whole, block, |s, pos, buf| {
-                s.xfer(false, pos, buf)?;
-                // SAFETY: pos-offset..+block lies inside `out` (whole <= length) and no other
-                // thread writes these bytes (each block belongs to exactly one session).
-                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), (base as *mut u8).add((pos - offset) as usize), buf.len()) };
-                Ok(0)
-            })?;
-            if whole < length {
-                s.xfer(false, offset + whole, &mut out[whole as usize..])?;
-            }
-            Ok(())
+        PyBytes::new_with(py, length as usize, |out: &mut [u8]| {
+            py.detach(|| -> Result<(), String> {
+                if block == 0 || length <= block {
+                    return s.xfer(false, offset, out);
+                }
+                // Whole blocks striped over the sessions (each thread reads into its own blocks of
+                // `out` through a shared base pointer: the blocks are disjoint), then the tail.
+                let whole = length / block * block;
+                let base = out.as_mut_ptr() as usize;
+                striped_into(sessions, offset, whole, block, |s, pos| {
+                    // SAFETY: pos-offset..+block lies inside `out` (whole <= length) and no other
+                    // thread touches these bytes (each block belongs to exactly one session).
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut((base as *mut u8).add((pos - offset) as usize), block as usize)
+                    };
+                    s.xfer(false, pos, dst)
+                })?;
+                if whole < length {
+                    s.xfer(false, offset + whole, &mut out[whole as usize..])?;
+                }
+                Ok(())
+            })
+            .map_err(PyOSError::new_err)
         })
-        .map_err(PyOSError::new_err)?;
-        Ok(PyBytes::new(py, &out))
     }
 
     /// Sequential write of `size` bytes from `offset` in `block`-byte commands, each block

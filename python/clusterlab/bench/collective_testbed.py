@@ -3,7 +3,8 @@
 ``fit_model(tb)`` fits the cost model *on the testbed's links*: a ping-pong between hosts 0 and
 1 (alpha, beta, per-message overhead) and the time to open and authenticate one connection
 across the switch (``setup``), with ``concurrency=0`` (every host has its own link and the
-switch is non-blocking). ``measure(tb, op, sizes, mode, model)`` runs the OSU-style collective
+switch is non-blocking), and the CPU time per message and per byte of the machine the hosts
+share (``cpu_pingpong``: the model prices every step's messages on the shared CPUs). ``measure(tb, op, sizes, mode, model)`` runs the OSU-style collective
 benchmark (``bench.collective.run``) on every host with the persistent mesh or per-call
 connections, and each row carries the model's prediction for that mode. ``relative_error``
 is measured / predicted - 1 per row.
@@ -24,11 +25,15 @@ import os
 import socket
 import statistics
 import tempfile
+import time
+
+import numpy as np
 
 from clusterlab.comm import costmodel
 from clusterlab.errors import ConfigError
 
 MODES = ("persistent", "per_call")
+CPU_SIZES = (1, 16, 64, 4096, 65536, 262144, 1 << 20)  # the CPU ping-pong's sizes (1..64 B: per message)
 
 
 def _my_address() -> str:
@@ -82,6 +87,75 @@ def two_region_fit(rows: list[dict], small: int = 64, large: int = 65536) -> tup
     return alpha, max(beta, 0.0)
 
 
+def busy_cpu_seconds(stat: str | None = None) -> float:
+    """CPU seconds this machine has spent busy at nice 0 or below since boot, from ``/proc/stat``:
+    user + system + irq + softirq + steal (niced jobs, idle and I/O wait excluded, so other
+    helpers' niced builds do not count).
+
+    >>> busy_cpu_seconds("cpu  100 900 50 1000 7 3 2 0 0 0\\n") * os.sysconf("SC_CLK_TCK")
+    155.0
+    """
+    if stat is None:
+        with open("/proc/stat") as f:
+            stat = f.readline()
+    v = [int(x) for x in stat.split()[1:9]]
+    user, _nice, system, _idle, _iowait, irq, softirq, steal = v
+    return (user + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_pingpong(comm, sizes: list[int], seconds: float = 0.4, pairs: int = 1) -> list[dict] | None:
+    """The CPU time per message when ``pairs`` ping-pongs run at once: rank 2i ping-pongs with
+    rank 2i + 1 (i < ``pairs``), every pair the same number of round trips per size (about
+    ``seconds`` for the first pair), and the CPU time all those rank processes used meanwhile
+    (all their threads, and the kernel's network work done in their context:
+    ``time.process_time``) is divided by the messages sent. With one pair that is a message's
+    own cost; with as many ranks as hosts it includes what ranks sharing the CPUs pay each other
+    (context switches, caches). Rank 0 returns rows ``bytes``, ``usec`` (CPU microseconds per
+    message), ``machine_usec`` (the same from the whole machine's busy time,
+    ``busy_cpu_seconds``, which other jobs' network interrupts inflate), ``wall_usec`` (half a
+    round trip of pair 0), ``messages`` (all pairs), ``pairs``; the others None."""
+    import struct
+
+    pairs = max(1, min(int(pairs), comm.size // 2))
+    me = comm.rank
+    active = me < 2 * pairs
+    peer = me + 1 if me % 2 == 0 else me - 1
+    rows = []
+    for nb in sizes:
+        buf = np.zeros(nb, dtype=np.uint8)
+        if me == 0:
+            t0 = time.perf_counter()
+            comm.send(1, buf, 12)  # how long one round trip takes alone, to size the run
+            comm.recv(1, 12)
+            reps = max(5, int(seconds / max(time.perf_counter() - t0, 1e-6)))
+        elif me == 1:
+            comm.send(0, comm.recv(0, 12), 12)
+        reps = struct.unpack("<Q", comm.bcast(struct.pack("<Q", reps) if me == 0 else None, root=0))[0]
+        if active and me % 2 == 0:  # warm-up
+            comm.send(peer, buf, 12)
+            comm.recv(peer, 12)
+        elif active:
+            comm.send(peer, comm.recv(peer, 12), 12)
+        comm.barrier()
+        busy0, cpu0, t0 = busy_cpu_seconds(), time.process_time(), time.perf_counter()
+        if active and me % 2 == 0:
+            for _ in range(reps):
+                comm.send(peer, buf, 12)
+                comm.recv(peer, 12)
+        elif active:
+            for _ in range(reps):
+                comm.send(peer, comm.recv(peer, 12), 12)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        cpus = comm.gather(np.array([cpu if active else 0.0]), root=0)
+        busy = busy_cpu_seconds() - busy0
+        if me == 0:
+            total = float(sum(float(np.asarray(c).ravel()[0]) for c in cpus))
+            msgs = 2 * reps * pairs
+            rows.append({"bytes": nb, "usec": total / msgs * 1e6, "machine_usec": busy / msgs * 1e6,
+                         "wall_usec": wall / (2 * reps) * 1e6, "messages": msgs, "pairs": pairs})
+    return rows if me == 0 else None
+
+
 def per_call_overhead(comm, calls: int = 20) -> float:
     """Seconds per call this rank spent setting up and releasing its per-call connections over
     ``calls`` barriers (the communicator must be a per-call one)."""
@@ -92,13 +166,21 @@ def per_call_overhead(comm, calls: int = 20) -> float:
 
 
 def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.02,
-              calibrate_hosts: int | None = 8) -> costmodel.CostModel:
+              calibrate_hosts: int | None = 8,
+              cpu_sizes: tuple[int, ...] | None = None) -> costmodel.CostModel:
     """The cost model of ``tb``'s links (ping-pong between hosts 0 and 1, set-up across the switch).
 
     The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
     with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
     per-call mesh of k hosts (the slowest rank's, per call) as k(k-1)/2 set-ups over the CPU
-    count (``setup_cpus``); otherwise it is one connection's set-up measured alone."""
+    count (``setup_cpus``); otherwise it is one connection's set-up measured alone.
+
+    The hosts' messages share the CPUs too: with ``cpu_sizes``, ``cpu_message`` and ``cpu_byte``
+    are fitted (``two_region_fit``) to the busy CPU time per message of a ping-pong between
+    hosts 0 and 1 at those sizes (``cpu_pingpong``), and ``cpus`` is the CPU count, so the
+    model prices a step of many simultaneous messages (``CostModel.cpu_step``). Off by default:
+    measured on 16 hosts (bench/results/seed002_cpu_model.json) the fitted CPU cost per byte made
+    the model pick a binomial bcast that ran 2.7x slower than the scatter-allgather it replaced."""
     from clusterlab.bench import pingpong as pp
     from clusterlab.comm.tcp.mesh import CONNECTIONS_ENV
 
@@ -111,6 +193,12 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
     m.details["setup_samples"] = len(setup)
     m.details["setup_stdev"] = statistics.pstdev(setup)
     m.details["setup_alone"] = m.setup
+    if cpu_sizes:
+        cpu_rows = tb.run(cpu_pingpong, 2, list(cpu_sizes), timeout=300)[0]
+        cpu_message, cpu_byte = two_region_fit(cpu_rows, large=max(cpu_sizes) // 16)
+        m = dataclasses.replace(m, cpus=float(os.cpu_count() or 1), cpu_message=cpu_message, cpu_byte=cpu_byte)
+        m.details["cpu_pingpong"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()}
+                                     for r in cpu_rows]
     k = min(calibrate_hosts or 0, len(tb.placement()))
     if k >= 3:
         cpus = float(os.cpu_count() or 1)
@@ -135,10 +223,105 @@ def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel
         env = dict(os.environ, CLUSTERLAB_COSTMODEL=path, **{CONNECTIONS_ENV: mode})
         rows = tb.run(bench_run, nranks, op, sizes, None, None, None, time_per_size, timeout=900, env=env)[0]
     n = nranks or len(tb.placement())
+    linked = dataclasses.replace(model, cpus=0.0)  # the same model without the shared CPUs' step term
     for r in rows:
+        algorithm = str(r.get("algorithm", "")).removeprefix("auto:")
+        if algorithm and model.cpus > 0:
+            t = (linked.predict_mode(op, algorithm, r["bytes"], n, "per_call") if mode == "per_call"
+                 else linked.predict(op, algorithm, r["bytes"], n))
+            r["predicted_links_only_us"] = t * 1e6
         r.update({"op": op, "hosts": n, "connections": mode,
                   "relative_error": r["p50_us"] / r["predicted_us"] - 1 if r["predicted_us"] > 0 else None})
     return rows
+
+
+def batched(comm, op: str, sizes: list[int], time_per_size: float = 0.3) -> list[dict] | None:
+    """Calls of ``op`` back to back between two barriers, per size (about ``time_per_size``
+    seconds): rank 0 returns rows ``bytes``, ``batched_us`` (the slowest rank's time over the
+    calls / calls), ``calls``, ``algorithm``. Unlike ``bench.collective.run``, whose every call
+    starts at a barrier and whose p50 is the slowest rank's time of a call, no rank's time
+    includes how late the others left a barrier (milliseconds when 16 hosts share 2 CPUs)."""
+    from clusterlab.bench.collective import _label, make_args
+    from clusterlab.comm import collectives
+
+    model = costmodel.current()
+    rows = []
+    for m in sizes:
+        kw = make_args(op, m, comm.rank, comm.size)
+        name, label = _label(op, None, m, comm.size, model)
+        comm.barrier("dissemination")
+        t0 = time.perf_counter()
+        for _ in range(2):  # warm-up, and how long a call takes
+            collectives.run(op, comm, None, **kw)
+        per_call = (time.perf_counter() - t0) / 2
+        want = np.array([max(3, min(500, int(time_per_size / max(per_call, 1e-6))))], dtype=np.int64)
+        calls = int(comm.bcast(want if comm.rank == 0 else None, 0, "binomial")[0])
+        comm.barrier("dissemination")
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            collectives.run(op, comm, None, **kw)
+        mine = time.perf_counter() - t0
+        every = comm.gather(np.array([mine]), 0, "linear")
+        if comm.rank == 0:
+            rows.append({"bytes": m, "batched_us": max(float(np.asarray(e).ravel()[0]) for e in every) / calls * 1e6,
+                         "calls": calls, "algorithm": label})
+    return rows if comm.rank == 0 else None
+
+
+def measure_batched(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,
+                    time_per_size: float = 0.3) -> list[dict]:
+    """``batched`` on the testbed's hosts in connection ``mode`` under ``model``, each row with
+    the model's prediction and ``batched_error`` (measured / predicted - 1)."""
+    from clusterlab.bench.collective import _predict
+    from clusterlab.comm.tcp.mesh import CONNECTIONS_ENV
+
+    if mode not in MODES:
+        raise ConfigError(f"connection mode must be one of {', '.join(MODES)}, got {mode!r}")
+    n = nranks or len(tb.placement())
+    with tempfile.TemporaryDirectory(prefix="clab-model-") as d:
+        path = os.path.join(d, "model.json")
+        model.save(path)
+        env = dict(os.environ, CLUSTERLAB_COSTMODEL=path, **{CONNECTIONS_ENV: mode})
+        rows = tb.run(batched, nranks, op, sizes, time_per_size, timeout=900, env=env)[0]
+    for r in rows:
+        pred = _predict(model, op, r["algorithm"].removeprefix("auto:"), r["bytes"], n, mode) * 1e6
+        r.update({"op": op, "hosts": n, "connections": mode, "predicted_us": pred,
+                  "batched_error": r["batched_us"] / pred - 1 if pred > 0 else None})
+    return rows
+
+
+def _context_switches() -> int:
+    with open("/proc/self/status") as f:
+        return sum(int(line.split(":")[1]) for line in f if "ctxt_switches" in line)
+
+
+def in_situ(comm, op: str, m: int, algorithm: str, calls: int) -> dict | None:
+    """Where a collective's time goes on shared CPUs: ``calls`` calls of ``op`` (bcast of ``m``
+    bytes, or allgather of ``m / n`` bytes per rank) with ``algorithm`` back to back after 3
+    warm-up calls. Rank 0 returns the wall time per call, the CPU time of all ranks per call
+    and their context switches per call."""
+    data = np.ones(m, dtype=np.uint8)
+
+    def once():
+        if op == "bcast":
+            comm.bcast(data if comm.rank == 0 else None, root=0, algorithm=algorithm)
+        else:
+            comm.allgather(np.ones(m // comm.size, dtype=np.uint8), algorithm=algorithm)
+
+    for _ in range(3):
+        once()
+    comm.barrier()
+    c0, x0, t0 = time.process_time(), _context_switches(), time.perf_counter()
+    for _ in range(calls):
+        once()
+    comm.barrier()
+    wall = time.perf_counter() - t0
+    got = comm.gather(np.array([time.process_time() - c0, _context_switches() - x0, wall]), root=0)
+    if comm.rank:
+        return None
+    g = np.array([np.asarray(x).ravel() for x in got])
+    return {"op": op, "m": m, "alg": algorithm, "n": comm.size, "wall_ms_per_call": g[0, 2] / calls * 1e3,
+            "cpu_ms_per_call_all_ranks": g[:, 0].sum() / calls * 1e3, "ctx_per_call_all_ranks": g[:, 1].sum() / calls}
 
 
 def median_abs_error(rows: list[dict]) -> float:

@@ -360,6 +360,16 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     return res
 
 
+def _machine_busy_s() -> float:
+    """CPU seconds the machine has spent busy at nice 0 so far (all cores: not idle, not I/O
+    wait, not niced; everything else on this shared machine runs niced)."""
+    from clusterlab.monitor.procfs import cpu_spare, cpu_total, parse_cpu
+
+    with open("/proc/stat") as f:
+        c = parse_cpu(f.read())
+    return (cpu_total(c) - cpu_spare(c)) / os.sysconf("SC_CLK_TCK")
+
+
 def _proc_cpu_s(pid: int | None) -> float:
     """CPU seconds (user + system) process ``pid`` has used, 0 when it is gone."""
     try:
@@ -370,12 +380,25 @@ def _proc_cpu_s(pid: int | None) -> float:
         return 0.0
 
 
+def _read_cost(row: dict, nbytes: int) -> dict:
+    """What reading through the target costs in CPU beyond reading the file: the machine's
+    extra busy CPU seconds (launcher, ranks, tgtd, the emulated network, at nice 0) per MB
+    read, and that extra divided over the machine's cores: the least time it can add to the
+    job however well it overlaps (``cpu_floor_s``), against the time it did add."""
+    mb = nbytes * row["iscsi"]["reads"] / 1e6
+    extra = row["iscsi"]["machine_busy_s"] - row["local"]["machine_busy_s"]
+    return {"extra_cpu_s": round(extra, 3), "extra_cpu_s_per_mb": round(extra / mb, 5) if mb else None,
+            "cpu_floor_s": round(extra / (os.cpu_count() or 1), 3),
+            "added_s": round(row["iscsi"]["job_s"] - row["local"]["job_s"], 3)}
+
+
 MINING_CASES = {"hpa": ("hpa", False), "hpa-rescan": ("hpa", True), "pfp": ("pfp", False), "cd": ("cd", False)}
 
 
 def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-rescan", "pfp", "cd"),
                        min_support=0.01, rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
-                       backing_bps: int | None = None, block: int | None = None) -> dict:
+                       backing_bps: int | None = None, block: int | None = None, iothreads: int | None = None,
+                       bstype: str = "rdwr", offloads: bool = False) -> dict:
     """Mine FIMI file ``data`` on ``nodes`` testbed hosts twice per algorithm and repetition:
     each rank reading its partition from the local file, and from a shared LUN on ``st``
     (``clusterlab.storage.source``, written there first). ``algorithms``: names of
@@ -384,7 +407,11 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     (slowest rank, read to result), the slowest rank's read (``read_s``; with a rescan, the
     passes' reads too: ``rescan_s``), ``mine_s`` (job - read), tgtd's CPU seconds, and the
     ratio iSCSI / local; the itemsets must be equal. ``block``: bytes per READ command
-    (default 64 KiB, the seed's reads)."""
+    (default 64 KiB, the seed's reads). ``iothreads``, ``bstype``: tgtd's own settings
+    (``IscsiTarget``). ``offloads``: leave the testbed's TSO/GSO/GRO on (it turns them off so
+    that links carry MTU-sized packets; on, the emulated switch moves up to 64 KB per packet,
+    as a NIC's offloads spare a real host's CPU). Per algorithm and repetition also the machine's busy CPU seconds of
+    each job and what the target's path adds (``_read_cost``)."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
@@ -397,12 +424,14 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
             raise ConfigError(f"unknown mining case {a!r}; choose from {', '.join(MINING_CASES)}")
     lengths = [e - s for s, e in partition_ranges(data, nodes)]
     res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
-                      "rate": rate or "unshaped", "backing_bps": backing_bps, "block": block or READ_BLOCK},
+                      "rate": rate or "unshaped", "backing_bps": backing_bps, "block": block or READ_BLOCK,
+                      "iothreads": iothreads, "bstype": bstype, "offloads": offloads, "cores": os.cpu_count()},
            "load_before": _load(), "runs": []}
-    tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name)
+    tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name, offloads_off=not offloads)
     try:
         with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
-                                                    shared=True, backing_bps=backing_bps) as tgt:
+                                                    shared=True, backing_bps=backing_bps, iothreads=iothreads,
+                                                    bstype=bstype) as tgt:
             url = tgt.luns[0]["url"]
             t0 = time.monotonic()
             with in_netns(tb.host("h0").ns):
@@ -416,19 +445,23 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
                     row = {"algorithm": case, "rep": rep, "load": _load()}
                     tables = {}
                     for where, src in (("local", str(data)), ("iscsi", url)):
-                        cpu0 = _proc_cpu_s(tgt.proc.pid)
+                        cpu0, busy0 = _proc_cpu_s(tgt.proc.pid), _machine_busy_s()
                         r = run_parallel(src, nodes, algorithm, min_support, testbed=tb.name,
                                          config=ParallelConfig(rescan=rescan))
+                        busy = _machine_busy_s() - busy0
                         tables[where] = r.table
                         read_s = max(x.get("read_s", 0.0) for x in r.ranks)
                         rescan_s = sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if rescan else 0.0
                         row[where] = {"job_s": round(r.job_s, 3), "wall_s": round(r.wall_s, 3),
                                       "read_s": round(read_s, 3), "rescan_s": round(rescan_s, 3),
                                       "mine_s": round(r.job_s - read_s - rescan_s, 3), "passes": len(r.passes),
-                                      "tgtd_cpu_s": round(_proc_cpu_s(tgt.proc.pid) - cpu0, 3)}
+                                      "tgtd_cpu_s": round(_proc_cpu_s(tgt.proc.pid) - cpu0, 3),
+                                      "ranks_cpu_s": round(sum(float(x.get("cpu_s", 0.0)) for x in r.ranks), 3),
+                                      "machine_busy_s": round(busy, 3), "reads": 1 + (len(r.passes) - 1 if rescan else 0)}
                     if not tables["local"].equals(tables["iscsi"]):
                         raise OSError(f"{case}: itemsets mined from the LUN differ from the file's")
                     row["iscsi_vs_local"] = round(row["iscsi"]["job_s"] / row["local"]["job_s"], 3)
+                    row.update(_read_cost(row, sum(lengths)))
                     res["runs"].append(row)
     finally:
         clean_storage(tb.name)

@@ -14,7 +14,7 @@ from clusterlab.bench.setup import connection_setup_times
 from clusterlab.bench.spmd import BACKENDS, spmd
 from clusterlab.comm import costmodel
 from clusterlab.errors import ConfigError
-from clusterlab.tune.auto import DEFAULT_SPACE
+from clusterlab.tune.auto import DEFAULT_SPACE, HPA_SPACE
 
 
 @click.group()
@@ -118,17 +118,23 @@ def buffers(config_path, output, no_plots, as_json):
 
 
 @tune.command()
-@click.option("--workload", default="alltoall_broadcast", show_default=True, type=click.Choice(["alltoall_broadcast"]),
-              help="What to speed up: seed 000's all-to-all broadcast (every host sends --size to every other).")
+@click.option("--workload", default="alltoall_broadcast", show_default=True,
+              type=click.Choice(["alltoall_broadcast", "hpa"]),
+              help="What to speed up: seed 000's all-to-all broadcast (every host sends --size to every other), "
+                   "or an HPA job mining --data on every host (one run = one job).")
 @click.option("--size", default="50KB", show_default=True, help="Bytes each host sends to every other host per run.")
+@click.option("--data", default="seed000:50K", show_default=True,
+              help="hpa: a FIMI file, or a generator name with a size (generated once into runs/cache).")
+@click.option("--min-support", default=0.01, show_default=True, type=float, help="hpa: the minimum support.")
 @click.option("--hosts", default=16, show_default=True, type=int, help="Testbed hosts (a fresh testbed; root).")
 @click.option("--rate", default="155Mbit", show_default=True, help="Link rate of every host.")
 @click.option("--buffer", default="64KB", show_default=True, help="The switch's output buffer per port.")
 @click.option("--mtu", default=9000, show_default=True, type=int, help="Interface MTU.")
 @click.option("--grid", "space", default=None,
               help="The knobs and their values, knob=v1,v2;knob=...: TransportConfig fields (rto_min, congestion, "
-                   "sndbuf, rcvbuf, ...; 'default' = the kernel's) and the workload's order (same, shifted). "
-                   "Default: " + DEFAULT_SPACE)
+                   "sndbuf, rcvbuf, ...; 'default' = the kernel's) and the workload's own: order (same, shifted) "
+                   "for the broadcast, allreduce (auto or an algorithm) and block (a size) for hpa. "
+                   "Default: " + DEFAULT_SPACE + " (hpa: " + HPA_SPACE + ")")
 @click.option("--runs", default=8, show_default=True, type=int,
               help="Runs per setting in the full grid; the default budget is a quarter of settings x runs.")
 @click.option("--budget", default=None, type=int, help="Runs the search may make (default: settings x runs / 4).")
@@ -138,7 +144,8 @@ def buffers(config_path, output, no_plots, as_json):
 @click.option("--full-grid", "grid", is_flag=True, help="Also run the full grid and compare the search with it.")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="Write the result as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def auto(workload, size, hosts, rate, buffer, mtu, space, runs, budget, eta, confirm, grid, output, as_json):
+def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, runs, budget, eta, confirm, grid, output,
+         as_json):
     """Search transport settings and the collective's send order for a workload by successive
     halving on a namespace testbed, within a budget of runs (root).
 
@@ -152,6 +159,7 @@ def auto(workload, size, hosts, rate, buffer, mtu, space, runs, budget, eta, con
       clusterlab tune auto --hosts 16 --rate 155Mbit --buffer 64KB -o auto.json
       clusterlab tune auto --hosts 4 --grid "rto_min=5ms,200ms;order=same,shifted" --runs 4 --confirm 3
       clusterlab tune auto --hosts 16 --full-grid --runs 8 -o auto-vs-grid.json
+      clusterlab tune auto --workload hpa --hosts 6 --data seed000:50K --min-support 0.01 -o hpa.json
     """
     from clusterlab._atomic import atomic_open
     from clusterlab.cluster.testbed.net import require_root
@@ -159,16 +167,20 @@ def auto(workload, size, hosts, rate, buffer, mtu, space, runs, budget, eta, con
     from clusterlab.units import parse_size
 
     nbytes = parse_size(size)
-    sp = space or DEFAULT_SPACE
-    n = len(settings(parse_space(sp)))
+    sp = space or (HPA_SPACE if workload == "hpa" else DEFAULT_SPACE)
+    n = len(settings(parse_space(sp, workload)))
     for name, v, lo in (("--runs", runs, 1), ("--eta", eta, 2), ("--confirm", confirm, 0), ("--hosts", hosts, 2)):
         if v < lo:
             raise ConfigError(f"{name} must be >= {lo}, got {v}")
     if budget is not None and budget < n:
         raise ConfigError(f"--budget {budget} runs is below one run per setting ({n} settings)")
+    if workload == "hpa":
+        from clusterlab.mining.sequential import min_count_of
+
+        min_count_of(min_support, 1)  # a bad support: one line, before anything starts
     require_root()
     res = tune_auto(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, size=nbytes, space=sp, runs=runs, budget=budget,
-                    eta=eta, grid=grid, confirm=confirm)
+                    eta=eta, grid=grid, confirm=confirm, workload=workload, data=data, min_support=min_support)
     if output:
         with atomic_open(output) as f:
             json.dump(res, f, indent=1)

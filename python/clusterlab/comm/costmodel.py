@@ -17,6 +17,15 @@ term is ``beta * max(critical-path bytes, total bytes / c)`` and the overhead te
 ``overhead * max(busiest rank's messages, 2 * all messages / c)``. ``clusterlab tune model``
 sets c to the CPU count for local jobs; 0 means independent links.
 
+A namespace testbed is the other case: every host has its own shaped link (``concurrency`` 0)
+but all hosts' ranks share the machine's ``cpus``. A step of an algorithm (one hop) then cannot
+end before the CPUs have handled every message sent in it: with ``cpus`` = c > 0, each of the
+``hops`` steps takes ``max(network, ceil(messages per step / c) * (cpu_message + cpu_byte *
+bytes per message))``, where ``cpu_message`` and ``cpu_byte`` are the machine's CPU seconds
+(both ends, kernel and ranks) per message and per byte, fitted from a ping-pong's busy CPU time
+(``clusterlab.bench.collective_testbed.cpu_pingpong``). A ring allgather on 16 hosts sends 16
+messages per step: 8 per CPU on 2 CPUs, which the link's time alone does not price.
+
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
 rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
 
@@ -69,14 +78,22 @@ class CostModel:
     overhead: float = 15e-6
     concurrency: float = 2.0
     setup_cpus: float = 0.0  # > 0: every host's connection set-up shares this many CPUs (a testbed)
+    cpus: float = 0.0  # > 0: every rank's messages share this many CPUs (a testbed), priced per step
+    cpu_message: float = 0.0  # CPU seconds per message (both ends), when cpus > 0
+    cpu_byte: float = 0.0  # CPU seconds per byte (both ends), when cpus > 0
     source: str = "default"
     details: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)  # op -> the algorithm ``pick`` always returns (a search's choice)
 
     def __post_init__(self):
-        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus"):
+        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus", "cpus", "cpu_message",
+                  "cpu_byte"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ConfigError(f"cost model parameter {k} must be a finite number >= 0, got {v!r}")
+        if not isinstance(self.fixed, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                       for k, v in self.fixed.items()):
+            raise ConfigError(f"cost model parameter fixed must map operations to algorithm names, got {self.fixed!r}")
 
     # --- prediction -----------------------------------------------------------------------
     def predict(self, op: str, algorithm: str, m: float, n: int, connected: bool = True) -> float:
@@ -88,9 +105,22 @@ class CostModel:
         if self.concurrency > 0:  # a send and a receive per message, on c CPUs
             sends = max(sends, 2 * p.total_messages / self.concurrency)
             moved = max(moved, p.total / self.concurrency)
-        t = (self.alpha * p.hops + self.overhead * sends + self.beta * moved
-             + self.gamma * (p.reduce_bytes + p.copies))
+        t = self.alpha * p.hops + self.overhead * sends + self.beta * moved
+        if self.cpus > 0 and p.hops > 0 and p.total_messages > 0:
+            t = max(t, p.hops * self.cpu_step(p.total_messages / p.hops, p.total / p.total_messages))
+        t += self.gamma * (p.reduce_bytes + p.copies)
         return t if connected else t + self.setup * p.peers
+
+    def cpu_step(self, messages: float, nbytes: float) -> float:
+        """Seconds the shared CPUs need for one step of ``messages`` messages of ``nbytes``
+        bytes each: each CPU handles ``ceil(messages / cpus)`` of them, one after another.
+
+        >>> CostModel(cpus=2, cpu_message=30e-6, cpu_byte=10e-9).cpu_step(16, 4096) * 1e3   # 8 x 71 us
+        0.56768
+        """
+        if self.cpus <= 0:
+            return 0.0
+        return math.ceil(messages / self.cpus - 1e-9) * (self.cpu_message + self.cpu_byte * nbytes)
 
     def table(self, op: str, m: float, n: int, connected: bool = True) -> dict[str, float]:
         """Predicted seconds of every algorithm of ``op``."""
@@ -99,9 +129,16 @@ class CostModel:
     def pick(self, op: str, m: float, n: int, exact: bool = False, connected: bool = True) -> str:
         """The fastest algorithm (ties: alphabetical); ``exact`` keeps only algorithms whose
         floating-point sums are the rank-order sum bit for bit. Cached: collectives call it
-        on every operation."""
-        key = (self.alpha, self.beta, self.gamma, self.setup, self.overhead, self.concurrency, op, m, n, exact,
-               connected)
+        on every operation. An operation in ``fixed`` always gets that algorithm.
+
+        >>> CostModel(fixed={"allreduce": "ring"}).pick("allreduce", 8, 4)
+        'ring'
+        """
+        if op in self.fixed:
+            _module(op, self.fixed[op])  # an unknown name fails here, with the choices
+            return self.fixed[op]
+        key = (self.alpha, self.beta, self.gamma, self.setup, self.overhead, self.concurrency, self.cpus,
+               self.cpu_message, self.cpu_byte, op, m, n, exact, connected)
         hit = _picks.get(key)
         if hit is not None:
             return hit
@@ -176,8 +213,10 @@ class CostModel:
         try:
             return cls(alpha=d["alpha"], beta=d["beta"], gamma=d["gamma"], setup=d["setup"],
                        overhead=d.get("overhead", 0.0), concurrency=d.get("concurrency", 0.0),
-                       setup_cpus=d.get("setup_cpus", 0.0),
-                       source=str(d.get("source", where)), details=dict(d.get("details") or {}))
+                       setup_cpus=d.get("setup_cpus", 0.0), cpus=d.get("cpus", 0.0),
+                       cpu_message=d.get("cpu_message", 0.0), cpu_byte=d.get("cpu_byte", 0.0),
+                       source=str(d.get("source", where)), details=dict(d.get("details") or {}),
+                       fixed=d.get("fixed") or {})
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}") from None
 

@@ -220,6 +220,21 @@ def rows_table(rows: list[dict]):
     return pa.Table.from_pydict(data)
 
 
+def _open_monitor(session, study: Study, execute):
+    """The point's monitor, started. A workload whose ``execute`` has ``monitor_options(testbed)``
+    (the storage workloads) gets a testbed monitor with those settings, e.g. per-host CPU and
+    the target's backing store for seed 001's Ganglia-style panels; any other, the cluster's."""
+    options = getattr(execute, "monitor_options", None)
+    if options is None or session.kind != "testbed":
+        return session.monitor(study.monitor_interval)
+    from clusterlab.monitor import Monitor
+
+    tb = session.testbed
+    # per-host CPU walks every thread of the machine per sample: no finer than 0.1 s
+    interval = max(study.monitor_interval, 0.1, 0.005 * len(tb.hosts))
+    return Monitor.for_testbed(tb, interval, **options(tb)).start()
+
+
 def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: bool = False,
               overrides: dict[str, str] | None = None, runs_root: str | os.PathLike | None = None,
               cache_dir: str | os.PathLike | None = None, progress: Callable[..., None] | None = None) -> RunResult:
@@ -261,7 +276,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
             load1 = (pm["load_before"] or [None])[0]
             with open_cluster(p, cache) as session:
                 pm["applied"] = session.applied
-                mon = session.monitor(study.monitor_interval) if study.monitor else None
+                mon = _open_monitor(session, study, execute) if study.monitor else None
                 try:
                     n = 0
                     for row in execute(session, dict(p.workload.params), study.repeat, study.warmup):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 
 # TCP counters recorded per namespace (nstat names: the header of the line + the field).
 TCP_COUNTERS = (
@@ -153,6 +154,15 @@ def parse_diskstats(text: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+def task_start_ticks(text: str) -> int:
+    """When a task started, in clock ticks since boot (field 22 of its stat line).
+
+    >>> task_start_ticks("7 (a) b) S 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 12345 0")
+    12345
+    """
+    return int(text[text.rindex(")") + 2:].split()[19])
+
+
 def parse_task_stat(text: str) -> tuple[str, int, int]:
     """(state, user ticks, system ticks) from a /proc/<pid>/task/<tid>/stat line (the command
     name may contain spaces and parentheses: fields are counted after the last ')')."""
@@ -170,7 +180,10 @@ class TaskCpu:
     then). The time on CPU is the scheduler's (``schedstat``, nanoseconds); it is split into
     user and system in the proportion of the thread's tick counts (``stat``: 10 ms ticks, too
     coarse alone for 0.1 s samples). D (uninterruptible sleep) is where a thread waits for the
-    disk, e.g. tgtd's in a throttled read or write, so its count is the host's I/O wait, sampled."""
+    disk, e.g. tgtd's in a throttled read or write, so its count is the host's I/O wait, sampled.
+    A thread seen for the first time that is older than the previous sample entered the
+    namespace meanwhile (a driver thread visiting a host): its earlier CPU is not the host's,
+    so it counts from this sample on."""
 
     def __init__(self, namespaces: dict[str, str]):
         self.node_of: dict[int, str] = {}
@@ -179,9 +192,11 @@ class TaskCpu:
                 self.node_of[os.stat(path).st_ino] = node
         self.prev: dict[int, int] = {}
         self.first = True
+        self.prev_ticks = 0.0  # the previous sample, in clock ticks since boot (a thread's start time's unit)
 
     def sample(self) -> dict[str, tuple[float, float, int]]:
         out = {n: [0.0, 0.0, 0] for n in self.node_of.values()}
+        now_ticks = time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")
         seen: dict[int, int] = {}
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
@@ -197,18 +212,25 @@ class TaskCpu:
                     if node is None:
                         continue
                     with open(f"{base}/stat") as fh:
-                        state, ut, st = parse_task_stat(fh.read())
+                        text = fh.read()
+                    state, ut, st = parse_task_stat(text)
                     with open(f"{base}/schedstat") as fh:
                         ns = int(fh.read().split()[0])
                 except (OSError, ValueError, IndexError):
                     continue  # exited meanwhile
                 t = int(tid)
                 seen[t] = ns
-                used = (ns - self.prev.get(t, 0 if not self.first else ns)) / 1e9
+                if t in self.prev:
+                    before = self.prev[t]
+                elif self.first or task_start_ticks(text) < self.prev_ticks - 1:  # ticks are whole: 1 of slack
+                    before = ns  # here before the previous sample: only its CPU from now on is the host's
+                else:
+                    before = 0  # born since the previous sample: all of its CPU
+                used = (ns - before) / 1e9
                 user = ut / (ut + st) if ut + st else 0.5
                 acc = out[node]
                 acc[0] += used * user
                 acc[1] += used * (1 - user)
                 acc[2] += state == "D"
-        self.prev, self.first = seen, False
+        self.prev, self.first, self.prev_ticks = seen, False, now_ticks
         return {n: tuple(v) for n, v in out.items()}

@@ -21,7 +21,8 @@ row means zero):
   used by the threads in the host's namespace: 1.0 is one core busy) and ``host_io_wait``
   (threads in uninterruptible sleep, i.e. waiting for the disk, at ``t``; ``procfs.TaskCpu``);
 * the target's backing store, with ``backing=<testbed>``: ``backing_read_bytes
-  backing_write_bytes`` (node ``st``: the throttled tgtd's blkio cgroup counters);
+  backing_write_bytes`` (node ``storage_host``, ``st`` unless told: the throttled tgtd's blkio
+  cgroup counters; the table's meta names it as ``storage_host``);
 * packet-length histogram: ``len_packets`` and ``len_bytes`` with ``bucket`` b meaning
   frames of 64*b .. 64*b+63 bytes, per sending interface; ``capture_drops`` if the capture
   ring overflowed.
@@ -116,13 +117,14 @@ class Monitor:
     """
 
     def __init__(self, targets: list[Target], interval: float = 0.1, capture=None, dilation: float = 1.0,
-                 disk: bool = True, host_cpu: bool = False, backing: str | None = None):
+                 disk: bool = True, host_cpu: bool = False, backing: str | None = None,
+                 storage_host: str = "st"):
         if not 0.005 <= interval <= 60:
             from clusterlab.errors import ConfigError
             raise ConfigError(f"monitor interval must be 0.005..60 s, got {interval}")
         self.targets, self.interval, self.capture_point, self.dilation = targets, interval, capture, dilation
         self.disk = disk
-        self.host_cpu, self.backing = host_cpu, backing
+        self.host_cpu, self.backing, self.storage_host = host_cpu, backing, storage_host
         self._tasks: procfs.TaskCpu | None = None
         self.cols: dict[str, list] = {c: [] for c in SCHEMA.names}
         self.late = 0
@@ -142,14 +144,15 @@ class Monitor:
 
     @classmethod
     def for_testbed(cls, tb, interval: float = 0.1, capture: bool = True, host_cpu: bool = False,
-                    backing: bool = False, ifaces: tuple = ("eth0",)) -> Monitor:
+                    backing: bool = False, ifaces: tuple = ("eth0",), storage_host: str = "st") -> Monitor:
         """Every host (``ifaces``, their egress qdiscs, its TCP counters) and every switch port
         (the output buffers), with the histogram captured at the switch; ``host_cpu``: each
-        host's CPU; ``backing``: the storage target's backing store I/O."""
+        host's CPU; ``backing``: the storage target's backing store I/O, filed under
+        ``storage_host``, the host running the target."""
         targets = [Target(h.name, h.ns, list(ifaces), True) for h in tb.hosts]
         targets.append(Target("switch", tb.switch.ns, [h.port for h in tb.hosts], False))
         return cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation,
-                   host_cpu=host_cpu, backing=tb.name if backing else None)
+                   host_cpu=host_cpu, backing=tb.name if backing else None, storage_host=storage_host)
 
     # --- running -----------------------------------------------------------------------------
     def __enter__(self) -> Monitor:
@@ -194,7 +197,8 @@ class Monitor:
         self.meta = {"interval": self.interval, "dilation": self.dilation, "started": self.started_at,
                      "duration": time.monotonic() - self._t0, "samples": self.samples, "late_samples": self.late,
                      "sample_cost_seconds": round(self.sample_seconds, 3), "error": self.error,
-                     "nodes": [t.node for t in self.targets],
+                     "nodes": [t.node for t in self.targets], "host_cpu": self.host_cpu,
+                     "storage_host": self.storage_host if self.backing is not None else None,
                      "capture": None if self._capture is None else
                      {"packets": self._capture.seen, "drops": self._capture.drops}}
 
@@ -229,7 +233,9 @@ class Monitor:
     def _counter(self, t, key, node, iface, metric, value, first, bucket=-1):
         old = self._prev.get(key)
         self._prev[key] = value
-        if not first and old is not None and value != old:
+        # a counter that went down was reset (e.g. the target's cgroup removed before the last
+        # sample): no increase to report, and the next one counts from the new value
+        if not first and old is not None and value > old:
             self._emit(t, node, iface, metric, bucket, value - old)
 
     def _sample(self, first: bool = False) -> None:
@@ -298,8 +304,8 @@ class Monitor:
             from clusterlab.cluster.testbed.storage import backing_io
 
             io = backing_io(self.backing)
-            self._counter(t, "br", "st", "", "backing_read_bytes", io["read_bytes"], first)
-            self._counter(t, "bw", "st", "", "backing_write_bytes", io["write_bytes"], first)
+            self._counter(t, "br", self.storage_host, "", "backing_read_bytes", io["read_bytes"], first)
+            self._counter(t, "bw", self.storage_host, "", "backing_write_bytes", io["write_bytes"], first)
         if self._capture is not None:
             snap = self._capture.snapshot()
             node = "switch" if self._capture.ns else "local"

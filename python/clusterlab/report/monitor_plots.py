@@ -68,6 +68,127 @@ def summarize(tbl: pa.Table, meta: dict) -> dict:
     return out
 
 
+def _rates(df, k: float, dt: float):
+    """``per_s(series, node)``: a counter series indexed by real t -> undilated per-second rates.
+    Each node's true sampling intervals (real seconds, keyed by node and t) divide, not the
+    nominal interval (ticks can be late)."""
+    ivl = {n: g.set_index("t")["value"] for n, g in df[df.metric == "interval_seconds"].groupby("node")}
+
+    def per_s(series, node="machine"):
+        iv = ivl.get(node, ivl.get("machine"))
+        dts = iv.reindex(series.index).to_numpy() / k if iv is not None else np.full(len(series), np.nan)
+        dts[~(dts > 0)] = dt
+        return series.to_numpy() / dts
+    return per_s
+
+
+def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) -> dict | None:
+    """Seed 001's Ganglia-style panels (its Figs. 5-7) as one PNG at ``path``: the target's
+    network in and out, its CPU (user, system) with its threads waiting for the disk, its
+    backing store's reads and writes (the throttled cgroup's, else the machine's disks), and
+    the first initiator's CPU, over time. The target is ``meta["storage_host"]`` (``st`` when
+    not named). Returns the panels' means (MB/s, cores, threads), or None when the table has
+    no per-host CPU (``Monitor(host_cpu=True)``) and nothing is drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from clusterlab._atomic import atomic_path
+
+    df = _df(tbl) if df is None else df
+    hc = df[df.metric.isin(["host_cpu_user", "host_cpu_system", "host_io_wait"])]
+    if not len(hc):
+        return None
+    k = float(meta.get("dilation", 1.0) or 1.0)
+    dt = float(meta.get("interval", 0.1)) / k
+    per_s = _rates(df, k, dt)
+    if "tu" not in df:
+        df = df.assign(tu=df["t"] / k)
+        hc = df[df.metric.isin(["host_cpu_user", "host_cpu_system", "host_io_wait"])]
+    tlabel = "time [s]" + (f" (undilated, k={k:g})" if k != 1 else "")
+    named = meta.get("storage_host") or "st"
+    target = named if (hc.node == named).any() else None
+    initiator = next((n for n in sorted(hc.node.unique(), key=lambda n: (len(n), n)) if n != target), None)
+    span = float(meta.get("duration") or (df.t.max() if len(df) else 0.0)) / k or 1e-9
+    summary: dict = {"target": target, "initiator": initiator}
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7))
+    (a_net, a_cpu), (a_io, a_ini) = axes
+    def smooth(t, rates):
+        # the blkio throttle moves data in 0.1 s slices, which alias with 0.1 s samples into
+        # every-other-sample spikes: draw the mean of the last 0.5 s (Ganglia averages far longer)
+        import pandas as pd
+
+        return pd.Series(rates, index=pd.to_timedelta(t, unit="s")).rolling("500ms").mean().to_numpy()
+
+    def filled(series, grid):
+        # a counter row that would be 0 is left out: put the zeros back at the other sample
+        # times of the same reading (``grid``), or the line would bridge idle stretches
+        return series.reindex(series.index.union(grid), fill_value=0)
+
+    # the target's link counters are read with its own interval row; the disks, the backing
+    # store and the per-host CPU share one reading time per sample
+    net_times = df.loc[(df.node == target) & (df.metric == "interval_seconds"), "t"].unique()
+    cpu_times = hc.loc[hc.metric == "host_cpu_user", "t"].unique()
+
+    for metric, label in (("rx_bytes", "in"), ("tx_bytes", "out")):
+        s = filled(df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum(), net_times)
+        summary[f"target_{label}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
+        if len(s):
+            a_net.plot(s.index / k, smooth(s.index / k, per_s(s, target)) / 1e6, lw=0.9, label=label)
+    a_net.set_title(f"target ({target}) network (0.5 s means)")
+    a_net.set_ylabel("MB/s")
+    back = [("backing_read_bytes", "read"), ("backing_write_bytes", "write")]
+    if not df.metric.isin([m for m, _ in back]).any():  # not throttled: the machine's disks
+        back = [("disk_read_bytes", "read (machine's disks)"), ("disk_write_bytes", "write (machine's disks)")]
+    summary["backing"] = "throttled cgroup" if back[0][1] == "read" else "machine's disks"
+    for metric, label in back:
+        rows = df[df.metric == metric]
+        node = rows.node.iloc[0] if len(rows) else "machine"
+        # clip: tables sampled before the monitor ignored counter resets (the target's cgroup
+        # removed before the last sample gave one large negative row)
+        s = filled(rows.groupby("t")["value"].sum().clip(lower=0), cpu_times)
+        summary[f"backing_{label.split()[0]}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
+        if len(s):
+            a_io.plot(s.index / k, smooth(s.index / k, per_s(s, node)) / 1e6, lw=0.9, label=label)
+    a_io.set_title("target storage I/O (backing store, 0.5 s means)")
+    a_io.set_ylabel("MB/s")
+
+    def host_cpu(ax, node, what):
+        ax.set_title(f"{what} ({node}) CPU")
+        if node is None:
+            return
+        parts = [hc[(hc.node == node) & (hc.metric == m)].set_index("tu")["value"]
+                 for m in ("host_cpu_user", "host_cpu_system")]
+        idx = parts[0].index
+        ax.stackplot(idx, *[p.reindex(idx, fill_value=0).values * 100 for p in parts], labels=["user", "system"])
+        ax.set_ylabel("% of one core")
+        w = hc[(hc.node == node) & (hc.metric == "host_io_wait")].set_index("tu")["value"]
+        tw = ax.twinx()
+        tw.plot(w.index, w.values, color="k", lw=0.8, label="threads in I/O wait")
+        tw.set_ylabel("threads waiting for the disk")
+        ax.legend(fontsize=7, loc="upper left")
+        tw.legend(fontsize=7, loc="upper right")
+        summary[f"{what}_cpu_user"] = round(float(parts[0].mean()), 3) if len(parts[0]) else 0.0
+        summary[f"{what}_cpu_system"] = round(float(parts[1].mean()), 3) if len(parts[1]) else 0.0
+        summary[f"{what}_io_wait_threads"] = round(float(w.mean()), 2) if len(w) else 0.0
+
+    host_cpu(a_cpu, target, "target")
+    host_cpu(a_ini, initiator, "initiator")
+    for ax in (a_net, a_io):
+        if ax.lines:
+            ax.legend(fontsize=7)
+    for ax in axes.flat:
+        ax.set_xlabel(tlabel)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+    plt.close(fig)
+    return summary
+
+
 def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = "") -> list[str]:
     """Write the PNGs into ``outdir``; returns their file names."""
     import matplotlib
@@ -83,15 +204,7 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     k = float(meta.get("dilation", 1.0) or 1.0)
     dt = float(meta.get("interval", 0.1)) / k
     df["tu"] = df["t"] / k
-    # each node's true sampling intervals (real seconds, keyed by node and t); rates divide by
-    # them, not by the nominal interval (ticks can be late)
-    ivl = {n: g.set_index("t")["value"] for n, g in df[df.metric == "interval_seconds"].groupby("node")}
-
-    def per_s(series, node="machine"):  # series indexed by real t -> undilated per-second rates
-        iv = ivl.get(node, ivl.get("machine"))
-        dts = iv.reindex(series.index).to_numpy() / k if iv is not None else np.full(len(series), np.nan)
-        dts[~(dts > 0)] = dt
-        return series.to_numpy() / dts
+    per_s = _rates(df, k, dt)
     tlabel = "time [s]" + (f" (undilated, k={k:g})" if k != 1 else "")
     written = []
 
@@ -200,53 +313,8 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     save(fig, "cpu.png")
 
     # 6. storage panels (seed 001 Figs. 5-7, Ganglia-style): only with per-host CPU rows
-    hc = df[df.metric.isin(["host_cpu_user", "host_cpu_system", "host_io_wait"])]
-    if len(hc):
-        target = "st" if (hc.node == "st").any() else None
-        initiator = next((n for n in sorted(hc.node.unique(), key=lambda n: (len(n), n)) if n != target), None)
-        fig, axes = plt.subplots(2, 2, figsize=(12, 7))
-        (a_net, a_cpu), (a_io, a_ini) = axes
-        for metric, label in (("rx_bytes", "in"), ("tx_bytes", "out")):
-            s = df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum()
-            if len(s):
-                a_net.plot(s.index / k, per_s(s, target) / 1e6 * k, lw=0.9, label=label)
-        a_net.set_title(f"target ({target}) network")
-        a_net.set_ylabel("MB/s")
-        back = [("backing_read_bytes", "read"), ("backing_write_bytes", "write")]
-        if not df.metric.isin([m for m, _ in back]).any():  # not throttled: the machine's disks
-            back = [("disk_read_bytes", "read (machine's disks)"), ("disk_write_bytes", "write (machine's disks)")]
-        for metric, label in back:
-            s = df[df.metric == metric].groupby("t")["value"].sum()
-            if len(s):
-                a_io.plot(s.index / k, per_s(s) / 1e6, lw=0.9, label=label)
-        a_io.set_title("target storage I/O (backing store)")
-        a_io.set_ylabel("MB/s")
-
-        def host_cpu(ax, node, what):
-            ax.set_title(f"{what} ({node}) CPU")
-            if node is None:
-                return
-            parts = [hc[(hc.node == node) & (hc.metric == m)].set_index("tu")["value"]
-                     for m in ("host_cpu_user", "host_cpu_system")]
-            idx = parts[0].index
-            ax.stackplot(idx, *[p.reindex(idx, fill_value=0).values * 100 for p in parts], labels=["user", "system"])
-            ax.set_ylabel("% of one core")
-            w = hc[(hc.node == node) & (hc.metric == "host_io_wait")].set_index("tu")["value"]
-            tw = ax.twinx()
-            tw.plot(w.index, w.values, color="k", lw=0.8, label="threads in I/O wait")
-            tw.set_ylabel("threads waiting for the disk")
-            ax.legend(fontsize=7, loc="upper left")
-            tw.legend(fontsize=7, loc="upper right")
-
-        host_cpu(a_cpu, target, "target")
-        host_cpu(a_ini, initiator, "initiator")
-        for ax in (a_net, a_io):
-            if ax.lines:
-                ax.legend(fontsize=7)
-        for ax in axes.flat:
-            ax.set_xlabel(tlabel)
-        fig.tight_layout()
-        save(fig, "storage.png")
+    if storage_panels(tbl, meta, outdir / "storage.png", df=df) is not None:
+        written.append("storage.png")
     return written
 
 

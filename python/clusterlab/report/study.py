@@ -2,8 +2,11 @@
 point, the dilation checks, the seed's numbers beside ours, and what was emulated, as
 ``report.md`` and ``report.html`` in the run directory.
 
-``render(run_dir)`` reads only the run directory (``table.parquet``, ``meta.json``): a run can
-be re-reported anywhere, whatever the study file says today.
+``render(run_dir)`` reads only the run directory (``table.parquet``, ``meta.json`` and, when
+there, ``monitor.parquet``): a run can be re-reported anywhere, whatever the study file says
+today. When the monitor sampled per-host CPU (the storage studies, seed 001), each point gets
+Ganglia-style panels (``report.monitor_plots.storage_panels``: the target's network, CPU and
+storage I/O, an initiator's CPU, over time) and a table of their means.
 """
 
 from __future__ import annotations
@@ -278,12 +281,45 @@ def render(run_dir) -> dict:
         plot_attribution(plt, main, parts, f"{meta.get('study')}: where the time goes", d / "attribution.png")
         pngs.append(("attribution.png", "where the time goes (time attribution)"))
     checks = dilation_checks(rows, meta)
-    md = _markdown(meta, rows, pngs, checks, SEEDS, title)
+    panels = monitor_panels(d, meta)
+    md = _markdown(meta, rows, pngs, checks, SEEDS, title, panels)
     with atomic_open(d / "report.md") as f:
         f.write(md)
     with atomic_open(d / "report.html") as f:
         f.write(_html(md, title))
-    return {"pngs": [p for p, _ in pngs], "checks": checks, "rows": len(rows), "status": meta.get("status")}
+    return {"pngs": [p for p, _ in pngs] + [p["png"] for p in panels], "checks": checks, "rows": len(rows),
+            "status": meta.get("status"), "panels": panels}
+
+
+def monitor_panels(d: Path, meta: dict) -> list[dict]:
+    """Seed 001's Ganglia-style panels of every point whose monitor sampled per-host CPU, as
+    ``monitor-<point>-storage.png``; each entry: the point, its label, the PNG and the panels'
+    means. Nothing when the run has no ``monitor.parquet`` or no per-host CPU in it."""
+    path = d / "monitor.parquet"
+    if not path.exists():
+        return []
+    import pyarrow.compute as pc
+
+    from clusterlab.monitor import read_table
+    from clusterlab.report.monitor_plots import storage_panels
+
+    tbl, mon_meta = read_table(path)
+    if "point" not in tbl.column_names or not pc.any(pc.equal(tbl.column("metric"), "host_cpu_user")).as_py():
+        return []
+    out = []
+    for pm in meta.get("points", []):
+        part = tbl.filter(pc.equal(tbl.column("point"), pm["index"]))
+        if not part.num_rows:
+            continue
+        pmon = pm.get("monitor") or {}
+        # each point's monitor has its own start: its duration is its last sample's time
+        pmeta = {**mon_meta, "duration": pc.max(part.column("t")).as_py(), "interval": pmon.get("interval")
+                 or mon_meta.get("interval", 0.1)}
+        name = f"monitor-{pm['index']}-storage.png"
+        means = storage_panels(part, pmeta, d / name, title=f"point {pm['index']}: {pm['label']}")
+        if means is not None:
+            out.append({"point": pm["index"], "label": pm["label"], "png": name, "means": means})
+    return out
 
 
 def _table(head: list[str], body: list[list[str]]) -> list[str]:
@@ -293,7 +329,29 @@ def _table(head: list[str], body: list[list[str]]) -> list[str]:
                                                                          for r in body]
 
 
-def _markdown(meta, rows, pngs, checks, seeds, title) -> str:
+def _panel_section(panels: list[dict]) -> list[str]:
+    md = ["## The monitor's panels (Ganglia-style, per point)", "",
+          "What the study's monitor sampled while each point ran (all its repetitions, and the local-file "
+          "runs beside them): the target's network (MB/s each way), the target's CPU (cores: user, system; threads "
+          "in uninterruptible sleep, i.e. waiting for the disk), its backing store's reads and writes, and the "
+          "first initiator's CPU; means over the point's whole monitored time.", ""]
+    body = []
+    for p in panels:
+        m = p["means"]
+        body.append([str(p["point"]), p["label"], f"{m.get('target_in_mbps', 0):g} / {m.get('target_out_mbps', 0):g}",
+                     f"{m.get('target_cpu_user', 0):g} / {m.get('target_cpu_system', 0):g}",
+                     f"{m.get('target_io_wait_threads', 0):g}",
+                     f"{m.get('backing_read_mbps', 0):g} / {m.get('backing_write_mbps', 0):g} ({m.get('backing')})",
+                     f"{m.get('initiator')}: {m.get('initiator_cpu_user', 0):g} / {m.get('initiator_cpu_system', 0):g}"])
+    md += _table(["#", "point", "target in / out MB/s", "target CPU user / system (cores)", "target threads waiting",
+                  "backing read / write MB/s", "initiator CPU user / system (cores)"], body)
+    md.append("")
+    for p in panels:
+        md += [f"![point {p['point']}: {p['label']}]({p['png']})", ""]
+    return md
+
+
+def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     spec = meta.get("spec", {})
     md = [f"# {title}", ""]
     status = meta.get("status")
@@ -357,6 +415,8 @@ def _markdown(meta, rows, pngs, checks, seeds, title) -> str:
     md += ["", "## Figures", ""]
     for name, t in pngs:
         md += [f"![{t}]({name})", ""]
+    if panels:
+        md += _panel_section(list(panels))
     md += ["## Points", ""]
     md += _table(["#", "point", "dilation", "reps", "median s", "range s", "median retrans", "CPU-bound", "idle", "spare",
                   "saturated", "load before / after"], point_rows(rows, meta))

@@ -40,28 +40,60 @@ import numpy as np
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 
-# The workload's own knobs (everything else is a TransportConfig field).
+# The workloads' own knobs (everything else is a TransportConfig field): the all-to-all
+# broadcast's send order; the HPA job's allreduce algorithm (``auto``: the cost model's pick)
+# and its message block size (any size from 64 bytes to 64 MiB).
 WORKLOAD_KNOBS = {"order": ("same", "shifted")}
+HPA_KNOBS = {"allreduce": None, "block": None}
+WORKLOADS = ("alltoall_broadcast", "hpa")
 DEFAULT_SPACE = "rto_min=5ms,40ms,200ms;congestion=cubic,reno;sndbuf=default,32KiB;order=same,shifted"
-# What "the defaults" are: the kernel's socket settings and the workload's own order.
+HPA_SPACE = "rto_min=5ms,200ms;congestion=cubic,reno;sndbuf=default,32KiB;allreduce=auto,ring;block=8KiB,64KiB"
+# What "the defaults" are: the kernel's socket settings and the workload's own defaults.
 DEFAULT_SETTING = {"order": "same"}
+HPA_DEFAULTS = {"allreduce": "auto", "block": "8KiB"}
 
 Setting = dict  # knob -> value text, in the space's knob order
 Objective = Callable[[Setting, int], list]
 
 
-def parse_space(text: str) -> dict[str, list[str]]:
+def _check_hpa_knob(key: str, v: str) -> None:
+    from clusterlab.units import parse_size
+
+    if key == "allreduce":
+        from clusterlab.comm.collectives import ALGORITHMS
+
+        if v != "auto" and v not in ALGORITHMS["allreduce"]:
+            raise ConfigError(f"--grid allreduce={v}: allreduce is auto or one of {', '.join(sorted(ALGORITHMS['allreduce']))}")
+        return
+    try:
+        n = parse_size(v)
+    except (ConfigError, ValueError):
+        n = 0
+    if not 64 <= n <= 64 << 20:
+        raise ConfigError(f"--grid block={v}: HPA's message block is a size from 64 bytes to 64MiB")
+
+
+def workload_knobs(workload: str) -> dict:
+    if workload not in WORKLOADS:
+        raise ConfigError(f"--workload {workload!r}: one of {', '.join(WORKLOADS)}")
+    return WORKLOAD_KNOBS if workload == "alltoall_broadcast" else HPA_KNOBS
+
+
+def parse_space(text: str, workload: str = "alltoall_broadcast") -> dict[str, list[str]]:
     """``knob=v1,v2;knob=...`` -> ``{knob: [values]}``. Every value is checked now (a
     TransportConfig knob through its one parser, ``order`` against its choices), so a bad
     grid fails before anything runs.
 
     >>> parse_space("rto_min=5ms,200ms;cc=reno")
     {'rto_min': ['5ms', '200ms'], 'congestion': ['reno']}
+    >>> parse_space("allreduce=auto,ring;block=8KiB", workload="hpa")
+    {'allreduce': ['auto', 'ring'], 'block': ['8KiB']}
     >>> parse_space("rto_min=300ms")
     Traceback (most recent call last):
     ...
     clusterlab.errors.ConfigError: --grid rto_min=300ms: rto_min 300ms exceeds what TCP_RTO_MIN_US accepts (5ms..200ms); ...
     """
+    own = workload_knobs(workload)
     space: dict[str, list[str]] = {}
     for part in (p.strip() for p in str(text).split(";")):
         if not part:
@@ -78,9 +110,13 @@ def parse_space(text: str) -> dict[str, list[str]]:
         if len(set(values)) != len(values):
             raise ConfigError(f"--grid {key}: repeated value in {','.join(values)}")
         for v in values:
-            if key in WORKLOAD_KNOBS:
-                if v not in WORKLOAD_KNOBS[key]:
-                    raise ConfigError(f"--grid {key}={v}: {key} is one of {', '.join(WORKLOAD_KNOBS[key])}")
+            if key in own and own is HPA_KNOBS:
+                _check_hpa_knob(key, v)
+            elif key in own:
+                if v not in own[key]:
+                    raise ConfigError(f"--grid {key}={v}: {key} is one of {', '.join(own[key])}")
+            elif key in WORKLOAD_KNOBS or key in HPA_KNOBS:
+                raise ConfigError(f"--grid {key}: not a knob of the {workload} workload")
             elif key == "place":
                 raise ConfigError("--grid place: the search sets socket options (place is not a knob)")
             else:
@@ -106,7 +142,7 @@ def to_text(setting: Setting) -> str:
 
 def transport_of(setting: Setting) -> TransportConfig:
     """The socket settings of ``setting`` (its workload knobs left out)."""
-    return TransportConfig.parse({k: v for k, v in setting.items() if k not in WORKLOAD_KNOBS})
+    return TransportConfig.parse({k: v for k, v in setting.items() if k not in WORKLOAD_KNOBS and k not in HPA_KNOBS})
 
 
 def _stats(xs: Sequence[float]) -> dict:
@@ -245,6 +281,48 @@ def incast_objective(tb, size: int, warmup: int = 1, timeout: float = 600.0) -> 
     return objective
 
 
+# --- the workload: an HPA job on a namespace testbed ---------------------------------------------
+def hpa_runs(comm, path: str, min_support: float, block_bytes: int, allreduce: str, runs: int, warmup: int):
+    """One rank of ``warmup + runs`` HPA jobs on the same mesh, one after another (the input is
+    read again by each). Rank 0 returns ``{"seconds": [...], "itemsets": [...]}``: each timed
+    job's time (the slowest rank's, read to result) and its number of frequent itemsets."""
+    import dataclasses
+
+    from clusterlab.comm import costmodel
+    from clusterlab.mining.parallel import ParallelConfig
+    from clusterlab.mining.parallel.driver import rank_run
+
+    if allreduce != "auto":  # every rank makes the same choice: the model is process-wide and the same
+        costmodel.use(dataclasses.replace(costmodel.current(), fixed={"allreduce": allreduce}))
+    config = ParallelConfig(block_bytes=int(block_bytes))
+    seconds, itemsets = [], []
+    for i in range(warmup + runs):
+        table, _passes, ranks = rank_run(comm, path, "hpa", min_support, config)
+        if comm.rank == 0 and i >= warmup:
+            seconds.append(max(r["job_s"] for r in ranks))
+            itemsets.append(int(table.num_rows))
+    return {"seconds": seconds, "itemsets": itemsets} if comm.rank == 0 else None
+
+
+def hpa_objective(tb, path: str, min_support: float, warmup: int = 1, timeout: float = 600.0) -> Objective:
+    """Runs of an HPA job mining ``path`` at ``min_support`` on all of testbed ``tb``'s hosts: one
+    launch per call (a fresh mesh with the setting's socket options), ``warmup`` untimed jobs,
+    then ``k`` timed jobs. Every job must find the same itemsets (``objective.itemsets``)."""
+    from clusterlab.units import parse_size
+
+    def objective(s: Setting, k: int) -> list[float]:
+        out = tb.run(hpa_runs, tb.topo.hosts, path, min_support, parse_size(s.get("block", HPA_DEFAULTS["block"])),
+                     s.get("allreduce", "auto"), k, warmup, config=transport_of(s), timeout=timeout,
+                     setup_timeout=max(60.0, 3.0 * tb.topo.hosts))[0]
+        objective.itemsets.update(out["itemsets"])
+        if len(objective.itemsets) > 1:
+            raise RuntimeError(f"HPA found different itemset counts at different settings: {sorted(objective.itemsets)}")
+        return out["seconds"]
+
+    objective.itemsets = set()
+    return objective
+
+
 def _loadavg() -> list[float]:
     with open("/proc/loadavg") as f:
         return [float(x) for x in f.read().split()[:3]]
@@ -252,15 +330,21 @@ def _loadavg() -> list[float]:
 
 def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", mtu: int = 9000, size: int = 50_000,
               space: str = DEFAULT_SPACE, runs: int = 8, budget: int | None = None, eta: int = 2, grid: bool = False,
-              confirm: int = 5, warmup: int = 1, name: str | None = None, search: bool = True) -> dict:
+              confirm: int = 5, warmup: int = 1, name: str | None = None, search: bool = True,
+              workload: str = "alltoall_broadcast", data: str = "seed000:50K", min_support: float = 0.01,
+              cache_dir: str = "runs/cache") -> dict:
     """Search ``space`` for the all-to-all broadcast on a fresh testbed of ``hosts`` hosts
     (root): successive halving within ``budget`` runs (default: a quarter of the full grid's
     ``settings x runs``), then ``confirm`` runs each of the chosen setting and the defaults
     (gain with 95% confidence intervals); with ``grid`` also the full grid on the same testbed,
-    and how the search compares to it (``search=False``: the full grid alone)."""
+    and how the search compares to it (``search=False``: the full grid alone).
+
+    ``workload="hpa"``: the objective is an HPA job mining ``data`` (a FIMI file, or a generator
+    name with a size such as ``seed000:50K``, generated once into ``cache_dir``) at
+    ``min_support`` on all hosts; ``size`` is not used."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
 
-    sp = parse_space(space)
+    sp = parse_space(space, workload)
     cands = settings(sp)
     if runs < 1:
         raise ConfigError(f"--runs must be >= 1, got {runs}")
@@ -269,17 +353,29 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
     if confirm < 0:
         raise ConfigError(f"--confirm must be >= 0, got {confirm}")
     topo = StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu)
-    out: dict = {"workload": {"name": "alltoall_broadcast", "size": size, "warmup_per_visit": warmup},
+    if workload == "hpa":
+        from clusterlab.experiments.workloads.mining import resolve_data
+        from clusterlab.mining.sequential import min_count_of
+
+        min_count_of(min_support, 1)  # a bad support fails before the testbed is built
+        path = resolve_data(data, cache_dir)
+        about = {"name": "hpa", "data": data, "path": path, "min_support": min_support, "warmup_per_visit": warmup}
+    else:
+        about = {"name": "alltoall_broadcast", "size": size, "warmup_per_visit": warmup}
+    out: dict = {"workload": about,
                  "testbed": {"hosts": hosts, "rate": rate, "buffer": buffer, "mtu": mtu}, "space": sp,
                  "runs_per_setting_in_grid": runs, "loadavg_before": _loadavg(),
                  "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     t0 = time.perf_counter()
     with Testbed(topo, name=name) as tb:
-        objective = incast_objective(tb, size, warmup)
+        objective = (hpa_objective(tb, path, min_support, warmup) if workload == "hpa"
+                     else incast_objective(tb, size, warmup))
         if search:
             out["search"] = successive_halving(cands, objective, budget, eta)
         if search and confirm:
-            default = {**{k: "default" for k in sp if k not in WORKLOAD_KNOBS}, **DEFAULT_SETTING}
+            own = workload_knobs(workload)
+            default = {**{k: "default" for k in sp if k not in own},
+                       **(HPA_DEFAULTS if workload == "hpa" else DEFAULT_SETTING)}
             chosen_t = objective(out["search"]["chosen"], confirm)
             default_t = objective(default, confirm)
             a, b = _stats(chosen_t), _stats(default_t)
@@ -295,6 +391,8 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
     for key in ("search", "grid"):
         if key in out:
             out[key]["chosen"] = to_text(out[key]["chosen"])
+    if workload == "hpa":
+        out["workload"]["itemsets"] = sorted(objective.itemsets)
     out["seconds"] = time.perf_counter() - t0
     out["loadavg_after"] = _loadavg()
     return out

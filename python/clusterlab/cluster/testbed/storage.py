@@ -61,6 +61,7 @@ from clusterlab.cluster.testbed.topo import check_name
 STORAGE_DIR = "/var/tmp/clusterlab/storage"  # backing files: on disk, not in RAM (/run is tmpfs)
 STATE_DIR = "/run/clusterlab/storage"
 SOCKET_DIR = "/var/run/tgtd"
+BSTYPES = ("rdwr", "aio")  # tgt's backing stores for a file
 ISCSI_PORT = 3260
 IQN_PREFIX = "iqn.2026-11.org.clusterlab"
 MAX_LUN_BYTES = 1 << 40
@@ -251,11 +252,15 @@ class IscsiTarget:
     the disk, not RAM, serves reads). ``backing_bps``: limit tgtd's reads and writes on the disk to
     that many bytes/s each (implies ``direct``). ``luns[i]``: ``{"portal", "iqn", "lun", "path",
     "size", "client"}``. ``shared``: instead, one target ``<testbed>.shared`` with one LUN that
-    admits every client (per-rank regions of it: ``clusterlab.storage.source``)."""
+    admits every client (per-rank regions of it: ``clusterlab.storage.source``). tgtd's own
+    settings: ``iothreads`` (its ``--nr_iothreads``, the threads serving each backing store;
+    tgtd's default 16) and ``bstype`` (``rdwr``: pread/pwrite from its threads, tgtd's default;
+    ``aio``: Linux AIO)."""
 
     def __init__(self, testbed, initiators: int = 1, lun_size: int = 64 << 20, host: Host | None = None,
                  clients: list[Host] | None = None, direct: bool = False, backing_bps: int | None = None,
-                 shared: bool = False, san: SanNetwork | None = None):
+                 shared: bool = False, san: SanNetwork | None = None, iothreads: int | None = None,
+                 bstype: str = "rdwr"):
         self.testbed = testbed
         self.name = check_name(testbed.name)
         if host is None:
@@ -270,6 +275,11 @@ class IscsiTarget:
             raise TestbedError(f"LUN size must be a positive multiple of 512 bytes up to 1 TiB, got {lun_size}")
         if backing_bps is not None and not 4096 <= backing_bps <= 1 << 40:
             raise TestbedError(f"backing store rate must be 4096 B/s .. 1 TiB/s, got {backing_bps}")
+        if iothreads is not None and not 1 <= iothreads <= 128:
+            raise TestbedError(f"tgtd I/O threads must be 1..128, got {iothreads}")
+        if bstype not in BSTYPES:
+            raise TestbedError(f"backing-store type must be one of {', '.join(BSTYPES)}, got {bstype!r}")
+        self.iothreads, self.bstype = iothreads, bstype
         self.clients = list(clients)
         self.lun_size = int(lun_size)
         self.backing_bps = None if backing_bps is None else int(backing_bps)
@@ -307,7 +317,8 @@ class IscsiTarget:
         try:
             os.makedirs(self.dir, exist_ok=True)
             with open(os.path.join(self.dir, "tgtd.log"), "wb") as log:  # a file: a full pipe would block tgtd
-                self.proc = self.host.popen(["tgtd", "-f", "-C", str(self.port), "--iscsi", f"portal={self.portal}"],
+                self.proc = self.host.popen(["tgtd", "-f", "-C", str(self.port), "--iscsi", f"portal={self.portal}",
+                                             *(["-t", str(self.iothreads)] if self.iothreads else [])],
                                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
             self._write_state()
@@ -351,7 +362,8 @@ class IscsiTarget:
         _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "new", "--tid", tid,
                 "--targetname", name)
         _tgtadm(self.port, "--lld", "iscsi", "--mode", "logicalunit", "--op", "new", "--tid", tid,
-                "--lun", "1", "--backing-store", path, *(["--bsoflags", "direct"] if self.direct else []))
+                "--lun", "1", "--backing-store", path, "--bstype", self.bstype,
+                *(["--bsoflags", "direct"] if self.direct else []))
         for client in clients:
             _tgtadm(self.port, "--lld", "iscsi", "--mode", "target", "--op", "bind", "--tid", tid,
                     "--initiator-address", self._addr(client))

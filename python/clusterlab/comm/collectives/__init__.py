@@ -15,9 +15,9 @@ sums, so results do not depend on which algorithm it chose.
 
 Every rank must take the same decision. Where ranks cannot know the size (bcast and scatter:
 only the root has the data; gather, allgather, alltoall: sizes may differ) and the model's
-choice depends on the size, the root announces its choice along a binomial tree (piggybacked
-on the data when the choice is the binomial tree itself), or the ranks agree on the largest
-size first (a dissemination max, ``ceil(log2 n)`` tiny messages).
+choice depends on the size, the root sends its choice to every rank directly (one byte each,
+followed at once by the data when the choice is the flat/linear one), or the ranks agree on
+the largest size first (a dissemination max, ``ceil(log2 n)`` tiny messages).
 
 >>> from clusterlab.comm.inproc import run_threads
 >>> run_threads(lambda c: run("allgather", c, "ring", data=bytes([c.rank]) * c.rank), 3)[0]
@@ -57,8 +57,7 @@ from clusterlab.comm.collectives import (
     scatter_binomial,
     scatter_linear,
 )
-from clusterlab.comm.collectives._common import TAG, ceil_log2, nbytes
-from clusterlab.comm.collectives._pack import pack, unpack
+from clusterlab.comm.collectives._common import TAG, ceil_log2, check_chunks, check_root, nbytes
 from clusterlab.comm.errors import ProtocolError
 
 _ALL = [bcast_flat, bcast_binomial, bcast_paced, bcast_scatter_allgather, scatter_linear, scatter_binomial, gather_linear,
@@ -151,32 +150,46 @@ def _auto(op: str, comm, kw: dict):
     return ALGORITHMS[op][model.pick(op, _agree_max(comm, m), n)](comm, **kw)
 
 
+# The algorithm in which the root sends each rank its data directly (bcast: the whole message,
+# scatter: its chunk): when the root picks it, each rank's announcement and data go back to back.
+_DIRECT = {"bcast": "flat", "scatter": "linear"}
+
+
 def _announced(op: str, comm, model, names: list[str], kw: dict):
-    """bcast/scatter: the root picks and tells the others along a binomial tree."""
+    """bcast/scatter: the root picks and tells every other rank directly (one hop of one byte:
+    ranks cannot know whom to listen to before they know the algorithm), then the algorithm runs.
+    Nothing is packed or copied. When the pick is the direct one (flat, linear), each rank's
+    data follows its announcement at once, so a rank wakes once for both."""
     root = kw.get("root", 0)
-    n = comm.size
-    piggyback = op == "bcast"
-    if comm.rank == root:
-        if op == "bcast":
-            if kw.get("data") is None:
-                raise ValueError("the root of a broadcast must pass data")
-            m = nbytes(kw["data"])
-        else:
-            chunks = kw.get("chunks")
-            m = max((nbytes(c) for c in chunks), default=0) if chunks is not None else 0
-        name = model.pick(op, m, n)
-        head = np.array([names.index(name)], dtype=np.uint8)
-        carry = piggyback and name == "binomial"
-        msg = pack([head, kw["data"]] if carry else [head])
+    check_root(comm, root)
+    n, rank = comm.size, comm.rank
+    if rank != root:
+        head = comm.recv(root, TAG)
+        if not isinstance(head, np.ndarray) or head.dtype != np.uint8 or head.size != 1 or int(head[0]) >= len(names):
+            raise ProtocolError(f"{op}: malformed algorithm announcement from root {root}")
+        return ALGORITHMS[op][names[int(head[0])]](comm, **kw)
+    if op == "bcast":
+        if kw.get("data") is None:
+            raise ValueError("the root of a broadcast must pass data")
+        m = nbytes(kw["data"])
     else:
-        msg = None
-    items = unpack(bcast_binomial.run(comm, msg, root)) if n > 1 else unpack(msg)
-    if not items or not isinstance(items[0], np.ndarray) or items[0].size != 1 or int(items[0][0]) >= len(names):
-        raise ProtocolError(f"{op}: malformed algorithm announcement from root {root}")
-    name = names[int(items[0][0])]
-    if len(items) == 2:  # the data came with the announcement
-        return kw["data"] if comm.rank == root else items[1]
-    return ALGORITHMS[op][name](comm, **kw)
+        m = max(nbytes(c) for c in check_chunks(kw.get("chunks"), n, "scatter"))
+    name = model.pick(op, m, n)
+    head = np.array([names.index(name)], dtype=np.uint8)
+    if name != _DIRECT[op]:
+        for r in range(n):
+            if r != root:
+                comm.send(r, head, TAG)
+        return ALGORITHMS[op][name](comm, **kw)
+    if op == "bcast":
+        payload = [kw["data"]] * n
+    else:
+        payload = check_chunks(kw.get("chunks"), n, "scatter")
+    for r in range(n):
+        if r != root:
+            comm.send(r, head, TAG)
+            comm.send(r, payload[r], TAG)
+    return payload[root]
 
 
 __all__ = ["ALGORITHMS", "MODULES", "OPS", "ARGS", "run", "ceil_log2"]

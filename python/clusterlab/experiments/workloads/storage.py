@@ -30,6 +30,10 @@ the kernel counts as idle, not I/O wait, so ``io_share``, the share of the job t
 rank spent reading and rescanning, stands for the seed's "WAIT CPU"), and the bottleneck
 named as ``bench.storage.phase_usage`` does.
 
+The study's own monitor (``experiments.runner``) asks ``execute.monitor_options`` how to watch
+these workloads: per-host CPU and the target's backing store, filed under the target's host,
+so that the study's report draws seed 001's Ganglia-style panels for every point.
+
 >>> iscsi_bonnie(size="8MB").params["size"], mining_from_target().params["algorithm"]
 ('8MB', 'hpa')
 """
@@ -231,7 +235,7 @@ def _mining(session, params, reps, warmup):
             write_partitions(url, path, n)
         for i in range(warmup + reps):
             mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True, backing=backing is not None,
-                                      ifaces=("eth0", "eth1") if san else ("eth0",))
+                                      ifaces=("eth0", "eth1") if san else ("eth0",), storage_host=st.name)
             bonnie = _BackgroundBonnie(target.luns[0], clients, base, bonnie_size) if bonnie_size else None
             with mon, bonnie or contextlib.nullcontext():
                 r = run_parallel(url, n, params["algorithm"], params["min_support"], testbed=tb.name, config=config)
@@ -255,6 +259,16 @@ def _mining(session, params, reps, warmup):
                 yield row
 
 
+def monitor_options(tb) -> dict:
+    """How a study's monitor watches these workloads on testbed ``tb``: every host's CPU and the
+    backing store of the target, which runs on the last host (``Monitor.for_testbed`` keywords);
+    no packet capture: at 1 Gbit/s of iSCSI it would take CPU from target and initiators. ``eth1``
+    too: with ``network=san`` the iSCSI traffic takes the second switch's interfaces, which
+    appear after the monitor has started (it reads interfaces by name as they come)."""
+    return {"host_cpu": True, "backing": True, "storage_host": tb.hosts[-1].name, "capture": False,
+            "ifaces": ("eth0", "eth1")}
+
+
 def execute(session, params: dict, reps: int, warmup: int):
     if params.get("job") == "bonnie":
         yield from _bonnie(session, params, reps, warmup)
@@ -262,3 +276,6 @@ def execute(session, params: dict, reps: int, warmup: int):
         yield from _mining(session, params, reps, warmup)
     else:
         raise ConfigError(f"unknown storage job {params.get('job')!r}")
+
+
+execute.monitor_options = monitor_options
