@@ -297,14 +297,17 @@ def _context_switches() -> int:
 
 def in_situ(comm, op: str, m: int, algorithm: str, calls: int) -> dict | None:
     """Where a collective's time goes on shared CPUs: ``calls`` calls of ``op`` (bcast of ``m``
-    bytes, or allgather of ``m / n`` bytes per rank) with ``algorithm`` back to back after 3
-    warm-up calls. Rank 0 returns the wall time per call, the CPU time of all ranks per call
+    bytes, allgather of ``m / n`` bytes per rank, or scatter of ``m / n`` bytes to each rank) with
+    ``algorithm`` back to back after 3 warm-up calls. Rank 0 returns the wall time per call, the CPU time of all ranks per call
     and their context switches per call."""
     data = np.ones(m, dtype=np.uint8)
 
     def once():
         if op == "bcast":
             comm.bcast(data if comm.rank == 0 else None, root=0, algorithm=algorithm)
+        elif op == "scatter":
+            comm.scatter([data[: m // comm.size]] * comm.size if comm.rank == 0 else None, root=0,
+                         algorithm=algorithm)
         else:
             comm.allgather(np.ones(m // comm.size, dtype=np.uint8), algorithm=algorithm)
 
