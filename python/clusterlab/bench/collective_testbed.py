@@ -290,6 +290,43 @@ def measure_batched(tb, op: str, sizes: list[int], mode: str, model: costmodel.C
     return rows
 
 
+def _context_switches() -> int:
+    with open("/proc/self/status") as f:
+        return sum(int(line.split(":")[1]) for line in f if "ctxt_switches" in line)
+
+
+def in_situ(comm, op: str, m: int, algorithm: str, calls: int) -> dict | None:
+    """Where a collective's time goes on shared CPUs: ``calls`` calls of ``op`` (bcast of ``m``
+    bytes, allgather of ``m / n`` bytes per rank, or scatter of ``m / n`` bytes to each rank) with
+    ``algorithm`` back to back after 3 warm-up calls. Rank 0 returns the wall time per call, the CPU time of all ranks per call
+    and their context switches per call."""
+    data = np.ones(m, dtype=np.uint8)
+
+    def once():
+        if op == "bcast":
+            comm.bcast(data if comm.rank == 0 else None, root=0, algorithm=algorithm)
+        elif op == "scatter":
+            comm.scatter([data[: m // comm.size]] * comm.size if comm.rank == 0 else None, root=0,
+                         algorithm=algorithm)
+        else:
+            comm.allgather(np.ones(m // comm.size, dtype=np.uint8), algorithm=algorithm)
+
+    for _ in range(3):
+        once()
+    comm.barrier()
+    c0, x0, t0 = time.process_time(), _context_switches(), time.perf_counter()
+    for _ in range(calls):
+        once()
+    comm.barrier()
+    wall = time.perf_counter() - t0
+    got = comm.gather(np.array([time.process_time() - c0, _context_switches() - x0, wall]), root=0)
+    if comm.rank:
+        return None
+    g = np.array([np.asarray(x).ravel() for x in got])
+    return {"op": op, "m": m, "alg": algorithm, "n": comm.size, "wall_ms_per_call": g[0, 2] / calls * 1e3,
+            "cpu_ms_per_call_all_ranks": g[:, 0].sum() / calls * 1e3, "ctx_per_call_all_ranks": g[:, 1].sum() / calls}
+
+
 def median_abs_error(rows: list[dict]) -> float:
     """The median over rows of |measured / predicted - 1|."""
     errs = [abs(r["relative_error"]) for r in rows if r.get("relative_error") is not None]
