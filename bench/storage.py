@@ -18,7 +18,10 @@ rank reading its partition from the local file and from a shared LUN on the targ
 local), into ``bench/results/storage_mining.json``.
 
 Usage: ``flock /work/quiet.lock .venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
-[--rates 155Mbit,1Gbit] [--connections 1,4] [--reps 1]``
+[--rates 155Mbit,1Gbit] [--connections 1,4] [--reps 1]``; the mining comparison:
+``... bench/storage.py --mining 1000000 --counts 4 --rates 10Gbit [--tgtd rdwr,rdwr:2,aio]
+[--offloads off,on] [--algorithms hpa,pfp]`` (settings interleaved repetition by repetition;
+per job also the machine's busy CPU seconds, and what the target's path adds per MB).
 """
 
 from __future__ import annotations

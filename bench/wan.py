@@ -14,7 +14,11 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
    ping measures its own scheduling delay (milliseconds at load 10), not the line's;
 2. TCP: iperf3 for ``--seconds`` (the first second omitted), received rate vs 135 Mbit/s; the
    same through the project's tc tbf shaping at 135 Mbit/s without delay (the baseline); the
-   line's CPU (utime + stime of its process) per Mbit/s; RTT under that load;
+   line's CPU per Mbit/s; RTT under that load. CPU: utime + stime of the line's process (this
+   kernel has no IRQ time accounting, so softirq work run in the line's context is in its
+   stime); separately the far side's threaded-NAPI kernel threads (``wanline.far_side_threads``:
+   the receive work behind the switch's WAN ports) and the machine's softirq time (/proc/stat:
+   every process's, also other helpers');
 3. shared duplex (67M-ATM): TCP both ways at once (iperf3 --bidir) on one 135 Mbit/s, and UDP
    offered at 100 Mbit/s each way: delivered vs offered, the line's drop count;
 4. the same TCP run at MTU 1500 (six times the packets per Mbit/s);
@@ -78,6 +82,12 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
         fields = f.read().rsplit(")", 1)[1].split()
     tck = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+def softirq_seconds() -> float:
+    """Softirq CPU seconds of the whole machine (/proc/stat), where it is not charged to a process."""
+    with open("/proc/stat") as f:
+        return int(f.readline().split()[7]) / os.sysconf("SC_CLK_TCK")
 
 
 def rtt_stats(ms: list[float]) -> dict:
@@ -254,6 +264,8 @@ def tcp_body(seconds: float):
     def body(tb):
         out = {}
         pid = tb.wan.proc.pid if tb.wan else None
+        far = tb.wan.far_side if tb.wan else []
+        f0, s0 = [sum(cpu_seconds(p)) for p in far], softirq_seconds()
         c0, w0 = (cpu_seconds(pid) if pid else (0.0, 0.0)), time.monotonic()
         pings: list = []
         th = threading.Thread(target=lambda: pings.extend(ping(tb, n=int(seconds * 20), gap=0.05)))
@@ -273,6 +285,10 @@ def tcp_body(seconds: float):
         if pid:
             u, k = (a - b for a, b in zip(cpu_seconds(pid), c0, strict=True))
             cores = (u + k) / wall
+            far_cores = [round((sum(cpu_seconds(p)) - b) / wall, 4) for p, b in zip(far, f0, strict=True)]
+            out.update(far_side_thread_cores=far_cores,
+                       line_and_far_side_cores=round(cores + sum(far_cores), 4),
+                       machine_softirq_cores=round((softirq_seconds() - s0) / wall, 4))
             out.update(line_cores=round(cores, 4), line_user_share=round(u / max(u + k, 1e-9), 3),
                        line_cores_per_100mbit=round(cores / (rx / 1e8), 4), line_cpu_split=split)
             share = split.get("far_side_softirq_share")
@@ -376,6 +392,9 @@ def summary(pts: dict) -> dict:
         "line_cores_per_100mbit": w.get("line_cores_per_100mbit"),
         "line_cores_per_100mbit_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores_per_100mbit"),
         "line_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_cores"),
+        "far_side_thread_cores_mtu1500": pts["wan_tcp_mtu1500"].get("far_side_thread_cores"),
+        "line_and_far_side_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_and_far_side_cores"),
+        "rtt_under_load_mtu1500": pts["wan_tcp_mtu1500"].get("rtt_under_load"),
         # without the far side's receive processing, which the kernel runs in the line's context
         "line_own_cores": w.get("line_own_cores"),
         "line_own_cores_mtu1500": pts["wan_tcp_mtu1500"].get("line_own_cores"),

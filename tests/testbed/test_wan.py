@@ -93,7 +93,16 @@ def test_line_delays_counts_and_carries_a_job(name):
         # a Communicator job with ranks on both sites
         res = tb.run(where_am_i, 4, timeout=120)
         assert [r["sum"] for r in res] == [10, 10, 10, 10] and len({r["netns"] for r in res}) == 4
+        # the far side's receive work runs in one real-time kernel thread per WAN port, not in the line
+        far_side = tb.wan.far_side
+        assert not [w for w in tb.warnings if "NAPI" in w or "WAN ports" in w], tb.warnings
+        assert len(far_side) == 2 and all(os.sched_getscheduler(p) == os.SCHED_FIFO for p in far_side)
+        assert sorted(open(f"/proc/{p}/comm").read().split("-")[0] for p in far_side) == ["napi/wan0", "napi/wan1"]
     assert tb.wan_totals is not None and tb.wan_totals["delivered"][0] >= 20
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in far_side):
+        time.sleep(0.05)
+    assert not any(os.path.exists(f"/proc/{p}") for p in far_side), "the far side's threads outlived the testbed"
     assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
 
 

@@ -170,7 +170,9 @@ class Testbed:
             self.timings["addresses_qdiscs"] = time.perf_counter() - t
             if self.router is not None:
                 t = time.perf_counter()
-                self.wan = wanline.start(self.name, self.router.ns, self.topo, self.keep)
+                far_side, warn = wanline.far_side_threads(self.switch.ns)
+                self.warnings += warn
+                self.wan = wanline.start(self.name, self.router.ns, self.topo, self.keep, far_side=far_side)
                 self.timings["wan_line"] = time.perf_counter() - t
             self._wait_forwarding([h.port for h in self.hosts] + (list(link.WAN_PORTS) if self.router else []))
         except BaseException:
@@ -222,6 +224,7 @@ class Testbed:
             cpu = cpus[h.index % len(cpus)] if self.rps else None
             plan.append({"ns": h.ns, "sysctls": draws[h.name],
                          "ifaces": [{"name": "eth0", "rps_cpu": cpu, "offloads_off": self.offloads_off}]})
+        # (GRO goes back on for these once they are up: wanline.far_side_threads)
         wan_ports = [{"name": p, "rps_cpu": None, "offloads_off": True} for p in link.WAN_PORTS]
         plan.append({"ns": self.switch.ns, "sysctls": {**BASE_SYSCTLS, **SWITCH_SYSCTLS},
                      "ifaces": [{"name": h.port, "rps_cpu": cpus[h.index % len(cpus)] if self.rps else None,
