@@ -242,13 +242,14 @@ def mbit(x: float) -> float:
     return round(x / 1e6, 3)
 
 
-def measure(name: str, topo_kw: dict, body) -> dict:
+def measure(name: str, topo_kw: dict, body, far_side_threads: bool = True) -> dict:
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.net.transport_config import TransportConfig
 
     topo = StarTopo(**topo_kw)
-    tb = Testbed(topo, name="w" + secrets.token_hex(3), transport=TransportConfig.parse(TUNED, place="testbed"))
-    point = {"topology": topo.to_dict(), "loadavg_before": loadavg()}
+    tb = Testbed(topo, name="w" + secrets.token_hex(3), transport=TransportConfig.parse(TUNED, place="testbed"),
+                 far_side_threads=far_side_threads)
+    point = {"topology": topo.to_dict(), "far_side_threads": far_side_threads, "loadavg_before": loadavg()}
     with tb:
         try:
             point.update(body(tb))
@@ -298,12 +299,213 @@ def tcp_body(seconds: float):
     return body
 
 
+def machine_cpu() -> dict:
+    """The machine's CPU seconds so far (/proc/stat, all CPUs): ``busy`` is user + system + irq +
+    softirq + steal, everything but idle, I/O wait and ``nice`` (the niced work of others sharing
+    the machine, which a locked run is meant to exclude; their system time stays in)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    tck = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = (x / tck for x in v)
+    return {"busy": user + system + irq + softirq + steal, "nice": nice, "softirq": softirq}
+
+
+def per_process_cpu() -> dict[int, tuple[str, int, float]]:
+    """pid -> (comm, nice, utime + stime seconds) of every process and kernel thread now."""
+    out = {}
+    tck = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    head, tail = f.read().rsplit(")", 1)
+            except OSError:
+                continue
+            v = tail.split()
+            out[int(pid)] = (head.split("(", 1)[1], int(v[16]), (int(v[11]) + int(v[12])) / tck)
+    return out
+
+
+def top_consumers(p0: dict, p1: dict, wall: float, k: int = 8) -> dict:
+    """Cores per command name over a run, of the processes alive at both ends, nice <= 0 only."""
+    by: dict = {}
+    for pid, (comm, nice, t) in p1.items():
+        if pid in p0 and nice <= 0:
+            name = comm.split("/")[0] if comm.startswith(("ksoftirqd", "kworker")) else comm
+            by[name] = by.get(name, 0.0) + (t - p0[pid][2]) / wall
+    return {n: round(c, 4) for n, c in sorted(by.items(), key=lambda x: -x[1])[:k] if c > 0}
+
+
+CPUACCT = "/sys/fs/cgroup/cpuacct"
+
+
+class OwnCgroup:
+    """This process and everything it starts from now on (the testbed's line, iperf3 on the
+    hosts, ...) in a cpuacct cgroup of its own, so their CPU is counted also after they exit and
+    apart from other users of the machine (tick-based: a softirq is charged to the task it
+    interrupted, mostly ours, as our sends raise it). None where cgroup v1 cpuacct is absent."""
+
+    def __init__(self):
+        self.path = os.path.join(CPUACCT, "clab-wanbench-" + secrets.token_hex(3))
+        os.mkdir(self.path)
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def seconds(self) -> float:
+        with open(os.path.join(self.path, "cpuacct.usage")) as f:
+            return int(f.read()) / 1e9
+
+    def close(self) -> None:
+        with open(os.path.join(CPUACCT, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+        for _ in range(50):  # the testbed's processes are gone once it is down; allow them to be reaped
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def kernel_threads_cores(p0: dict, p1: dict, wall: float) -> float:
+    """Cores of the kernel threads that do network work for whoever sends: NAPI threads,
+    ksoftirqd, kworkers (of the whole machine: others' share in them is small under the lock)."""
+    return sum((t - p0[pid][2]) / wall for pid, (comm, _n, t) in p1.items()
+               if pid in p0 and comm.startswith(("napi/", "ksoftirqd", "kworker")))
+
+
+def cpu_body(seconds: float, cg: OwnCgroup | None = None):
+    """TCP for ``seconds`` (iperf3, as ``tcp_body``) and the machine's busy CPU over the run
+    (``machine_cpu``), nothing else running: no ping, no profiler. Also the line's process and
+    the far-side threads alone."""
+    def body(tb):
+        pid = tb.wan.proc.pid if tb.wan else None
+        far = tb.wan.far_side if tb.wan else []
+        g0 = cg.seconds() if cg else 0.0
+        p0, m0, w0 = per_process_cpu(), machine_cpu(), time.monotonic()
+        c0, f0 = (sum(cpu_seconds(pid)) if pid else 0.0), [sum(cpu_seconds(p)) for p in far]
+        res = iperf(tb, seconds)
+        wall = time.monotonic() - w0
+        m1, p1 = machine_cpu(), per_process_cpu()
+        g1 = cg.seconds() if cg else None
+        rx = res["end"]["sum_received"]["bits_per_second"]
+        out = {"tcp_mbit": mbit(rx), "of_rate": round(rx / RATE, 4), "seconds": round(wall, 3),
+               "retransmits": res["end"]["sum_sent"].get("retransmits"),
+               "machine_busy_cores": round((m1["busy"] - m0["busy"]) / wall, 4),
+               "machine_softirq_cores": round((m1["softirq"] - m0["softirq"]) / wall, 4),
+               "others_nice_cores": round((m1["nice"] - m0["nice"]) / wall, 4),
+               "top_nice0_processes_cores": top_consumers(p0, p1, wall)}
+        if g1 is not None:
+            out["own_cgroup_cores"] = round((g1 - g0) / wall, 4)
+            out["kernel_threads_cores"] = round(kernel_threads_cores(p0, p1, wall), 4)
+            out["our_cores"] = round(out["own_cgroup_cores"] + out["kernel_threads_cores"], 4)
+        if pid:
+            out["line_cores"] = round((sum(cpu_seconds(pid)) - c0) / wall, 4)
+            out["far_side_thread_cores"] = [round((sum(cpu_seconds(p)) - b) / wall, 4) for p, b in zip(far, f0, strict=True)]
+        return out
+    return body
+
+
+def spread(xs: list[float]) -> dict:
+    import statistics
+
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return {"n": 0}
+    return {"n": len(xs), "mean": round(statistics.fmean(xs), 4), "median": round(statistics.median(xs), 4),
+            "min": round(min(xs), 4), "max": round(max(xs), 4),
+            "stdev": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0}
+
+
+MODES = {"threads": True, "inline": False}  # the far side's receive work: NAPI threads / line's process
+
+
+def incremental_cpu(wan: dict, seconds: float, reps: int) -> dict:
+    """What the line costs the machine: busy CPU with TCP through the WAN line minus the same
+    with TCP over a plain LAN link shaped to 135 Mbit/s (tc tbf, no line), same MTU and
+    duration; the points interleaved, ``reps`` rounds."""
+    runs: dict = {}
+    cg = OwnCgroup() if os.path.isdir(CPUACCT) else None
+    try:
+        for rep in range(reps):
+            for mtu in (9000, 1500):
+                lan = dict(hosts=2, rate="135Mbit", buffer="256KiB", mtu=mtu)
+                runs.setdefault(f"lan_tcp_135_mtu{mtu}", []).append(measure(f"lan_tcp_135_mtu{mtu}#{rep}", lan,
+                                                                             cpu_body(seconds, cg)))
+                for mode, threads in MODES.items():
+                    runs.setdefault(f"wan_tcp_mtu{mtu}_{mode}", []).append(
+                        measure(f"wan_tcp_mtu{mtu}_{mode}#{rep}", {**wan, "mtu": mtu}, cpu_body(seconds, cg), threads))
+    finally:
+        if cg:
+            cg.close()
+    out: dict = {"seconds": seconds, "reps": reps, "points": runs, "summary": {}}
+    for mtu in (9000, 1500):
+        lan = runs[f"lan_tcp_135_mtu{mtu}"]
+        out["summary"][f"lan_tcp_135_mtu{mtu}"] = {
+            "our_cores": spread([p.get("our_cores") for p in lan]),
+            "machine_busy_cores": spread([p.get("machine_busy_cores") for p in lan]),
+            "tcp_mbit": spread([p.get("tcp_mbit") for p in lan])}
+        for mode in MODES:
+            w = runs[f"wan_tcp_mtu{mtu}_{mode}"]
+            out["summary"][f"wan_tcp_mtu{mtu}_{mode}"] = {
+                "our_cores": spread([p.get("our_cores") for p in w]),
+                "machine_busy_cores": spread([p.get("machine_busy_cores") for p in w]),
+                "tcp_mbit": spread([p.get("tcp_mbit") for p in w]),
+                "of_rate": spread([p.get("of_rate") for p in w]),
+                "line_cores": spread([p.get("line_cores") for p in w]),
+                "far_side_thread_cores": spread([sum(p.get("far_side_thread_cores") or [0.0]) for p in w]),
+                # each round's WAN point minus the same round's LAN point: ours (own cgroup and
+                # the network kernel threads), and the machine's busy time (others' system time in)
+                "line_incremental_cores": spread([a["our_cores"] - b["our_cores"] for a, b in zip(w, lan, strict=True)
+                                                  if "our_cores" in a and "our_cores" in b]),
+                "machine_busy_incremental_cores": spread([a["machine_busy_cores"] - b["machine_busy_cores"]
+                                                          for a, b in zip(w, lan, strict=True)
+                                                          if "machine_busy_cores" in a and "machine_busy_cores" in b])}
+    return out
+
+
+def idle_rtt(wan: dict, n: int, reps: int) -> dict:
+    """The idle line's RTT error: ``n`` pings 10 ms apart across it, median and mean, minus the
+    same ping over one plain 1 Gbit/s LAN link (what the hosts' stacks and the tool add) and
+    minus the 12 ms target; the points interleaved, ``reps`` rounds."""
+    import statistics
+
+    runs: dict = {}
+
+    def pinger(tb):
+        ms = ping(tb, n=n, gap=0.01)
+        return {"rtt": {**rtt_stats(ms), "median_ms": round(statistics.median(ms), 4) if ms else None}}
+    for rep in range(reps):
+        runs.setdefault("lan", []).append(measure(f"lan_rtt#{rep}", dict(hosts=2, rate="1Gbit"), pinger))
+        for mode, threads in MODES.items():
+            runs.setdefault(mode, []).append(measure(f"wan_rtt_idle_{mode}#{rep}", wan, pinger, threads))
+    out: dict = {"pings": n, "gap_s": 0.01, "reps": reps, "points": runs, "summary": {}}
+    lan = [p["rtt"] for p in runs["lan"] if p.get("rtt", {}).get("n")]
+    for mode in MODES:
+        w = [p["rtt"] for p in runs[mode] if p.get("rtt", {}).get("n")]
+        out["summary"][mode] = {
+            "rtt_median_ms": spread([r["median_ms"] for r in w]), "rtt_mean_ms": spread([r["mean_ms"] for r in w]),
+            "mdev_ms": spread([r["mdev_ms"] for r in w]),
+            "rtt_error_median_ms": spread([a["median_ms"] - b["median_ms"] - 12.0 for a, b in zip(w, lan, strict=False)]),
+            "rtt_error_mean_ms": spread([a["mean_ms"] - b["mean_ms"] - 12.0 for a, b in zip(w, lan, strict=False)])}
+    out["summary"]["lan"] = {"rtt_median_ms": spread([r["median_ms"] for r in lan]),
+                             "rtt_mean_ms": spread([r["mean_ms"] for r in lan]),
+                             "mdev_ms": spread([r["mdev_ms"] for r in lan])}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--sweep", type=lambda v: [int(x) for x in v.split(",")], default=None,
                     help="also offer UDP at these Mbit/s each way on the shared line, e.g. 40,60,70,80,100")
     ap.add_argument("--sweep-only", action="store_true", help="only the sweep (default 40,60,70,80,100)")
+    ap.add_argument("--incremental", type=int, metavar="REPS", default=0,
+                    help="only the incremental-CPU points (WAN vs LAN at 135 Mbit/s, both far-side modes), "
+                         "REPS interleaved rounds, into the existing JSON's 'incremental_cpu'")
+    ap.add_argument("--idle-rtt", type=int, metavar="REPS", default=0,
+                    help="only the idle RTT (--pings per point, both far-side modes and LAN), REPS rounds, "
+                         "into the existing JSON's 'idle_rtt'")
+    ap.add_argument("--pings", type=int, default=1000)
     ap.add_argument("-o", "--out", default=str(HERE / "results" / "wan.json"))
     args = ap.parse_args()
     from clusterlab._atomic import atomic_open
@@ -316,6 +518,8 @@ def main() -> int:
                  "targets": {"tcp_of_135mbit": 0.97, "rtt_error_ms": 0.3, "mdev_ms": 0.3, "cores_at_135mbit": 0.2},
                  "settings": {"line": wan, "tcp": TUNED, "seconds": s}, "points": {}}
     pts = res["points"]
+    if args.incremental or args.idle_rtt:
+        return update_json(args, wan)
     if args.sweep_only:
         args.sweep = args.sweep or [40, 60, 70, 80, 100]
     else:
@@ -337,6 +541,30 @@ def main() -> int:
     with atomic_open(args.out) as f:
         json.dump(res, f, indent=1)
     print(json.dumps(res.get("summary") or res.get("overload_sweep"), indent=1))
+    return 0
+
+
+def update_json(args, wan: dict) -> int:
+    """``--incremental`` / ``--idle-rtt``: measure those and add them to the JSON at ``--out``
+    (keeping its other points)."""
+    from clusterlab._atomic import atomic_open
+
+    try:
+        with open(args.out) as f:
+            res = json.load(f)
+    except FileNotFoundError:
+        res = {}
+    new: dict = {}
+    before = loadavg()
+    if args.incremental:
+        new["incremental_cpu"] = incremental_cpu(wan, args.seconds, args.incremental)
+    if args.idle_rtt:
+        new["idle_rtt"] = idle_rtt(wan, args.pings, args.idle_rtt)
+    for k, v in new.items():
+        res[k] = {"loadavg_before": before, "loadavg_after": loadavg(), "line": wan, "tcp": TUNED, **v}
+    with atomic_open(args.out) as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps({k: v["summary"] for k, v in new.items()}, indent=1))
     return 0
 
 

@@ -111,13 +111,15 @@ class Testbed:
     ``offloads_off``: no TSO/GSO/GRO, so the links carry MTU-sized packets as real links do.
     ``static_neigh``: permanent ARP entries and static bridge entries (no ARP, no flooding).
     ``keep``: do not remove the testbed when this process exits (``clusterlab testbed up``).
+    ``far_side_threads``: with a WAN line, the receive work behind the switch's WAN ports runs
+    in threaded NAPI (``wanline.far_side_threads``); False leaves it in the line's process.
     """
 
     __test__ = False  # not a pytest class
 
     def __init__(self, topo: StarTopo, name: str | None = None, tcp: TcpSettings | TransportConfig | None = None,
                  rps: bool = True, offloads_off: bool = True, static_neigh: bool = True, keep: bool = False,
-                 transport: TransportConfig | None = None):
+                 transport: TransportConfig | None = None, far_side_threads: bool = True):
         self.topo = topo
         self.name = check_name(name) if name else secrets.token_hex(2)
         if tcp is not None and transport is not None:
@@ -129,6 +131,8 @@ class Testbed:
         if why:
             raise ConfigError(why)
         self.rps, self.offloads_off, self.static_neigh, self.keep = rps, offloads_off, static_neigh, keep
+        # False: the far side's receive work stays in the line's process (wanline's module doc)
+        self.far_side_threads = far_side_threads
         self.hosts = [Host(self.name, i, h, topo.address(i), topo.mac(i)) for i, h in enumerate(topo.host_names())]
         self.switch = Switch(self.name)
         self.router = Node(self.name, link.ROUTER) if topo.has_wan else None
@@ -170,7 +174,7 @@ class Testbed:
             self.timings["addresses_qdiscs"] = time.perf_counter() - t
             if self.router is not None:
                 t = time.perf_counter()
-                far_side, warn = wanline.far_side_threads(self.switch.ns)
+                far_side, warn = wanline.far_side_threads(self.switch.ns) if self.far_side_threads else ([], [])
                 self.warnings += warn
                 self.wan = wanline.start(self.name, self.router.ns, self.topo, self.keep, far_side=far_side)
                 self.timings["wan_line"] = time.perf_counter() - t
