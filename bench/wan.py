@@ -242,14 +242,15 @@ def mbit(x: float) -> float:
     return round(x / 1e6, 3)
 
 
-def measure(name: str, topo_kw: dict, body, far_side_threads: bool = True) -> dict:
+def measure(name: str, topo_kw: dict, body, far_side_threads: bool = False) -> dict:
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.net.transport_config import TransportConfig
 
     topo = StarTopo(**topo_kw)
     tb = Testbed(topo, name="w" + secrets.token_hex(3), transport=TransportConfig.parse(TUNED, place="testbed"),
                  far_side_threads=far_side_threads)
-    point = {"topology": topo.to_dict(), "far_side_threads": far_side_threads, "loadavg_before": loadavg()}
+    point = {"topology": topo.to_dict(), "far_side_threads": far_side_threads if topo.has_wan else None,
+             "loadavg_before": loadavg()}
     with tb:
         try:
             point.update(body(tb))
@@ -536,6 +537,11 @@ def main() -> int:
                                                            offer)))
     if not args.sweep_only:
         res["summary"] = summary(pts)
+        try:  # the --incremental / --idle-rtt sections of an earlier run stay
+            with open(args.out) as f:
+                res.update({k: v for k, v in json.load(f).items() if k in ("incremental_cpu", "idle_rtt")})
+        except (FileNotFoundError, ValueError):
+            pass
     res["machine"]["loadavg_after"] = loadavg()
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with atomic_open(args.out) as f:

@@ -68,7 +68,7 @@ PING = ("import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRA
 @pytest.mark.root
 def test_line_delays_counts_and_carries_a_job(name):
     topo = StarTopo(hosts=4, rate="1Gbit", sites="2+2", wan_rate="100Mbit", wan_delay="20ms")
-    with Testbed(topo, name=name) as tb:
+    with Testbed(topo, name=name, far_side_threads=True) as tb:
         assert tb.router is not None and tb.router.ns in tb.namespaces()
         far, near = tb.hosts[3], tb.hosts[1]
         srv = far.popen([PYTHON, "-c", ECHO, far.addr], stdout=subprocess.PIPE, text=True)
@@ -93,7 +93,7 @@ def test_line_delays_counts_and_carries_a_job(name):
         # a Communicator job with ranks on both sites
         res = tb.run(where_am_i, 4, timeout=120)
         assert [r["sum"] for r in res] == [10, 10, 10, 10] and len({r["netns"] for r in res}) == 4
-        # the far side's receive work runs in one real-time kernel thread per WAN port, not in the line
+        # asked for, the far side's receive work runs in one real-time kernel thread per WAN port
         far_side = tb.wan.far_side
         assert not [w for w in tb.warnings if "NAPI" in w or "WAN ports" in w], tb.warnings
         assert len(far_side) == 2 and all(os.sched_getscheduler(p) == os.SCHED_FIFO for p in far_side)
@@ -103,6 +103,23 @@ def test_line_delays_counts_and_carries_a_job(name):
     while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in far_side):
         time.sleep(0.05)
     assert not any(os.path.exists(f"/proc/{p}") for p in far_side), "the far side's threads outlived the testbed"
+    assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
+
+
+@pytest.mark.root
+def test_far_side_can_stay_in_the_line(name):
+    """By default (``far_side_threads=False``) no NAPI threads, the WAN ports unthreaded; the line carries."""
+    with Testbed(StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms"), name=name) as tb:
+        assert tb.wan.far_side == []
+        threaded = tb.switch.run(["cat", "/sys/class/net/wan0/threaded", "/sys/class/net/wan1/threaded"]).stdout.split()
+        assert threaded == ["0", "0"], threaded
+        srv = tb.hosts[1].popen([PYTHON, "-c", ECHO, tb.hosts[1].addr], stdout=subprocess.PIPE, text=True)
+        try:
+            assert srv.stdout.readline().strip() == "ready"
+            rtt = float(tb.hosts[0].run([PYTHON, "-c", PING, tb.hosts[1].addr, "100"], timeout=60).stdout)
+        finally:
+            srv.kill()
+        assert 0.010 <= rtt <= 0.020, rtt
     assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
 
 
@@ -159,12 +176,15 @@ def test_switch_capture_counts_a_wan_frame_once(name):
 
 
 @pytest.mark.root
-def test_line_wakes_once_per_burst_and_keeps_its_timing(name):
+@pytest.mark.parametrize("threads", [True, False])
+def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     """A burst across the line: the frames leave in batches (fewer wakeups than frames, fewer
     send calls than frames), none lost, each within 100 us (the coalescing window) plus
-    scheduling slack of its due time on average."""
+    scheduling slack of its due time on average. With the far side's work in the line's own
+    process (the default) each send call also runs the receiver's stack, and a burst's frames
+    leave up to the whole window early (three frames at 100 Mbit/s: 346 us; -167 us measured)."""
     topo = StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms", wan_queue="4MB", mtu=1500)
-    with Testbed(topo, name=name) as tb:
+    with Testbed(topo, name=name, far_side_threads=threads) as tb:
         tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
                          f"[s.sendto(b'x' * 1400, ('{tb.hosts[1].addr}', 9)) for _ in range(1000)]"], timeout=30)
         time.sleep(0.3)
@@ -172,4 +192,7 @@ def test_line_wakes_once_per_burst_and_keeps_its_timing(name):
     assert t["delivered"][0] == t["packets"][0] == 1000 and t["drops"][0] == 0, t
     assert t["send_calls"] < 0.8 * t["delivered"][0], t
     assert t["wakeups"] < t["delivered"][0], t
-    assert -150_000 < t["late_mean_ns"][0] < 150_000, t
+    if threads:
+        assert -150_000 < t["late_mean_ns"][0] < 150_000, t
+    else:
+        assert -3 * 1442 * 8 / 100e6 * 1e9 < t["late_mean_ns"][0] < 150_000, t

@@ -111,15 +111,16 @@ class Testbed:
     ``offloads_off``: no TSO/GSO/GRO, so the links carry MTU-sized packets as real links do.
     ``static_neigh``: permanent ARP entries and static bridge entries (no ARP, no flooding).
     ``keep``: do not remove the testbed when this process exits (``clusterlab testbed up``).
-    ``far_side_threads``: with a WAN line, the receive work behind the switch's WAN ports runs
-    in threaded NAPI (``wanline.far_side_threads``); False leaves it in the line's process.
+    ``far_side_threads``: with a WAN line, run the receive work behind the switch's WAN ports in
+    threaded NAPI (``wanline.far_side_threads``); by default it stays in the line's process,
+    which costs the machine less and adds less delay (``bench/wan.py --incremental/--idle-rtt``).
     """
 
     __test__ = False  # not a pytest class
 
     def __init__(self, topo: StarTopo, name: str | None = None, tcp: TcpSettings | TransportConfig | None = None,
                  rps: bool = True, offloads_off: bool = True, static_neigh: bool = True, keep: bool = False,
-                 transport: TransportConfig | None = None, far_side_threads: bool = True):
+                 transport: TransportConfig | None = None, far_side_threads: bool = False):
         self.topo = topo
         self.name = check_name(name) if name else secrets.token_hex(2)
         if tcp is not None and transport is not None:
@@ -131,7 +132,6 @@ class Testbed:
         if why:
             raise ConfigError(why)
         self.rps, self.offloads_off, self.static_neigh, self.keep = rps, offloads_off, static_neigh, keep
-        # False: the far side's receive work stays in the line's process (wanline's module doc)
         self.far_side_threads = far_side_threads
         self.hosts = [Host(self.name, i, h, topo.address(i), topo.mac(i)) for i, h in enumerate(topo.host_names())]
         self.switch = Switch(self.name)
