@@ -24,12 +24,23 @@ recording run itself was CPU-bound (it is, with 8 ranks on 2 cores: that is why 
 replay's own row is ``row="replay"``) with the WAN line's Mbit/s and packets/s (both directions,
 what the line carried), drops, and packets per 64-byte length bucket (seed 004's traffic figures).
 
+``engine`` picks the TCP mesh's socket engine the ranks use (``rust``, the default, or the
+``python`` reference; ``comm.tcp.engine``): the launcher passes ``$CLUSTERLAB_ENGINE`` to every
+rank, and each row says which engine and congestion control the ranks' sockets actually had
+(read back from the ranks: ``engine``, ``congestion_in_force``). MPI is not an engine here: the
+testbed starts its ranks with clusterlab's own launcher only (no mpiexec placement into the
+hosts' namespaces).
+
 >>> npb_wan(kernel="cg", cls="S").params["network"]
 'lan'
 >>> npb_wan(kernel="bt")
 Traceback (most recent call last):
 ...
 clusterlab.errors.ConfigError: unknown NPB kernel 'bt' (one of ep, is, cg, mg, ft)
+>>> npb_wan(engine="mpi")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: engine 'mpi': the TCP mesh engine is one of python, rust
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ import os
 import tempfile
 import time
 
+from clusterlab.comm.tcp.engine import ENV as ENGINE_ENV
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
 
@@ -50,8 +62,13 @@ _recordings: dict = {}
 
 
 def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, lan_rate: str = "100Mbit",
-            wan_rate: str = "135Mbit", wan_delay: str = "6ms", traffic: bool = False, compute_scale: float = 1.0) -> Workload:
+            wan_rate: str = "135Mbit", wan_delay: str = "6ms", traffic: bool = False, compute_scale: float = 1.0,
+            engine: str = "rust") -> Workload:
+    from clusterlab.comm.tcp.engine import ENGINES
     from clusterlab.npb import check
+
+    if engine not in ENGINES:
+        raise ConfigError(f"engine {engine!r}: the TCP mesh engine is one of {', '.join(sorted(ENGINES))}")
 
     check(kernel, cls, int(nodes))
     if not float(compute_scale) > 0:
@@ -61,20 +78,32 @@ def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int
     return Workload("npb_wan", {"kernel": str(kernel).lower(), "cls": str(cls).upper(), "network": network,
                                 "nodes": int(nodes), "lan_rate": lan_rate, "wan_rate": wan_rate,
                                 "wan_delay": wan_delay, "traffic": bool(traffic),
-                                "compute_scale": float(compute_scale)}, dilatable=False)
+                                "compute_scale": float(compute_scale), "engine": engine}, dilatable=False,
+                    check=check_params)
 
 
 def npb_replay(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, traffic: bool = False,
-               compute_scale: float = 1.0) -> Workload:
+               compute_scale: float = 1.0, engine: str = "rust") -> Workload:
     """``npb_wan`` for a study whose cluster is the ``Testbed`` (its ``sites``/``wan_*`` fields
     declare the network; ``network`` names which one each point is and is checked against it).
 
     >>> sorted(npb_replay(kernel="ep").params)
-    ['cls', 'compute_scale', 'kernel', 'network', 'nodes', 'traffic']
+    ['cls', 'compute_scale', 'engine', 'kernel', 'network', 'nodes', 'traffic']
     """
-    w = npb_wan(kernel, cls, network, nodes, traffic=traffic, compute_scale=compute_scale)
+    w = npb_wan(kernel, cls, network, nodes, traffic=traffic, compute_scale=compute_scale, engine=engine)
     return Workload("npb_wan", {k: v for k, v in w.params.items() if k not in ("lan_rate", "wan_rate", "wan_delay")},
-                    dilatable=False)
+                    dilatable=False, check=check_params)
+
+
+def check_params(params: dict) -> None:
+    """Refuse a point's settings (a grid or ``--set`` value) when the study expands.
+
+    >>> check_params({"kernel": "cg", "engine": "mpi"})
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: engine 'mpi': the TCP mesh engine is one of python, rust
+    """
+    npb_wan(**params)
 
 
 def topology(params: dict):
@@ -123,9 +152,27 @@ def recording(kernel: str, cls: str, n: int) -> dict:
     return _recordings[key]
 
 
+def replay_on_engine(comm, events: str, compute_scale: float) -> dict:
+    """``replay_rank`` plus what this rank's mesh really used: its engine and the congestion
+    control its sockets had (None off the TCP mesh)."""
+    from clusterlab.npb.replay import replay_rank
+
+    out = replay_rank(comm, events, compute_scale)
+    stats = comm.stats() if hasattr(comm, "stats") else {}
+    return {**out, "engine": stats.get("engine"),
+            "congestion": (stats.get("transport") or {}).get("in_force", {}).get("congestion")}
+
+
+def _one(values: list, what: str):
+    """The one value every rank reported, else a ConfigError naming the disagreement."""
+    if len(set(values)) != 1:
+        raise ConfigError(f"the ranks disagree on {what}: {values}")
+    return values[0]
+
+
 def execute(session, params: dict, reps: int, warmup: int):
     from clusterlab.cluster.testbed import Testbed
-    from clusterlab.npb.replay import replay_rank, save_events
+    from clusterlab.npb.replay import save_events
 
     kernel, cls, n = params["kernel"], params["cls"], int(params["nodes"])
     one = recording(kernel, cls, 1)
@@ -146,8 +193,14 @@ def execute(session, params: dict, reps: int, warmup: int):
         bed = Testbed(topo)
     with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, bed as tb:
         events = save_events(rec["events"], os.path.join(tmp, "events.json"))
+        engine = params.get("engine", "rust")
+        env = {**os.environ, ENGINE_ENV: engine}
         for i in range(warmup + reps):
-            out = tb.run(replay_rank, n, events, scale, timeout=600)
+            out = tb.run(replay_on_engine, n, events, scale, timeout=600, env=env)
+            used = _one([o["engine"] for o in out], "the mesh engine")
+            if used != engine:
+                raise ConfigError(f"engine {engine!r} asked for, the ranks used {used!r}")
+            cc = _one([o["congestion"] for o in out], "the congestion control")
             t1 = time.time()
             t0 = min(o["started"] for o in out)  # after the ranks started and met
             if i < warmup:
@@ -155,7 +208,8 @@ def execute(session, params: dict, reps: int, warmup: int):
             secs = max(o["seconds"] for o in out)
             row = {"rep": i - warmup, "kernel": kernel, "class": cls, "network": params["network"], "nodes": n,
                    "seconds": secs, "one_rank_seconds": one1, "one_rank_wall_seconds": one["seconds"],
-                   "speedup": one1 / secs, "compute_scale": scale,
+                   "speedup": one1 / secs, "compute_scale": scale, "engine": used,
+                   "congestion_in_force": cc, "cc_engine": f"{cc}/{used}",
                    "replayed": True, "recording_cpu_bound": rec["cpu_bound"], "verified": True,
                    "bytes_sent": sum(r["bytes_sent"] for r in rec["ranks"]),
                    "messages_sent": sum(r["messages_sent"] for r in rec["ranks"]),
