@@ -487,7 +487,7 @@ SEEDS["004"]["stack"] = {
     "claims": [
         ("the newer, leaner stack is faster overall (Linux over BSD/OS; ours: the Rust mesh engine over the "
          "Python reference)", "Linux generally faster", _engine_ratio),
-        ("congestion control (no seed counterpart: BSD/OS and Linux 6.2 both ran Reno-style TCP)", "-",
+        ("congestion control (no seed counterpart: BSD/OS 3.1 and Linux 2.2 both ran loss-based Reno-family TCP)", "-",
          _congestion_spread),
     ]}
 for _fig in SEEDS["004"].values():
