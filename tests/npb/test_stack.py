@@ -31,12 +31,15 @@ def test_engine_is_a_setting_and_a_bad_one_is_refused():
 
 
 def test_cli_refuses_a_bad_engine_in_one_line():
-    from clusterlab.cli import cli
+    import subprocess
+    import sys
 
-    r = CliRunner().invoke(cli, ["experiment", "run", "seed004-stack", "--set", "engine=mpi", "--dry-run"])
-    assert r.exit_code == 2
-    lines = [x for x in r.output.splitlines() if x.strip()]
-    assert len(lines) == 1 and "engine 'mpi'" in lines[0] and "python, rust" in lines[0]
+    r = subprocess.run([sys.executable, "-m", "clusterlab", "experiment", "run",
+                        "seed004-stack", "--set", "engine=mpi", "--dry-run"], capture_output=True, text=True,
+                       timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "engine 'mpi'" in lines[0] and "python, rust" in lines[0]
 
 
 def test_the_study_is_the_stack_grid_over_the_135m_line():
