@@ -20,7 +20,7 @@ local), into ``bench/results/storage_mining.json``.
 Usage: ``flock /work/quiet.lock .venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
 [--rates 155Mbit,1Gbit] [--connections 1,4] [--reps 1]``; the mining comparison:
 ``... bench/storage.py --mining 1000000 --counts 4 --rates 10Gbit [--tgtd rdwr,rdwr:2,aio]
-[--offloads off,on] [--algorithms hpa,pfp]`` (settings interleaved repetition by repetition;
+[--offloads off,on] [--in-flight 1,2,4] [--algorithms hpa,pfp]`` (settings interleaved repetition by repetition;
 per job also the machine's busy CPU seconds, and what the target's path adds per MB).
 """
 
@@ -60,6 +60,8 @@ def main() -> int:
     ap.add_argument("--tgtd", default="rdwr",
                     help="with --mining: tgtd settings to compare, comma-separated BSTYPE[:IOTHREADS] (rdwr, aio; "
                          "I/O threads, tgtd's default 16), interleaved repetition by repetition")
+    ap.add_argument("--in-flight", default="4", help="with --mining: READ commands each rank keeps in flight, "
+                    "comma-separated to compare (interleaved)")
     ap.add_argument("--offloads", default="off", help="with --mining: the testbed's TSO/GSO/GRO, off (MTU-sized "
                     "packets, the testbed's default), on, or off,on (interleaved)")
     ap.add_argument("--out", default=None)
@@ -130,17 +132,19 @@ def mining(a) -> int:
         settings = []
         for spec in a.tgtd.split(","):
             bstype, _, threads = spec.partition(":")
-            settings += [(bstype, int(threads) if threads else None, off == "on") for off in a.offloads.split(",")]
+            settings += [(bstype, int(threads) if threads else None, off == "on", int(k))
+                         for off in a.offloads.split(",") for k in a.in_flight.split(",")]
         res = {"configs": []}
         for rep in range(a.reps):  # interleaved: each setting once per repetition, in turn
-            for bstype, threads, offloads in settings:
+            for bstype, threads, offloads, in_flight in settings:
                 r = mining_from_target(data, nodes=nodes, min_support=a.min_support, reps=1, block=parse_size(a.block),
                                        rate=None if rate == "none" else rate, iothreads=threads, bstype=bstype,
-                                       algorithms=tuple(a.algorithms.split(",")), offloads=offloads)
+                                       algorithms=tuple(a.algorithms.split(",")), offloads=offloads,
+                                       connections=in_flight)
                 for row in r["runs"]:
-                    row.update(rep=rep, bstype=bstype, iothreads=threads, offloads=offloads)
+                    row.update(rep=rep, bstype=bstype, iothreads=threads, offloads=offloads, in_flight=in_flight)
                     lo, sc = row["local"], row["iscsi"]
-                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} {row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
+                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} in flight {in_flight} {row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
                           f"{lo['read_s']:.2f} + {lo['rescan_s']:.2f}), iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f}"
                           f" + {sc['rescan_s']:.2f}, tgtd {sc['tgtd_cpu_s']:.2f} cpu-s): {row['iscsi_vs_local']:.2f}x; "
                           f"extra CPU {row['extra_cpu_s']:.2f} s ({row['extra_cpu_s_per_mb'] * 1e3:.1f} ms/MB, floor "
@@ -152,7 +156,7 @@ def mining(a) -> int:
         res["load_before"], res["load_after"] = res["configs"][0]["load_before"], res["configs"][-1]["load_after"]
     res["what"] = (f"HPA (reading once, and rescanning every pass)/PFP/CD on {nodes} testbed hosts, {a.mining} "
                    "transactions (T10I4, 1000 items): each rank reads its partition from the local file vs from a "
-                   f"shared iSCSI LUN on st ({a.block} READ commands, 4 in flight, read ahead in 2 MiB pieces parsed as they arrive); job time = slowest rank, "
+                   f"shared iSCSI LUN on st ({a.block} READ commands, {a.in_flight} in flight, read ahead in 2 MiB pieces parsed as they arrive); job time = slowest rank, "
                    "read to result; tgtd settings " + a.tgtd + ", offloads " + a.offloads + " interleaved; extra_cpu_s: the machine's busy CPU "
                    "seconds (nice 0) of the iSCSI job minus the local one; cpu_floor_s: that over the cores")
     res["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -51,6 +51,11 @@ def test_pieces_cut_anywhere_parse_as_the_whole_text():
     # an error names the line counted over all pieces
     with pytest.raises(BasketFormatError, match=r"lun \(partition 2\).*:4:3"):
         parse_pieces([b"1\n2\n", b"3\n4 x\n"], "lun (partition 2)")
+    # ... also in a line cut across pieces, after empty lines and pieces without a newline
+    with pytest.raises(BasketFormatError, match=r"x.*:4:5"):
+        parse_pieces([b"1\n\n", b"\n2", b" 3", b" x", b"4\n5\n"], "x")
+    with pytest.raises(BasketFormatError, match=r"x.*:3:1"):
+        parse_pieces([b"1\n2", b"\n", b"y 3\n"], "x")
 
 
 def test_hpa_rescan_reads_the_share_again_every_pass(tmp_path, monkeypatch):

@@ -71,6 +71,34 @@ def test_report_draws_the_storage_panels_of_every_point_with_their_means(tmp_pat
     assert "monitor-0-storage.png" in (tmp_path / "report.html").read_text()
 
 
+def test_a_cpu_sample_above_the_machines_cores_is_named_not_drawn_silently(tmp_path):
+    """The monitor once counted a thread's whole lifetime at once (a 2500 % spike on a 2-core
+    machine): a per-host CPU above the machine's cores, or a negative rate, is named in the
+    panels' means and in the report, and the panel is drawn cut at the cores."""
+    import pyarrow.parquet as pq
+
+    from clusterlab.report.study import render
+
+    d = _run_dir(tmp_path)
+    tbl = pq.read_table(d / "monitor.parquet")
+    rows = tbl.to_pylist()
+    for r in rows:
+        if r["point"] == 1 and r["node"] == "h0" and r["metric"] == "host_cpu_user" and abs(r["t"] - 0.3) < 1e-9:
+            r["value"] = 25.0  # 2500 % of one core
+        if r["point"] == 1 and r["metric"] == "backing_read_bytes" and abs(r["t"] - 0.5) < 1e-9:
+            r["value"] = -6e9
+    pq.write_table(pa.Table.from_pylist(rows, schema=tbl.schema), d / "monitor.parquet")
+    meta = json.loads((d / "meta.json").read_text())
+    (d / "meta.json").write_text(json.dumps({**meta, "machine": {"cpus": 2}}))
+    m0, m1 = (p["means"] for p in render(d)["panels"])
+    assert m0["impossible"] == [] and m1["cpus"] == 2
+    assert m1["impossible"] == ["read: 1 negative sample(s) (a counter reset), drawn as 0",
+                                "initiator h0: 1 CPU sample(s) above the machine's 2 cores (max 2505 % of one core "
+                                "at t=0.30 s)"]
+    md = (d / "report.md").read_text()
+    assert "**Samples that cannot be real**" in md and "point 1: initiator h0: 1 CPU sample(s)" in md
+
+
 def test_no_panels_without_per_host_cpu(tmp_path):
     from clusterlab.report.study import render
 

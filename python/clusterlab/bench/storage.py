@@ -398,7 +398,7 @@ MINING_CASES = {"hpa": ("hpa", False), "hpa-rescan": ("hpa", True), "pfp": ("pfp
 def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-rescan", "pfp", "cd"),
                        min_support=0.01, rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
                        backing_bps: int | None = None, block: int | None = None, iothreads: int | None = None,
-                       bstype: str = "rdwr", offloads: bool = False) -> dict:
+                       bstype: str = "rdwr", offloads: bool = False, connections: int | None = None) -> dict:
     """Mine FIMI file ``data`` on ``nodes`` testbed hosts twice per algorithm and repetition:
     each rank reading its partition from the local file, and from a shared LUN on ``st``
     (``clusterlab.storage.source``, written there first). ``algorithms``: names of
@@ -407,7 +407,8 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     (slowest rank, read to result), the slowest rank's read (``read_s``; with a rescan, the
     passes' reads too: ``rescan_s``), ``mine_s`` (job - read), tgtd's CPU seconds, and the
     ratio iSCSI / local; the itemsets must be equal. ``block``: bytes per READ command
-    (default 64 KiB, the seed's reads). ``iothreads``, ``bstype``: tgtd's own settings
+    (default 64 KiB, the seed's reads); ``connections``: the commands each rank keeps in flight
+    (default the URL's, 4). ``iothreads``, ``bstype``: tgtd's own settings
     (``IscsiTarget``). ``offloads``: leave the testbed's TSO/GSO/GRO on (it turns them off so
     that links carry MTU-sized packets; on, the emulated switch moves up to 64 KB per packet,
     as a NIC's offloads spare a real host's CPU). Per algorithm and repetition also the machine's busy CPU seconds of
@@ -417,7 +418,13 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
     from clusterlab.mining.parallel.config import ParallelConfig
     from clusterlab.mining.parallel.driver import run_parallel
-    from clusterlab.storage.source import READ_BLOCK, lun_bytes_needed, partition_ranges, write_partitions
+    from clusterlab.storage.source import (
+        CONNECTIONS,
+        READ_BLOCK,
+        lun_bytes_needed,
+        partition_ranges,
+        write_partitions,
+    )
 
     for a in algorithms:
         if a not in MINING_CASES:
@@ -425,7 +432,7 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     lengths = [e - s for s, e in partition_ranges(data, nodes)]
     res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
                       "rate": rate or "unshaped", "backing_bps": backing_bps, "block": block or READ_BLOCK,
-                      "iothreads": iothreads, "bstype": bstype, "offloads": offloads, "cores": os.cpu_count()},
+                      "connections": connections or CONNECTIONS, "iothreads": iothreads, "bstype": bstype, "offloads": offloads, "cores": os.cpu_count()},
            "load_before": _load(), "runs": []}
     tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name, offloads_off=not offloads)
     try:
@@ -436,8 +443,9 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
             t0 = time.monotonic()
             with in_netns(tb.host("h0").ns):
                 write_partitions(url, data, nodes)
-            if block:
-                url += f"?block={block}"
+            query = [f"block={block}"] * bool(block) + [f"connections={connections}"] * bool(connections)
+            if query:
+                url += "?" + "&".join(query)
             res["write_seconds"] = round(time.monotonic() - t0, 3)
             for rep in range(reps):
                 for case in algorithms:

@@ -111,7 +111,9 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
     target = named if (hc.node == named).any() else None
     initiator = next((n for n in sorted(hc.node.unique(), key=lambda n: (len(n), n)) if n != target), None)
     span = float(meta.get("duration") or (df.t.max() if len(df) else 0.0)) / k or 1e-9
-    summary: dict = {"target": target, "initiator": initiator}
+    cores = float(meta.get("cpus") or os.cpu_count() or 1)  # the machine sampled (its run's meta), else this one
+    # "impossible": samples no machine could produce (a monitor bug to name, not a measurement)
+    summary: dict = {"target": target, "initiator": initiator, "cpus": cores, "impossible": []}
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
     (a_net, a_cpu), (a_io, a_ini) = axes
     def smooth(t, rates):
@@ -133,6 +135,8 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
 
     for metric, label in (("rx_bytes", "in"), ("tx_bytes", "out")):
         s = filled(df[(df.node == target) & (df.metric == metric)].groupby("t")["value"].sum(), net_times)
+        if (s < 0).any():
+            summary["impossible"].append(f"target {label}: {int((s < 0).sum())} negative sample(s)")
         summary[f"target_{label}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
         if len(s):
             a_net.plot(s.index / k, smooth(s.index / k, per_s(s, target)) / 1e6, lw=0.9, label=label)
@@ -145,9 +149,12 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
     for metric, label in back:
         rows = df[df.metric == metric]
         node = rows.node.iloc[0] if len(rows) else "machine"
-        # clip: tables sampled before the monitor ignored counter resets (the target's cgroup
-        # removed before the last sample gave one large negative row)
-        s = filled(rows.groupby("t")["value"].sum().clip(lower=0), cpu_times)
+        # tables sampled before the monitor ignored counter resets (the target's cgroup removed
+        # before the last sample gave one large negative row): named, drawn as 0
+        s = rows.groupby("t")["value"].sum()
+        if (s < 0).any():
+            summary["impossible"].append(f"{label}: {int((s < 0).sum())} negative sample(s) (a counter reset), drawn as 0")
+        s = filled(s.clip(lower=0), cpu_times)
         summary[f"backing_{label.split()[0]}_mbps"] = round(float(s.sum()) / span / 1e6, 2)
         if len(s):
             a_io.plot(s.index / k, smooth(s.index / k, per_s(s, node)) / 1e6, lw=0.9, label=label)
@@ -161,7 +168,22 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
         parts = [hc[(hc.node == node) & (hc.metric == m)].set_index("tu")["value"]
                  for m in ("host_cpu_user", "host_cpu_system")]
         idx = parts[0].index
-        ax.stackplot(idx, *[p.reindex(idx, fill_value=0).values * 100 for p in parts], labels=["user", "system"])
+        vals = [p.reindex(idx, fill_value=0).values * 100 for p in parts]
+        total = vals[0] + vals[1]
+        # A host cannot use more than the machine's cores: such a sample is a monitor bug
+        # (as the 2500 % spike of a thread's whole lifetime counted at once was). It is named
+        # in the summary (the report warns) and drawn cut at the cores with a red mark, so the
+        # real samples keep their scale.
+        bad = total > cores * 100
+        if bad.any():
+            summary["impossible"].append(
+                f"{what} {node}: {int(bad.sum())} CPU sample(s) above the machine's {cores:g} cores "
+                f"(max {total.max():.0f} % of one core at t={idx[bad][total[bad].argmax()]:.2f} s)")
+            scale = np.where(bad, cores * 100 / np.where(total > 0, total, 1), 1.0)
+            vals = [v * scale for v in vals]
+            ax.plot(idx[bad], np.full(int(bad.sum()), cores * 100), "rx", label="cut: above the cores")
+            ax.set_title(f"{what} ({node}) CPU: {int(bad.sum())} impossible sample(s) cut", color="r")
+        ax.stackplot(idx, *vals, labels=["user", "system"])
         ax.set_ylabel("% of one core")
         w = hc[(hc.node == node) & (hc.metric == "host_io_wait")].set_index("tu")["value"]
         tw = ax.twinx()

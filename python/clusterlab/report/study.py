@@ -314,7 +314,7 @@ def monitor_panels(d: Path, meta: dict) -> list[dict]:
         pmon = pm.get("monitor") or {}
         # each point's monitor has its own start: its duration is its last sample's time
         pmeta = {**mon_meta, "duration": pc.max(part.column("t")).as_py(), "interval": pmon.get("interval")
-                 or mon_meta.get("interval", 0.1)}
+                 or mon_meta.get("interval", 0.1), "cpus": (meta.get("machine") or {}).get("cpus")}
         name = f"monitor-{pm['index']}-storage.png"
         means = storage_panels(part, pmeta, d / name, title=f"point {pm['index']}: {pm['label']}")
         if means is not None:
@@ -346,6 +346,10 @@ def _panel_section(panels: list[dict]) -> list[str]:
     md += _table(["#", "point", "target in / out MB/s", "target CPU user / system (cores)", "target threads waiting",
                   "backing read / write MB/s", "initiator CPU user / system (cores)"], body)
     md.append("")
+    bad = [f"point {p['point']}: {x}" for p in panels for x in p["means"].get("impossible", [])]
+    if bad:  # samples no machine could produce: a monitor bug to fix, not a measurement
+        md += ["**Samples that cannot be real** (drawn cut and marked red; the monitor has a bug to find): "
+               + "; ".join(bad) + ".", ""]
     for p in panels:
         md += [f"![point {p['point']}: {p['label']}]({p['png']})", ""]
     return md

@@ -340,14 +340,25 @@ def parse_pieces(pieces, where: str):
         items.append(i)
         n_items += i.size
         dropped += d
-        lines += text.count(b"\n")
+        # Every line ending in a newline is one transaction (an empty one too), so the lines
+        # parsed are the transactions (scanning the text for newlines cost 5 ms per 10 MB).
+        lines += o.size - 1
 
     for piece in pieces:
-        data = carry + piece
-        cut = data.rfind(b"\n") + 1  # whole lines now; the rest waits for the next piece
-        if cut:
-            parse(data[:cut])
-        carry = data[cut:]
+        # One copy of a piece's whole lines (parse_fimi takes bytes), none of the piece itself:
+        # the line cut by the previous piece is joined on its own.
+        first = piece.find(b"\n") + 1
+        if not first:
+            carry += piece
+            continue
+        if carry:
+            parse(carry + piece[:first])
+        else:
+            first = 0
+        cut = piece.rfind(b"\n") + 1  # whole lines now; the rest waits for the next piece
+        if cut > first:
+            parse(piece if first == 0 and cut == len(piece) else piece[first:cut])
+        carry = piece[cut:]
     if carry:
         parse(carry)
     return Baskets._trusted(np.concatenate(offs), np.concatenate(items) if items else np.zeros(0, np.uint32),
