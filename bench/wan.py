@@ -16,7 +16,7 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
    same through the project's tc tbf shaping at 135 Mbit/s without delay (the baseline); the
    line's CPU per Mbit/s; RTT under that load. CPU: utime + stime of the line's process (this
    kernel has no IRQ time accounting, so softirq work run in the line's context is in its
-   stime); separately the far side's threaded-NAPI kernel threads (``wanline.far_side_threads``:
+   stime); separately the far side's threaded-NAPI kernel threads if asked for (``far_side_threads``:
    the receive work behind the switch's WAN ports) and the machine's softirq time (/proc/stat:
    every process's, also other helpers');
 3. shared duplex (67M-ATM): TCP both ways at once (iperf3 --bidir) on one 135 Mbit/s, and UDP
@@ -25,8 +25,26 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
 5. with ``--sweep 40,60,...``: UDP offered at each rate both ways on the shared line, delivered
    vs offered (seed 004's loss when the looped-back line is driven past its rate).
 
+6. with ``--incremental REPS``: what the line costs the machine, both far-side modes
+   (``Testbed(far_side_threads=...)``): TCP (iperf3, ``--seconds``) through the line at MTU 9000
+   and 1500, and over a plain LAN link shaped to 135 Mbit/s (tc tbf, no line) at the same MTU
+   and duration, the points interleaved, REPS rounds. Counted per point, over the iperf3 run:
+   ``our_cores`` = this bench's own cpuacct cgroup (the bench, the line, iperf3 on both hosts,
+   also after they exit; tick-based, so a softirq is charged to whichever task it interrupted,
+   mostly ours) + the machine's NAPI, ksoftirqd and kworker threads; ``line_incremental_cores``
+   = each round's WAN ``our_cores`` minus the same round's LAN's (mean, median, min, max, stdev).
+   Also ``machine_busy_cores`` (/proc/stat user + system + irq + softirq + steal, all CPUs: it
+   leaves out others' niced user time but not their system time, so it moves by +-0.4 core with
+   what others run; recorded, not used) and the busiest nice <= 0 processes;
+7. with ``--idle-rtt REPS``: ``--pings`` (1000) UDP pings 10 ms apart over the idle line, both
+   modes, and over one 1 Gbit/s LAN link, interleaved, REPS rounds; RTT error = WAN median (and
+   mean) minus the same round's LAN median (mean) minus 12 ms.
+   Both add their section (``incremental_cpu``, ``idle_rtt``) to the JSON and keep the rest; a
+   full run keeps them too.
+
 Records /proc/loadavg before and after every point. Writes ``bench/results/wan.json``
-atomically. Usage: ``flock /work/quiet.lock .venv/bin/python bench/wan.py [--seconds 10]``
+atomically. Usage: ``flock /work/quiet.lock .venv/bin/python bench/wan.py [--seconds 10]``, then
+``... bench/wan.py --incremental 3 --seconds 8`` and ``... --idle-rtt 3`` (each under 6 minutes).
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ class Testbed:
             cpu = cpus[h.index % len(cpus)] if self.rps else None
             plan.append({"ns": h.ns, "sysctls": draws[h.name],
                          "ifaces": [{"name": "eth0", "rps_cpu": cpu, "offloads_off": self.offloads_off}]})
-        # (GRO goes back on for these once they are up: wanline.far_side_threads)
+        # (with far_side_threads, GRO goes back on for these once they are up)
         wan_ports = [{"name": p, "rps_cpu": None, "offloads_off": True} for p in link.WAN_PORTS]
         plan.append({"ns": self.switch.ns, "sysctls": {**BASE_SYSCTLS, **SWITCH_SYSCTLS},
                      "ifaces": [{"name": h.port, "rps_cpu": cpus[h.index % len(cpus)] if self.rps else None,

@@ -11,18 +11,17 @@ bytes per 64-byte IP length bucket of the packets it carried, and its drops) to
 ``/run/clusterlab/testbed/<tb>.wan.trace`` (format: ``clusterlab.monitor.wan``); ``clean``
 removes the file.
 
-The far side's receive work runs in threads of its own (``far_side_threads``): a frame the line
-writes to ``a`` or ``b`` goes on through the switch's bridge, a host port's tbf and the
-receiving host's IP and TCP, and by default the kernel does all of that in the context of the
-writer (the line's process), as if a real line also ran the receiving machine's network stack.
-With GRO on the switch's WAN ports (which makes a veth receive through NAPI) and that NAPI
-threaded, one kernel thread per port does it instead, run SCHED_FIFO as the line is (the
-emulated network's delay must not depend on the machine's load). Measured at MTU 1500 and
-135 Mbit/s (``bench/wan.py``, TCP): the line's process falls from 0.25-0.27 to 0.11-0.16 core;
-the two threads take 0.14-0.22 core (what the line did for the far side, plus their wake-ups:
-the machine's total does not fall) and add about 0.05 ms per direction between the line and
-the receiving host (a thread's wake-up: an idle ping's RTT was 12.37-12.55 ms in five runs, 12.49
-before).
+The far side's receive work (a frame the line writes to ``a`` or ``b`` goes on through the
+switch's bridge, a host port's tbf and the receiving host's IP and TCP) runs, by default, in the
+context of the writer: the line's process, as if a real line also ran the receiving machine's
+network stack. ``Testbed(far_side_threads=True)`` moves it into threads of its own
+(``far_side_threads``): GRO on the switch's WAN ports (which makes a veth receive through NAPI)
+and that NAPI threaded, one SCHED_FIFO kernel thread per port. That makes the line's process
+smaller (0.14 instead of 0.26 core at MTU 1500 and 135 Mbit/s) but costs the machine more and
+adds delay: measured by ``bench/wan.py --incremental 3 --idle-rtt 3`` (the machine's CPU with TCP
+through the line minus over a LAN link shaped to the same rate, interleaved), 0.206 against
+0.111 core at MTU 1500 (0.094 against 0.070 at 9000), and an idle RTT 0.06 ms longer (the
+threads' wake-ups), which is why it is not the default.
 """
 
 from __future__ import annotations
