@@ -23,7 +23,8 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
    offered at 100 Mbit/s each way: delivered vs offered, the line's drop count;
 4. the same TCP run at MTU 1500 (six times the packets per Mbit/s);
 5. with ``--sweep 40,60,...``: UDP offered at each rate both ways on the shared line, delivered
-   vs offered (seed 004's loss when the looped-back line is driven past its rate).
+   vs offered (seed 004's loss when the looped-back line is driven past its rate), drawn as a
+   figure beside the JSON (``--plot-sweep JSON`` redraws it from a sweep's JSON, no root needed).
 
 6. with ``--incremental REPS``: what the line costs the machine, both far-side modes
    (``Testbed(far_side_threads=...)``): TCP (iperf3, ``--seconds``) through the line at MTU 9000
@@ -525,11 +526,17 @@ def main() -> int:
                     help="only the idle RTT (--pings per point, both far-side modes and LAN), REPS rounds, "
                          "into the existing JSON's 'idle_rtt'")
     ap.add_argument("--pings", type=int, default=1000)
+    ap.add_argument("--plot-sweep", metavar="JSON", default=None,
+                    help="only draw the overload figure of the sweep in JSON (written beside it as .png)")
     ap.add_argument("-o", "--out", default=str(HERE / "results" / "wan.json"))
     args = ap.parse_args()
     from clusterlab._atomic import atomic_open
     from clusterlab.cluster.testbed import require_root
 
+    if args.plot_sweep:
+        with open(args.plot_sweep) as f:
+            print(plot_overload(json.load(f)["overload_sweep"], os.path.splitext(args.plot_sweep)[0] + ".png"))
+        return 0
     require_root()
     s = args.seconds
     wan = dict(hosts=2, rate="1Gbit", sites="1+1", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB")
@@ -564,8 +571,39 @@ def main() -> int:
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with atomic_open(args.out) as f:
         json.dump(res, f, indent=1)
+    if args.sweep:
+        plot_overload(res["overload_sweep"], os.path.splitext(args.out)[0] + "_overload.png")
     print(json.dumps(res.get("summary") or res.get("overload_sweep"), indent=1))
     return 0
+
+
+def plot_overload(sweep: list[dict], path: str) -> str:
+    """Seed 004's overload figure: UDP offered each way on the shared (67M) line against what
+    it delivered, per direction and in total, with the line's rate; written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from clusterlab._atomic import atomic_path
+
+    offered = [sum(p["offered_mbit_each_way"]) / 2 for p in sweep]
+    rate = sweep[0]["topology"]["wan_rate_bps"] / 1e6
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for d, name in ((0, "a -> b"), (1, "b -> a")):
+        ax.plot(offered, [p["delivered_mbit_each_way"][d] for p in sweep], "o-", label=f"delivered {name}")
+    ax.plot(offered, [p["delivered_mbit_sum"] for p in sweep], "s-", label="delivered, both ways")
+    ax.plot(offered, [2 * o for o in offered], ":", color="grey", label="offered, both ways")
+    ax.axhline(rate, color="black", lw=0.8, label=f"line rate {rate:g} Mbit/s (shared by both ways)")
+    ax.set_xlabel("UDP offered each way [Mbit/s]")
+    ax.set_ylabel("Mbit/s")
+    ax.set_title("Shared (67M-ATM) line driven past its rate: delivered vs offered")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)
+    return path
 
 
 def update_json(args, wan: dict) -> int:
