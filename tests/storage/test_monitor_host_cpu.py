@@ -51,7 +51,9 @@ def test_a_busy_thread_counts_for_its_host_and_not_for_another():
             t.join()
         user, system, waiting = got["h1"]
         assert 0.28 < user + system < 0.45, got  # the spinner's 0.3 s, by the scheduler's clock
-        assert user > system and waiting == 0
+        # Mostly user time; not 'user > system': without IRQ time accounting, softirq work of
+        # other traffic that interrupts the spinner is charged to its system time (seen under load)
+        assert user > 0.1 and waiting == 0, got
         assert sum(got["h0"][:2]) < 0.02, got  # nothing runs in h0
 
 
