@@ -9,14 +9,22 @@ from __future__ import annotations
 import numpy as np
 
 from clusterlab.comm.collectives import allgather_ring, scatter_binomial
-from clusterlab.comm.collectives._common import Pattern, binomial_subtree_total, ceil_log2, check_root, split
+from clusterlab.comm.collectives._common import TAG, Pattern, binomial_subtree_total, ceil_log2, check_root, split
 from clusterlab.comm.collectives._pack import pack, unpack
 
 OP, NAME = "bcast", "scatter_allgather"
 
 
-def run(comm, data, root: int = 0):
+SEPARATIONS = ("overlap", "neighbours", "barrier")
+"""How the ring waits for the scatter: ``overlap`` not at all (a rank starts its ring as soon as it
+has its piece), ``neighbours`` each rank first tells its left neighbour it has its piece and waits
+for its right neighbour's word, ``barrier`` every rank waits for all (a dissemination barrier)."""
+
+
+def run(comm, data, root: int = 0, separate: str = "overlap"):
     check_root(comm, root)
+    if separate not in SEPARATIONS:
+        raise ValueError(f"separate must be one of {', '.join(SEPARATIONS)}, got {separate!r}")
     n = comm.size
     if comm.rank == root and data is None:
         raise ValueError("the root of a broadcast must pass data")
@@ -26,6 +34,11 @@ def run(comm, data, root: int = 0):
     if comm.rank == root:
         pieces = split(np.frombuffer(pack([data]), dtype=np.uint8), n)
     piece = scatter_binomial.run(comm, pieces, root)
+    if separate == "neighbours":  # each rank's scatter sends precede its word, so per-pair order holds
+        comm.send((comm.rank - 1) % n, b"1", TAG)
+        comm.recv((comm.rank + 1) % n, TAG)
+    elif separate == "barrier":
+        comm.barrier("dissemination")
     parts = allgather_ring.run(comm, piece)
     if comm.rank == root:
         return data

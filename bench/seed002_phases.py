@@ -1,0 +1,126 @@
+"""Do the scatter-allgather bcast's two phases contend? A 1 MiB bcast on 16 testbed hosts with
+the ring started as soon as a rank has its scatter piece (``overlap``), after the ring
+neighbours have theirs (``neighbours``) or after a barrier (``barrier``), interleaved in rounds,
+each with the TCP retransmissions and timeouts of every host (its namespace's
+``/proc/net/{snmp,netstat}``) and the switch ports' tbf drops per call. Root, under the lock:
+
+    flock /work/quiet.lock .venv/bin/python bench/seed002_phases.py   # ~2 min -> bench/results/seed002_phases.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from clusterlab._atomic import atomic_open
+from clusterlab.cluster.testbed import StarTopo, Testbed
+
+VARIANTS = ("overlap", "neighbours", "barrier")
+TCP_COUNTERS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPFastRetrans", "TCPSlowStartRetrans",
+                "TCPLostRetransmit", "TCPSpuriousRTOs", "TCPSACKReorder", "TCPDSACKRecv")
+
+
+def loadavg() -> list[float]:
+    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
+
+
+def tcp_counters() -> dict[str, int]:
+    """This network namespace's TCP counters (``nstat``'s sources)."""
+    out = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        lines = open(path).read().splitlines()
+        for names, values in zip(lines[::2], lines[1::2], strict=True):
+            for k, v in zip(names.split()[1:], values.split()[1:], strict=True):
+                if k in TCP_COUNTERS:
+                    out[k] = int(v)
+    return out
+
+
+def switch_drops(switch_ns: str) -> int:
+    qd = json.loads(subprocess.run(["tc", "-n", switch_ns, "-s", "-j", "qdisc", "show"], capture_output=True,
+                                   text=True, check=True, timeout=10).stdout)
+    return sum(int(q.get("drops", 0)) for q in qd if str(q.get("dev", "")).startswith("p"))
+
+
+def phases(comm, m: int, rounds: int, calls: int, switch_ns: str) -> list[dict] | None:
+    """``rounds`` x each variant, ``calls`` bcasts back to back per variant (after one warm-up)."""
+    from clusterlab.comm.collectives import bcast_scatter_allgather as sag
+
+    data = np.arange(m, dtype=np.uint8)
+    rows = []
+    for rnd in range(rounds):
+        for v in VARIANTS:
+            sag.run(comm, data if comm.rank == 0 else None, 0, v)
+            comm.barrier("dissemination")
+            drops0 = switch_drops(switch_ns) if comm.rank == 0 else 0
+            c0 = tcp_counters()
+            comm.barrier("dissemination")
+            ends, t0 = [], time.perf_counter()
+            for _ in range(calls):
+                got = sag.run(comm, data if comm.rank == 0 else None, 0, v)
+                ends.append(time.perf_counter() - t0)
+            c1 = tcp_counters()
+            if not np.array_equal(np.asarray(got), data):
+                raise AssertionError(f"rank {comm.rank}: {v} bcast differs")
+            comm.barrier("dissemination")
+            drops = switch_drops(switch_ns) - drops0 if comm.rank == 0 else 0
+            mine = np.array(ends + [c1[k] - c0.get(k, 0) for k in TCP_COUNTERS], dtype=np.float64)
+            every = comm.gather(mine, 0, "linear")
+            if comm.rank == 0:
+                g = np.array([np.asarray(e).ravel() for e in every])
+                slowest_end = g[:, :calls].max(axis=0)  # call i ends when its slowest rank has it
+                per_call = np.diff(np.concatenate([[0.0], slowest_end])) * 1e3
+                tcp = {k: int(g[:, calls + i].sum()) for i, k in enumerate(TCP_COUNTERS)}
+                rows.append({"round": rnd, "variant": v, "calls": calls, "ms_per_call": float(slowest_end[-1]) / calls * 1e3,
+                             "call_ms": [round(float(x), 2) for x in per_call], "switch_drops": drops,
+                             "tcp_all_hosts": tcp})
+    return rows if comm.rank == 0 else None
+
+
+def summary(rows: list[dict]) -> dict:
+    out = {}
+    for v in VARIANTS:
+        rs = [r for r in rows if r["variant"] == v]
+        calls = [x for r in rs for x in r["call_ms"]]
+        n = sum(r["calls"] for r in rs)
+        out[v] = {"ms_per_call_rounds": [round(r["ms_per_call"], 1) for r in rs],
+                  "call_ms_median": statistics.median(calls), "call_ms_min": min(calls), "call_ms_max": max(calls),
+                  "call_ms_p90": float(np.percentile(calls, 90)),
+                  "switch_drops_per_call": sum(r["switch_drops"] for r in rs) / n,
+                  **{f"{k}_per_call": sum(r["tcp_all_hosts"][k] for r in rs) / n for k in TCP_COUNTERS}}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=16)
+    ap.add_argument("--bytes", type=int, default=1 << 20)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--calls", type=int, default=8)
+    ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" / "seed002_phases.json"))
+    a = ap.parse_args()
+    out = {"loadavg_start": loadavg(), "hosts": a.hosts, "bytes": a.bytes}
+    t0 = time.perf_counter()
+    with Testbed(StarTopo(hosts=a.hosts, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
+        out["rows"] = tb.run(phases, a.hosts, a.bytes, a.rounds, a.calls, tb.switch_ns(), timeout=300)[0]
+    out["summary"] = summary(out["rows"])
+    out.update({"loadavg_end": loadavg(), "seconds": time.perf_counter() - t0})
+    print(json.dumps(out["summary"], indent=1))
+    with atomic_open(a.out) as f:
+        json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    if os.geteuid() != 0:
+        print("seed002_phases.py: needs root (namespace testbed)", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main())
