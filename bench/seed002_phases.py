@@ -85,6 +85,45 @@ def phases(comm, m: int, rounds: int, calls: int, switch_ns: str) -> list[dict] 
     return rows if comm.rank == 0 else None
 
 
+def phase_times(comm, m: int, calls: int) -> dict | None:
+    """Where a barrier-separated call's time goes: each rank's time (from its own exit of a
+    barrier before the call) when it has its scatter piece, leaves the barrier, ends the ring and
+    has the payload unpacked; rank 0 returns the slowest rank's, median over ``calls`` calls, and
+    the same for the scatter and the ring each started alone at a barrier."""
+    from clusterlab.comm.collectives import allgather_ring, scatter_binomial
+    from clusterlab.comm.collectives._common import split
+    from clusterlab.comm.collectives._pack import pack, unpack
+
+    data = np.arange(m, dtype=np.uint8)
+    stamps, alone = [], []
+    for i in range(calls + 1):
+        comm.barrier("dissemination")
+        t0 = time.perf_counter()
+        pieces = split(np.frombuffer(pack([data]), dtype=np.uint8), comm.size) if comm.rank == 0 else None
+        piece = scatter_binomial.run(comm, pieces, 0)
+        t1 = time.perf_counter()
+        comm.barrier("dissemination")
+        t2 = time.perf_counter()
+        parts = allgather_ring.run(comm, piece)
+        t3 = time.perf_counter()
+        unpack(np.concatenate(parts))
+        t4 = time.perf_counter()
+        comm.barrier("dissemination")
+        t5 = time.perf_counter()
+        allgather_ring.run(comm, piece)
+        t6 = time.perf_counter()
+        if i:  # the first call warms up
+            stamps.append([t1 - t0, t2 - t0, t3 - t0, t4 - t0, t6 - t5])
+    every = comm.gather(np.array(stamps), 0, "linear")
+    if comm.rank:
+        return None
+    g = np.array([np.asarray(e) for e in every])  # rank x call x stamp
+    slowest = g.max(axis=0)
+    names = ("scatter_done", "barrier_done", "ring_done", "unpacked", "ring_alone_at_barrier")
+    return {"calls": calls, **{f"{k}_ms": round(float(np.median(slowest[:, j])) * 1e3, 2) for j, k in enumerate(names)},
+            "scatter_done_per_rank_ms": [round(float(x) * 1e3, 1) for x in np.median(g[:, :, 0], axis=1)]}
+
+
 def summary(rows: list[dict]) -> dict:
     out = {}
     for v in VARIANTS:
@@ -105,12 +144,16 @@ def main() -> int:
     ap.add_argument("--bytes", type=int, default=1 << 20)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--calls", type=int, default=8)
+    ap.add_argument("--phase-calls", type=int, default=10, help="calls timed phase by phase (0: none)")
     ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" / "seed002_phases.json"))
     a = ap.parse_args()
     out = {"loadavg_start": loadavg(), "hosts": a.hosts, "bytes": a.bytes}
     t0 = time.perf_counter()
     with Testbed(StarTopo(hosts=a.hosts, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         out["rows"] = tb.run(phases, a.hosts, a.bytes, a.rounds, a.calls, tb.switch_ns(), timeout=300)[0]
+        if a.phase_calls:
+            out["phase_times"] = tb.run(phase_times, a.hosts, a.bytes, a.phase_calls, timeout=300)[0]
+            print(json.dumps(out["phase_times"]), flush=True)
     out["summary"] = summary(out["rows"])
     out.update({"loadavg_end": loadavg(), "seconds": time.perf_counter() - t0})
     print(json.dumps(out["summary"], indent=1))
