@@ -1,6 +1,7 @@
 """Do the scatter-allgather bcast's two phases contend? A 1 MiB bcast on 16 testbed hosts with
-the ring started as soon as a rank has its scatter piece (``overlap``), after the ring
-neighbours have theirs (``neighbours``) or after a barrier (``barrier``), interleaved in rounds,
+the scatter sent ``at_once`` or ``in_turn`` (``bcast_scatter_allgather``) and the ring started as
+soon as a rank has its scatter piece (``overlap``), after the ring neighbours have theirs
+(``neighbours``) or after a barrier (``barrier``), interleaved in rounds,
 each with the TCP retransmissions and timeouts of every host (its namespace's
 ``/proc/net/{snmp,netstat}``) and the switch ports' tbf drops per call. Root, under the lock:
 
@@ -23,7 +24,9 @@ import numpy as np
 from clusterlab._atomic import atomic_open
 from clusterlab.cluster.testbed import StarTopo, Testbed
 
-VARIANTS = ("overlap", "neighbours", "barrier")
+# (scatter schedule, separation): at_once + overlap is the bcast before the scatter sent in turn
+VARIANTS = (("at_once", "overlap"), ("in_turn", "overlap"), ("in_turn", "neighbours"), ("in_turn", "barrier"),
+            ("at_once", "barrier"))
 TCP_COUNTERS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPFastRetrans", "TCPSlowStartRetrans",
                 "TCPLostRetransmit", "TCPSpuriousRTOs", "TCPSACKReorder", "TCPDSACKRecv")
 
@@ -57,15 +60,15 @@ def phases(comm, m: int, rounds: int, calls: int, switch_ns: str) -> list[dict] 
     data = np.arange(m, dtype=np.uint8)
     rows = []
     for rnd in range(rounds):
-        for v in VARIANTS:
-            sag.run(comm, data if comm.rank == 0 else None, 0, v)
+        for sched, v in VARIANTS:
+            sag.run(comm, data if comm.rank == 0 else None, 0, v, sched)
             comm.barrier("dissemination")
             drops0 = switch_drops(switch_ns) if comm.rank == 0 else 0
             c0 = tcp_counters()
             comm.barrier("dissemination")
             ends, t0 = [], time.perf_counter()
             for _ in range(calls):
-                got = sag.run(comm, data if comm.rank == 0 else None, 0, v)
+                got = sag.run(comm, data if comm.rank == 0 else None, 0, v, sched)
                 ends.append(time.perf_counter() - t0)
             c1 = tcp_counters()
             if not np.array_equal(np.asarray(got), data):
@@ -79,18 +82,19 @@ def phases(comm, m: int, rounds: int, calls: int, switch_ns: str) -> list[dict] 
                 slowest_end = g[:, :calls].max(axis=0)  # call i ends when its slowest rank has it
                 per_call = np.diff(np.concatenate([[0.0], slowest_end])) * 1e3
                 tcp = {k: int(g[:, calls + i].sum()) for i, k in enumerate(TCP_COUNTERS)}
-                rows.append({"round": rnd, "variant": v, "calls": calls, "ms_per_call": float(slowest_end[-1]) / calls * 1e3,
+                rows.append({"round": rnd, "variant": f"{sched}+{v}", "calls": calls, "ms_per_call": float(slowest_end[-1]) / calls * 1e3,
                              "call_ms": [round(float(x), 2) for x in per_call], "switch_drops": drops,
                              "tcp_all_hosts": tcp})
     return rows if comm.rank == 0 else None
 
 
-def phase_times(comm, m: int, calls: int) -> dict | None:
+def phase_times(comm, m: int, calls: int, schedule: str) -> dict | None:
     """Where a barrier-separated call's time goes: each rank's time (from its own exit of a
     barrier before the call) when it has its scatter piece, leaves the barrier, ends the ring and
     has the payload unpacked; rank 0 returns the slowest rank's, median over ``calls`` calls, and
     the same for the scatter and the ring each started alone at a barrier."""
-    from clusterlab.comm.collectives import allgather_ring, scatter_binomial
+    from clusterlab.comm.collectives import allgather_ring
+    from clusterlab.comm.collectives import bcast_scatter_allgather as sag
     from clusterlab.comm.collectives._common import split
     from clusterlab.comm.collectives._pack import pack, unpack
 
@@ -100,7 +104,7 @@ def phase_times(comm, m: int, calls: int) -> dict | None:
         comm.barrier("dissemination")
         t0 = time.perf_counter()
         pieces = split(np.frombuffer(pack([data]), dtype=np.uint8), comm.size) if comm.rank == 0 else None
-        piece = scatter_binomial.run(comm, pieces, 0)
+        piece = sag._scatter(comm, pieces, 0, schedule)
         t1 = time.perf_counter()
         comm.barrier("dissemination")
         t2 = time.perf_counter()
@@ -120,13 +124,14 @@ def phase_times(comm, m: int, calls: int) -> dict | None:
     g = np.array([np.asarray(e) for e in every])  # rank x call x stamp
     slowest = g.max(axis=0)
     names = ("scatter_done", "barrier_done", "ring_done", "unpacked", "ring_alone_at_barrier")
-    return {"calls": calls, **{f"{k}_ms": round(float(np.median(slowest[:, j])) * 1e3, 2) for j, k in enumerate(names)},
+    return {"schedule": schedule, "calls": calls, **{f"{k}_ms": round(float(np.median(slowest[:, j])) * 1e3, 2) for j, k in enumerate(names)},
             "scatter_done_per_rank_ms": [round(float(x) * 1e3, 1) for x in np.median(g[:, :, 0], axis=1)]}
 
 
 def summary(rows: list[dict]) -> dict:
     out = {}
-    for v in VARIANTS:
+    for sched, sep in VARIANTS:
+        v = f"{sched}+{sep}"
         rs = [r for r in rows if r["variant"] == v]
         calls = [x for r in rs for x in r["call_ms"]]
         n = sum(r["calls"] for r in rs)
@@ -151,9 +156,10 @@ def main() -> int:
     t0 = time.perf_counter()
     with Testbed(StarTopo(hosts=a.hosts, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         out["rows"] = tb.run(phases, a.hosts, a.bytes, a.rounds, a.calls, tb.switch_ns(), timeout=300)[0]
-        if a.phase_calls:
-            out["phase_times"] = tb.run(phase_times, a.hosts, a.bytes, a.phase_calls, timeout=300)[0]
-            print(json.dumps(out["phase_times"]), flush=True)
+        out["phase_times"] = []
+        for sched in ("at_once", "in_turn") if a.phase_calls else ():
+            out["phase_times"].append(tb.run(phase_times, a.hosts, a.bytes, a.phase_calls, sched, timeout=300)[0])
+            print(json.dumps(out["phase_times"][-1]), flush=True)
     out["summary"] = summary(out["rows"])
     out.update({"loadavg_end": loadavg(), "seconds": time.perf_counter() - t0})
     print(json.dumps(out["summary"], indent=1))

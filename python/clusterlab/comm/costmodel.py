@@ -100,7 +100,21 @@ class CostModel:
         """Predicted seconds of ``algorithm`` for ``op`` on ``n`` ranks with size ``m`` bytes."""
         if n <= 1:
             return 0.0
-        p = _module(op, algorithm).pattern(float(m), n)
+        return min(self._price(p, connected) for p in _patterns(op, algorithm, float(m), n).values())
+
+    def schedule(self, op: str, algorithm: str, m: float, n: int, connected: bool = True) -> str:
+        """The cheapest of ``algorithm``'s schedules (its module's ``patterns``; ties: the
+        first listed), or "" for an algorithm with one.
+
+        >>> import clusterlab.comm.collectives
+        >>> m = CostModel(alpha=30e-6, beta=50e-9, overhead=0)
+        >>> m.schedule("bcast", "scatter_allgather", 1 << 20, 16), m.schedule("bcast", "scatter_allgather", 64, 16)
+        ('in_turn', 'at_once')
+        """
+        pats = _patterns(op, algorithm, float(m), n)
+        return min(pats, key=lambda k: self._price(pats[k], connected))
+
+    def _price(self, p, connected: bool) -> float:
         sends, moved = p.sends, p.bytes
         if self.concurrency > 0:  # a send and a receive per message, on c CPUs
             sends = max(sends, 2 * p.total_messages / self.concurrency)
@@ -297,6 +311,12 @@ def measure_gamma(nbytes: int = 1 << 22, repeat: int = 7) -> float:
 
 
 # --- the process-wide model -----------------------------------------------------------------
+def _patterns(op: str, algorithm: str, m: float, n: int) -> dict:
+    """An algorithm's schedules by name: its module's ``patterns(m, n)``, else {"": ``pattern(m, n)``}."""
+    mod = _module(op, algorithm)
+    return mod.patterns(m, n) if hasattr(mod, "patterns") else {"": mod.pattern(m, n)}
+
+
 _override: CostModel | None = None
 _cache: dict[tuple, CostModel] = {}
 

@@ -2,29 +2,43 @@
 Each link carries about ``2 m`` bytes instead of ``m log2 n``: the choice for large messages.
 
 Non-roots do not know the payload's type or size, so the root packs it (dtype, shape) before
-cutting it into pieces; the pieces are sent as ``uint8`` arrays."""
+cutting it into pieces; the pieces are sent as ``uint8`` arrays.
+
+The scatter sends a rank's subtrees largest first. A send returns once the transport has the
+data, so a parent's sends to all its children would share its one link and the largest
+subtree's child would get its data last, forwarding only then: the critical path would carry
+every level's whole fan-out (at 16 ranks 26 pieces, not 15; measured on the testbed,
+``bench/seed002_phases.py``). So each child acknowledges its subtree, and a parent sends ``in
+turn`` (waits for each child's word before the next send) when the cost model prices that
+below sending ``at_once`` (acknowledgements drained at the end): ``CostModel.schedule``. Either
+way the result is the same bytes; only the order of the wire differs.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from clusterlab.comm.collectives import allgather_ring, scatter_binomial
+from clusterlab.comm.collectives import allgather_ring
 from clusterlab.comm.collectives._common import TAG, Pattern, binomial_subtree_total, ceil_log2, check_root, split
 from clusterlab.comm.collectives._pack import pack, unpack
+from clusterlab.comm.errors import ProtocolError
 
 OP, NAME = "bcast", "scatter_allgather"
-
-
+SCHEDULES = ("in_turn", "at_once")
 SEPARATIONS = ("overlap", "neighbours", "barrier")
 """How the ring waits for the scatter: ``overlap`` not at all (a rank starts its ring as soon as it
 has its piece), ``neighbours`` each rank first tells its left neighbour it has its piece and waits
 for its right neighbour's word, ``barrier`` every rank waits for all (a dissemination barrier)."""
+_ACK = b"1"
 
 
-def run(comm, data, root: int = 0, separate: str = "overlap"):
+def run(comm, data, root: int = 0, separate: str = "overlap", schedule: str | None = None):
+    """``schedule``: ``in_turn``, ``at_once`` or None (each parent asks the cost model in force)."""
     check_root(comm, root)
     if separate not in SEPARATIONS:
         raise ValueError(f"separate must be one of {', '.join(SEPARATIONS)}, got {separate!r}")
+    if schedule is not None and schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     n = comm.size
     if comm.rank == root and data is None:
         raise ValueError("the root of a broadcast must pass data")
@@ -33,9 +47,9 @@ def run(comm, data, root: int = 0, separate: str = "overlap"):
     pieces = None
     if comm.rank == root:
         pieces = split(np.frombuffer(pack([data]), dtype=np.uint8), n)
-    piece = scatter_binomial.run(comm, pieces, root)
-    if separate == "neighbours":  # each rank's scatter sends precede its word, so per-pair order holds
-        comm.send((comm.rank - 1) % n, b"1", TAG)
+    piece = _scatter(comm, pieces, root, schedule)
+    if separate == "neighbours":  # each rank's scatter messages precede its word, so per-pair order holds
+        comm.send((comm.rank - 1) % n, _ACK, TAG)
         comm.recv((comm.rank + 1) % n, TAG)
     elif separate == "barrier":
         comm.barrier("dissemination")
@@ -45,8 +59,72 @@ def run(comm, data, root: int = 0, separate: str = "overlap"):
     return unpack(np.concatenate(parts))[0]
 
 
-def pattern(m: float, n: int) -> Pattern:
+def _scatter(comm, pieces, root: int, schedule: str | None):
+    """Binomial scatter of the root's ``pieces`` (one per rank); every child acknowledges its subtree."""
+    n, rank = comm.size, comm.rank
+    vr = (rank - root) % n
+    if vr == 0:
+        items, mask = [pieces[(i + root) % n] for i in range(n)], 1 << ceil_log2(n)
+    else:
+        mask = vr & -vr  # lowest set bit: the parent is vr - mask
+        count = min(mask, n - vr)
+        parent = (rank - mask) % n
+        msg = comm.recv(parent, TAG)
+        items = [msg] if count == 1 else unpack(msg)
+        if len(items) != count:
+            raise ProtocolError(f"bcast scatter: rank {parent} sent {len(items)} pieces, expected {count}")
+        comm.send(parent, _ACK, TAG)
+    if schedule is None:  # a local choice: both schedules make the same bytes, so ranks need not agree
+        from clusterlab.comm import costmodel
+
+        schedule = costmodel.current().schedule(OP, NAME, float(np.asarray(items[0]).nbytes * n), n)
+    children = []
+    mask >>= 1
+    while mask > 0:
+        child = vr + mask
+        if child < n:
+            count = min(mask, n - child)
+            sub = items[mask:mask + count]
+            dest = (rank + mask) % n
+            comm.send(dest, sub[0] if count == 1 else pack(sub), TAG)
+            children.append(dest)
+            if schedule == "in_turn":
+                comm.recv(dest, TAG)
+        mask >>= 1
+    if schedule != "in_turn":
+        for dest in children:
+            comm.recv(dest, TAG)
+    return items[0]
+
+
+def _at_once_pieces(n: int) -> int:
+    """Pieces on the critical path of a binomial scatter whose ranks send to all their children at
+    once over one link: a rank has its subtree when its parent has sent its whole fan-out.
+
+    >>> _at_once_pieces(16), _at_once_pieces(6), _at_once_pieces(2)
+    (26, 6, 1)
+    """
+    done = [0] * n
+    for v in range(1, n):  # parents come before children
+        parent = v - (v & -v)
+        fan_out = min(parent & -parent if parent else 1 << ceil_log2(n), n - parent) - 1
+        done[v] = done[parent] + fan_out
+    return max(done)
+
+
+def patterns(m: float, n: int) -> dict[str, Pattern]:
+    """The two scatter schedules, each followed by the ring: ``in_turn`` pays a hop per level for
+    the acknowledgement and moves ``(n - 1) m / n`` bytes on the critical path; ``at_once``
+    moves every level's fan-out (``_at_once_pieces``)."""
     k = ceil_log2(n)
-    return Pattern(hops=k + n - 1, sends=k + 2 * (n - 1), bytes=2 * m * (n - 1) / n, peers=k + 1,
-                   total=m / n * binomial_subtree_total(n) + (n - 1) * m, total_messages=(n - 1) * (n + 1),
-                   copies=4 * m)
+    ring = (n - 1) * m / n
+    common = dict(peers=k + 1, total=m / n * binomial_subtree_total(n) + (n - 1) * m,
+                  total_messages=(n - 1) * (n + 2), copies=4 * m)
+    return {"in_turn": Pattern(hops=2 * k + n - 1, sends=2 * k + 2 * (n - 1), bytes=ring + ring, **common),
+            "at_once": Pattern(hops=k + n - 1, sends=2 * k + 2 * (n - 1), bytes=_at_once_pieces(n) * m / n + ring,
+                               **common)}
+
+
+def pattern(m: float, n: int) -> Pattern:
+    """The ``in_turn`` schedule's pattern (``patterns`` has both; the cost model takes the cheaper)."""
+    return patterns(m, n)["in_turn"]
