@@ -99,7 +99,7 @@ def phase_times(comm, m: int, calls: int, schedule: str) -> dict | None:
     from clusterlab.comm.collectives._pack import pack, unpack
 
     data = np.arange(m, dtype=np.uint8)
-    stamps, alone = [], []
+    stamps = []
     for i in range(calls + 1):
         comm.barrier("dissemination")
         t0 = time.perf_counter()

@@ -19,7 +19,8 @@ def test_every_schedule_and_separation_gives_the_roots_bytes(n):
     root = (3 * n + 1) % n
     for schedule in (*sag.SCHEDULES, None):
         for separate in sag.SEPARATIONS:
-            got = run_threads(lambda c: sag.run(c, data if c.rank == root else None, root, separate, schedule), n)
+            got = run_threads(lambda c, sep=separate, sch=schedule: sag.run(c, data if c.rank == root else None, root,
+                                                                           sep, sch), n)
             assert all(g.dtype == data.dtype and g.shape == data.shape and g.tobytes() == data.tobytes()
                        for g in got), (n, schedule, separate)
 

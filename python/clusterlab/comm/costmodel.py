@@ -107,7 +107,7 @@ class CostModel:
         first listed), or "" for an algorithm with one.
 
         >>> import clusterlab.comm.collectives
-        >>> m = CostModel(alpha=30e-6, beta=50e-9, overhead=0)
+        >>> m = CostModel(alpha=30e-6, beta=50e-9, overhead=0, concurrency=0)
         >>> m.schedule("bcast", "scatter_allgather", 1 << 20, 16), m.schedule("bcast", "scatter_allgather", 64, 16)
         ('in_turn', 'at_once')
         """

@@ -19,7 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from clusterlab.comm.collectives import allgather_ring
-from clusterlab.comm.collectives._common import TAG, Pattern, binomial_subtree_total, ceil_log2, check_root, split
+from clusterlab.comm.collectives._common import (
+    TAG,
+    Pattern,
+    binomial_subtree_total,
+    ceil_log2,
+    check_root,
+    split,
+)
 from clusterlab.comm.collectives._pack import pack, unpack
 from clusterlab.comm.errors import ProtocolError
 
