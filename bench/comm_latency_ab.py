@@ -26,8 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import comm  # noqa: E402  (bench/comm.py: nptcp, PLACEMENTS)
-
+import comm  # noqa: E402, I001  (bench/comm.py: nptcp, PLACEMENTS)
 from clusterlab._atomic import atomic_open  # noqa: E402
 
 # what each checkout runs (its own bench/comm.py and clusterlab): one ping-pong of 1 byte
@@ -91,7 +90,7 @@ def main() -> None:
         ratios = {k: [run["usec"][name][k] / run["usec"][name]["nptcp"] for run in runs] for k in ("this", "baseline")}
         summary[name] = {"usec": {k: {"runs": v, **spread(v)} for k, v in per.items()},
                          "ratio_to_nptcp": {k: {"runs": v, **spread(v)} for k, v in ratios.items()},
-                         "this_vs_baseline": spread([t / b for t, b in zip(per["this"], per["baseline"])]),
+                         "this_vs_baseline": spread([t / b for t, b in zip(per["this"], per["baseline"], strict=True)]),
                          "target_1_2x_met_every_run": all(x <= 1.2 for x in ratios["this"])}
     res = {"what": "1-byte half round trip (us), clusterlab ping-pong vs NPtcp, A/B of two checkouts",
            "commits": commit, "checkouts": {k: str(p) for k, p in sides.items()}, "cpus": os.cpu_count(),
