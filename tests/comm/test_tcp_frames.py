@@ -184,6 +184,36 @@ def test_every_wait_is_bounded(engine):
         b.close()
 
 
+def test_the_drainer_reads_while_the_program_is_away_and_hands_back_the_sockets(engine):
+    """A rank away from communication calls (here: not calling at all) still takes in what a peer
+    sends, so the peer's sends complete instead of timing out; its next call gets every message,
+    in order; and the drainer stays out of a recv that is under way."""
+    a, b = local_mesh(2, engine=engine)
+    try:
+        b.send(0, b"start")  # b has made a call: the drainer waits for it to go idle
+        a.recv(1)
+        a.default_timeout = 5.0
+        chunk = np.arange(1 << 17, dtype=np.float64)  # 1 MiB: 32 of them exceed the socket buffers
+        t = time.monotonic()
+        for i in range(32):
+            chunk[0] = i
+            a.send(1, chunk, tag=4)
+        assert time.monotonic() - t < 4.5  # drained by b's background reader, not timed out
+        got = [b.recv(0, tag=4)[0] for _ in range(32)]
+        assert got == list(range(32))
+        # a long recv holds the sockets: the drainer must not take the message from under it
+        out = {}
+        th = threading.Thread(target=lambda: out.setdefault("m", b.recv(0, tag=5, timeout=5.0)))
+        th.start()
+        time.sleep(0.3)  # past the drainer's idle threshold while b waits in recv
+        a.send(1, b"late", tag=5)
+        th.join(5.0)
+        assert out.get("m") == b"late"
+    finally:
+        a.close()
+        b.close()
+
+
 def test_peer_close_and_death_are_named(engine):
     a, b, c = local_mesh(3, engine=engine)
     b.close()  # clean goodbye

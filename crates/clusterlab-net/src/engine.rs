@@ -266,6 +266,9 @@ impl Conn {
     }
 }
 
+/// Queues (source, tag) kept when emptied, at most (see `take`).
+const KEEP_EMPTY: usize = 64;
+
 /// The engine: one per rank, over the connections to its peers.
 pub struct Engine {
     conns: Vec<Conn>,
@@ -322,7 +325,7 @@ impl Engine {
     /// Whether a wait for (`source`, `tag`) would return at once (no I/O): an event is pending
     /// or the message is queued. Lets a binding skip releasing its interpreter lock.
     pub fn ready(&self, source: i32, tag: i32) -> bool {
-        !self.events.is_empty() || self.queues.contains_key(&(source, tag))
+        !self.events.is_empty() || self.queues.get(&(source, tag)).is_some_and(|q| !q.is_empty())
     }
 
     fn deliver(&mut self, peer: i32, tag: i32, mut m: Msg) {
@@ -429,7 +432,10 @@ impl Engine {
         };
         let q = self.queues.get_mut(&key)?;
         let m = q.pop_front()?;
-        if q.is_empty() {
+        // keep a few emptied queues (and their memory) for the next message on the same
+        // (source, tag), as in a ping-pong: no allocation per message; past KEEP_EMPTY keys,
+        // emptied ones go (a program using ever new tags must not accumulate them)
+        if q.is_empty() && self.queues.len() > KEEP_EMPTY {
             self.queues.remove(&key);
         }
         Some((key.0, m))

@@ -14,6 +14,10 @@ use std::time::Duration;
 
 /// Sends up to this size are not worth giving up the interpreter lock for.
 const SHORT_SEND: usize = 64 * 1024;
+/// Received arrays up to this size are copied into an array numpy allocates: cheaper than
+/// handing numpy the received buffer, which takes a second Python object (its owner) per
+/// message; larger ones are handed over without a copy.
+const SMALL_COPY: usize = 4096;
 
 #[pyclass(module = "clusterlab._core", subclass)]
 pub struct NetEngine {
@@ -39,7 +43,11 @@ impl NetEngine {
         }
         let dtype = m.dtype.unwrap_or_default();
         let one_dim = m.shape.len() == 1;
-        let raw = PyArray1::from_vec(py, m.data).into_any();
+        let raw = if m.data.len() <= SMALL_COPY {
+            PyArray1::from_slice(py, &m.data).into_any()
+        } else {
+            PyArray1::from_vec(py, m.data).into_any()
+        };
         if dtype.as_bytes() == b"|u1" && one_dim {
             return Ok(raw);
         }
@@ -160,14 +168,19 @@ impl NetEngine {
             (wire::encode(&mut head, Kind::Bytes, tag, source, body.len() as u64, b"", &[], 0), body)
         } else if let Ok(a) = payload.cast_exact::<PyUntypedArray>() {
             let d = a.dtype();
-            let shape: Vec<u64> = a.shape().iter().map(|&s| s as u64).collect();
+            let dims = a.shape();
             let (Some(dtype), Some(body)) = (wire::dtype_name(d.byteorder(), d.kind(), d.itemsize()), array_bytes(a)) else {
                 return unsupported();
             };
-            if d.has_fields() || d.has_subarray() || shape.len() > wire::MAX_NDIM {
+            if d.has_fields() || d.has_subarray() || dims.len() > wire::MAX_NDIM {
                 return unsupported();
             }
-            (wire::encode(&mut head, Kind::Array, tag, source, body.len() as u64, dtype.as_bytes(), &shape, 0), body)
+            let mut shape = [0u64; wire::MAX_NDIM]; // on the stack: no allocation per send
+            for (s, &n) in shape.iter_mut().zip(dims) {
+                *s = n as u64;
+            }
+            let shape = &shape[..dims.len()];
+            (wire::encode(&mut head, Kind::Array, tag, source, body.len() as u64, dtype.as_bytes(), shape, 0), body)
         } else {
             return unsupported();
         };

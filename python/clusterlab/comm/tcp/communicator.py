@@ -103,8 +103,9 @@ class TcpCommunicator(Communicator):
         self._culprit: tuple[int, str] = (rank, "")
         self._closed = False
         self._lock = threading.Lock()
-        self._busy = 0
-        self._last_active = _monotonic()
+        # communication calls started so far: the drainer's sign of a program at work (a
+        # counter, not a clock read per call: the latency path pays one increment)
+        self._calls = 0
         self._drainer = None
         self._wake_r = self._wake_w = -1
         if drainer and socks and os.environ.get("CLUSTERLAB_DRAINER", "1") != "0":
@@ -189,19 +190,19 @@ class TcpCommunicator(Communicator):
             self._check_peer(dest)
         if not 0 <= tag < _MAX_USER_TAG and tag != _COLLECTIVE_TAG:
             self._check_tag(tag)
-        self._busy += 1  # before taking the lock: tells the drainer to hand it back
-        with self._lock:
-            try:
-                if self._error is not None or self._closed:
-                    self._check(None)
-                r = self._engine.send(dest, tag, self.rank, data, self.default_timeout)
-                if r is None:
-                    return
-                if r[0] != _UNSUPPORTED:
-                    self._send_failed(dest, r)
-            finally:
-                self._busy -= 1
-                self._last_active = _monotonic()
+        self._calls += 1  # before taking the lock: tells the drainer to hand it back
+        lock = self._lock
+        lock.acquire()  # not ``with``: it costs two bound-method objects per call
+        try:
+            if self._error is not None or self._closed:
+                self._check(None)
+            r = self._engine.send(dest, tag, self.rank, data, self.default_timeout)
+            if r is None:
+                return
+            if r[0] != _UNSUPPORTED:
+                self._send_failed(dest, r)
+        finally:
+            lock.release()
         self._send(dest, data, tag)
 
     def recv(self, source: int, tag: int = 0, timeout: float | None = None):
@@ -213,19 +214,19 @@ class TcpCommunicator(Communicator):
             self._check_tag(tag)
         if timeout is None:
             timeout = self.default_timeout
-        self._busy += 1
-        with self._lock:
-            try:
-                if self._error is not None or self._closed:
-                    self._check(None)
-                deadline = _monotonic() + timeout
-                r = self._engine.recv(source, tag, timeout)
-                if type(r) is not tuple:
-                    return r
-                return self._wait_locked(source, tag, deadline, r)[1]
-            finally:
-                self._busy -= 1
-                self._last_active = _monotonic()
+        self._calls += 1
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._error is not None or self._closed:
+                self._check(None)
+            deadline = _monotonic() + timeout
+            r = self._engine.recv(source, tag, timeout)
+            if type(r) is not tuple:
+                return r
+            return self._wait_locked(source, tag, deadline, r)[1]
+        finally:
+            lock.release()
 
     # --- point to point: the general path (Communicator's abstract methods) -------------------
     def _send(self, dest: int, data, tag: int) -> None:
@@ -235,18 +236,14 @@ class TcpCommunicator(Communicator):
             raise CommError(f"message of {n} bytes exceeds the frame limit of {self.max_frame} bytes")
         head = frames.pack_header(kind, tag, self.rank, n, meta, ndim)
         body = np.frombuffer(view, np.uint8) if n else b""  # what both engines take, no copy
-        self._busy += 1
+        self._calls += 1
         with self._lock:
-            try:
-                if self._error is not None or self._closed:
-                    self._check(None)
-                self._check(dest)
-                r = self._engine.send_frame(dest, head, body, self.default_timeout)
-                if r is not None:
-                    self._send_failed(dest, r)
-            finally:
-                self._busy -= 1
-                self._last_active = _monotonic()
+            if self._error is not None or self._closed:
+                self._check(None)
+            self._check(dest)
+            r = self._engine.send_frame(dest, head, body, self.default_timeout)
+            if r is not None:
+                self._send_failed(dest, r)
 
     def _recv(self, source: int, tag: int, timeout: float):
         return self._wait(source, tag, timeout)[1]
@@ -255,13 +252,9 @@ class TcpCommunicator(Communicator):
         return self._wait(-1, tag, timeout)
 
     def _wait(self, source: int, tag: int, timeout: float):
-        self._busy += 1
+        self._calls += 1
         with self._lock:
-            try:
-                return self._wait_locked(source, tag, _monotonic() + timeout, None)
-            finally:
-                self._busy -= 1
-                self._last_active = _monotonic()
+            return self._wait_locked(source, tag, _monotonic() + timeout, None)
 
     def _wait_locked(self, source: int, tag: int, deadline: float, r):
         """``(src, payload)`` of the next message (lock held); ``r``: an engine result already
@@ -379,9 +372,18 @@ class TcpCommunicator(Communicator):
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         registered: dict[int, int] = {}  # fd -> peer
+        lock = self._lock
+        seen, since = self._calls, _monotonic()  # the call count last seen, and since when
         while not self._closed:
             time.sleep(_IDLE_CHECK)
-            while not self._closed and not self._busy and _monotonic() - self._last_active > _IDLE:
+            now = _monotonic()
+            if self._calls != seen or lock.locked():  # a call started, or one is under way
+                seen, since = self._calls, now
+                continue
+            if now - since <= _IDLE:
+                continue
+            # away from communication calls: read until the program starts its next call
+            while not self._closed and self._calls == seen:
                 for c in list(self._conns.values()):
                     fd = _fileno(c.sock)
                     if c.open and fd >= 0 and fd not in registered:
@@ -400,10 +402,12 @@ class TcpCommunicator(Communicator):
                     return
                 events = [fd for fd, _ in events if fd != self._wake_r]
                 full = False
-                if not events or self._busy or not self._lock.acquire(blocking=False):
+                if not events:
                     continue
+                if not lock.acquire(blocking=False):
+                    break  # a call (or close, stats) has the sockets: back to watching
                 try:
-                    if self._closed or self._busy:
+                    if self._closed or self._calls != seen:
                         continue
                     # one small bite per step, so a returning program gets the sockets back at
                     # once; past _DRAIN_CAP bytes read ahead, let senders wait
@@ -413,7 +417,7 @@ class TcpCommunicator(Communicator):
                         self._culprit = (self.rank, f"background reader failed: {e!r}")
                         self._error = (CommError, (f"rank {self.rank}: background reader failed: {e!r}",))
                 finally:
-                    self._lock.release()
+                    lock.release()
                 if full:
                     time.sleep(_IDLE_CHECK)
 
