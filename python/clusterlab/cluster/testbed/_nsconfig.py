@@ -51,8 +51,13 @@ def _ethtool(ifname: str, cmd: int, data: int = 0) -> int:
     return struct.unpack("II", ev.raw)[1]
 
 
+def offload_set(ifname: str, feature: str, on: bool) -> None:
+    """Turn ``feature`` (tso, gso, gro) on or off for ``ifname`` in the current namespace."""
+    _ethtool(ifname, ETHTOOL_SET[feature], int(on))
+
+
 def offload_off(ifname: str, feature: str) -> None:
-    _ethtool(ifname, ETHTOOL_SET[feature], 0)
+    offload_set(ifname, feature, False)
 
 
 def offload_on(ifname: str, feature: str) -> bool:

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 
+from clusterlab.cluster.testbed._nsconfig import offload_set
 from clusterlab.cluster.testbed.link import ROUTER_IFACES, WAN_PORTS
 from clusterlab.cluster.testbed.node import TestbedError, in_netns
 
@@ -53,21 +54,7 @@ def line_settings(topo) -> dict:
             "interval_ns": int(TRACE_INTERVAL * topo.dilation * 1e9)}
 
 
-SIOCETHTOOL = 0x8946
-ETHTOOL_SGRO = 0x2C
 NAPI_PRIORITY = 10  # SCHED_FIFO, as the line's own thread
-
-
-def _gro_on(ifname: str) -> None:
-    """GRO on for ``ifname`` in the calling thread's namespace (legacy ethtool ioctl)."""
-    import array
-    import fcntl
-    import socket
-    import struct
-
-    value = array.array("B", struct.pack("II", ETHTOOL_SGRO, 1))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        fcntl.ioctl(s.fileno(), SIOCETHTOOL, struct.pack("16sP", ifname.encode(), value.buffer_info()[0]))
 
 
 def _napi_threads() -> dict[int, str]:
@@ -96,7 +83,7 @@ def far_side_threads(switch_ns: str) -> tuple[list[int], list[str]]:
     try:
         with in_netns(switch_ns):
             for port in WAN_PORTS:
-                _gro_on(port)
+                offload_set(port, "gro", True)
     except OSError as e:
         return [], [f"GRO on the WAN ports: {e.strerror}; the far side's receive work stays in the line's context"]
     script = "; ".join(f"echo 1 > /sys/class/net/{p}/threaded" for p in WAN_PORTS)
