@@ -156,6 +156,45 @@ def cpu_pingpong(comm, sizes: list[int], seconds: float = 0.4, pairs: int = 1) -
     return rows if me == 0 else None
 
 
+def barrier_exits(comm, count: int = 100, nbytes: int = 1) -> dict | None:
+    """How late the ranks leave a barrier, as the OSU-style benchmark times it: ``count`` times a
+    dissemination barrier, each rank reads CLOCK_MONOTONIC as it leaves (the testbed's hosts
+    share one machine, so their clocks are one clock), then a ``nbytes`` bcast from rank 0 (the
+    model's pick; the "empty call" between barriers). Rank 0 returns ``exits`` (per barrier,
+    each rank's exit minus the earliest rank's, seconds) and ``calls`` (per barrier, the slowest
+    rank's time of the empty call from its own exit); the others None."""
+    from clusterlab.comm import collectives
+
+    data = np.zeros(nbytes, dtype=np.uint8)
+    kw = {"data": data if comm.rank == 0 else None, "root": 0}
+    for _ in range(3):  # warm-up: connections, caches
+        comm.barrier("dissemination")
+        collectives.run("bcast", comm, None, **kw)
+    exits, ends = np.empty(count), np.empty(count)
+    for i in range(count):
+        comm.barrier("dissemination")
+        exits[i] = time.clock_gettime(time.CLOCK_MONOTONIC)
+        collectives.run("bcast", comm, None, **kw)
+        ends[i] = time.clock_gettime(time.CLOCK_MONOTONIC)
+    got = comm.gather(np.concatenate([exits, ends]), 0, "linear")
+    if comm.rank:
+        return None
+    g = np.stack([np.asarray(x, dtype=float) for x in got])  # ranks x 2 count
+    e, t = g[:, :count], g[:, count:]
+    return {"exits": (e - e.min(axis=0)).T.tolist(), "calls": (t - e).max(axis=0).tolist()}
+
+
+def root_lateness(exits: list[list[float]], root: int = 0) -> float:
+    """The median over barriers of how much later the root left a barrier than the earliest rank
+    (seconds): what a call timed from its barrier pays before the root's data can leave, on the
+    clock of a rank that left first and waits for it.
+
+    >>> root_lateness([[0.0, 1e-3, 2e-3], [3e-3, 0.0, 1e-3], [1e-3, 0.0, 0.0]])
+    0.001
+    """
+    return float(statistics.median(row[root] for row in exits))
+
+
 def per_call_overhead(comm, calls: int = 20) -> float:
     """Seconds per call this rank spent setting up and releasing its per-call connections over
     ``calls`` barriers (the communicator must be a per-call one)."""
