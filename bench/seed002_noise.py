@@ -24,6 +24,42 @@ from clusterlab.bench import collective_testbed as ct
 from clusterlab.cluster.testbed import StarTopo, Testbed
 
 SIZES = [4096, 65536, 262144, 1 << 20]
+# the same 16-host bcast by four paths: the benchmark's (the root announces the model's pick, then
+# the algorithm; collectives.run), and the scatter-allgather called directly with each rank
+# asking the model for its schedule, or told one
+PATHS = ("auto", "sag_model", "sag_in_turn", "sag_at_once")
+
+
+def paths(comm, m: int, rounds: int, calls: int) -> list[dict] | None:
+    """``rounds`` x every path of ``PATHS``, ``calls`` bcasts of ``m`` bytes back to back between two
+    barriers; rank 0 returns per round and path the slowest rank's time per call."""
+    import numpy as np
+
+    from clusterlab.comm import collectives
+    from clusterlab.comm.collectives import bcast_scatter_allgather as sag
+
+    data = np.zeros(m, dtype=np.uint8) if comm.rank == 0 else None
+
+    def once(path):
+        if path == "auto":
+            return collectives.run("bcast", comm, None, data=data, root=0)
+        return sag.run(comm, data, 0, "overlap", {"sag_model": None, "sag_in_turn": "in_turn",
+                                                  "sag_at_once": "at_once"}[path])
+
+    rows = []
+    for rnd in range(rounds):
+        for path in PATHS:
+            once(path)
+            comm.barrier("dissemination")
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                once(path)
+            mine = time.perf_counter() - t0
+            every = comm.gather(np.array([mine]), 0, "linear")
+            if comm.rank == 0:
+                rows.append({"round": rnd, "path": path, "ms_per_call": max(float(np.asarray(e).ravel()[0])
+                                                                            for e in every) / calls * 1e3})
+    return rows if comm.rank == 0 else None
 
 
 def loadavg() -> list[float]:
@@ -42,6 +78,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--exit-hosts", default="2,4,6,8,16", help="host counts of the barrier-exit calibration")
     ap.add_argument("--time-per-size", type=float, default=0.4)
+    ap.add_argument("--paths", type=int, default=0, metavar="BYTES",
+                    help="only compare the bcast's paths (PATHS) at this size, back to back, in rounds")
     ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" / "seed002_noise.json"))
     a = ap.parse_args()
     out = {"loadavg_start": loadavg(), "others_start": others(), "exits": {}, "rounds": []}
@@ -49,7 +87,19 @@ def main() -> int:
     with Testbed(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb)
         out["model"] = model.to_dict()
-        for n in (int(h) for h in a.exit_hosts.split(",")):
+        if a.paths:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="clab-model-") as d:
+                path = os.path.join(d, "model.json")
+                model.save(path)
+                env = dict(os.environ, CLUSTERLAB_COSTMODEL=path)
+                out["paths"] = tb.run(paths, 16, a.paths, 2 * a.rounds, 20, timeout=300, env=env)[0]
+            for p in PATHS:
+                got = [r["ms_per_call"] for r in out["paths"] if r["path"] == p]
+                print(f"{p:12s} {a.paths} B: {statistics.median(got):.2f} ms per call (rounds {got})", flush=True)
+            a.exit_hosts, a.rounds = "", 0
+        for n in (int(h) for h in a.exit_hosts.split(",") if h):
             got = tb.run(ct.barrier_exits, n, 100, timeout=300)[0]
             spans = [max(row) for row in got["exits"]]
             out["exits"][str(n)] = {"root_lateness_us": ct.root_lateness(got["exits"]) * 1e6,

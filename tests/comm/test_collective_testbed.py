@@ -84,7 +84,35 @@ def test_tiny_run_on_a_testbed_measures_both_modes():
         assert 50 < 8 / model.beta / 1e6 < 300 and model.setup > 0 and model.concurrency == 0
         assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3
         assert model.cpus == (os.cpu_count() or 1) and model.cpu_message > 0 and len(model.details["cpu_pingpong"]) == 7
+        assert model.window == 10 * (9180 - 52) and sorted(model.start_lateness) == ["2", "3"]
         rows = [r for mode in ct.MODES for r in ct.measure(tb, "bcast", [1 << 18], mode, model, time_per_size=0.1)]
     assert [r["connections"] for r in rows] == ["persistent", "per_call"]
     assert all(r["hosts"] == 3 and r["predicted_us"] > 0 and r["p50_us"] > 0 for r in rows)
     assert rows[1]["predicted_us"] > rows[0]["predicted_us"]  # per-call pays the set-up
+    late = model.barrier_lateness(3) * 1e6  # every call timed from its barrier pays the root's lateness
+    assert all(r["predicted_us"] == pytest.approx(r["predicted_call_us"] + late) for r in rows)
+
+
+def test_barrier_exits_are_offsets_from_the_earliest_rank():
+    from clusterlab.comm.inproc import run_threads
+
+    got = run_threads(ct.barrier_exits, 4, 6)[0]
+    assert len(got["exits"]) == 6 and len(got["calls"]) == 6
+    assert all(len(row) == 4 and min(row) == 0.0 and max(row) < 1.0 for row in got["exits"])
+    assert all(c > 0 for c in got["calls"])
+    assert ct.root_lateness(got["exits"]) >= 0
+
+
+def test_root_lateness_is_the_median_of_the_roots_offsets():
+    exits = [[3e-4, 0.0, 1e-4], [0.0, 2e-4, 5e-4], [1e-4, 0.0, 0.0], [6e-4, 0.0, 1e-3]]
+    assert ct.root_lateness(exits) == pytest.approx(2e-4)  # median of 3e-4, 0, 1e-4, 6e-4
+    assert ct.root_lateness(exits, root=2) == pytest.approx(3e-4)
+
+
+def test_initial_window_follows_the_mtu_and_the_routes_initcwnd():
+    from types import SimpleNamespace
+
+    tb = SimpleNamespace(topo=SimpleNamespace(mtu=9180), transport=SimpleNamespace(initcwnd=None))
+    assert ct.initial_window(tb) == 10 * 9128
+    tb.transport.initcwnd, tb.topo.mtu = 2, 1500
+    assert ct.initial_window(tb) == 2 * 1448

@@ -204,10 +204,30 @@ def per_call_overhead(comm, calls: int = 20) -> float:
     return (st["setup_seconds"] + st["teardown_seconds"]) / max(1, st["calls"])
 
 
+LINUX_INITCWND = 10  # segments: TCP's initial congestion window on Linux (RFC 6928) unless a route sets one
+LATENESS_HOSTS = (2, 4, 8, 16)  # host counts of the barrier-exit calibration (and the testbed's own)
+
+
+def initial_window(tb) -> int:
+    """Bytes TCP sends on a fresh connection of ``tb`` before its first acknowledgement: the
+    initial window (the testbed's ``initcwnd`` route attribute, else Linux's 10 segments) times
+    the segment size (MTU - 40 bytes of IPv4/TCP headers - 12 of timestamps)."""
+    segments = getattr(getattr(tb, "transport", None), "initcwnd", None) or LINUX_INITCWND
+    return int(segments) * (int(tb.topo.mtu) - 52)
+
+
 def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.02,
               calibrate_hosts: int | None = 8,
-              cpu_sizes: tuple[int, ...] | None = None) -> costmodel.CostModel:
+              cpu_sizes: tuple[int, ...] | None = None,
+              lateness_hosts: tuple[int, ...] | None = LATENESS_HOSTS) -> costmodel.CostModel:
     """The cost model of ``tb``'s links (ping-pong between hosts 0 and 1, set-up across the switch).
+
+    ``window`` is TCP's initial window at the testbed's MTU (``initial_window``: nothing
+    measured). With ``lateness_hosts``, ``start_lateness`` is how late the root leaves a barrier
+    at each of those host counts (and the testbed's own), from 100 barriers each with an empty
+    (1-byte) bcast between them (``barrier_exits``, ``root_lateness``): what a call timed from
+    its own barrier pays beside the call (``CostModel.predict_from_barrier``). Neither looks at
+    the collectives the model is judged on.
 
     The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
     with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
@@ -238,7 +258,17 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
         m = dataclasses.replace(m, cpus=float(os.cpu_count() or 1), cpu_message=cpu_message, cpu_byte=cpu_byte)
         m.details["cpu_pingpong"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()}
                                      for r in cpu_rows]
-    k = min(calibrate_hosts or 0, len(tb.placement()))
+    m = dataclasses.replace(m, window=float(initial_window(tb)))
+    hosts = len(tb.placement())
+    if lateness_hosts:
+        late, spans = {}, {}
+        for n in sorted({h for h in lateness_hosts if 2 <= h <= hosts} | {hosts}):
+            got = tb.run(barrier_exits, n, 100, timeout=300)[0]
+            late[str(n)] = root_lateness(got["exits"])
+            spans[str(n)] = float(statistics.median(max(row) for row in got["exits"]))
+        m = dataclasses.replace(m, start_lateness=late)
+        m.details["barrier_exit_span"] = spans
+    k = min(calibrate_hosts or 0, hosts)
     if k >= 3:
         cpus = float(os.cpu_count() or 1)
         env = dict(os.environ, **{CONNECTIONS_ENV: "per_call"})
@@ -250,7 +280,9 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
 
 def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,
             time_per_size: float = 0.5) -> list[dict]:
-    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``."""
+    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``. Each
+    call is timed from its own barrier, so ``predicted_us`` is ``CostModel.predict_from_barrier``'s
+    (``predicted_call_us``: the call alone, what back-to-back calls pay)."""
     from clusterlab.bench.collective import run as bench_run
     from clusterlab.comm.tcp.mesh import CONNECTIONS_ENV
 
@@ -263,12 +295,15 @@ def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel
         rows = tb.run(bench_run, nranks, op, sizes, None, None, None, time_per_size, timeout=900, env=env)[0]
     n = nranks or len(tb.placement())
     linked = dataclasses.replace(model, cpus=0.0)  # the same model without the shared CPUs' step term
+    late = model.barrier_lateness(n)  # every call is timed from its own barrier: the root leaves it late
     for r in rows:
+        r["predicted_call_us"] = r["predicted_us"]
+        r["predicted_us"] += late * 1e6
         algorithm = str(r.get("algorithm", "")).removeprefix("auto:")
         if algorithm and model.cpus > 0:
             t = (linked.predict_mode(op, algorithm, r["bytes"], n, "per_call") if mode == "per_call"
                  else linked.predict(op, algorithm, r["bytes"], n))
-            r["predicted_links_only_us"] = t * 1e6
+            r["predicted_links_only_us"] = (t + late) * 1e6
         r.update({"op": op, "hosts": n, "connections": mode,
                   "relative_error": r["p50_us"] / r["predicted_us"] - 1 if r["predicted_us"] > 0 else None})
     return rows
