@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clusterlab.comm.collectives import allgather_ring
+from clusterlab.comm.collectives import allgather_ring, scatter_binomial
 from clusterlab.comm.collectives._common import (
     TAG,
     Pattern,
@@ -31,10 +31,9 @@ from clusterlab.comm.collectives._common import (
     split,
 )
 from clusterlab.comm.collectives._pack import pack, unpack
-from clusterlab.comm.errors import ProtocolError
 
 OP, NAME = "bcast", "scatter_allgather"
-SCHEDULES = ("in_turn", "at_once")
+SCHEDULES = scatter_binomial.SCHEDULES
 SEPARATIONS = ("overlap", "neighbours", "barrier")
 """How the ring waits for the scatter: ``overlap`` not at all (a rank starts its ring as soon as it
 has its piece), ``neighbours`` each rank first tells its left neighbour it has its piece and waits
@@ -71,40 +70,18 @@ def run(comm, data, root: int = 0, separate: str = "overlap", schedule: str | No
 
 def _scatter(comm, pieces, root: int, schedule: str | None):
     """Binomial scatter of the root's ``pieces`` (one per rank); every child acknowledges its subtree."""
-    n, rank = comm.size, comm.rank
-    vr = (rank - root) % n
-    if vr == 0:
-        items, mask = [pieces[(i + root) % n] for i in range(n)], 1 << ceil_log2(n)
-    else:
-        mask = vr & -vr  # lowest set bit: the parent is vr - mask
-        count = min(mask, n - vr)
-        parent = (rank - mask) % n
-        msg = comm.recv(parent, TAG)
-        items = [msg] if count == 1 else unpack(msg)
-        if len(items) != count:
-            raise ProtocolError(f"bcast scatter: rank {parent} sent {len(items)} pieces, expected {count}")
-        comm.send(parent, _ACK, TAG)
-    if schedule is None:  # a local choice: both schedules make the same bytes, so ranks need not agree
+    n = comm.size
+    items = None if pieces is None else [pieces[(i + root) % n] for i in range(n)]
+
+    def choose(items):
+        if schedule is not None:
+            return schedule
+        # a local choice: both schedules make the same bytes, so ranks need not agree
         from clusterlab.comm import costmodel
 
-        schedule = costmodel.current().schedule(OP, NAME, float(np.asarray(items[0]).nbytes * n), n)
-    children = []
-    mask >>= 1
-    while mask > 0:
-        child = vr + mask
-        if child < n:
-            count = min(mask, n - child)
-            sub = items[mask:mask + count]
-            dest = (rank + mask) % n
-            comm.send(dest, sub[0] if count == 1 else pack(sub), TAG)
-            children.append(dest)
-            if schedule == "in_turn":
-                comm.recv(dest, TAG)
-        mask >>= 1
-    if schedule != "in_turn":
-        for dest in children:
-            comm.recv(dest, TAG)
-    return items[0]
+        return costmodel.current().schedule(OP, NAME, float(np.asarray(items[0]).nbytes * n), n)
+
+    return scatter_binomial.tree(comm, items, root, acknowledge=True, schedule=choose, what="bcast scatter")
 
 
 def _at_once_pieces(n: int, window_pieces: float = 0.0) -> int:
