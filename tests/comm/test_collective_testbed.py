@@ -82,7 +82,8 @@ def test_tiny_run_on_a_testbed_measures_both_modes():
     with Testbed(StarTopo(hosts=3, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb, sizes=(1, 1 << 18), trial_time=0.005, cpu_sizes=ct.CPU_SIZES)
         assert 50 < 8 / model.beta / 1e6 < 300 and model.setup > 0 and model.concurrency == 0
-        assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3
+        assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3 and model.call_setup >= 0
+        assert model.details["per_call_overhead_2"] > 0
         assert model.cpus == (os.cpu_count() or 1) and model.cpu_message > 0 and len(model.details["cpu_pingpong"]) == 7
         assert model.window == 10 * (9180 - 52) and sorted(model.start_lateness) == ["2", "3"]
         rows = [r for mode in ct.MODES for r in ct.measure(tb, "bcast", [1 << 18], mode, model, time_per_size=0.1)]
@@ -116,3 +117,18 @@ def test_initial_window_follows_the_mtu_and_the_routes_initcwnd():
     assert ct.initial_window(tb) == 10 * 9128
     tb.transport.initcwnd, tb.topo.mtu = 2, 1500
     assert ct.initial_window(tb) == 2 * 1448
+
+
+def test_per_call_overhead_splits_into_a_fixed_part_and_one_per_connection():
+    # 2 hosts: fixed + 1 connection; 8 hosts on 2 CPUs: fixed + 28 / 2 connections
+    fixed, per = 4e-3, 1e-3
+    got = ct.per_call_split(fixed + per, fixed + 14 * per, 8, 2.0)
+    assert got["call_setup"] == pytest.approx(fixed) and got["setup"] == pytest.approx(per)
+    m = CostModel(setup_cpus=2.0, **got)
+    assert m.setup_time(2) == pytest.approx(fixed + per) and m.setup_time(8) == pytest.approx(fixed + 14 * per)
+    assert m.setup_time(16) == pytest.approx(fixed + 60 * per) and m.setup_time(1) == 0.0
+    assert _predict(m, "bcast", "binomial", 4096, 2, "per_call") == pytest.approx(
+        m.predict("bcast", "binomial", 4096, 2) + fixed + per)
+    assert CostModel.from_dict(m.to_dict()).call_setup == pytest.approx(fixed)
+    # a 2-host mesh no cheaper per connection than the big one: all of it per connection, as before
+    assert ct.per_call_split(20e-3, 19e-3, 8, 2.0) == {"call_setup": 0.0, "setup": pytest.approx(19e-3 / 14)}

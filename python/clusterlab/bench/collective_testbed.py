@@ -230,9 +230,11 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
     the collectives the model is judged on.
 
     The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
-    with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
-    per-call mesh of k hosts (the slowest rank's, per call) as k(k-1)/2 set-ups over the CPU
-    count (``setup_cpus``); otherwise it is one connection's set-up measured alone.
+    with ``calibrate_hosts`` = k, ``call_setup`` and ``setup`` are fitted from the set-up and
+    release time of a per-call mesh (the slowest rank's, per call, over 20 barriers) of 2 hosts
+    (the fixed part and one connection) and of k hosts (k(k-1)/2 set-ups over the CPU count,
+    ``setup_cpus``): ``per_call_split``; otherwise ``setup`` is one connection's set-up
+    measured alone.
 
     The hosts' messages share the CPUs too: with ``cpu_sizes``, ``cpu_message`` and ``cpu_byte``
     are fitted (``two_region_fit``) to the busy CPU time per message of a ping-pong between
@@ -273,9 +275,27 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
         cpus = float(os.cpu_count() or 1)
         env = dict(os.environ, **{CONNECTIONS_ENV: "per_call"})
         per_call = max(tb.run(per_call_overhead, k, 20, timeout=300, env=env))
-        m = dataclasses.replace(m, setup=per_call * cpus / (k * (k - 1) / 2), setup_cpus=cpus)
-        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call})
+        two = max(tb.run(per_call_overhead, 2, 20, timeout=300, env=env))
+        m = dataclasses.replace(m, setup_cpus=cpus, **per_call_split(two, per_call, k, cpus))
+        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call, "per_call_overhead_2": two})
     return m
+
+
+def per_call_split(two: float, big: float, k: int, cpus: float) -> dict:
+    """``call_setup`` and ``setup`` from a per-call mesh's overhead per call at 2 hosts (``two``:
+    one connection) and at ``k`` hosts (``big``: k(k-1)/2 connections sharing ``cpus`` CPUs,
+    ``CostModel.setup_time``): a fixed part per call and a part per connection; if the
+    difference is not positive, everything per connection (the k-host mesh alone).
+
+    >>> s = per_call_split(5e-3, 19e-3, 8, 2.0)
+    >>> round(s["call_setup"] * 1e3, 3), round(s["setup"] * 1e3, 3)
+    (3.923, 1.077)
+    """
+    units = max(k - 1, k * (k - 1) / 2 / cpus)  # setup_time's per-connection factor at k hosts
+    setup = (big - two) / (units - 1)
+    if setup <= 0 or two - setup < 0:
+        return {"call_setup": 0.0, "setup": big / units}
+    return {"call_setup": two - setup, "setup": setup}
 
 
 def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,

@@ -97,6 +97,7 @@ class CostModel:
     overhead: float = 15e-6
     concurrency: float = 2.0
     setup_cpus: float = 0.0  # > 0: every host's connection set-up shares this many CPUs (a testbed)
+    call_setup: float = 0.0  # seconds a mesh costs whatever its connections (starting and closing it)
     cpus: float = 0.0  # > 0: every rank's messages share this many CPUs (a testbed), priced per step
     cpu_message: float = 0.0  # CPU seconds per message (both ends), when cpus > 0
     cpu_byte: float = 0.0  # CPU seconds per byte (both ends), when cpus > 0
@@ -107,7 +108,8 @@ class CostModel:
     fixed: dict = field(default_factory=dict)  # op -> the algorithm ``pick`` always returns (a search's choice)
 
     def __post_init__(self):
-        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus", "cpus", "cpu_message",
+        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus", "call_setup", "cpus",
+                  "cpu_message",
                   "cpu_byte", "window"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -203,17 +205,22 @@ class CostModel:
     # --- connection modes (seed 002: set-up counted per call, or paid once) -----------------
     def setup_time(self, n: int) -> float:
         """Seconds a rank spends setting up its connections to the other ``n - 1`` ranks (the
-        full mesh: what the persistent mesh pays once per job and per-call mode per call).
-        With ``setup_cpus`` = c > 0 the hosts share c CPUs (a testbed on one machine): the
-        mesh's n(n-1)/2 set-ups, ``setup`` each, cannot take less than their sum over c.
+        full mesh: what the persistent mesh pays once per job and per-call mode per call):
+        ``call_setup`` (the mesh's fixed cost: starting its communicator, closing it) plus
+        ``setup`` per connection. With ``setup_cpus`` = c > 0 the hosts share c CPUs (a testbed
+        on one machine): the mesh's n(n-1)/2 set-ups cannot take less than their sum over c.
 
         >>> CostModel(setup=1e-3).setup_time(6), CostModel(setup=1e-3, setup_cpus=2).setup_time(6)
         (0.005, 0.0075)
+        >>> round(CostModel(setup=1e-3, setup_cpus=2, call_setup=4e-3).setup_time(2), 4)
+        0.005
         """
-        per_rank = self.setup * max(n - 1, 0)
+        if n <= 1:
+            return 0.0
+        per_rank = self.setup * (n - 1)
         if self.setup_cpus > 0:
-            return max(per_rank, self.setup * n * (n - 1) / 2 / self.setup_cpus)
-        return per_rank
+            per_rank = max(per_rank, self.setup * n * (n - 1) / 2 / self.setup_cpus)
+        return self.call_setup + per_rank
 
     def predict_mode(self, op: str, algorithm: str, m: float, n: int, mode: str = "persistent",
                      calls: int = 1) -> float:
@@ -294,7 +301,8 @@ class CostModel:
         try:
             return cls(alpha=d["alpha"], beta=d["beta"], gamma=d["gamma"], setup=d["setup"],
                        overhead=d.get("overhead", 0.0), concurrency=d.get("concurrency", 0.0),
-                       setup_cpus=d.get("setup_cpus", 0.0), cpus=d.get("cpus", 0.0),
+                       setup_cpus=d.get("setup_cpus", 0.0), call_setup=d.get("call_setup", 0.0),
+                       cpus=d.get("cpus", 0.0),
                        cpu_message=d.get("cpu_message", 0.0), cpu_byte=d.get("cpu_byte", 0.0),
                        window=d.get("window", 0.0), start_lateness=d.get("start_lateness") or {},
                        source=str(d.get("source", where)), details=dict(d.get("details") or {}),
