@@ -156,6 +156,45 @@ def cpu_pingpong(comm, sizes: list[int], seconds: float = 0.4, pairs: int = 1) -
     return rows if me == 0 else None
 
 
+def barrier_exits(comm, count: int = 100, nbytes: int = 1) -> dict | None:
+    """How late the ranks leave a barrier, as the OSU-style benchmark times it: ``count`` times a
+    dissemination barrier, each rank reads CLOCK_MONOTONIC as it leaves (the testbed's hosts
+    share one machine, so their clocks are one clock), then a ``nbytes`` bcast from rank 0 (the
+    model's pick; the "empty call" between barriers). Rank 0 returns ``exits`` (per barrier,
+    each rank's exit minus the earliest rank's, seconds) and ``calls`` (per barrier, the slowest
+    rank's time of the empty call from its own exit); the others None."""
+    from clusterlab.comm import collectives
+
+    data = np.zeros(nbytes, dtype=np.uint8)
+    kw = {"data": data if comm.rank == 0 else None, "root": 0}
+    for _ in range(3):  # warm-up: connections, caches
+        comm.barrier("dissemination")
+        collectives.run("bcast", comm, None, **kw)
+    exits, ends = np.empty(count), np.empty(count)
+    for i in range(count):
+        comm.barrier("dissemination")
+        exits[i] = time.clock_gettime(time.CLOCK_MONOTONIC)
+        collectives.run("bcast", comm, None, **kw)
+        ends[i] = time.clock_gettime(time.CLOCK_MONOTONIC)
+    got = comm.gather(np.concatenate([exits, ends]), 0, "linear")
+    if comm.rank:
+        return None
+    g = np.stack([np.asarray(x, dtype=float) for x in got])  # ranks x 2 count
+    e, t = g[:, :count], g[:, count:]
+    return {"exits": (e - e.min(axis=0)).T.tolist(), "calls": (t - e).max(axis=0).tolist()}
+
+
+def root_lateness(exits: list[list[float]], root: int = 0) -> float:
+    """The median over barriers of how much later the root left a barrier than the earliest rank
+    (seconds): what a call timed from its barrier pays before the root's data can leave, on the
+    clock of a rank that left first and waits for it.
+
+    >>> root_lateness([[0.0, 1e-3, 2e-3], [3e-3, 0.0, 1e-3], [1e-3, 0.0, 0.0]])
+    0.001
+    """
+    return float(statistics.median(row[root] for row in exits))
+
+
 def per_call_overhead(comm, calls: int = 20) -> float:
     """Seconds per call this rank spent setting up and releasing its per-call connections over
     ``calls`` barriers (the communicator must be a per-call one)."""
@@ -165,15 +204,37 @@ def per_call_overhead(comm, calls: int = 20) -> float:
     return (st["setup_seconds"] + st["teardown_seconds"]) / max(1, st["calls"])
 
 
+LINUX_INITCWND = 10  # segments: TCP's initial congestion window on Linux (RFC 6928) unless a route sets one
+LATENESS_HOSTS = (2, 4, 8, 16)  # host counts of the barrier-exit calibration (and the testbed's own)
+
+
+def initial_window(tb) -> int:
+    """Bytes TCP sends on a fresh connection of ``tb`` before its first acknowledgement: the
+    initial window (the testbed's ``initcwnd`` route attribute, else Linux's 10 segments) times
+    the segment size (MTU - 40 bytes of IPv4/TCP headers - 12 of timestamps)."""
+    segments = getattr(getattr(tb, "transport", None), "initcwnd", None) or LINUX_INITCWND
+    return int(segments) * (int(tb.topo.mtu) - 52)
+
+
 def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.02,
               calibrate_hosts: int | None = 8,
-              cpu_sizes: tuple[int, ...] | None = None) -> costmodel.CostModel:
+              cpu_sizes: tuple[int, ...] | None = None,
+              lateness_hosts: tuple[int, ...] | None = LATENESS_HOSTS) -> costmodel.CostModel:
     """The cost model of ``tb``'s links (ping-pong between hosts 0 and 1, set-up across the switch).
 
+    ``window`` is TCP's initial window at the testbed's MTU (``initial_window``: nothing
+    measured). With ``lateness_hosts``, ``start_lateness`` is how late the root leaves a barrier
+    at each of those host counts (and the testbed's own), from 100 barriers each with an empty
+    (1-byte) bcast between them (``barrier_exits``, ``root_lateness``): what a call timed from
+    its own barrier pays beside the call (``CostModel.predict_from_barrier``). Neither looks at
+    the collectives the model is judged on.
+
     The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
-    with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
-    per-call mesh of k hosts (the slowest rank's, per call) as k(k-1)/2 set-ups over the CPU
-    count (``setup_cpus``); otherwise it is one connection's set-up measured alone.
+    with ``calibrate_hosts`` = k, ``call_setup`` and ``setup`` are fitted from the set-up and
+    release time of a per-call mesh (the slowest rank's, per call, over 20 barriers) of 2 hosts
+    (the fixed part and one connection) and of k hosts (k(k-1)/2 set-ups over the CPU count,
+    ``setup_cpus``): ``per_call_split``; otherwise ``setup`` is one connection's set-up
+    measured alone.
 
     The hosts' messages share the CPUs too: with ``cpu_sizes``, ``cpu_message`` and ``cpu_byte``
     are fitted (``two_region_fit``) to the busy CPU time per message of a ping-pong between
@@ -199,19 +260,49 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
         m = dataclasses.replace(m, cpus=float(os.cpu_count() or 1), cpu_message=cpu_message, cpu_byte=cpu_byte)
         m.details["cpu_pingpong"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()}
                                      for r in cpu_rows]
-    k = min(calibrate_hosts or 0, len(tb.placement()))
+    m = dataclasses.replace(m, window=float(initial_window(tb)))
+    hosts = len(tb.placement())
+    if lateness_hosts:
+        late, spans = {}, {}
+        for n in sorted({h for h in lateness_hosts if 2 <= h <= hosts} | {hosts}):
+            got = tb.run(barrier_exits, n, 100, timeout=300)[0]
+            late[str(n)] = root_lateness(got["exits"])
+            spans[str(n)] = float(statistics.median(max(row) for row in got["exits"]))
+        m = dataclasses.replace(m, start_lateness=late)
+        m.details["barrier_exit_span"] = spans
+    k = min(calibrate_hosts or 0, hosts)
     if k >= 3:
         cpus = float(os.cpu_count() or 1)
         env = dict(os.environ, **{CONNECTIONS_ENV: "per_call"})
         per_call = max(tb.run(per_call_overhead, k, 20, timeout=300, env=env))
-        m = dataclasses.replace(m, setup=per_call * cpus / (k * (k - 1) / 2), setup_cpus=cpus)
-        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call})
+        two = max(tb.run(per_call_overhead, 2, 20, timeout=300, env=env))
+        m = dataclasses.replace(m, setup_cpus=cpus, **per_call_split(two, per_call, k, cpus))
+        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call, "per_call_overhead_2": two})
     return m
+
+
+def per_call_split(two: float, big: float, k: int, cpus: float) -> dict:
+    """``call_setup`` and ``setup`` from a per-call mesh's overhead per call at 2 hosts (``two``:
+    one connection) and at ``k`` hosts (``big``: k(k-1)/2 connections sharing ``cpus`` CPUs,
+    ``CostModel.setup_time``): a fixed part per call and a part per connection; if the
+    difference is not positive, everything per connection (the k-host mesh alone).
+
+    >>> s = per_call_split(5e-3, 19e-3, 8, 2.0)
+    >>> round(s["call_setup"] * 1e3, 3), round(s["setup"] * 1e3, 3)
+    (3.923, 1.077)
+    """
+    units = max(k - 1, k * (k - 1) / 2 / cpus)  # setup_time's per-connection factor at k hosts
+    setup = (big - two) / (units - 1)
+    if setup <= 0 or two - setup < 0:
+        return {"call_setup": 0.0, "setup": big / units}
+    return {"call_setup": two - setup, "setup": setup}
 
 
 def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,
             time_per_size: float = 0.5) -> list[dict]:
-    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``."""
+    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``. Each
+    call is timed from its own barrier, so ``predicted_us`` is ``CostModel.predict_from_barrier``'s
+    (``predicted_call_us``: the call alone, what back-to-back calls pay)."""
     from clusterlab.bench.collective import run as bench_run
     from clusterlab.comm.tcp.mesh import CONNECTIONS_ENV
 
@@ -224,12 +315,15 @@ def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel
         rows = tb.run(bench_run, nranks, op, sizes, None, None, None, time_per_size, timeout=900, env=env)[0]
     n = nranks or len(tb.placement())
     linked = dataclasses.replace(model, cpus=0.0)  # the same model without the shared CPUs' step term
+    late = model.barrier_lateness(n)  # every call is timed from its own barrier: the root leaves it late
     for r in rows:
+        r["predicted_call_us"] = r["predicted_us"]
+        r["predicted_us"] += late * 1e6
         algorithm = str(r.get("algorithm", "")).removeprefix("auto:")
         if algorithm and model.cpus > 0:
             t = (linked.predict_mode(op, algorithm, r["bytes"], n, "per_call") if mode == "per_call"
                  else linked.predict(op, algorithm, r["bytes"], n))
-            r["predicted_links_only_us"] = t * 1e6
+            r["predicted_links_only_us"] = (t + late) * 1e6
         r.update({"op": op, "hosts": n, "connections": mode,
                   "relative_error": r["p50_us"] / r["predicted_us"] - 1 if r["predicted_us"] > 0 else None})
     return rows
