@@ -482,7 +482,11 @@ impl Engine {
     /// The next message from `source` (-1: any) with `tag`, waiting up to `timeout`. Pending
     /// events come first.
     pub fn wait(&mut self, source: i32, tag: i32, timeout: Duration) -> Outcome {
-        let deadline = Instant::now() + timeout;
+        self.wait_until(source, tag, Instant::now() + timeout)
+    }
+
+    /// `wait` with the deadline itself (a caller that needs it later reads the clock once).
+    pub fn wait_until(&mut self, source: i32, tag: i32, deadline: Instant) -> Outcome {
         loop {
             if let Some(e) = self.events.pop_front() {
                 return Outcome::Event(e);
@@ -577,7 +581,7 @@ impl Engine {
         let Some(&i) = self.index.get(&dest) else {
             return Err(Outcome::Closed(dest));
         };
-        let deadline = Instant::now() + timeout;
+        let mut deadline = None; // read the clock only if the kernel buffer is full
         let total = head.len() + payload.len();
         let mut sent = 0usize;
         while sent < total {
@@ -621,6 +625,7 @@ impl Engine {
                 }));
             }
             // buffer full: wait for room, reading whatever arrives meanwhile
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
             loop {
                 let now = Instant::now();
                 if now >= deadline {

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod engine;
+pub mod lock;
 pub mod wire;
 
 pub use engine::{tune_malloc, Counters, Engine, Event, EventKind, Msg, Outcome, Status};

@@ -1,16 +1,30 @@
 //! Binding of the mesh's socket engine (`clusterlab-net`) as `clusterlab._core.NetEngine`:
-//! argument and result conversion, and the interpreter lock released around every wait. The
-//! engine, its statuses and the wire format live in the pure crate; Python's side of the
+//! argument and result conversion, the interpreter lock released around every wait, the
+//! exclusion between the program's calls and the background reader (`CallLock`), and the
+//! latency path: `comm_send` / `comm_recv`, which `TcpCommunicator` installs as its own `send`
+//! and `recv`, so a small message goes from the caller to the socket without a Python frame.
+//! The engine, its statuses and the wire format live in the pure crate; Python's side of the
 //! interface is `clusterlab/comm/tcp/engine.py` (statuses shared by name: `NET_STATUS`).
+//!
+//! Everything the fast calls cannot finish themselves goes to the communicator's Python
+//! methods, which keep the policy: arguments out of range (`_send_py` / `_recv_py`, which raise
+//! the precise errors), payloads the engine does not frame (`_send`), a failed send
+//! (`_send_failed`), a wait that ends in anything but a message (`_wait_locked`), a busy
+//! engine, and every call once the communicator has failed or closed (`stop_fast`).
 
 use clusterlab_net::engine::{Engine, EventKind, Msg, Outcome, Status};
+use clusterlab_net::lock::CallLock;
 use clusterlab_net::wire::{self, Dtype, Kind};
 use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyTuple, PyWeakrefMethods, PyWeakrefReference};
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Sends up to this size are not worth giving up the interpreter lock for.
 const SHORT_SEND: usize = 64 * 1024;
@@ -18,11 +32,65 @@ const SHORT_SEND: usize = 64 * 1024;
 /// handing numpy the received buffer, which takes a second Python object (its owner) per
 /// message; larger ones are handed over without a copy.
 const SMALL_COPY: usize = 4096;
+/// Tags: users' are 0..MAX_USER_TAG, the collectives' is COLLECTIVE_TAG (`comm/payload.py`).
+const MAX_USER_TAG: i64 = 1 << 30;
+const COLLECTIVE_TAG: i64 = -1;
 
-#[pyclass(module = "clusterlab._core", subclass)]
-pub struct NetEngine {
+/// What the engine's holder may touch.
+struct State {
     engine: Engine,
     dtypes: HashMap<Dtype, Py<PyArrayDescr>>,
+}
+
+/// What the fast calls know of their communicator (`bind`, once).
+struct Fast {
+    comm: Py<PyWeakrefReference>, // weak: the communicator holds us, not the reverse
+    rank: i64,
+    size: i64,
+}
+
+#[pyclass(module = "clusterlab._core", subclass, frozen)]
+pub struct NetEngine {
+    /// the call/drainer exclusion: whoever holds it may touch `state`
+    lock: CallLock,
+    /// the holder's thread token (0: none), so a thread that holds it can call back in
+    owner: AtomicUsize,
+    /// communication calls started by the program: the drainer's sign of a program at work
+    calls: AtomicU64,
+    /// the communicator's default timeout (f64 bits, and as nanoseconds)
+    timeout_s: AtomicU64,
+    timeout_ns: AtomicU64,
+    /// the communicator failed or closed: every fast call goes to Python, which raises
+    stopped: AtomicBool,
+    fast: OnceLock<Fast>,
+    state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is touched only by the thread holding `lock` (`Held`, `owner`); the other
+// fields are atomics or set once.
+unsafe impl Sync for NetEngine {}
+
+thread_local! {
+    static TOKEN: u8 = const { 0 };
+}
+
+/// A number that identifies the calling thread (the address of a thread-local).
+fn me() -> usize {
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// The engine held for the duration of a call (given back on drop if this call took it).
+struct Held<'a> {
+    e: &'a NetEngine,
+    owned: bool,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.owned {
+            self.e.give_back();
+        }
+    }
 }
 
 fn seconds(timeout: f64) -> Duration {
@@ -30,14 +98,81 @@ fn seconds(timeout: f64) -> Duration {
     Duration::from_secs_f64(if timeout.is_nan() { 0.0 } else { timeout.clamp(0.0, 1e9) })
 }
 
+/// `time.monotonic()`'s value at `deadline` (the same clock as `Instant`: CLOCK_MONOTONIC).
+fn monotonic_at(deadline: Instant) -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9 + deadline.saturating_duration_since(Instant::now()).as_secs_f64()
+}
+
 fn status(py: Python<'_>, s: Status) -> PyResult<Bound<'_, PyAny>> {
     Ok((s as u8).into_pyobject(py)?.into_any())
 }
 
+fn small_int(x: &Bound<'_, PyAny>) -> Option<i64> {
+    x.extract::<i64>().ok()
+}
+
 impl NetEngine {
+    /// SAFETY: the caller holds `lock` (a live `Held`) and keeps no other reference into
+    /// `state` alive meanwhile (in particular none across a call into Python).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn st(&self) -> &mut State {
+        &mut *self.state.get()
+    }
+
+    fn give_back(&self) {
+        self.owner.store(0, Relaxed);
+        self.lock.unlock();
+    }
+
+    fn default_timeout(&self) -> Duration {
+        Duration::from_nanos(self.timeout_ns.load(Relaxed))
+    }
+
+    /// Take the engine now if it is free.
+    fn take_now(&self) -> Option<Held<'_>> {
+        if !self.lock.try_lock() {
+            return None;
+        }
+        self.owner.store(me(), Relaxed);
+        Some(Held { e: self, owned: true })
+    }
+
+    /// The engine for one call of an engine method: this thread may already hold it (the
+    /// communicator's policy runs under it); otherwise wait for it, up to the default timeout.
+    fn enter(&self, py: Python<'_>) -> PyResult<Held<'_>> {
+        if self.owner.load(Relaxed) == me() {
+            return Ok(Held { e: self, owned: false });
+        }
+        if let Some(h) = self.take_now() {
+            return Ok(h);
+        }
+        let t = self.default_timeout();
+        if !py.detach(|| self.lock.lock_for(t)) {
+            return Err(PyTimeoutError::new_err(format!("the mesh engine stayed busy for {} s (another thread's call)", t.as_secs_f64())));
+        }
+        self.owner.store(me(), Relaxed);
+        Ok(Held { e: self, owned: true })
+    }
+
+    /// Wait for (`source`, `tag`) until `deadline`, the interpreter lock released unless the
+    /// answer is already here. The caller holds the engine.
+    fn wait(&self, py: Python<'_>, source: i32, tag: i32, deadline: Instant) -> Outcome {
+        // SAFETY: the caller holds the engine; this reference ends with the wait.
+        let engine = unsafe { &mut self.st().engine };
+        if engine.ready(source, tag) {
+            engine.wait_until(source, tag, deadline) // already here: keep the interpreter lock
+        } else {
+            py.detach(|| engine.wait_until(source, tag, deadline))
+        }
+    }
+
     /// A received message as the object Python hands out: `bytes`, or an array of the frame's
-    /// dtype and shape over the received buffer (no copy).
-    fn payload<'py>(&mut self, py: Python<'py>, m: Msg) -> PyResult<Bound<'py, PyAny>> {
+    /// dtype and shape (small ones copied into numpy's own memory, large ones handed over).
+    /// The caller holds the engine.
+    fn payload<'py>(&self, py: Python<'py>, m: Msg) -> PyResult<Bound<'py, PyAny>> {
         if m.kind != Kind::Array {
             return Ok(PyBytes::new(py, &m.data).into_any());
         }
@@ -51,19 +186,37 @@ impl NetEngine {
         if dtype.as_bytes() == b"|u1" && one_dim {
             return Ok(raw);
         }
-        let descr = match self.dtypes.get(&dtype) {
-            Some(d) => d.bind(py).clone(),
+        // SAFETY: the caller holds the engine; each reference into the cache ends at once.
+        let cached = unsafe { self.st().dtypes.get(&dtype).map(|d| d.bind(py).clone()) };
+        let descr = match cached {
+            Some(d) => d,
             None => {
                 let d = PyArrayDescr::new(py, dtype.as_str())?;
-                self.dtypes.insert(dtype, d.clone().unbind());
+                unsafe { self.st().dtypes.insert(dtype, d.clone().unbind()) };
                 d
             }
         };
-        let arr = raw.call_method1("view", (descr,))?;
+        let arr = raw.call_method1(intern!(py, "view"), (descr,))?;
         if one_dim {
             Ok(arr)
         } else {
-            arr.call_method1("reshape", (PyTuple::new(py, &m.shape)?,))
+            arr.call_method1(intern!(py, "reshape"), (PyTuple::new(py, &m.shape)?,))
+        }
+    }
+
+    /// An engine result as Python sees it: the payload for a message from `source` (or
+    /// `(MESSAGE, src, payload)` for source -1), else the status tuple.
+    fn outcome(&self, py: Python<'_>, source: i32, o: Outcome) -> PyResult<Py<PyAny>> {
+        match o {
+            Outcome::Msg(src, m) => {
+                let p = self.payload(py, m)?;
+                if source >= 0 {
+                    Ok(p.unbind())
+                } else {
+                    Ok(PyTuple::new(py, [status(py, Status::Message)?, src.into_pyobject(py)?.into_any(), p])?.into_any().unbind())
+                }
+            }
+            o => Self::status_tuple(py, o),
         }
     }
 
@@ -94,13 +247,51 @@ impl NetEngine {
         }
     }
 
-    fn send_now(&mut self, py: Python<'_>, dest: i32, head: &[u8], body: &[u8], timeout: f64) -> Result<(), Outcome> {
-        let engine = &mut self.engine;
-        if body.len() + head.len() <= SHORT_SEND {
-            engine.send(dest, head, body, seconds(timeout))
+    /// Frame `payload` (bytes, or a C-contiguous plain numeric array) and send it; `None` for
+    /// payloads the caller must frame itself. The caller holds the engine.
+    fn frame_and_send(&self, py: Python<'_>, dest: i32, tag: i32, source: i32, payload: &Bound<'_, PyAny>, timeout: Duration)
+                      -> Option<Result<(), Outcome>> {
+        let mut head = [0u8; wire::MAX_HEAD];
+        let (hlen, body): (usize, &[u8]) = if let Ok(b) = payload.cast_exact::<PyBytes>() {
+            let body = b.as_bytes();
+            (wire::encode(&mut head, Kind::Bytes, tag, source, body.len() as u64, b"", &[], 0), body)
+        } else if let Ok(a) = payload.cast_exact::<PyUntypedArray>() {
+            let d = a.dtype();
+            let dims = a.shape();
+            let (Some(dtype), Some(body)) = (wire::dtype_name(d.byteorder(), d.kind(), d.itemsize()), array_bytes(a)) else {
+                return None;
+            };
+            if d.has_fields() || d.has_subarray() || dims.len() > wire::MAX_NDIM {
+                return None;
+            }
+            let mut shape = [0u64; wire::MAX_NDIM]; // on the stack: no allocation per send
+            for (s, &n) in shape.iter_mut().zip(dims) {
+                *s = n as u64;
+            }
+            let shape = &shape[..dims.len()];
+            (wire::encode(&mut head, Kind::Array, tag, source, body.len() as u64, dtype.as_bytes(), shape, 0), body)
         } else {
-            py.detach(|| engine.send(dest, head, body, seconds(timeout)))
+            return None;
+        };
+        // SAFETY: the caller holds the engine; the reference ends with the send.
+        let engine = unsafe { &mut self.st().engine };
+        if body.len() as u64 > engine.max_frame() || !engine.has_peer(dest) {
+            return None; // the caller raises the precise error
         }
+        let head = &head[..hlen];
+        Some(if body.len() + hlen <= SHORT_SEND {
+            engine.send(dest, head, body, timeout)
+        } else {
+            py.detach(|| engine.send(dest, head, body, timeout))
+        })
+    }
+
+    /// The communicator the fast calls belong to.
+    fn comm<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.fast
+            .get()
+            .and_then(|f| f.comm.bind(py).upgrade())
+            .ok_or_else(|| PyRuntimeError::new_err("the communicator of this engine is gone"))
     }
 }
 
@@ -124,35 +315,197 @@ impl NetEngine {
     /// (and are switched to blocking mode); Python closes them, after `forget(peer)`.
     #[new]
     fn new(peers: Vec<(i32, i32)>, max_frame: u64) -> Self {
-        NetEngine { engine: Engine::new(&peers, max_frame), dtypes: HashMap::new() }
+        let t = 60.0f64;
+        NetEngine {
+            lock: CallLock::new(),
+            owner: AtomicUsize::new(0),
+            calls: AtomicU64::new(0),
+            timeout_s: AtomicU64::new(t.to_bits()),
+            timeout_ns: AtomicU64::new(seconds(t).as_nanos() as u64),
+            stopped: AtomicBool::new(false),
+            fast: OnceLock::new(),
+            state: UnsafeCell::new(State { engine: Engine::new(&peers, max_frame), dtypes: HashMap::new() }),
+        }
     }
 
+    // --- the call/drainer exclusion -----------------------------------------------------------
+
+    /// Hold the engine for a call of the program (counted, see `calls`), waiting up to
+    /// `timeout` seconds with the interpreter lock released; whether it was taken. Every
+    /// engine method called meanwhile from this thread runs under it.
+    fn acquire(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
+        if self.owner.load(Relaxed) == me() {
+            return Err(PyRuntimeError::new_err("this thread already holds the mesh engine"));
+        }
+        if !self.lock.try_lock() {
+            let t = seconds(timeout);
+            if t.is_zero() || !py.detach(|| self.lock.lock_for(t)) {
+                return Ok(false);
+            }
+        }
+        self.owner.store(me(), Relaxed);
+        Ok(true)
+    }
+
+    /// The background reader's: hold the engine only if it is free and the program has started
+    /// no call since it saw `seen` calls (not counted as a call).
+    fn try_acquire_idle(&self, seen: u64) -> bool {
+        if self.calls.load(Relaxed) != seen || !self.lock.try_lock() {
+            return false;
+        }
+        if self.calls.load(Relaxed) != seen {
+            self.lock.unlock();
+            return false;
+        }
+        self.owner.store(me(), Relaxed);
+        true
+    }
+
+    /// Give the engine back (this thread holds it).
+    fn release(&self) -> PyResult<()> {
+        if self.owner.load(Relaxed) != me() {
+            return Err(PyRuntimeError::new_err("release of a mesh engine this thread does not hold"));
+        }
+        self.give_back();
+        Ok(())
+    }
+
+    /// Whether some thread holds the engine (a call is under way).
+    fn locked(&self) -> bool {
+        self.lock.is_locked()
+    }
+
+    /// Communication calls the program has started so far.
+    fn calls(&self) -> u64 {
+        self.calls.load(Relaxed)
+    }
+
+    // --- the latency path ---------------------------------------------------------------------
+
+    /// Make `comm_send` / `comm_recv` the calls of `comm` (rank `rank` of `size`).
+    fn bind(&self, comm: &Bound<'_, PyAny>, rank: i64, size: i64) -> PyResult<()> {
+        let f = Fast { comm: PyWeakrefReference::new(comm)?.unbind(), rank, size };
+        self.fast.set(f).map_err(|_| PyRuntimeError::new_err("engine is already bound to a communicator"))
+    }
+
+    /// The default timeout of the bound communicator's calls, in seconds.
+    fn set_timeout(&self, timeout: f64) {
+        self.timeout_s.store(timeout.to_bits(), Relaxed);
+        self.timeout_ns.store(seconds(timeout).as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+    }
+
+    /// From now on every fast call goes to the communicator's Python methods (it failed or
+    /// closed: they raise).
+    fn stop_fast(&self) {
+        self.stopped.store(true, Relaxed);
+    }
+
+    /// `TcpCommunicator.send(dest, data, tag=0)` without a Python frame: checks, one framed
+    /// `sendmsg`, done; everything else goes to the communicator's Python methods.
+    #[pyo3(signature = (dest, data, tag=None))]
+    fn comm_send(&self, py: Python<'_>, dest: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>, tag: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let general = || -> PyResult<()> {
+            let tag = match tag {
+                Some(t) => t.clone(),
+                None => 0i32.into_pyobject(py)?.into_any(),
+            };
+            self.comm(py)?.call_method1(intern!(py, "_send_py"), (dest, data, tag))?;
+            Ok(())
+        };
+        let (Some(f), Some(d), Some(t)) = (self.fast.get(), small_int(dest), tag.map_or(Some(0), small_int)) else {
+            return general();
+        };
+        if d == f.rank || !(0..f.size).contains(&d) || !((0..MAX_USER_TAG).contains(&t) || t == COLLECTIVE_TAG) {
+            return general(); // raises the precise error
+        }
+        self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
+        if self.stopped.load(Relaxed) {
+            return general();
+        }
+        let Some(held) = self.take_now() else {
+            return general(); // busy (the drainer, another thread): wait there, bounded
+        };
+        let (d, t) = (d as i32, t as i32);
+        match self.frame_and_send(py, d, t, f.rank as i32, data, self.default_timeout()) {
+            Some(Ok(())) => Ok(()),
+            None => {
+                drop(held);
+                self.comm(py)?.call_method1(intern!(py, "_send"), (d, data, t))?;
+                Ok(())
+            }
+            Some(Err(Outcome::Closed(dest))) => Err(PyValueError::new_err(format!("no connection to rank {dest}"))),
+            Some(Err(o)) => {
+                let r = Self::status_tuple(py, o)?;
+                self.comm(py)?.call_method1(intern!(py, "_send_failed"), (d, r))?; // raises
+                Ok(())
+            }
+        }
+    }
+
+    /// `TcpCommunicator.recv(source, tag=0, timeout=None)` without a Python frame: the message
+    /// as the final object; waits that end otherwise go to the communicator's `_wait_locked`.
+    #[pyo3(signature = (source, tag=None, timeout=None))]
+    fn comm_recv(&self, py: Python<'_>, source: &Bound<'_, PyAny>, tag: Option<&Bound<'_, PyAny>>, timeout: Option<&Bound<'_, PyAny>>)
+                 -> PyResult<Py<PyAny>> {
+        let general = || -> PyResult<Py<PyAny>> {
+            let tag = match tag {
+                Some(t) => t.clone(),
+                None => 0i32.into_pyobject(py)?.into_any(),
+            };
+            Ok(self.comm(py)?.call_method1(intern!(py, "_recv_py"), (source, tag, timeout))?.unbind())
+        };
+        let (Some(f), Some(s), Some(t)) = (self.fast.get(), small_int(source), tag.map_or(Some(0), small_int)) else {
+            return general();
+        };
+        if s == f.rank || !(0..f.size).contains(&s) || !((0..MAX_USER_TAG).contains(&t) || t == COLLECTIVE_TAG) {
+            return general();
+        }
+        let wait = match timeout {
+            None => self.default_timeout(),
+            Some(x) if x.is_none() => self.default_timeout(),
+            Some(x) => match x.extract::<f64>() {
+                Ok(v) => seconds(v),
+                Err(_) => return general(),
+            },
+        };
+        self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
+        if self.stopped.load(Relaxed) {
+            return general();
+        }
+        let Some(_held) = self.take_now() else {
+            return general();
+        };
+        let (s, t) = (s as i32, t as i32);
+        let deadline = Instant::now() + wait;
+        match self.wait(py, s, t, deadline) {
+            Outcome::Msg(_, m) => Ok(self.payload(py, m)?.unbind()),
+            o => {
+                // the failure policy, under the engine as before
+                let r = Self::status_tuple(py, o)?;
+                let got = self.comm(py)?.call_method1(intern!(py, "_wait_locked"), (s, t, monotonic_at(deadline), r))?;
+                Ok(got.get_item(1)?.unbind())
+            }
+        }
+    }
+
+    // --- the engine (the communicator calls these under `acquire`) ----------------------------
+
     /// Start using connection `fd` to `peer` (replacing a closed one).
-    fn add(&mut self, peer: i32, fd: i32) {
-        self.engine.add(peer, fd);
+    fn add(&self, py: Python<'_>, peer: i32, fd: i32) -> PyResult<()> {
+        let _h = self.enter(py)?;
+        // SAFETY: held.
+        unsafe { self.st().engine.add(peer, fd) };
+        Ok(())
     }
 
     /// The next message from `source` with `tag`, waiting up to `timeout` seconds: the payload
     /// itself; with `source` -1 (any), `(MESSAGE, src, payload)`; otherwise a status tuple:
     /// `(TIMEOUT,)`, `(EVENT, peer, kind name, detail)`, `(NO_PEERS,)`, `(CLOSED, source)`.
-    fn recv(&mut self, py: Python<'_>, source: i32, tag: i32, timeout: f64) -> PyResult<Py<PyAny>> {
-        let o = if self.engine.ready(source, tag) {
-            self.engine.wait(source, tag, seconds(timeout)) // already here: keep the lock
-        } else {
-            let engine = &mut self.engine;
-            py.detach(|| engine.wait(source, tag, seconds(timeout)))
-        };
-        match o {
-            Outcome::Msg(src, m) => {
-                let p = self.payload(py, m)?;
-                if source >= 0 {
-                    Ok(p.unbind())
-                } else {
-                    Ok(PyTuple::new(py, [status(py, Status::Message)?, src.into_pyobject(py)?.into_any(), p])?.into_any().unbind())
-                }
-            }
-            o => Self::status_tuple(py, o),
-        }
+    fn recv(&self, py: Python<'_>, source: i32, tag: i32, timeout: f64) -> PyResult<Py<PyAny>> {
+        let _h = self.enter(py)?;
+        let o = self.wait(py, source, tag, Instant::now() + seconds(timeout));
+        self.outcome(py, source, o)
     }
 
     /// Frame and send `payload` (`bytes`, or a C-contiguous numpy array of a plain numeric
@@ -160,41 +513,18 @@ impl NetEngine {
     /// for any other payload (the caller frames it and uses `send_frame`); else `(TIMEOUT,)`
     /// or an `(EVENT, ...)` tuple.
     #[pyo3(signature = (dest, tag, source, payload, timeout))]
-    fn send(&mut self, py: Python<'_>, dest: i32, tag: i32, source: i32, payload: &Bound<'_, PyAny>, timeout: f64) -> PyResult<Option<Py<PyAny>>> {
-        let unsupported = || Ok(Some(PyTuple::new(py, [status(py, Status::Unsupported)?])?.into_any().unbind()));
-        let mut head = [0u8; wire::MAX_HEAD];
-        let (hlen, body): (usize, &[u8]) = if let Ok(b) = payload.cast_exact::<PyBytes>() {
-            let body = b.as_bytes();
-            (wire::encode(&mut head, Kind::Bytes, tag, source, body.len() as u64, b"", &[], 0), body)
-        } else if let Ok(a) = payload.cast_exact::<PyUntypedArray>() {
-            let d = a.dtype();
-            let dims = a.shape();
-            let (Some(dtype), Some(body)) = (wire::dtype_name(d.byteorder(), d.kind(), d.itemsize()), array_bytes(a)) else {
-                return unsupported();
-            };
-            if d.has_fields() || d.has_subarray() || dims.len() > wire::MAX_NDIM {
-                return unsupported();
-            }
-            let mut shape = [0u64; wire::MAX_NDIM]; // on the stack: no allocation per send
-            for (s, &n) in shape.iter_mut().zip(dims) {
-                *s = n as u64;
-            }
-            let shape = &shape[..dims.len()];
-            (wire::encode(&mut head, Kind::Array, tag, source, body.len() as u64, dtype.as_bytes(), shape, 0), body)
-        } else {
-            return unsupported();
-        };
-        if body.len() as u64 > self.engine.max_frame() || !self.engine.has_peer(dest) {
-            return unsupported(); // the caller raises the precise error
+    fn send(&self, py: Python<'_>, dest: i32, tag: i32, source: i32, payload: &Bound<'_, PyAny>, timeout: f64) -> PyResult<Option<Py<PyAny>>> {
+        let _h = self.enter(py)?;
+        match self.frame_and_send(py, dest, tag, source, payload, seconds(timeout)) {
+            Some(r) => Self::send_result(py, r),
+            None => Ok(Some(PyTuple::new(py, [status(py, Status::Unsupported)?])?.into_any().unbind())),
         }
-        let r = self.send_now(py, dest, &head[..hlen], body, timeout);
-        Self::send_result(py, r)
     }
 
     /// Send a frame the caller built (`head`, from `frames.py`) with `payload` (`bytes` or a
     /// C-contiguous numpy array, sent from its own memory). Results as `send`.
     #[pyo3(signature = (dest, head, payload, timeout))]
-    fn send_frame(&mut self, py: Python<'_>, dest: i32, head: &[u8], payload: &Bound<'_, PyAny>, timeout: f64) -> PyResult<Option<Py<PyAny>>> {
+    fn send_frame(&self, py: Python<'_>, dest: i32, head: &[u8], payload: &Bound<'_, PyAny>, timeout: f64) -> PyResult<Option<Py<PyAny>>> {
         let body: &[u8] = if let Ok(b) = payload.cast::<PyBytes>() {
             b.as_bytes()
         } else if let Ok(a) = payload.cast::<PyUntypedArray>() {
@@ -202,30 +532,48 @@ impl NetEngine {
         } else {
             return Err(PyTypeError::new_err("payload must be bytes or a numpy array"));
         };
-        let r = self.send_now(py, dest, head, body, timeout);
+        let _h = self.enter(py)?;
+        // SAFETY: held; the reference ends with the send.
+        let engine = unsafe { &mut self.st().engine };
+        let timeout = seconds(timeout);
+        let r = if body.len() + head.len() <= SHORT_SEND {
+            engine.send(dest, head, body, timeout)
+        } else {
+            py.detach(|| engine.send(dest, head, body, timeout))
+        };
         Self::send_result(py, r)
     }
 
     /// One non-blocking attempt to send `frame` to `peer`; whether all of it went.
-    fn send_nowait(&mut self, peer: i32, frame: &[u8]) -> bool {
-        self.engine.send_nowait(peer, frame)
+    fn send_nowait(&self, py: Python<'_>, peer: i32, frame: &[u8]) -> PyResult<bool> {
+        let _h = self.enter(py)?;
+        // SAFETY: held.
+        Ok(unsafe { self.st().engine.send_nowait(peer, frame) })
     }
 
     /// Read what is ready without waiting (about `budget` bytes per connection); returns the
     /// payload bytes now queued.
-    fn pump(&mut self, py: Python<'_>, budget: usize) -> usize {
-        let engine = &mut self.engine;
-        py.detach(|| engine.pump(budget))
+    fn pump(&self, py: Python<'_>, budget: usize) -> PyResult<usize> {
+        let _h = self.enter(py)?;
+        // SAFETY: held; the reference ends with the pump.
+        let engine = unsafe { &mut self.st().engine };
+        Ok(py.detach(|| engine.pump(budget)))
     }
 
     /// Stop using `peer`'s fd (Python is about to close it).
-    fn forget(&mut self, peer: i32) {
-        self.engine.forget(peer);
+    fn forget(&self, py: Python<'_>, peer: i32) -> PyResult<()> {
+        let _h = self.enter(py)?;
+        // SAFETY: held.
+        unsafe { self.st().engine.forget(peer) };
+        Ok(())
     }
 
     /// Per-peer counters: [(peer, bytes_sent, bytes_recv, msgs_sent, msgs_recv, open)].
-    fn counters(&self) -> Vec<(i32, u64, u64, u64, u64, bool)> {
-        self.engine.counters().iter().map(|c| (c.peer, c.bytes_sent, c.bytes_recv, c.msgs_sent, c.msgs_recv, c.open)).collect()
+    fn counters(&self, py: Python<'_>) -> PyResult<Vec<(i32, u64, u64, u64, u64, bool)>> {
+        let _h = self.enter(py)?;
+        // SAFETY: held.
+        let c = unsafe { self.st().engine.counters() };
+        Ok(c.iter().map(|c| (c.peer, c.bytes_sent, c.bytes_recv, c.msgs_sent, c.msgs_recv, c.open)).collect())
     }
 }
 

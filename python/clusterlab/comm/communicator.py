@@ -22,18 +22,10 @@ from typing import Any
 
 import numpy as np
 
-Payload = bytes | bytearray | memoryview | np.ndarray
+from clusterlab.comm import collectives
+from clusterlab.comm.payload import COLLECTIVE_TAG, MAX_USER_TAG, Payload, nbytes
 
-# Tags >= 0 are the user's. Collectives use COLLECTIVE_TAG; backends may reserve more below it.
-COLLECTIVE_TAG = -1
-MAX_USER_TAG = 2**30
-
-
-def nbytes(data: Payload) -> int:
-    """Size of a payload in bytes."""
-    if isinstance(data, np.ndarray):
-        return data.nbytes
-    return memoryview(data).nbytes
+__all__ = ["COLLECTIVE_TAG", "MAX_USER_TAG", "Communicator", "Payload", "nbytes"]
 
 
 class Communicator(abc.ABC):
@@ -141,8 +133,6 @@ class Communicator(abc.ABC):
 
     # --- collectives --------------------------------------------------------------------------
     def _collective(self, op: str, algorithm: str | None, /, **kw):  # reductions pass op= too
-        from clusterlab.comm import collectives
-
         return collectives.run(op, self, algorithm=algorithm, **kw)
 
     def barrier(self, algorithm: str | None = None) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clusterlab.comm.communicator import COLLECTIVE_TAG, nbytes
+from clusterlab.comm.payload import COLLECTIVE_TAG, nbytes
 
 TAG = COLLECTIVE_TAG
 OPS = {"sum": np.add, "min": np.minimum, "max": np.maximum}

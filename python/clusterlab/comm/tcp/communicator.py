@@ -10,7 +10,13 @@ bytes; this class keeps the policy:
   latency path has no thread hop: the thread that wants the message reads the socket itself.
 - **A background drainer** takes over only while the program is *not* inside a
   communication call (e.g. counting for a minute): it keeps reading so that peers sending to
-  us do not stall in ``send`` until their timeout, and it notices dead peers.
+  us do not stall in ``send`` until their timeout, and it notices dead peers. The engine is
+  the lock between the two (``acquire``/``release``, a call counter), with a bounded wait.
+- **The latency path has no Python frame.** With the Rust engine, ``send`` and ``recv`` are
+  the engine's ``comm_send``/``comm_recv`` (installed on the instance): they check the
+  arguments, hold the engine, frame/send or wait, and return the final object; anything
+  else (bad arguments, a busy engine, payloads the engine does not frame, failures, a closed
+  or failed communicator) goes to the Python methods below, which raise the precise errors.
 - **Failure is loud and named.** EOF without a goodbye frame, a reset, or a frame that breaks
   the protocol marks that rank failed; from then on every blocking call raises
   ``PeerFailure(rank)`` (or ``ProtocolError``) and the rank tells the other peers (ABORT
@@ -86,8 +92,7 @@ class TcpCommunicator(Communicator):
         self.rank, self.size = rank, size
         self.config = config or TransportConfig()
         self.max_frame = max_frame
-        if default_timeout is not None:
-            self.default_timeout = default_timeout
+        self._timeout = Communicator.default_timeout if default_timeout is None else default_timeout
         self._conns: dict[int, _Peer] = {}
         self._in_force: dict = {}
         settings = self.config.for_rank(rank)
@@ -102,10 +107,12 @@ class TcpCommunicator(Communicator):
         self._error: tuple[type, tuple] | None = None  # first failure, re-raised by every call
         self._culprit: tuple[int, str] = (rank, "")
         self._closed = False
-        self._lock = threading.Lock()
-        # communication calls started so far: the drainer's sign of a program at work (a
-        # counter, not a clock read per call: the latency path pays one increment)
-        self._calls = 0
+        self._fast = hasattr(self._engine, "bind")
+        if self._fast:  # the latency path: the engine's own calls, no Python frame per message
+            self._engine.set_timeout(float(self._timeout))
+            self._engine.bind(self, rank, size)
+            self.send = self._engine.comm_send
+            self.recv = self._engine.comm_recv
         self._drainer = None
         self._wake_r = self._wake_w = -1
         if drainer and socks and os.environ.get("CLUSTERLAB_DRAINER", "1") != "0":
@@ -113,13 +120,27 @@ class TcpCommunicator(Communicator):
             self._drainer = threading.Thread(target=self._drain_loop, name=f"clusterlab-drain-{rank}", daemon=True)
             self._drainer.start()
 
+    @property
+    def default_timeout(self) -> float:
+        """Seconds every blocking call may wait unless given ``timeout=`` (settable)."""
+        return self._timeout
+
+    @default_timeout.setter
+    def default_timeout(self, value: float) -> None:
+        if self.__dict__.get("_fast"):
+            self._engine.set_timeout(float(value))
+        self._timeout = value
+
     # --- public extras -----------------------------------------------------------------------
     def stats(self) -> dict:
         """Per-peer traffic counters and the kernel's ``TCP_INFO`` for each connection, plus the
         transport settings in force on this rank."""
         peers = {}
-        with self._lock:  # the drainer may be inside the engine (the binding refuses a second user)
+        self._take()  # the drainer may be inside the engine
+        try:
             counters = sorted(self._engine.counters())
+        finally:
+            self._engine.release()
         for p, bs, br, ms, mr, _open in counters:
             c = self._conns[p]
             peers[p] = {"bytes_sent": bs, "bytes_recv": br, "msgs_sent": ms, "msgs_recv": mr,
@@ -156,7 +177,8 @@ class TcpCommunicator(Communicator):
     def abort(self, detail: str = "") -> None:
         """Fail the job from this rank: tell every peer (so they raise ``PeerFailure`` naming
         this rank with ``detail``) and drop the connections."""
-        with self._lock:
+        self._take()
+        try:
             if self._closed:
                 return
             if self._error is not None:  # we are failing because someone else did: name them
@@ -164,12 +186,15 @@ class TcpCommunicator(Communicator):
             else:
                 self._broadcast_abort(self.rank, detail or "aborted")
             self._shutdown()
+        finally:
+            self._engine.release()
 
     def close(self) -> None:
         """Say goodbye to every peer and close. Idempotent."""
         if self._closed:
             return
-        with self._lock:
+        self._take()
+        try:
             if self._closed:
                 return
             if self._error is None:
@@ -180,43 +205,45 @@ class TcpCommunicator(Communicator):
             else:
                 self._broadcast_abort(*self._culprit)
             self._shutdown()
+        finally:
+            self._engine.release()
 
-    # --- point to point: the latency path ------------------------------------------------------
+    # --- point to point: the Python path (the Python engine, and the fast calls' fallback) -----
     def send(self, dest: int, data, tag: int = 0) -> None:
         """Send ``data`` to rank ``dest`` (the checks of ``Communicator.send`` inline, then one
         engine call that frames and sends; payloads the engine does not frame itself take
-        ``_send``)."""
+        ``_send``). With the Rust engine the instance's ``send`` is the engine's
+        ``comm_send``, which does the same and comes here for everything else."""
         if dest == self.rank or not 0 <= dest < self.size:
             self._check_peer(dest)
         if not 0 <= tag < _MAX_USER_TAG and tag != _COLLECTIVE_TAG:
             self._check_tag(tag)
-        self._calls += 1  # before taking the lock: tells the drainer to hand it back
-        lock = self._lock
-        lock.acquire()  # not ``with``: it costs two bound-method objects per call
+        self._take()  # counts the call: tells the drainer to hand the engine back
         try:
             if self._error is not None or self._closed:
                 self._check(None)
-            r = self._engine.send(dest, tag, self.rank, data, self.default_timeout)
+            r = self._engine.send(dest, tag, self.rank, data, self._timeout)
             if r is None:
                 return
             if r[0] != _UNSUPPORTED:
                 self._send_failed(dest, r)
         finally:
-            lock.release()
+            self._engine.release()
         self._send(dest, data, tag)
+
+    _send_py = send  # what the fast call falls back to (the instance's ``send`` is the engine's)
 
     def recv(self, source: int, tag: int = 0, timeout: float | None = None):
         """Receive the next message from ``source`` with ``tag`` (the checks of
-        ``Communicator.recv`` inline, then one engine call)."""
+        ``Communicator.recv`` inline, then one engine call; with the Rust engine the instance's
+        ``recv`` is the engine's ``comm_recv``, as for ``send``)."""
         if source == self.rank or not 0 <= source < self.size:
             self._check_peer(source)
         if not 0 <= tag < _MAX_USER_TAG and tag != _COLLECTIVE_TAG:
             self._check_tag(tag)
         if timeout is None:
-            timeout = self.default_timeout
-        self._calls += 1
-        lock = self._lock
-        lock.acquire()
+            timeout = self._timeout
+        self._take()
         try:
             if self._error is not None or self._closed:
                 self._check(None)
@@ -226,7 +253,16 @@ class TcpCommunicator(Communicator):
                 return r
             return self._wait_locked(source, tag, deadline, r)[1]
         finally:
-            lock.release()
+            self._engine.release()
+
+    _recv_py = recv
+
+    def _take(self) -> None:
+        """Hold the engine for a call (the exclusion with the drainer and other threads; counts
+        the call), waiting at most the default timeout."""
+        if not self._engine.acquire(self._timeout):
+            raise CommTimeout(f"rank {self.rank}: timed out after {self._timeout} s waiting for another thread's "
+                              "communication call to end")
 
     # --- point to point: the general path (Communicator's abstract methods) -------------------
     def _send(self, dest: int, data, tag: int) -> None:
@@ -236,14 +272,16 @@ class TcpCommunicator(Communicator):
             raise CommError(f"message of {n} bytes exceeds the frame limit of {self.max_frame} bytes")
         head = frames.pack_header(kind, tag, self.rank, n, meta, ndim)
         body = np.frombuffer(view, np.uint8) if n else b""  # what both engines take, no copy
-        self._calls += 1
-        with self._lock:
+        self._take()
+        try:
             if self._error is not None or self._closed:
                 self._check(None)
             self._check(dest)
-            r = self._engine.send_frame(dest, head, body, self.default_timeout)
+            r = self._engine.send_frame(dest, head, body, self._timeout)
             if r is not None:
                 self._send_failed(dest, r)
+        finally:
+            self._engine.release()
 
     def _recv(self, source: int, tag: int, timeout: float):
         return self._wait(source, tag, timeout)[1]
@@ -252,9 +290,11 @@ class TcpCommunicator(Communicator):
         return self._wait(-1, tag, timeout)
 
     def _wait(self, source: int, tag: int, timeout: float):
-        self._calls += 1
-        with self._lock:
+        self._take()
+        try:
             return self._wait_locked(source, tag, _monotonic() + timeout, None)
+        finally:
+            self._engine.release()
 
     def _wait_locked(self, source: int, tag: int, deadline: float, r):
         """``(src, payload)`` of the next message (lock held); ``r``: an engine result already
@@ -294,6 +334,7 @@ class TcpCommunicator(Communicator):
             if self._error is None:
                 self._culprit = (dest, "send timed out")
                 self._error = (CommTimeout, (msg,))
+                self._stop_fast()
             raise CommTimeout(msg)
         self._event(r)
         self._check(dest)
@@ -331,7 +372,12 @@ class TcpCommunicator(Communicator):
         elif not c.bye:
             self._fail(peer, detail.decode(errors="replace"))
 
-    # --- failure policy (caller holds self._lock) ----------------------------------------------
+    # --- failure policy (caller holds the engine) -----------------------------------------------
+    def _stop_fast(self) -> None:
+        """Failed or closed: from now on the engine's fast calls come here (``_check`` raises)."""
+        if self._fast:
+            self._engine.stop_fast()
+
     def _check(self, peer: int | None) -> None:
         if self._closed:
             raise CommError(f"rank {self.rank}: communicator is closed")
@@ -350,6 +396,7 @@ class TcpCommunicator(Communicator):
             self._error = (ProtocolError, (detail,))
         else:
             self._error = (PeerFailure, (culprit, detail + (f" (reported by rank {via})" if via is not None else "")))
+        self._stop_fast()
         self._broadcast_abort(culprit, detail, skip=culprit)
 
     def _broadcast_abort(self, culprit: int, detail: str, skip: int | None = None) -> None:
@@ -372,18 +419,19 @@ class TcpCommunicator(Communicator):
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         registered: dict[int, int] = {}  # fd -> peer
-        lock = self._lock
-        seen, since = self._calls, _monotonic()  # the call count last seen, and since when
+        eng = self._engine
+        seen, since = eng.calls(), _monotonic()  # the call count last seen, and since when
         while not self._closed:
             time.sleep(_IDLE_CHECK)
             now = _monotonic()
-            if self._calls != seen or lock.locked():  # a call started, or one is under way
-                seen, since = self._calls, now
+            calls = eng.calls()
+            if calls != seen or eng.locked():  # a call started, or one is under way
+                seen, since = calls, now
                 continue
             if now - since <= _IDLE:
                 continue
             # away from communication calls: read until the program starts its next call
-            while not self._closed and self._calls == seen:
+            while not self._closed and eng.calls() == seen:
                 for c in list(self._conns.values()):
                     fd = _fileno(c.sock)
                     if c.open and fd >= 0 and fd not in registered:
@@ -404,10 +452,10 @@ class TcpCommunicator(Communicator):
                 full = False
                 if not events:
                     continue
-                if not lock.acquire(blocking=False):
+                if not eng.try_acquire_idle(seen):
                     break  # a call (or close, stats) has the sockets: back to watching
                 try:
-                    if self._closed or self._calls != seen:
+                    if self._closed:
                         continue
                     # one small bite per step, so a returning program gets the sockets back at
                     # once; past _DRAIN_CAP bytes read ahead, let senders wait
@@ -416,13 +464,15 @@ class TcpCommunicator(Communicator):
                     if self._error is None:
                         self._culprit = (self.rank, f"background reader failed: {e!r}")
                         self._error = (CommError, (f"rank {self.rank}: background reader failed: {e!r}",))
+                        self._stop_fast()
                 finally:
-                    lock.release()
+                    eng.release()
                 if full:
                     time.sleep(_IDLE_CHECK)
 
     def _shutdown(self) -> None:
         self._closed = True
+        self._stop_fast()
         if self._wake_w >= 0:
             try:
                 os.write(self._wake_w, b"x")

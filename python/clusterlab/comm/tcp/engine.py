@@ -51,7 +51,28 @@ class EventKind(str, enum.Enum):
 
 
 class Engine(Protocol):
-    """What both engines provide. ``timeout`` is in seconds; ``peer``/``dest``/``source`` are ranks."""
+    """What both engines provide. ``timeout`` is in seconds; ``peer``/``dest``/``source`` are ranks.
+
+    The engine is also the lock between the program's calls and the background drainer: the
+    communicator holds it (``acquire``/``release``) around every other method. The Rust
+    engine also has the latency path (``bind``, ``comm_send``, ``comm_recv``, ``set_timeout``,
+    ``stop_fast``: see ``engine_rust.py``)."""
+
+    def acquire(self, timeout: float) -> bool:
+        """Hold the engine for a program call (counted), waiting at most ``timeout``; whether
+        it was taken."""
+
+    def try_acquire_idle(self, seen: int) -> bool:
+        """The drainer's: hold it only if free and no call started since ``seen`` calls."""
+
+    def release(self) -> None:
+        """Give it back."""
+
+    def locked(self) -> bool:
+        """Whether a call holds it."""
+
+    def calls(self) -> int:
+        """Program calls started so far."""
 
     def send(self, dest: int, tag: int, source: int, payload: Any, timeout: float) -> tuple | None:
         """Frame and send; None when all of it is in the kernel, ``(UNSUPPORTED,)`` when the

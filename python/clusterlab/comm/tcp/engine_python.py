@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import select
 import socket
+import threading
 import time
 from collections import deque
 
@@ -74,8 +75,33 @@ class PythonEngine:
         self._queues: dict[tuple[int, int], deque] = {}
         self._events: deque = deque()
         self._seq = 0
+        self._lock = threading.Lock()
+        self._calls = 0
         for peer, s in socks.items():
             self.add(peer, s)
+
+    # --- the call/drainer exclusion (the caller holds it around every other method) ------------
+    def acquire(self, timeout: float) -> bool:
+        self._calls += 1
+        t = min(timeout, threading.TIMEOUT_MAX) if timeout == timeout else 0.0  # NaN: no wait
+        return self._lock.acquire(timeout=t) if t > 0 else self._lock.acquire(blocking=False)
+
+    def try_acquire_idle(self, seen: int) -> bool:
+        if self._calls != seen or not self._lock.acquire(blocking=False):
+            return False
+        if self._calls != seen:
+            self._lock.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def calls(self) -> int:
+        return self._calls
 
     # --- connections ----------------------------------------------------------------------------
     def add(self, peer: int, sock: socket.socket) -> None:

@@ -7,9 +7,15 @@ closes them (after ``forget``). It switches them to blocking mode, so that a wai
 open connection sleeps in ``recv()`` (as NPtcp does) instead of ``poll()`` then ``recv()``;
 every other call passes ``MSG_DONTWAIT``.
 
-It frames ``bytes`` and C-contiguous plain numeric arrays itself (the latency path: no Python
-struct packing) and answers ``(UNSUPPORTED,)`` for anything else, which the communicator frames
-with ``frames.py`` and sends with ``send_frame``.
+It frames ``bytes`` and C-contiguous plain numeric arrays itself (no Python struct packing)
+and answers ``(UNSUPPORTED,)`` for anything else, which the communicator frames with
+``frames.py`` and sends with ``send_frame``.
+
+It is its own lock (``acquire``/``release``: a futex word, ``clusterlab_net::lock``; every
+method called by another thread than the holder waits for it, bounded) and carries the latency
+path: after ``bind(comm, rank, size)``, ``comm_send``/``comm_recv`` are whole
+``TcpCommunicator.send``/``recv`` calls in Rust (the communicator installs them as its own),
+calling back into the communicator's Python methods only for what they cannot finish.
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from clusterlab.comm.communicator import COLLECTIVE_TAG, MAX_USER_TAG
 from clusterlab.comm.errors import ProtocolError
+from clusterlab.comm.payload import COLLECTIVE_TAG, MAX_USER_TAG
 
 MAGIC = b"CLB\x01"
 VERSION = 1
