@@ -100,8 +100,24 @@ def test_barrier_exits_are_offsets_from_the_earliest_rank():
     got = run_threads(ct.barrier_exits, 4, 6)[0]
     assert len(got["exits"]) == 6 and len(got["calls"]) == 6
     assert all(len(row) == 4 and min(row) == 0.0 and max(row) < 1.0 for row in got["exits"])
-    assert all(c > 0 for c in got["calls"])
+    assert all(c > 0 for c in got["calls"]) and got["announce"] > 0
     assert ct.root_lateness(got["exits"]) >= 0
+
+
+def test_the_roots_word_is_priced_where_the_collectives_send_it():
+    from clusterlab.comm import collectives
+
+    m = CostModel(alpha=30e-6, beta=5e-8, overhead=3e-6, concurrency=0, announce={"16": 4e-4})
+    assert collectives.run  # the collectives are registered with the cost model
+    assert m.pick("bcast", 4096, 16) != m.pick("bcast", 1 << 20, 16)  # the pick depends on the size: announced
+    assert ct.announced(m, "bcast", f"auto:{m.pick('bcast', 1 << 20, 16)}", 16)
+    assert not ct.announced(m, "bcast", "auto:flat", 16)  # the direct pick: data goes with the word
+    assert not ct.announced(m, "bcast", "scatter_allgather", 16)  # named: nothing announced
+    assert not ct.announced(m, "allgather", "auto:ring", 16)
+    fixed = CostModel(alpha=30e-6, beta=5e-8, overhead=3e-6, concurrency=0, fixed={"bcast": "binomial"})
+    assert not ct.announced(fixed, "bcast", "auto:binomial", 16)  # the same pick at every size
+    assert m.announce_time(16) == pytest.approx(4e-4) and m.announce_time(6) == pytest.approx(4e-4)
+    assert CostModel().announce_time(16) == 0.0
 
 
 def test_root_lateness_is_the_median_of_the_roots_offsets():
