@@ -23,6 +23,8 @@ pub const DIRECT_MIN: usize = 32 * 1024;
 /// Bytes read from one connection per poll round, so that a peer streaming without pause
 /// cannot keep a waiting rank from noticing that its own message has arrived.
 pub const ROUND_BUDGET: usize = 8 << 20;
+/// Frames up to this size (header and payload) are sent from one buffer.
+const JOIN_MAX: usize = 512;
 /// Longest single sleep in the kernel; the deadline and failure checks run between sleeps.
 const MAX_SLEEP_MS: f64 = 500.0;
 
@@ -618,6 +620,16 @@ impl Engine {
         };
         let mut deadline = None; // read the clock only if the kernel buffer is full
         let total = head.len() + payload.len();
+        // a small frame goes out as one buffer with send(), the kernel's lighter path (no
+        // iovec array to import), as a C ping-pong would write it
+        let mut joined = [0u8; JOIN_MAX];
+        let (head, payload) = if total <= JOIN_MAX && !payload.is_empty() {
+            joined[..head.len()].copy_from_slice(head);
+            joined[head.len()..total].copy_from_slice(payload);
+            (&joined[..total], &[][..])
+        } else {
+            (head, payload)
+        };
         let mut sent = 0usize;
         while sent < total {
             if !self.conns[i].open {
@@ -637,12 +649,16 @@ impl Engine {
                 iov[0] = libc::iovec { iov_base: payload[off..].as_ptr() as *mut libc::c_void, iov_len: payload.len() - off };
                 niov = niov.max(1);
             }
-            // SAFETY: a zeroed msghdr is valid; iov points into live slices for the call.
+            // SAFETY: a zeroed msghdr is valid; iov points into live slices (or `joined`) for the call.
             let n = unsafe {
-                let mut mh: libc::msghdr = std::mem::zeroed();
-                mh.msg_iov = iov.as_mut_ptr();
-                mh.msg_iovlen = niov as _;
-                libc::sendmsg(self.conns[i].fd, &mh, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+                if niov == 1 {
+                    libc::send(self.conns[i].fd, iov[0].iov_base, iov[0].iov_len, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+                } else {
+                    let mut mh: libc::msghdr = std::mem::zeroed();
+                    mh.msg_iov = iov.as_mut_ptr();
+                    mh.msg_iovlen = niov as _;
+                    libc::sendmsg(self.conns[i].fd, &mh, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+                }
             };
             if n > 0 {
                 sent += n as usize;

@@ -241,11 +241,11 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
     of them looks at the collectives the model is judged on.
 
     The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
-    with ``calibrate_hosts`` = k, ``call_setup`` and ``setup`` are fitted from the set-up and
-    release time of a per-call mesh (the slowest rank's, per call, over 20 barriers) of 2 hosts
-    (the fixed part and one connection) and of k hosts (k(k-1)/2 set-ups over the CPU count,
-    ``setup_cpus``): ``per_call_split``; otherwise ``setup`` is one connection's set-up
-    measured alone.
+    with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
+    per-call mesh of k hosts (the slowest rank's, per call, over 20 barriers) as k(k-1)/2
+    set-ups over the CPU count (``setup_cpus``), and ``call_setup`` is what an empty per-call
+    call at 2 hosts costs beyond a persistent one and that one connection (``empty_calls``,
+    ``fixed_per_call``); otherwise ``setup`` is one connection's set-up measured alone.
 
     The hosts' messages share the CPUs too: with ``cpu_sizes``, ``cpu_message`` and ``cpu_byte``
     are fitted (``two_region_fit``) to the busy CPU time per message of a ping-pong between
@@ -287,27 +287,43 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
         cpus = float(os.cpu_count() or 1)
         env = dict(os.environ, **{CONNECTIONS_ENV: "per_call"})
         per_call = max(tb.run(per_call_overhead, k, 20, timeout=300, env=env))
-        two = max(tb.run(per_call_overhead, 2, 20, timeout=300, env=env))
-        m = dataclasses.replace(m, setup_cpus=cpus, **per_call_split(two, per_call, k, cpus))
-        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call, "per_call_overhead_2": two})
+        m = dataclasses.replace(m, setup=per_call * cpus / (k * (k - 1) / 2), setup_cpus=cpus)
+        # the fixed part: what a per-call call of one byte costs at 2 hosts beyond a persistent one and
+        # its one connection's set-up and release (starting the call's communicator, saying goodbye)
+        alone = dict(os.environ, **{CONNECTIONS_ENV: "persistent"})
+        two_per_call = tb.run(empty_calls, 2, 20, timeout=300, env=env)[0]
+        two_persistent = tb.run(empty_calls, 2, 20, timeout=300, env=alone)[0]
+        m = dataclasses.replace(m, call_setup=fixed_per_call(two_per_call, two_persistent, m))
+        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call,
+                          "empty_call_2_hosts": {"per_call": two_per_call, "persistent": two_persistent}})
     return m
 
 
-def per_call_split(two: float, big: float, k: int, cpus: float) -> dict:
-    """``call_setup`` and ``setup`` from a per-call mesh's overhead per call at 2 hosts (``two``:
-    one connection) and at ``k`` hosts (``big``: k(k-1)/2 connections sharing ``cpus`` CPUs,
-    ``CostModel.setup_time``): a fixed part per call and a part per connection; if the
-    difference is not positive, everything per connection (the k-host mesh alone).
+def empty_calls(comm, calls: int = 20) -> float | None:
+    """Seconds per call of ``calls`` 1-byte bcasts (the model's pick) back to back after a warm-up
+    call and a barrier, the slowest rank's; rank 0 returns it, the others None."""
+    from clusterlab.comm import collectives
 
-    >>> s = per_call_split(5e-3, 19e-3, 8, 2.0)
-    >>> round(s["call_setup"] * 1e3, 3), round(s["setup"] * 1e3, 3)
-    (3.923, 1.077)
+    byte = np.zeros(1, dtype=np.uint8) if comm.rank == 0 else None
+    collectives.run("bcast", comm, None, data=byte, root=0)
+    comm.barrier("dissemination")
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        collectives.run("bcast", comm, None, data=byte, root=0)
+    mine = (time.perf_counter() - t0) / calls
+    got = comm.gather(np.array([mine]), 0, "linear")
+    return max(float(np.asarray(g).ravel()[0]) for g in got) if comm.rank == 0 else None
+
+
+def fixed_per_call(per_call: float, persistent: float, model: costmodel.CostModel) -> float:
+    """``call_setup``: seconds an empty per-call call at 2 hosts costs beyond a persistent one and
+    beyond ``model``'s set-up of its one connection (never below 0).
+
+    >>> fixed_per_call(6e-3, 1e-3, costmodel.CostModel(setup=1.5e-3, setup_cpus=2))
+    0.0035
     """
-    units = max(k - 1, k * (k - 1) / 2 / cpus)  # setup_time's per-connection factor at k hosts
-    setup = (big - two) / (units - 1)
-    if setup <= 0 or two - setup < 0:
-        return {"call_setup": 0.0, "setup": big / units}
-    return {"call_setup": two - setup, "setup": setup}
+    one = dataclasses.replace(model, call_setup=0.0).setup_time(2)
+    return round(max(0.0, per_call - persistent - one), 12)
 
 
 def announced(model: costmodel.CostModel, op: str, label: str, n: int) -> bool:
