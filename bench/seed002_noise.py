@@ -27,7 +27,8 @@ SIZES = [4096, 65536, 262144, 1 << 20]
 # the same 16-host bcast by four paths: the benchmark's (the root announces the model's pick, then
 # the algorithm; collectives.run), and the scatter-allgather called directly with each rank
 # asking the model for its schedule, or told one
-PATHS = ("auto", "sag_model", "sag_in_turn", "sag_at_once")
+PATHS = ("auto", "sag_model", "sag_in_turn", "sag_at_once", "announce")
+# "announce": only what the root's announcement costs alone, a flat bcast of one byte
 
 
 def paths(comm, m: int, rounds: int, calls: int) -> list[dict] | None:
@@ -40,9 +41,13 @@ def paths(comm, m: int, rounds: int, calls: int) -> list[dict] | None:
 
     data = np.zeros(m, dtype=np.uint8) if comm.rank == 0 else None
 
+    byte = np.zeros(1, dtype=np.uint8) if comm.rank == 0 else None
+
     def once(path):
         if path == "auto":
             return collectives.run("bcast", comm, None, data=data, root=0)
+        if path == "announce":
+            return collectives.run("bcast", comm, "flat", data=byte, root=0)
         return sag.run(comm, data, 0, "overlap", {"sag_model": None, "sag_in_turn": "in_turn",
                                                   "sag_at_once": "at_once"}[path])
 
@@ -73,6 +78,21 @@ def others() -> list[str]:
     return [" ".join(line.split()) for line in out[1:9]]
 
 
+def autogroup() -> str:
+    """This process's scheduler autogroup and its nice (``/proc/self/autogroup``): with autogroup on,
+    CFS shares the CPUs between sessions' groups first, so another session's niced job gets as
+    much CPU as this whole run's group unless the groups' nice values differ."""
+    try:
+        return open("/proc/self/autogroup").read().strip()
+    except OSError:
+        return "no autogroup"
+
+
+def set_autogroup_nice(nice: int) -> None:
+    with open("/proc/self/autogroup", "w") as f:
+        f.write(str(nice))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -80,9 +100,12 @@ def main() -> int:
     ap.add_argument("--time-per-size", type=float, default=0.4)
     ap.add_argument("--paths", type=int, default=0, metavar="BYTES",
                     help="only compare the bcast's paths (PATHS) at this size, back to back, in rounds")
+    ap.add_argument("--autogroup-nice", type=int, default=None, metavar="N",
+                    help="run in a session of its own (setsid) and alternate rounds with its autogroup at nice 0 "
+                         "and at N (an A/B of other sessions' niced jobs taking CPU from the run)")
     ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" / "seed002_noise.json"))
     a = ap.parse_args()
-    out = {"loadavg_start": loadavg(), "others_start": others(), "exits": {}, "rounds": []}
+    out = {"loadavg_start": loadavg(), "others_start": others(), "autogroup": autogroup(), "exits": {}, "rounds": []}
     t0 = time.perf_counter()
     with Testbed(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb)
@@ -111,6 +134,14 @@ def main() -> int:
                   flush=True)
         for i in range(a.rounds):
             rnd = {"loadavg_start": loadavg()}
+            if a.autogroup_nice is not None:  # alternate rounds: this session's group at nice 0, then at N
+                set_autogroup_nice(a.autogroup_nice if i % 2 else 0)
+                rnd["autogroup"] = autogroup()
+                got = tb.run(ct.barrier_exits, 16, 100, timeout=300)[0]
+                rnd["root_lateness_us"] = ct.root_lateness(got["exits"]) * 1e6
+                rnd["exit_span_us"] = statistics.median(max(row) for row in got["exits"]) * 1e6
+                print(f"round {i} {rnd['autogroup']}: root lateness {rnd['root_lateness_us']:.0f} us, exit span "
+                      f"{rnd['exit_span_us']:.0f} us", flush=True)
             rows = ct.measure(tb, "bcast", SIZES, "persistent", model, nranks=16, time_per_size=a.time_per_size)
             back = ct.measure_batched(tb, "bcast", SIZES, "persistent", model, nranks=16,
                                       time_per_size=a.time_per_size)

@@ -185,3 +185,6 @@ def test_a_call_timed_from_its_barrier_pays_the_roots_calibrated_lateness():
             CostModel(start_lateness=bad)
     with pytest.raises(ConfigError, match="window"):
         CostModel(window=-1)
+    with pytest.raises(ConfigError, match="announce"):
+        CostModel(announce={"16": -1e-4})
+    assert CostModel.from_dict(CostModel(announce={"6": 1e-4}).to_dict()).announce == {"6": 1e-4}

@@ -103,6 +103,7 @@ class CostModel:
     cpu_byte: float = 0.0  # CPU seconds per byte (both ends), when cpus > 0
     window: float = 0.0  # bytes a rank's fan-out leaves in send order (TCP's initial window); 0: none
     start_lateness: dict = field(default_factory=dict)  # hosts (str) -> seconds the root leaves a barrier late
+    announce: dict = field(default_factory=dict)  # hosts (str) -> seconds of a root's 1-byte word to every rank
     source: str = "default"
     details: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)  # op -> the algorithm ``pick`` always returns (a search's choice)
@@ -117,12 +118,13 @@ class CostModel:
         if not isinstance(self.fixed, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                        for k, v in self.fixed.items()):
             raise ConfigError(f"cost model parameter fixed must map operations to algorithm names, got {self.fixed!r}")
-        late = self.start_lateness
-        if not isinstance(late, dict) or not all(
-                isinstance(k, str) and k.isdigit() and int(k) >= 1 and isinstance(v, (int, float))
-                and math.isfinite(v) and v >= 0 for k, v in late.items()):
-            raise ConfigError("cost model parameter start_lateness must map host counts (\"16\") to seconds >= 0, "
-                              f"got {late!r}")
+        for name in ("start_lateness", "announce"):
+            table = getattr(self, name)
+            if not isinstance(table, dict) or not all(
+                    isinstance(k, str) and k.isdigit() and int(k) >= 1 and isinstance(v, (int, float))
+                    and math.isfinite(v) and v >= 0 for k, v in table.items()):
+                raise ConfigError(f"cost model parameter {name} must map host counts (\"16\") to seconds >= 0, "
+                                  f"got {table!r}")
 
     # --- prediction -----------------------------------------------------------------------
     def predict(self, op: str, algorithm: str, m: float, n: int, connected: bool = True) -> float:
@@ -243,15 +245,15 @@ class CostModel:
         >>> [round(m.barrier_lateness(n) * 1e6) for n in (2, 6, 12, 16, 32)]
         [40, 45, 165, 280, 280]
         """
-        pts = sorted((int(k), float(v)) for k, v in self.start_lateness.items())
-        if not pts:
-            return 0.0
-        if n <= pts[0][0]:
-            return pts[0][1]
-        for (n0, t0), (n1, t1) in zip(pts, pts[1:], strict=False):
-            if n <= n1:
-                return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
-        return pts[-1][1]
+        return _by_hosts(self.start_lateness, n)
+
+    def announce_time(self, n: int) -> float:
+        """Seconds the root's word of its pick to the other ``n - 1`` ranks adds to an automatic
+        bcast or scatter (``clusterlab.comm.collectives``: one byte each before the algorithm,
+        unless the pick is the same at every size or is the direct one): ``announce``, calibrated
+        as a flat 1-byte bcast's time per call back to back, interpolated as
+        ``barrier_lateness``; 0 without a calibration."""
+        return _by_hosts(self.announce, n)
 
     def predict_from_barrier(self, op: str, algorithm: str, m: float, n: int, mode: str = "persistent") -> float:
         """Predicted seconds of one call of ``algorithm`` timed from a barrier before it, as the
@@ -305,6 +307,7 @@ class CostModel:
                        cpus=d.get("cpus", 0.0),
                        cpu_message=d.get("cpu_message", 0.0), cpu_byte=d.get("cpu_byte", 0.0),
                        window=d.get("window", 0.0), start_lateness=d.get("start_lateness") or {},
+                       announce=d.get("announce") or {},
                        source=str(d.get("source", where)), details=dict(d.get("details") or {}),
                        fixed=d.get("fixed") or {})
         except ConfigError as e:
@@ -321,6 +324,20 @@ class CostModel:
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
         return cls.from_dict(d, str(path))
+
+
+def _by_hosts(table: dict, n: int) -> float:
+    """``table``'s value (host count as a string -> seconds) at ``n`` hosts: linear between its
+    host counts, the nearest one's outside them, 0 for an empty table."""
+    pts = sorted((int(k), float(v)) for k, v in table.items())
+    if not pts:
+        return 0.0
+    if n <= pts[0][0]:
+        return pts[0][1]
+    for (n0, t0), (n1, t1) in zip(pts, pts[1:], strict=False):
+        if n <= n1:
+            return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
+    return pts[-1][1]
 
 
 def register(modules: dict[str, dict]) -> None:

@@ -119,8 +119,8 @@ def _masks_from(low: int, parent: int, n: int) -> list[int]:
 
 def patterns(m: float, n: int, window: float = 0.0) -> dict[str, Pattern]:
     """The two scatter schedules, each followed by the ring: ``in_turn`` pays a hop per level for
-    the acknowledgement and moves ``(n - 1) m / n`` bytes on the critical path; ``at_once``
-    moves every level's fan-out (``_at_once_pieces``), or as ``in_turn`` without its
+    the acknowledgement and moves ``(n - 1) m / n`` bytes on the critical path; ``at_once`` pays
+    one hop for the last acknowledgement (collected before the ring) and moves every level's fan-out (``_at_once_pieces``), or as ``in_turn`` without its
     acknowledgements' hops where a fan-out fits ``window`` bytes (TCP's first window: it leaves
     in send order)."""
     k = ceil_log2(n)
@@ -129,7 +129,8 @@ def patterns(m: float, n: int, window: float = 0.0) -> dict[str, Pattern]:
                   total_messages=(n - 1) * (n + 2), copies=4 * m)
     pieces = _at_once_pieces(n, window / (m / n) if m > 0 else float("inf"))
     return {"in_turn": Pattern(hops=2 * k + n - 1, sends=2 * k + 2 * (n - 1), bytes=ring + ring, **common),
-            "at_once": Pattern(hops=k + n - 1, sends=2 * k + 2 * (n - 1), bytes=pieces * m / n + ring, **common)}
+            # at once, a parent collects its children's words before its ring: one hop after the last has its subtree
+            "at_once": Pattern(hops=k + n, sends=2 * k + 2 * (n - 1), bytes=pieces * m / n + ring, **common)}
 
 
 def pattern(m: float, n: int) -> Pattern:
