@@ -154,7 +154,8 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
 @pytest.mark.parametrize("kw, msg", [({"network": "wan"}, "network must be one of consolidated, san"),
                                      ({"bonnie_size": "10MB"}, "bonnie_size must be a multiple of 4194304"),
                                      ({"algorithm": "apriori"}, "algorithm must be one of"),
-                                     ({"backing_rate": "fast"}, "backing_rate")])
+                                     ({"backing_rate": "fast"}, "backing_rate"),
+                                     ({"layout": "text"}, "layout must be one of packed, fimi, got 'text'")])
 def test_mining_workload_refuses_bad_settings(kw, msg):
     from clusterlab.experiments.workloads.storage import mining_from_target
 
@@ -162,3 +163,4 @@ def test_mining_workload_refuses_bad_settings(kw, msg):
         mining_from_target(**kw)
     w = mining_from_target(bonnie=True, bonnie_size="8MiB", network="san")
     assert (w.params["bonnie"], w.params["network"], w.params["rescan"]) == (True, "san", True)
+    assert (w.params["layout"], mining_from_target(layout="fimi").params["layout"]) == ("packed", "fimi")

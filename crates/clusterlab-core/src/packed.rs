@@ -65,6 +65,25 @@ pub fn encode(offsets: &[i64], items: &[u32]) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// The varint at `buf[*j..]`, which holds at least 5 bytes or the varint's end; advances
+/// `*j` past it. None: longer than 5 bytes or above u32 (or cut by the buffer's end).
+#[inline]
+fn varint_at(buf: &[u8], j: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in [0u32, 7, 14, 21, 28] {
+        let b = *buf.get(*j)?;
+        *j += 1;
+        if shift == 28 && b > 0x0f {
+            return None;
+        }
+        v |= ((b & 0x7f) as u64) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
 /// Streaming decoder of one packed region of `region_len` bytes.
 #[derive(Debug)]
 pub struct Decoder {
@@ -143,10 +162,77 @@ impl Decoder {
             });
         }
         let base = self.pos;
-        let n = buf.len();
         let mut i = 0usize;
-        // finish a varint cut by the previous piece, byte by byte
-        while self.shift > 0 && i < n {
+        while i < buf.len() {
+            if self.shift == 0 && self.left == 0 {
+                // whole transactions that surely end inside this piece: the hot loop
+                while let Some(next) = self.whole_transaction(buf, i, base)? {
+                    i = next;
+                }
+                if i == buf.len() {
+                    break;
+                }
+            }
+            // near the piece's end, or a varint or transaction cut by the previous piece
+            i = self.one_varint(buf, i, base)?;
+        }
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Decode one whole transaction at `buf[i..]` when the bytes left in the piece surely
+    /// hold it (5 bytes for the count, 5 for each item: a varint's most); returns where the
+    /// next one starts, or None (the caller goes varint by varint). The same checks and
+    /// offsets as [`Decoder::one_varint`].
+    #[inline]
+    fn whole_transaction(&mut self, buf: &[u8], i: usize, base: u64) -> Result<Option<usize>, DecodeError> {
+        let n = buf.len();
+        if n - i < 5 {
+            return Ok(None);
+        }
+        let mut j = i;
+        let count = varint_at(buf, &mut j).ok_or_else(|| Self::too_long(base + i as u64))?;
+        let after = base + j as u64;
+        if count > self.region_len - after {
+            return Err(DecodeError {
+                offset: base + i as u64,
+                message: format!("item count {count} runs past the region ({} bytes left)", self.region_len - after),
+            });
+        }
+        if (n - j) as u64 / 5 < count {
+            return Ok(None);
+        }
+        let items = &mut self.out.items;
+        items.reserve(count as usize);
+        let mut prev: u64 = 0;
+        for k in 0..count {
+            let at = j;
+            let b = buf[j];
+            let v = if b < 0x80 {
+                j += 1;
+                b as u64
+            } else {
+                varint_at(buf, &mut j).ok_or_else(|| Self::too_long(base + at as u64))?
+            };
+            let id = if k == 0 { v } else { prev + 1 + v };
+            if id > u32::MAX as u64 {
+                return Err(DecodeError { offset: base + at as u64, message: format!("item id {id} is above 4294967295") });
+            }
+            items.push(id as u32);
+            prev = id;
+        }
+        self.out.offsets.push(items.len() as i64);
+        Ok(Some(j))
+    }
+
+    /// Take bytes from `buf[i..]` until one varint is complete (then handle its value) or the
+    /// piece ends (then keep what was read of it); returns where the next byte is.
+    fn one_varint(&mut self, buf: &[u8], mut i: usize, base: u64) -> Result<usize, DecodeError> {
+        if self.shift == 0 {
+            self.start = base + i as u64;
+            self.acc = 0;
+        }
+        while i < buf.len() {
             let b = buf[i];
             i += 1;
             if self.shift == 28 && b > 0x0f {
@@ -158,45 +244,11 @@ impl Decoder {
                 self.shift = 0;
                 self.acc = 0;
                 self.value(v, at, base + i as u64)?;
-            } else {
-                self.shift += 7;
+                return Ok(i);
             }
+            self.shift += 7;
         }
-        // whole varints: the hot loop
-        while i < n {
-            let at = i;
-            let b0 = buf[i];
-            if b0 < 0x80 {
-                i += 1;
-                self.value(b0 as u64, base + at as u64, base + i as u64)?;
-                continue;
-            }
-            let mut v = (b0 & 0x7f) as u64;
-            let mut shift = 7u32;
-            i += 1;
-            loop {
-                if i == n {
-                    // cut by the piece's end: keep it for the next piece
-                    self.acc = v;
-                    self.shift = shift;
-                    self.start = base + at as u64;
-                    break;
-                }
-                let b = buf[i];
-                i += 1;
-                if shift == 28 && b > 0x0f {
-                    return Err(Self::too_long(base + at as u64));
-                }
-                v |= ((b & 0x7f) as u64) << shift;
-                if b & 0x80 == 0 {
-                    self.value(v, base + at as u64, base + i as u64)?;
-                    break;
-                }
-                shift += 7;
-            }
-        }
-        self.pos += n as u64;
-        Ok(())
+        Ok(i)
     }
 
     /// The baskets, once the whole region has been fed; `transactions`: how many the header
@@ -347,6 +399,36 @@ mod tests {
             }
             let pieces = res.and_then(|_| d.finish(None));
             assert_eq!(whole, pieces);
+        }
+    }
+
+    #[test]
+    fn mutated_encodings_give_the_same_answer_whole_and_in_pieces() {
+        // whole buffers take the fast path (whole transactions), small pieces the varint by
+        // varint one: every error must be the same, at the same offset
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for _ in 0..300 {
+            let b = random_baskets(&mut rng, 30);
+            let mut enc = encode(&b.offsets, &b.items).unwrap();
+            for _ in 0..rng.gen_range(0..4) {
+                if !enc.is_empty() {
+                    let k = rng.gen_range(0..enc.len());
+                    enc[k] = rng.gen();
+                }
+            }
+            if rng.gen_bool(0.3) && !enc.is_empty() {
+                enc.truncate(rng.gen_range(0..enc.len()));
+            }
+            let whole = decode(&enc, Some(b.len() as u64));
+            let mut d = Decoder::new(enc.len() as u64);
+            let mut res = Ok(());
+            for c in enc.chunks(rng.gen_range(1..9)) {
+                res = d.feed(c);
+                if res.is_err() {
+                    break;
+                }
+            }
+            assert_eq!(whole, res.and_then(|_| d.finish(Some(b.len() as u64))));
         }
     }
 }

@@ -149,6 +149,7 @@ impl fmt::Debug for Dtype {
 
 /// The plain numeric dtypes a frame may carry: byte order `<`, `>`, `|` or `=`, kind and item
 /// size from this table (no objects, no structured types, no datetimes).
+#[cfg_attr(not(test), allow(dead_code))]
 const ITEMSIZES: [(u8, &[usize]); 5] = [
     (b'b', &[1]),
     (b'i', &[1, 2, 4, 8]),
@@ -163,8 +164,10 @@ pub fn parse_dtype(d: &[u8]) -> Option<Dtype> {
         return None;
     }
     let size = d[2..].iter().fold(0usize, |s, c| s * 10 + (c - b'0') as usize);
-    let (_, sizes) = ITEMSIZES.iter().find(|(k, _)| *k == d[1])?;
-    if !sizes.contains(&size) || (d.len() == 4 && d[2] == b'0') {
+    // the table as a match (this runs for every array received; `ITEMSIZES` is its spec, and
+    // a test checks that the two agree)
+    let known = matches!((d[1], size), (b'b', 1) | (b'i' | b'u', 1 | 2 | 4 | 8) | (b'f', 2 | 4 | 8 | 16) | (b'c', 8 | 16 | 32));
+    if !known || (d.len() == 4 && d[2] == b'0') {
         return None;
     }
     let mut text = [0u8; 4];
@@ -333,6 +336,20 @@ pub fn shape_repr(shape: &[u64]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parse_dtype_accepts_exactly_the_table() {
+        for order in [b'<', b'>', b'|', b'=', b'!'] {
+            for kind in [b'b', b'i', b'u', b'f', b'c', b'O', b'M'] {
+                for size in 0..40usize {
+                    let text = format!("{}{}{}", order as char, kind as char, size);
+                    let want = order != b'!' && ITEMSIZES.iter().any(|(k, s)| *k == kind && s.contains(&size));
+                    assert_eq!(parse_dtype(text.as_bytes()).is_some(), want, "{text}");
+                }
+            }
+        }
+        assert!(parse_dtype(b"<f08").is_none() && parse_dtype(b"<f").is_none());
+    }
+
     use super::*;
 
     fn head(kind: u8, ndim: u8, dtlen: u8, flags: u8, tag: i32, source: i32, len: u64) -> [u8; 24] {

@@ -13,7 +13,8 @@ per-initiator MB/s of each phase, with the bottleneck the monitor named
 
 ``mining_from_target``: the data (a FIMI file, or a generator name with a size such as
 ``T10I4N1000D100K:1M``: 1000 items, as the seed's) is written once per point to a shared LUN, one region per rank
-(``clusterlab.storage.source``); per repetition the job reads its partitions from the target
+(``clusterlab.storage.source``; ``layout``: ``packed``, varint-delta baskets, about a third of
+the text's bytes, or ``fimi``, the text); per repetition the job reads its partitions from the target
 (``seconds``: job time, read to result) and, with ``compare_local``, the same job reads the
 local file (``local_seconds``); the itemsets must be equal. ``rescan``: HPA reads its
 partition from the target again every pass (``ParallelConfig.rescan``, as the seed's; PFP and
