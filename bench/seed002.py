@@ -62,7 +62,9 @@ def main() -> int:
         model = ct.fit_model(tb, cpu_sizes=ct.CPU_SIZES if a.cpu_term else None)
         print(f"model: alpha {model.alpha * 1e6:.1f} us, beta {8 / model.beta / 1e6 if model.beta else 0:.1f} Mbit/s, "
               f"set-up {model.setup * 1e6:.0f} us, overhead {model.overhead * 1e6:.1f} us, CPU per message "
-              f"{model.cpu_message * 1e6:.1f} us + {model.cpu_byte * 1e9:.2f} ns/B on {model.cpus:g} CPUs", flush=True)
+              f"{model.cpu_message * 1e6:.1f} us + {model.cpu_byte * 1e9:.2f} ns/B on {model.cpus:g} CPUs, per-call "
+              f"fixed {model.call_setup * 1e3:.2f} ms, window {model.window:.0f} B, root's barrier lateness "
+              + ", ".join(f"{k} hosts {v * 1e6:.0f} us" for k, v in model.start_lateness.items()), flush=True)
         for n in host_counts:
             these = sizes if n == a.fig1_hosts or a.all_sizes else [65536, 1048576]
             for op in OPS:
@@ -102,9 +104,11 @@ def main() -> int:
            "median_abs_error_links_only": links_only,
            "median_abs_error_batched": batched_summary,
            "loadavg_start": started, "loadavg_end": loadavg(), "seconds": time.perf_counter() - t0,
-           "note": "p50 of the slowest rank per call vs the cost model fitted on the same testbed's links and on "
-                   "the CPU time per message of a ping-pong (the testbed's hosts share this machine's CPUs); "
-                   "predicted_links_only_us: the same model without the shared-CPU step term"}
+           "note": "p50 of the slowest rank per call, each call timed from its own barrier, vs the cost model "
+                   "fitted on the same testbed's links (predicted_us: the call plus the root's calibrated barrier "
+                   "lateness, CostModel.predict_from_barrier; predicted_call_us: the call alone); batched_us: "
+                   "calls back to back, against the call alone; predicted_links_only_us: without the shared-CPU "
+                   "step term (--cpu-term)"}
     with atomic_open(a.out) as f:
         json.dump(out, f, indent=1)
     plot(out, Path(a.out).with_suffix(".png"))

@@ -13,14 +13,15 @@ rate (issue 13's target: >= 90 %), iSCSI vs local. The machine's load is recorde
 
 Writes ``bench/results/storage.json`` atomically. With ``--mining N``: instead, HPA, PFP and CD
 on ``--counts``' largest count of hosts over N generated transactions of 1000 items, each
-rank reading its partition from the local file and from a shared LUN on the target
-(``clusterlab.bench.storage.mining_from_target``; issue 13's target: iSCSI within 1.3x of
-local), into ``bench/results/storage_mining.json``.
+rank reading its partition from the local file, from the LUN's layout in a local file and from
+a shared LUN on the target in each ``--layout`` (``clusterlab.bench.storage.mining_from_target``;
+issue 13's target: iSCSI within 1.3x of local), into ``bench/results/storage_mining.json``.
 
 Usage: ``flock /work/quiet.lock .venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
 [--rates 155Mbit,1Gbit] [--connections 1,4] [--reps 1]``; the mining comparison:
 ``... bench/storage.py --mining 1000000 --counts 4 --rates 10Gbit [--tgtd rdwr,rdwr:2,aio]
-[--offloads off,on] [--in-flight 1,2,4] [--algorithms hpa,pfp]`` (settings interleaved repetition by repetition;
+[--offloads off,on] [--in-flight 1,2,4] [--algorithms hpa,pfp] [--layout packed,fimi]`` (settings interleaved
+repetition by repetition;
 per job also the machine's busy CPU seconds, and what the target's path adds per MB).
 """
 
@@ -64,9 +65,20 @@ def main() -> int:
                     "comma-separated to compare (interleaved)")
     ap.add_argument("--offloads", default="off", help="with --mining: the testbed's TSO/GSO/GRO, off (MTU-sized "
                     "packets, the testbed's default), on, or off,on (interleaved)")
+    ap.add_argument("--layout", default="packed", help="with --mining: the LUN layouts to compare, comma-separated "
+                    "(packed, fimi), interleaved repetition by repetition")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.mining:
+        from clusterlab.errors import ConfigError
+        from clusterlab.storage.source import check_layout
+
+        try:
+            for lay in a.layout.split(","):
+                check_layout(lay)
+        except ConfigError as e:
+            print(f"bench/storage.py: --layout: {e}", file=sys.stderr)
+            return 2
         return mining(a)
     a.out = a.out or str(HERE / "results" / "storage.json")
     size, block, counts = parse_size(a.size), parse_size(a.block), parse_counts(a.counts)
@@ -140,13 +152,16 @@ def mining(a) -> int:
                 r = mining_from_target(data, nodes=nodes, min_support=a.min_support, reps=1, block=parse_size(a.block),
                                        rate=None if rate == "none" else rate, iothreads=threads, bstype=bstype,
                                        algorithms=tuple(a.algorithms.split(",")), offloads=offloads,
-                                       connections=in_flight)
+                                       connections=in_flight, layouts=tuple(a.layout.split(",")))
                 for row in r["runs"]:
                     row.update(rep=rep, bstype=bstype, iothreads=threads, offloads=offloads, in_flight=in_flight)
-                    lo, sc = row["local"], row["iscsi"]
-                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} in flight {in_flight} {row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
-                          f"{lo['read_s']:.2f} + {lo['rescan_s']:.2f}), iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f}"
-                          f" + {sc['rescan_s']:.2f}, tgtd {sc['tgtd_cpu_s']:.2f} cpu-s): {row['iscsi_vs_local']:.2f}x; "
+                    lo, ll, sc = row["local"], row["local_layout"], row["iscsi"]
+                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} in flight {in_flight} {row['layout']:>6} "
+                          f"{row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
+                          f"{lo['read_s']:.2f} + {lo['rescan_s']:.2f}), {row['layout']} file {ll['job_s']:.2f} s (read "
+                          f"{ll['read_s']:.2f}), iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f}"
+                          f" + {sc['rescan_s']:.2f}, tgtd {sc['tgtd_cpu_s']:.2f} cpu-s): {row['iscsi_vs_local']:.2f}x, "
+                          f"{row['iscsi_vs_local_layout']:.2f}x its file; "
                           f"extra CPU {row['extra_cpu_s']:.2f} s ({row['extra_cpu_s_per_mb'] * 1e3:.1f} ms/MB, floor "
                           f"{row['cpu_floor_s']:.2f} s) vs added {row['added_s']:.2f} s (load {row['load'][0]:.1f})",
                           flush=True)
@@ -156,7 +171,10 @@ def mining(a) -> int:
         res["load_before"], res["load_after"] = res["configs"][0]["load_before"], res["configs"][-1]["load_after"]
     res["what"] = (f"HPA (reading once, and rescanning every pass)/PFP/CD on {nodes} testbed hosts, {a.mining} "
                    "transactions (T10I4, 1000 items): each rank reads its partition from the local file vs from a "
-                   f"shared iSCSI LUN on st ({a.block} READ commands, {a.in_flight} in flight, read ahead in 2 MiB pieces parsed as they arrive); job time = slowest rank, "
+                   f"shared iSCSI LUN on st ({a.block} READ commands, {a.in_flight} in flight, read ahead in 2 MiB pieces "
+                   "parsed or decoded as they arrive) and from the same LUN layout in a local file (local_layout); "
+                   f"LUN layouts {a.layout} (packed: varint-delta baskets, version 2; fimi: the text, version 1), "
+                   "interleaved; job time = slowest rank, "
                    "read to result; tgtd settings " + a.tgtd + ", offloads " + a.offloads + " interleaved; extra_cpu_s: the machine's busy CPU "
                    "seconds (nice 0) of the iSCSI job minus the local one; cpu_floor_s: that over the cores")
     res["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

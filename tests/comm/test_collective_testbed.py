@@ -82,9 +82,69 @@ def test_tiny_run_on_a_testbed_measures_both_modes():
     with Testbed(StarTopo(hosts=3, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb, sizes=(1, 1 << 18), trial_time=0.005, cpu_sizes=ct.CPU_SIZES)
         assert 50 < 8 / model.beta / 1e6 < 300 and model.setup > 0 and model.concurrency == 0
-        assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3
+        assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3 and model.call_setup >= 0
+        assert set(model.details["empty_call_2_hosts"]) == {"per_call", "persistent"}
         assert model.cpus == (os.cpu_count() or 1) and model.cpu_message > 0 and len(model.details["cpu_pingpong"]) == 7
+        assert model.window == 10 * (9180 - 52) and sorted(model.start_lateness) == ["2", "3"]
         rows = [r for mode in ct.MODES for r in ct.measure(tb, "bcast", [1 << 18], mode, model, time_per_size=0.1)]
     assert [r["connections"] for r in rows] == ["persistent", "per_call"]
     assert all(r["hosts"] == 3 and r["predicted_us"] > 0 and r["p50_us"] > 0 for r in rows)
     assert rows[1]["predicted_us"] > rows[0]["predicted_us"]  # per-call pays the set-up
+    late = model.barrier_lateness(3) * 1e6  # every call timed from its barrier pays the root's lateness
+    assert all(r["predicted_us"] == pytest.approx(r["predicted_call_us"] + late) for r in rows)
+
+
+def test_barrier_exits_are_offsets_from_the_earliest_rank():
+    from clusterlab.comm.inproc import run_threads
+
+    got = run_threads(ct.barrier_exits, 4, 6)[0]
+    assert len(got["exits"]) == 6 and len(got["calls"]) == 6
+    assert all(len(row) == 4 and min(row) == 0.0 and max(row) < 1.0 for row in got["exits"])
+    assert all(c > 0 for c in got["calls"]) and got["announce"] > 0
+    assert ct.root_lateness(got["exits"]) >= 0
+
+
+def test_the_roots_word_is_priced_where_the_collectives_send_it():
+    from clusterlab.comm import collectives
+
+    m = CostModel(alpha=30e-6, beta=5e-8, overhead=3e-6, concurrency=0, announce={"16": 4e-4})
+    assert collectives.run  # the collectives are registered with the cost model
+    assert m.pick("bcast", 4096, 16) != m.pick("bcast", 1 << 20, 16)  # the pick depends on the size: announced
+    assert ct.announced(m, "bcast", f"auto:{m.pick('bcast', 1 << 20, 16)}", 16)
+    assert not ct.announced(m, "bcast", "auto:flat", 16)  # the direct pick: data goes with the word
+    assert not ct.announced(m, "bcast", "scatter_allgather", 16)  # named: nothing announced
+    assert not ct.announced(m, "allgather", "auto:ring", 16)
+    fixed = CostModel(alpha=30e-6, beta=5e-8, overhead=3e-6, concurrency=0, fixed={"bcast": "binomial"})
+    assert not ct.announced(fixed, "bcast", "auto:binomial", 16)  # the same pick at every size
+    assert m.announce_time(16) == pytest.approx(4e-4) and m.announce_time(6) == pytest.approx(4e-4)
+    assert CostModel().announce_time(16) == 0.0
+
+
+def test_root_lateness_is_the_median_of_the_roots_offsets():
+    exits = [[3e-4, 0.0, 1e-4], [0.0, 2e-4, 5e-4], [1e-4, 0.0, 0.0], [6e-4, 0.0, 1e-3]]
+    assert ct.root_lateness(exits) == pytest.approx(2e-4)  # median of 3e-4, 0, 1e-4, 6e-4
+    assert ct.root_lateness(exits, root=2) == pytest.approx(3e-4)
+
+
+def test_initial_window_follows_the_mtu_and_the_routes_initcwnd():
+    from types import SimpleNamespace
+
+    tb = SimpleNamespace(topo=SimpleNamespace(mtu=9180), transport=SimpleNamespace(initcwnd=None))
+    assert ct.initial_window(tb) == 10 * 9128
+    tb.transport.initcwnd, tb.topo.mtu = 2, 1500
+    assert ct.initial_window(tb) == 2 * 1448
+
+
+def test_per_call_modes_fixed_cost_is_an_empty_calls_excess_beyond_its_connection():
+    m = CostModel(setup=1e-3, setup_cpus=2.0)
+    # 2 hosts: an empty per-call call 6 ms, a persistent one 1 ms, one connection's set-up 1 ms: 4 ms fixed
+    fixed = ct.fixed_per_call(6e-3, 1e-3, m)
+    assert fixed == pytest.approx(4e-3)
+    assert ct.fixed_per_call(1.5e-3, 1e-3, m) == 0.0  # never negative
+    m.call_setup = fixed
+    assert m.setup_time(2) == pytest.approx(5e-3) and m.setup_time(16) == pytest.approx(4e-3 + 60e-3)
+    assert m.setup_time(1) == 0.0
+    assert _predict(m, "bcast", "binomial", 4096, 2, "per_call") == pytest.approx(
+        m.predict("bcast", "binomial", 4096, 2) + 5e-3)
+    assert ct.fixed_per_call(6e-3, 1e-3, m) == pytest.approx(4e-3)  # the model's own fixed part not counted twice
+    assert CostModel.from_dict(m.to_dict()).call_setup == pytest.approx(fixed)

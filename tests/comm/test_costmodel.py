@@ -164,3 +164,27 @@ def test_costmodel_does_not_import_the_algorithms_it_prices():
     assert not any(m and m.startswith("clusterlab.comm") for m in imported), imported
     assert set(costmodel._ALGORITHMS) == set(collectives.OPS)
     assert costmodel.CostModel().pick("bcast", 1 << 20, 8) in collectives.ALGORITHMS["bcast"]
+
+
+def test_a_call_timed_from_its_barrier_pays_the_roots_calibrated_lateness():
+    m = CostModel(alpha=30e-6, beta=1e-8, overhead=0, concurrency=0, setup=1e-3,
+                  start_lateness={"4": 40e-6, "8": 50e-6, "16": 280e-6})
+    assert m.barrier_lateness(16) == pytest.approx(280e-6) and m.barrier_lateness(12) == pytest.approx(165e-6)
+    assert m.barrier_lateness(2) == pytest.approx(40e-6) and m.barrier_lateness(64) == pytest.approx(280e-6)
+    assert CostModel().barrier_lateness(16) == 0.0
+    for mode in ("persistent", "per_call"):
+        alone = m.predict_mode("bcast", "binomial", 4096, 16, mode, calls=1) if mode == "per_call" else m.predict(
+            "bcast", "binomial", 4096, 16)
+        assert m.predict_from_barrier("bcast", "binomial", 4096, 16, mode) == pytest.approx(alone + 280e-6)
+    # picks never include it: the same for every algorithm
+    assert m.pick("bcast", 4096, 16) == CostModel(alpha=30e-6, beta=1e-8, overhead=0, concurrency=0).pick("bcast", 4096, 16)
+    back = CostModel.from_dict(m.to_dict())
+    assert back.start_lateness == m.start_lateness
+    for bad in ({"x": 1e-4}, {"16": -1.0}, {"16": float("nan")}, {16: 1e-4}, [1e-4]):
+        with pytest.raises(ConfigError, match="start_lateness"):
+            CostModel(start_lateness=bad)
+    with pytest.raises(ConfigError, match="window"):
+        CostModel(window=-1)
+    with pytest.raises(ConfigError, match="announce"):
+        CostModel(announce={"16": -1e-4})
+    assert CostModel.from_dict(CostModel(announce={"6": 1e-4}).to_dict()).announce == {"6": 1e-4}

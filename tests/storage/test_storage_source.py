@@ -95,9 +95,11 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
     from clusterlab.cluster.testbed import StarTopo, Testbed, clean
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage, storage_leftovers
+    from clusterlab.data import read_partition
     from clusterlab.mining.parallel import mine_parallel
     from clusterlab.mining.parallel.config import ParallelConfig
     from clusterlab.storage.source import (
+        decode_pieces,
         lun_bytes_needed,
         partition_ranges,
         read_rank_baskets,
@@ -116,24 +118,30 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
         with Testbed(StarTopo(hosts=3, rate="1Gbit", storage=True), name=name) as tb, \
                 IscsiTarget(tb, initiators=3, lun_size=size, shared=True) as tgt:
             url = tgt.luns[0]["url"]
-            with in_netns(tb.host("h0").ns):
-                write_partitions(url, data, 3)
-            for algorithm in ("hpa", "pfp", "cd"):
-                sets, _ = mine_parallel(url, nodes=3, algorithm=algorithm, min_support=0.02, testbed=name)
-                assert sets.equals(seq), algorithm
-            # larger commands, fewer in flight (the URL's options)
-            sets, _ = mine_parallel(url + "?block=1048576&connections=2", nodes=3, algorithm="cd", min_support=0.02,
-                                    testbed=name)
-            assert sets.equals(seq)
-            # HPA rescanning the LUN every pass
-            sets, _ = mine_parallel(url, nodes=3, algorithm="hpa", min_support=0.02, testbed=name,
-                                    config=ParallelConfig(rescan=True))
-            assert sets.equals(seq)
-            # read ahead in small pieces (lines cut across pieces) = read whole and parsed
-            with in_netns(tb.host("h1").ns):
-                whole = parse_pieces([read_rank_bytes(url, 1, 3)], "x")
-                streamed = read_rank_baskets(url, 1, 3, block=4096, segment=8192)
-            assert streamed.to_lists() == whole.to_lists() and len(whole) > 100
+            for layout in ("packed", "fimi"):  # version 2 (the default) and version 1 still readable
+                with in_netns(tb.host("h0").ns):
+                    regions = write_partitions(url, data, 3, layout=layout)
+                for algorithm in ("hpa", "pfp", "cd"):
+                    sets, _ = mine_parallel(url, nodes=3, algorithm=algorithm, min_support=0.02, testbed=name)
+                    assert sets.equals(seq), (layout, algorithm)
+                # larger commands, fewer in flight (the URL's options)
+                sets, _ = mine_parallel(url + "?block=1048576&connections=2", nodes=3, algorithm="cd",
+                                        min_support=0.02, testbed=name)
+                assert sets.equals(seq)
+                # HPA rescanning the LUN every pass
+                sets, _ = mine_parallel(url, nodes=3, algorithm="hpa", min_support=0.02, testbed=name,
+                                        config=ParallelConfig(rescan=True))
+                assert sets.equals(seq)
+                # read ahead in small pieces (cut anywhere) = read whole and parsed or decoded
+                with in_netns(tb.host("h1").ns):
+                    raw = read_rank_bytes(url, 1, 3)
+                    whole = (parse_pieces([raw], "x") if layout == "fimi"
+                             else decode_pieces([raw], regions[1], "x"))
+                    streamed = read_rank_baskets(url, 1, 3, block=4096, segment=8192)
+                assert streamed.to_lists() == whole.to_lists() and len(whole) > 100
+                assert streamed.to_lists() == read_partition(str(data), 1, 3).to_lists()
+                assert (len(raw) < (partition_ranges(data, 3)[1][1] - partition_ranges(data, 3)[1][0]) / 2) == (
+                    layout == "packed")
             # a job whose rank count differs from the LUN's partitions is refused by the ranks
             with pytest.raises(ConfigError, match="holds 3 partitions"):
                 mine_parallel(url, nodes=2, algorithm="hpa", min_support=0.02, testbed=name)
@@ -146,7 +154,8 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
 @pytest.mark.parametrize("kw, msg", [({"network": "wan"}, "network must be one of consolidated, san"),
                                      ({"bonnie_size": "10MB"}, "bonnie_size must be a multiple of 4194304"),
                                      ({"algorithm": "apriori"}, "algorithm must be one of"),
-                                     ({"backing_rate": "fast"}, "backing_rate")])
+                                     ({"backing_rate": "fast"}, "backing_rate"),
+                                     ({"layout": "text"}, "layout must be one of packed, fimi, got 'text'")])
 def test_mining_workload_refuses_bad_settings(kw, msg):
     from clusterlab.experiments.workloads.storage import mining_from_target
 
@@ -154,3 +163,4 @@ def test_mining_workload_refuses_bad_settings(kw, msg):
         mining_from_target(**kw)
     w = mining_from_target(bonnie=True, bonnie_size="8MiB", network="san")
     assert (w.params["bonnie"], w.params["network"], w.params["rescan"]) == (True, "san", True)
+    assert (w.params["layout"], mining_from_target(layout="fimi").params["layout"]) == ("packed", "fimi")

@@ -11,6 +11,7 @@
 //! - [`mining`]: frequent itemsets (Apriori, FP-growth, Eclat) and rules.
 //! - [`hpa`]: hash partitioned Apriori kernels (subset routing and owner counting).
 //! - [`npb`]: NAS Parallel Benchmark kernels (EP, IS, CG, MG, FT), per-rank compute.
+//! - [`packed`]: the compact binary basket encoding of a partition on a LUN (varint deltas).
 
 pub mod basket;
 pub mod csvbaskets;
@@ -21,6 +22,7 @@ pub mod hpa;
 pub mod labels;
 pub mod mining;
 pub mod npb;
+pub mod packed;
 pub mod stats;
 
 pub use basket::Baskets;

@@ -15,6 +15,7 @@ mod iscsi;
 mod mining;
 mod net;
 mod npb;
+mod packed;
 mod wan;
 
 #[pymodule]
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     iscsi::register(m)?;
     npb::register(m)?;
     wan::register(m)?;
+    packed::register(m)?;
     Ok(())
 }

@@ -156,6 +156,55 @@ def cpu_pingpong(comm, sizes: list[int], seconds: float = 0.4, pairs: int = 1) -
     return rows if me == 0 else None
 
 
+def barrier_exits(comm, count: int = 100, nbytes: int = 1) -> dict | None:
+    """How late the ranks leave a barrier, as the OSU-style benchmark times it: ``count`` times a
+    dissemination barrier, each rank reads CLOCK_MONOTONIC as it leaves (the testbed's hosts
+    share one machine, so their clocks are one clock), then a ``nbytes`` bcast from rank 0 (the
+    model's pick; the "empty call" between barriers). Rank 0 returns ``exits`` (per barrier,
+    each rank's exit minus the earliest rank's, seconds) and ``calls`` (per barrier, the slowest
+    rank's time of the empty call from its own exit) and ``announce`` (seconds per call of a flat
+    1-byte bcast, ``count`` calls back to back: the root's word of its pick to every rank, which
+    an automatic bcast or scatter sends before the algorithm); the others None."""
+    from clusterlab.comm import collectives
+
+    data = np.zeros(nbytes, dtype=np.uint8)
+    kw = {"data": data if comm.rank == 0 else None, "root": 0}
+    for _ in range(3):  # warm-up: connections, caches
+        comm.barrier("dissemination")
+        collectives.run("bcast", comm, None, **kw)
+    exits, ends = np.empty(count), np.empty(count)
+    for i in range(count):
+        comm.barrier("dissemination")
+        exits[i] = time.clock_gettime(time.CLOCK_MONOTONIC)
+        collectives.run("bcast", comm, None, **kw)
+        ends[i] = time.clock_gettime(time.CLOCK_MONOTONIC)
+    byte = np.zeros(1, dtype=np.uint8) if comm.rank == 0 else None
+    collectives.run("bcast", comm, "flat", data=byte, root=0)
+    comm.barrier("dissemination")
+    t0 = time.clock_gettime(time.CLOCK_MONOTONIC)
+    for _ in range(count):  # the root's announcement alone: one byte to every rank, back to back
+        collectives.run("bcast", comm, "flat", data=byte, root=0)
+    flat = time.clock_gettime(time.CLOCK_MONOTONIC) - t0
+    got = comm.gather(np.concatenate([exits, ends, [flat]]), 0, "linear")
+    if comm.rank:
+        return None
+    g = np.stack([np.asarray(x, dtype=float) for x in got])  # ranks x (2 count + 1)
+    e, t = g[:, :count], g[:, count:2 * count]
+    return {"exits": (e - e.min(axis=0)).T.tolist(), "calls": (t - e).max(axis=0).tolist(),
+            "announce": float(g[:, -1].max()) / count}
+
+
+def root_lateness(exits: list[list[float]], root: int = 0) -> float:
+    """The median over barriers of how much later the root left a barrier than the earliest rank
+    (seconds): what a call timed from its barrier pays before the root's data can leave, on the
+    clock of a rank that left first and waits for it.
+
+    >>> root_lateness([[0.0, 1e-3, 2e-3], [3e-3, 0.0, 1e-3], [1e-3, 0.0, 0.0]])
+    0.001
+    """
+    return float(statistics.median(row[root] for row in exits))
+
+
 def per_call_overhead(comm, calls: int = 20) -> float:
     """Seconds per call this rank spent setting up and releasing its per-call connections over
     ``calls`` barriers (the communicator must be a per-call one)."""
@@ -165,15 +214,38 @@ def per_call_overhead(comm, calls: int = 20) -> float:
     return (st["setup_seconds"] + st["teardown_seconds"]) / max(1, st["calls"])
 
 
+LINUX_INITCWND = 10  # segments: TCP's initial congestion window on Linux (RFC 6928) unless a route sets one
+LATENESS_HOSTS = (2, 4, 8, 16)  # host counts of the barrier-exit calibration (and the testbed's own)
+
+
+def initial_window(tb) -> int:
+    """Bytes TCP sends on a fresh connection of ``tb`` before its first acknowledgement: the
+    initial window (the testbed's ``initcwnd`` route attribute, else Linux's 10 segments) times
+    the segment size (MTU - 40 bytes of IPv4/TCP headers - 12 of timestamps)."""
+    segments = getattr(getattr(tb, "transport", None), "initcwnd", None) or LINUX_INITCWND
+    return int(segments) * (int(tb.topo.mtu) - 52)
+
+
 def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.02,
               calibrate_hosts: int | None = 8,
-              cpu_sizes: tuple[int, ...] | None = None) -> costmodel.CostModel:
+              cpu_sizes: tuple[int, ...] | None = None,
+              lateness_hosts: tuple[int, ...] | None = LATENESS_HOSTS) -> costmodel.CostModel:
     """The cost model of ``tb``'s links (ping-pong between hosts 0 and 1, set-up across the switch).
+
+    ``window`` is TCP's initial window at the testbed's MTU (``initial_window``: nothing
+    measured). With ``lateness_hosts``, ``start_lateness`` is how late the root leaves a barrier
+    at each of those host counts (and the testbed's own), from 100 barriers each with an empty
+    (1-byte) bcast between them (``barrier_exits``, ``root_lateness``): what a call timed from
+    its own barrier pays beside the call (``CostModel.predict_from_barrier``); ``announce`` is a
+    flat 1-byte bcast's time per call there (the root's word of its pick, ``announced``). None
+    of them looks at the collectives the model is judged on.
 
     The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
     with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
-    per-call mesh of k hosts (the slowest rank's, per call) as k(k-1)/2 set-ups over the CPU
-    count (``setup_cpus``); otherwise it is one connection's set-up measured alone.
+    per-call mesh of k hosts (the slowest rank's, per call, over 20 barriers) as k(k-1)/2
+    set-ups over the CPU count (``setup_cpus``), and ``call_setup`` is what an empty per-call
+    call at 2 hosts costs beyond a persistent one and that one connection (``empty_calls``,
+    ``fixed_per_call``); otherwise ``setup`` is one connection's set-up measured alone.
 
     The hosts' messages share the CPUs too: with ``cpu_sizes``, ``cpu_message`` and ``cpu_byte``
     are fitted (``two_region_fit``) to the busy CPU time per message of a ping-pong between
@@ -199,19 +271,84 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
         m = dataclasses.replace(m, cpus=float(os.cpu_count() or 1), cpu_message=cpu_message, cpu_byte=cpu_byte)
         m.details["cpu_pingpong"] = [{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()}
                                      for r in cpu_rows]
-    k = min(calibrate_hosts or 0, len(tb.placement()))
+    m = dataclasses.replace(m, window=float(initial_window(tb)))
+    hosts = len(tb.placement())
+    if lateness_hosts:
+        late, spans, word = {}, {}, {}
+        for n in sorted({h for h in lateness_hosts if 2 <= h <= hosts} | {hosts}):
+            got = tb.run(barrier_exits, n, 100, timeout=300)[0]
+            late[str(n)] = root_lateness(got["exits"])
+            spans[str(n)] = float(statistics.median(max(row) for row in got["exits"]))
+            word[str(n)] = got["announce"]
+        m = dataclasses.replace(m, start_lateness=late, announce=word)
+        m.details["barrier_exit_span"] = spans
+    k = min(calibrate_hosts or 0, hosts)
     if k >= 3:
         cpus = float(os.cpu_count() or 1)
         env = dict(os.environ, **{CONNECTIONS_ENV: "per_call"})
         per_call = max(tb.run(per_call_overhead, k, 20, timeout=300, env=env))
         m = dataclasses.replace(m, setup=per_call * cpus / (k * (k - 1) / 2), setup_cpus=cpus)
-        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call})
+        # the fixed part: what a per-call call of one byte costs at 2 hosts beyond a persistent one and
+        # its one connection's set-up and release (starting the call's communicator, saying goodbye)
+        alone = dict(os.environ, **{CONNECTIONS_ENV: "persistent"})
+        two_per_call = tb.run(empty_calls, 2, 20, timeout=300, env=env)[0]
+        two_persistent = tb.run(empty_calls, 2, 20, timeout=300, env=alone)[0]
+        m = dataclasses.replace(m, call_setup=fixed_per_call(two_per_call, two_persistent, m))
+        m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call,
+                          "empty_call_2_hosts": {"per_call": two_per_call, "persistent": two_persistent}})
     return m
+
+
+def empty_calls(comm, calls: int = 20) -> float | None:
+    """Seconds per call of ``calls`` 1-byte bcasts (the model's pick) back to back after a warm-up
+    call and a barrier, the slowest rank's; rank 0 returns it, the others None."""
+    from clusterlab.comm import collectives
+
+    byte = np.zeros(1, dtype=np.uint8) if comm.rank == 0 else None
+    collectives.run("bcast", comm, None, data=byte, root=0)
+    comm.barrier("dissemination")
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        collectives.run("bcast", comm, None, data=byte, root=0)
+    mine = (time.perf_counter() - t0) / calls
+    got = comm.gather(np.array([mine]), 0, "linear")
+    return max(float(np.asarray(g).ravel()[0]) for g in got) if comm.rank == 0 else None
+
+
+def fixed_per_call(per_call: float, persistent: float, model: costmodel.CostModel) -> float:
+    """``call_setup``: seconds an empty per-call call at 2 hosts costs beyond a persistent one and
+    beyond ``model``'s set-up of its one connection (never below 0).
+
+    >>> fixed_per_call(6e-3, 1e-3, costmodel.CostModel(setup=1.5e-3, setup_cpus=2))
+    0.0035
+    """
+    one = dataclasses.replace(model, call_setup=0.0).setup_time(2)
+    return round(max(0.0, per_call - persistent - one), 12)
+
+
+def announced(model: costmodel.CostModel, op: str, label: str, n: int) -> bool:
+    """Whether the benchmark's call labelled ``label`` (``auto:NAME``: the model's pick) sent the
+    root's 1-byte word of its pick to every rank before the algorithm: bcast and scatter when the
+    pick depends on the size and is not the direct one (``clusterlab.comm.collectives``).
+
+    >>> m = costmodel.CostModel(alpha=30e-6, beta=5e-8, overhead=3e-6, concurrency=0)
+    >>> announced(m, "bcast", "auto:scatter_allgather", 16), announced(m, "bcast", "binomial", 16)
+    (True, False)
+    """
+    from clusterlab.comm import collectives
+
+    name = label.removeprefix("auto:")
+    direct = collectives._DIRECT.get(op)  # the collectives' own table of direct picks (data with the word)
+    return (label.startswith("auto:") and direct is not None and name != direct
+            and collectives._fixed_choice(model, op, n) is None)
 
 
 def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,
             time_per_size: float = 0.5) -> list[dict]:
-    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``."""
+    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``. Each
+    call is timed from its own barrier, so ``predicted_us`` is ``CostModel.predict_from_barrier``'s
+    plus, for an ``announced`` pick, ``announce_time`` (``predicted_call_us``: without the
+    barrier's term, what back-to-back calls pay)."""
     from clusterlab.bench.collective import run as bench_run
     from clusterlab.comm.tcp.mesh import CONNECTIONS_ENV
 
@@ -224,12 +361,16 @@ def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel
         rows = tb.run(bench_run, nranks, op, sizes, None, None, None, time_per_size, timeout=900, env=env)[0]
     n = nranks or len(tb.placement())
     linked = dataclasses.replace(model, cpus=0.0)  # the same model without the shared CPUs' step term
+    late = model.barrier_lateness(n)  # every call is timed from its own barrier: the root leaves it late
     for r in rows:
+        word = model.announce_time(n) if announced(model, op, r["algorithm"], n) else 0.0
+        r["predicted_call_us"] = r["predicted_us"] + word * 1e6
+        r["predicted_us"] = r["predicted_call_us"] + late * 1e6
         algorithm = str(r.get("algorithm", "")).removeprefix("auto:")
         if algorithm and model.cpus > 0:
             t = (linked.predict_mode(op, algorithm, r["bytes"], n, "per_call") if mode == "per_call"
                  else linked.predict(op, algorithm, r["bytes"], n))
-            r["predicted_links_only_us"] = t * 1e6
+            r["predicted_links_only_us"] = (t + word + late) * 1e6
         r.update({"op": op, "hosts": n, "connections": mode,
                   "relative_error": r["p50_us"] / r["predicted_us"] - 1 if r["predicted_us"] > 0 else None})
     return rows
@@ -271,7 +412,8 @@ def batched(comm, op: str, sizes: list[int], time_per_size: float = 0.3) -> list
 def measure_batched(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,
                     time_per_size: float = 0.3) -> list[dict]:
     """``batched`` on the testbed's hosts in connection ``mode`` under ``model``, each row with
-    the model's prediction and ``batched_error`` (measured / predicted - 1)."""
+    the model's prediction (with ``announce_time`` for an ``announced`` pick) and
+    ``batched_error`` (measured / predicted - 1)."""
     from clusterlab.bench.collective import _predict
     from clusterlab.comm.tcp.mesh import CONNECTIONS_ENV
 
@@ -284,7 +426,8 @@ def measure_batched(tb, op: str, sizes: list[int], mode: str, model: costmodel.C
         env = dict(os.environ, CLUSTERLAB_COSTMODEL=path, **{CONNECTIONS_ENV: mode})
         rows = tb.run(batched, nranks, op, sizes, time_per_size, timeout=900, env=env)[0]
     for r in rows:
-        pred = _predict(model, op, r["algorithm"].removeprefix("auto:"), r["bytes"], n, mode) * 1e6
+        word = model.announce_time(n) if announced(model, op, r["algorithm"], n) else 0.0
+        pred = (_predict(model, op, r["algorithm"].removeprefix("auto:"), r["bytes"], n, mode) + word) * 1e6
         r.update({"op": op, "hosts": n, "connections": mode, "predicted_us": pred,
                   "batched_error": r["batched_us"] / pred - 1 if pred > 0 else None})
     return rows

@@ -383,8 +383,9 @@ def _proc_cpu_s(pid: int | None) -> float:
 def _read_cost(row: dict, nbytes: int) -> dict:
     """What reading through the target costs in CPU beyond reading the file: the machine's
     extra busy CPU seconds (launcher, ranks, tgtd, the emulated network, at nice 0) per MB
-    read, and that extra divided over the machine's cores: the least time it can add to the
-    job however well it overlaps (``cpu_floor_s``), against the time it did add."""
+    read (``nbytes``: the stored bytes of one read), and that extra divided over the
+    machine's cores: the least time it can add to the job however well it overlaps
+    (``cpu_floor_s``), against the time it did add."""
     mb = nbytes * row["iscsi"]["reads"] / 1e6
     extra = row["iscsi"]["machine_busy_s"] - row["local"]["machine_busy_s"]
     return {"extra_cpu_s": round(extra, 3), "extra_cpu_s_per_mb": round(extra / mb, 5) if mb else None,
@@ -395,32 +396,55 @@ def _read_cost(row: dict, nbytes: int) -> dict:
 MINING_CASES = {"hpa": ("hpa", False), "hpa-rescan": ("hpa", True), "pfp": ("pfp", False), "cd": ("cd", False)}
 
 
+def _timed_job(src: str, nodes: int, algorithm: str, min_support, testbed: str, rescan: bool, tgtd_pid) -> tuple:
+    """One job of ``mining_from_target``: (its row, its itemsets)."""
+    from clusterlab.mining.parallel.config import ParallelConfig
+    from clusterlab.mining.parallel.driver import run_parallel
+
+    cpu0, busy0 = _proc_cpu_s(tgtd_pid), _machine_busy_s()
+    r = run_parallel(src, nodes, algorithm, min_support, testbed=testbed, config=ParallelConfig(rescan=rescan))
+    busy = _machine_busy_s() - busy0
+    read_s = max(x.get("read_s", 0.0) for x in r.ranks)
+    rescan_s = sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if rescan else 0.0
+    return {"job_s": round(r.job_s, 3), "wall_s": round(r.wall_s, 3),
+            "read_s": round(read_s, 3), "rescan_s": round(rescan_s, 3),
+            "mine_s": round(r.job_s - read_s - rescan_s, 3), "passes": len(r.passes),
+            "tgtd_cpu_s": round(_proc_cpu_s(tgtd_pid) - cpu0, 3),
+            "ranks_cpu_s": round(sum(float(x.get("cpu_s", 0.0)) for x in r.ranks), 3),
+            "machine_busy_s": round(busy, 3), "reads": 1 + (len(r.passes) - 1 if rescan else 0)}, r.table
+
+
 def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-rescan", "pfp", "cd"),
                        min_support=0.01, rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
                        backing_bps: int | None = None, block: int | None = None, iothreads: int | None = None,
-                       bstype: str = "rdwr", offloads: bool = False, connections: int | None = None) -> dict:
-    """Mine FIMI file ``data`` on ``nodes`` testbed hosts twice per algorithm and repetition:
-    each rank reading its partition from the local file, and from a shared LUN on ``st``
-    (``clusterlab.storage.source``, written there first). ``algorithms``: names of
+                       bstype: str = "rdwr", offloads: bool = False, connections: int | None = None,
+                       layouts: tuple = ("packed",)) -> dict:
+    """Mine FIMI file ``data`` on ``nodes`` testbed hosts per layout, algorithm and
+    repetition three ways: each rank reading its partition from the local FIMI file
+    (``local``), from the same LUN layout in a local file (``local_layout``: a ``lunfile://``
+    URL, so that what the network path costs stays visible), and from a shared LUN on ``st``
+    (``iscsi``; ``clusterlab.storage.source``). ``layouts``: ``packed`` and/or ``fimi``, the
+    LUN rewritten in each in turn within a repetition (interleaved). ``algorithms``: names of
     ``MINING_CASES`` (``hpa-rescan``: HPA reading its share again every pass,
-    ``ParallelConfig.rescan``, from the file or through the initiator). Per job: the time
-    (slowest rank, read to result), the slowest rank's read (``read_s``; with a rescan, the
-    passes' reads too: ``rescan_s``), ``mine_s`` (job - read), tgtd's CPU seconds, and the
-    ratio iSCSI / local; the itemsets must be equal. ``block``: bytes per READ command
+    ``ParallelConfig.rescan``, from any of the three). Per job: the time (slowest rank, read to
+    result), the slowest rank's read (``read_s``; with a rescan, the passes' reads too:
+    ``rescan_s``), ``mine_s`` (job - read), tgtd's CPU seconds, the machine's busy CPU
+    seconds; per row the ratios iSCSI / local FIMI file and iSCSI / local layout file and the
+    stored bytes of one read; the itemsets must be equal. ``block``: bytes per READ command
     (default 64 KiB, the seed's reads); ``connections``: the commands each rank keeps in flight
-    (default the URL's, 4). ``iothreads``, ``bstype``: tgtd's own settings
-    (``IscsiTarget``). ``offloads``: leave the testbed's TSO/GSO/GRO on (it turns them off so
-    that links carry MTU-sized packets; on, the emulated switch moves up to 64 KB per packet,
-    as a NIC's offloads spare a real host's CPU). Per algorithm and repetition also the machine's busy CPU seconds of
-    each job and what the target's path adds (``_read_cost``)."""
+    (default the URL's, 4). ``iothreads``, ``bstype``: tgtd's own settings (``IscsiTarget``).
+    ``offloads``: leave the testbed's TSO/GSO/GRO on (it turns them off so that links carry
+    MTU-sized packets; on, the emulated switch moves up to 64 KB per packet, as a NIC's
+    offloads spare a real host's CPU). Per row also what the target's path adds
+    (``_read_cost``)."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
-    from clusterlab.mining.parallel.config import ParallelConfig
-    from clusterlab.mining.parallel.driver import run_parallel
     from clusterlab.storage.source import (
         CONNECTIONS,
+        FILE_SCHEME,
         READ_BLOCK,
+        check_layout,
         lun_bytes_needed,
         partition_ranges,
         write_partitions,
@@ -429,48 +453,49 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     for a in algorithms:
         if a not in MINING_CASES:
             raise ConfigError(f"unknown mining case {a!r}; choose from {', '.join(MINING_CASES)}")
+    for lay in layouts:
+        check_layout(lay)
     lengths = [e - s for s, e in partition_ranges(data, nodes)]
     res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
                       "rate": rate or "unshaped", "backing_bps": backing_bps, "block": block or READ_BLOCK,
-                      "connections": connections or CONNECTIONS, "iothreads": iothreads, "bstype": bstype, "offloads": offloads, "cores": os.cpu_count()},
-           "load_before": _load(), "runs": []}
+                      "connections": connections or CONNECTIONS, "iothreads": iothreads, "bstype": bstype,
+                      "offloads": offloads, "layouts": list(layouts), "cores": os.cpu_count()},
+           "load_before": _load(), "runs": [], "write_seconds": {}, "stored_bytes": {}}
     tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name, offloads_off=not offloads)
+    images = tempfile.TemporaryDirectory(prefix="clab-lun-images-", dir="/var/tmp")
     try:
-        with _terminate_unwinds(), tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
-                                                    shared=True, backing_bps=backing_bps, iothreads=iothreads,
-                                                    bstype=bstype) as tgt:
-            url = tgt.luns[0]["url"]
-            t0 = time.monotonic()
-            with in_netns(tb.host("h0").ns):
-                write_partitions(url, data, nodes)
+        with _terminate_unwinds(), images, tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
+                                                           shared=True, backing_bps=backing_bps, iothreads=iothreads,
+                                                           bstype=bstype) as tgt:
+            lun_url = tgt.luns[0]["url"]
             query = [f"block={block}"] * bool(block) + [f"connections={connections}"] * bool(connections)
-            if query:
-                url += "?" + "&".join(query)
-            res["write_seconds"] = round(time.monotonic() - t0, 3)
+            url = lun_url + ("?" + "&".join(query) if query else "")
+            files = {}
+            for lay in layouts:
+                files[lay] = f"{FILE_SCHEME}{images.name}/{lay}.img"
+                res["stored_bytes"][lay] = sum(r.length for r in write_partitions(files[lay], data, nodes, layout=lay))
             for rep in range(reps):
-                for case in algorithms:
-                    algorithm, rescan = MINING_CASES[case]
-                    row = {"algorithm": case, "rep": rep, "load": _load()}
-                    tables = {}
-                    for where, src in (("local", str(data)), ("iscsi", url)):
-                        cpu0, busy0 = _proc_cpu_s(tgt.proc.pid), _machine_busy_s()
-                        r = run_parallel(src, nodes, algorithm, min_support, testbed=tb.name,
-                                         config=ParallelConfig(rescan=rescan))
-                        busy = _machine_busy_s() - busy0
-                        tables[where] = r.table
-                        read_s = max(x.get("read_s", 0.0) for x in r.ranks)
-                        rescan_s = sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if rescan else 0.0
-                        row[where] = {"job_s": round(r.job_s, 3), "wall_s": round(r.wall_s, 3),
-                                      "read_s": round(read_s, 3), "rescan_s": round(rescan_s, 3),
-                                      "mine_s": round(r.job_s - read_s - rescan_s, 3), "passes": len(r.passes),
-                                      "tgtd_cpu_s": round(_proc_cpu_s(tgt.proc.pid) - cpu0, 3),
-                                      "ranks_cpu_s": round(sum(float(x.get("cpu_s", 0.0)) for x in r.ranks), 3),
-                                      "machine_busy_s": round(busy, 3), "reads": 1 + (len(r.passes) - 1 if rescan else 0)}
-                    if not tables["local"].equals(tables["iscsi"]):
-                        raise OSError(f"{case}: itemsets mined from the LUN differ from the file's")
-                    row["iscsi_vs_local"] = round(row["iscsi"]["job_s"] / row["local"]["job_s"], 3)
-                    row.update(_read_cost(row, sum(lengths)))
-                    res["runs"].append(row)
+                for lay in layouts:
+                    t0 = time.monotonic()
+                    with in_netns(tb.host("h0").ns):
+                        write_partitions(lun_url, data, nodes, layout=lay)
+                    res["write_seconds"].setdefault(lay, []).append(round(time.monotonic() - t0, 3))
+                    for case in algorithms:
+                        algorithm, rescan = MINING_CASES[case]
+                        row = {"algorithm": case, "rep": rep, "layout": lay, "load": _load(),
+                               "stored_bytes": res["stored_bytes"][lay]}
+                        tables = {}
+                        for where, src in (("local", str(data)), ("local_layout", files[lay]), ("iscsi", url)):
+                            row[where], tables[where] = _timed_job(src, nodes, algorithm, min_support, tb.name,
+                                                                   rescan, tgt.proc.pid)
+                        for where in ("local_layout", "iscsi"):
+                            if not tables["local"].equals(tables[where]):
+                                raise OSError(f"{case} ({lay}, {where}): itemsets differ from the FIMI file's")
+                        row["iscsi_vs_local"] = round(row["iscsi"]["job_s"] / row["local"]["job_s"], 3)
+                        row["iscsi_vs_local_layout"] = round(row["iscsi"]["job_s"] / row["local_layout"]["job_s"], 3)
+                        row["local_layout_vs_local"] = round(row["local_layout"]["job_s"] / row["local"]["job_s"], 3)
+                        row.update(_read_cost(row, res["stored_bytes"][lay]))
+                        res["runs"].append(row)
     finally:
         clean_storage(tb.name)
     res["load_after"] = _load()

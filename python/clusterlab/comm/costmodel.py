@@ -26,6 +26,24 @@ bytes per message))``, where ``cpu_message`` and ``cpu_byte`` are the machine's 
 (``clusterlab.bench.collective_testbed.cpu_pingpong``). A ring allgather on 16 hosts sends 16
 messages per step: 8 per CPU on 2 CPUs, which the link's time alone does not price.
 
+Two testbed terms, both calibrated on the testbed apart from any collective they are judged on
+(``collective_testbed.fit_model``):
+
+- ``window``: the bytes one rank can hand to TCP for all its children at once and see leave its
+  host in send order (TCP's initial window, 10 segments on Linux: 91 KB at MTU 9180). A
+  schedule whose sends are all queued at once (the scatter-allgather bcast's ``at_once``
+  scatter) then costs no more on the critical path than sending one after another; beyond it
+  the flows share the link and the child sent first waits for the whole fan-out. Algorithms
+  with several schedules get it as ``patterns(m, n, window)``.
+- ``start_lateness``: how late the root leaves the barrier before a call, per host count (the
+  median over barriers of the root's exit minus the earliest rank's, every rank reading the one
+  CLOCK_MONOTONIC of the machine the testbed runs on: ``collective_testbed.barrier_exits``). A
+  call timed from its own barrier, as OSU and the studies time it, is measured on the clock of
+  ranks that left first and wait for the root's data; with 16 hosts' ranks on 2 CPUs the ranks
+  are scheduled one after another out of the barrier (0.3 ms at 16 hosts). ``barrier_lateness(n)``
+  is the term such a timing adds (``predict_from_barrier``); back-to-back timing does not pay
+  it, and the model's picks never include it (it is the same for every algorithm).
+
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
 rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
 
@@ -55,7 +73,8 @@ from clusterlab._atomic import atomic_open
 from clusterlab.errors import ConfigError
 
 _picks: dict[tuple, str] = {}
-# op -> algorithm name -> its module (``pattern(m, n)``, optional ``EXACT``): filled by
+# op -> algorithm name -> its module (``pattern(m, n)``, optional ``patterns(m, n, window)`` of its
+# schedules and ``EXACT``): filled by
 # ``clusterlab.comm.collectives`` when it is imported (``register``), so that this module, the
 # lower layer, never imports the algorithms that use it. ``clusterlab.comm`` imports them.
 _ALGORITHMS: dict[str, dict] = {}
@@ -78,29 +97,41 @@ class CostModel:
     overhead: float = 15e-6
     concurrency: float = 2.0
     setup_cpus: float = 0.0  # > 0: every host's connection set-up shares this many CPUs (a testbed)
+    call_setup: float = 0.0  # seconds a mesh costs whatever its connections (starting and closing it)
     cpus: float = 0.0  # > 0: every rank's messages share this many CPUs (a testbed), priced per step
     cpu_message: float = 0.0  # CPU seconds per message (both ends), when cpus > 0
     cpu_byte: float = 0.0  # CPU seconds per byte (both ends), when cpus > 0
+    window: float = 0.0  # bytes a rank's fan-out leaves in send order (TCP's initial window); 0: none
+    start_lateness: dict = field(default_factory=dict)  # hosts (str) -> seconds the root leaves a barrier late
+    announce: dict = field(default_factory=dict)  # hosts (str) -> seconds of a root's 1-byte word to every rank
     source: str = "default"
     details: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)  # op -> the algorithm ``pick`` always returns (a search's choice)
 
     def __post_init__(self):
-        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus", "cpus", "cpu_message",
-                  "cpu_byte"):
+        for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus", "call_setup", "cpus",
+                  "cpu_message",
+                  "cpu_byte", "window"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ConfigError(f"cost model parameter {k} must be a finite number >= 0, got {v!r}")
         if not isinstance(self.fixed, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                        for k, v in self.fixed.items()):
             raise ConfigError(f"cost model parameter fixed must map operations to algorithm names, got {self.fixed!r}")
+        for name in ("start_lateness", "announce"):
+            table = getattr(self, name)
+            if not isinstance(table, dict) or not all(
+                    isinstance(k, str) and k.isdigit() and int(k) >= 1 and isinstance(v, (int, float))
+                    and math.isfinite(v) and v >= 0 for k, v in table.items()):
+                raise ConfigError(f"cost model parameter {name} must map host counts (\"16\") to seconds >= 0, "
+                                  f"got {table!r}")
 
     # --- prediction -----------------------------------------------------------------------
     def predict(self, op: str, algorithm: str, m: float, n: int, connected: bool = True) -> float:
         """Predicted seconds of ``algorithm`` for ``op`` on ``n`` ranks with size ``m`` bytes."""
         if n <= 1:
             return 0.0
-        return min(self._price(p, connected) for p in _patterns(op, algorithm, float(m), n).values())
+        return min(self._price(p, connected) for p in _patterns(op, algorithm, float(m), n, self.window).values())
 
     def schedule(self, op: str, algorithm: str, m: float, n: int, connected: bool = True) -> str:
         """The cheapest of ``algorithm``'s schedules (its module's ``patterns``; ties: the
@@ -111,8 +142,16 @@ class CostModel:
         >>> m.schedule("bcast", "scatter_allgather", 1 << 20, 16), m.schedule("bcast", "scatter_allgather", 64, 16)
         ('in_turn', 'at_once')
         """
-        pats = _patterns(op, algorithm, float(m), n)
-        return min(pats, key=lambda k: self._price(pats[k], connected))
+        key = ("schedule", self.alpha, self.beta, self.gamma, self.setup, self.overhead, self.concurrency, self.cpus,
+               self.cpu_message, self.cpu_byte, self.window, op, algorithm, m, n, connected)
+        hit = _picks.get(key)  # cached: every parent of a call asks (measured: 1.4 ms per 16-host call uncached)
+        if hit is None:
+            pats = _patterns(op, algorithm, float(m), n, self.window)
+            hit = min(pats, key=lambda k: self._price(pats[k], connected))
+            if len(_picks) > 4096:
+                _picks.clear()
+            _picks[key] = hit
+        return hit
 
     def _price(self, p, connected: bool) -> float:
         sends, moved = p.sends, p.bytes
@@ -152,7 +191,7 @@ class CostModel:
             _module(op, self.fixed[op])  # an unknown name fails here, with the choices
             return self.fixed[op]
         key = (self.alpha, self.beta, self.gamma, self.setup, self.overhead, self.concurrency, self.cpus,
-               self.cpu_message, self.cpu_byte, op, m, n, exact, connected)
+               self.cpu_message, self.cpu_byte, self.window, op, m, n, exact, connected)
         hit = _picks.get(key)
         if hit is not None:
             return hit
@@ -168,17 +207,22 @@ class CostModel:
     # --- connection modes (seed 002: set-up counted per call, or paid once) -----------------
     def setup_time(self, n: int) -> float:
         """Seconds a rank spends setting up its connections to the other ``n - 1`` ranks (the
-        full mesh: what the persistent mesh pays once per job and per-call mode per call).
-        With ``setup_cpus`` = c > 0 the hosts share c CPUs (a testbed on one machine): the
-        mesh's n(n-1)/2 set-ups, ``setup`` each, cannot take less than their sum over c.
+        full mesh: what the persistent mesh pays once per job and per-call mode per call):
+        ``call_setup`` (the mesh's fixed cost: starting its communicator, closing it) plus
+        ``setup`` per connection. With ``setup_cpus`` = c > 0 the hosts share c CPUs (a testbed
+        on one machine): the mesh's n(n-1)/2 set-ups cannot take less than their sum over c.
 
         >>> CostModel(setup=1e-3).setup_time(6), CostModel(setup=1e-3, setup_cpus=2).setup_time(6)
         (0.005, 0.0075)
+        >>> round(CostModel(setup=1e-3, setup_cpus=2, call_setup=4e-3).setup_time(2), 4)
+        0.005
         """
-        per_rank = self.setup * max(n - 1, 0)
+        if n <= 1:
+            return 0.0
+        per_rank = self.setup * (n - 1)
         if self.setup_cpus > 0:
-            return max(per_rank, self.setup * n * (n - 1) / 2 / self.setup_cpus)
-        return per_rank
+            per_rank = max(per_rank, self.setup * n * (n - 1) / 2 / self.setup_cpus)
+        return self.call_setup + per_rank
 
     def predict_mode(self, op: str, algorithm: str, m: float, n: int, mode: str = "persistent",
                      calls: int = 1) -> float:
@@ -191,6 +235,38 @@ class CostModel:
             raise ValueError(f"calls must be >= 1, got {calls}")
         t = self.predict(op, algorithm, m, n)
         return t + (self.setup_time(n) if mode == "per_call" else self.setup_time(n) / calls)
+
+    def barrier_lateness(self, n: int) -> float:
+        """Seconds a call timed from its own barrier pays for the root leaving that barrier late on
+        ``n`` hosts (``start_lateness``): the calibrated value, linear between calibrated host
+        counts, the nearest one's outside them; 0 without a calibration.
+
+        >>> m = CostModel(start_lateness={"4": 40e-6, "8": 50e-6, "16": 280e-6})
+        >>> [round(m.barrier_lateness(n) * 1e6) for n in (2, 6, 12, 16, 32)]
+        [40, 45, 165, 280, 280]
+        """
+        return _by_hosts(self.start_lateness, n)
+
+    def announce_time(self, n: int) -> float:
+        """Seconds the root's word of its pick to the other ``n - 1`` ranks adds to an automatic
+        bcast or scatter (``clusterlab.comm.collectives``: one byte each before the algorithm,
+        unless the pick is the same at every size or is the direct one): ``announce``, calibrated
+        as a flat 1-byte bcast's time per call back to back, interpolated as
+        ``barrier_lateness``; 0 without a calibration."""
+        return _by_hosts(self.announce, n)
+
+    def predict_from_barrier(self, op: str, algorithm: str, m: float, n: int, mode: str = "persistent") -> float:
+        """Predicted seconds of one call of ``algorithm`` timed from a barrier before it, as the
+        OSU-style benchmark times it: the call in connection ``mode`` (per-call: with its mesh's
+        set-up) plus ``barrier_lateness(n)``. Back-to-back calls pay ``predict``'s alone.
+
+        >>> m = CostModel(alpha=30e-6, beta=1e-8, overhead=0, concurrency=0, start_lateness={"16": 3e-4})
+        >>> round((m.predict_from_barrier("bcast", "binomial", 4096, 16) - m.predict("bcast", "binomial", 4096, 16)) * 1e6)
+        300
+        """
+        t = self.predict_mode(op, algorithm, m, n, "per_call") if mode == "per_call" else self.predict(op, algorithm,
+                                                                                                           m, n)
+        return t + self.barrier_lateness(n)
 
     def choose(self, op: str, m: float, n: int, exact: bool = False, calls: int = 1,
                modes: tuple[str, ...] = ("persistent", "per_call")) -> tuple[str, str, float]:
@@ -227,8 +303,11 @@ class CostModel:
         try:
             return cls(alpha=d["alpha"], beta=d["beta"], gamma=d["gamma"], setup=d["setup"],
                        overhead=d.get("overhead", 0.0), concurrency=d.get("concurrency", 0.0),
-                       setup_cpus=d.get("setup_cpus", 0.0), cpus=d.get("cpus", 0.0),
+                       setup_cpus=d.get("setup_cpus", 0.0), call_setup=d.get("call_setup", 0.0),
+                       cpus=d.get("cpus", 0.0),
                        cpu_message=d.get("cpu_message", 0.0), cpu_byte=d.get("cpu_byte", 0.0),
+                       window=d.get("window", 0.0), start_lateness=d.get("start_lateness") or {},
+                       announce=d.get("announce") or {},
                        source=str(d.get("source", where)), details=dict(d.get("details") or {}),
                        fixed=d.get("fixed") or {})
         except ConfigError as e:
@@ -245,6 +324,20 @@ class CostModel:
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
         return cls.from_dict(d, str(path))
+
+
+def _by_hosts(table: dict, n: int) -> float:
+    """``table``'s value (host count as a string -> seconds) at ``n`` hosts: linear between its
+    host counts, the nearest one's outside them, 0 for an empty table."""
+    pts = sorted((int(k), float(v)) for k, v in table.items())
+    if not pts:
+        return 0.0
+    if n <= pts[0][0]:
+        return pts[0][1]
+    for (n0, t0), (n1, t1) in zip(pts, pts[1:], strict=False):
+        if n <= n1:
+            return t0 + (t1 - t0) * (n - n0) / (n1 - n0)
+    return pts[-1][1]
 
 
 def register(modules: dict[str, dict]) -> None:
@@ -311,10 +404,10 @@ def measure_gamma(nbytes: int = 1 << 22, repeat: int = 7) -> float:
 
 
 # --- the process-wide model -----------------------------------------------------------------
-def _patterns(op: str, algorithm: str, m: float, n: int) -> dict:
-    """An algorithm's schedules by name: its module's ``patterns(m, n)``, else {"": ``pattern(m, n)``}."""
+def _patterns(op: str, algorithm: str, m: float, n: int, window: float = 0.0) -> dict:
+    """An algorithm's schedules by name: its module's ``patterns(m, n, window)``, else {"": ``pattern(m, n)``}."""
     mod = _module(op, algorithm)
-    return mod.patterns(m, n) if hasattr(mod, "patterns") else {"": mod.pattern(m, n)}
+    return mod.patterns(m, n, window) if hasattr(mod, "patterns") else {"": mod.pattern(m, n)}
 
 
 _override: CostModel | None = None

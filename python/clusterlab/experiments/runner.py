@@ -40,7 +40,7 @@ from pathlib import Path
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Point, Study
-from clusterlab.monitor.procfs import CPU_BOUND_SPARE, cpu_bound
+from clusterlab.monitor.procfs import CPU_BOUND_SPARE, cpu_bound, sched_autogroup
 
 META_VERSION = 1
 FIRST_COLUMNS = ("study", "point", "label", "check", "rep", "seconds")
@@ -94,6 +94,8 @@ def machine() -> dict:
             out["memory_bytes"] = int(f.readline().split()[1]) * 1024
     with contextlib.suppress(AttributeError):
         out["affinity"] = len(os.sched_getaffinity(0))
+    # With autogroup on, "nice 19" background work takes an equal share beside this run.
+    out["sched_autogroup"] = sched_autogroup()
     return out
 
 

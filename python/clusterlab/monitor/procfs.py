@@ -113,15 +113,30 @@ def cpu_total(c: dict[str, int]) -> int:
     return sum(v for k, v in c.items() if k != "nice")
 
 
-def cpu_spare(c: dict[str, int]) -> int:
+def sched_autogroup() -> bool:
+    """Whether the scheduler's autogroup is on (``kernel.sched_autogroup_enabled``). Then every
+    session is its own CPU group and shares the CPUs with the others whatever its processes'
+    nice: another session's niced work does not yield to a run at nice 0."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() not in ("", "0")
+    except OSError:
+        return False
+
+
+def cpu_spare(c: dict[str, int], niced_yields: bool | None = None) -> int:
     """Ticks a run could have had: idle, I/O wait, and niced (background) work, which the
-    scheduler gives up to a run at nice 0 (weight 15 against 1024 at nice 19).
+    scheduler gives up to a run at nice 0 (weight 15 against 1024 at nice 19) unless autogroup
+    is on (``niced_yields``, default: ``not sched_autogroup()``): then niced work in another
+    session takes its group's share and is not counted as spare.
 
     >>> c = parse_cpu("cpu 100 40 20 300 10 0 5 0")
-    >>> cpu_total(c), cpu_spare(c)
-    (475, 350)
+    >>> cpu_total(c), cpu_spare(c, True), cpu_spare(c, False)
+    (475, 350, 310)
     """
-    return c["idle"] + c["iowait"] + c["nice"]
+    if niced_yields is None:
+        niced_yields = not sched_autogroup()
+    return c["idle"] + c["iowait"] + (c["nice"] if niced_yields else 0)
 
 
 # Below this share of spare CPU a run's times measure the CPU as well as the network.

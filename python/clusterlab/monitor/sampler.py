@@ -13,7 +13,8 @@ row means zero):
 * per machine (node ``machine``): ``cpu_user cpu_system cpu_iowait cpu_softirq cpu_idle``
   (fractions of all CPUs' time in the interval; ``cpu_nice`` too: on a shared machine the
   other users run niced; ``cpu_spare`` = idle + I/O wait + niced, what a run at nice 0 could
-  have had), ``disk_read_bytes disk_write_bytes``, and
+  have had; niced work is left out of it while the scheduler's autogroup is on, as it then
+  does not yield to other sessions), ``disk_read_bytes disk_write_bytes``, and
   ``interval_seconds``, the true length of the interval (a tick can be late; divide by it
   for rates); every sampled node has its own ``interval_seconds`` row too, and its rows carry
   the time its counters were read;
@@ -284,7 +285,9 @@ class Monitor:
             if total > 0:
                 for k in ("user", "nice", "system", "iowait", "softirq", "idle"):
                     self._emit(t, "machine", "", f"cpu_{k}", -1, (cpu[k] - old[k]) / total)
-                self._emit(t, "machine", "", "cpu_spare", -1, (procfs.cpu_spare(cpu) - procfs.cpu_spare(old)) / total)
+                yields = not procfs.sched_autogroup()
+                spare = procfs.cpu_spare(cpu, yields) - procfs.cpu_spare(old, yields)
+                self._emit(t, "machine", "", "cpu_spare", -1, spare / total)
         t = time.monotonic() - self._t0
         if self.disk:
             with open("/proc/diskstats") as f:

@@ -2,26 +2,36 @@
 its own region of one shared LUN, read by the rank through the initiator in 64 KB blocks.
 
 A source is named by a URL ``iscsi://ADDR:PORT/IQN/LUN`` (the IQN may contain ``:``; the
-port defaults to 3260), e.g. the ``url`` of ``IscsiTarget(tb, shared=True).luns[0]``.
+port defaults to 3260), e.g. the ``url`` of ``IscsiTarget(tb, shared=True).luns[0]``, or by
+``lunfile:///PATH``: the same layout in a local file (reading the layout without the network).
 
-Layout of the LUN (all integers little-endian):
+Layout of the LUN (all integers little-endian). Version 1, ``layout="fimi"``:
 
 * bytes 0..4095, the header: ``b"CLABPART"``, u32 version (1), u32 number of partitions P
   (1..255), then P pairs (u64 offset, u64 length) in bytes; the rest is zero;
 * partition r: ``length`` bytes of FIMI text (whole lines, exactly the bytes of the file's
   partition r) from ``offset``, a multiple of 64 KiB; the first starts at 64 KiB.
 
-``write_partitions(url, path, parts)`` lays a FIMI file out so (the partition index of
-``gen --partitions`` when it has ``parts`` partitions, else line-aligned equal byte shares);
-``read_rank_baskets(url, rank, size)`` returns rank ``rank``'s transactions, the same
-``Baskets`` as reading that partition from the local file. Both must run where the target is
-reachable (in a testbed host's namespace: the ranks of ``run_parallel(..., testbed=NAME)``).
+Version 2, ``layout="packed"`` (the default): the header is ``b"CLABPART"``, u32 version (2),
+u32 P (1..127), u32 encoding (1: varint-delta baskets), u32 0, then P records (u64 offset,
+u64 length, u64 transactions, u64 duplicate items dropped by the parse); partition r holds
+the transactions that reading the file's partition r gives, packed
+(``clusterlab._core.pack_baskets``: per transaction a LEB128 item count, then the first id
+and each next id's gap minus 1), about a third of the text's bytes, placed as in version 1.
+
+``write_partitions(url, path, parts, layout=)`` lays a FIMI file out so (the partition index
+of ``gen --partitions`` when it has ``parts`` partitions, else line-aligned equal byte
+shares); ``read_rank_baskets(url, rank, size)`` returns rank ``rank``'s transactions from
+either version, the same ``Baskets`` as reading that partition from the local file. On a LUN
+both must run where the target is reachable (in a testbed host's namespace: the ranks of
+``run_parallel(..., testbed=NAME)``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import struct
 import threading
 from dataclasses import dataclass
@@ -29,13 +39,52 @@ from dataclasses import dataclass
 from clusterlab.errors import ConfigError
 
 MAGIC = b"CLABPART"
-VERSION = 1
+FIMI_VERSION, PACKED_VERSION = 1, 2
+VERSION = FIMI_VERSION  # the text layout's version
+LAYOUTS = {"packed": PACKED_VERSION, "fimi": FIMI_VERSION}  # the first is the default
+ENCODINGS = {1: "varint-delta baskets"}  # version 2's encodings by number
 HEADER_BYTES = 4096
 ALIGN = 64 << 10
 READ_BLOCK = 64 << 10  # the seed's miners read in 64 KB blocks
 CONNECTIONS = 4  # commands in flight per rank
 SEGMENT = 2 << 20  # read ahead in pieces of this size, parsed while the next one arrives
 MAX_PARTS = (HEADER_BYTES - 16) // 16
+MAX_PACKED_PARTS = (HEADER_BYTES - 24) // 32
+FILE_SCHEME = "lunfile://"
+
+
+@dataclass(frozen=True)
+class Region:
+    """One partition: ``length`` bytes at ``offset``; version 2 also records its transactions
+    and the duplicate items the parse dropped (None in version 1)."""
+
+    offset: int
+    length: int
+    transactions: int | None = None
+    dropped: int | None = None
+
+
+@dataclass(frozen=True)
+class LunHeader:
+    """A LUN's header: its layout's version and the partitions' regions."""
+
+    version: int
+    regions: list
+
+    @property
+    def layout(self) -> str:
+        return "fimi" if self.version == FIMI_VERSION else "packed"
+
+
+def check_layout(layout: str) -> int:
+    """The header version of ``layout``; anything else is refused in one line.
+
+    >>> check_layout("packed"), check_layout("fimi")
+    (2, 1)
+    """
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    return LAYOUTS[layout]
 
 
 @dataclass(frozen=True)
@@ -53,12 +102,28 @@ class LunUrl:
 
 
 def is_url(path) -> bool:
-    """Whether ``path`` names an iSCSI source.
+    """Whether ``path`` names a LUN source (iSCSI, or a local file holding the layout).
 
     >>> is_url("iscsi://10.0.0.3:3260/iqn.2026-11.org.clusterlab:t1.shared/1"), is_url("a.dat")
     (True, False)
+    >>> is_url("lunfile:///var/tmp/lun.img")
+    True
     """
-    return isinstance(path, str) and path.startswith("iscsi://")
+    return isinstance(path, str) and path.startswith(("iscsi://", FILE_SCHEME))
+
+
+def file_path(url: str) -> str | None:
+    """The local path of a ``lunfile://`` source (None for iSCSI); a relative one is refused.
+
+    >>> file_path("lunfile:///var/tmp/lun.img"), file_path("iscsi://10.0.0.3/iqn.a:b/1")
+    ('/var/tmp/lun.img', None)
+    """
+    if not url.startswith(FILE_SCHEME):
+        return None
+    path = url[len(FILE_SCHEME):]
+    if not path.startswith("/"):
+        raise ConfigError(f"{url}: a LUN file is lunfile:///ABSOLUTE/PATH")
+    return path
 
 
 def parse_url(url: str) -> LunUrl:
@@ -72,7 +137,7 @@ def parse_url(url: str) -> LunUrl:
     >>> str(parse_url("iscsi://10.0.0.3/iqn.2026-11.org.clusterlab:t1.shared/1?block=262144"))
     'iscsi://10.0.0.3:3260/iqn.2026-11.org.clusterlab:t1.shared/1?block=262144'
     """
-    rest = url[len("iscsi://"):] if is_url(url) else None
+    rest = url[len("iscsi://"):] if isinstance(url, str) and url.startswith("iscsi://") else None
     rest, _, query = rest.partition("?") if rest else (rest, "", "")
     options = {}
     for kv in query.split("&") if query else []:
@@ -93,27 +158,52 @@ def parse_url(url: str) -> LunUrl:
     return LunUrl(portal, parts[1], int(parts[2]), **options)
 
 
-def pack_header(regions: list[tuple[int, int]]) -> bytes:
-    """The header block for partitions at ``regions`` [(offset, length)].
+def pack_header(regions: list, layout: str = "fimi") -> bytes:
+    """The header block for partitions at ``regions``: [(offset, length)] for ``fimi``,
+    [Region] with transactions and dropped duplicates for ``packed``.
 
     >>> h = pack_header([(65536, 10), (131072, 5)])
     >>> len(h), unpack_header(h)
     (4096, [(65536, 10), (131072, 5)])
+    >>> read_header(pack_header([Region(65536, 7, 3, 0)], "packed"))
+    LunHeader(version=2, regions=[Region(offset=65536, length=7, transactions=3, dropped=0)])
     """
-    if not 1 <= len(regions) <= MAX_PARTS:
-        raise ConfigError(f"a LUN holds 1..{MAX_PARTS} partitions, got {len(regions)}")
-    body = MAGIC + struct.pack("<II", VERSION, len(regions)) + b"".join(struct.pack("<QQ", o, n) for o, n in regions)
+    version = check_layout(layout)
+    limit = MAX_PARTS if version == FIMI_VERSION else MAX_PACKED_PARTS
+    if not 1 <= len(regions) <= limit:
+        raise ConfigError(f"a LUN of layout {layout} holds 1..{limit} partitions, got {len(regions)}")
+    if version == FIMI_VERSION:
+        body = MAGIC + struct.pack("<II", version, len(regions)) + b"".join(
+            struct.pack("<QQ", r.offset, r.length) if isinstance(r, Region) else struct.pack("<QQ", *r)
+            for r in regions)
+    else:
+        body = MAGIC + struct.pack("<IIII", version, len(regions), 1, 0) + b"".join(
+            struct.pack("<QQQQ", r.offset, r.length, r.transactions, r.dropped) for r in regions)
     return body.ljust(HEADER_BYTES, b"\0")
 
 
-def unpack_header(block: bytes, where: str = "the LUN") -> list[tuple[int, int]]:
-    """[(offset, length)] of the partitions; ``ConfigError`` when ``block`` is not a header."""
-    if len(block) < 16 or block[:8] != MAGIC:
+def read_header(block: bytes, where: str = "the LUN") -> LunHeader:
+    """The header of either version; ``ConfigError`` (one line, naming ``where``) when
+    ``block`` is not one this reader knows."""
+    if len(block) < 24 or block[:8] != MAGIC:
         raise ConfigError(f"{where}: no clusterlab partition header (write_partitions lays the data out first)")
     version, n = struct.unpack_from("<II", block, 8)
-    if version != VERSION or not 1 <= n <= MAX_PARTS:
-        raise ConfigError(f"{where}: partition header version {version} with {n} partitions is not readable here")
-    return [struct.unpack_from("<QQ", block, 16 + 16 * i) for i in range(n)]
+    if version == FIMI_VERSION and 1 <= n <= MAX_PARTS and len(block) >= 16 + 16 * n:
+        return LunHeader(version, [Region(*struct.unpack_from("<QQ", block, 16 + 16 * i)) for i in range(n)])
+    if version == PACKED_VERSION and 1 <= n <= MAX_PACKED_PARTS and len(block) >= 24 + 32 * n:
+        (encoding,) = struct.unpack_from("<I", block, 16)
+        if encoding not in ENCODINGS:
+            raise ConfigError(f"{where}: partition header version 2 names encoding {encoding}, not one this "
+                              f"reader knows ({', '.join(f'{k}: {v}' for k, v in ENCODINGS.items())})")
+        return LunHeader(version, [Region(*struct.unpack_from("<QQQQ", block, 24 + 32 * i)) for i in range(n)])
+    raise ConfigError(f"{where}: partition header version {version} with {n} partitions is not readable here "
+                      f"(version 1: fimi, up to {MAX_PARTS} partitions; 2: packed, up to {MAX_PACKED_PARTS})")
+
+
+def unpack_header(block: bytes, where: str = "the LUN") -> list[tuple[int, int]]:
+    """[(offset, length)] of the partitions (either version); ``ConfigError`` when ``block``
+    is not a header."""
+    return [(r.offset, r.length) for r in read_header(block, where).regions]
 
 
 def layout(lengths: list[int]) -> list[tuple[int, int]]:
@@ -130,8 +220,11 @@ def layout(lengths: list[int]) -> list[tuple[int, int]]:
 
 
 def lun_bytes_needed(lengths: list[int]) -> int:
-    """LUN size that holds partitions of ``lengths`` bytes."""
-    off, n = layout(lengths)[-1]
+    """LUN size that holds partitions of ``lengths`` bytes of FIMI text in either layout (a
+    packed partition is at most one byte longer than its text: a varint takes no more bytes
+    than the id's decimal digits and the separators go; only a last line without a newline
+    gains its count's byte)."""
+    off, n = layout([k + 1 for k in lengths])[-1]
     return off + max(ALIGN, -(-n // ALIGN) * ALIGN)
 
 
@@ -208,29 +301,78 @@ def _close_sessions(timeout: float = 2.0) -> None:
     t.join(timeout)
 
 
-def write_partitions(url: str, path, parts: int, block: int = 1 << 20) -> list[tuple[int, int]]:
-    """Write FIMI file ``path``'s ``parts`` partitions to the LUN at ``url`` in the layout above
-    (the header last, so a LUN whose copy was interrupted has none). Returns the regions."""
-    u = parse_url(url)
+def _packed_partitions(path, parts: int):
+    """Each partition of FIMI file ``path`` as the transactions a rank reading it locally gets
+    (``clusterlab.data.read_partition``), packed: yields (bytes, transactions, dropped)."""
+    from clusterlab import _core
+    from clusterlab.data import read_partition
+
+    for r in range(parts):
+        b = read_partition(os.fspath(path), r, parts, format="fimi")
+        yield _core.pack_baskets(b.offsets, b.items), len(b), int(b.duplicates_dropped)
+
+
+def _partition_data(path, parts: int, version: int, block: int):
+    """(regions, chunks): the layout's regions, and per region an iterator of its bytes."""
+    if version == PACKED_VERSION:
+        packed = list(_packed_partitions(path, parts))
+        spots = layout([len(p) for p, _, _ in packed])
+        regions = [Region(o, n, t, d) for (o, n), (_, t, d) in zip(spots, packed, strict=True)]
+        return regions, [iter([p]) if p else iter([]) for p, _, _ in packed]
     ranges = partition_ranges(path, parts)
-    regions = layout([e - s for s, e in ranges])
-    with _open(u, 1) as lun:
-        if lun_bytes_needed([n for _, n in regions]) > lun.size:
-            raise ConfigError(f"{url}: the LUN has {lun.size} bytes; {path} in {parts} partitions needs "
-                              f"{lun_bytes_needed([n for _, n in regions])}")
-        lun.write(0, bytes(HEADER_BYTES))
+
+    def text(start: int, end: int):
         with open(path, "rb") as f:
-            for (start, end), (off, _) in zip(ranges, regions, strict=True):
-                f.seek(start)
-                pos = start
-                while pos < end:
-                    chunk = f.read(min(block, end - pos))
-                    if not chunk:
-                        raise ConfigError(f"{path}: shorter than its partition index says")
-                    pad = -len(chunk) % lun.block_length
-                    lun.write(off + pos - start, chunk + bytes(pad))
-                    pos += len(chunk)
-        lun.write(0, pack_header(regions))
+            f.seek(start)
+            pos = start
+            while pos < end:
+                chunk = f.read(min(block, end - pos))
+                if not chunk:
+                    raise ConfigError(f"{path}: shorter than its partition index says")
+                yield chunk
+                pos += len(chunk)
+
+    return [Region(o, n) for o, n in layout([e - s for s, e in ranges])], [text(s, e) for s, e in ranges]
+
+
+def write_partitions(url: str, path, parts: int, block: int = 1 << 20, layout: str = "packed") -> list[Region]:
+    """Write FIMI file ``path``'s ``parts`` partitions to the LUN at ``url`` (or the local file
+    of a ``lunfile://`` URL) in ``layout`` ``packed`` (version 2) or ``fimi`` (version 1, the
+    text). The header goes last, so a LUN whose copy was interrupted has none (a local file is
+    written atomically). Returns the regions."""
+    version = check_layout(layout)
+    limit = MAX_PARTS if version == FIMI_VERSION else MAX_PACKED_PARTS
+    if not 1 <= parts <= limit:
+        raise ConfigError(f"a LUN of layout {layout} holds 1..{limit} partitions, got {parts}")
+    local = file_path(url)
+    u = None if local else parse_url(url)
+    regions, chunks = _partition_data(path, parts, version, block)
+    need = lun_bytes_needed([r.length for r in regions])
+    if local:
+        from clusterlab._atomic import atomic_open
+
+        with atomic_open(local, "wb") as f:
+            f.write(bytes(HEADER_BYTES))
+            for r, data in zip(regions, chunks, strict=True):
+                f.seek(r.offset)
+                for chunk in data:
+                    f.write(chunk)
+            f.truncate(need)
+            f.seek(0)
+            f.write(pack_header(regions, layout))
+        return regions
+    with _open(u, 1) as lun:
+        if need > lun.size:
+            raise ConfigError(f"{url}: the LUN has {lun.size} bytes; {path} in {parts} partitions needs {need}")
+        lun.write(0, bytes(HEADER_BYTES))
+        for r, data in zip(regions, chunks, strict=True):
+            pos = r.offset
+            for chunk in data:
+                for k in range(0, len(chunk), block):  # at most ``block`` bytes per WRITE
+                    piece = chunk[k:k + block]
+                    lun.write(pos, piece + bytes(-len(piece) % lun.block_length))
+                    pos += len(piece)
+        lun.write(0, pack_header(regions, layout))
     return regions
 
 
@@ -278,37 +420,72 @@ def _segments(lun, off: int, length: int, block: int, segment: int, timeout: flo
 
 
 def read_rank_bytes(url: str, rank: int, size: int, block: int | None = None) -> bytes:
-    """The FIMI bytes of partition ``rank`` of ``size`` on the LUN, read in ``block``-byte
-    commands (default: the URL's ``block``), several in flight."""
-    with contextlib.closing(_rank_pieces(url, rank, size, block, segment=1 << 62)) as pieces:
+    """The stored bytes of partition ``rank`` of ``size`` (FIMI text or packed, as the layout
+    has them), read in ``block``-byte commands (default: the URL's), several in flight."""
+    with _rank_pieces(url, rank, size, block, segment=1 << 62) as (_, _, pieces):
         return b"".join(pieces)
 
 
+def _file_pieces(f, off: int, length: int, segment: int):
+    """The bytes of open file ``f`` at ``off..off+length`` in ``segment``-byte pieces."""
+    for pos in range(off, off + length, segment):
+        n = min(segment, off + length - pos)
+        piece = os.pread(f.fileno(), n, pos)
+        if len(piece) != n:
+            raise ConfigError(f"{f.name}: ends inside partition data at byte {pos + len(piece)}")
+        yield piece
+
+
+def _region(header: LunHeader, where: str, rank: int, size: int, block_length: int, total: int) -> Region:
+    if len(header.regions) != size:
+        raise ConfigError(f"{where}: the LUN holds {len(header.regions)} partitions, the job has {size} ranks "
+                          f"(write_partitions with parts={size})")
+    r = header.regions[rank]
+    padded = -(-r.length // block_length) * block_length
+    if r.offset % block_length or r.offset + padded > total:
+        raise ConfigError(f"{where}: partition {rank} ({r.offset}+{r.length}) is outside the LUN's {total} bytes")
+    return r
+
+
+@contextlib.contextmanager
 def _rank_pieces(url: str, rank: int, size: int, block: int | None, segment: int):
-    """Partition ``rank``'s bytes as pieces (see ``_segments``); the last is cut to the length."""
-    u = parse_url(url)
-    block = block or u.block
+    """(header, region, pieces) of partition ``rank``: the pieces its bytes arrive in (see
+    ``_segments``; the last is cut to the length) from the LUN or the local file."""
     if size < 1 or not 0 <= rank < size:
         raise ConfigError(f"rank {rank} is outside 0..{size - 1}")
-    with _session(u, rank) as (lun, header):
-        regions = unpack_header(header, str(u))
-        if len(regions) != size:
-            raise ConfigError(f"{u}: the LUN holds {len(regions)} partitions, the job has {size} ranks "
-                              f"(write_partitions with parts={size})")
-        off, n = regions[rank]
-        if n == 0:
-            return
-        padded = -(-n // lun.block_length) * lun.block_length
-        if off % lun.block_length or off + padded > lun.size:
-            raise ConfigError(f"{u}: partition {rank} ({off}+{n}) is outside the LUN's {lun.size} bytes")
-        segment = max(block, segment // block * block)
-        left = n
+    local = file_path(url)
+    if local:
         try:
-            for piece in _segments(lun, off, padded, block, segment, timeout=120.0):
-                yield piece[:left] if len(piece) > left else piece
-                left -= len(piece)
+            f = open(local, "rb")
         except OSError as e:
-            raise ConfigError(f"{u}: reading partition {rank}: {e}") from None
+            raise ConfigError(f"{url}: cannot read: {e.strerror or e}") from None
+        with f:
+            header = read_header(os.pread(f.fileno(), HEADER_BYTES, 0), url)
+            r = _region(header, url, rank, size, 1, os.fstat(f.fileno()).st_size)
+            yield header, r, _file_pieces(f, r.offset, r.length, segment)
+        return
+    u = parse_url(url)
+    block = block or u.block
+    with _session(u, rank) as (lun, header_block):
+        header = read_header(header_block, str(u))
+        r = _region(header, str(u), rank, size, lun.block_length, lun.size)
+
+        def pieces():
+            if r.length == 0:
+                return
+            padded = -(-r.length // lun.block_length) * lun.block_length
+            left = r.length
+            try:
+                with contextlib.closing(_segments(lun, r.offset, padded, block, max(block, segment // block * block),
+                                                  timeout=120.0)) as segs:
+                    for piece in segs:
+                        yield piece[:left] if len(piece) > left else piece
+                        left -= len(piece)
+            except OSError as e:
+                raise ConfigError(f"{u}: reading partition {rank}: {e}") from None
+
+        with contextlib.closing(pieces()) as gen:
+            yield header, r, gen
 
 
 def parse_pieces(pieces, where: str):
@@ -365,21 +542,55 @@ def parse_pieces(pieces, where: str):
                             None, dropped)
 
 
+def decode_pieces(pieces, region: Region, where: str):
+    """Packed bytes of ``region`` arriving as ``pieces`` (cut anywhere) decoded into one
+    ``Baskets`` as they arrive (in Rust, without the GIL); malformed bytes are a one-line
+    ``ConfigError`` naming ``where`` and the byte's offset in the partition.
+
+    >>> from clusterlab import _core
+    >>> import numpy as np
+    >>> data = _core.pack_baskets(np.array([0, 2, 2, 3]), np.array([1, 5, 7], np.uint32))
+    >>> decode_pieces([data[:2], data[2:]], Region(65536, len(data), 3, 0), "x").to_lists()
+    [[1, 5], [], [7]]
+    """
+    from clusterlab import _core
+    from clusterlab.data.baskets import Baskets
+
+    dec = _core.PackedDecoder(region.length)
+    try:
+        for piece in pieces:
+            dec.feed(piece)
+        offsets, items = dec.finish(region.transactions)
+    except _core.PackedFormatError as e:
+        message, offset = e.args
+        raise ConfigError(f"{where}, byte {offset}: {message}") from None
+    return Baskets._trusted(offsets, items, None, region.dropped or 0)
+
+
 def read_rank_baskets(url: str, rank: int, size: int, block: int | None = None, segment: int = SEGMENT):
     """Rank ``rank``'s transactions from the LUN (the same ``Baskets`` as
-    ``clusterlab.data.read_partition`` of the file the LUN was written from).
+    ``clusterlab.data.read_partition`` of the file the LUN was written from), either layout.
 
-    ``block``: bytes per READ command (default: the URL's). Read and parse overlap: the partition arrives in ``segment``-byte pieces, read ahead by a
-    thread while the whole lines received so far are parsed (both without the GIL), so the
-    rank's read takes about the longer of the two, not their sum."""
-    with contextlib.closing(_rank_pieces(url, rank, size, block, segment)) as pieces:
-        return parse_pieces(pieces, f"{url} (partition {rank})")
+    ``block``: bytes per READ command (default: the URL's). Read and decode overlap: the
+    partition arrives in ``segment``-byte pieces, read ahead by a thread while what has
+    arrived is parsed (text) or decoded (packed), both without the GIL, so the rank's read
+    takes about the longer of the two, not their sum."""
+    with _rank_pieces(url, rank, size, block, segment) as (header, region, pieces):
+        where = f"{url} (partition {rank})"
+        if header.version == PACKED_VERSION:
+            return decode_pieces(pieces, region, where)
+        return parse_pieces(pieces, where)
 
 
 def check_url(url: str, nodes: int) -> str:
-    """Refuse a malformed URL before any rank starts (the LUN itself is only reachable from
-    the testbed's hosts, so its header is checked by the ranks); returns the format."""
-    parse_url(url)
+    """Refuse a malformed URL before any rank starts (a LUN is only reachable from the
+    testbed's hosts, so its header is checked by the ranks; a LUN file's existence is checked
+    here); returns the format."""
+    local = file_path(url)
+    if local is None:
+        parse_url(url)
+    elif not os.path.isfile(local):
+        raise ConfigError(f"{url}: no such file")
     if not 1 <= nodes <= MAX_PARTS:
         raise ConfigError(f"{url}: a LUN holds 1..{MAX_PARTS} partitions, the job has {nodes} ranks")
     return "fimi"

@@ -129,6 +129,46 @@ impl FpTree {
         t.header = lists.into_iter().enumerate().filter(|(_, l)| !l.is_empty()).map(|(x, l)| (x as u32, l)).collect();
         t
     }
+
+    /// The conditional pattern base of one item's `nodes`: first every ancestor item's count
+    /// (in `scratch`, zeroed again before returning), then each node's path of the frequent
+    /// ancestors, ascending, appended to `items`; `span(start, end, count)` names each path.
+    /// Both FP-growth variants below build their sub-problem from it.
+    fn conditional_base(&self, nodes: &[u32], min_count: u64, scratch: &mut [u64], items: &mut Vec<u32>, mut span: impl FnMut(usize, usize, u64)) {
+        let mut touched = Vec::new();
+        for &n in nodes {
+            let c = self.count[n as usize];
+            let mut a = self.parent[n as usize];
+            while a != 0 {
+                let it = self.item[a as usize] as usize;
+                if scratch[it] == 0 {
+                    touched.push(it);
+                }
+                scratch[it] += c;
+                a = self.parent[a as usize];
+            }
+        }
+        if touched.iter().any(|&it| scratch[it] >= min_count) {
+            for &n in nodes {
+                let start = items.len();
+                let mut a = self.parent[n as usize];
+                while a != 0 {
+                    let it = self.item[a as usize];
+                    if scratch[it as usize] >= min_count {
+                        items.push(it);
+                    }
+                    a = self.parent[a as usize];
+                }
+                if items.len() > start {
+                    items[start..].reverse();
+                    span(start, items.len(), self.count[n as usize]);
+                }
+            }
+        }
+        for it in touched {
+            scratch[it] = 0;
+        }
+    }
 }
 
 /// Output of mining: flat itemsets (F-list positions, descending), offsets, counts.
@@ -164,44 +204,9 @@ fn mine_tree(t: &FpTree, restrict: Option<&[bool]>, min_count: u64, max_len: usi
         suffix.push(*x);
         out.push(suffix, cnt);
         if suffix.len() < max_len {
-            // Conditional pattern base of x: first the items' counts, then the paths of the
-            // frequent ones only, written into one flat buffer.
-            let mut touched = Vec::new();
-            for &n in nodes {
-                let c = t.count[n as usize];
-                let mut a = t.parent[n as usize];
-                while a != 0 {
-                    let it = t.item[a as usize] as usize;
-                    if scratch[it] == 0 {
-                        touched.push(it);
-                    }
-                    scratch[it] += c;
-                    a = t.parent[a as usize];
-                }
-            }
             let mut cond = Paths::default();
-            if touched.iter().any(|&it| scratch[it] >= min_count) {
-                for &n in nodes {
-                    let c = t.count[n as usize];
-                    let start = cond.items.len();
-                    let mut a = t.parent[n as usize];
-                    while a != 0 {
-                        let it = t.item[a as usize];
-                        if scratch[it as usize] >= min_count {
-                            cond.items.push(it);
-                        }
-                        a = t.parent[a as usize];
-                    }
-                    let len = cond.items.len() - start;
-                    if len > 0 {
-                        cond.items[start..].reverse();
-                        cond.spans.push((start as u32, len as u32, c));
-                    }
-                }
-            }
-            for it in touched {
-                scratch[it] = 0;
-            }
+            let spans = &mut cond.spans;
+            t.conditional_base(nodes, min_count, scratch, &mut cond.items, |s, e, c| spans.push((s as u32, (e - s) as u32, c)));
             if !cond.spans.is_empty() {
                 let sub = FpTree::build(&cond);
                 mine_tree(&sub, None, min_count, max_len, suffix, scratch, out);
@@ -235,41 +240,11 @@ pub fn mine_group_with_engine(paths: Paths, n_pos: usize, in_group: &[bool], min
         if max_len < 2 {
             continue;
         }
-        let mut touched = Vec::new();
-        for &n in nodes {
-            let c = t.count[n as usize];
-            let mut a = t.parent[n as usize];
-            while a != 0 {
-                let it = t.item[a as usize] as usize;
-                if scratch[it] == 0 {
-                    touched.push(it);
-                }
-                scratch[it] += c;
-                a = t.parent[a as usize];
-            }
-        }
         let (mut offs, mut items, mut w) = (vec![0i64], Vec::new(), Vec::new());
-        if touched.iter().any(|&it| scratch[it] >= min_count) {
-            for &n in nodes {
-                let start = items.len();
-                let mut a = t.parent[n as usize];
-                while a != 0 {
-                    let it = t.item[a as usize];
-                    if scratch[it as usize] >= min_count {
-                        items.push(it);
-                    }
-                    a = t.parent[a as usize];
-                }
-                if items.len() > start {
-                    items[start..].reverse();
-                    offs.push(items.len() as i64);
-                    w.push(t.count[n as usize]);
-                }
-            }
-        }
-        for it in touched {
-            scratch[it] = 0;
-        }
+        t.conditional_base(nodes, min_count, &mut scratch, &mut items, |_, e, c| {
+            offs.push(e as i64);
+            w.push(c);
+        });
         if w.is_empty() {
             continue;
         }

@@ -282,6 +282,26 @@ impl Router {
         self
     }
 
+    /// Count the pair {a, b} (a before b) this rank owns: in the dense triangle when both items
+    /// fall in it, else in the local candidate table; false when it is no candidate (a miss).
+    #[inline]
+    fn count_local_pair(&mut self, a: u32, b: u32) -> bool {
+        if let Some((n, tc)) = &mut self.tri_counts {
+            let (x, y) = (a as usize, b as usize);
+            if x < y && y < *n {
+                tc[super::table::tri(*n, x, y)] += 1;
+                return true;
+            }
+        }
+        match self.local.get_fast(&[a, b]) {
+            Some(i) => {
+                self.local_counts[i] += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Count the k-subsets of `tx` whose first item this rank owns (prefix partitioning).
     fn count_owned(&mut self, owners: &[u32], tx: &[u32]) {
         let k = self.k;
@@ -294,20 +314,10 @@ impl Router {
                 }
                 n_sub += (tx.len() - ai - 1) as u64;
                 for &b in &tx[ai + 1..] {
-                    if let Some((n, tc)) = &mut self.tri_counts {
-                        let (a, b) = (a as usize, b as usize);
-                        if a < b && b < *n {
-                            tc[super::table::tri(*n, a, b)] += 1;
-                            n_local += 1;
-                            continue;
-                        }
-                    }
-                    match self.local.get_fast(&[a, b]) {
-                        Some(i) => {
-                            self.local_counts[i] += 1;
-                            n_local += 1;
-                        }
-                        None => misses += 1,
+                    if self.count_local_pair(a, b) {
+                        n_local += 1;
+                    } else {
+                        misses += 1;
                     }
                 }
             }
@@ -497,20 +507,10 @@ impl Router {
                     }
                     let o = if parts == 1 { me } else { owner_of(itemset_hash(&s), parts) };
                     if o == me {
-                        if let Some((n, tc)) = &mut self.tri_counts {
-                            let (a, b) = (a as usize, b as usize);
-                            if a < b && b < *n {
-                                tc[super::table::tri(*n, a, b)] += 1;
-                                n_local += 1;
-                                continue;
-                            }
-                        }
-                        match self.local.get_fast(&s) {
-                            Some(i) => {
-                                self.local_counts[i] += 1;
-                                n_local += 1;
-                            }
-                            None => misses += 1,
+                        if self.count_local_pair(a, b) {
+                            n_local += 1;
+                        } else {
+                            misses += 1;
                         }
                     } else {
                         let buf = &mut self.bufs[o as usize];

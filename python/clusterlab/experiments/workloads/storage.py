@@ -13,7 +13,8 @@ per-initiator MB/s of each phase, with the bottleneck the monitor named
 
 ``mining_from_target``: the data (a FIMI file, or a generator name with a size such as
 ``T10I4N1000D100K:1M``: 1000 items, as the seed's) is written once per point to a shared LUN, one region per rank
-(``clusterlab.storage.source``); per repetition the job reads its partitions from the target
+(``clusterlab.storage.source``; ``layout``: ``packed``, varint-delta baskets, about a third of
+the text's bytes, or ``fimi``, the text); per repetition the job reads its partitions from the target
 (``seconds``: job time, read to result) and, with ``compare_local``, the same job reads the
 local file (``local_seconds``); the itemsets must be equal. ``rescan``: HPA reads its
 partition from the target again every pass (``ParallelConfig.rescan``, as the seed's; PFP and
@@ -79,10 +80,14 @@ def iscsi_bonnie(size: str = "32MB", block: str = "64KB", connections: int = 4,
 
 def mining_from_target(data: str = "T10I4N1000D100K:1M", min_support: float = 0.01, algorithm: str = "hpa",
                        backing_rate: str | None = None, compare_local: bool = True, rescan: bool = True,
-                       bonnie: bool = False, bonnie_size: str = "16MiB", network: str = "consolidated") -> Workload:
-    """HPA/PFP/CD reading their partitions from the target (with bonnie beside, optionally)."""
+                       bonnie: bool = False, bonnie_size: str = "16MiB", network: str = "consolidated",
+                       layout: str = "packed") -> Workload:
+    """HPA/PFP/CD reading their partitions from the target (with bonnie beside, optionally);
+    ``layout``: how the LUN holds them, ``packed`` (varint-delta baskets) or ``fimi`` (text)."""
+    from clusterlab.storage.source import check_layout
     from clusterlab.units import parse_size
 
+    check_layout(layout)
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     if network not in NETWORKS:
@@ -93,7 +98,8 @@ def mining_from_target(data: str = "T10I4N1000D100K:1M", min_support: float = 0.
     return Workload("mining_from_target", {"job": "mining", "data": data, "min_support": float(min_support),
                                            "algorithm": algorithm, "backing_rate": backing_rate or "none",
                                            "compare_local": bool(compare_local), "rescan": bool(rescan),
-                                           "bonnie": bool(bonnie), "bonnie_size": bonnie_size, "network": network},
+                                           "bonnie": bool(bonnie), "bonnie_size": bonnie_size, "network": network,
+                                           "layout": layout},
                     dilatable=False)
 
 
@@ -232,7 +238,7 @@ def _mining(session, params, reps, warmup):
                                                  shared=True, backing_bps=backing, san=net))
         url = target.luns[0]["url"]
         with in_netns(clients[0].ns):
-            write_partitions(url, path, n)
+            stored = write_partitions(url, path, n, layout=params["layout"])
         for i in range(warmup + reps):
             mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True, backing=backing is not None,
                                       ifaces=("eth0", "eth1") if san else ("eth0",), storage_host=st.name)
@@ -243,6 +249,7 @@ def _mining(session, params, reps, warmup):
                    "read_seconds": max(x.get("read_s", 0.0) for x in r.ranks), "passes": len(r.passes),
                    "rescan_seconds": sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if config.rescan else 0.0,
                    "itemsets": r.table.num_rows, "bytes": sum(lengths), "rescan": config.rescan,
+                   "layout": params["layout"], "stored_bytes": sum(x.length for x in stored),
                    "bonnie_mbps": bonnie.mbps if bonnie else 0.0,
                    **_job_usage(mon.table(), st, clients[0], tb.topo.rate_bps, backing,
                                 None if san else st.port)}

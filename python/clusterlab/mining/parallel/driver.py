@@ -108,7 +108,7 @@ def input_format(path, format: str | None = None) -> str:
 
 def check_input(path, nodes: int, format: str | None = None) -> str:
     """Refuse, before any rank starts, an input the ranks cannot share; returns its format."""
-    if str(path).startswith("iscsi://"):  # a LUN on a testbed's storage host (clusterlab.storage.source)
+    if str(path).startswith(("iscsi://", "lunfile://")):  # a LUN layout (clusterlab.storage.source)
         from clusterlab.storage.source import check_url
         return check_url(str(path), nodes)
     fmt = input_format(path, format)
@@ -146,7 +146,7 @@ def read_rank_baskets(path, rank: int, size: int, format: str | None = None):
 
     if is_rank_pattern(path):
         return read_fimi_compact(rank_file(path, rank))
-    if str(path).startswith("iscsi://"):  # a LUN on a testbed's storage host (clusterlab.storage.source)
+    if str(path).startswith(("iscsi://", "lunfile://")):  # a LUN layout (clusterlab.storage.source)
         from clusterlab.storage.source import read_rank_baskets as read_lun
         return read_lun(str(path), rank, size)
     if input_format(path, format) == "fimi":
