@@ -12,8 +12,8 @@ is the cost of one round trip (one send + one recv per rank), start-up excluded:
     # then callgrind_annotate --inclusive=yes on each rank's file; divide differences by 10,000
 
 A difference of 10,000 round trips keeps the run-to-run noise of start-up (imports, OpenBLAS's
-idle thread, which valgrind's serialised threads make spin) below one instruction per round
-trip; 2,000 did not (up to ~2,000). Compare the main thread (``main`` inclusive), not the
+idle thread, which valgrind's serialised threads make spin) to a few hundred instructions per round
+trip in the main thread; 2,000 left up to ~2,000. Compare the main thread (``main`` inclusive), not the
 process total. The two ranks cost the same; pid order is rank order only until pids wrap.
 
 Without valgrind it prints the half round trip and rank 0's CPU per round trip (noisy).
