@@ -7,9 +7,14 @@ the fork but not the launcher's ``pidfd_open``). Run it under callgrind for two 
 round trips; the difference of the per-function counts divided by the difference of round trips
 is the cost of one round trip (one send + one recv per rank), start-up excluded:
 
-    W=$PWD; for n in 1000 3000; do mkdir -p /tmp/cg$n; (cd /tmp/cg$n && nice -n 19 valgrind \\
+    W=$PWD; for n in 1000 11000; do mkdir -p /tmp/cg$n; (cd /tmp/cg$n && nice -n 19 valgrind \\
         --tool=callgrind --callgrind-out-file=cg.%p $W/.venv/bin/python $W/bench/comm_latency_callgrind.py $n); done
-    # then callgrind_annotate --inclusive=yes on each rank's file (the lower pid is rank 0)
+    # then callgrind_annotate --inclusive=yes on each rank's file; divide differences by 10,000
+
+A difference of 10,000 round trips keeps the run-to-run noise of start-up (imports, OpenBLAS's
+idle thread, which valgrind's serialised threads make spin) to a few hundred instructions per round
+trip in the main thread; 2,000 left up to ~2,000. Compare the main thread (``main`` inclusive), not the
+process total. The two ranks cost the same; pid order is rank order only until pids wrap.
 
 Without valgrind it prints the half round trip and rank 0's CPU per round trip (noisy).
 Usage: ``python bench/comm_latency_callgrind.py ROUND_TRIPS [CPU (-1: unpinned)] [array|bytes]``

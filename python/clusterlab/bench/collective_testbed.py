@@ -243,9 +243,10 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
     The testbed's hosts share this machine's CPUs, so a per-call mesh's set-ups queue for them:
     with ``calibrate_hosts`` = k, ``setup`` is fitted from the set-up and release time of a
     per-call mesh of k hosts (the slowest rank's, per call, over 20 barriers) as k(k-1)/2
-    set-ups over the CPU count (``setup_cpus``), and ``call_setup`` is what an empty per-call
-    call at 2 hosts costs beyond a persistent one and that one connection (``empty_calls``,
-    ``fixed_per_call``); otherwise ``setup`` is one connection's set-up measured alone.
+    set-ups over the CPU count (``setup_cpus``), and ``call_setup`` is what an empty (1-byte)
+    per-call call at 2 hosts, timed from its barrier (``barrier_exits``' ``calls``, median of 20),
+    costs beyond a persistent one and that one connection (``fixed_per_call``); otherwise
+    ``setup`` is one connection's set-up measured alone.
 
     The hosts' messages share the CPUs too: with ``cpu_sizes``, ``cpu_message`` and ``cpu_byte``
     are fitted (``two_region_fit``) to the busy CPU time per message of a ping-pong between
@@ -290,29 +291,15 @@ def fit_model(tb, sizes: tuple[int, int] = (1, 1 << 20), trial_time: float = 0.0
         m = dataclasses.replace(m, setup=per_call * cpus / (k * (k - 1) / 2), setup_cpus=cpus)
         # the fixed part: what a per-call call of one byte costs at 2 hosts beyond a persistent one and
         # its one connection's set-up and release (starting the call's communicator, saying goodbye)
+        # (each call from its own barrier: back to back, a per-call rank opens the next call's
+        # connections while the last one runs, and the fixed part hides)
         alone = dict(os.environ, **{CONNECTIONS_ENV: "persistent"})
-        two_per_call = tb.run(empty_calls, 2, 20, timeout=300, env=env)[0]
-        two_persistent = tb.run(empty_calls, 2, 20, timeout=300, env=alone)[0]
+        two_per_call = statistics.median(tb.run(barrier_exits, 2, 20, timeout=300, env=env)[0]["calls"])
+        two_persistent = statistics.median(tb.run(barrier_exits, 2, 20, timeout=300, env=alone)[0]["calls"])
         m = dataclasses.replace(m, call_setup=fixed_per_call(two_per_call, two_persistent, m))
         m.details.update({"setup_calibrated_hosts": k, "per_call_overhead": per_call,
                           "empty_call_2_hosts": {"per_call": two_per_call, "persistent": two_persistent}})
     return m
-
-
-def empty_calls(comm, calls: int = 20) -> float | None:
-    """Seconds per call of ``calls`` 1-byte bcasts (the model's pick) back to back after a warm-up
-    call and a barrier, the slowest rank's; rank 0 returns it, the others None."""
-    from clusterlab.comm import collectives
-
-    byte = np.zeros(1, dtype=np.uint8) if comm.rank == 0 else None
-    collectives.run("bcast", comm, None, data=byte, root=0)
-    comm.barrier("dissemination")
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        collectives.run("bcast", comm, None, data=byte, root=0)
-    mine = (time.perf_counter() - t0) / calls
-    got = comm.gather(np.array([mine]), 0, "linear")
-    return max(float(np.asarray(g).ravel()[0]) for g in got) if comm.rank == 0 else None
 
 
 def fixed_per_call(per_call: float, persistent: float, model: costmodel.CostModel) -> float:
