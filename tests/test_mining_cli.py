@@ -10,8 +10,8 @@ import pytest
 
 import clusterlab
 from clusterlab.cli import main
-from clusterlab.data.spmf import read_spmf_itemsets, write_spmf_itemsets
 from clusterlab.errors import BasketFormatError, ConfigError
+from clusterlab.mining.spmf import read_spmf_itemsets, write_spmf_itemsets
 
 TXS = "1 2 3\n1 2\n2 3\n1 2 3 4\n"
 

@@ -204,7 +204,7 @@ def write_table(table, path: str, rules: bool = False) -> None:
 def _write_table(table, path: str, rules: bool) -> None:
     kind = output_kind(path)
     if kind == "spmf":
-        from clusterlab.data.spmf import write_spmf_itemsets, write_spmf_rules
+        from clusterlab.mining.spmf import write_spmf_itemsets, write_spmf_rules
 
         (write_spmf_rules if rules else write_spmf_itemsets)(table, path)
         return
