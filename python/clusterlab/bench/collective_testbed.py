@@ -324,10 +324,7 @@ def announced(model: costmodel.CostModel, op: str, label: str, n: int) -> bool:
     """
     from clusterlab.comm import collectives
 
-    name = label.removeprefix("auto:")
-    direct = collectives._DIRECT.get(op)  # the collectives' own table of direct picks (data with the word)
-    return (label.startswith("auto:") and direct is not None and name != direct
-            and collectives._fixed_choice(model, op, n) is None)
+    return label.startswith("auto:") and collectives.announces(model, op, label.removeprefix("auto:"), n)
 
 
 def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,

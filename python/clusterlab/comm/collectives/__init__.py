@@ -155,6 +155,21 @@ def _auto(op: str, comm, kw: dict):
 _DIRECT = {"bcast": "flat", "scatter": "linear"}
 
 
+def announces(model, op: str, name: str, n: int) -> bool:
+    """Whether an automatic ``op`` on ``n`` ranks whose pick is ``name`` sends the root's
+    1-byte word of its pick to every rank before the algorithm's data: bcast and scatter when the
+    pick depends on the size (not ``_fixed_choice``) and is not the direct one (whose data travels
+    with the word).
+
+    >>> from clusterlab.comm import costmodel
+    >>> m = costmodel.CostModel(alpha=30e-6, beta=5e-8, overhead=3e-6, concurrency=0)
+    >>> announces(m, "bcast", "scatter_allgather", 16), announces(m, "bcast", "flat", 16)
+    (True, False)
+    """
+    direct = _DIRECT.get(op)
+    return direct is not None and name != direct and _fixed_choice(model, op, n) is None
+
+
 def _announced(op: str, comm, model, names: list[str], kw: dict):
     """bcast/scatter: the root picks and tells every other rank directly (one hop of one byte:
     ranks cannot know whom to listen to before they know the algorithm), then the algorithm runs.
@@ -192,4 +207,4 @@ def _announced(op: str, comm, model, names: list[str], kw: dict):
     return payload[root]
 
 
-__all__ = ["ALGORITHMS", "MODULES", "OPS", "ARGS", "run", "ceil_log2"]
+__all__ = ["ALGORITHMS", "MODULES", "OPS", "ARGS", "announces", "run", "ceil_log2"]
