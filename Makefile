@@ -15,9 +15,9 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml pyp
 
 setup: $(VENV)/.built
 
-# System packages some parts need (storage: the tgt iSCSI target, libiscsi, bonnie++). Installed
+# System packages some parts need (storage: the tgt iSCSI target, libiscsi, bonnie++, iperf3). Installed
 # only when root and one is missing, so `make test` stays idempotent; tests skip without them.
-SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++ strace
+SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++ strace iperf3
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then :; \
