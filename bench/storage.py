@@ -20,7 +20,7 @@ issue 13's target: iSCSI within 1.3x of local), into ``bench/results/storage_min
 Usage: ``flock /work/quiet.lock .venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
 [--rates 155Mbit,1Gbit] [--connections 1,4] [--reps 1]``; the mining comparison:
 ``... bench/storage.py --mining 1000000 --counts 4 --rates 10Gbit [--tgtd rdwr,rdwr:2,aio]
-[--offloads off,on] [--in-flight 1,2,4] [--algorithms hpa,pfp] [--layout packed,fimi]`` (settings interleaved
+[--offloads off,on] [--in-flight 1,2,4] [--tbf-bucket auto,1us] [--congestion reno,bbr] [--algorithms hpa,pfp] [--layout packed,fimi]`` (settings interleaved
 repetition by repetition;
 per job also the machine's busy CPU seconds, and what the target's path adds per MB).
 """
@@ -65,6 +65,11 @@ def main() -> int:
                     "comma-separated to compare (interleaved)")
     ap.add_argument("--offloads", default="off", help="with --mining: the testbed's TSO/GSO/GRO, off (MTU-sized "
                     "packets, the testbed's default), on, or off,on (interleaved)")
+    ap.add_argument("--tbf-bucket", default="auto", help="with --mining: the links' tbf bucket as a duration of "
+                    "the rate, comma-separated to compare (interleaved): auto (two frames up to 1 Gbit/s, 100us above), "
+                    "1us (two frames at any rate, as before), 100us, ...")
+    ap.add_argument("--congestion", default="default", help="with --mining: the storage host's TCP congestion control, "
+                    "comma-separated to compare (interleaved), e.g. reno,bbr (default: the testbed's)")
     ap.add_argument("--layout", default="packed", help="with --mining: the LUN layouts to compare, comma-separated "
                     "(packed, fimi), interleaved repetition by repetition")
     ap.add_argument("--out", default=None)
@@ -144,19 +149,24 @@ def mining(a) -> int:
         settings = []
         for spec in a.tgtd.split(","):
             bstype, _, threads = spec.partition(":")
-            settings += [(bstype, int(threads) if threads else None, off == "on", int(k))
-                         for off in a.offloads.split(",") for k in a.in_flight.split(",")]
+            settings += [(bstype, int(threads) if threads else None, off == "on", int(k), bucket, cc)
+                         for off in a.offloads.split(",") for k in a.in_flight.split(",")
+                         for bucket in a.tbf_bucket.split(",") for cc in a.congestion.split(",")]
         res = {"configs": []}
         for rep in range(a.reps):  # interleaved: each setting once per repetition, in turn
-            for bstype, threads, offloads, in_flight in settings:
+            for bstype, threads, offloads, in_flight, bucket, cc in settings:
                 r = mining_from_target(data, nodes=nodes, min_support=a.min_support, reps=1, block=parse_size(a.block),
                                        rate=None if rate == "none" else rate, iothreads=threads, bstype=bstype,
                                        algorithms=tuple(a.algorithms.split(",")), offloads=offloads,
-                                       connections=in_flight, layouts=tuple(a.layout.split(",")))
+                                       connections=in_flight, layouts=tuple(a.layout.split(",")),
+                                       tbf_bucket=None if bucket == "auto" else bucket,
+                                       congestion=None if cc == "default" else cc)
                 for row in r["runs"]:
-                    row.update(rep=rep, bstype=bstype, iothreads=threads, offloads=offloads, in_flight=in_flight)
+                    row.update(rep=rep, bstype=bstype, iothreads=threads, offloads=offloads, in_flight=in_flight,
+                               tbf_bucket=bucket, tbf_bucket_bytes=r["config"]["tbf_bucket_bytes"], congestion=cc)
                     lo, ll, sc = row["local"], row["local_layout"], row["iscsi"]
-                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} in flight {in_flight} {row['layout']:>6} "
+                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} in flight {in_flight} "
+                          f"bucket {bucket} {cc} {row['layout']:>6} "
                           f"{row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
                           f"{lo['read_s']:.2f} + {lo['rescan_s']:.2f}), {row['layout']} file {ll['job_s']:.2f} s (read "
                           f"{ll['read_s']:.2f}), iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f}"
@@ -175,7 +185,9 @@ def mining(a) -> int:
                    "parsed or decoded as they arrive) and from the same LUN layout in a local file (local_layout); "
                    f"LUN layouts {a.layout} (packed: varint-delta baskets, version 2; fimi: the text, version 1), "
                    "interleaved; job time = slowest rank, "
-                   "read to result; tgtd settings " + a.tgtd + ", offloads " + a.offloads + " interleaved; extra_cpu_s: the machine's busy CPU "
+                   "read to result; tgtd settings " + a.tgtd + ", offloads " + a.offloads + ", tbf buckets "
+                   + a.tbf_bucket + ", storage-host congestion control " + a.congestion + " interleaved; extra_cpu_s: "
+                   "the machine's busy CPU "
                    "seconds (nice 0) of the iSCSI job minus the local one; cpu_floor_s: that over the cores")
     res["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     out = a.out or str(HERE / "results" / "storage_mining.json")

@@ -25,6 +25,8 @@ def test_defaults_follow_the_probe():
     ({"buffer": "1KB"}, "cannot hold one 9000-byte packet"),
     ({"rate": "1kbit"}, "rate must be at least"),
     ({"rate": "fast"}, "cannot read rate"),
+    ({"tbf_bucket": "0s"}, "tbf_bucket must be a duration above 0"),
+    ({"tbf_bucket": "soon"}, "tbf_bucket: "),
 ])
 def test_bad_topologies_are_refused(kw, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -54,6 +56,18 @@ def test_shaping_lines_use_rate_buffer_and_dilation():
     assert "addr add 10.0.0.2/16 dev eth0" in hl
     assert sum("nud permanent" in x for x in hl) == 3  # two peers + the switch
     assert link.fdb_lines(t)[2] == f"fdb replace {t.mac(2)} dev p2 master static"
+
+
+def test_tbf_bucket_is_two_frames_up_to_a_gigabit_and_100us_of_rate_above():
+    # two frames: each frame leaves at the link rate (seed 000's 155 Mbit/s, seed 001's 1 Gbit/s)
+    assert link.burst_bytes(StarTopo(rate="1Gbit")) == link.burst_bytes(StarTopo(rate="155Mbit")) == 2 * 9014
+    # above: a frame-by-frame timer would set the rate, not the link (10 Gbit/s: 100 us = 125 KB)
+    assert link.burst_bytes(StarTopo(rate="10Gbit")) == 125_000
+    assert link.burst_bytes(StarTopo(rate="10Gbit", dilation=10)) == 2 * 9014  # 1 Gbit/s after dilation
+    assert link.burst_bytes(StarTopo(rate="10Gbit", tbf_bucket="1us")) == 2 * 9014  # never below two frames
+    t = StarTopo(hosts=2, rate="10Gbit", tbf_bucket="200us")
+    assert link.port_qdisc_lines(t)[0] == "qdisc replace dev p0 root tbf rate 10000000000bit burst 250000 limit 64000"
+    assert link.burst_bytes(StarTopo.from_dict(t.to_dict())) == 250_000  # a saved topology keeps it
 
 
 def test_sysctl_draws_are_seeded_and_in_range():

@@ -418,7 +418,8 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
                        min_support=0.01, rate: str | None = "1Gbit", reps: int = 1, name: str | None = None,
                        backing_bps: int | None = None, block: int | None = None, iothreads: int | None = None,
                        bstype: str = "rdwr", offloads: bool = False, connections: int | None = None,
-                       layouts: tuple = ("packed",)) -> dict:
+                       layouts: tuple = ("packed",), tbf_bucket: str | None = None,
+                       congestion: str | None = None) -> dict:
     """Mine FIMI file ``data`` on ``nodes`` testbed hosts per layout, algorithm and
     repetition three ways: each rank reading its partition from the local FIMI file
     (``local``), from the same LUN layout in a local file (``local_layout``: a ``lunfile://``
@@ -435,9 +436,11 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     (default the URL's, 4). ``iothreads``, ``bstype``: tgtd's own settings (``IscsiTarget``).
     ``offloads``: leave the testbed's TSO/GSO/GRO on (it turns them off so that links carry
     MTU-sized packets; on, the emulated switch moves up to 64 KB per packet, as a NIC's
-    offloads spare a real host's CPU). Per row also what the target's path adds
-    (``_read_cost``)."""
+    offloads spare a real host's CPU). ``tbf_bucket``: the links' token bucket (``StarTopo``;
+    None: the default for the rate); ``congestion``: the storage host's TCP congestion control
+    (``IscsiTarget``). Per row also what the target's path adds (``_read_cost``)."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed.link import burst_bytes
     from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
     from clusterlab.storage.source import (
@@ -459,14 +462,17 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     res = {"config": {"data": str(data), "bytes": sum(lengths), "nodes": nodes, "min_support": min_support,
                       "rate": rate or "unshaped", "backing_bps": backing_bps, "block": block or READ_BLOCK,
                       "connections": connections or CONNECTIONS, "iothreads": iothreads, "bstype": bstype,
-                      "offloads": offloads, "layouts": list(layouts), "cores": os.cpu_count()},
+                      "offloads": offloads, "layouts": list(layouts), "cores": os.cpu_count(),
+                      "congestion": congestion},
            "load_before": _load(), "runs": [], "write_seconds": {}, "stored_bytes": {}}
-    tb = Testbed(StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True), name=name, offloads_off=not offloads)
+    topo = StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True, tbf_bucket=tbf_bucket)
+    res["config"]["tbf_bucket_bytes"] = burst_bytes(topo)
+    tb = Testbed(topo, name=name, offloads_off=not offloads)
     images = tempfile.TemporaryDirectory(prefix="clab-lun-images-", dir="/var/tmp")
     try:
         with _terminate_unwinds(), images, tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),
                                                            shared=True, backing_bps=backing_bps, iothreads=iothreads,
-                                                           bstype=bstype) as tgt:
+                                                           bstype=bstype, congestion=congestion) as tgt:
             lun_url = tgt.luns[0]["url"]
             query = [f"block={block}"] * bool(block) + [f"connections={connections}"] * bool(connections)
             url = lun_url + ("?" + "&".join(query) if query else "")

@@ -18,6 +18,11 @@ RAID behind the target. Measured here: a 4 MB/s limit gives dd with O_DIRECT 4.2
 file system of ``STORAGE_DIR``. The cgroup's byte counters are the target's backing-store I/O
 (``backing_io``).
 
+TCP on the storage host: ``congestion`` sets its namespace's congestion control (the sender of
+every READ's data) before tgtd listens; None (the default) leaves the testbed's. At 10 Gbit/s,
+reno and BBR (this machine's default) gave the same reads and job times
+(``bench/results/storage_mining_transfer.json``, 5 interleaved repetitions each).
+
 Separate SAN (``SanNetwork``): seed 001 puts storage traffic on the cluster's own switch
 (consolidated, the default here); for comparison a second switch, namespace
 ``clab-<testbed>-san`` with bridge ``br0``, joins every host through a second interface
@@ -255,12 +260,13 @@ class IscsiTarget:
     admits every client (per-rank regions of it: ``clusterlab.storage.source``). tgtd's own
     settings: ``iothreads`` (its ``--nr_iothreads``, the threads serving each backing store;
     tgtd's default 16) and ``bstype`` (``rdwr``: pread/pwrite from its threads, tgtd's default;
-    ``aio``: Linux AIO)."""
+    ``aio``: Linux AIO). ``congestion``: the storage host's TCP congestion control (the
+    sender of every READ's data; None: leave the namespace's)."""
 
     def __init__(self, testbed, initiators: int = 1, lun_size: int = 64 << 20, host: Host | None = None,
                  clients: list[Host] | None = None, direct: bool = False, backing_bps: int | None = None,
                  shared: bool = False, san: SanNetwork | None = None, iothreads: int | None = None,
-                 bstype: str = "rdwr"):
+                 bstype: str = "rdwr", congestion: str | None = None):
         self.testbed = testbed
         self.name = check_name(testbed.name)
         if host is None:
@@ -279,7 +285,13 @@ class IscsiTarget:
             raise TestbedError(f"tgtd I/O threads must be 1..128, got {iothreads}")
         if bstype not in BSTYPES:
             raise TestbedError(f"backing-store type must be one of {', '.join(BSTYPES)}, got {bstype!r}")
-        self.iothreads, self.bstype = iothreads, bstype
+        if congestion is not None:
+            with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+                avail = f.read().split()
+            if congestion not in avail:
+                raise TestbedError(f"congestion control {congestion!r} is not available here; "
+                                   f"available: {', '.join(avail)}")
+        self.iothreads, self.bstype, self.congestion = iothreads, bstype, congestion
         self.clients = list(clients)
         self.lun_size = int(lun_size)
         self.backing_bps = None if backing_bps is None else int(backing_bps)
@@ -315,6 +327,8 @@ class IscsiTarget:
         os.makedirs(SOCKET_DIR, exist_ok=True)
         self.port = _control_port(self.name)
         try:
+            if self.congestion is not None:  # before tgtd listens: accepted sockets inherit it
+                self.host.run(["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={self.congestion}"])
             os.makedirs(self.dir, exist_ok=True)
             with open(os.path.join(self.dir, "tgtd.log"), "wb") as log:  # a file: a full pipe would block tgtd
                 self.proc = self.host.popen(["tgtd", "-f", "-C", str(self.port), "--iscsi", f"portal={self.portal}",

@@ -62,6 +62,8 @@ class StarTopo:
     interface MTU (9000 by default; classical IP over ATM uses 9180). ``dilation``: divide
     rates by k (and multiply timers by k elsewhere) so large runs fit on few cores.
     ``storage``: add one more host named ``st`` (a storage target) on the same switch.
+    ``tbf_bucket``: the shapers' token bucket as a duration of the link rate (``100us``); by
+    default two frames up to 1 Gbit/s and 100 us of rate above (``link.burst_bytes``).
 
     Two sites (seed 004's 4+4 PCs across a 90 km ATM line): ``sites="4+4"`` puts hosts
     ``h0..h3`` on site A's bridge and ``h4..h7`` on site B's, joined by a WAN line
@@ -84,6 +86,7 @@ class StarTopo:
     wan_delay: str | float = "6ms"
     wan_queue: str | int = "256KiB"
     wan_shared: bool = False
+    tbf_bucket: str | float | None = None
 
     def __post_init__(self):
         if not isinstance(self.hosts, int) or not 2 <= self.hosts <= MAX_HOSTS:
@@ -98,6 +101,14 @@ class StarTopo:
             if v < self.mtu + ETH_HLEN:
                 raise ConfigError(f"{what} of {v} bytes cannot hold one {self.mtu}-byte packet; "
                                   f"use at least {self.mtu + ETH_HLEN} bytes")
+        if self.tbf_bucket is not None:
+            try:
+                b = parse_duration(self.tbf_bucket)
+            except ConfigError as e:
+                raise ConfigError(f"tbf_bucket: {e}") from None
+            if not 0 < b <= 1.0:
+                raise ConfigError(f"tbf_bucket must be a duration above 0 up to 1s (e.g. '100us'), "
+                                  f"got {self.tbf_bucket!r}")
         if self.sites is not None:
             self._check_wan()
 
@@ -213,6 +224,8 @@ class StarTopo:
             d.update(sites=list(self.site_sizes), wan_rate_bps=self.wan_rate_bps,
                      wan_delay_seconds=self.wan_delay_seconds, wan_queue_bytes=self.wan_queue_bytes,
                      wan_shared=bool(self.wan_shared))
+        if self.tbf_bucket is not None:
+            d["tbf_bucket_seconds"] = parse_duration(self.tbf_bucket)
         return d
 
     @classmethod
@@ -224,7 +237,8 @@ class StarTopo:
                        wan_shared=bool(d["wan_shared"]))
         return cls(hosts=int(d["hosts"]), rate=d.get("rate_bps", d.get("rate", "155Mbit")),
                    buffer=int(d["buffer_bytes"]), host_queue=int(d["host_queue_bytes"]),
-                   mtu=int(d["mtu"]), dilation=float(d["dilation"]), storage=bool(d["storage"]), **wan)
+                   mtu=int(d["mtu"]), dilation=float(d["dilation"]), storage=bool(d["storage"]),
+                   tbf_bucket=d.get("tbf_bucket_seconds"), **wan)
 
 
 def check_name(name: str) -> str:
