@@ -66,11 +66,18 @@ impl Baskets {
 }
 
 /// Sort and deduplicate `items[start..]` in place; returns how many duplicates were dropped.
-/// Fast path: basket files are usually already sorted, so check before sorting.
 pub fn normalize_tail(items: &mut Vec<u32>, start: usize) -> usize {
-    let tail = &mut items[start..];
+    let kept = normalize_slice(&mut items[start..]);
+    let dropped = items.len() - start - kept;
+    items.truncate(start + kept);
+    dropped
+}
+
+/// Sort and deduplicate `tail` in place; returns how many distinct items now lead it.
+/// Fast path: basket files are usually already sorted, so check before sorting.
+pub fn normalize_slice(tail: &mut [u32]) -> usize {
     if tail.windows(2).all(|w| w[0] < w[1]) {
-        return 0;
+        return tail.len();
     }
     tail.sort_unstable();
     let mut w = 0;
@@ -80,9 +87,7 @@ pub fn normalize_tail(items: &mut Vec<u32>, start: usize) -> usize {
             w += 1;
         }
     }
-    let dropped = tail.len() - w;
-    items.truncate(start + w);
-    dropped
+    w
 }
 
 /// The first transaction whose items are not strictly ascending, if any (checked in parallel).

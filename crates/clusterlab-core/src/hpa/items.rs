@@ -146,18 +146,8 @@ pub fn reduce_in_place(offsets: &mut [i64], items: &mut [u32], min_len: usize, f
             w = start;
             continue;
         }
-        let tail = &mut items[start..w];
-        if !tail.windows(2).all(|p| p[0] < p[1]) {
-            tail.sort_unstable();
-            let mut d = 0;
-            for r in 0..tail.len() {
-                if r == 0 || tail[r] != tail[d - 1] {
-                    tail[d] = tail[r];
-                    d += 1;
-                }
-            }
-            w = start + d; // as `normalize_tail`: the length was checked before deduplication
-        }
+        // as `normalize_tail`: the length was checked before deduplication
+        w = start + crate::basket::normalize_slice(&mut items[start..w]);
         t += 1;
         offsets[t] = w as i64;
     }
