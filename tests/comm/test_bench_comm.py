@@ -3,7 +3,8 @@
 The mpich wheel's network module is UCX; with ``MPIR_CVAR_NOLOCAL=1`` alone UCX still carries
 messages between ranks of one host through shared memory and cross-memory attach, which is not
 the transport the target compares with. The ``tcp`` setting adds ``UCX_TLS=tcp,self``. Checked
-with strace: the bytes the ranks moved with ``sendmsg`` (UCX's TCP transport) and with
+with strace: the bytes the ranks moved with ``sendmsg``/``sendto`` (UCX's TCP transport: the
+mpich 5.0.2 wheel's UCX sends with ``sendto``, earlier ones with ``sendmsg``) and with
 ``process_vm_readv``/``writev`` (cross-memory attach). Needs strace (Debian:
 ``strace``; ``make test`` installs it as root) and mpi4py + mpiexec."""
 
@@ -29,7 +30,8 @@ for _ in range(3):
     c.Bcast(b, 0)
 """
 # a whole call, or the second half of one that strace split ("<... sendmsg resumed>")
-MOVED = re.compile(r"^\d+\s+(?:<\.\.\. )?(sendmsg|process_vm_readv|process_vm_writev)(?:\(| resumed>).*=\s+(\d+)$")
+MOVED = re.compile(r"^\d+\s+(?:<\.\.\. )?(sendmsg|sendto|process_vm_readv|process_vm_writev)(?:\(| resumed>).*=\s+(\d+)$")
+SOCKET_SENDS = ("sendmsg", "sendto")
 
 
 def _bench():
@@ -40,7 +42,7 @@ def _bench():
 
 
 def _moved(tmp_path: Path, transport: str) -> dict[str, int]:
-    """Bytes moved by sendmsg and by cross-memory attach while broadcasting 1 MiB three times on
+    """Bytes moved by sendmsg/sendto and by cross-memory attach while broadcasting 1 MiB three times on
     2 ranks with bench/comm.py's MPICH settings for ``transport``."""
     from clusterlab.cluster.mpirun import mpiexec_path
 
@@ -50,13 +52,13 @@ def _moved(tmp_path: Path, transport: str) -> dict[str, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "MPIR_CVAR_", "FI_"))}
     env.update(bench.MPICH[transport])
     trace = tmp_path / f"{transport}.strace"
-    subprocess.run(["strace", "-f", "-qq", "-e", "trace=sendmsg,process_vm_readv,process_vm_writev", "-e", "signal=none",
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=sendmsg,sendto,process_vm_readv,process_vm_writev", "-e", "signal=none",
                     "-o", str(trace), mpiexec_path(), "-n", "2", sys.executable, str(prog)],
                    env=env, check=True, timeout=120, capture_output=True)
     moved = {"socket": 0, "cma": 0}
     for line in trace.read_text().splitlines():
         if m := MOVED.match(line):
-            moved["socket" if m.group(1) == "sendmsg" else "cma"] += int(m.group(2))
+            moved["socket" if m.group(1) in SOCKET_SENDS else "cma"] += int(m.group(2))
     return moved
 
 

@@ -179,10 +179,12 @@ def test_switch_capture_counts_a_wan_frame_once(name):
 @pytest.mark.parametrize("threads", [True, False])
 def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     """A burst across the line: the frames leave in batches (fewer wakeups than frames, fewer
-    send calls than frames), none lost, each within 100 us (the coalescing window) plus
-    scheduling slack of its due time on average. With the far side's work in the line's own
-    process (the default) each send call also runs the receiver's stack, and a burst's frames
-    leave up to the whole window early (three frames at 100 Mbit/s: 346 us; -167 us measured)."""
+    send calls than frames), none lost, and on average no earlier than the coalescing window
+    (frames due within three frames' serialization after one that leaves go with it: 346 us at
+    100 Mbit/s; back to back, a batch's frames leave 0, 115 and 231 us early, -115 us on
+    average) and no later than 150 us of scheduling slack. Measured: -5 to -167 us with the far
+    side's work in the line's own process or in threads of its own (-157 to -168 us with threads
+    on a fresh machine, 2026-11-23, where a 150 us bound on both sides failed 3 runs of 5)."""
     topo = StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms", wan_queue="4MB", mtu=1500)
     with Testbed(topo, name=name, far_side_threads=threads) as tb:
         tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
@@ -192,7 +194,5 @@ def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     assert t["delivered"][0] == t["packets"][0] == 1000 and t["drops"][0] == 0, t
     assert t["send_calls"] < 0.8 * t["delivered"][0], t
     assert t["wakeups"] < t["delivered"][0], t
-    if threads:
-        assert -150_000 < t["late_mean_ns"][0] < 150_000, t
-    else:
-        assert -3 * 1442 * 8 / 100e6 * 1e9 < t["late_mean_ns"][0] < 150_000, t
+    window_ns = 3 * 1442 * 8 / 100e6 * 1e9
+    assert -window_ns < t["late_mean_ns"][0] < 150_000, t
