@@ -6,7 +6,7 @@ Not a test: a measurement. For each link rate (155 Mbit/s as seed 001's links ar
 (``--connections``: 1, as a process doing one read() at a time, and 4 sessions) it runs
 ``clusterlab.bench.storage.run`` with 1 and 8 initiators at once, each writing then reading
 its own LUN sequentially in 64 KB blocks, plus the same block loop and bonnie++ on a local
-file, and one iperf3 TCP stream each way between st and h0 on the same links just before
+file, and one iperf3 TCP stream each way between st and h0 on the same links before the first count
 (what the emulated link gives TCP at that moment: ``write_vs_tcp``, ``read_vs_tcp``). Every phase is monitored (the storage host's link, the machine's CPU and disks) and its
 bottleneck named (``phase_usage``). Reported as MB/s and as ratios: 1 initiator vs the link
 rate (issue 13's target: >= 90 %), iSCSI vs local. The machine's load is recorded per run.

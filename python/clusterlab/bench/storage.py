@@ -311,7 +311,8 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     ``backing_bps``: throttle the target's backing store to that many bytes/s (read and write).
     ``san``: iSCSI on a second switch (``SanNetwork``) instead of the compute switch.
     ``tcp``: also measure one iperf3 stream each way between the target's host and h0 on the
-    same links just before each count's phases (``tcp_baseline``).
+    same links before the first count's phases (``tcp_baseline``; the links are the same for
+    every count, so each run row carries that one measurement).
 
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
@@ -337,12 +338,15 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
                             san=sannet) as target:
             luns = _open_all(tb, target, max(initiators), timeout, connections)
             try:
+                yardstick = None
+                if tcp and not san:
+                    h0 = tb.host(target.luns[0]["client"])
+                    yardstick = {"to_target": tcp_baseline(tb, target.host, h0),
+                                 "from_target": tcp_baseline(tb, target.host, h0, reverse=True)}
                 for n in initiators:
                     run_n = {"initiators": n, "load": _load()}
-                    if tcp and not san:
-                        h0 = tb.host(target.luns[0]["client"])
-                        run_n["tcp"] = {"to_target": tcp_baseline(tb, target.host, h0),
-                                        "from_target": tcp_baseline(tb, target.host, h0, reverse=True)}
+                    if yardstick is not None:
+                        run_n["tcp"] = yardstick
                     run_n.update(bonnie_phases(tb, target, luns, n, size, block, seed, monitor=monitor,
                                                rate_bps=topo.rate_bps if rate else None, backing_bps=backing_bps,
                                                ifaces=("eth0", "eth1") if san else ("eth0",)))
