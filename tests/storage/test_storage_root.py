@@ -55,8 +55,8 @@ def _nothing_left(name: str, port: int) -> None:
     assert not os.path.exists(os.path.join(SOCKET_DIR, f"socket.{port}"))
 
 
-def _sysctl_here(key: str) -> str:
-    with open("/proc/sys/" + key.replace(".", "/")) as f:
+def _congestion(ns: str | None = None) -> str:
+    with in_netns(ns), open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
         return f.read().strip()
 
 
@@ -73,9 +73,8 @@ def test_target_runs_in_the_storage_host_and_is_gone_after_stop(name):
             assert sorted(storage_leftovers(name)["files"]) == ["lun0.img", "lun1.img", "tgtd.log"]
             assert os.stat(tgt.luns[0]["path"]).st_blocks == 0  # sparse until written
             # the storage host (the sender of every READ's data) runs what was asked; compute hosts keep theirs
-            cc = "net.ipv4.tcp_congestion_control"
-            assert tb.host("st").run(["sysctl", "-n", cc]).stdout.strip() == "reno"
-            assert tb.host("h0").run(["sysctl", "-n", cc]).stdout.strip() == _sysctl_here(cc)
+            assert _congestion(tb.host("st").ns) == "reno"
+            assert _congestion(tb.host("h0").ns) == _congestion()
         finally:
             port = tgt.port
             res = tgt.stop()

@@ -182,9 +182,8 @@ def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     send calls than frames), none lost, and on average no earlier than the coalescing window
     (frames due within three frames' serialization after one that leaves go with it: 346 us at
     100 Mbit/s; back to back, a batch's frames leave 0, 115 and 231 us early, -115 us on
-    average) and no later than 150 us of scheduling slack. Measured: -5 to -167 us with the far
-    side's work in the line's own process or in threads of its own (-157 to -168 us with threads
-    on a fresh machine, 2026-11-23, where a 150 us bound on both sides failed 3 runs of 5)."""
+    average) and no later than 150 us of scheduling slack, with the far side's work in the line's
+    own process or in threads of its own (measured -5 to -168 us)."""
     topo = StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms", wan_queue="4MB", mtu=1500)
     with Testbed(topo, name=name, far_side_threads=threads) as tb:
         tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "

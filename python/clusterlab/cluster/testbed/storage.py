@@ -59,9 +59,12 @@ import time
 import zlib
 
 from clusterlab._atomic import atomic_open
+from clusterlab.cluster.testbed._nsconfig import write_sysctl
 from clusterlab.cluster.testbed.link import burst_bytes
-from clusterlab.cluster.testbed.node import Host, TestbedError, ns_name
+from clusterlab.cluster.testbed.node import Host, TestbedError, in_netns, ns_name
 from clusterlab.cluster.testbed.topo import check_name
+from clusterlab.errors import ConfigError
+from clusterlab.net.transport_config import TransportConfig
 
 STORAGE_DIR = "/var/tmp/clusterlab/storage"  # backing files: on disk, not in RAM (/run is tmpfs)
 STATE_DIR = "/run/clusterlab/storage"
@@ -286,11 +289,10 @@ class IscsiTarget:
         if bstype not in BSTYPES:
             raise TestbedError(f"backing-store type must be one of {', '.join(BSTYPES)}, got {bstype!r}")
         if congestion is not None:
-            with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
-                avail = f.read().split()
-            if congestion not in avail:
-                raise TestbedError(f"congestion control {congestion!r} is not available here; "
-                                   f"available: {', '.join(avail)}")
+            try:
+                TransportConfig(congestion=congestion, place="testbed")  # the mesh's check of the name
+            except ConfigError as e:
+                raise TestbedError(str(e)) from None
         self.iothreads, self.bstype, self.congestion = iothreads, bstype, congestion
         self.clients = list(clients)
         self.lun_size = int(lun_size)
@@ -328,7 +330,10 @@ class IscsiTarget:
         self.port = _control_port(self.name)
         try:
             if self.congestion is not None:  # before tgtd listens: accepted sockets inherit it
-                self.host.run(["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={self.congestion}"])
+                with in_netns(self.host.ns):
+                    why = write_sysctl("net/ipv4/tcp_congestion_control", self.congestion)
+                if why:
+                    raise TestbedError(f"{self.host.name}: congestion control {self.congestion}: {why}")
             os.makedirs(self.dir, exist_ok=True)
             with open(os.path.join(self.dir, "tgtd.log"), "wb") as log:  # a file: a full pipe would block tgtd
                 self.proc = self.host.popen(["tgtd", "-f", "-C", str(self.port), "--iscsi", f"portal={self.portal}",
