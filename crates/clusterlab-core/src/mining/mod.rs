@@ -170,6 +170,13 @@ pub fn mine(db: BasketsRef<'_>, algo: Algorithm, target: Target, p: MineParams, 
             Algorithm::Eclat => large().unwrap_or_else(|| prep::mine_all(db, &q, limit, &eclat::Eclat)),
             Algorithm::Lcm => prep::mine_all(db, &q, limit, &lcm::Lcm),
         };
+        // Miners that return their result (Apriori, the level-wise path) hand it over whole.
+        let r = if limit.is_streaming() {
+            limit.stream(r, true);
+            Itemsets::new()
+        } else {
+            r
+        };
         MineError::check(limit).map(|_| r)
     };
     match target {

@@ -509,6 +509,7 @@ pub(crate) fn mine_all<M: Extend>(db: BasketsRef<'_>, p: &MineParams, limit: &Li
         return Itemsets::new();
     }
     let prep = Prep::new(db, p.min_count);
+    limit.set_ids(&prep.out_ids);
     let mut outs = first_level(db, &prep, p, limit, miner);
     outs.push(prep.top_itemsets(p, limit));
     prep.to_ids(Itemsets::concat(outs).canonicalize())
