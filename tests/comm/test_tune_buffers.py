@@ -154,7 +154,7 @@ def test_ping_pong_listener_refuses_a_stranger_and_takes_the_predecessor():
     import socket
     import threading
 
-    from clusterlab.comm.tcp import handshake
+    from clusterlab.rendezvous import handshake
     from clusterlab.tune import netpipe
 
     secret = os.urandom(32)

@@ -77,7 +77,7 @@ def run(n, backend, transport, timeout, comm_timeout, grace, setup_timeout, laun
         if hostfile or mpiexec_args:
             raise ConfigError("--hostfile and --mpiexec-args need --launcher mpiexec")
         if iface:
-            from clusterlab.cluster.address import choose
+            from clusterlab.rendezvous.address import choose
 
             kw["hosts"] = [RankHost(bind=choose(iface=iface)) for _ in range(n)]
         res = launch(argv, n, rendezvous_host=rendezvous_host or "127.0.0.1", **kw)

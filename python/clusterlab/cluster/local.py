@@ -1,10 +1,10 @@
 """The local launcher: run n ranks as processes on this machine (loopback by default).
 
 ``launch(argv, n)`` starts ``argv`` n times under a ``Supervisor`` (``cluster.supervisor``)
-and acts as the rendezvous (``cluster.rendezvous``): each rank opens its own listening socket,
+and acts as the rendezvous (``cluster.checkin``): each rank opens its own listening socket,
 authenticates to the launcher with the per-job secret (passed in the environment, never on the
 command line), reports its address, and receives the address table to build the TCP mesh
-(``clusterlab.comm.world()`` does the rank's side; ``cluster.contract`` is what the two say).
+(``clusterlab.comm.world()`` does the rank's side; ``clusterlab.rendezvous.contract`` is what the two say).
 The launcher then watches: when a rank dies, the others see its connections drop and raise
 ``PeerFailure`` naming it; whatever is still running ``grace`` seconds later is terminated,
 then killed, and every process is reaped (each rank runs in its own process group, so helpers
@@ -33,8 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from clusterlab.cluster import contract
-from clusterlab.cluster.rendezvous import RankLink, Rendezvous
+from clusterlab.cluster.checkin import RankLink, Rendezvous
 from clusterlab.cluster.supervisor import (
     Child,
     JobResult,
@@ -46,6 +45,7 @@ from clusterlab.cluster.supervisor import (
 from clusterlab.comm.errors import CommTimeout, PeerFailure
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import contract
 
 __all__ = ["JobResult", "RankHost", "launch", "raise_for", "run"]
 

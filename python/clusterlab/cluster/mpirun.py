@@ -1,10 +1,10 @@
 """Run a job under MPI's own launcher (``mpiexec``, MPICH's hydra): on this machine, or on the
 hosts of a hostfile (``-f``), for the MPI backend or for clusterlab's TCP mesh.
 
-As with the local launcher, each rank checks in at our rendezvous (``cluster.rendezvous``,
+As with the local launcher, each rank checks in at our rendezvous (``cluster.checkin``,
 per-job secret in the environment, which hydra passes on to every host): with the TCP mesh it
 receives the address table there (each rank listens on its host's routable address:
-``cluster.address``), and ``run(fn, n, backend="mpi")`` collects return values and error
+``clusterlab.rendezvous.address``), and ``run(fn, n, backend="mpi")`` collects return values and error
 reports without pickle. The same :class:`~clusterlab.cluster.supervisor.Supervisor` as the
 local launcher forwards Ctrl-C, enforces the timeouts and kills what is left (including the
 processes hydra starts in process groups of their own). The rank named on failure is the one
@@ -23,8 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from clusterlab.cluster import address, contract
-from clusterlab.cluster.rendezvous import RankLink, Rendezvous
+from clusterlab.cluster.checkin import RankLink, Rendezvous
 from clusterlab.cluster.supervisor import (
     JobResult,
     Supervisor,
@@ -34,6 +33,7 @@ from clusterlab.cluster.supervisor import (
 )
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import address, contract
 
 
 def mpiexec_path() -> str | None:

@@ -27,8 +27,8 @@ import numpy as np
 
 from clusterlab.comm.communicator import Communicator
 from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure
-from clusterlab.comm.tcp import frames
-from clusterlab.comm.tcp.frames import DATA_ARRAY, DATA_BYTES, HEADER
+from clusterlab.rendezvous import frames
+from clusterlab.rendezvous.frames import DATA_ARRAY, DATA_BYTES, HEADER
 
 INLINE = 64 * 1024
 _SEPARATE = 1   # header flag: the payload follows as its own message on the data communicator
