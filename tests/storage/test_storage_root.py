@@ -14,7 +14,6 @@ import time
 import pytest
 
 from clusterlab.cluster.testbed import StarTopo, Testbed, clean, leftovers
-from clusterlab.cluster.testbed.node import in_netns
 from clusterlab.cluster.testbed.storage import (
     SOCKET_DIR,
     IscsiTarget,
@@ -22,6 +21,7 @@ from clusterlab.cluster.testbed.storage import (
     storage_leftovers,
     unavailable,
 )
+from clusterlab.net.netns import in_netns
 
 from ..testbed.helpers import fresh_name, netns_unavailable
 

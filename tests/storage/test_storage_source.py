@@ -93,11 +93,11 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
     _require()
     import clusterlab
     from clusterlab.cluster.testbed import StarTopo, Testbed, clean
-    from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage, storage_leftovers
     from clusterlab.data import read_partition
     from clusterlab.mining.parallel import mine_parallel
     from clusterlab.mining.parallel.config import ParallelConfig
+    from clusterlab.net.netns import in_netns
     from clusterlab.storage.source import (
         decode_pieces,
         lun_bytes_needed,

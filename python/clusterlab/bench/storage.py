@@ -65,7 +65,7 @@ def _phase(luns: list, n: int, op: str, size: int, block: int, seed: int, barrie
     """All n initiators run ``op`` at once; out[i] = (start, end, Transfer). Initiator i's
     thread (and the threads it starts) work inside ``namespaces[i]``, so that the monitor
     counts their CPU for that host."""
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     def one(i: int) -> None:
         with in_netns(namespaces[i] if namespaces else None):
@@ -105,7 +105,7 @@ def open_all(tb, target, n: int, timeout: int = 30, connections: int = 1) -> lis
 
 
 def _open_all(tb, target, n: int, timeout: int, connections: int = 1) -> list:
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
     from clusterlab.storage.iscsi import open_lun
 
     luns = []
@@ -222,7 +222,8 @@ def bonnie_phases(tb, target, luns: list, n: int, size: int, block: int, seed: i
     res = {}
     for op in ("write", "read"):
         out, errors = [None] * n, []
-        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True, backing=backing_bps is not None,
+        mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True,
+                                  backing=target.backing_io if backing_bps is not None else None,
                                   ifaces=ifaces) if monitor else None
         with mon or contextlib.nullcontext():
             _phase(luns, n, op, size, block, seed, threading.Barrier(n), out, errors,
@@ -445,8 +446,8 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     (``IscsiTarget``). Per row also what the target's path adds (``_read_cost``)."""
     from clusterlab.cluster.testbed import StarTopo, Testbed
     from clusterlab.cluster.testbed.link import burst_bytes
-    from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
+    from clusterlab.net.netns import in_netns
     from clusterlab.storage.source import (
         CONNECTIONS,
         FILE_SCHEME,

@@ -127,7 +127,7 @@ def check_point(point: Point, kernel: bool = False) -> dict:
 def kernel_accepts(sysctls: dict[str, dict]) -> None:
     """Write every distinct (sysctl, value) into one scratch namespace and read it back."""
     from clusterlab.cluster.testbed import require_root
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     require_root()
     import subprocess
