@@ -10,6 +10,7 @@ import json
 import click
 
 from clusterlab.cli.options import transport_options
+from clusterlab.cluster.api import BACKENDS
 from clusterlab.errors import ConfigError
 
 KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft")
@@ -33,7 +34,7 @@ def npb():
 @click.option("--class", "cls", default="S", show_default=True, help="Problem class: S, W or A.")
 @click.option("-n", "--ranks", "n", type=int, default=None,
               help="Number of ranks (default 1, or the job's size when started as its ranks).")
-@click.option("--backend", type=click.Choice(["auto", "tcp", "mpi", "inproc", "world"]), default="auto",
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto",
               show_default=True, help="auto: world when started by `clusterlab run`/mpiexec, else tcp.")
 @transport_options()
 @click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before the job is stopped.")
@@ -55,27 +56,21 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
       clusterlab npb run is --class S -n 2 --backend inproc
     """
     from clusterlab import npb as lib
-    from clusterlab.bench.spmd import started_as_rank
+    from clusterlab.cluster import Local, from_options
 
-    if backend == "auto":
-        backend = "world" if started_as_rank() else "tcp"
+    cluster = from_options(backend)
     if n is None:
-        if backend == "world":
-            from clusterlab.comm import world
-
-            n = world().size
-        else:
-            n = 1
+        n = cluster.size or 1
     config = None
     if transport:
         from clusterlab.net.transport_config import TransportConfig
 
         config = TransportConfig.parse(transport, place="socket")
-    if config is not None and backend != "tcp":
+    if config is not None and not isinstance(cluster, Local):
         raise ConfigError("TCP settings (--sndbuf, --rto-min, ...) apply only to --backend tcp")
     if timeout <= 0:
         raise ConfigError(f"--timeout must be > 0, got {timeout}")
-    res = lib.run(kernel, cls, n=n, backend=backend, config=config, timeout=timeout, events=bool(trace_path))
+    res = lib.run(kernel, cls, n=n, cluster=cluster, transport=config, timeout=timeout, events=bool(trace_path))
     if res is None:  # a rank other than 0 of a job
         return
     if trace_path:

@@ -195,13 +195,14 @@ def _target_of(fn) -> tuple[str, str | None]:
 
 def run(fn, n: int, *args, backend: str = "tcp", config: TransportConfig | None = None,
         timeout: float | None = 300.0, comm_timeout: float | None = None,
-        hosts: list[RankHost] | None = None, **kw) -> list:
+        hosts: list[RankHost] | None = None, launcher=None, **kw) -> list:
     """Run ``fn(comm, *args)`` on ``n`` ranks; return the list of return values by rank.
 
     ``fn`` must be a module-level function; return values must be JSON-able or bytes.
     Raises ``PeerFailure`` naming the first rank that failed (with its error if it raised),
     ``CommTimeout`` if the job exceeds ``timeout`` seconds. Other keywords go to ``launch``
-    (or ``launch_mpi`` with ``backend="mpi"``).
+    (or ``launch_mpi`` with ``backend="mpi"``, or ``launcher``: a function with ``launch``'s
+    signature that starts the ranks some other way).
     """
     target, root = _target_of(fn)
     argv = [sys.executable, "-m", "clusterlab.cluster.rank", target, json.dumps(list(args))]
@@ -209,7 +210,9 @@ def run(fn, n: int, *args, backend: str = "tcp", config: TransportConfig | None 
         env = dict(kw.pop("env", None) or os.environ)
         env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         kw["env"] = env
-    if backend == "tcp":
+    if launcher is not None:
+        res = launcher(argv, n, config=config, timeout=timeout, comm_timeout=comm_timeout, **kw)
+    elif backend == "tcp":
         res = launch(argv, n, config=config, timeout=timeout, comm_timeout=comm_timeout, hosts=hosts, **kw)
     elif backend == "mpi":
         from clusterlab.cluster.mpirun import launch_mpi

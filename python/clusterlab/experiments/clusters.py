@@ -164,6 +164,7 @@ class Session:
         self.applied: dict = {}
         self.notes: list[str] = []
         self.testbed = None
+        self.cluster = None   # the ``clusterlab.cluster.Cluster`` the point's ranks run on
         self._config = None
 
     @property
@@ -182,28 +183,16 @@ class Session:
     def run(self, fn, *args, nranks: int | None = None, timeout: float = 600.0) -> list:
         """``fn(comm, *args)`` on the point's ranks; each rank's return value."""
         n = nranks or self.ranks
-        if self.kind == "inprocess":
-            from clusterlab.comm.inproc import run_threads
-
-            return run_threads(fn, n, *args, timeout=timeout)
-        if self.kind == "testbed":
+        opts = {}
+        if self.testbed is not None:
             # starting many interpreters on a busy machine takes long: scale the set-up timeout
-            return self.testbed.run(fn, n, *args, timeout=timeout, setup_timeout=max(60.0, 3.0 * n))
-        from clusterlab.cluster.local import run
-
-        return run(fn, n, *args, backend="mpi" if self.kind == "mpi" else "tcp", config=self._config,
-                   timeout=timeout)
+            opts["setup_timeout"] = max(60.0, 3.0 * n)
+        return self.cluster.run(fn, n, *args, transport=self._config, timeout=timeout, **opts)
 
     def mining_options(self) -> dict:
-        """Keyword arguments for ``mine_parallel`` that put its ranks on this cluster."""
-        if self.kind == "inprocess":
-            return {"backend": "inproc"}
-        opts: dict = {"backend": "mpi" if self.kind == "mpi" else "tcp"}
-        if self.kind == "testbed":
-            opts["testbed"] = self.testbed.name  # its ranks get the testbed's own transport
-        elif self._config is not None:
-            opts["transport"] = self._config
-        return opts
+        """Keyword arguments for ``mine_parallel`` that put its ranks on this cluster (a
+        testbed's ranks get the testbed's own transport)."""
+        return {"cluster": self.cluster, "transport": self._config}
 
     def monitor(self, interval: float):
         """A started monitor of this cluster (testbed: every host and switch port; otherwise the
@@ -220,13 +209,17 @@ class Session:
 @contextlib.contextmanager
 def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
     """Bring the point's cluster up (a testbed is built and removed; local ranks start per run)."""
+    from clusterlab import cluster
+
     s = Session(point, cache_dir)
     c = point.cluster
     if isinstance(c, (Loopback, Mpi)):
         s._config = transport_config(point, "socket")
+        s.cluster = cluster.Mpirun() if isinstance(c, Mpi) else cluster.Local()
         yield s
         return
     if isinstance(c, InProcess):
+        s.cluster = cluster.InProcess()
         yield s
         return
     from clusterlab.cluster.testbed import Testbed as NamespaceTestbed
@@ -235,6 +228,7 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
     tb = NamespaceTestbed(topo, transport=transport_config(point, "testbed"))
     with tb:
         s.testbed = tb
+        s.cluster = cluster.Testbed(tb)
         names = [h.name for h in tb.hosts]
         s.applied = {"testbed": tb.name, "up_seconds": round(tb.timings.get("up", 0.0), 3),
                      "rto_min_us_per_host": [tb.sysctls[h].get(MIN_SYSCTL) for h in names],

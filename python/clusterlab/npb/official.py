@@ -55,7 +55,7 @@ def parse_report(text: str, backend: str) -> NpbResult:
 def run_binary(binary: str, n: int, mpiexec: str | None = None, timeout: float = 1800.0) -> NpbResult:
     """``mpiexec -n n BINARY`` (in the binary's directory, where NPB looks for its input
     files) and its report. ConfigError if it is missing, fails or prints no report."""
-    from clusterlab.cluster.mpirun import mpiexec_path
+    from clusterlab.comm.mpi import mpiexec_path
 
     path = Path(binary)
     if not path.is_file():

@@ -214,6 +214,7 @@ def _job_usage(tbl, st, first, rate_bps, backing_bps, port) -> dict:
 
 
 def _mining(session, params, reps, warmup):
+    from clusterlab.cluster import Testbed
     from clusterlab.cluster.testbed.storage import IscsiTarget, SanNetwork
     from clusterlab.experiments.workloads.mining import resolve_data
     from clusterlab.mining.parallel.config import ParallelConfig
@@ -245,7 +246,7 @@ def _mining(session, params, reps, warmup):
                                       ifaces=("eth0", "eth1") if san else ("eth0",), storage_host=st.name)
             bonnie = _BackgroundBonnie(target.luns[0], clients, base, bonnie_size) if bonnie_size else None
             with mon, bonnie or contextlib.nullcontext():
-                r = run_parallel(url, n, params["algorithm"], params["min_support"], testbed=tb.name, config=config)
+                r = run_parallel(url, n, params["algorithm"], params["min_support"], cluster=Testbed(tb), config=config)
             row = {"rep": i - warmup, "initiators": n, "seconds": r.job_s, "wall_seconds": r.wall_s,
                    "read_seconds": max(x.get("read_s", 0.0) for x in r.ranks), "passes": len(r.passes),
                    "rescan_seconds": sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if config.rescan else 0.0,
@@ -258,7 +259,7 @@ def _mining(session, params, reps, warmup):
             # the seed's Ganglia shows as the initiator's I/O wait (a userspace initiator waits in poll(), idle)
             row["io_share"] = round((row["read_seconds"] + row["rescan_seconds"]) / r.job_s, 3) if r.job_s else 0.0
             if params["compare_local"]:
-                loc = run_parallel(path, n, params["algorithm"], params["min_support"], testbed=tb.name, config=config)
+                loc = run_parallel(path, n, params["algorithm"], params["min_support"], cluster=Testbed(tb), config=config)
                 if not loc.table.equals(r.table):
                     raise OSError(f"{params['algorithm']}: itemsets mined from the target differ from the file's")
                 row.update(local_seconds=loc.job_s, local_read_seconds=max(x.get("read_s", 0.0) for x in loc.ranks),
