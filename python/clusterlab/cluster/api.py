@@ -41,8 +41,9 @@ from clusterlab.comm.places import InProcess, Launched, has_knobs, no_kwargs, st
 from clusterlab.errors import ConfigError
 
 BACKENDS = ("auto", "tcp", "mpi", "inproc", "world")  # the values of the commands' --backend
+MESHES = ("tcp", "mpi")  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
 
-__all__ = ["BACKENDS", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
+__all__ = ["BACKENDS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
            "from_options", "started_as_rank"]
 
 
@@ -141,6 +142,12 @@ class Mpirun:
         return launch_mpi(argv, n, **self._options(options))
 
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
+        """``argv`` as n ranks under mpiexec; an MPI program that knows nothing of clusterlab
+        (``program.mpi_program``) runs under the wrapper that names a rank that died."""
+        if self.mesh == "mpi":
+            from clusterlab.cluster.program import mpi_program
+
+            options.setdefault("program", mpi_program(argv) is not None)
         return self._launch(argv, n, config=transport, timeout=timeout, **options)
 
 
@@ -148,14 +155,18 @@ class Testbed:
     """Rank i in host i of a namespace testbed: ``Testbed("lab")`` (one that is up, by name) or
     ``Testbed(tb)`` (a ``cluster.testbed.Testbed`` this process built). The ranks get the
     testbed's TCP settings (the hosts' sysctls, and its per-socket knobs unless ``transport``
-    names others). ``launch(argv, n, mpi=True)`` starts a program under mpiexec with its ranks
-    in the hosts (``launch_mpi_on_testbed``)."""
+    names others). ``mesh="mpi"``: ``launch`` starts a program under mpiexec with its ranks in
+    the hosts (``launch_mpi_on_testbed``)."""
 
     size = None
+    __test__ = False  # not a pytest class
 
-    def __init__(self, testbed):
+    def __init__(self, testbed, mesh: str = "tcp"):
+        if mesh not in MESHES:
+            raise ConfigError(f"mesh must be tcp or mpi, got {mesh!r}")
         self._tb = testbed if not isinstance(testbed, str) else None
         self._name = testbed if isinstance(testbed, str) else testbed.name
+        self.mesh = mesh
 
     @property
     def testbed(self):
@@ -177,15 +188,18 @@ class Testbed:
         no_kwargs(kwargs, "launched")
         return self.testbed.run(fn, n, *args, config=transport, timeout=timeout, **options)
 
-    def launch(self, argv, n, *, transport=None, timeout: float | None = None, mpi: bool = False, **options):
+    def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
         from clusterlab.cluster.local import RankHost, launch
         from clusterlab.net.netns import in_netns
 
         tb = self.testbed
-        if mpi:
-            if transport is not None:
+        if self.mesh == "mpi":
+            if has_knobs(transport):
                 raise ConfigError("an MPI program's sockets are MPICH's: the testbed's TCP settings are the hosts' "
                                   "sysctls (set them when the testbed comes up), per-socket knobs cannot reach them")
+            from clusterlab.cluster.program import mpi_program
+
+            options.setdefault("program", mpi_program(argv) is not None)
             return launch_mpi_on_testbed(tb, argv, n, timeout=timeout, **options)
         places = tb.placement(n)
         hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
@@ -203,10 +217,11 @@ host=$1; shift
 exec setpriv --pdeathsig KILL ip netns exec {prefix}$host sh -c "exec $*"
 """
 
-# What MPICH needs to move data over the emulated network: without NOLOCAL, ranks that hydra sees
-# on one machine (all of them: the hosts share a kernel) talk through shared memory, bypassing
-# the links and giving a wrong, too-fast time.
-MPICH_NETWORK_ENV = {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH3_NOLOCAL": "1", "MPIR_CVAR_CH4_NOLOCAL": "1"}
+# What MPICH (the mpich wheel: UCX underneath) needs to move data over the emulated network: the
+# hosts share one kernel, so without these hydra's ranks would talk through shared memory and
+# cross-memory attach, bypassing the links and giving a wrong, too-fast time. NOLOCAL keeps MPICH
+# off its shared-memory path, UCX_TLS keeps UCX on TCP, UCX_NET_DEVICES on the host's link.
+MPICH_NETWORK_ENV = {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0"}
 
 
 def launch_mpi_on_testbed(tb, argv: list[str], n: int, *, timeout: float | None = None, env: dict | None = None,
@@ -268,7 +283,7 @@ def from_options(backend: str = "auto", *, testbed: str | None = None, hostfile:
             raise ConfigError("--testbed places the ranks itself: drop --hostfile/--mpiexec-args")
         if backend in ("inproc", "world"):
             raise ConfigError(f"--testbed runs processes in its hosts, not --backend {backend}")
-        return Testbed(testbed)
+        return Testbed(testbed, mesh="mpi" if backend == "mpi" else "tcp")
     if backend == "auto":
         backend = "world" if started_as_rank() else "tcp"
     if backend == "inproc":

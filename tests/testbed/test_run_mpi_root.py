@@ -1,0 +1,105 @@
+"""`clusterlab run --testbed NAME --backend mpi`: an mpi4py program's ranks in the hosts'
+namespaces, its data over the emulated links under the hosts' TCP settings, a rank that dies
+named, nothing left behind (root, mpi4py and the mpich wheel)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.net.transport_config import TransportConfig
+from tests.comm.conftest import needs_mpi
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.root, needs_mpi]
+
+# Plain mpi4py (no clusterlab): Allreduce in a loop, then each rank reports where it ran and what
+# its TCP connections to the other hosts say (`ss -tin`: the RTO in force, the bytes sent).
+PROGRAM = r"""
+import json, os, re, subprocess, sys
+import numpy as np
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+x = np.full(1 << 17, c.Get_rank() + 1.0)      # 1 MiB
+y = np.empty_like(x)
+for _ in range(5):
+    c.Allreduce(x, y)
+if sys.argv[2] == "kill" and c.Get_rank() == 1:
+    os.kill(os.getpid(), 9)
+ss = subprocess.run(["ss", "-tin", "state", "established"], capture_output=True, text=True).stdout
+conns = []
+for head, info in zip(*[iter(ss.splitlines()[1:])] * 2):
+    peer = head.split()[-1].rsplit(":", 1)[0]
+    rto = re.search(r"\brto:([\d.]+)", info)
+    sent = re.search(r"\bbytes_sent:(\d+)", info)
+    conns.append({"peer": peer, "rto_ms": float(rto.group(1)) if rto else None,
+                  "bytes_sent": int(sent.group(1)) if sent else 0})
+c.Barrier()
+out = {"rank": c.Get_rank(), "size": c.Get_size(), "sum": float(y[0]), "netns": os.stat("/proc/self/ns/net").st_ino,
+       "host": os.environ.get("PMI_HOSTNAME"), "conns": conns,
+       "rto_min_us": open("/proc/sys/net/ipv4/tcp_rto_min_us").read().strip()
+       if os.path.exists("/proc/sys/net/ipv4/tcp_rto_min_us") else None}
+with open(os.path.join(sys.argv[1], f"rank{c.Get_rank()}.json"), "w") as f:
+    json.dump(out, f)
+"""
+
+
+@pytest.fixture
+def testbed4(name, tmp_path):
+    if shutil.which("setpriv") is None or shutil.which("ss") is None:
+        pytest.skip("needs setpriv (util-linux) and ss (iproute2)")
+    tb = Testbed(StarTopo(hosts=4, rate="1Gbit"), name=name,
+                 transport=TransportConfig(rto_min=0.005, place="testbed")).up()
+    prog = tmp_path / "allreduce.py"
+    prog.write_text(PROGRAM)
+    try:
+        yield tb, prog
+    finally:
+        tb.down()
+
+
+def _run(tb, prog, out, mode):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    return subprocess.run([sys.executable, "-m", "clusterlab", "run", "--testbed", tb.name, "--backend", "mpi",
+                           "-n", "4", "--timeout", "120s", "--", "python", str(prog), str(out), mode],
+                          env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_mpi4py_program_runs_in_the_hosts_over_the_links(testbed4, tmp_path):
+    tb, prog = testbed4
+    out = tmp_path / "out"
+    out.mkdir()
+    p = _run(tb, prog, out, "ok")
+    assert p.returncode == 0, p.stderr[-3000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(4)]
+    addrs = {h.addr for h in tb.hosts}
+    for r, o in enumerate(ranks):
+        assert o["size"] == 4 and o["sum"] == 10.0        # one 4-rank world, not four 1-rank ones
+        assert o["host"] == tb.hosts[r].name, o
+        links = [c for c in o["conns"] if c["peer"] in addrs - {tb.hosts[r].addr}]
+        assert links, o                                   # TCP to other hosts: not shared memory
+        # the data crossed them: 5 Allreduces of 1 MiB send at least 1 MiB from every rank
+        assert sum(c["bytes_sent"] for c in links) >= 1 << 20, o
+        # rto_min 5 ms in force (the kernel's default floor is 200 ms), set and read in the namespace
+        assert all(c["rto_ms"] is not None and c["rto_ms"] < 100 for c in links), o
+        if o["rto_min_us"] is not None:
+            assert o["rto_min_us"] == "5000", o
+    assert len({o["netns"] for o in ranks}) == 4
+
+
+def test_a_killed_rank_is_named_and_nothing_is_left(testbed4, tmp_path):
+    from clusterlab.cluster.testbed import leftovers
+
+    tb, prog = testbed4
+    p = _run(tb, prog, tmp_path, "kill")
+    assert p.returncode != 0
+    assert "rank 1 on h1 failed:" in p.stderr and "SIGKILL" in p.stderr, p.stderr[-3000:]
+    left = leftovers(tb.name)
+    assert not left["processes"], left
