@@ -103,3 +103,44 @@ def test_a_killed_rank_is_named_and_nothing_is_left(testbed4, tmp_path):
     assert "rank 1 on h1 failed:" in p.stderr and "SIGKILL" in p.stderr, p.stderr[-3000:]
     left = leftovers(tb.name)
     assert not left["processes"], left
+
+
+C_PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    static double x[1 << 17], y[1 << 17];
+    for (int i = 0; i < (1 << 17); i++) x[i] = rank + 1.0;
+    for (int k = 0; k < 5; k++) MPI_Allreduce(x, y, 1 << 17, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const char *host = getenv("PMI_HOSTNAME");
+    printf("rank %d of %d on %s: %g\n", rank, size, host ? host : "?", y[0]);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_mpi_c_program_built_with_mpicc_runs_in_the_hosts(testbed4, tmp_path):
+    """An MPI C program (the venv's mpicc, MPICH from the mpich wheel) on the 4 hosts: one
+    4-rank world, rank i in host hi; `clusterlab run` recognises it as an MPI program."""
+    from clusterlab.cluster.program import mpi_program
+
+    mpicc = Path(sys.executable).with_name("mpicc")
+    if not mpicc.exists() or shutil.which("cc") is None:
+        pytest.skip("needs the mpich wheel's mpicc and a C compiler")
+    tb, _ = testbed4
+    (tmp_path / "allreduce.c").write_text(C_PROGRAM)
+    subprocess.run([str(mpicc), "-O2", "-o", str(tmp_path / "allreduce"), str(tmp_path / "allreduce.c")],
+                   check=True, capture_output=True, timeout=120)
+    binary = str(tmp_path / "allreduce")
+    assert mpi_program([binary]) == f"{binary} is linked with libmpi.so"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "run", "--testbed", tb.name, "--backend", "mpi", "-n", "4",
+                        "--timeout", "120s", "--", binary], env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert sorted(p.stdout.splitlines()) == [f"rank {r} of 4 on h{r}: 10" for r in range(4)]
