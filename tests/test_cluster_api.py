@@ -75,3 +75,14 @@ def test_run_refuses_an_mpi4py_program_with_the_command_that_works(tmp_path):
     assert p.stderr.strip().splitlines() == [
         f"clusterlab: error: {script} imports mpi4py: under clusterlab's launcher each of the 3 ranks would be its "
         f"own one-rank MPI world; run it under mpiexec: clusterlab run --backend mpi -n 3 -- python {script}"]
+
+
+def test_run_on_a_testbed_refuses_socket_settings_it_cannot_apply(tmp_path):
+    """A testbed's TCP settings are its hosts' sysctls (set by `testbed up`): `run --testbed`
+    refuses its own, with the command that sets them, before anything starts."""
+    script = tmp_path / "prog.py"
+    script.write_text("print(1)\n")
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "run", "--testbed", "lab", "--rto-min", "5ms", "-n", "2",
+                        "--", "python", str(script)], env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "clusterlab testbed up --name NAME --rto-min" in p.stderr, p.stderr

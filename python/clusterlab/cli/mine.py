@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from clusterlab.cluster.api import MESHES
 from clusterlab.data.io import FORMATS
 from clusterlab.errors import ConfigError
 
@@ -327,7 +328,7 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--nodes", "-n", default=None, type=click.IntRange(min=1),
               help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a names another "
                    "parallel one; CSV and Parquet input too).")
-@click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
+@click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True,
               help="Parallel: the Communicator backend.")
 @click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
 @click.option("--partition", type=click.Choice(["prefix", "itemset"]), default="prefix", show_default=True,
