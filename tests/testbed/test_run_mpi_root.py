@@ -144,3 +144,51 @@ def test_mpi_c_program_built_with_mpicc_runs_in_the_hosts(testbed4, tmp_path):
                         "--timeout", "120s", "--", binary], env=env, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
     assert sorted(p.stdout.splitlines()) == [f"rank {r} of 4 on h{r}: 10" for r in range(4)]
+
+
+FAKE_NPB = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int keys = rank + 1, total = 0;
+    MPI_Allreduce(&keys, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    FILE *in = fopen("npbparams.in", "r");   /* NPB binaries read their input from their directory */
+    if (rank == 0)
+        printf(" IS Benchmark Completed\n Class           =                        S\n"
+               " Size            =                    65536\n Iterations      =                       10\n"
+               " Time in seconds =                     0.01\n Total processes =                        %d\n"
+               " Mop/s total     =                    97.20\n Operation type  =              keys ranked\n"
+               " Verification    =               %s\n", size, in && total == size * (size + 1) / 2
+               ? "SUCCESSFUL" : "UNSUCCESSFUL");
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_npb_official_runs_on_the_two_site_testbed(name, tmp_path):
+    """`clusterlab npb official --testbed`: an NPB-MPI binary's ranks in the hosts of a two-site
+    testbed (mpiexec on its switch, hydra into the hosts, the binary's own directory as the
+    working directory), its report read into the record. The binary here is a stand-in that
+    prints NPB's report after an Allreduce across the WAN (the real ones are built by users)."""
+    mpicc = Path(sys.executable).with_name("mpicc")
+    if not mpicc.exists() or shutil.which("cc") is None or shutil.which("setpriv") is None:
+        pytest.skip("needs the mpich wheel's mpicc, a C compiler and setpriv")
+    (tmp_path / "fake_is.c").write_text(FAKE_NPB)
+    (tmp_path / "npbparams.in").write_text("\n")
+    subprocess.run([str(mpicc), "-o", str(tmp_path / "is.S.4"), str(tmp_path / "fake_is.c")], check=True,
+                   capture_output=True, timeout=120)
+    topo = StarTopo(hosts=4, rate="1Gbit", sites="2+2", wan_rate="135Mbit", wan_delay="2ms")
+    with Testbed(topo, name=name):
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        p = subprocess.run([sys.executable, "-m", "clusterlab", "npb", "official", str(tmp_path / "is.S.4"), "-n", "4",
+                            "--testbed", name, "--json"], env=env, capture_output=True, text=True, timeout=180,
+                           cwd="/")
+    assert p.returncode == 0, p.stderr[-3000:]
+    rec = json.loads(p.stdout)
+    assert rec["kernel"] == "IS" and rec["nprocs"] == 4 and rec["verified"], rec
+    assert rec["backend"] == f"npb-mpi on testbed {name}"

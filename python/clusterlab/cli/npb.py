@@ -87,18 +87,26 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
 @click.argument("binary", type=click.Path(dir_okay=False))
 @click.option("-n", "--ranks", "n", type=int, default=1, show_default=True, help="Number of MPI ranks.")
 @click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before giving up.")
+@click.option("--testbed", "testbed_name", metavar="NAME",
+              help="Run the ranks in the hosts of the namespace testbed NAME (root), over its links.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
-def official_cmd(binary, n, timeout, as_json):
+def official_cmd(binary, n, timeout, testbed_name, as_json):
     """Run an official NPB-MPI BINARY (built by you) under the project's mpiexec on N ranks
     and print its report in the same form as `npb run` (no per-rank figures).
 
     \b
     Example:
       clusterlab npb official NPB3.3-MPI/bin/is.S.2 -n 2
+      clusterlab npb official NPB3.3-MPI/bin/is.S.8 -n 8 --testbed twosite   # on a testbed's hosts
     """
     from clusterlab.npb.official import run_binary
 
-    res = run_binary(binary, n, timeout=timeout)
+    cluster = None
+    if testbed_name:
+        from clusterlab.cluster import from_options
+
+        cluster = from_options("mpi", testbed=testbed_name)
+    res = run_binary(binary, n, timeout=timeout, cluster=cluster)
     click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
     if not res.verified:
         raise SystemExit(1)

@@ -85,7 +85,7 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
                grace: float = 3.0, stdin=subprocess.DEVNULL, mpiexec: str | None = None,
                setup_timeout: float = 60.0, hostfile: str | None = None, mpiexec_args: list[str] | tuple = (),
                iface: str | None = None, rendezvous_host: str | None = None,
-               handshake_timeout: float = 5.0, program: bool = False) -> JobResult:
+               handshake_timeout: float = 5.0, program: bool = False, stdout=None) -> JobResult:
     """``mpiexec [-f hostfile] [mpiexec_args] -n n argv``; returns a ``JobResult`` like ``launch``.
 
     ``iface``: the interface (or address) every rank's mesh listens on (``CLUSTERLAB_IFACE``;
@@ -94,7 +94,8 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
     route towards the hosts). ``setup_timeout``: every rank must check in within it.
     ``program``: ``argv`` knows nothing of clusterlab (an mpi4py script, an MPI C binary): each
     rank runs it under ``clusterlab.cluster.program``, which checks in for it and reports how it
-    ended, so a rank that died is named.
+    ended, so a rank that died is named. ``stdout``: a file for what the ranks print (hydra
+    forwards it to mpiexec's output), default this process's.
     """
     mpiexec = mpiexec or mpiexec_path()
     if mpiexec is None:
@@ -132,7 +133,7 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
                 e[contract.ENV_TIMEOUT] = str(comm_timeout)
             ranks = [sys.executable, "-m", "clusterlab.cluster.program", *argv] if program else list(argv)
             cmd = [mpiexec, *(["-f", hostfile] if hostfile else []), *mpiexec_args, "-n", str(n), *ranks]
-            job.mpiexec = sup.spawn(cmd, e, stdin, rank=-1, what="mpiexec")
+            job.mpiexec = sup.spawn(cmd, e, stdin, rank=-1, what="mpiexec", stdout=stdout)
             while sup.alive():
                 job.tick()
                 sup.step()
