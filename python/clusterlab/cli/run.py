@@ -81,8 +81,6 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
     cluster = from_options(backend, testbed=testbed_name, hostfile=hostfile, iface=iface,
                            rendezvous_host=rendezvous_host, mpiexec_args=mpiexec_args, launcher=launcher)
     argv = resolve_command(list(command))
-    if backend != "mpi":
-        refuse_mpi_program(argv, list(command), n, testbed_name)
     config = None
     if transport:
         if testbed_name:
@@ -91,8 +89,16 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
         config = TransportConfig.parse(transport, place="socket")
     elif not testbed_name:
         config = TransportConfig()
-    res = cluster.launch(argv, n, transport=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout),
-                         grace=_dur(grace), setup_timeout=_dur(setup_timeout))
+    from clusterlab.cluster.program import MpiProgramRefused
+
+    try:
+        res = cluster.launch(argv, n, transport=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout),
+                             grace=_dur(grace), setup_timeout=_dur(setup_timeout))
+    except MpiProgramRefused as e:  # say it with the command that works
+        where = f"--testbed {testbed_name} " if testbed_name else ""
+        raise ConfigError(f"{e.why}: under clusterlab's launcher each of the {n} ranks would be its own one-rank MPI "
+                          f"world; run it under mpiexec: clusterlab run {where}--backend mpi -n {n} -- "
+                          f"{shlex.join(command)}") from None
     if res.interrupted:
         click.echo(f"clusterlab run: {res.reason}", err=True)
         sys.exit(130)
@@ -103,19 +109,6 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
         codes = [rc for rc in res.returncodes if rc > 0]
         sys.exit(codes[0] if codes else 1)
     return 0
-
-
-def refuse_mpi_program(argv: list[str], command: list[str], n: int, testbed: str | None) -> None:
-    """Refuse to run an MPI program under clusterlab's own launcher: each rank would be a
-    one-rank MPI world. The message gives the command that works."""
-    from clusterlab.cluster.program import mpi_program
-
-    why = mpi_program(argv)
-    if why:
-        where = f"--testbed {testbed} " if testbed else ""
-        raise ConfigError(f"{why}: under clusterlab's launcher each of the {n} ranks would be its own one-rank MPI "
-                          f"world; run it under mpiexec: clusterlab run {where}--backend mpi -n {n} -- "
-                          f"{shlex.join(command)}")
 
 
 def failure_text(res) -> str:

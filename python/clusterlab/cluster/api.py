@@ -91,7 +91,9 @@ class Local:
 
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
         from clusterlab.cluster import local
+        from clusterlab.cluster.program import refuse_mpi_program
 
+        refuse_mpi_program(argv, n)
         options.setdefault("rendezvous_host", self.rendezvous_host)
         return local.launch(argv, n, config=transport, timeout=timeout, hosts=self._hosts(n), **options)
 
@@ -144,10 +146,10 @@ class Mpirun:
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
         """``argv`` as n ranks under mpiexec; an MPI program that knows nothing of clusterlab
         (``program.mpi_program``) runs under the wrapper that names a rank that died."""
-        if self.mesh == "mpi":
-            from clusterlab.cluster.program import mpi_program
+        from clusterlab.cluster.program import mpi_program
 
-            options.setdefault("program", mpi_program(argv) is not None)
+        # under mpiexec an MPI program gets its real world whichever mesh clusterlab's ranks use
+        options.setdefault("program", mpi_program(argv) is not None)
         return self._launch(argv, n, config=transport, timeout=timeout, **options)
 
 
@@ -201,6 +203,9 @@ class Testbed:
 
             options.setdefault("program", mpi_program(argv) is not None)
             return launch_mpi_on_testbed(tb, argv, n, timeout=timeout, **options)
+        from clusterlab.cluster.program import refuse_mpi_program
+
+        refuse_mpi_program(argv, n)
         places = tb.placement(n)
         hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
         config = tb.transport if transport is None else transport

@@ -62,6 +62,23 @@ def mpi_program(argv: list[str]) -> str | None:
     return None
 
 
+class MpiProgramRefused(ConfigError):
+    """An MPI program given to a cluster that would start it as N one-rank MPI worlds (its own
+    launcher, not mpiexec). ``why`` says what makes it one."""
+
+    def __init__(self, why: str, n: int):
+        self.why, self.n = why, n
+        super().__init__(f"{why}: started by clusterlab's launcher each of the {n} ranks would be its own one-rank "
+                         "MPI world; run it under mpiexec (Mpirun(), Testbed(NAME, mesh='mpi'))")
+
+
+def refuse_mpi_program(argv: list[str], n: int) -> None:
+    """``MpiProgramRefused`` when ``argv`` is an MPI program (``mpi_program``)."""
+    why = mpi_program(argv)
+    if why:
+        raise MpiProgramRefused(why, n)
+
+
 def _rank() -> int:
     for k in _MPI_RANK_ENV:
         if os.environ.get(k, "").isdigit():
