@@ -16,6 +16,7 @@ import click
 from clusterlab.bench import collective as coll
 from clusterlab.bench import pingpong as pp
 from clusterlab.bench.spmd import BACKENDS, spmd
+from clusterlab.cli.options import Int
 from clusterlab.comm import collectives, costmodel
 from clusterlab.errors import ConfigError
 
@@ -108,8 +109,8 @@ def pingpong(sizes, perturbation, trial_time, trials, np_out, backend, as_json):
 @click.option("--algorithm", default=None, help="Algorithm name (default: the cost model picks per size).")
 @click.option("--sizes", default="1:1M", show_default=True,
               help="LO:HI (powers of two; K/M binary as in OSU) or a comma list (64KiB,1MiB).")
-@click.option("--iterations", type=int, default=None, help="Timed calls per size (default: ~--time-per-size s).")
-@click.option("--warmup", type=int, default=None, help="Untimed calls per size (default 10, 3 above 8 KiB).")
+@click.option("--iterations", type=Int(lo=1, hi=10**9), default=None, help="Timed calls per size (default: ~--time-per-size s).")
+@click.option("--warmup", type=Int(lo=0, hi=10**9), default=None, help="Untimed calls per size (default 10, 3 above 8 KiB).")
 @click.option("--time-per-size", default=0.5, show_default=True, help="Seconds to spend per size when adapting.")
 @click.option("--model", "model_path", type=click.Path(dir_okay=False), default=None,
               help="Cost model JSON (from `clusterlab tune model`); default $CLUSTERLAB_COSTMODEL or built-in.")

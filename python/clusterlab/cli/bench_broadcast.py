@@ -8,25 +8,25 @@ import os
 
 import click
 
-from clusterlab.cli.options import transport_options
+from clusterlab.cli.options import Finite, Int, transport_options
 from clusterlab.cli.testbed import topo_options
 from clusterlab.errors import ConfigError
 
 
 @click.command()
 @click.option("--size", default="50KB", show_default=True, help="Block each rank sends to every other rank.")
-@click.option("--reps", default=10, show_default=True, type=int, help="Timed repetitions.")
-@click.option("--warmup", default=1, show_default=True, type=int, help="Untimed repetitions first.")
+@click.option("--reps", default=10, show_default=True, type=Int(lo=1, hi=10**6), help="Timed repetitions.")
+@click.option("--warmup", default=1, show_default=True, type=Int(lo=0, hi=10**6), help="Untimed repetitions first.")
 @click.option("--order", type=click.Choice(["same", "shifted"]), default="same", show_default=True,
               help="same: everyone sends to 0,1,2,...; shifted: rank r sends to r+1, r+2, ...")
-@click.option("--hosts", default=None, type=int, help="Run on a namespace testbed of this many hosts (root); "
+@click.option("--hosts", default=None, type=Int(lo=2, hi=1000), help="Run on a namespace testbed of this many hosts (root); "
               "without it the ranks run on the local loopback cluster.")
-@click.option("--ranks", default=None, type=int, help="Ranks (default: --hosts, or 4 locally).")
+@click.option("--ranks", default=None, type=Int(lo=1, hi=1024), help="Ranks (default: --hosts, or 4 locally).")
 @topo_options
 @transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"), nodelay=False)
 @click.option("--monitor/--no-monitor", "use_monitor", default=True, show_default=True,
               help="Record the monitor table (with --run-dir).")
-@click.option("--interval", default=0.1, show_default=True, type=float, help="Monitor interval [s].")
+@click.option("--interval", default=0.1, show_default=True, type=Finite(lo=0.001, hi=3600), help="Monitor interval [s].")
 @click.option("--run-dir", default=None, type=click.Path(file_okay=False),
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
@@ -48,7 +48,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
     from clusterlab.net.transport_config import TransportConfig
     from clusterlab.units import parse_rate, parse_size
 
-    nbytes = parse_size(size)
+    nbytes = parse_size(size, "--size", lo=1)
     if reps < 1:
         raise ConfigError(f"--reps must be at least 1, got {reps}")
     if storage or no_rps or offloads:

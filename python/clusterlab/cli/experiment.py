@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from clusterlab.cli.options import Finite, Int
 from clusterlab.errors import ConfigError
 
 
@@ -166,7 +167,7 @@ def _int_list(text: str) -> list[int]:
 @click.option("--algorithm", type=click.Choice(["hpa", "hpa-eld", "cd", "pfp"]), default="hpa", show_default=True)
 @click.option("--nodes", default="1,2,4,8", show_default=True, help="Rank counts, comma-separated.")
 @click.option("--data", required=True, type=click.Path(dir_okay=False), help="FIMI basket file.")
-@click.option("--min-support", required=True, type=float, help="Fraction (0.007) of transactions.")
+@click.option("--min-support", required=True, type=Finite(lo=0), help="Fraction (0.007) of transactions.")
 @click.option("--transport", "transports", multiple=True, metavar="LABEL=SETTINGS|SETTINGS",
               help="A transport setting (one plot line each): 'default' or key=value pairs, e.g. "
                    "'tuned:rto_min=5ms,rto_min_jitter=100ms,rto_max=1s'. Repeatable.")
@@ -177,7 +178,7 @@ def _int_list(text: str) -> list[int]:
 @click.option("--rto-jitter", default="0", show_default=True, help="Per-rank random extra on the minimum RTO.")
 @click.option("--rto-max-extra", default=None,
               help="Set the maximum RTO to MIN + this; the socket option takes 1s..120s (refused otherwise).")
-@click.option("--repeat", default=1, show_default=True, type=int)
+@click.option("--repeat", default=1, show_default=True, type=Int(lo=1, hi=10**6))
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True)
 @click.option("--block-size", default="8KiB", show_default=True, help="HPA message block size.")
 @click.option("-o", "--output", default="runs/speedup", show_default=True, type=click.Path(file_okay=False),

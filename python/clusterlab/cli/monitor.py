@@ -7,13 +7,15 @@ import time
 
 import click
 
+from clusterlab.cli.options import Finite
 from clusterlab.errors import ConfigError
+from clusterlab.units import MAX_SECONDS
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("--testbed", "tb_name", default=None, help="Monitor this testbed (default: the local machine).")
-@click.option("--interval", default=0.1, show_default=True, type=float, help="Sampling interval [s].")
-@click.option("--duration", default=None, type=float, help="Stop after this many seconds (no command).")
+@click.option("--interval", default=0.1, show_default=True, type=Finite(lo=0.001, hi=3600), help="Sampling interval [s].")
+@click.option("--duration", default=None, type=Finite(lo=0.001, hi=MAX_SECONDS), help="Stop after this many seconds (no command).")
 @click.option("--no-capture", is_flag=True, help="Skip the packet-length histogram.")
 @click.option("--host-cpu", is_flag=True,
               help="With --testbed: CPU and I/O wait of each host's threads, and the storage target's backing "

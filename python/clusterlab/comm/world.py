@@ -39,6 +39,7 @@ from clusterlab.comm.tcp import handshake
 from clusterlab.comm.tcp.mesh import TcpCommunicator, build_mesh, listen
 from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.units import env_duration
 
 _WORLD: Communicator | None = None
 _LAUNCHER: socket.socket | None = None
@@ -66,7 +67,7 @@ def world(timeout: float | None = None) -> Communicator:
     with _LOCK:
         if _WORLD is None:
             setup = timeout if timeout is not None else \
-                float(os.environ.get(contract.ENV_SETUP_TIMEOUT) or DEFAULT_SETUP_TIMEOUT)
+                env_duration(contract.ENV_SETUP_TIMEOUT, DEFAULT_SETUP_TIMEOUT)
             _install_exit_hooks()
             if under_launcher():
                 _WORLD = _join_launcher(int(_env(contract.ENV_RANK)), "tcp", setup)
@@ -84,9 +85,9 @@ def world(timeout: float | None = None) -> Communicator:
                     _WORLD = MpiCommunicator()
             else:
                 _WORLD = TcpCommunicator(0, 1, {}, drainer=False)
-            t = os.environ.get(contract.ENV_TIMEOUT)
-            if t:
-                _WORLD.default_timeout = float(t)
+            t = env_duration(contract.ENV_TIMEOUT, None)
+            if t is not None:
+                _WORLD.default_timeout = t
         return _WORLD
 
 

@@ -29,8 +29,32 @@ def alltoall_broadcast(size: str = "50KB", order: str = "same") -> Workload:
     ``same`` (all start with rank 0: incast) or ``shifted`` (rank r starts with r+1)."""
     if order not in ("same", "shifted"):
         raise ConfigError(f"order must be same or shifted, got {order!r}")
-    parse_size(size)
-    return Workload("alltoall_broadcast", {"size": size, "order": order})
+    if parse_size(size, "size") < 1:
+        raise ConfigError(f"size must be at least 1 byte, got {size!r}")
+    return Workload("alltoall_broadcast", {"size": size, "order": order},
+                    check=lambda p: alltoall_broadcast(**p) and None)
+
+
+def memory_available() -> int | None:
+    """MemAvailable of this machine in bytes (None if unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_memory(nbytes: int, ranks: int) -> None:
+    """Refuse a broadcast whose buffers do not fit: every rank holds its block and the blocks
+    it receives from the others (ranks x size each, ranks^2 x size on this machine)."""
+    need = nbytes * ranks * ranks
+    avail = memory_available()
+    if avail is not None and need > avail // 2:
+        raise ConfigError(f"size {nbytes} bytes on {ranks} ranks needs about {need / 1e9:.3g} GB of buffers "
+                          f"({ranks}^2 x size), more than half of the {avail / 1e9:.3g} GB this machine has free")
 
 
 def execute(session, params: dict, reps: int, warmup: int):
