@@ -8,7 +8,7 @@ import os
 
 import click
 
-from clusterlab.cli.options import Finite, Int, transport_options
+from clusterlab.cli.options import Finite, Int, OutputPath, transport_options
 from clusterlab.cli.testbed import topo_options
 from clusterlab.errors import ConfigError
 
@@ -27,7 +27,7 @@ from clusterlab.errors import ConfigError
 @click.option("--monitor/--no-monitor", "use_monitor", default=True, show_default=True,
               help="Record the monitor table (with --run-dir).")
 @click.option("--interval", default=0.1, show_default=True, type=Finite(lo=0.001, hi=3600), help="Monitor interval [s].")
-@click.option("--run-dir", default=None, type=click.Path(file_okay=False),
+@click.option("--run-dir", default=None, type=OutputPath(directory=True),
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
 def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue, mtu, dilation, storage, no_rps,

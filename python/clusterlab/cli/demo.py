@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import Finite
+from clusterlab.cli.options import Finite, OutputPath
 
 
 @click.command(short_help="Seed 000 in small: Quest baskets mined with HPA on a local cluster.")
-@click.option("--workdir", default="runs/demo", show_default=True, type=click.Path(file_okay=False),
+@click.option("--workdir", default="runs/demo", show_default=True, type=OutputPath(directory=True),
               help="Where the demo writes its files.")
 @click.option("--transactions", default=200_000, show_default=True, type=click.IntRange(min=1000))
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))

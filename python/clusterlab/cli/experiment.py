@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import Finite, Int
+from clusterlab.cli.options import Finite, Int, OutputPath
 from clusterlab.errors import ConfigError
 
 
@@ -90,9 +90,9 @@ class _Progress:
               help="Change a setting: a grid axis (comma-separated values), any other setting of the cluster, "
                    "transport or workload, or repeat/warmup/monitor. Repeatable.")
 @click.option("--quick", is_flag=True, help="The study's small version (a smoke test: under 2 minutes).")
-@click.option("--runs", "runs_root", default="runs", show_default=True, type=click.Path(file_okay=False),
+@click.option("--runs", "runs_root", default="runs", show_default=True, type=OutputPath(directory=True),
               help="Results go to RUNS/NAME/STAMP/.")
-@click.option("-o", "--out", default=None, type=click.Path(file_okay=False), help="Exactly this run directory.")
+@click.option("-o", "--out", default=None, type=OutputPath(directory=True), help="Exactly this run directory.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Render the report afterwards.")
 @click.option("--dry-run", is_flag=True, help="List the points (settings, dilation) and check them; run nothing.")
 def run(name, sets, quick, runs_root, out, report, dry_run):
@@ -181,7 +181,7 @@ def _int_list(text: str) -> list[int]:
 @click.option("--repeat", default=1, show_default=True, type=Int(lo=1, hi=10**6))
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True)
 @click.option("--block-size", default="8KiB", show_default=True, help="HPA message block size.")
-@click.option("-o", "--output", default="runs/speedup", show_default=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", default="runs/speedup", show_default=True, type=OutputPath(directory=True),
               help="Directory for speedup.csv, speedup.json, speedup.png and the study's table and meta.json.")
 def speedup(algorithm, nodes, data, min_support, transports, rto_mins, rto_jitter, rto_max_extra, repeat, backend,
             block_size, output):

@@ -6,14 +6,14 @@ import os
 
 import click
 
-from clusterlab.cli.options import Finite, Int
+from clusterlab.cli.options import Finite, Int, OutputPath
 from clusterlab.data.generate import PRESETS, generate_file, quest_params
 from clusterlab.errors import ConfigError
 
 
 @click.command(short_help="IBM Quest synthetic baskets (T10I4D100K, --preset seed000).")
 @click.argument("name", required=False)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output FIMI file (default: <NAME>.dat).")
+@click.option("-o", "--output", type=OutputPath(), help="Output FIMI file (default: <NAME>.dat).")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), help="A named workload (seed000: 10M transactions, 5000 items).")
 @click.option("--items", "-N", type=Int(lo=1, hi=2**31 - 1), help="Number of distinct items N (default 1000; seed000: 5000).")
 @click.option("--patterns", "-L", type=Int(lo=1, hi=2**31 - 1), help="Number of potentially large itemsets |L| (default 2000).")

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from clusterlab.cli.options import Finite
+from clusterlab.cli.options import Finite, OutputPath
 from clusterlab.errors import ConfigError
 from clusterlab.units import MAX_SECONDS
 
@@ -20,7 +20,7 @@ from clusterlab.units import MAX_SECONDS
 @click.option("--host-cpu", is_flag=True,
               help="With --testbed: CPU and I/O wait of each host's threads, and the storage target's backing "
                    "store; the report then draws the storage panels.")
-@click.option("-o", "--out", default="runs/monitor/monitor.parquet", show_default=True,
+@click.option("-o", "--out", default="runs/monitor/monitor.parquet", show_default=True, type=OutputPath(),
               help="Output table (.parquet, or .csv).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def monitor(tb_name, interval, duration, no_capture, host_cpu, out, command):
@@ -38,6 +38,11 @@ def monitor(tb_name, interval, duration, no_capture, host_cpu, out, command):
         raise ConfigError("--host-cpu needs --testbed (hosts are a testbed's namespaces)")
     if not command and duration is None:
         raise ConfigError("give a command to run or --duration")
+    if command:
+        import shutil
+
+        if shutil.which(command[0]) is None:
+            raise ConfigError(f"{command[0]}: no such command (not found or not executable)")
     if tb_name:
         from clusterlab.cluster.testbed import Testbed
 

@@ -9,7 +9,7 @@ import json
 
 import click
 
-from clusterlab.cli.options import Finite, Int, transport_options
+from clusterlab.cli.options import Finite, Int, OutputPath, transport_options
 from clusterlab.errors import ConfigError
 from clusterlab.units import MAX_SECONDS
 
@@ -39,7 +39,7 @@ def npb():
 @transport_options()
 @click.option("--timeout", type=Finite(lo=0.001, hi=MAX_SECONDS), default=1800.0, show_default=True, help="Seconds before the job is stopped.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+@click.option("--trace", "trace_path", type=OutputPath(),
               help="Also write the record with every rank's message sequence (for compute replay) to this JSON file.")
 def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
     """Run one NPB KERNEL and print NPB's report (class, size, iterations, time, Mop/s,

@@ -61,6 +61,24 @@ def Rate(**bounds) -> click.ParamType:  # noqa: N802
 
 FINITE = Finite()
 
+
+class OutputPath(click.Path):
+    """An output file or directory, checked for writability when the command line is read, so
+    before any work (``clusterlab._atomic.check_output``: the one check of every output)."""
+
+    def __init__(self, directory: bool = False, empty_ok: bool = False):
+        super().__init__(file_okay=not directory, dir_okay=directory)
+        self.directory, self.empty_ok = directory, empty_ok
+
+    def convert(self, value, param, ctx):
+        from clusterlab._atomic import check_output
+
+        if value is None or (value == "" and self.empty_ok):
+            return value
+        value = super().convert(value, param, ctx)
+        check_output(value, _option_name(param), directory=self.directory)
+        return value
+
 # (option names, parameter, help). Older names stay as aliases.
 _KNOBS = (
     (("--rto-min",), "rto_min", "Minimum RTO, e.g. 5ms (socket option: 5ms..200ms; testbed: per-host sysctl, "

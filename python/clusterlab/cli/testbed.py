@@ -191,11 +191,17 @@ def status(name, as_json):
         nss = namespaces(n)
         d = {"name": n, "namespaces": len(nss)}
         from clusterlab.cluster.testbed.clean import STATE_DIR
+        path = os.path.join(STATE_DIR, f"{n}.json")
         try:
-            st = json.load(open(os.path.join(STATE_DIR, f"{n}.json")))
+            with open(path) as f:
+                st = json.load(f)
+            if not (isinstance(st, dict) and isinstance(st.get("hosts"), list) and isinstance(st.get("topo"), dict)):
+                raise ValueError("not a testbed's state")
             d.update(hosts=len(st["hosts"]), topo=st["topo"], driver_pid=st.get("driver_pid"))
-        except (OSError, ValueError):
+        except FileNotFoundError:
             d["note"] = f"no state file (left by a crashed driver? run clusterlab testbed clean {n})"
+        except (OSError, ValueError) as e:
+            d["note"] = f"damaged state file {path} ({e}): run clusterlab testbed clean {n}"
         out.append(d)
     if as_json:
         click.echo(json.dumps(out, indent=1))
