@@ -70,7 +70,14 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
     study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
                   transport=tcp, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
                   monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
-    res = run_study(study, run_dir)
+    status = "complete"
+    try:
+        res = run_study(study, run_dir)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: keep and show the finished repetitions
+        res = getattr(e, "run_result", None)
+        if res is None:
+            raise
+        status = "interrupted"
     point = res.points[0]
     skip = set(point.settings) | {"study", "point", "label", "check", "load1", "cpu_bound"}
     out = [{k: v for k, v in r.items() if k not in skip or k in ("seconds",)} | {"rep": r["rep"]} for r in res.rows]
@@ -93,7 +100,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
 
     cpu_bound = [r["rep"] for r in out if _cpu_bound(r)]
     settings["cpu_bound_reps"] = cpu_bound
-    result = {"settings": settings, "reps": out, "summary": summarize(out)}
+    result = {"settings": settings, "reps": out, "summary": summarize(out) if out else {}, "status": status}
     if run_dir:
         from clusterlab._atomic import atomic_open
 
@@ -102,13 +109,23 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
             json.dump(result, f, indent=1)
     if as_json:
         click.echo(json.dumps(result))
-        return
-    s = result["summary"]
+    else:
+        _print(result, nbytes, order, cpu_bound)
+    if status != "complete":
+        click.echo(f"interrupted: {len(out)} finished repetitions kept"
+                   + (f" in {run_dir} (bench.json, table.parquet, meta.json)" if run_dir else ""), err=True)
+        raise SystemExit(130)
+
+
+def _print(result: dict, nbytes: int, order: str, cpu_bound: list) -> None:
+    settings, out, s = result["settings"], result["reps"], result["summary"]
     click.echo(f"all-to-all broadcast of {nbytes} B, {settings['ranks']} ranks on {settings['cluster']}, order {order}")
     click.echo(f"{'rep':>4} {'seconds':>9} {'retrans':>8} {'timeouts':>8} {'drops':>6} {'spare':>5}")
     for r in out:
         click.echo(f"{r['rep']:>4} {r['seconds']:>9.4f} {r['retransmissions']:>8} {r['timeouts']:>8} "
                    f"{r.get('drops', '-'):>6} {r.get('cpu_spare', r['cpu_idle']):>5.0%}")
+    if not out:
+        return
     click.echo(f"median {s['median_seconds']:.4f} s (min {s['min_seconds']:.4f}, max {s['max_seconds']:.4f}); "
                f"{s['retransmissions']} retransmissions, {s['timeouts']} timeouts"
                + (f", {s['drops']} drops" if "drops" in s else ""))

@@ -16,6 +16,11 @@ whatever else the rank function measures.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import tempfile
+
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
 from clusterlab.units import parse_size
@@ -59,7 +64,6 @@ def check_memory(nbytes: int, ranks: int) -> None:
 
 def execute(session, params: dict, reps: int, warmup: int):
     from clusterlab.bench.alltoall_broadcast import alltoall_broadcast as rank_fn
-    from clusterlab.bench.alltoall_broadcast import undilate
 
     nbytes = parse_size(params["size"])
     if params["order"] not in ("same", "shifted"):
@@ -68,8 +72,34 @@ def execute(session, params: dict, reps: int, warmup: int):
         raise ConfigError(f"the broadcast needs at least 2 ranks, got {session.ranks}")
     k = session.dilation
     per_round = ROUND_TIMEOUT * k
-    out = session.run(rank_fn, nbytes, reps, params["order"], warmup, session.per_host_counters,
-                      session.switch_ns, per_round, timeout=60 + per_round * (reps + warmup))[0]
+    fd, progress = tempfile.mkstemp(prefix="clusterlab-broadcast-", suffix=".jsonl")
+    os.close(fd)
+    try:
+        out = session.run(rank_fn, nbytes, reps, params["order"], warmup, session.per_host_counters,
+                          session.switch_ns, per_round, progress, timeout=60 + per_round * (reps + warmup))[0]
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the repetitions rank 0 finished, then stop
+        yield from _rows(_finished(progress), k, session)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(progress)
+    yield from _rows(out, k, session)
+
+
+def _finished(path: str) -> list[dict]:
+    out = []
+    with contextlib.suppress(OSError), open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a line cut by the kill
+                break
+    return out
+
+
+def _rows(out: list[dict], k: float, session):
+    from clusterlab.bench.alltoall_broadcast import undilate
+
     n = session.ranks
     for row in undilate(out, k):
         per_rank = row.pop("ranks", None)  # the column "ranks" is the point's rank count
