@@ -24,6 +24,7 @@ traceback of a bug), so the rank itself prints nothing.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import signal
@@ -116,6 +117,9 @@ def _take_secret() -> bytes:
     """The job secret, removed from the environment (so programs this rank starts do not
     inherit it) and blanked in the process's initial environment block (so
     ``/proc/PID/environ`` no longer shows it)."""
+    fd_text = os.environ.pop(contract.ENV_SECRET_FD, None)
+    if fd_text is not None:  # the local launcher's pipe
+        return _read_secret_fd(fd_text)
     name = contract.ENV_SECRET
     raw = _env(name)
     try:
@@ -137,6 +141,28 @@ def _take_secret() -> bytes:
         if env_start <= start and addr + len(raw) <= env_end:  # only the kernel-provided block
             ctypes.memset(start, 0, len(name) + 1 + len(raw))
     return secret
+
+
+def _read_secret_fd(fd_text: str) -> bytes:
+    name = contract.ENV_SECRET_FD
+    if not fd_text.isdigit():
+        raise ConfigError(f"{name}={fd_text!r} is not a file descriptor")
+    fd, data = int(fd_text), b""
+    try:
+        while len(data) < 4096:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as e:
+        raise ConfigError(f"{name}={fd}: cannot read the job secret: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        return bytes.fromhex(data.decode("ascii").strip())
+    except ValueError:
+        raise ConfigError(f"{name}={fd}: the job secret is not hex") from None
 
 
 def _rendezvous() -> tuple[str, int]:
