@@ -101,6 +101,18 @@ def check_point(point: Point, kernel: bool = False) -> dict:
     network namespace and read it back (root), so a value the kernel refuses is found before a
     study runs. Returns what was checked."""
     out: dict = {"point": point.index}
+    if point.workload.name == "alltoall_broadcast" and not isinstance(point.cluster, InProcess):
+        from clusterlab.experiments.workloads.broadcast import check_memory
+
+        ranks = point.cluster.n_ranks() if isinstance(point.cluster, Testbed) else point.cluster.ranks
+        check_memory(parse_size(point.workload.params["size"], "size"), ranks)
+    if point.workload.name == "parallel_mining":
+        from clusterlab.experiments.workloads.mining import dataset_file
+
+        data = str(point.workload.params["data"])
+        path, generator, _ = dataset_file(data, "")
+        if generator is None and not os.path.isfile(path):
+            raise ConfigError(f"data {data}: no such file")
     if isinstance(point.cluster, Testbed):
         topo = star_topo(point)
         out["topology"] = topo.to_dict()
@@ -113,6 +125,9 @@ def check_point(point: Point, kernel: bool = False) -> dict:
             kernel_accepts(sysctls)
             out["kernel"] = True
     elif not isinstance(point.cluster, InProcess):
+        from clusterlab.cluster.supervisor import check_capacity
+
+        check_capacity(point.cluster.ranks)  # what the launcher checks, before anything runs
         why = transport_config(point, "socket").why_not(1.0)
         if why:
             raise ConfigError(why)
