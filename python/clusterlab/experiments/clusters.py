@@ -264,3 +264,10 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
             s.notes.append("MAX left at the kernel's 120 s" + (f" (= {120 / s.dilation:g} s undilated)"
                                                                 if s.dilation != 1.0 else ""))
         yield s
+    if tb.atm_totals:  # the ATM switch's own account, once it stopped: how faithful its timing was
+        t = tb.atm_totals
+        s.applied["atm_switch"] = {
+            "frames_lost": sum(t["frames_lost"]), "frames_delivered": sum(t["frames_delivered"]),
+            "cells_wasted": sum(t["cells_wasted"]), "late_mean_us": round(t["late_mean_ns"] / 1e3, 1),
+            "late_max_us": round(t["late_max_ns"] / 1e3, 1), "read_wait_mean_us": round(t["read_wait_mean_ns"] / 1e3, 1),
+            "kernel_drops": t["kernel_drops"], "send_errors": t["send_errors"], "late_offers": t["late_offers"]}
