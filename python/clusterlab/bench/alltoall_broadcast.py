@@ -28,6 +28,7 @@ time).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -91,13 +92,14 @@ def _cpu_busy() -> tuple[int, int, int]:
 
 def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: int = 1,
                        per_host_counters: bool = True, drops: Callable[[], dict[str, int]] | str | None = None,
-                       timeout: float = 120.0) -> list[dict] | None:
+                       timeout: float = 120.0, progress: str | None = None) -> list[dict] | None:
     """Run the benchmark on every rank; rank 0 returns one dict per repetition, others None.
 
     ``per_host_counters``: every rank reads its own namespace's TCP counters (testbed); False:
     rank 0 alone reads them (ranks share a namespace). ``drops``: on rank 0, returns the
     cumulative drop count per switch port (or the name of the switch's namespace, read with
-    ``monitor.netlink.QdiscDrops``).
+    ``monitor.netlink.QdiscDrops``). ``progress``: rank 0 appends each finished repetition to
+    this file as a JSON line, so an interrupted job still shows the repetitions it finished.
     """
     if isinstance(drops, str):
         from clusterlab.monitor.netlink import QdiscDrops
@@ -165,6 +167,9 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
                          "rto_recoveries": int(v[n + 2]), "rto_time_ms": int(v[n + 3]), "retrans": int(v[n + 4])}
                         for r, v in enumerate(m)]
         results.append(row)
+        if progress:
+            with open(progress, "a") as f:  # one write per line: a kill leaves whole lines
+                f.write(json.dumps(row) + "\n")
     return results if comm.rank == 0 else None
 
 

@@ -9,9 +9,10 @@ import json
 
 import click
 
-from clusterlab.cli.options import transport_options
+from clusterlab.cli.options import Finite, Int, OutputPath, transport_options
 from clusterlab.cluster.api import BACKENDS
 from clusterlab.errors import ConfigError
+from clusterlab.units import MAX_SECONDS
 
 KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft")
 
@@ -32,14 +33,14 @@ def npb():
 @npb.command("run")
 @click.argument("kernel", type=click.Choice(KERNEL_CHOICES, case_sensitive=False))
 @click.option("--class", "cls", default="S", show_default=True, help="Problem class: S, W or A.")
-@click.option("-n", "--ranks", "n", type=int, default=None,
+@click.option("-n", "--ranks", "n", type=Int(lo=1, hi=1024), default=None,
               help="Number of ranks (default 1, or the job's size when started as its ranks).")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto",
               show_default=True, help="auto: world when started by `clusterlab run`/mpiexec, else tcp.")
 @transport_options()
-@click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before the job is stopped.")
+@click.option("--timeout", type=Finite(lo=0.001, hi=MAX_SECONDS), default=1800.0, show_default=True, help="Seconds before the job is stopped.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+@click.option("--trace", "trace_path", type=OutputPath(),
               help="Also write the record with every rank's message sequence (for compute replay) to this JSON file.")
 def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
     """Run one NPB KERNEL and print NPB's report (class, size, iterations, time, Mop/s,
@@ -85,8 +86,8 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
 
 @npb.command("official")
 @click.argument("binary", type=click.Path(dir_okay=False))
-@click.option("-n", "--ranks", "n", type=int, default=1, show_default=True, help="Number of MPI ranks.")
-@click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before giving up.")
+@click.option("-n", "--ranks", "n", type=Int(lo=1, hi=1024), default=1, show_default=True, help="Number of MPI ranks.")
+@click.option("--timeout", type=Finite(lo=0.001, hi=MAX_SECONDS), default=1800.0, show_default=True, help="Seconds before giving up.")
 @click.option("--testbed", "testbed_name", metavar="NAME",
               help="Run the ranks in the hosts of the namespace testbed NAME (root), over its links.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")

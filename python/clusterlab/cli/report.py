@@ -30,6 +30,9 @@ def report(run_dir, title):
     d = Path(run_dir)
     if not d.is_dir():
         raise ConfigError(f"{run_dir}: no such directory")
+    from clusterlab._atomic import check_output
+
+    check_output(d, "report directory", directory=True)  # the report is written into it
     study = (d / "meta.json").exists()
     if study:
         from clusterlab.report.study import render

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from clusterlab.cli.options import transport_options
+from clusterlab.cli.options import Int, transport_options
 from clusterlab.cluster.api import MESHES
 from clusterlab.errors import ConfigError
 from clusterlab.units import parse_duration
@@ -21,7 +21,7 @@ def _dur(v):
 
 
 @click.command(context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False})
-@click.option("-n", "--nodes", "n", type=int, required=True, help="Number of ranks.")
+@click.option("-n", "--nodes", "n", type=Int(lo=1, hi=1024), required=True, help="Number of ranks.")
 @click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True,
               help="tcp: clusterlab's launcher and mesh; mpi: mpiexec and MPI's own transport "
                    "(needed by mpi4py and MPI C programs).")

@@ -88,8 +88,9 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
         try:
             rhost, rport = rdv.address
             base_env = dict(os.environ if env is None else env)
+            base_env.pop(contract.ENV_SECRET, None)  # the secret goes through a pipe, not the environment
             base_env.update({contract.ENV_SIZE: str(n), contract.ENV_RDV: f"{rhost}:{rport}",
-                             contract.ENV_SECRET: secret.hex(), contract.ENV_TRANSPORT: config.to_json(),
+                             contract.ENV_TRANSPORT: config.to_json(),
                              contract.ENV_LAUNCHER_PID: str(os.getpid()), contract.ENV_BACKEND: "tcp",
                              contract.ENV_SETUP_TIMEOUT: str(setup_timeout)})
             base_env.pop(contract.ENV_IFACE, None)
@@ -100,7 +101,12 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
                 e = dict(base_env)
                 e[contract.ENV_RANK] = str(r)
                 e[contract.ENV_BIND] = hosts[r].bind
-                sup.spawn(list(hosts[r].prefix) + list(argv), e, stdin, rank=r)
+                fd = secret_pipe(secret)
+                try:
+                    e[contract.ENV_SECRET_FD] = str(fd)
+                    sup.spawn(list(hosts[r].prefix) + list(argv), e, stdin, rank=r, pass_fds=(fd,))
+                finally:
+                    os.close(fd)
             while sup.alive():
                 job.tick()
                 sup.step()
@@ -109,6 +115,17 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
         finally:
             rdv.close()
     return job.result()
+
+
+def secret_pipe(secret: bytes) -> int:
+    """The read end of a pipe holding ``secret`` (hex) for one rank: /proc/PID/environ never
+    shows it, and whoever reads it first takes it (a stolen secret fails the rank loudly)."""
+    r, w = os.pipe()
+    try:
+        os.write(w, secret.hex().encode())  # 64 bytes: far below the pipe's capacity
+    finally:
+        os.close(w)
+    return r
 
 
 class _Job:

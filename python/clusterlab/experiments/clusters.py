@@ -101,6 +101,18 @@ def check_point(point: Point, kernel: bool = False) -> dict:
     network namespace and read it back (root), so a value the kernel refuses is found before a
     study runs. Returns what was checked."""
     out: dict = {"point": point.index}
+    if point.workload.name == "alltoall_broadcast" and not isinstance(point.cluster, InProcess):
+        from clusterlab.experiments.workloads.broadcast import check_memory
+
+        ranks = point.cluster.n_ranks() if isinstance(point.cluster, Testbed) else point.cluster.ranks
+        check_memory(parse_size(point.workload.params["size"], "size"), ranks)
+    if point.workload.name == "parallel_mining":
+        from clusterlab.experiments.workloads.mining import dataset_file
+
+        data = str(point.workload.params["data"])
+        path, generator, _ = dataset_file(data, "")
+        if generator is None and not os.path.isfile(path):
+            raise ConfigError(f"data {data}: no such file")
     if isinstance(point.cluster, Testbed):
         topo = star_topo(point)
         out["topology"] = topo.to_dict()
@@ -113,6 +125,9 @@ def check_point(point: Point, kernel: bool = False) -> dict:
             kernel_accepts(sysctls)
             out["kernel"] = True
     elif not isinstance(point.cluster, InProcess):
+        from clusterlab.cluster.supervisor import check_capacity
+
+        check_capacity(point.cluster.ranks)  # what the launcher checks, before anything runs
         why = transport_config(point, "socket").why_not(1.0)
         if why:
             raise ConfigError(why)
@@ -243,3 +258,10 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
             s.notes.append("MAX left at the kernel's 120 s" + (f" (= {120 / s.dilation:g} s undilated)"
                                                                 if s.dilation != 1.0 else ""))
         yield s
+    if tb.atm_totals:  # the ATM switch's own account, once it stopped: how faithful its timing was
+        t = tb.atm_totals
+        s.applied["atm_switch"] = {
+            "frames_lost": sum(t["frames_lost"]), "frames_delivered": sum(t["frames_delivered"]),
+            "cells_wasted": sum(t["cells_wasted"]), "late_mean_us": round(t["late_mean_ns"] / 1e3, 1),
+            "late_max_us": round(t["late_max_ns"] / 1e3, 1), "read_wait_mean_us": round(t["read_wait_mean_ns"] / 1e3, 1),
+            "kernel_drops": t["kernel_drops"], "send_errors": t["send_errors"], "late_offers": t["late_offers"]}

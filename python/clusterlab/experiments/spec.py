@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from clusterlab.errors import ConfigError
-from clusterlab.units import parse_duration, parse_rate, parse_size
+from clusterlab.units import parse_duration, parse_float, parse_int, parse_rate, parse_size
 
 # What the kernel takes (Linux 6.18, per network namespace). tcp_rto_max_ms refuses values
 # outside 1..120 s with EINVAL; tcp_rto_min_us takes any positive value.
@@ -46,6 +46,8 @@ LINUX_RTO_MAX = 120.0
 # Socket options (the loopback and MPI clusters have no per-host sysctls).
 SOCKOPT_RTO_MIN_RANGE = (0.005, 0.200)
 SOCKOPT_RTO_MAX_RANGE = (1.0, 120.0)
+# Ranks one machine starts as processes or threads (the testbed's 100-host studies are the largest).
+MAX_LOCAL_RANKS = 1024
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
@@ -145,8 +147,8 @@ class Tcp:
         for name in ("sndbuf", "rcvbuf"):
             if getattr(self, name) is not None and parse_size(getattr(self, name)) < 4096:
                 raise ConfigError(f"{name} must be at least 4096 bytes, got {getattr(self, name)!r}")
-        if not isinstance(self.seed, int):
-            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be an integer 0..2**32-1, got {self.seed!r}")
 
     STACK_KNOBS = ("window_scaling", "sack", "recovery", "early_retrans", "frto", "timestamps")
     FIELDS = ("rto_min", "rto_jitter", "rto_max", "rto_max_offset", "sndbuf", "rcvbuf", "rmem", "wmem",
@@ -213,7 +215,7 @@ class Tcp:
             k, v = (x.strip() for x in part.split("=", 1))
             if k not in (*cls.FIELDS, "label"):
                 raise ConfigError(f"unknown transport setting {k!r}; use {', '.join(cls.FIELDS)} or label")
-            kw[k] = int(v) if k == "seed" else v
+            kw[k] = parse_int(v, "seed", lo=0, hi=2**32 - 1) if k == "seed" else v
         return cls(**kw)
 
 
@@ -225,6 +227,11 @@ class _OnThisMachine:
     ranks: int = 4
     kind = ""
     FIELDS = ("ranks",)
+
+    def check(self) -> None:
+        """Ranks this machine can start (the launcher's own capacity check runs again)."""
+        if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or not 1 <= self.ranks <= MAX_LOCAL_RANKS:
+            raise ConfigError(f"ranks must be 1..{MAX_LOCAL_RANKS} on one machine, got {self.ranks!r}")
 
 
 class InProcess(_OnThisMachine):
@@ -339,11 +346,13 @@ class Testbed:
             raise ConfigError(f"hosts must be at least 2, got {self.hosts}")
         if not 1 <= self.n_ranks() <= self.n_hosts():
             raise ConfigError(f"ranks must be 1..hosts ({self.n_hosts()}), got {self.ranks}")
-        if parse_rate(self.rate) <= 0:
+        if parse_rate(self.rate, "rate") <= 0:
             raise ConfigError(f"rate must be positive, got {self.rate!r}")
-        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and self.dilation >= 1):
+        parse_rate(self.wan_rate, "wan_rate")
+        parse_duration(self.wan_delay, "wan_delay")
+        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and 1 <= self.dilation <= 1e6):
             raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
-        if not self.prefer_dilation >= 1:
+        if not 1 <= self.prefer_dilation <= 1e6:
             raise ConfigError(f"prefer_dilation must be >= 1, got {self.prefer_dilation!r}")
         if self.sites is not None:
             parts = str(self.sites).split("+")
@@ -722,6 +731,7 @@ class Study:
 
     def _dilation(self, cluster, tcp: Tcp, workload: Workload) -> tuple[float, str]:
         if not isinstance(cluster, Testbed):
+            cluster.check()
             mr = tcp.max_range()
             if mr is not None and not (SOCKOPT_RTO_MAX_RANGE[0] - 1e-9 <= mr[0] and mr[1] <= SOCKOPT_RTO_MAX_RANGE[1] + 1e-9):
                 raise ConfigError(f"MAX {_fmt_s(mr[0])}" + (f"..{_fmt_s(mr[1])}" if mr[1] > mr[0] else "")
@@ -796,22 +806,15 @@ def coerce(text, like, what: str = "value"):
             return False
         raise ConfigError(f"{what}: {text!r} is not true/false")
     if isinstance(like, int):
-        try:
-            return int(t)
-        except ValueError:
-            raise ConfigError(f"{what}: {text!r} is not an integer") from None
+        return parse_int(t, what)
     if isinstance(like, float):
         if t == "auto":
             return t
-        try:
-            return float(t)
-        except ValueError:
-            raise ConfigError(f"{what}: {text!r} is not a number") from None
+        return parse_float(t, what)
     if like == "auto":
-        try:
-            return float(t)
-        except ValueError:
+        if t == "auto":
             return t
+        return parse_float(t, what)
     return t
 
 

@@ -406,8 +406,10 @@ def read_table(path) -> tuple[pa.Table, dict]:
 
             tbl = pq.read_table(path)
             meta = json.loads((tbl.schema.metadata or {}).get(b"clusterlab.monitor", b"{}"))
-    except (OSError, pa.ArrowInvalid) as e:
-        raise ConfigError(f"{path}: cannot read a monitor table: {e}") from None
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise ConfigError(f"{path}: cannot read a monitor table: {' '.join(str(e).split())}") from None
+    if not isinstance(meta, dict):
+        meta = {}
     missing = set(SCHEMA.names) - set(tbl.column_names)
     if missing:
         raise ConfigError(f"{path}: not a monitor table (missing columns {sorted(missing)})")
