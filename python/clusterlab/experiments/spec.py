@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from clusterlab.errors import ConfigError
-from clusterlab.units import parse_duration, parse_rate, parse_size
+from clusterlab.units import parse_duration, parse_float, parse_int, parse_rate, parse_size
 
 # What the kernel takes (Linux 6.18, per network namespace). tcp_rto_max_ms refuses values
 # outside 1..120 s with EINVAL; tcp_rto_min_us takes any positive value.
@@ -46,6 +46,8 @@ LINUX_RTO_MAX = 120.0
 # Socket options (the loopback and MPI clusters have no per-host sysctls).
 SOCKOPT_RTO_MIN_RANGE = (0.005, 0.200)
 SOCKOPT_RTO_MAX_RANGE = (1.0, 120.0)
+# Ranks one machine starts as processes or threads (the testbed's 100-host studies are the largest).
+MAX_LOCAL_RANKS = 1024
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
@@ -145,8 +147,8 @@ class Tcp:
         for name in ("sndbuf", "rcvbuf"):
             if getattr(self, name) is not None and parse_size(getattr(self, name)) < 4096:
                 raise ConfigError(f"{name} must be at least 4096 bytes, got {getattr(self, name)!r}")
-        if not isinstance(self.seed, int):
-            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be an integer 0..2**32-1, got {self.seed!r}")
 
     STACK_KNOBS = ("window_scaling", "sack", "recovery", "early_retrans", "frto", "timestamps")
     FIELDS = ("rto_min", "rto_jitter", "rto_max", "rto_max_offset", "sndbuf", "rcvbuf", "rmem", "wmem",
@@ -213,7 +215,7 @@ class Tcp:
             k, v = (x.strip() for x in part.split("=", 1))
             if k not in (*cls.FIELDS, "label"):
                 raise ConfigError(f"unknown transport setting {k!r}; use {', '.join(cls.FIELDS)} or label")
-            kw[k] = int(v) if k == "seed" else v
+            kw[k] = parse_int(v, "seed", lo=0, hi=2**32 - 1) if k == "seed" else v
         return cls(**kw)
 
 
@@ -225,6 +227,11 @@ class _OnThisMachine:
     ranks: int = 4
     kind = ""
     FIELDS = ("ranks",)
+
+    def check(self) -> None:
+        """Ranks this machine can start (the launcher's own capacity check runs again)."""
+        if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or not 1 <= self.ranks <= MAX_LOCAL_RANKS:
+            raise ConfigError(f"ranks must be 1..{MAX_LOCAL_RANKS} on one machine, got {self.ranks!r}")
 
 
 class InProcess(_OnThisMachine):
@@ -260,6 +267,12 @@ class Testbed:
     queue per direction; ``wan_shared``: one rate and queue for both directions (67M-ATM).
     ``StarTopo`` checks them; the WAN fields mean nothing without ``sites``.
 
+    ``switch``: ``bridge`` (a Linux bridge, tbf per port, whole packets dropped) or ``atm`` (the
+    ATM cell switch: ``buffer`` in cells, ``discard`` none / ppd / epd with ``epd_threshold``;
+    MTU 9180 unless given); a grid axis ``switch=["bridge", "atm"]`` compares them.
+
+    >>> Testbed(hosts=16, rate="155.52Mbit", switch="atm", buffer="1000cells").switch_description()
+    'an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at 149.76 Mbit/s per link, 1000-cell output buffer per port, cells lost when it is full (plain UBR, no discard policy), IP over ATM with MTU 9180'
     >>> Testbed(hosts=8, sites="4+4", wan_shared=True).wan_description()
     'two sites (4+4 hosts) joined by a WAN delay line (clusterlab-wan): 135Mbit shared by both directions, 6ms one way, 256KiB drop-tail queue'
     >>> Testbed(hosts=8, sites="4+3").check()
@@ -272,7 +285,7 @@ class Testbed:
     rate: str = "155Mbit"
     buffer: str = "64KB"
     host_queue: str = "1000p"
-    mtu: int = 9000
+    mtu: int | None = None
     ranks: int | None = None
     dilation: float | str = "auto"
     prefer_dilation: float = 1.0
@@ -281,10 +294,35 @@ class Testbed:
     wan_delay: str = "6ms"
     wan_queue: str = "256KiB"
     wan_shared: bool = False
+    switch: str = "bridge"
+    discard: str = "none"
+    epd_threshold: str | None = None
     kind = "testbed"
     __test__ = False  # not a pytest class
     FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation",
-              "sites", "wan_rate", "wan_delay", "wan_queue", "wan_shared")
+              "sites", "wan_rate", "wan_delay", "wan_queue", "wan_shared", "switch", "discard", "epd_threshold")
+
+    def topo(self, dilation: float = 1.0):
+        """This cluster's ``StarTopo`` at ``dilation`` (which checks every field)."""
+        from clusterlab.cluster.testbed import StarTopo
+
+        wan = ({"sites": self.sites, "wan_rate": self.wan_rate, "wan_delay": self.wan_delay,
+                "wan_queue": self.wan_queue, "wan_shared": bool(self.wan_shared)} if self.sites is not None else {})
+        return StarTopo(hosts=self.n_hosts(), rate=self.rate, buffer=self.buffer, host_queue=self.host_queue,
+                        mtu=None if self.mtu is None else int(self.mtu), dilation=float(dilation),
+                        switch=self.switch, discard=self.discard, epd_threshold=self.epd_threshold, **wan)
+
+    def switch_description(self) -> str:
+        """The switch in words, for the report's "What was emulated"."""
+        t = self.topo()
+        if t.switch == "bridge":
+            return (f"a Linux bridge switch, links shaped by tbf at {self.rate} with {self.buffer} output buffer "
+                    f"per switch port (whole packets dropped when full), MTU {t.mtu}")
+        policy = {"none": "plain UBR, no discard policy", "ppd": "partial packet discard",
+                  "epd": f"early packet discard above {t.epd_threshold_cells} cells"}[t.discard]
+        return (f"an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at {t.cell_rate_bps / 1e6:g} Mbit/s "
+                f"per link, {t.buffer_cells}-cell output buffer per port, cells lost when it is full ({policy}), "
+                f"IP over ATM with MTU {t.mtu}")
 
     def wan_description(self) -> str | None:
         """The WAN line in words (None with one switch), for the report's "What was emulated"."""
@@ -308,11 +346,13 @@ class Testbed:
             raise ConfigError(f"hosts must be at least 2, got {self.hosts}")
         if not 1 <= self.n_ranks() <= self.n_hosts():
             raise ConfigError(f"ranks must be 1..hosts ({self.n_hosts()}), got {self.ranks}")
-        if parse_rate(self.rate) <= 0:
+        if parse_rate(self.rate, "rate") <= 0:
             raise ConfigError(f"rate must be positive, got {self.rate!r}")
-        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and self.dilation >= 1):
+        parse_rate(self.wan_rate, "wan_rate")
+        parse_duration(self.wan_delay, "wan_delay")
+        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and 1 <= self.dilation <= 1e6):
             raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
-        if not self.prefer_dilation >= 1:
+        if not 1 <= self.prefer_dilation <= 1e6:
             raise ConfigError(f"prefer_dilation must be >= 1, got {self.prefer_dilation!r}")
         if self.sites is not None:
             parts = str(self.sites).split("+")
@@ -320,6 +360,7 @@ class Testbed:
                 raise ConfigError(f"sites {self.sites!r}: two sites of at least one host each, e.g. '4+4'")
             if sum(int(p) for p in parts) != self.n_hosts():
                 raise ConfigError(f"sites {self.sites!r} must add up to hosts={self.n_hosts()} (e.g. sites='4+4')")
+        self.topo()  # the switch, buffers, MTU and WAN as the testbed checks them (dilation 1 allows the most)
 
 
 CLUSTERS = (InProcess, Loopback, Mpi, Testbed)
@@ -690,6 +731,7 @@ class Study:
 
     def _dilation(self, cluster, tcp: Tcp, workload: Workload) -> tuple[float, str]:
         if not isinstance(cluster, Testbed):
+            cluster.check()
             mr = tcp.max_range()
             if mr is not None and not (SOCKOPT_RTO_MAX_RANGE[0] - 1e-9 <= mr[0] and mr[1] <= SOCKOPT_RTO_MAX_RANGE[1] + 1e-9):
                 raise ConfigError(f"MAX {_fmt_s(mr[0])}" + (f"..{_fmt_s(mr[1])}" if mr[1] > mr[0] else "")
@@ -764,22 +806,15 @@ def coerce(text, like, what: str = "value"):
             return False
         raise ConfigError(f"{what}: {text!r} is not true/false")
     if isinstance(like, int):
-        try:
-            return int(t)
-        except ValueError:
-            raise ConfigError(f"{what}: {text!r} is not an integer") from None
+        return parse_int(t, what)
     if isinstance(like, float):
         if t == "auto":
             return t
-        try:
-            return float(t)
-        except ValueError:
-            raise ConfigError(f"{what}: {text!r} is not a number") from None
+        return parse_float(t, what)
     if like == "auto":
-        try:
-            return float(t)
-        except ValueError:
+        if t == "auto":
             return t
+        return parse_float(t, what)
     return t
 
 

@@ -39,24 +39,46 @@ def require_matplotlib():
 
 
 def load_run(run_dir) -> tuple[list[dict], dict]:
+    """The repetitions and meta.json of a run directory; a damaged one is refused in one line
+    naming the file (a torn table.parquet falls back to table.csv, which holds the same rows)."""
     d = Path(run_dir)
     try:
         meta = json.loads((d / "meta.json").read_text())
     except FileNotFoundError:
         raise ConfigError(f"{d}: no meta.json (not a study run directory)") from None
+    except OSError as e:
+        raise ConfigError(f"{d / 'meta.json'}: cannot read: {e.strerror or e}") from None
     except ValueError as e:
         raise ConfigError(f"{d / 'meta.json'}: not JSON ({e})") from None
-    rows: list[dict] = []
-    if (d / "table.parquet").exists():
-        import pyarrow.parquet as pq
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{d / 'meta.json'}: not a run's meta.json (a JSON object), got {type(meta).__name__}")
+    for key, kind in (("spec", dict), ("points", list), ("emulated", dict), ("machine", dict)):
+        if key in meta and not isinstance(meta[key], kind):
+            raise ConfigError(f"{d / 'meta.json'}: {key!r} must be a JSON {'object' if kind is dict else 'array'}")
+    rows: list[dict] | None = None
+    errors = []
+    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet (bench/results/studies)
+        path = d / name
+        if not path.exists():
+            continue
+        try:
+            if name.endswith(".parquet"):
+                import pyarrow.parquet as pq
 
-        rows = pq.read_table(d / "table.parquet").to_pylist()
-    elif (d / "table.csv").exists():  # a run kept without its Parquet (bench/results/studies)
-        import pyarrow.csv as pcsv
+                rows = pq.read_table(path).to_pylist()
+            else:
+                import pyarrow.csv as pcsv
 
-        rows = pcsv.read_csv(d / "table.csv").to_pylist()
-    elif meta.get("points"):
-        raise ConfigError(f"{d}: no table.parquet or table.csv beside meta.json (the repetitions are missing)")
+                rows = pcsv.read_csv(path).to_pylist()
+            break
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            errors.append(f"{path}: cannot read ({' '.join(str(e).split())[:200]})")
+    if rows is None:
+        if errors:
+            raise ConfigError("; ".join(errors))
+        if meta.get("points"):
+            raise ConfigError(f"{d}: no table.parquet or table.csv beside meta.json (the repetitions are missing)")
+        rows = []
     return rows, meta
 
 
@@ -255,26 +277,32 @@ def point_rows(rows, meta) -> list[list[str]]:
 def render(run_dir) -> dict:
     """Write the plots, ``report.md`` and ``report.html`` into ``run_dir``; returns what was
     written and the checks."""
-    from clusterlab._atomic import atomic_open
+    from clusterlab._atomic import atomic_open, check_output
     from clusterlab.report.seeds import SEEDS
 
     d = Path(run_dir)
     rows, meta = load_run(d)
+    check_output(d, "report directory", directory=True)  # before drawing anything
     plt = require_matplotlib()
     spec = meta.get("spec", {})
     title = meta.get("title") or meta.get("study", d.name)
     main = [r for r in rows if not r.get("check")]
     pngs: list[tuple[str, str]] = []
+    skipped: list[str] = []
+    plots = {"scatter": plot_scatter, "speedup": plot_speedup, "per_pass": plot_per_pass}
     for i, p in enumerate(spec.get("report", [])):
-        kind = p.get("kind")
+        kind = p.get("kind") if isinstance(p, dict) else None
         if kind == "seed_numbers":
+            continue
+        if kind not in plots:
+            skipped.append(f"plot {i + 1}: unknown kind {kind!r} (known: {', '.join(plots)}, seed_numbers)")
             continue
         name = f"fig{i + 1}-{kind}-{p.get('y') or 'time'}.png".replace("/", "_")
         t = p.get("title") or f"{meta.get('study')}: {_label(p.get('y'))}" + (f" vs {_label(p.get('x'))}" if p.get("x") else "")
         data = [r for r in main if all(r.get(a) == b for a, b in p.get("where", []))]
         if not data:
             continue
-        {"scatter": plot_scatter, "speedup": plot_speedup, "per_pass": plot_per_pass}[kind](plt, data, p, t, d / name)
+        plots[kind](plt, data, p, t, d / name)
         pngs.append((name, t))
     parts = time_parts(rows)
     if parts:
@@ -283,6 +311,8 @@ def render(run_dir) -> dict:
     checks = dilation_checks(rows, meta)
     panels = monitor_panels(d, meta)
     md = _markdown(meta, rows, pngs, checks, SEEDS, title, panels)
+    if skipped:
+        md += "\n## Not drawn\n\n" + "".join(f"- {s}\n" for s in skipped)
     with atomic_open(d / "report.md") as f:
         f.write(md)
     with atomic_open(d / "report.html") as f:
@@ -398,16 +428,16 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
             body = [[q, s, mine.get(q, "")] for q, s in fig["setup"]]
             points = [pm for pm in meta.get("points", []) if not pm.get("check")]
             cpu_bound = points and sum(bool(pm.get("cpu_bound")) for pm in points) > len(points) / 2
-            # a study with a ``stack`` axis compares the seed with each TCP stack on its own
-            stacks = list(dict.fromkeys(r.get("stack") for r in rows if r.get("stack")))
+            # a study with a ``switch`` or ``stack`` axis compares the seed with each switch and
+            # TCP stack on its own, side by side
             for text, seed_value, fn in fig["claims"]:
-                for st in stacks if len(stacks) > 1 else [None]:
-                    ours, ok = fn([r for r in rows if st is None or r.get("stack") == st])
+                for where, words in _partitions(rows):
+                    ours, ok = fn([r for r in rows if all(r.get(k) == v for k, v in where.items())])
                     if ok is not None and cpu_bound:
                         verdict = " (not judged: most points CPU-bound, the times measure the CPU)"
                     else:
                         verdict = "" if ok is None else (" (agrees)" if ok else " (**differs**)")
-                    body.append([text + (f" ({st} TCP)" if st else ""), seed_value, ours + verdict])
+                    body.append([text + (f" ({words})" if words else ""), seed_value, ours + verdict])
             md += _table(["", "seed (from its text)", "ours"], body)
     if checks:
         md += ["", "## Dilation checks", "", "The same point at two dilations; the emulation is consistent when "
@@ -431,6 +461,23 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     return "\n".join(md)
 
 
+def _partitions(rows) -> list[tuple[dict, str]]:
+    """The switch x stack combinations the rows hold (only the axes that vary), as filters and words.
+
+    >>> _partitions([{"switch": "atm", "stack": "linux"}, {"switch": "bridge", "stack": "linux"}])
+    [({'switch': 'atm'}, 'atm switch'), ({'switch': 'bridge'}, 'bridge switch')]
+    >>> _partitions([{"stack": "linux"}])
+    [({}, '')]
+    """
+    axes = [(k, w) for k, w in (("switch", "switch"), ("stack", "TCP"))
+            if len({r.get(k) for r in rows if r.get(k)}) > 1]
+    combos = list(dict.fromkeys(tuple(r.get(k) for k, _ in axes) for r in rows if all(r.get(k) for k, _ in axes)))
+    if not axes or not combos:
+        return [({}, "")]
+    return [(dict(zip([k for k, _ in axes], c, strict=True)),
+             ", ".join(f"{v} {w}" for (_, w), v in zip(axes, c, strict=True))) for c in combos]
+
+
 def _our_setup(meta, rows) -> dict:
     """Our side of the seed's set-up table, from the run's own record."""
     spec = meta.get("spec", {})
@@ -445,9 +492,8 @@ def _our_setup(meta, rows) -> dict:
                            + (f"; TCP stacks: {', '.join(stacks)} (see What was emulated)" if stacks else ""),
            "repetitions": f"{spec.get('repeat')} per point after {spec.get('warmup')} warm-up; every one its own mark"}
     if c.get("kind") == "testbed":
-        out["network"] = (f"one bridge, tbf {c.get('rate')} per port, {c.get('buffer')} switch port buffer, "
-                          f"{c.get('host_queue')} host queue, MTU {c.get('mtu')}; dilation k in "
-                          f"{', '.join(f'{k:g}' for k in ks)}")
+        out["network"] = ((meta.get("emulated") or {}).get("network", "")
+                          + f"; dilation k in {', '.join(f'{k:g}' for k in ks)}")
     else:
         out["network"] = (meta.get("emulated") or {}).get("network", "")
     return out
