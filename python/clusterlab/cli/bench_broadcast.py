@@ -53,6 +53,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
         raise ConfigError(f"--reps must be at least 1, got {reps}")
     if storage or no_rps or offloads:
         raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
+    from clusterlab.cli.testbed import make_topo
+
+    make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False)  # checked even when unused (no --hosts)
     config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
     settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:

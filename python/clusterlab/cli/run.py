@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from clusterlab.cli.options import Int, transport_options
+from clusterlab.cli.options import Duration, Int, transport_options
 from clusterlab.errors import ConfigError
 from clusterlab.units import parse_duration
 
@@ -23,11 +23,11 @@ def _dur(v):
 @click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
               help="tcp: clusterlab's launcher and mesh; mpi: mpiexec and the MPI backend.")
 @transport_options()
-@click.option("--timeout", help="Kill the job after this long, e.g. 10min (default: no limit).")
-@click.option("--comm-timeout", help="Timeout of every blocking communication call (default 60s).")
-@click.option("--grace", default="3s", show_default=True,
+@click.option("--timeout", type=Duration(), help="Kill the job after this long, e.g. 10min (default: no limit).")
+@click.option("--comm-timeout", type=Duration(), help="Timeout of every blocking communication call (default 60s).")
+@click.option("--grace", default="3s", show_default=True, type=Duration(),
               help="After a rank fails, how long the others get to exit before they are killed.")
-@click.option("--setup-timeout", default="60s", show_default=True,
+@click.option("--setup-timeout", default="60s", show_default=True, type=Duration(),
               help="Every rank must have joined the mesh within this long.")
 @click.option("--launcher", type=click.Choice(["local", "mpiexec"]),
               help="Who starts the ranks: local (this machine; default for tcp) or mpiexec "
