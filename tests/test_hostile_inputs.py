@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import stat
 from pathlib import Path
 
 import click
@@ -32,15 +34,18 @@ POS_SIZE = [*SIZE, "0"]
 DURATION = ["", "-1ms", "nan", "inf", "1e400s", "5lightyears", "abc"]
 RATE = ["", "-1Mbit", "nan", "inf", "1e400bit", "fast", "0"]
 CHOICE = ["", "nope"]
-UNWRITABLE_FILE = ["/proc/x/out", "/dev/null", "/etc/hostname/x", "/"]
-UNWRITABLE_DIR = ["/proc/x/out", "/dev/null", "/etc/hostname/x"]
+# Never a real device: code that failed to refuse one would replace it (as root, /dev/null for
+# the whole machine); "@socket" is a socket file of the test's own, not a regular file either.
+UNWRITABLE_FILE = ["/proc/x/out", "@socket", "@data/x", "@dir", "/"]
+UNWRITABLE_DIR = ["/proc/x/out", "@socket", "@data", "@data/x"]
 TRANSPORT = {"--transport": ["rto_min=1e400ms", "nope=1", "x", "rto_min=", "sndbuf=-1"],
              "--rto-min": DURATION, "--rto-min-jitter": DURATION, "--rto-max": DURATION,
              "--rto-max-jitter": DURATION, "--rto-max-offset": DURATION, "--congestion": ["", "nope", "../x"],
              "--sndbuf": SIZE, "--rcvbuf": SIZE}
 TESTBED_KNOBS = {"--initcwnd": INT, "--rmem": SIZE + ["1 2"], "--wmem": SIZE + ["1 2"]}
 TOPO = {"--rate": RATE, "--buffer": POS_SIZE, "--host-queue": POS_SIZE + ["-1p"], "--mtu": POS_INT + ["67", "65001"],
-        "--dilation": FLOAT + ["0", "0.5"]}
+        "--dilation": FLOAT + ["0", "0.5"], "--switch": CHOICE, "--discard": CHOICE,
+        "--epd-threshold": ["", "-1", "nan", "1e400", "abc"]}
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +68,13 @@ def files(tmp_path_factory) -> dict[str, Path]:
     }.items():
         tomls[name] = d / f"{name}.toml"
         tomls[name].write_text(text)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(d / "sock"))  # the file stays after close: neither a regular file nor a directory
+    sock.close()
     hostfile = d / "hosts"
     hostfile.write_text("a:b:c\n")
     runs = _damaged_runs(d / "runs")
-    return {"data": data, "model": model, "hostfile": hostfile, "dir": d, **tomls, **runs}
+    return {"data": data, "model": model, "hostfile": hostfile, "dir": d, "socket": d / "sock", **tomls, **runs}
 
 
 def _damaged_runs(root: Path) -> dict[str, Path]:
@@ -172,12 +180,12 @@ ROOT_TABLE = {
         "--hosts": [*POS_INT, "1", "100000"], "--name": ["", "UPPER", "x" * 20, "../x"], **TOPO,
         "--sites": ["", "4+3", "a+b", "0+2"], "--wan-rate": RATE, "--wan-delay": DURATION, "--wan-queue": POS_SIZE,
         **TRANSPORT, **TESTBED_KNOBS, "--tb-seed": INT[1:]}),
-    ("testbed", "exec"): (["testbed", "exec"], {"NAME": ["", "UPPER", "../x", "zzcorrupt"], "HOST": [],
+    ("testbed", "exec"): (["testbed", "exec"], {"NAME": ["", "UPPER", "../x", "zzcorr"], "HOST": [],
                                                  "COMMAND": []}),
     ("testbed", "down"): (["testbed", "down"], {"NAME": ["", "UPPER", "../x", "x" * 20]}),
     ("testbed", "clean"): (["testbed", "clean"], {"NAME": ["", "UPPER", "../x", "x" * 20]}),
     ("testbed", "status"): (["testbed", "status"], {"NAME": ["UPPER"]}),
-    ("bench", "storage"): (["bench", "storage", "--hosts", "2"], {
+    ("bench", "storage"): (["bench", "storage", "--hosts", "8"], {
         "--hosts": POS_INT, "--initiators": ["", "0", "-1", "a", "1e400"], "--size": POS_SIZE, "--block": POS_SIZE,
         "--rate": RATE, "--connections": POS_INT, "--backing-rate": RATE, "--name": ["UPPER", "../x"]}),
     ("tune", "auto"): (["tune", "auto", "--hosts", "2"], {
@@ -202,8 +210,9 @@ def _cases(tbl):
 
 def _argv(base: list[str], opt: str, value: str, files: dict, out: Path) -> list[str]:
     def fill(x: str) -> str:
-        if x.startswith("@") and x[1:] in files:
-            return str(files[x[1:]])
+        if x.startswith("@") and x[1:].split("/")[0] in files:
+            name, _, rest = x[1:].partition("/")
+            return str(files[name]) + (f"/{rest}" if rest else "")
         return x.replace("{out}", str(out))
 
     argv = [fill(a) for a in base]
@@ -236,6 +245,7 @@ def _run(argv: list[str], capsys) -> tuple[object, str, str]:
 
 def _check(argv, capsys, workdir: Path, before: set[str]) -> None:
     code, out, err = _run(argv, capsys)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null was replaced"
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert "Traceback" not in err, (argv, err)
     assert code == 2, (argv, code, err, out[-300:])
@@ -259,14 +269,15 @@ def test_hostile_value_is_one_line_exit_2(cmd, base, opt, value, files, workdir,
 
 
 @pytest.mark.root
+@pytest.mark.timeout(60)  # a value that got through would build and run a testbed
 @pytest.mark.skipif(not is_root, reason="needs root (testbed commands)")
 @pytest.mark.parametrize(("cmd", "base", "opt", "value"), list(_cases(ROOT_TABLE)))
 def test_hostile_value_on_testbed_commands(cmd, base, opt, value, files, workdir, capsys):
-    from clusterlab.cluster.testbed import leftovers
+    from clusterlab.cluster.testbed import clean, leftovers
 
     state = Path("/run/clusterlab/testbed")
     state.mkdir(parents=True, exist_ok=True)
-    (state / "zzcorrupt.json").write_text("{")
+    (state / "zzcorr.json").write_text("{")
     try:
         argv = _argv(base, opt, value, files, workdir)
         if cmd == ("testbed", "up") and opt != "--name":
@@ -277,7 +288,8 @@ def test_hostile_value_on_testbed_commands(cmd, base, opt, value, files, workdir
         _check(argv, capsys, workdir, before)
         assert not any(leftovers("zzhost")[k] for k in ("namespaces", "processes")), argv
     finally:
-        (state / "zzcorrupt.json").unlink()
+        (state / "zzcorr.json").unlink()
+        clean("zzhost")
 
 
 @pytest.mark.parametrize(("name", "value"), ENVIRONMENT)
