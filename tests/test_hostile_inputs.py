@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import stat
+import tempfile
 from pathlib import Path
 
 import click
@@ -251,21 +252,27 @@ def _check(argv, capsys, workdir: Path, before: set[str]) -> None:
     assert code == 2, (argv, code, err, out[-300:])
     assert len(lines) == 1, (argv, err)
     assert sorted(os.listdir(workdir)) == [], (argv, os.listdir(workdir))
-    assert {p.name for p in Path("/tmp").glob("clusterlab-*")} <= before, argv
+    tmp = Path(tempfile.gettempdir())
+    assert sorted(os.listdir(tmp)) == sorted(before), (argv, os.listdir(tmp))
 
 
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
+    """An empty working directory, and a temporary directory of the case's own (TMPDIR, also
+    for the ranks it starts): both must be left as they were."""
     d = tmp_path / "cwd"
     d.mkdir()
     monkeypatch.chdir(d)
+    t = tmp_path / "tmp"
+    t.mkdir()
+    monkeypatch.setenv("TMPDIR", str(t))
+    monkeypatch.setattr(tempfile, "tempdir", str(t))
     return d
 
 
 @pytest.mark.parametrize(("cmd", "base", "opt", "value"), list(_cases(table())))
 def test_hostile_value_is_one_line_exit_2(cmd, base, opt, value, files, workdir, capsys):
-    before = {p.name for p in Path("/tmp").glob("clusterlab-*")}
-    _check(_argv(base, opt, value, files, workdir), capsys, workdir, before)
+    _check(_argv(base, opt, value, files, workdir), capsys, workdir, set(os.listdir(tempfile.gettempdir())))
 
 
 @pytest.mark.root
@@ -284,8 +291,7 @@ def test_hostile_value_on_testbed_commands(cmd, base, opt, value, files, workdir
             argv += ["--name", "zzhost"]
         if cmd == ("testbed", "exec"):
             argv += ["h0", "--", "true"]
-        before = {p.name for p in Path("/tmp").glob("clusterlab-*")}
-        _check(argv, capsys, workdir, before)
+        _check(argv, capsys, workdir, set(os.listdir(tempfile.gettempdir())))
         assert not any(leftovers("zzhost")[k] for k in ("namespaces", "processes")), argv
     finally:
         (state / "zzcorr.json").unlink()
