@@ -13,8 +13,8 @@ import pytest
 
 from clusterlab.cluster.local import RankHost, launch, run
 from clusterlab.comm import CommTimeout, PeerFailure
-from clusterlab.comm.tcp import handshake
 from clusterlab.errors import ConfigError
+from clusterlab.rendezvous import handshake
 from tests.comm import scenarios
 from tests.comm.conftest import BACKENDS, assert_nothing_left, processes_with
 

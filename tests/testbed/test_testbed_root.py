@@ -12,8 +12,8 @@ import time
 import pytest
 
 from clusterlab.cluster.testbed import StarTopo, TcpSettings, Testbed, leftovers
-from clusterlab.cluster.testbed.node import in_netns
 from clusterlab.errors import ConfigError
+from clusterlab.net.netns import in_netns
 
 from .helpers import where_am_i
 

@@ -15,8 +15,9 @@ import click
 
 from clusterlab.bench import collective as coll
 from clusterlab.bench import pingpong as pp
-from clusterlab.bench.spmd import BACKENDS, spmd
+from clusterlab.bench.spmd import spmd
 from clusterlab.cli.options import Finite, Int, OutputPath
+from clusterlab.cluster import BACKENDS, from_options
 from clusterlab.comm import collectives, costmodel
 from clusterlab.errors import ConfigError
 
@@ -89,7 +90,7 @@ def pingpong(sizes, perturbation, trial_time, trials, np_out, backend, as_json):
         raise ConfigError(f"--trials must be >= 1 and --trial-time > 0 (got {trials}, {trial_time})")
     lo_hi = coll.sweep(sizes)
     size_list = pp.sizes(lo_hi[0] or 1, lo_hi[-1], perturbation)
-    res = spmd(pp.pingpong, 2, size_list, trial_time, trials, backend=backend)
+    res = spmd(pp.pingpong, 2, size_list, trial_time, trials, cluster=from_options(backend))
     rows = res[0]
     if rows is None:  # a rank other than 0 (started by clusterlab run / mpiexec)
         return
@@ -137,7 +138,8 @@ def collective(op, n, algorithm, sizes, iterations, warmup, time_per_size, model
         costmodel.CostModel.load(model_path)  # fail here, clearly, not in every rank
         os.environ[costmodel.ENV] = os.path.abspath(model_path)
     size_list = coll.sweep(sizes)
-    rows = spmd(coll.run, n, op, size_list, algorithm, iterations, warmup, time_per_size, backend=backend)[0]
+    rows = spmd(coll.run, n, op, size_list, algorithm, iterations, warmup, time_per_size,
+                cluster=from_options(backend))[0]
     if rows is None:
         return
     if as_json:

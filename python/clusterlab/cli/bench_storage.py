@@ -37,7 +37,8 @@ def storage(hosts, initiators, size, block, rate, connections, backing_rate, san
     Example:
       clusterlab bench storage --hosts 4 --initiators 1..4 --size 64MB --block 64KB --rate 155Mbit
     """
-    from clusterlab.bench.storage import parse_counts, run
+    from clusterlab.bench.storage import parse_counts
+    from clusterlab.experiments.storage_bench import run
     from clusterlab.units import parse_rate, parse_size
 
     counts = parse_counts(initiators)

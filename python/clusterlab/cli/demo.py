@@ -34,6 +34,7 @@ def demo(workdir, transactions, nodes, min_support):
     import clusterlab
     from clusterlab._atomic import atomic_open
     from clusterlab.cli.mine import write_table
+    from clusterlab.cluster import Local
     from clusterlab.cluster.supervisor import check_capacity
     from clusterlab.data.generate import generate_file
     from clusterlab.mining.parallel import mine_parallel
@@ -49,7 +50,7 @@ def demo(workdir, transactions, nodes, min_support):
         r = generate_file(data, "seed000", transactions=transactions, seed=0)
         click.echo(f"generated {data} ({r.bytes / 1e6:.1f} MB, {transactions:,} transactions, 5000 items)")
     t0 = time.perf_counter()
-    sets, passes = mine_parallel(data, nodes=nodes, algorithm="hpa", min_support=min_support, backend="tcp")
+    sets, passes = mine_parallel(data, nodes=nodes, algorithm="hpa", min_support=min_support, cluster=Local())
     wall = time.perf_counter() - t0
     write_table(sets, str(wd / "itemsets.parquet"))
     rules = clusterlab.rules(sets, min_confidence=0.5)

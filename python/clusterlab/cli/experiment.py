@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from clusterlab.cli.options import Duration, Finite, Int, OutputPath, Size
+from clusterlab.cluster.api import MESHES
 from clusterlab.errors import ConfigError
 
 
@@ -178,7 +179,7 @@ def _int_list(text: str) -> list[int]:
 @click.option("--rto-max-extra", default=None, type=Duration(keep_text=True),
               help="Set the maximum RTO to MIN + this; the socket option takes 1s..120s (refused otherwise).")
 @click.option("--repeat", default=1, show_default=True, type=Int(lo=1, hi=10**6))
-@click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True)
+@click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True)
 @click.option("--block-size", default="8KiB", show_default=True, type=Size(keep_text=True, lo=1, hi=1 << 30),
               help="HPA message block size.")
 @click.option("-o", "--output", default="runs/speedup", show_default=True, type=OutputPath(directory=True),

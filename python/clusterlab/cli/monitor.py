@@ -44,10 +44,13 @@ def monitor(tb_name, interval, duration, no_capture, host_cpu, out, command):
         if shutil.which(command[0]) is None:
             raise ConfigError(f"{command[0]}: no such command (not found or not executable)")
     if tb_name:
+        import functools
+
         from clusterlab.cluster.testbed import Testbed
+        from clusterlab.cluster.testbed.storage import backing_io
 
         m = Monitor.for_testbed(Testbed.attach(tb_name), interval, capture=not no_capture, host_cpu=host_cpu,
-                                backing=host_cpu)
+                                backing=functools.partial(backing_io, tb_name) if host_cpu else None)
     else:
         m = Monitor.local(interval, capture=not no_capture)
     rc = 0

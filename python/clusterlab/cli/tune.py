@@ -11,8 +11,9 @@ import click
 from clusterlab.bench import pingpong as pp
 from clusterlab.bench.collective import sweep
 from clusterlab.bench.setup import connection_setup_times
-from clusterlab.bench.spmd import BACKENDS, spmd
+from clusterlab.bench.spmd import spmd
 from clusterlab.cli.options import Finite, Int, OutputPath
+from clusterlab.cluster import BACKENDS, from_options
 from clusterlab.comm import costmodel
 from clusterlab.errors import ConfigError
 from clusterlab.tune.auto import DEFAULT_SPACE, HPA_SPACE
@@ -54,7 +55,7 @@ def model(n, output, sizes, trial_time, backend, concurrency, as_json):
     if n < 2:
         raise ConfigError(f"-n must be at least 2 (ping-pong needs two ranks), got {n}")
     bounds = sweep(sizes)
-    cal = spmd(pp.calibrate, n, pp.sizes(bounds[0] or 1, bounds[-1]), trial_time, backend=backend)[0]
+    cal = spmd(pp.calibrate, n, pp.sizes(bounds[0] or 1, bounds[-1]), trial_time, cluster=from_options(backend))[0]
     if cal is None:  # a rank other than 0 (started by clusterlab run / mpiexec)
         return
     rows = cal["rows"]

@@ -6,10 +6,10 @@
   the TCP mesh; its addresses travel through the launcher when ``launch_mpi`` started the
   job, else through MPI. Each rank listens on its host's routable address (``CLUSTERLAB_BIND``,
   ``CLUSTERLAB_IFACE``, else the route towards the launcher or the other hosts:
-  ``cluster.address``);
+  ``clusterlab.rendezvous.address``);
 - started alone: a world of one rank.
 
-What a launcher and its ranks say to each other is ``cluster.contract``. The same program
+What a launcher and its ranks say to each other is ``clusterlab.rendezvous.contract``. The same program
 therefore runs unchanged under ``clusterlab run -n 4`` and ``mpiexec -n 4``. At exit the
 communicator says goodbye to its peers; an uncaught exception instead tells every peer that
 this rank failed (they raise ``PeerFailure`` naming it) and the launcher what it was: the
@@ -33,13 +33,12 @@ import sys
 import threading
 import time
 
-from clusterlab.cluster import address, contract
 from clusterlab.comm.communicator import Communicator
 from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
-from clusterlab.comm.tcp import handshake
 from clusterlab.comm.tcp.mesh import TcpCommunicator, build_mesh, listen
 from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import address, contract, handshake
 from clusterlab.units import env_duration
 
 _WORLD: Communicator | None = None

@@ -20,7 +20,7 @@ Environment of a rank (set by ``cluster.local.launch`` or ``cluster.mpirun.launc
 ========================== ==============================================================
 
 The launcher link, after the rank authenticated as itself to ``LAUNCHER`` (the handshake of
-``comm.tcp.handshake``), carries frames of ``comm.tcp.frames`` (never pickle)::
+``rendezvous.handshake``), carries frames of ``rendezvous.frames`` (never pickle)::
 
     rank -> launcher   CONTROL {"op": "hello", "host", "port", "node", "pid"}   its mesh address
     launcher -> rank   CONTROL {"op": "table", "table": [[host, port], ...]}    everyone's
@@ -43,10 +43,10 @@ from __future__ import annotations
 import json
 import socket
 
-from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
-from clusterlab.comm.tcp import frames
-from clusterlab.comm.tcp.handshake import LAUNCHER, recv_exact
 from clusterlab.errors import ClusterlabError
+from clusterlab.rendezvous import frames
+from clusterlab.rendezvous.errors import CommError, CommTimeout, PeerFailure, ProtocolError
+from clusterlab.rendezvous.handshake import LAUNCHER, recv_exact
 
 ENV_RANK = "CLUSTERLAB_RANK"
 ENV_SIZE = "CLUSTERLAB_SIZE"
