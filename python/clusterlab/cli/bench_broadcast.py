@@ -53,6 +53,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
         raise ConfigError(f"--reps must be at least 1, got {reps}")
     if storage or no_rps or offloads:
         raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
+    from clusterlab.cli.testbed import make_topo
+
+    make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold)  # checked even unused
     config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
     settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:

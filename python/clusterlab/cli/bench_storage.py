@@ -45,12 +45,12 @@ def storage(hosts, initiators, size, block, rate, connections, backing_rate, san
     if rate.lower() == "none":
         rate = None
     else:
-        parse_rate(rate)
-    nbytes, blk = parse_size(size), parse_size(block)
+        parse_rate(rate, "--rate")
+    nbytes, blk = parse_size(size, "--size"), parse_size(block, "--block")
     if nbytes <= 0:
         raise ConfigError(f"--size must be positive, got {size!r}")
     try:
-        backing_bps = None if backing_rate.lower() == "none" else parse_size(backing_rate)
+        backing_bps = None if backing_rate.lower() == "none" else parse_size(backing_rate, "bytes/s")
     except ConfigError as e:
         raise ConfigError(f"--backing-rate: {e}") from None
     if backing_bps is not None and not 4096 <= backing_bps <= 1 << 40:

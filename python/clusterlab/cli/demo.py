@@ -10,14 +10,14 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import Finite, OutputPath
+from clusterlab.cli.options import Finite, Int, OutputPath
 
 
 @click.command(short_help="Seed 000 in small: Quest baskets mined with HPA on a local cluster.")
 @click.option("--workdir", default="runs/demo", show_default=True, type=OutputPath(directory=True),
               help="Where the demo writes its files.")
-@click.option("--transactions", default=200_000, show_default=True, type=click.IntRange(min=1000))
-@click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))
+@click.option("--transactions", default=200_000, show_default=True, type=Int(lo=1000, hi=10**9))
+@click.option("--nodes", default=4, show_default=True, type=Int(lo=1, hi=1024))
 @click.option("--min-support", default=0.007, show_default=True, type=Finite(lo=0))
 def demo(workdir, transactions, nodes, min_support):
     """Seed 000 in small: Quest baskets (|T|=15, |I|=4, 5000 items), mined with HPA on NODES local
@@ -35,10 +35,14 @@ def demo(workdir, transactions, nodes, min_support):
     from clusterlab._atomic import atomic_open
     from clusterlab.cli.mine import write_table
     from clusterlab.cluster import Local
+    from clusterlab.cluster.supervisor import check_capacity
     from clusterlab.data.generate import generate_file
     from clusterlab.mining.parallel import mine_parallel
+    from clusterlab.mining.sequential import min_count_of
     from clusterlab.report.mining_tables import format_passes
 
+    min_count_of(min_support, 1)  # refused before anything is written
+    check_capacity(nodes)
     wd = Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)
     data = wd / f"seed000_{transactions}.dat"

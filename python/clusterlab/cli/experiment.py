@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import Finite, Int, OutputPath
+from clusterlab.cli.options import Duration, Finite, Int, OutputPath, Size
 from clusterlab.cluster.api import MESHES
 from clusterlab.errors import ConfigError
 
@@ -155,13 +155,12 @@ def report_cmd(run_dir):
 
 
 def _int_list(text: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"--nodes wants a comma-separated list of integers, got {text!r}") from None
-    if not out or min(out) < 1:
-        raise ConfigError(f"--nodes wants positive integers, got {text!r}")
-    return out
+    from clusterlab.units import parse_int
+
+    parts = [x.strip() for x in text.split(",")]
+    if not parts or any(p == "" for p in parts):
+        raise ConfigError(f"--nodes wants a comma-separated list of integers, got {text!r}")
+    return [parse_int(p, "--nodes", lo=1, hi=1024) for p in parts]
 
 
 @experiment.command()
@@ -176,12 +175,13 @@ def _int_list(text: str) -> list[int]:
               help="Shortcut: comma-separated minimum RTOs (e.g. default,5ms,50ms), one line each; "
                    "--rto-jitter and --rto-max-extra apply to all. On local ranks the socket option takes "
                    "MIN + jitter up to 200ms; seed 000's 250..350 ms needs the testbed (seed000-fig6).")
-@click.option("--rto-jitter", default="0", show_default=True, help="Per-rank random extra on the minimum RTO.")
-@click.option("--rto-max-extra", default=None,
+@click.option("--rto-jitter", default="0", show_default=True, type=Duration(keep_text=True), help="Per-rank random extra on the minimum RTO.")
+@click.option("--rto-max-extra", default=None, type=Duration(keep_text=True),
               help="Set the maximum RTO to MIN + this; the socket option takes 1s..120s (refused otherwise).")
 @click.option("--repeat", default=1, show_default=True, type=Int(lo=1, hi=10**6))
 @click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True)
-@click.option("--block-size", default="8KiB", show_default=True, help="HPA message block size.")
+@click.option("--block-size", default="8KiB", show_default=True, type=Size(keep_text=True, lo=1, hi=1 << 30),
+              help="HPA message block size.")
 @click.option("-o", "--output", default="runs/speedup", show_default=True, type=OutputPath(directory=True),
               help="Directory for speedup.csv, speedup.json, speedup.png and the study's table and meta.json.")
 def speedup(algorithm, nodes, data, min_support, transports, rto_mins, rto_jitter, rto_max_extra, repeat, backend,
@@ -196,18 +196,19 @@ def speedup(algorithm, nodes, data, min_support, transports, rto_mins, rto_jitte
     from clusterlab.experiments.speedup import SpeedupSpec, plot_speedup, run_speedup, write_rows
     from clusterlab.units import parse_duration, parse_size
 
-    if not Path(data).exists():
-        raise ConfigError(f"{data}: no such file")
+    if not Path(data).is_file():
+        raise ConfigError(f"--data {data!r}: no such file")
     settings: dict[str, str] = {}
     for t in transports:
         label, _, text = t.partition(":") if ":" in t else (t, "", t)
         settings[label] = text
-    if rto_mins:
+    if rto_mins is not None:
         for v in rto_mins.split(","):
             v = v.strip()
             if v == "default":
                 settings["default"] = "default"
                 continue
+            parse_duration(v, "--rto-min")
             parts = [f"rto_min={v}"]
             if parse_duration(rto_jitter) > 0:
                 parts.append(f"rto_min_jitter={rto_jitter}")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from clusterlab.cli.options import Finite, Int, OutputPath, Size
 from clusterlab.cluster.api import MESHES
 from clusterlab.data.io import FORMATS
 from clusterlab.errors import ConfigError
@@ -332,6 +333,14 @@ def print_summary(s: dict, res: MineResult, console) -> None:
         console.print(pt)
 
 
+def _testbed_name(_ctx, _param, value):
+    if value is not None:
+        from clusterlab.cluster.testbed.topo import check_name
+
+        check_name(value)
+    return value
+
+
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--min-support", "-s", default="0.01", show_default=True,
@@ -340,35 +349,35 @@ def print_summary(s: dict, res: MineResult, console) -> None:
               default="auto", show_default=True,
               help="auto: by measurement (see docs/mining.md). hpa|hpa-eld|cd|pfp: parallel (with --nodes).")
 @click.option("--target", "-t", type=click.Choice(["all", "closed", "maximal"]), default="all", show_default=True)
-@click.option("--min-len", default=1, show_default=True, type=click.IntRange(min=1))
-@click.option("--max-len", default=None, type=click.IntRange(min=1), help="Longest itemset to report.")
-@click.option("--threads", default=None, type=click.IntRange(min=1), help="Threads (default: all cores).")
+@click.option("--min-len", default=1, show_default=True, type=Int(lo=1, hi=1_000_000))
+@click.option("--max-len", default=None, type=Int(lo=1, hi=1_000_000), help="Longest itemset to report.")
+@click.option("--threads", default=None, type=Int(lo=1, hi=4096), help="Threads (default: all cores).")
 @click.option("--format", "input_format", type=click.Choice(FORMATS), help="Input format (default: by extension).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=OutputPath(),
               help="Write itemsets to .parquet, .csv or .txt (SPMF '1 3 #SUP: 3').")
 @click.option("--rules", is_flag=True, help="Also derive association rules (written beside -o as NAME.rules.EXT).")
-@click.option("--min-confidence", default=0.8, show_default=True, type=click.FloatRange(0, 1))
+@click.option("--min-confidence", default=0.8, show_default=True, type=Finite(lo=0, hi=1))
 @click.option("--min-lift", default=None, type=float, callback=parse_min_lift,
               help="Keep rules with at least this lift (a number >= 0).")
 @click.option("--consequents", type=click.Choice(["single", "multi"]), default="single", show_default=True,
               help="single: one-item consequents (pyfim/Spark); multi: any (mlxtend).")
-@click.option("--rules-output", type=click.Path(dir_okay=False), help="Where to write the rules.")
+@click.option("--rules-output", type=OutputPath(), help="Where to write the rules.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
-@click.option("--memory", default=None, metavar="SIZE",
+@click.option("--memory", default=None, metavar="SIZE", type=Size(keep_text=True, lo=1),
               help="Stream the itemsets into the -o .parquet file as they are found (one mining thread), "
                    "stopping with an error if this process passes SIZE (e.g. 2GB): the result never has "
                    "to fit in memory. Rows are in the order found; all frequent itemsets only.")
-@click.option("--nodes", "-n", default=None, type=click.IntRange(min=1),
+@click.option("--nodes", "-n", default=None, type=Int(lo=1, hi=1024),
               help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a names another "
                    "parallel one; CSV and Parquet input too).")
 @click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True,
               help="Parallel: the Communicator backend.")
-@click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
+@click.option("--block-size", default="8KiB", show_default=True, type=Size(keep_text=True, lo=1, hi=1 << 30), help="Parallel (HPA): message block size.")
 @click.option("--partition", type=click.Choice(["prefix", "itemset"]), default="prefix", show_default=True,
               help="Parallel (HPA): candidates owned by their first item's rank (one record per transaction "
                    "and owner), or by a hash of the whole itemset (seed 000: every subset travels).")
-@click.option("--testbed", "testbed_name", default=None, metavar="NAME",
+@click.option("--testbed", "testbed_name", default=None, metavar="NAME", callback=_testbed_name,
               help="Parallel: run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root).")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
          min_confidence, min_lift, consequents, rules_output, as_json, quiet, memory, nodes, backend, block_size,

@@ -25,13 +25,14 @@ def _option_name(param) -> str:
 class _Quantity(click.ParamType):
     """A click type over a ``clusterlab.units`` parser: a bad value is one line naming the option."""
 
-    def __init__(self, parse, name: str, **bounds):
-        self.parse, self.name, self.bounds = parse, name, bounds
+    def __init__(self, parse, name: str, keep_text: bool = False, **bounds):
+        self.parse, self.name, self.keep_text, self.bounds = parse, name, keep_text, bounds
 
     def convert(self, value, param, ctx):
         if value is None:
             return None
-        return self.parse(value, _option_name(param), **self.bounds)
+        v = self.parse(value, _option_name(param), **self.bounds)
+        return value if self.keep_text else v
 
 
 def Finite(lo: float | None = None, hi: float | None = None) -> click.ParamType:  # noqa: N802 - a type
@@ -44,19 +45,19 @@ def Int(lo: int | None = None, hi: int | None = None) -> click.ParamType:  # noq
     return _Quantity(parse_int, "integer", lo=lo, hi=hi)
 
 
-def Size(**bounds) -> click.ParamType:  # noqa: N802
-    """Bytes with a unit (``50KB``, ``1MiB``)."""
-    return _Quantity(parse_size, "size", **bounds)
+def Size(keep_text: bool = False, **bounds) -> click.ParamType:  # noqa: N802
+    """Bytes with a unit (``50KB``, ``1MiB``); ``keep_text``: checked, handed on as typed."""
+    return _Quantity(parse_size, "size", keep_text, **bounds)
 
 
-def Duration(**bounds) -> click.ParamType:  # noqa: N802
+def Duration(keep_text: bool = False, **bounds) -> click.ParamType:  # noqa: N802
     """Seconds with a unit (``5ms``)."""
-    return _Quantity(parse_duration, "duration", **bounds)
+    return _Quantity(parse_duration, "duration", keep_text, **bounds)
 
 
-def Rate(**bounds) -> click.ParamType:  # noqa: N802
+def Rate(keep_text: bool = False, **bounds) -> click.ParamType:  # noqa: N802
     """Bit/s with a unit (``155Mbit``)."""
-    return _Quantity(parse_rate, "rate", **bounds)
+    return _Quantity(parse_rate, "rate", keep_text, **bounds)
 
 
 FINITE = Finite()

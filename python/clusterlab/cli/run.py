@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from clusterlab.cli.options import Int, transport_options
+from clusterlab.cli.options import Duration, Int, transport_options
 from clusterlab.cluster.api import MESHES
 from clusterlab.errors import ConfigError
 from clusterlab.units import parse_duration
@@ -29,11 +29,11 @@ def _dur(v):
               help="Run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root), over "
                    "its emulated links and with its TCP settings.")
 @transport_options()
-@click.option("--timeout", help="Kill the job after this long, e.g. 10min (default: no limit).")
-@click.option("--comm-timeout", help="Timeout of every blocking communication call (default 60s).")
-@click.option("--grace", default="3s", show_default=True,
+@click.option("--timeout", type=Duration(), help="Kill the job after this long, e.g. 10min (default: no limit).")
+@click.option("--comm-timeout", type=Duration(), help="Timeout of every blocking communication call (default 60s).")
+@click.option("--grace", default="3s", show_default=True, type=Duration(),
               help="After a rank fails, how long the others get to exit before they are killed.")
-@click.option("--setup-timeout", default="60s", show_default=True,
+@click.option("--setup-timeout", default="60s", show_default=True, type=Duration(),
               help="Every rank must have joined the mesh within this long.")
 @click.option("--launcher", type=click.Choice(["local", "mpiexec"]),
               help="Who starts the ranks: local (this machine; default for tcp) or mpiexec "

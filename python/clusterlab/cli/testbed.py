@@ -63,10 +63,13 @@ def wan_options(f):
 def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch="bridge", discard="none",
               epd_threshold=None, **wan):
     """The topology; ``wan``: ``sites``, ``wan_rate``, ``wan_delay``, ``wan_queue``, ``wan_shared``
-    (ignored without ``sites``)."""
+    (unused without ``sites``, but checked all the same)."""
     from clusterlab.cluster.testbed import StarTopo
 
-    if not wan.get("sites"):
+    if wan.get("sites") is None:  # given, even empty, it is checked
+        rest = {k: v for k, v in wan.items() if k != "sites"}
+        if rest:
+            StarTopo(hosts=2, sites="1+1", **rest)  # the WAN options' own checks
         wan = {}
     return StarTopo(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, dilation=dilation,
                     storage=storage, switch=switch, discard=discard, epd_threshold=epd_threshold, **wan)
@@ -111,6 +114,10 @@ def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mt
     from clusterlab.cluster.testbed import Testbed
     from clusterlab.net.transport_config import TransportConfig
 
+    if name is not None:  # given, even empty: checked (only an absent name is drawn at random)
+        from clusterlab.cluster.testbed.topo import check_name
+
+        check_name(name)
     topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch, discard, epd_threshold,
                      sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
     config = TransportConfig.parse(transport, place="testbed")

@@ -171,7 +171,16 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
     from clusterlab.tune.auto import parse_space, settings, tune_auto
     from clusterlab.units import parse_size
 
-    nbytes = parse_size(size)
+    nbytes = parse_size(size, "--size", lo=1)
+    if space is not None and not space.strip():
+        raise ConfigError("--grid is empty (knob=value,value,...; knobs separated by ';')")
+    from clusterlab.experiments.workloads.mining import dataset_file
+    from clusterlab.mining.sequential import min_count_of
+
+    min_count_of(min_support, 1)  # checked whatever the workload, before anything starts
+    path, generator, _ = dataset_file(data, "")
+    if generator is None and not os.path.isfile(path):
+        raise ConfigError(f"--data {data}: no such file")
     sp = space or (HPA_SPACE if workload == "hpa" else DEFAULT_SPACE)
     n = len(settings(parse_space(sp, workload)))
     for name, v, lo in (("--runs", runs, 1), ("--eta", eta, 2), ("--confirm", confirm, 0), ("--hosts", hosts, 2)):
@@ -179,6 +188,9 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
             raise ConfigError(f"{name} must be >= {lo}, got {v}")
     if budget is not None and budget < n:
         raise ConfigError(f"--budget {budget} runs is below one run per setting ({n} settings)")
+    from clusterlab.cluster.testbed import StarTopo
+
+    StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu)  # the testbed's settings, before it is built
     if workload == "hpa":
         from clusterlab.mining.sequential import min_count_of
 
