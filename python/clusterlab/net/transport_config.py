@@ -142,7 +142,7 @@ _SIZES = ("sndbuf", "rcvbuf")
 _BOOLS = ("nodelay", "window_scaling", *STACK_SYSCTLS)
 _INTS = ("seed", "initcwnd")
 # Spellings this project used before one name per setting: refused, naming the new one.
-RENAMED = {"rto_jitter": "rto_min_jitter", "rto_max_extra": "rto_max_offset", "cc": "congestion"}
+RENAMED = {"rto_jitter": "rto_min_jitter", "rto_max_extra": "rto_max_offset", "cc": "congestion", "tb_seed": "seed"}
 
 
 def check_name(key: str, what: str = "transport setting") -> str:

@@ -82,8 +82,12 @@ def _random_vs_fixed(y, expect_lower: bool | None, tolerance: float = 0.25, marg
     lower retransmissions."""
     def f(rows):
         rs = [r for r in rows if not r.get("check")]
-        fixed = [r[y] for r in rs if not r.get("rto_jitter_s") and isinstance(r.get(y), (int, float))]
-        rand = [r[y] for r in rs if r.get("rto_jitter_s") and isinstance(r.get(y), (int, float))]
+
+        def jitter(r):  # tables written before the setting was named rto_min_jitter have rto_jitter_s
+            return r.get("rto_min_jitter_s", r.get("rto_jitter_s"))
+
+        fixed = [r[y] for r in rs if not jitter(r) and isinstance(r.get(y), (int, float))]
+        rand = [r[y] for r in rs if jitter(r) and isinstance(r.get(y), (int, float))]
         if not fixed or not rand:
             return "not measured", None
         a, b = statistics.mean(rand), statistics.mean(fixed)

@@ -1,7 +1,7 @@
 """What seed 000's studies share: its switch (100 PCs on one 155 Mbit/s ATM switch), its
 Solaris defaults, and the two scales we run it at."""
 
-from clusterlab.experiments.spec import Tcp, Testbed
+from clusterlab.experiments.spec import Testbed, TransportConfig
 
 # One 155 Mbit/s switch, 64 KB output buffer per port, jumbo frames (IP over ATM: MTU 9180);
 # a NIC-like host queue (1000 jumbo frames) so that drops happen at the switch, as on the ATM
@@ -19,7 +19,7 @@ SCALES = [{"name": "16 hosts", "hosts": 16, "prefer_dilation": 1.0},
 STACKS = ["linux", "seed-era"]
 
 # Solaris 2.5.1, the seed's OS: MIN 200 ms, MAX 60 s.
-SOLARIS = Tcp(rto_min="200ms", rto_max="60s", label="default (MIN 200 ms, MAX 60 s)")
+SOLARIS = TransportConfig(rto_min="200ms", rto_max="60s", label="default (MIN 200 ms, MAX 60 s)")
 
 NOTES = ("Seed 000 ran 100 Pentium Pro PCs on one HITACHI AN1000-20 ATM switch (155 Mbit/s UBR, cells "
          "dropped on overflow). Here: Linux network namespaces on one 2-core machine, one bridge with tbf "

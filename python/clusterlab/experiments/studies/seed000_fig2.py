@@ -1,6 +1,6 @@
 """Seed 000, Fig. 2: time of the all-to-all broadcast against the maximum RTO (MIN = 200 ms)."""
 
-from clusterlab.experiments.spec import DilationCheck, Grid, Study, Tcp, scatter, seed_numbers
+from clusterlab.experiments.spec import DilationCheck, Grid, Study, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.studies._seed000 import NOTES, SCALES, STACKS, SWITCH
 from clusterlab.experiments.workloads import alltoall_broadcast
 
@@ -9,7 +9,7 @@ STUDY = Study(
     title="Seed 000 Fig. 2: all-to-all broadcast time vs MAX (MIN = 200 ms)",
     cluster=SWITCH,
     workload=alltoall_broadcast(size="50KB"),
-    transport=Tcp(rto_min="200ms"),
+    transport=TransportConfig(rto_min="200ms"),
     grid=Grid(scale=SCALES, stack=STACKS, rto_max=["500ms", "1s", "2s", "5s", "10s", "20s", "40s", "60s"]),
     checks=[DilationCheck({"hosts": 16, "rto_max": "1s", "stack": "seed-era"}, dilations=(1, 4))],
     repeat=10, warmup=1, monitor=True,

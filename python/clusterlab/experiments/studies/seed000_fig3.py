@@ -1,7 +1,7 @@
 """Seed 000, Figs. 3 and 4: broadcast time and retransmissions per node against the minimum
 RTO, with MAX = MIN + 100 ms."""
 
-from clusterlab.experiments.spec import DilationCheck, Grid, Study, Tcp, scatter, seed_numbers
+from clusterlab.experiments.spec import DilationCheck, Grid, Study, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.studies._seed000 import NOTES, SCALES, STACKS, SWITCH
 from clusterlab.experiments.workloads import alltoall_broadcast
 
@@ -10,7 +10,7 @@ STUDY = Study(
     title="Seed 000 Figs. 3-4: broadcast time and retransmissions vs MIN (MAX = MIN + 100 ms)",
     cluster=SWITCH,
     workload=alltoall_broadcast(size="50KB"),
-    transport=Tcp(rto_max_offset="100ms"),
+    transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms"),  # rto_min: the grid's
     grid=Grid(scale=SCALES, stack=STACKS, rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms", "1s"]),
     checks=[DilationCheck({"hosts": 16, "rto_min": "200ms", "stack": "seed-era"}, dilations=(4, 8))],
     repeat=10, warmup=1, monitor=True,
