@@ -45,7 +45,7 @@ lint: setup
 	cargo clippy --workspace --all-targets --release -- -D warnings
 
 rust-test:
-	cargo test -p clusterlab-core -p clusterlab-net -p clusterlab-wan --release
+	cargo test -p clusterlab-core -p clusterlab-net -p clusterlab-wan -p clusterlab-atm --release
 
 py-test: setup
 	$(PY) -m pytest -q

@@ -8,6 +8,7 @@
 
 use pyo3::prelude::*;
 
+mod atm;
 mod gen;
 mod hpa;
 mod io;
@@ -29,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     iscsi::register(m)?;
     npb::register(m)?;
     wan::register(m)?;
+    atm::register(m)?;
     packed::register(m)?;
     Ok(())
 }

@@ -115,8 +115,9 @@ def state_files(testbed: str | None = None) -> list[str]:
 
 
 def trace_files(testbed: str | None = None) -> list[str]:
-    """The WAN lines' histogram files (``<name>.wan.trace``, see ``wanline``)."""
-    return _files(".wan.trace", testbed)
+    """The WAN lines' histogram files (``<name>.wan.trace``, see ``wanline``) and the ATM
+    switches' port counts (``<name>.atm.trace``, see ``atmswitch``)."""
+    return _files(".wan.trace", testbed) + _files(".atm.trace", testbed)
 
 
 def clean(testbed: str | None = None) -> dict:

@@ -13,6 +13,14 @@ the router namespace ``clab-<testbed>-wan``, where the delay line moves frames b
 static entries send the other site's MACs to its WAN port. Every switch port stays in the one
 switch namespace, so whatever watches the switch sees both sites.
 
+An ATM switch (``StarTopo(switch="atm")``): the switch namespace has no bridge. Its ports
+(``p<i>``, the WAN ports, and ``pc``, whose veth peer ``sw0`` holds the switch's own address)
+belong to the cell switch process (``atmswitch``), which reads every frame, finds its port
+from static entries (``atm_fdb``) and sends it through the cell model; the ports carry no
+qdisc (the model is their buffer). Each host's ``eth0`` sends at the cell rate: a tbf whose
+size table counts each frame as the 53-byte cells it becomes (``stab linklayer atm``), with a
+bucket of one frame, so a host's frames leave when its link would have sent their cells.
+
 These functions only write the ``ip -batch`` / ``tc -batch`` lines; ``net.Testbed`` runs them.
 
 >>> from clusterlab.cluster.testbed.topo import StarTopo
@@ -73,6 +81,9 @@ def veth_lines(testbed: str, topo: StarTopo) -> list[str]:
         for end, port in zip(ROUTER_IFACES, WAN_PORTS, strict=True):
             out.append(f"link add name {end} mtu {topo.mtu} netns {router} type veth peer name {port} "
                        f"mtu {topo.mtu} netns {sw}")
+    if topo.switch == "atm":
+        out.append(f"link add name {SWITCH_IFACE} address {topo.switch_mac} mtu {topo.mtu} netns {sw} type veth "
+                   f"peer name {CONTROL_PORT} mtu {topo.mtu} netns {sw}")
     return out
 
 
@@ -82,6 +93,10 @@ ROUTER_IFACES = ("a", "b")
 WAN_PORTS = ("wan0", "wan1")
 SITE_BRIDGES = ("br0", "br1")
 SITE_MACS = ("02:c1:ab:ff:ff:fe", "02:c1:ab:ff:ff:fd")
+SWITCH_IFACE = "sw0"
+"""With the atm switch: the interface that holds the switch's own address."""
+CONTROL_PORT = "pc"
+"""Its peer: the atm switch's port toward its own address."""
 
 
 def router_lines(topo: StarTopo) -> list[str]:
@@ -113,7 +128,14 @@ def host_lines(topo: StarTopo, index: int, static_neigh: bool = True, route: dic
 def switch_lines(topo: StarTopo) -> list[str]:
     """``ip -n <switch> -batch`` lines: the bridge (no STP, no forwarding delay, no multicast
     snooping) with every port attached and up, and the switch's own address (the rendezvous
-    point of launched jobs)."""
+    point of launched jobs). With the atm switch: every port up and promiscuous (the cell
+    switch process reads them), the address on ``sw0``."""
+    if topo.switch == "atm":
+        out = ["link set lo up"] + [f"link set {p} up promisc on" for p, _ in atm_ports(topo)]
+        out += [f"link set {SWITCH_IFACE} up", f"addr add {topo.switch_address}/16 dev {SWITCH_IFACE}"]
+        out += [f"neigh replace {topo.address(j)} lladdr {topo.mac(j)} dev {SWITCH_IFACE} nud permanent"
+                for j in range(topo.n_nodes)]
+        return out
     bridges = SITE_BRIDGES[:len(topo.site_sizes)]
     out = ["link set lo up"]
     for br in bridges:
@@ -148,16 +170,67 @@ def fdb_lines(topo: StarTopo) -> list[str]:
     return out
 
 
+def atm_ports(topo: StarTopo) -> list[tuple[str, int]]:
+    """The atm switch's ports in order, with their site: every node's, the switch's own, the WAN's.
+
+    >>> atm_ports(StarTopo(hosts=2, switch="atm", sites="1+1"))
+    [('p0', 0), ('p1', 1), ('pc', 0), ('wan0', 0), ('wan1', 1)]
+    """
+    ports = [(f"p{i}", topo.site_of(i)) for i in range(topo.n_nodes)] + [(CONTROL_PORT, 0)]
+    if topo.has_wan:
+        ports += [(p, s) for s, p in enumerate(WAN_PORTS)]
+    return ports
+
+
+def atm_fdb(topo: StarTopo) -> list[tuple[int, str, int]]:
+    """The atm switch's static entries, ``(site, MAC, port index)``: a node of the same site
+    through its port, one of the other site through the site's WAN port; the switch's own MAC
+    through ``pc`` on site A and the WAN port on site B (as the bridges' entries, ``fdb_lines``).
+
+    >>> atm_fdb(StarTopo(hosts=2, switch="atm", sites="1+1"))
+    [(0, '02:c1:ab:00:00:00', 0), (0, '02:c1:ab:00:00:01', 3), (0, '02:c1:ab:ff:ff:fe', 2), (1, '02:c1:ab:00:00:00', 4), (1, '02:c1:ab:00:00:01', 1), (1, '02:c1:ab:ff:ff:fe', 4)]
+    """
+    names = [p for p, _ in atm_ports(topo)]
+    out = []
+    for site in range(len(topo.site_sizes)):
+        wan = names.index(WAN_PORTS[site]) if topo.has_wan else None
+        for j in range(topo.n_nodes):
+            out.append((site, topo.mac(j), j if topo.site_of(j) == site else wan))
+        out.append((site, topo.switch_mac, names.index(CONTROL_PORT) if site == 0 else wan))
+    return out
+
+
+def _atm_tbf(dev: str, topo: StarTopo, limit: int) -> str:
+    """A link sending cells: the size table turns a frame of L bytes (Ethernet header included)
+    into ceil((L - 14 + 8 LLC/SNAP + 8 AAL5) / 48) cells of 53 bytes (overhead +2), the rate is
+    the cell rate; the bucket holds the largest frame's cells and a cell more."""
+    from clusterlab.cluster.testbed.topo import CELL_BYTES
+
+    rate = int(round(topo.cell_rate_bps / topo.dilation / 8)) * 8
+    cells = -(-(int(topo.mtu) + 16) // 48)
+    return (f"qdisc replace dev {dev} stab linklayer atm overhead 2 mtu {int(topo.mtu) + 64} tsize 2048 "
+            f"root tbf rate {rate}bit burst {(cells + 2) * CELL_BYTES} limit {limit}")
+
+
 def _tbf(dev: str, topo: StarTopo, limit: int) -> str:
     rate = int(round(topo.effective_rate_bps))
     return f"qdisc replace dev {dev} root tbf rate {rate}bit burst {burst_bytes(topo)} limit {limit}"
 
 
 def port_qdisc_lines(topo: StarTopo) -> list[str]:
-    """``tc -n <switch> -batch`` lines: each port's output buffer."""
+    """``tc -n <switch> -batch`` lines: each port's output buffer (none with the atm switch,
+    whose model is the buffer)."""
+    if topo.switch == "atm":
+        return []
     return [_tbf(f"p{i}", topo, topo.buffer_bytes) for i in range(topo.n_nodes)]
 
 
 def host_qdisc_lines(topo: StarTopo) -> list[str]:
-    """``tc -n <host> -batch`` lines: the host's egress queue."""
+    """``tc -n <host> -batch`` lines: the host's egress queue.
+
+    >>> host_qdisc_lines(StarTopo(hosts=2, rate="155.52Mbit", switch="atm"))[0]
+    'qdisc replace dev eth0 stab linklayer atm overhead 2 mtu 9244 tsize 2048 root tbf rate 149760000bit burst 10282 limit 9194000'
+    """
+    if topo.switch == "atm":
+        return [_atm_tbf("eth0", topo, topo.host_queue_bytes)]
     return [_tbf("eth0", topo, topo.host_queue_bytes)]

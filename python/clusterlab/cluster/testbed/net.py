@@ -31,7 +31,7 @@ import threading
 import time
 
 from clusterlab._atomic import atomic_open
-from clusterlab.cluster.testbed import link, wanline
+from clusterlab.cluster.testbed import atmswitch, link, mover, wanline
 from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Node, Switch, TestbedError, in_netns, ns_name
 from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, host_sysctls
@@ -136,6 +136,8 @@ class Testbed:
         self.router = Node(self.name, link.ROUTER) if topo.has_wan else None
         self.wan: wanline.WanLine | None = None
         self.wan_totals: dict | None = None  # the line's own counts, once it stopped
+        self.atm: mover.Mover | None = None
+        self.atm_totals: dict | None = None  # the ATM switch's own counts, once it stopped
         self.timings: dict[str, float] = {}
         self.warnings: list[str] = []
         self.is_up = False
@@ -176,7 +178,13 @@ class Testbed:
                 self.warnings += warn
                 self.wan = wanline.start(self.name, self.router.ns, self.topo, self.keep, far_side=far_side)
                 self.timings["wan_line"] = time.perf_counter() - t
-            self._wait_forwarding([h.port for h in self.hosts] + (list(link.WAN_PORTS) if self.router else []))
+            if self.topo.switch == "atm":
+                t = time.perf_counter()
+                self._wait_links_up([p for p, _ in link.atm_ports(self.topo)] + [link.SWITCH_IFACE])
+                self.atm = atmswitch.start(self.name, self.switch.ns, self.topo, self.keep)
+                self.timings["atm_switch"] = time.perf_counter() - t
+            else:
+                self._wait_forwarding([h.port for h in self.hosts] + (list(link.WAN_PORTS) if self.router else []))
         except BaseException:
             self.down()
             raise
@@ -193,11 +201,16 @@ class Testbed:
         with _live_lock:
             _live.pop(self.name, None)
         try:
-            if self.wan is not None:
-                self.wan_totals = self.wan.stop()
+            if self.atm is not None:
+                self.atm_totals = self.atm.stop()
         finally:
-            self.wan = None
-            res = clean_testbed(self.name)
+            self.atm = None
+            try:
+                if self.wan is not None:
+                    self.wan_totals = self.wan.stop()
+            finally:
+                self.wan = None
+                res = clean_testbed(self.name)
         self.timings["down"] = time.perf_counter() - t
         self.is_up = False
         return res
@@ -218,6 +231,20 @@ class Testbed:
             time.sleep(0.05)
         raise TestbedError(f"switch ports {list(ports)} not forwarding after {timeout} s: {states}")
 
+    def _wait_links_up(self, ifaces, timeout: float = 5.0) -> None:
+        """Wait until the switch namespace's ``ifaces`` have their carrier (a veth whose peer
+        came up later reports it up to a second after; a frame sent before is lost)."""
+        deadline = time.monotonic() + timeout
+        states: dict = {}
+        while time.monotonic() < deadline:
+            out = subprocess.run(["ip", "-n", self.switch.ns, "-j", "link", "show"], capture_output=True,
+                                 text=True, timeout=10).stdout
+            states = {e.get("ifname"): e.get("operstate") for e in json.loads(out or "[]")}
+            if all(states.get(p) == "UP" for p in ifaces):
+                return
+            time.sleep(0.05)
+        raise TestbedError(f"switch ports {[p for p in ifaces if states.get(p) != 'UP']} not up after {timeout} s")
+
     def _configure_namespaces(self) -> None:
         cpus = sorted(os.sched_getaffinity(0))
         draws = host_sysctls(self.transport, [h.name for h in self.hosts], self.topo.dilation)
@@ -231,7 +258,10 @@ class Testbed:
         plan.append({"ns": self.switch.ns, "sysctls": {**BASE_SYSCTLS, **SWITCH_SYSCTLS},
                      "ifaces": [{"name": h.port, "rps_cpu": cpus[h.index % len(cpus)] if self.rps else None,
                                  "offloads_off": self.offloads_off} for h in self.hosts]
-                     + (wan_ports if self.router else [])})
+                     + (wan_ports if self.router else [])
+                     # the cell switch counts each frame's cells: no GRO merging on its ports
+                     + ([{"name": p, "rps_cpu": None, "offloads_off": True}
+                         for p in (link.CONTROL_PORT, link.SWITCH_IFACE)] if self.topo.switch == "atm" else [])})
         if self.router is not None:  # the line forwards frames as they are: no GRO merging
             plan.append({"ns": self.router.ns, "sysctls": dict(BASE_SYSCTLS),
                          "ifaces": [{"name": e, "rps_cpu": None, "offloads_off": True} for e in link.ROUTER_IFACES]})
@@ -264,7 +294,7 @@ class Testbed:
         def switch_job():
             sw = self.switch.ns
             _run(["ip", "-n", sw], link.switch_lines(topo), "build the switch")
-            if self.static_neigh:
+            if self.static_neigh and topo.switch == "bridge":
                 _run(["bridge", "-n", sw], link.fdb_lines(topo), "static switch entries")
             _run(["tc", "-n", sw], link.port_qdisc_lines(topo), "shape the switch ports")
 

@@ -27,6 +27,17 @@ clusterlab.errors.ConfigError: sites '4+3' must add up to hosts=8 (e.g. sites='4
 Traceback (most recent call last):
 ...
 clusterlab.errors.ConfigError: hosts must be 2..1000, got 1
+
+An ATM cell switch instead of the bridge (seeds 000, 002, 004): IP over ATM's MTU, the port
+buffers in cells, SONET's 26/27 of the 155.52 Mbit/s line rate carrying cells.
+
+>>> a = StarTopo(hosts=16, rate="155.52Mbit", switch="atm", buffer="1000cells", discard="epd")
+>>> a.mtu, a.buffer_cells, a.epd_threshold_cells, a.cell_rate_bps, round(a.cell_seconds * 1e9, 1)
+(9180, 1000, 500, 149760000, 2831.2)
+>>> StarTopo(hosts=4, switch="bridge", buffer="100cells")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: buffer '100cells': cells are the atm switch's unit; the bridge takes bytes (64KB) or packets (1000p)
 """
 
 from __future__ import annotations
@@ -43,6 +54,13 @@ PREFIX = "clab"
 
 MAX_HOSTS = 1000
 NAME_RE = re.compile(r"^[a-z0-9]{1,8}$")
+SWITCHES = ("bridge", "atm")
+DISCARDS = ("none", "ppd", "epd")
+CELL_BYTES = 53
+SONET_PAYLOAD = 26 / 27
+"""Of an OC-3c line's 155.52 Mbit/s, 149.76 carry cells (STS-3c framing)."""
+IP_OVER_ATM_MTU = 9180
+DEFAULT_MTU = 9000
 SUBNET = ipaddress.IPv4Network("10.0.0.0/16")
 # Ethernet header + FCS-less overhead that tc accounts on veth (14 bytes of MAC header).
 ETH_HLEN = 14
@@ -65,6 +83,16 @@ class StarTopo:
     ``tbf_bucket``: the shapers' token bucket as a duration of the link rate (``100us``); by
     default two frames up to 1 Gbit/s and 100 us of rate above (``link.burst_bytes``).
 
+    ``switch="atm"``: an output-buffered ATM cell switch (``clusterlab-atm``) instead of the
+    bridge: frames travel as AAL5 cells (53 bytes, 48 of payload, IP over ATM's LLC/SNAP
+    header and AAL5's trailer added), every link sends cells at ``SONET_PAYLOAD`` of ``rate``
+    (the line rate; 155.52 Mbit/s carries 149.76 Mbit/s of cells), cells of frames arriving
+    together interleave at an output port, ``buffer`` is that port's cell buffer (``1000cells``,
+    or bytes / 53), a cell that finds it full is lost and its frame is thrown away at
+    reassembly. ``discard``: ``none`` (plain UBR), ``ppd`` or ``epd`` (refuse a new frame
+    while ``epd_threshold`` cells or more are queued; half the buffer by default). The MTU
+    defaults to IP over ATM's 9180.
+
     Two sites (seed 004's 4+4 PCs across a 90 km ATM line): ``sites="4+4"`` puts hosts
     ``h0..h3`` on site A's bridge and ``h4..h7`` on site B's, joined by a WAN line
     (``clusterlab-wan``, a delay line in a router namespace) of ``wan_rate`` per direction,
@@ -78,7 +106,7 @@ class StarTopo:
     rate: str | float = "155Mbit"
     buffer: str | int = "64KB"
     host_queue: str | int = "1000p"
-    mtu: int = 9000
+    mtu: int | None = None
     dilation: float = 1.0
     storage: bool = False
     sites: str | tuple | None = None
@@ -87,17 +115,37 @@ class StarTopo:
     wan_queue: str | int = "256KiB"
     wan_shared: bool = False
     tbf_bucket: str | float | None = None
+    switch: str = "bridge"
+    discard: str = "none"
+    epd_threshold: str | int | None = None
 
     def __post_init__(self):
         if not isinstance(self.hosts, int) or not 2 <= self.hosts <= MAX_HOSTS:
             raise ConfigError(f"hosts must be 2..{MAX_HOSTS}, got {self.hosts}")
+        if self.switch not in SWITCHES:
+            raise ConfigError(f"switch must be one of {', '.join(SWITCHES)}, got {self.switch!r}")
+        if self.mtu is None:
+            object.__setattr__(self, "mtu", IP_OVER_ATM_MTU if self.switch == "atm" else DEFAULT_MTU)
+        if isinstance(self.mtu, bool) or not isinstance(self.mtu, int):
+            raise ConfigError(f"mtu must be a whole number 68..65000, got {self.mtu!r}")
+        if self.switch == "atm":
+            self._check_atm()
+        else:
+            if _cells(self.buffer) is not None:
+                raise ConfigError(f"buffer {self.buffer!r}: cells are the atm switch's unit; the bridge takes "
+                                  f"bytes (64KB) or packets (1000p)")
+            if self.discard != "none" or self.epd_threshold is not None:
+                raise ConfigError("discard and epd_threshold are the atm switch's (switch='atm'); the bridge "
+                                  "drops whole packets at a full buffer")
         if not 68 <= int(self.mtu) <= 65000:
             raise ConfigError(f"mtu must be 68..65000, got {self.mtu}")
         if not self.dilation >= 1.0:
             raise ConfigError(f"dilation must be >= 1, got {self.dilation}")
         if self.rate_bps < 8_000:
             raise ConfigError(f"rate must be at least 8kbit, got {self.rate!r}")
-        for what, v in (("buffer", self.buffer_bytes), ("host_queue", self.host_queue_bytes)):
+        queues = (("host_queue", self.host_queue_bytes),) if self.switch == "atm" else (
+            ("buffer", self.buffer_bytes), ("host_queue", self.host_queue_bytes))
+        for what, v in queues:
             if v < self.mtu + ETH_HLEN:
                 raise ConfigError(f"{what} of {v} bytes cannot hold one {self.mtu}-byte packet; "
                                   f"use at least {self.mtu + ETH_HLEN} bytes")
@@ -111,6 +159,47 @@ class StarTopo:
                                   f"got {self.tbf_bucket!r}")
         if self.sites is not None:
             self._check_wan()
+
+    def _check_atm(self) -> None:
+        if self.discard not in DISCARDS:
+            raise ConfigError(f"discard must be one of {', '.join(DISCARDS)}, got {self.discard!r}")
+        if self.tbf_bucket is not None:
+            raise ConfigError("tbf_bucket is the bridge's shaper; the atm switch sends cells at the link's cell rate")
+        b = self.buffer_cells
+        if not 1 <= b <= 10_000_000:
+            raise ConfigError(f"buffer of {b} cells: accepted 1..10000000 cells (e.g. '1000cells')")
+        if self.epd_threshold is not None and self.discard != "epd":
+            raise ConfigError(f"epd_threshold goes with discard='epd', not {self.discard!r}")
+        if self.discard == "epd" and not 1 <= self.epd_threshold_cells <= b:
+            raise ConfigError(f"epd_threshold of {self.epd_threshold_cells} cells: accepted 1..{b} (the buffer)")
+        cell = self.cell_seconds
+        if not 1e-9 <= cell <= 1.0:
+            raise ConfigError(f"rate {self.rate!r} at dilation {self.dilation:g}: a cell would take {cell:.3g} s; "
+                              f"accepted 1 ns .. 1 s per cell")
+
+    @property
+    def buffer_cells(self) -> int:
+        """The atm switch's port buffer in cells (``1000cells``, or bytes / 53)."""
+        n = _cells(self.buffer)
+        return n if n is not None else self.buffer_bytes // CELL_BYTES
+
+    @property
+    def epd_threshold_cells(self) -> int:
+        """EPD's threshold in cells (half the buffer unless given)."""
+        if self.epd_threshold is None:
+            return max(1, self.buffer_cells // 2)
+        n = _cells(self.epd_threshold)
+        return n if n is not None else parse_size(self.epd_threshold) // CELL_BYTES
+
+    @property
+    def cell_rate_bps(self) -> int:
+        """Bits per second of cells on every atm link (before dilation), a whole number of bytes."""
+        return int(round(self.rate_bps * SONET_PAYLOAD / 8)) * 8
+
+    @property
+    def cell_seconds(self) -> float:
+        """How long one cell takes on a link, after dilation."""
+        return CELL_BYTES * 8 / self.cell_rate_bps * self.dilation
 
     def _check_wan(self) -> None:
         for what in ("wan_rate_bps", "wan_delay_seconds", "wan_queue_bytes"):
@@ -178,7 +267,8 @@ class StarTopo:
 
     @property
     def buffer_bytes(self) -> int:
-        return self._queue_bytes(self.buffer)
+        cells = _cells(self.buffer)
+        return cells * CELL_BYTES if cells is not None else self._queue_bytes(self.buffer)
 
     @property
     def host_queue_bytes(self) -> int:
@@ -226,6 +316,11 @@ class StarTopo:
                      wan_shared=bool(self.wan_shared))
         if self.tbf_bucket is not None:
             d["tbf_bucket_seconds"] = parse_duration(self.tbf_bucket)
+        if self.switch == "atm":
+            d.update(switch="atm", buffer_cells=self.buffer_cells, discard=self.discard,
+                     cell_rate_bps=self.cell_rate_bps)
+            if self.discard == "epd":
+                d["epd_threshold_cells"] = self.epd_threshold_cells
         return d
 
     @classmethod
@@ -235,10 +330,21 @@ class StarTopo:
             wan = dict(sites=tuple(d["sites"]), wan_rate=float(d["wan_rate_bps"]),
                        wan_delay=float(d["wan_delay_seconds"]), wan_queue=int(d["wan_queue_bytes"]),
                        wan_shared=bool(d["wan_shared"]))
+        atm = {}
+        if d.get("switch") == "atm":
+            atm = dict(switch="atm", discard=d["discard"], epd_threshold=(
+                f"{int(d['epd_threshold_cells'])}cells" if "epd_threshold_cells" in d else None))
+        buffer = f"{int(d['buffer_cells'])}cells" if atm else int(d["buffer_bytes"])
         return cls(hosts=int(d["hosts"]), rate=d.get("rate_bps", d.get("rate", "155Mbit")),
-                   buffer=int(d["buffer_bytes"]), host_queue=int(d["host_queue_bytes"]),
+                   buffer=buffer, host_queue=int(d["host_queue_bytes"]),
                    mtu=int(d["mtu"]), dilation=float(d["dilation"]), storage=bool(d["storage"]),
-                   tbf_bucket=d.get("tbf_bucket_seconds"), **wan)
+                   tbf_bucket=d.get("tbf_bucket_seconds"), **wan, **atm)
+
+
+def _cells(v) -> int | None:
+    """``1000cells`` as 1000; None when ``v`` is not a count of cells."""
+    m = re.fullmatch(r"\s*(\d+)\s*(cells?)\s*", str(v).lower())
+    return int(m.group(1)) if m else None
 
 
 def check_name(name: str) -> str:

@@ -1,12 +1,9 @@
 """The WAN line of a two-site testbed: the Rust delay line (``clusterlab-wan``) run in the
 router namespace, started and stopped with the testbed.
 
-``start`` runs ``python -m clusterlab.cluster.testbed.wanline`` inside ``clab-<tb>-wan``; it
-opens packet sockets on ``a`` and ``b``, says ``ready`` and moves frames until its stdin
-reaches end of file. The driver holds the other end of that pipe, so the line dies with the
-driver, also on SIGKILL; a testbed kept after its driver (``clusterlab testbed up``) has a line
-without a pipe, and ``testbed down|clean NAME`` kills it with every other process of the
-testbed's namespaces. Every 0.1 s the line appends its per-direction histogram (packets and
+``start`` runs ``python -m clusterlab.cluster.testbed.wanline`` inside ``clab-<tb>-wan`` (a
+``mover``: it dies with the driver, also on SIGKILL); it opens packet sockets on ``a`` and
+``b`` and moves frames between them. Every 0.1 s the line appends its per-direction histogram (packets and
 bytes per 64-byte IP length bucket of the packets it carried, and its drops) to
 ``/run/clusterlab/testbed/<tb>.wan.trace`` (format: ``clusterlab.monitor.wan``); ``clean``
 removes the file.
@@ -28,18 +25,18 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import time
 
+from clusterlab.cluster.testbed import mover
 from clusterlab.cluster.testbed._nsconfig import offload_set
 from clusterlab.cluster.testbed.link import ROUTER_IFACES, WAN_PORTS
-from clusterlab.cluster.testbed.node import TestbedError, in_netns
+from clusterlab.cluster.testbed.mover import STATE_DIR
+from clusterlab.cluster.testbed.node import in_netns
 
 TRACE_INTERVAL = 0.1
-STATE_DIR = "/run/clusterlab/testbed"
 
 
 def trace_path(testbed: str) -> str:
@@ -107,34 +104,13 @@ def far_side_threads(switch_ns: str) -> tuple[list[int], list[str]]:
     return new, warnings
 
 
-class WanLine:
-    """The running line of testbed ``name`` (its process and, unless kept, the lifeline pipe).
-    ``far_side``: pids of the kernel threads that do the far side's receive work."""
+class WanLine(mover.Mover):
+    """The running line of a testbed. ``far_side``: pids of the kernel threads that do the far
+    side's receive work."""
 
     def __init__(self, proc: subprocess.Popen, trace: str, settings: dict, far_side: list[int] | None = None):
-        self.proc, self.trace, self.settings = proc, trace, settings
+        super().__init__(proc, trace, settings)
         self.far_side = far_side or []
-
-    def stop(self, timeout: float = 5.0) -> dict | None:
-        """Close the lifeline and collect the line's totals (None if it was killed)."""
-        if self.proc.stdin is None:  # a kept line has no lifeline and no reader: end it
-            self.proc.kill()
-            self.proc.wait(timeout)
-            return None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout)
-            return None
-        out = self.proc.stdout.read()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        for line in reversed((out or "").splitlines()):
-            if line.startswith("{"):
-                return json.loads(line)
-        return None
 
 
 def start(testbed: str, router_ns: str, topo, keep: bool, timeout: float = 15.0,
@@ -146,29 +122,8 @@ def start(testbed: str, router_ns: str, topo, keep: bool, timeout: float = 15.0,
     os.makedirs(STATE_DIR, exist_ok=True)
     with open(trace, "w") as f:  # the header: when the line started and what it emulates
         f.write(f"S {time.time():.6f} {json.dumps(settings, sort_keys=True)}\n")
-    env = dict(os.environ)
-    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
-    args = ["ip", "netns", "exec", router_ns, sys.executable, "-m", "clusterlab.cluster.testbed.wanline",
-            json.dumps({**settings, "trace": trace, "watch": not keep})]
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL if keep else subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=keep)  # a kept line must not get the terminal's Ctrl-C
-    deadline = time.monotonic() + timeout
-    first = ""
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        if r:
-            first = proc.stdout.readline()
-            break
-    if first.strip() != "ready":
-        proc.kill()
-        _, err = proc.communicate()
-        why = (err or "").strip().splitlines()[-1:] or [f"no answer in {timeout} s"]
-        raise TestbedError(f"the WAN delay line did not start: {why[0]}")
-    if keep:  # nobody reads it later: let it go (its output is only the final totals)
-        proc.stdout.close()
-        proc.stderr.close()
+    proc = mover.start("clusterlab.cluster.testbed.wanline", router_ns, {**settings, "trace": trace}, keep,
+                       "the WAN delay line", timeout)
     return WanLine(proc, trace, settings, far_side)
 
 

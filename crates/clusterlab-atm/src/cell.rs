@@ -1,0 +1,538 @@
+//! The pure model of an output-buffered ATM cell switch: no clock, no sockets. Times are the
+//! caller's (ns in, ns out; picoseconds inside, so a cell time of 2831.196 ns stays exact).
+//!
+//! A frame offered on input `i` at time `t` is an AAL5 PDU: `cells_for(sdu)` cells of 53 bytes.
+//! Its input link sends them back to back at the cell rate from `max(t, when that link is
+//! free)`, so cell `j` has fully arrived at the switch at `start + (j + 1) * cell`. The fabric
+//! moves cells, not frames: each output port takes the cells of every frame heading for it in
+//! arrival order (equal times: lower input first), so frames that arrive together interleave
+//! cell by cell. A port holds at most `buffer_cells` cells (the one on the wire included); a
+//! cell that finds it full is dropped. A cell that gets in leaves one cell time after the
+//! previous one (or after its own arrival on an idle port). A frame is delivered when its last
+//! cell leaves, and only if every cell got through; a frame that lost a cell is thrown away at
+//! reassembly, but its surviving cells still used the link ("wasted" cells, Floyd and Romanow's
+//! point). When a frame's last cell (end of message) is lost, the receiver cannot tell where it
+//! ended and the next frame of the same input on that port is lost with it.
+//!
+//! Discard policies: `None` (plain UBR, the seeds' switches), `Ppd` (partial packet discard:
+//! once a cell of a frame is lost, its remaining cells are discarded except the last, which
+//! still marks the frame's end), `Epd` (early packet discard: a frame whose first cell finds
+//! `threshold` cells or more queued is refused whole; one accepted and then overflowing is
+//! treated as by PPD).
+//!
+//! Point-to-multipoint: a frame offered with several outputs is replicated by the switch; each
+//! copy has its own fate at its port.
+//!
+//! ```
+//! use clusterlab_atm::cell::{cells_for, CellSwitch, Discard, Outcome, SwitchConfig};
+//! // 2 ports, cells of 1 us, room for 100 cells.
+//! let cfg = SwitchConfig { ports: 2, cell_ps: 1_000_000, buffer_cells: 100, discard: Discard::None };
+//! let mut sw = CellSwitch::new(cfg).unwrap();
+//! assert_eq!(cells_for(40 + 8), 2);        // a TCP ACK with LLC/SNAP and the AAL5 trailer: 2 cells
+//! sw.offer(0, 0, &[1], 48, 7);             // input 0 -> output 1 at t = 0
+//! let mut out = Vec::new();
+//! sw.advance(10_000, &mut out);
+//! // Cells arrive at 1 and 2 us; the last leaves one cell time later.
+//! assert_eq!(out, vec![Outcome::Deliver { tag: 7, output: 1, at_ns: 3_000 }]);
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Bytes of a cell on the wire, and of its payload.
+pub const CELL_BYTES: usize = 53;
+pub const CELL_PAYLOAD: usize = 48;
+/// AAL5's trailer (length, CRC-32) at the end of the last cell's payload.
+pub const AAL5_TRAILER: usize = 8;
+/// IP over ATM's LLC/SNAP header in front of the IP packet (RFC 2684).
+pub const LLC_SNAP: usize = 8;
+/// Most ports a switch may have.
+pub const MAX_PORTS: usize = 4096;
+
+/// Cells of an AAL5 frame carrying `sdu` bytes (the CPCS-SDU: for IP over ATM, the IP packet
+/// plus its 8-byte LLC/SNAP header), padded to whole cells.
+///
+/// ```
+/// use clusterlab_atm::cell::cells_for;
+/// assert_eq!(cells_for(40), 1);
+/// assert_eq!(cells_for(48), 2);
+/// assert_eq!(cells_for(9180 + 8), 192); // IP over ATM's MTU: 9196 bytes in 192 cells
+/// ```
+pub fn cells_for(sdu: usize) -> u32 {
+    (sdu + AAL5_TRAILER).div_ceil(CELL_PAYLOAD) as u32
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Discard {
+    None,
+    Ppd,
+    Epd { threshold: u32 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchConfig {
+    pub ports: usize,
+    /// Time of one 53-byte cell on a link (ps): every input and output link runs at this rate.
+    pub cell_ps: u64,
+    /// Cells each output port can hold, the one being sent included.
+    pub buffer_cells: u32,
+    pub discard: Discard,
+}
+
+impl SwitchConfig {
+    /// The cell time (ps) of a cell stream of `rate_bps` bits per second.
+    ///
+    /// ```
+    /// use clusterlab_atm::cell::SwitchConfig;
+    /// assert_eq!(SwitchConfig::cell_ps_at(149.76e6), 2_831_197); // OC-3c's payload rate
+    /// ```
+    pub fn cell_ps_at(rate_bps: f64) -> u64 {
+        (CELL_BYTES as f64 * 8.0 * 1e12 / rate_bps).round() as u64
+    }
+
+    /// Why this switch cannot be modelled, or None.
+    pub fn why_not(&self) -> Option<String> {
+        if !(2..=MAX_PORTS).contains(&self.ports) {
+            return Some(format!("{} ports: accepted 2..{MAX_PORTS}", self.ports));
+        }
+        // 1 ns .. 1 s per cell: 424 Gbit/s .. 424 bit/s.
+        if !(1_000..=1_000_000_000_000).contains(&self.cell_ps) {
+            return Some(format!("cell time {} ps: accepted 1 ns .. 1 s", self.cell_ps));
+        }
+        if self.buffer_cells == 0 {
+            return Some("a port buffer of 0 cells: accepted at least 1".into());
+        }
+        if let Discard::Epd { threshold } = self.discard {
+            if threshold == 0 || threshold > self.buffer_cells {
+                return Some(format!("EPD threshold {threshold} cells: accepted 1..{} (the buffer)", self.buffer_cells));
+            }
+        }
+        None
+    }
+}
+
+/// A frame's fate at one output port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every cell got through; the last one leaves the port at `at_ns`.
+    Deliver { tag: u64, output: u16, at_ns: u64 },
+    /// Thrown away at reassembly; `wasted_cells` of its cells used the link all the same.
+    Lost { tag: u64, output: u16, wasted_cells: u32 },
+}
+
+/// What one output port did (cells and frames that headed for it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub frames_in: u64,
+    pub cells_in: u64,
+    /// Cells that got into the buffer (and so used the link).
+    pub cells_out: u64,
+    /// Cells lost because the buffer was full.
+    pub cells_dropped: u64,
+    /// Cells the discard policy threw away (PPD's rest of a frame, EPD's refused frames).
+    pub cells_discarded: u64,
+    pub frames_delivered: u64,
+    pub frames_lost: u64,
+    /// Cells of lost frames that used the link.
+    pub cells_wasted: u64,
+    pub max_queue_cells: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Whole,
+    /// Lost a cell: PPD discards the rest but the last.
+    Dropping,
+    /// EPD refused it at its first cell.
+    Refused,
+}
+
+#[derive(Clone, Debug)]
+struct Active {
+    tag: u64,
+    input: u16,
+    /// Arrival of cell `next` (ps).
+    at: u64,
+    next: u32,
+    n: u32,
+    enqueued: u32,
+    lost: bool,
+    state: State,
+    last_departure: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Port {
+    /// Frames whose cells are still arriving, sorted by (next cell's arrival, input).
+    active: VecDeque<Active>,
+    /// When the port's link is free again (ps): the departure of the last cell taken in.
+    busy: u64,
+    stats: PortStats,
+}
+
+/// The switch: `ports` output ports and as many input links.
+#[derive(Clone, Debug)]
+pub struct CellSwitch {
+    cfg: SwitchConfig,
+    ports: Vec<Port>,
+    in_busy: Vec<u64>,
+    /// Time (ps) up to which every port has been advanced.
+    horizon: u64,
+    /// Last-cell arrivals of frames not decided yet (when `advance` will have news).
+    pending: BinaryHeap<Reverse<u64>>,
+    /// Ports with frames arriving, and a flag per port.
+    busy_ports: Vec<u16>,
+    is_busy: Vec<bool>,
+    /// Per (output, input): the last frame lost its end-of-message cell, so the next one dies too.
+    eom_lost: Vec<bool>,
+    late_offers: u64,
+}
+
+impl CellSwitch {
+    pub fn new(cfg: SwitchConfig) -> Result<CellSwitch, String> {
+        if let Some(why) = cfg.why_not() {
+            return Err(why);
+        }
+        Ok(CellSwitch {
+            cfg,
+            ports: vec![Port::default(); cfg.ports],
+            in_busy: vec![0; cfg.ports],
+            horizon: 0,
+            pending: BinaryHeap::new(),
+            busy_ports: Vec::new(),
+            is_busy: vec![false; cfg.ports],
+            eom_lost: vec![false; cfg.ports * cfg.ports],
+            late_offers: 0,
+        })
+    }
+
+    pub fn config(&self) -> SwitchConfig {
+        self.cfg
+    }
+
+    pub fn stats(&self, port: usize) -> PortStats {
+        self.ports[port].stats
+    }
+
+    /// Frames offered before a time already advanced past (their cells start at that time).
+    pub fn late_offers(&self) -> u64 {
+        self.late_offers
+    }
+
+    /// Cells in `port`'s buffer at `now_ns` (the one on the wire included).
+    pub fn queue_cells(&self, port: usize, now_ns: u64) -> u32 {
+        self.occupancy(port, now_ns.saturating_mul(1000))
+    }
+
+    fn occupancy(&self, port: usize, t: u64) -> u32 {
+        let busy = self.ports[port].busy;
+        if busy <= t {
+            0
+        } else {
+            (busy - t).div_ceil(self.cfg.cell_ps) as u32
+        }
+    }
+
+    /// When `advance` will next decide a frame (ns, rounded up): the arrival of the earliest
+    /// pending frame's last cell.
+    pub fn next_decision_ns(&self) -> Option<u64> {
+        self.pending.peek().map(|Reverse(ps)| ps.div_ceil(1000))
+    }
+
+    /// A frame of `sdu` bytes arriving on input `input` at `now_ns`, for `outputs` (one port, or
+    /// several for a point-to-multipoint VC; the input itself is skipped). `tag` comes back in
+    /// its outcomes. Returns the arrival of its last cell (ns).
+    pub fn offer(&mut self, now_ns: u64, input: usize, outputs: &[u16], sdu: usize, tag: u64) -> u64 {
+        let c = self.cfg.cell_ps;
+        let mut t = now_ns.saturating_mul(1000);
+        if t < self.horizon {
+            self.late_offers += 1;
+            t = self.horizon;
+        }
+        let n = cells_for(sdu);
+        let start = t.max(self.in_busy[input]);
+        self.in_busy[input] = start + n as u64 * c;
+        let last = start + n as u64 * c;
+        let mut any = false;
+        for &o in outputs {
+            let o = o as usize;
+            if o == input || o >= self.cfg.ports {
+                continue;
+            }
+            any = true;
+            let a = Active { tag, input: input as u16, at: start + c, next: 0, n, enqueued: 0, lost: false,
+                             state: State::Whole, last_departure: 0 };
+            let port = &mut self.ports[o];
+            port.stats.frames_in += 1;
+            insert_sorted(&mut port.active, a);
+            if !self.is_busy[o] {
+                self.is_busy[o] = true;
+                self.busy_ports.push(o as u16);
+            }
+        }
+        if any {
+            self.pending.push(Reverse(last));
+        }
+        last.div_ceil(1000)
+    }
+
+    /// Take in every cell that has arrived by `now_ns`; the frames whose last cell came are
+    /// decided and appended to `out` (per port in order of departure).
+    pub fn advance(&mut self, now_ns: u64, out: &mut Vec<Outcome>) {
+        let now = now_ns.saturating_mul(1000);
+        self.horizon = self.horizon.max(now);
+        let mut i = 0;
+        while i < self.busy_ports.len() {
+            let o = self.busy_ports[i] as usize;
+            self.advance_port(o, now, out);
+            if self.ports[o].active.is_empty() {
+                self.is_busy[o] = false;
+                self.busy_ports.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        while self.pending.peek().is_some_and(|Reverse(ps)| *ps <= now) {
+            self.pending.pop();
+        }
+    }
+
+    fn advance_port(&mut self, o: usize, now: u64, out: &mut Vec<Outcome>) {
+        let c = self.cfg.cell_ps;
+        let cap = self.cfg.buffer_cells;
+        let nports = self.cfg.ports;
+        let discard = self.cfg.discard;
+        while self.ports[o].active.front().is_some_and(|a| a.at <= now) {
+            let mut a = self.ports[o].active.pop_front().unwrap();
+            let t = a.at;
+            let occ = self.occupancy(o, t);
+            let first = a.next == 0;
+            let last = a.next + 1 == a.n;
+            let port = &mut self.ports[o];
+            port.stats.cells_in += 1;
+            if first && std::mem::take(&mut self.eom_lost[o * nports + a.input as usize]) {
+                a.lost = true; // reassembled together with the frame whose end was lost
+            }
+            let take = match a.state {
+                State::Refused => false,
+                State::Dropping => last,
+                State::Whole => match discard {
+                    Discard::Epd { threshold } if first && occ >= threshold => {
+                        a.state = State::Refused;
+                        a.lost = true;
+                        false
+                    }
+                    _ => true,
+                },
+            };
+            if take && occ < cap {
+                let dep = t.max(port.busy) + c;
+                port.busy = dep;
+                a.enqueued += 1;
+                a.last_departure = dep;
+                port.stats.cells_out += 1;
+                port.stats.max_queue_cells = port.stats.max_queue_cells.max(occ + 1);
+            } else if take {
+                port.stats.cells_dropped += 1;
+                a.lost = true;
+                if discard != Discard::None {
+                    a.state = State::Dropping;
+                }
+                if last {
+                    self.eom_lost[o * nports + a.input as usize] = true;
+                }
+            } else {
+                port.stats.cells_discarded += 1;
+            }
+            if last {
+                if a.lost {
+                    port.stats.frames_lost += 1;
+                    port.stats.cells_wasted += a.enqueued as u64;
+                    out.push(Outcome::Lost { tag: a.tag, output: o as u16, wasted_cells: a.enqueued });
+                } else {
+                    port.stats.frames_delivered += 1;
+                    out.push(Outcome::Deliver { tag: a.tag, output: o as u16, at_ns: a.last_departure.div_ceil(1000) });
+                }
+            } else {
+                a.next += 1;
+                a.at += c;
+                insert_sorted(&mut port.active, a);
+            }
+        }
+    }
+}
+
+/// Keep `q` sorted by (next arrival, input). Frames arriving at the same rate rotate, so the
+/// place is nearly always at the back.
+fn insert_sorted(q: &mut VecDeque<Active>, a: Active) {
+    let key = (a.at, a.input);
+    let mut i = q.len();
+    while i > 0 && (q[i - 1].at, q[i - 1].input) > key {
+        i -= 1;
+    }
+    q.insert(i, a);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sw(ports: usize, buffer: u32, discard: Discard) -> CellSwitch {
+        CellSwitch::new(SwitchConfig { ports, cell_ps: 1_000_000, buffer_cells: buffer, discard }).unwrap()
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_model() {
+        let ok = SwitchConfig { ports: 4, cell_ps: 2_831_197, buffer_cells: 100, discard: Discard::None };
+        assert!(ok.why_not().is_none());
+        assert!(SwitchConfig { ports: 1, ..ok }.why_not().unwrap().contains("ports"));
+        assert!(SwitchConfig { cell_ps: 10, ..ok }.why_not().unwrap().contains("cell time"));
+        assert!(SwitchConfig { buffer_cells: 0, ..ok }.why_not().unwrap().contains("0 cells"));
+        assert!(SwitchConfig { discard: Discard::Epd { threshold: 101 }, ..ok }.why_not().unwrap().contains("EPD"));
+    }
+
+    #[test]
+    fn an_idle_switch_adds_one_cell_time_to_the_frame() {
+        let mut s = sw(3, 1000, Discard::None);
+        s.offer(5_000, 2, &[0], 9188, 1);
+        let mut out = vec![];
+        s.advance(1_000_000, &mut out);
+        // 192 cells arrive by 5 us + 192 us; the last leaves 1 us later.
+        assert_eq!(out, vec![Outcome::Deliver { tag: 1, output: 0, at_ns: 5_000 + 193_000 }]);
+    }
+
+    #[test]
+    fn nothing_is_decided_before_its_last_cell_arrives() {
+        let mut s = sw(3, 1000, Discard::None);
+        assert_eq!(s.offer(0, 0, &[1], 9188, 1), 192_000);
+        assert_eq!(s.next_decision_ns(), Some(192_000));
+        let mut out = vec![];
+        s.advance(191_999, &mut out);
+        assert!(out.is_empty());
+        s.advance(192_000, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(s.next_decision_ns(), None);
+    }
+
+    #[test]
+    fn two_inputs_interleave_cell_by_cell() {
+        let mut s = sw(3, 1000, Discard::None);
+        s.offer(0, 0, &[2], 4 * 48 - 8, 10); // 4 cells
+        s.offer(0, 1, &[2], 4 * 48 - 8, 11);
+        let mut out = vec![];
+        s.advance(1_000_000, &mut out);
+        // Cells arrive in pairs at 1,2,3,4 us (input 0 first); 8 cells leave at 2..9 us.
+        assert_eq!(out, vec![Outcome::Deliver { tag: 10, output: 2, at_ns: 8_000 },
+                             Outcome::Deliver { tag: 11, output: 2, at_ns: 9_000 }]);
+        assert_eq!(s.stats(2).max_queue_cells, 5); // at 4 us: cells leaving at 5..9 us
+    }
+
+    #[test]
+    fn an_input_link_sends_one_frame_at_a_time() {
+        let mut s = sw(3, 1000, Discard::None);
+        s.offer(0, 0, &[1], 48, 1); // 2 cells: input busy to 2 us
+        s.offer(0, 0, &[2], 48, 2); // starts at 2 us
+        let mut out = vec![];
+        s.advance(100_000, &mut out);
+        assert_eq!(out, vec![Outcome::Deliver { tag: 1, output: 1, at_ns: 3_000 },
+                             Outcome::Deliver { tag: 2, output: 2, at_ns: 5_000 }]);
+    }
+
+    #[test]
+    fn overflow_wastes_the_link_on_cells_of_dead_frames() {
+        // Three inputs, 10 cells each, into a 4-cell buffer.
+        let mut s = sw(4, 4, Discard::None);
+        for i in 0..3 {
+            s.offer(0, i, &[3], 10 * 48 - 8, i as u64);
+        }
+        let mut out = vec![];
+        s.advance(1_000_000, &mut out);
+        let st = s.stats(3);
+        assert_eq!(st.cells_in, 30);
+        assert_eq!(st.cells_out + st.cells_dropped, 30);
+        assert!(st.frames_lost >= 2, "{st:?}");
+        assert!(st.cells_wasted > 0);
+        assert_eq!(st.frames_lost + st.frames_delivered, 3);
+    }
+
+    #[test]
+    fn ppd_sends_only_the_last_cell_after_a_loss_and_epd_refuses_whole_frames() {
+        // Three inputs, 10 cells each at once, into a 4-cell buffer.
+        let run = |discard| {
+            let mut s = sw(4, 4, discard);
+            for i in 0..3 {
+                s.offer(0, i, &[3], 10 * 48 - 8, i as u64);
+            }
+            s.advance(1_000_000, &mut vec![]);
+            s.stats(3)
+        };
+        let (none, ppd, epd) = (run(Discard::None), run(Discard::Ppd), run(Discard::Epd { threshold: 1 }));
+        assert_eq!(none.cells_discarded, 0);
+        // PPD: after the first lost cell only the frame's last cell is still sent.
+        assert!(ppd.cells_discarded > 0 && ppd.cells_wasted <= none.cells_wasted, "{ppd:?} {none:?}");
+        // EPD: the first frame takes the port; the two others are refused at their first cell.
+        assert_eq!((epd.frames_delivered, epd.frames_lost, epd.cells_wasted, epd.cells_discarded), (1, 2, 0, 20), "{epd:?}");
+    }
+
+    #[test]
+    fn a_lost_end_of_message_takes_the_next_frame_of_that_input_with_it() {
+        // Buffer of 1 cell. Input 1 keeps the port busy with a long frame from t = 0 (cells at
+        // 1, 2, 3 .. us, each leaving as the next comes); input 0's 2-cell frame arrives half a
+        // cell later (1.5 and 2.5 us), finds the buffer full both times and loses its end.
+        let mut s = sw(3, 1, Discard::None);
+        s.offer(0, 1, &[2], 20 * 48 - 8, 100);
+        s.offer(500, 0, &[2], 48, 1);
+        let mut out = vec![];
+        s.advance(50_000, &mut out);
+        assert!(out.contains(&Outcome::Lost { tag: 1, output: 2, wasted_cells: 0 }), "{out:?}");
+        // Input 1 is gone; input 0's next frame has the port to itself but is lost at reassembly.
+        s.offer(60_000, 0, &[2], 48, 2);
+        s.advance(100_000, &mut out);
+        assert!(matches!(out.last(), Some(Outcome::Lost { tag: 2, wasted_cells: 2, .. })), "{out:?}");
+        // The one after that is fine.
+        s.offer(200_000, 0, &[2], 48, 3);
+        s.advance(300_000, &mut out);
+        assert!(matches!(out.last(), Some(Outcome::Deliver { tag: 3, .. })), "{out:?}");
+    }
+
+    #[test]
+    fn point_to_multipoint_replicates_to_every_output() {
+        let mut s = sw(4, 1000, Discard::None);
+        s.offer(0, 0, &[1, 2, 3, 0], 48, 9);
+        let mut out = vec![];
+        s.advance(100_000, &mut out);
+        out.sort_by_key(|o| match o { Outcome::Deliver { output, .. } | Outcome::Lost { output, .. } => *output });
+        assert_eq!(out, (1..4).map(|o| Outcome::Deliver { tag: 9, output: o, at_ns: 3_000 }).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_late_offer_starts_at_the_horizon() {
+        let mut s = sw(2, 100, Discard::None);
+        let mut out = vec![];
+        s.advance(50_000, &mut out);
+        assert_eq!(s.offer(10_000, 0, &[1], 48, 1), 52_000);
+        assert_eq!(s.late_offers(), 1);
+    }
+
+    #[test]
+    fn a_saturated_port_sends_exactly_one_cell_per_cell_time() {
+        // Two inputs each send back to back to one port: it runs at its cell rate.
+        let mut s = sw(3, 50, Discard::None);
+        let mut out = vec![];
+        let mut t = 0;
+        for k in 0..200u64 {
+            for i in 0..2 {
+                s.offer(t, i, &[2], 10 * 48 - 8, k * 2 + i as u64);
+            }
+            t += 10_000;
+            s.advance(t, &mut out);
+        }
+        s.advance(u64::MAX / 2000, &mut out);
+        let st = s.stats(2);
+        let last = out.iter().filter_map(|o| match o { Outcome::Deliver { at_ns, .. } => Some(*at_ns), _ => None }).max().unwrap();
+        // 2000 us of cells offered at twice the rate: the port is busy the whole time.
+        assert_eq!(st.cells_out, st.cells_in - st.cells_dropped);
+        assert!(st.cells_out >= 1990, "{st:?}");
+        assert!((1_990_000..=2_051_000).contains(&last), "{last}");
+    }
+}

@@ -1,0 +1,16 @@
+//! An ATM cell switch for the testbed.
+//!
+//! [`cell`] is the pure model (which cells of which frames an output port drops, when each
+//! frame's last cell leaves); [`sock`] and [`run`] move real Ethernet frames between a testbed's
+//! host links through it (Linux only). The model takes the time as an argument, so its tests
+//! need no clock and no network; `tests/reference.rs` checks it against a brute-force
+//! simulation of the same rules.
+
+pub mod cell;
+
+#[cfg(target_os = "linux")]
+pub mod sock;
+#[cfg(target_os = "linux")]
+pub mod run;
+
+pub use cell::{cells_for, CellSwitch, Discard, Outcome, PortStats, SwitchConfig};
