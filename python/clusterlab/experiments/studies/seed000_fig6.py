@@ -14,10 +14,10 @@ from clusterlab.experiments.workloads import hpa_job
 COMPUTE = "replay"
 
 TUNED = TransportConfig(rto_min="250ms", rto_min_jitter="100ms", rto_max_offset="100ms",
-            label="tuned (MIN 250..350 ms random, MAX = MIN + 100 ms)")
+                        label="tuned (MIN 250..350 ms random, MAX = MIN + 100 ms)")
 # A real job cannot be dilated, and MAX below 1 s needs dilation: the closest at real time.
 TUNED_REAL_TIME = TransportConfig(rto_min="250ms", rto_min_jitter="100ms", rto_max="1s",
-                      label="tuned (MIN 250..350 ms random, MAX 1 s)")
+                                  label="tuned (MIN 250..350 ms random, MAX 1 s)")
 
 # The timers as an axis of their own, each with its dilation: the tuned MAX (350-450 ms) needs
 # k >= 2.86 and the default MAX (60 s) allows k <= 2, so no one k serves both. Dilation also
