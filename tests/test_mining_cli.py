@@ -183,3 +183,22 @@ def test_full_disk_is_refused_before_mining_and_on_write(capsys, tmp_path):
         assert sorted(os.listdir(small)) == ["fill"]
     finally:
         _umount(small)
+
+
+def test_mining_run_does_not_import_pandas(dat, tmp_path):
+    """pyarrow's first pa.array / to_numpy call imports pandas (0.3 s, more than mining a
+    100,000-transaction file takes): the CLI's whole run, rules and Parquet output included,
+    must not pay it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import atexit, sys; atexit.register(lambda: print('pandas' in sys.modules)); "
+            "from clusterlab.cli import main; "
+            f"main(['mine', {str(dat)!r}, '-s', '0.2', '--rules', '-o', {str(tmp_path / 'o.parquet')!r}, '--json'])")
+    env = {**os.environ, "PYTHONPATH": str(Path(clusterlab.__file__).parents[1])}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False"
+    assert pq.read_table(tmp_path / "o.parquet").num_rows > 0

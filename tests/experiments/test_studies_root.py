@@ -53,7 +53,9 @@ def test_seed000_fig2_quick_runs_and_reports(tmp_path):
     assert "Seed 000, Fig. 2: the paper beside ours" in md and "## Dilation checks" in md
     assert (tmp_path / "monitor.parquet").exists()
     rows = __import__("pyarrow.parquet", fromlist=["x"]).read_table(tmp_path / "table.parquet").to_pylist()
-    assert {r["dilation"] for r in rows} == {1.0, 4.0}
+    assert {r["dilation"] for r in rows} == {3.0, 6.0}  # the figure's one k, and the check's second
+    assert {r["switch"] for r in rows} == {"atm"} and "ATM cell switch" in meta["emulated"]["network"]
+    assert "(atm switch" not in md  # one switch in the quick run: no side-by-side split
     for pm in meta["points"]:
         mx = pm["applied"]["rto_max_ms_per_host"]
         assert all(v == round(pm["settings"]["rto_max_s"] * pm["dilation"] * 1000) for v in mx)

@@ -4,9 +4,12 @@
 //! A frame offered on input `i` at time `t` is an AAL5 PDU: `cells_for(sdu)` cells of 53 bytes.
 //! Its input link sends them back to back at the cell rate from `max(t, when that link is
 //! free)`, so cell `j` has fully arrived at the switch at `start + (j + 1) * cell`. The fabric
-//! moves cells, not frames: each output port takes the cells of every frame heading for it in
-//! arrival order (equal times: lower input first), so frames that arrive together interleave
-//! cell by cell. A port holds at most `buffer_cells` cells (the one on the wire included); a
+//! moves cells, not frames, in slots of one cell time: a cell enters its output port's buffer at
+//! the first slot boundary after it arrived, so frames that arrive together interleave cell by
+//! cell. The cells that reach one port in the same slot enter in an order that rotates among
+//! the inputs from slot to slot (in slot `s`, input `s mod ports` first): when the buffer has
+//! room for only some of them, no input always wins (a fixed order would let one steady sender
+//! take every free place and starve the others). A port holds at most `buffer_cells` cells (the one on the wire included); a
 //! cell that finds it full is dropped. A cell that gets in leaves one cell time after the
 //! previous one (or after its own arrival on an idle port). A frame is delivered when its last
 //! cell leaves, and only if every cell got through; a frame that lost a cell is thrown away at
@@ -260,11 +263,13 @@ impl CellSwitch {
                 continue;
             }
             any = true;
-            let a = Active { tag, input: input as u16, at: start + c, next: 0, n, enqueued: 0, lost: false,
+            // The first slot boundary at or after the first cell's arrival.
+            let at = (start + c).div_ceil(c) * c;
+            let a = Active { tag, input: input as u16, at, next: 0, n, enqueued: 0, lost: false,
                              state: State::Whole, last_departure: 0 };
             let port = &mut self.ports[o];
             port.stats.frames_in += 1;
-            insert_sorted(&mut port.active, a);
+            insert_sorted(&mut port.active, a, c, self.cfg.ports);
             if !self.is_busy[o] {
                 self.is_busy[o] = true;
                 self.busy_ports.push(o as u16);
@@ -356,18 +361,24 @@ impl CellSwitch {
             } else {
                 a.next += 1;
                 a.at += c;
-                insert_sorted(&mut port.active, a);
+                insert_sorted(&mut port.active, a, c, nports);
             }
         }
     }
 }
 
-/// Keep `q` sorted by (next arrival, input). Frames arriving at the same rate rotate, so the
-/// place is nearly always at the back.
-fn insert_sorted(q: &mut VecDeque<Active>, a: Active) {
-    let key = (a.at, a.input);
+/// The order of cells at a port: by slot, then by input rotated by the slot number.
+fn order(a: &Active, c: u64, ports: usize) -> (u64, usize) {
+    let slot = a.at / c;
+    (a.at, (a.input as usize + ports - (slot % ports as u64) as usize) % ports)
+}
+
+/// Keep `q` sorted by `order`. Frames arriving at the same rate rotate, so the place is nearly
+/// always at the back.
+fn insert_sorted(q: &mut VecDeque<Active>, a: Active, c: u64, ports: usize) {
+    let key = order(&a, c, ports);
     let mut i = q.len();
-    while i > 0 && (q[i - 1].at, q[i - 1].input) > key {
+    while i > 0 && order(&q[i - 1], c, ports) > key {
         i -= 1;
     }
     q.insert(i, a);
@@ -421,9 +432,10 @@ mod tests {
         s.offer(0, 1, &[2], 4 * 48 - 8, 11);
         let mut out = vec![];
         s.advance(1_000_000, &mut out);
-        // Cells arrive in pairs at 1,2,3,4 us (input 0 first); 8 cells leave at 2..9 us.
-        assert_eq!(out, vec![Outcome::Deliver { tag: 10, output: 2, at_ns: 8_000 },
-                             Outcome::Deliver { tag: 11, output: 2, at_ns: 9_000 }]);
+        // Cells arrive in pairs in slots 1..4 (in slot s, input s mod 3 first: 1, 0, 0, 1);
+        // 8 cells leave at 2..9 us, input 1's last first.
+        assert_eq!(out, vec![Outcome::Deliver { tag: 11, output: 2, at_ns: 8_000 },
+                             Outcome::Deliver { tag: 10, output: 2, at_ns: 9_000 }]);
         assert_eq!(s.stats(2).max_queue_cells, 5); // at 4 us: cells leaving at 5..9 us
     }
 
@@ -476,12 +488,13 @@ mod tests {
 
     #[test]
     fn a_lost_end_of_message_takes_the_next_frame_of_that_input_with_it() {
-        // Buffer of 1 cell. Input 1 keeps the port busy with a long frame from t = 0 (cells at
-        // 1, 2, 3 .. us, each leaving as the next comes); input 0's 2-cell frame arrives half a
-        // cell later (1.5 and 2.5 us), finds the buffer full both times and loses its end.
+        // Buffer of 1 cell. Input 1 keeps the port busy with a long frame from t = 0 (a cell in
+        // each of slots 1..20, each leaving as the next comes); input 0's one-cell frame arrives
+        // in slot 4, where input 1 goes first (4 mod 3), finds the buffer full and is lost with
+        // its end-of-message.
         let mut s = sw(3, 1, Discard::None);
         s.offer(0, 1, &[2], 20 * 48 - 8, 100);
-        s.offer(500, 0, &[2], 48, 1);
+        s.offer(3_000, 0, &[2], 40, 1);
         let mut out = vec![];
         s.advance(50_000, &mut out);
         assert!(out.contains(&Outcome::Lost { tag: 1, output: 2, wasted_cells: 0 }), "{out:?}");
@@ -515,24 +528,29 @@ mod tests {
     }
 
     #[test]
-    fn a_saturated_port_sends_exactly_one_cell_per_cell_time() {
-        // Two inputs each send back to back to one port: it runs at its cell rate.
-        let mut s = sw(3, 50, Discard::None);
-        let mut out = vec![];
-        let mut t = 0;
-        for k in 0..200u64 {
-            for i in 0..2 {
-                s.offer(t, i, &[2], 10 * 48 - 8, k * 2 + i as u64);
+    fn two_inputs_overloading_a_port_keep_it_busy_with_cells_of_dead_frames() {
+        // Two inputs each send back to back to one port: it sends a cell every cell time, but in
+        // every slot one input's cell finds the buffer full, in turn, so under plain UBR nearly
+        // every frame loses a cell; EPD keeps whole frames.
+        let run = |discard| {
+            let mut s = sw(3, 50, discard);
+            let mut out = vec![];
+            let mut t = 0;
+            for k in 0..200u64 {
+                for i in 0..2 {
+                    s.offer(t, i, &[2], 10 * 48 - 8, k * 2 + i as u64);
+                }
+                t += 10_000;
+                s.advance(t, &mut out);
             }
-            t += 10_000;
-            s.advance(t, &mut out);
-        }
-        s.advance(u64::MAX / 2000, &mut out);
-        let st = s.stats(2);
-        let last = out.iter().filter_map(|o| match o { Outcome::Deliver { at_ns, .. } => Some(*at_ns), _ => None }).max().unwrap();
-        // 2000 us of cells offered at twice the rate: the port is busy the whole time.
-        assert_eq!(st.cells_out, st.cells_in - st.cells_dropped);
-        assert!(st.cells_out >= 1990, "{st:?}");
-        assert!((1_990_000..=2_051_000).contains(&last), "{last}");
+            s.advance(u64::MAX / 2000, &mut out);
+            s.stats(2)
+        };
+        let ubr = run(Discard::None);
+        assert_eq!(ubr.cells_out, ubr.cells_in - ubr.cells_dropped);
+        assert!(ubr.cells_out >= 1990 && ubr.cells_out <= 2051, "{ubr:?}");
+        assert!(ubr.frames_delivered < 20, "{ubr:?}");
+        let epd = run(Discard::Epd { threshold: 25 });
+        assert!(epd.frames_delivered >= 190, "{epd:?}");
     }
 }

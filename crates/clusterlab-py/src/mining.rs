@@ -64,6 +64,16 @@ fn with_threads<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -
     }
 }
 
+fn algorithm_of(name: &str) -> PyResult<Algorithm> {
+    Ok(match name {
+        "apriori" => Algorithm::Apriori,
+        "fpgrowth" => Algorithm::FpGrowth,
+        "eclat" => Algorithm::Eclat,
+        "lcm" => Algorithm::Lcm,
+        a => return Err(verr(format!("unknown algorithm {a:?} (apriori, fpgrowth, eclat, lcm)"))),
+    })
+}
+
 fn params(min_count: u64, min_len: usize, max_len: Option<usize>) -> PyResult<MineParams> {
     if min_count == 0 {
         return Err(verr("min_count must be >= 1".into()));
@@ -83,13 +93,7 @@ fn mine_itemsets<'py>(
     py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, min_count: u64, algorithm: &str, target: &str,
     min_len: usize, max_len: Option<usize>, threads: Option<usize>, weights: Option<PyReadonlyArray1<u64>>, max_itemsets: Option<u64>,
 ) -> PyResult<Csr3<'py>> {
-    let algo = match algorithm {
-        "apriori" => Algorithm::Apriori,
-        "fpgrowth" => Algorithm::FpGrowth,
-        "eclat" => Algorithm::Eclat,
-        "lcm" => Algorithm::Lcm,
-        a => return Err(verr(format!("unknown algorithm {a:?} (apriori, fpgrowth, eclat, lcm)"))),
-    };
+    let algo = algorithm_of(algorithm)?;
     let target = match target {
         "all" => Target::All,
         "closed" => Target::Closed,
@@ -102,6 +106,60 @@ fn mine_itemsets<'py>(
     let limit = limit_of(max_itemsets)?;
     let r = py.detach(|| with_threads(threads, || core::mine(d, algo, target, p, &limit)))?.map_err(mine_err)?;
     Ok(out3(py, r))
+}
+
+/// Mine all frequent itemsets on one thread and hand them to `callback(offsets, items,
+/// counts)` in chunks of about `chunk` itemsets, in the order found, while the kernel runs
+/// (at most one chunk waits between them, so memory does not grow with the result). An
+/// exception from the callback stops the kernel and is raised. Returns the number of
+/// itemsets; raises TooManyItemsets(reached, limit) past max_itemsets.
+#[pyfunction]
+#[pyo3(signature = (offsets, items, min_count, algorithm, min_len, max_len, max_itemsets, chunk, callback))]
+#[allow(clippy::too_many_arguments)]
+fn mine_stream(
+    py: Python<'_>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, min_count: u64, algorithm: &str, min_len: usize,
+    max_len: Option<usize>, max_itemsets: Option<u64>, chunk: usize, callback: Bound<'_, PyAny>,
+) -> PyResult<u64> {
+    let algo = algorithm_of(algorithm)?;
+    let p = params(min_count, min_len, max_len)?;
+    let d = db(offsets.as_slice()?, items.as_slice()?, None)?;
+    if chunk == 0 {
+        return Err(verr("chunk must be >= 1".into()));
+    }
+    limit_of(max_itemsets)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Itemsets>(1);
+    let tx = std::sync::Mutex::new(tx);
+    let limit = Limit::streaming(max_itemsets.unwrap_or(u64::MAX), chunk, move |s| tx.lock().is_ok_and(|t| t.send(s).is_ok()));
+    let mut failure: Option<PyErr> = None;
+    let outcome = std::thread::scope(|scope| {
+        let miner = scope.spawn(move || {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().map_err(|e| e.to_string())?;
+            let r = pool.install(|| core::mine(d, algo, Target::All, p, &limit)).map(|_| limit.emitted());
+            drop(limit); // closes the channel: the loop below ends
+            Ok::<_, String>(r)
+        });
+        let mut rx = Some(rx);
+        while let Some(r) = rx.take() {
+            let (got, r) = py.detach(move || (r.recv(), r));
+            let Ok(s) = got else { break };
+            rx = Some(r);
+            let (o, i, c) = out3(py, s);
+            if let Err(e) = callback.call1((o, i, c)) {
+                // Dropping the receiver makes the kernel's next hand-over fail: it stops.
+                failure = Some(e);
+                rx = None;
+            }
+        }
+        py.detach(move || miner.join())
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    match outcome {
+        Ok(Ok(r)) => r.map_err(mine_err),
+        Ok(Err(e)) => Err(verr(e)),
+        Err(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("the mining thread panicked")),
+    }
 }
 
 /// FP-growth on (optionally weighted) CSR baskets: the kernel PFP runs on each group's
@@ -196,6 +254,7 @@ fn association_rules<'py>(
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mine_itemsets, m)?)?;
+    m.add_function(wrap_pyfunction!(mine_stream, m)?)?;
     m.add("TooManyItemsets", m.py().get_type::<TooManyItemsets>())?;
     m.add_function(wrap_pyfunction!(fpgrowth, m)?)?;
     m.add_function(wrap_pyfunction!(apriori_gen, m)?)?;

@@ -30,8 +30,8 @@ from clusterlab.errors import ConfigError
 @click.option("--run-dir", default=None, type=click.Path(file_okay=False),
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
-def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue, mtu, dilation, storage, no_rps,
-              offloads, transport, use_monitor, interval, run_dir, as_json):
+def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, discard, epd_threshold, host_queue, mtu,
+              dilation, storage, no_rps, offloads, transport, use_monitor, interval, run_dir, as_json):
     """Barrier, every rank sends SIZE bytes to every other rank, barrier; REPS times.
 
     \b
@@ -57,6 +57,8 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
     if hosts is None:
         if dilation != 1.0:
             raise ConfigError("--dilation needs --hosts (the local cluster has no links to slow down)")
+        if switch != "bridge" or discard != "none" or epd_threshold is not None:
+            raise ConfigError("--switch, --discard and --epd-threshold need --hosts (the local cluster has no switch)")
         n = ranks or 4
         if n < 2:
             raise ConfigError(f"need at least 2 ranks, got {n}")
@@ -64,7 +66,8 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, buffer, host_queue,
         settings.update(cluster="local", ranks=n)
     else:
         cluster = Testbed(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, ranks=ranks,
-                          dilation=dilation)
+                          dilation=dilation, switch=switch, discard=discard, epd_threshold=epd_threshold)
+        cluster.check()
     study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
                   transport=config, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
                   monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])

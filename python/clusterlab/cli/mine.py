@@ -41,6 +41,7 @@ class MineOptions:
     consequents: str = "single"
     rules_output: str | None = None
     quiet: bool = False
+    memory: int | None = None  # stream itemsets to the -o Parquet file within this many bytes
     # --- parallel mining (clusterlab.mining.parallel) ---
     nodes: int | None = None
     backend: str = "tcp"
@@ -160,6 +161,32 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
         timings["rules"] = time.perf_counter() - t2
     n = clusterlab.mining.result.table_info(r.table).get("n_transactions", 0)
     return MineResult(r.table, rules, n, f"{algo} x{r.nodes} ({r.where})", timings, r.passes, r.ranks)
+
+
+def run_streamed(opts: MineOptions, status) -> dict:
+    """Mine straight into the -o Parquet file within ``opts.memory`` bytes; the summary."""
+    import clusterlab
+    from clusterlab.mining.stream import mine_to_parquet
+
+    t0 = time.perf_counter()
+    status(f"reading {opts.file}")
+    b = clusterlab.read_baskets(opts.file, format=opts.input_format)
+    read_s = time.perf_counter() - t0
+
+    def progress(n: int, seconds: float, rss: int) -> None:
+        status(f"{n:,} itemsets written ({n / max(seconds, 1e-9):,.0f}/s), {rss / 2**20:,.0f} MiB "
+               f"of {opts.memory / 2**20:,.0f} MiB")
+
+    status(f"mining {len(b):,} transactions into {opts.output}")
+    r = mine_to_parquet(b, opts.output, opts.min_support, algorithm=opts.algorithm, min_len=opts.min_len,
+                        max_len=opts.max_len, memory=opts.memory, progress=progress)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    return {"file": opts.file, "transactions": r["n_transactions"], "algorithm": r["algorithm"],
+            "target": opts.target, "min_support": opts.min_support, "itemsets": r["itemsets"],
+            "itemsets_by_length": r["itemsets_by_length"], "rules": None,
+            "seconds": {"read": round(read_s, 4), "mine+write": round(r["seconds"], 4)},
+            "peak_rss_bytes": rss, "memory_bytes": opts.memory, "row_groups": r["row_groups"],
+            "output": opts.output, "rules_output": None}
 
 
 def run_sequential(opts: MineOptions, status) -> MineResult:
@@ -284,6 +311,9 @@ def print_summary(s: dict, res: MineResult, console) -> None:
                                  f"for a share of {csr} MiB as CSR; this process {s['peak_rss_bytes'] / 2**20:,.0f} MiB)")
     if "time_split" in s:
         t.add_row("time split", "  ".join(f"{k[:-2]} {v:.3f}s" for k, v in s["time_split"].items() if v >= 0.0005))
+    elif "memory_bytes" in s:
+        t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB (--memory {s['memory_bytes'] / 2**20:,.0f} MiB; "
+                                 f"{s['row_groups']:,} row groups written as found)")
     else:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB")
     for key, label in (("output", "itemsets written to"), ("rules_output", "rules written to")):
@@ -323,6 +353,10 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--rules-output", type=click.Path(dir_okay=False), help="Where to write the rules.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
+@click.option("--memory", default=None, metavar="SIZE",
+              help="Stream the itemsets into the -o .parquet file as they are found (one mining thread), "
+                   "stopping with an error if this process passes SIZE (e.g. 2GB): the result never has "
+                   "to fit in memory. Rows are in the order found; all frequent itemsets only.")
 @click.option("--nodes", "-n", default=None, type=click.IntRange(min=1),
               help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a names another "
                    "parallel one; CSV and Parquet input too).")
@@ -335,8 +369,8 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--testbed", "testbed_name", default=None, metavar="NAME",
               help="Parallel: run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root).")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
-         min_confidence, min_lift, consequents, rules_output, as_json, quiet, nodes, backend, block_size, partition,
-         testbed_name):
+         min_confidence, min_lift, consequents, rules_output, as_json, quiet, memory, nodes, backend, block_size,
+         partition, testbed_name):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     \b
@@ -344,6 +378,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine ../shared/data/T10I4D100K.dat --min-support 0.01 -o sets.parquet
       clusterlab mine ../shared/data/chess.dat -s 80% --target closed -o chess.txt
       clusterlab mine baskets.csv -s 0.05 --rules --min-confidence 0.6 -o sets.csv
+      clusterlab mine ../shared/data/chess.dat -s 40% -o chess.parquet --memory 2GB   # streamed
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
       clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
@@ -357,6 +392,23 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
                        output=output, rules=rules, min_confidence=min_confidence, min_lift=min_lift,
                        consequents=consequents, rules_output=rules_output,
                        quiet=quiet or not sys.stderr.isatty())
+    if memory is not None:
+        from clusterlab.units import parse_size
+
+        try:
+            opts.memory = parse_size(memory)
+        except ConfigError as e:
+            raise ConfigError(f"--memory {memory!r}: {e}") from None
+        if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:
+            raise ConfigError("--memory streams a sequential run: drop --nodes/--testbed and the parallel -a")
+        if not output or output_kind(output) != "parquet":
+            raise ConfigError("--memory writes the itemsets as they are found: give -o FILE.parquet")
+        if target != "all":
+            raise ConfigError("--memory streams all frequent itemsets: drop --target (closed/maximal sets are "
+                              "judged against all of them)")
+        if rules:
+            raise ConfigError("--memory does not derive rules: mine to the Parquet file, then run clusterlab.rules "
+                              "on it where it fits in memory")
     if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:  # parallel options
         from clusterlab.units import parse_size
 
@@ -379,6 +431,18 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
     from rich.console import Console
 
     console = Console(stderr=as_json)
+    if opts.memory is not None:
+        if opts.quiet:
+            s = run_streamed(opts, lambda _t: None)
+        else:
+            with Console(stderr=True).status(Elapsed("starting")) as st:
+                s = run_streamed(opts, lambda text: st.update(Elapsed(text)))
+        s["options"] = {k: v for k, v in asdict(opts).items() if k != "file"}
+        if as_json:
+            click.echo(json.dumps(s, indent=2))
+        else:
+            print_summary(s, None, console)
+        return
     if opts.quiet or opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS:
         res = run(opts)  # parallel runs report each pass as it completes (rank 0, on stderr)
     else:

@@ -16,12 +16,23 @@ def topo_options(f):
     """Options describing the network (shared with ``bench broadcast``)."""
     for opt in reversed([
         click.option("--rate", default="155Mbit", show_default=True, help="Link rate (tc syntax)."),
-        click.option("--buffer", default="64KB", show_default=True, help="Switch output buffer per port (bytes)."),
+        click.option("--switch", type=click.Choice(["bridge", "atm"]), default="bridge", show_default=True,
+                     help="bridge: a Linux bridge, tbf per port, whole packets dropped. atm: an ATM cell switch "
+                          "(AAL5 cells interleaved at output ports, a cell buffer per port, frames lost at "
+                          "reassembly; --rate is the line rate, 26/27 of it carries cells)."),
+        click.option("--buffer", default="64KB", show_default=True,
+                     help="Switch output buffer per port: bytes (64KB), packets (100p) or ATM cells (1000cells)."),
+        click.option("--discard", type=click.Choice(["none", "ppd", "epd"]), default="none", show_default=True,
+                     help="ATM switch: none (plain UBR), ppd (partial packet discard) or epd (early packet discard)."),
+        click.option("--epd-threshold", default=None,
+                     help="ATM switch with --discard epd: refuse new frames above this many cells (default: half "
+                          "the buffer), e.g. 500cells."),
         click.option("--host-queue", default="1000p", show_default=True,
                      help="Host egress queue: bytes (256KB) or packets (1000p, a NIC's txqueuelen: 9 MB at MTU "
                           "9000). A shallower queue drops when a host bursts, and a flow whose packet it refused "
                           "with nothing in flight waits >= 200 ms (the kernel's fixed probe timer)."),
-        click.option("--mtu", default=9000, show_default=True, type=int, help="Interface MTU."),
+        click.option("--mtu", default=None, type=int, help="Interface MTU [default: 9000; 9180, IP over ATM's, "
+                     "with --switch atm]."),
         click.option("--dilation", default=1.0, show_default=True, type=float,
                      help="Divide rates by k, multiply timers by k, report times divided by k."),
         click.option("--storage/--no-storage", default=False, help="Add a storage host 'st'."),
@@ -49,7 +60,8 @@ def wan_options(f):
     return f
 
 
-def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, **wan):
+def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch="bridge", discard="none",
+              epd_threshold=None, **wan):
     """The topology; ``wan``: ``sites``, ``wan_rate``, ``wan_delay``, ``wan_queue``, ``wan_shared``
     (ignored without ``sites``)."""
     from clusterlab.cluster.testbed import StarTopo
@@ -57,7 +69,7 @@ def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, **wan):
     if not wan.get("sites"):
         wan = {}
     return StarTopo(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, dilation=dilation,
-                    storage=storage, **wan)
+                    storage=storage, switch=switch, discard=discard, epd_threshold=epd_threshold, **wan)
 
 
 @click.group()
@@ -81,8 +93,8 @@ def testbed():
 @wan_options
 @transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--json", "as_json", is_flag=True)
-def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, offloads, sites, wan_rate, wan_delay,
-       wan_queue, wan_shared, transport, as_json):
+def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mtu, dilation, storage, no_rps, offloads,
+       sites, wan_rate, wan_delay, wan_queue, wan_shared, transport, as_json):
     """Bring a testbed up and leave it running (take it down with ``down``).
 
     \b
@@ -94,12 +106,13 @@ def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, of
       clusterlab testbed up --hosts 16 --dilation 4 --rto-min 200ms --rto-max-offset 100ms --name lab
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-delay 6ms --name wan
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-shared --name atm67
+      clusterlab testbed up --hosts 16 --rate 155.52Mbit --switch atm --buffer 1000cells --discard none --name atm
     """
     from clusterlab.cluster.testbed import Testbed
     from clusterlab.net.transport_config import TransportConfig
 
-    topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, sites=sites, wan_rate=wan_rate,
-                     wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
+    topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch, discard, epd_threshold,
+                     sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
     config = TransportConfig.parse(transport, place="testbed")
     tb = Testbed(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
     info = {"name": tb.name, "hosts": len(tb.hosts), "seconds": round(tb.timings["up"], 3),
@@ -107,8 +120,10 @@ def up(hosts, name, rate, buffer, host_queue, mtu, dilation, storage, no_rps, of
     if as_json:
         click.echo(json.dumps(info))
     else:
+        buffers = (f"an ATM cell switch with {topo.buffer_cells}-cell port buffers, discard {topo.discard}"
+                   if topo.switch == "atm" else f"{topo.buffer_bytes} B port buffers")
         click.echo(f"testbed {tb.name}: {len(tb.hosts)} hosts up in {tb.timings['up']:.2f} s "
-                   f"({topo.rate} links, {topo.buffer_bytes} B port buffers, MTU {topo.mtu})")
+                   f"({topo.rate} links, {buffers}, MTU {topo.mtu})")
         if topo.has_wan:
             click.echo(f"sites {'+'.join(map(str, topo.site_sizes))} joined by a WAN line: {topo.wan_rate} "
                        f"{'shared by both directions' if topo.wan_shared else 'per direction'}, "

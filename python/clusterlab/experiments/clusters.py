@@ -44,13 +44,8 @@ def host_names(point: Point) -> list[str]:
 
 def star_topo(point: Point):
     """The testbed topology of a point (checked by ``StarTopo`` itself)."""
-    from clusterlab.cluster.testbed import StarTopo
-
     c: Testbed = point.cluster
-    wan = ({"sites": c.sites, "wan_rate": c.wan_rate, "wan_delay": c.wan_delay, "wan_queue": c.wan_queue,
-            "wan_shared": bool(c.wan_shared)} if c.sites is not None else {})
-    return StarTopo(hosts=c.n_hosts(), rate=c.rate, buffer=c.buffer, host_queue=c.host_queue, mtu=int(c.mtu),
-                    dilation=float(point.dilation), **wan)
+    return c.topo(float(point.dilation))
 
 
 def transport_config(point: Point, place: str):

@@ -352,8 +352,7 @@ def _emulated(study: Study, points=()) -> dict:
 
 
 def _testbed_words(c) -> str:
-    words = (f"network namespaces on one machine: a Linux bridge switch, links shaped by tbf at {c.rate} "
-             f"with {c.buffer} output buffer per switch port and a {c.host_queue} host queue, MTU {c.mtu}")
+    words = (f"network namespaces on one machine: {c.switch_description()}; a {c.host_queue} host queue")
     wan = c.wan_description() if hasattr(c, "wan_description") else None
     return words + (f"; {wan}" if wan else "")
 

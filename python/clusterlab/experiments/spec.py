@@ -120,6 +120,12 @@ class Testbed:
     queue per direction; ``wan_shared``: one rate and queue for both directions (67M-ATM).
     ``StarTopo`` checks them; the WAN fields mean nothing without ``sites``.
 
+    ``switch``: ``bridge`` (a Linux bridge, tbf per port, whole packets dropped) or ``atm`` (the
+    ATM cell switch: ``buffer`` in cells, ``discard`` none / ppd / epd with ``epd_threshold``;
+    MTU 9180 unless given); a grid axis ``switch=["bridge", "atm"]`` compares them.
+
+    >>> Testbed(hosts=16, rate="155.52Mbit", switch="atm", buffer="1000cells").switch_description()
+    'an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at 149.76 Mbit/s per link, 1000-cell output buffer per port, cells lost when it is full (plain UBR, no discard policy), IP over ATM with MTU 9180'
     >>> Testbed(hosts=8, sites="4+4", wan_shared=True).wan_description()
     'two sites (4+4 hosts) joined by a WAN delay line (clusterlab-wan): 135Mbit shared by both directions, 6ms one way, 256KiB drop-tail queue'
     >>> Testbed(hosts=8, sites="4+3").check()
@@ -132,7 +138,7 @@ class Testbed:
     rate: str = "155Mbit"
     buffer: str = "64KB"
     host_queue: str = "1000p"
-    mtu: int = 9000
+    mtu: int | None = None
     ranks: int | None = None
     dilation: float | str = "auto"
     prefer_dilation: float = 1.0
@@ -141,10 +147,35 @@ class Testbed:
     wan_delay: str = "6ms"
     wan_queue: str = "256KiB"
     wan_shared: bool = False
+    switch: str = "bridge"
+    discard: str = "none"
+    epd_threshold: str | None = None
     kind = "testbed"
     __test__ = False  # not a pytest class
     FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation",
-              "sites", "wan_rate", "wan_delay", "wan_queue", "wan_shared")
+              "sites", "wan_rate", "wan_delay", "wan_queue", "wan_shared", "switch", "discard", "epd_threshold")
+
+    def topo(self, dilation: float = 1.0):
+        """This cluster's ``StarTopo`` at ``dilation`` (which checks every field)."""
+        from clusterlab.cluster.testbed import StarTopo
+
+        wan = ({"sites": self.sites, "wan_rate": self.wan_rate, "wan_delay": self.wan_delay,
+                "wan_queue": self.wan_queue, "wan_shared": bool(self.wan_shared)} if self.sites is not None else {})
+        return StarTopo(hosts=self.n_hosts(), rate=self.rate, buffer=self.buffer, host_queue=self.host_queue,
+                        mtu=None if self.mtu is None else int(self.mtu), dilation=float(dilation),
+                        switch=self.switch, discard=self.discard, epd_threshold=self.epd_threshold, **wan)
+
+    def switch_description(self) -> str:
+        """The switch in words, for the report's "What was emulated"."""
+        t = self.topo()
+        if t.switch == "bridge":
+            return (f"a Linux bridge switch, links shaped by tbf at {self.rate} with {self.buffer} output buffer "
+                    f"per switch port (whole packets dropped when full), MTU {t.mtu}")
+        policy = {"none": "plain UBR, no discard policy", "ppd": "partial packet discard",
+                  "epd": f"early packet discard above {t.epd_threshold_cells} cells"}[t.discard]
+        return (f"an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at {t.cell_rate_bps / 1e6:g} Mbit/s "
+                f"per link, {t.buffer_cells}-cell output buffer per port, cells lost when it is full ({policy}), "
+                f"IP over ATM with MTU {t.mtu}")
 
     def wan_description(self) -> str | None:
         """The WAN line in words (None with one switch), for the report's "What was emulated"."""
@@ -180,6 +211,7 @@ class Testbed:
                 raise ConfigError(f"sites {self.sites!r}: two sites of at least one host each, e.g. '4+4'")
             if sum(int(p) for p in parts) != self.n_hosts():
                 raise ConfigError(f"sites {self.sites!r} must add up to hosts={self.n_hosts()} (e.g. sites='4+4')")
+        self.topo()  # the switch, buffers, MTU and WAN as the testbed checks them (dilation 1 allows the most)
 
 
 CLUSTERS = (InProcess, Loopback, Mpi, Testbed)

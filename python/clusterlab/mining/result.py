@@ -27,17 +27,58 @@ import pyarrow.compute as pc
 META_KEY = b"clusterlab.mining"
 
 
+def numpy_array(values: np.ndarray, dtype=None) -> pa.Array:
+    """A 1-D numpy array as an Arrow array, sharing its memory.
+
+    Built from the buffer rather than with ``pa.array``: pyarrow's first ``pa.array`` call in
+    a process imports pandas to test the argument (0.3 s), which would be the largest part
+    of a small mining run's time.
+
+    >>> numpy_array(np.array([3, 1], dtype=np.uint32)).to_pylist()
+    [3, 1]
+    >>> numpy_array(np.array([True, False, True])).to_pylist()
+    [True, False, True]
+    """
+    arr = np.ascontiguousarray(values if dtype is None else np.asarray(values, dtype=dtype))
+    if arr.dtype == np.bool_:  # Arrow packs booleans into bits
+        return pa.Array.from_buffers(pa.bool_(), len(arr), [None, pa.py_buffer(np.packbits(arr, bitorder="little"))])
+    return pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), len(arr), [None, pa.py_buffer(arr)])
+
+
+_NUMPY_TYPES = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+                pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+                pa.float32(): np.float32, pa.float64(): np.float64}
+
+
+def array_numpy(arr: pa.Array) -> np.ndarray:
+    """A primitive Arrow array without nulls as numpy, sharing its memory (``to_numpy`` would
+    import pandas on its first call, as ``pa.array`` does); other arrays through ``to_numpy``.
+
+    >>> array_numpy(numpy_array(np.arange(4, dtype=np.int64)).slice(1, 2))
+    array([1, 2])
+    """
+    dtype = _NUMPY_TYPES.get(arr.type)
+    if dtype is None or arr.null_count:
+        return arr.to_numpy(zero_copy_only=False)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=arr.offset + len(arr))[arr.offset:]
+
+
+def list_array(offsets: np.ndarray, values: pa.Array) -> pa.LargeListArray:
+    """A ``large_list`` array of CSR ``offsets`` (int64) over ``values``."""
+    return pa.LargeListArray.from_arrays(numpy_array(offsets, np.int64), values)
+
+
 def itemset_table(offsets: np.ndarray, items: np.ndarray, counts: np.ndarray, n_transactions: int,
                   labels=None, **info) -> pa.Table:
     """Wrap CSR itemsets (offsets int64, items uint32, counts uint64) as an Arrow table."""
     counts = np.asarray(counts)
     n = max(int(n_transactions), 1)
-    values = pa.array(np.asarray(items, dtype=np.uint32))
+    values = numpy_array(items, np.uint32)
     if labels is not None:
         values = pa.array(labels, type=pa.string()).take(values)
-    col = pa.LargeListArray.from_arrays(pa.array(np.asarray(offsets, dtype=np.int64)), values)
+    col = list_array(offsets, values)
     count = counts.astype(np.int64, copy=False)
-    table = pa.table({"items": col, "count": count, "support": count / n})
+    table = pa.table({"items": col, "count": numpy_array(count), "support": numpy_array(count / n)})
     meta = {"n_transactions": int(n_transactions), **info}
     return table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
 
@@ -58,7 +99,7 @@ def list_column_csr(col) -> tuple[np.ndarray, pa.Array]:
         raise TypeError(f"expected a list column, got {col.type}")
     if col.null_count:
         raise ValueError("the list column has null rows")
-    offsets = np.asarray(col.offsets, dtype=np.int64)
+    offsets = array_numpy(col.offsets)
     values = col.values
     if offsets.size and offsets[0] != 0:
         values = values.slice(offsets[0], offsets[-1] - offsets[0])
@@ -72,7 +113,9 @@ def table_csr(table: pa.Table):
     String items are given ids by a sorted dictionary (the ids are only used internally,
     so any consistent numbering works)."""
     offsets, values = list_column_csr(table.column("items"))
-    counts = np.asarray(table.column("count").to_numpy(), dtype=np.uint64)
+    count = table.column("count")
+    count = count.combine_chunks() if isinstance(count, pa.ChunkedArray) else count
+    counts = np.asarray(array_numpy(count), dtype=np.uint64)
     labels = None
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         uniq = values.unique()
@@ -81,5 +124,5 @@ def table_csr(table: pa.Table):
         items = np.asarray(ids.to_numpy(zero_copy_only=False), dtype=np.uint32)
         labels = labels_arr.to_pylist()
     else:
-        items = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.uint32)
+        items = np.asarray(array_numpy(values), dtype=np.uint32)
     return offsets, items, counts, labels

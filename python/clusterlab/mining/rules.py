@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from clusterlab import _core
 from clusterlab.errors import ConfigError
-from clusterlab.mining.result import META_KEY, table_csr, table_info
+from clusterlab.mining.result import META_KEY, list_array, numpy_array, table_csr, table_info
 
 RULE_COLUMNS = ("antecedent", "consequent", "count", "support", "confidence", "lift", "leverage", "conviction")
 
@@ -86,18 +86,18 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
         keep = lift >= min_lift
 
     def lists(o, i):
-        values = pa.array(i)
+        values = numpy_array(i)
         if labels is not None:
             values = pa.array(labels, type=pa.string()).take(values)
-        return pa.LargeListArray.from_arrays(pa.array(o), values)
+        return list_array(o, values)
 
     table = pa.table({
-        "antecedent": lists(ao, ai), "consequent": lists(co, ci), "count": rc.astype(np.int64),
-        "support": support, "confidence": confidence, "lift": lift, "leverage": leverage,
-        "conviction": conviction,
+        "antecedent": lists(ao, ai), "consequent": lists(co, ci), "count": numpy_array(rc, np.int64),
+        "support": numpy_array(support), "confidence": numpy_array(confidence), "lift": numpy_array(lift),
+        "leverage": numpy_array(leverage), "conviction": numpy_array(conviction),
     })
     if keep is not None:
-        table = table.filter(pa.array(keep))
+        table = table.filter(numpy_array(keep))
     meta = {"n_transactions": int(n), "min_confidence": float(min_confidence), "min_lift": min_lift,
             "consequents": consequents}
     return table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})

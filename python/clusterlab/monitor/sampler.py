@@ -24,6 +24,10 @@ row means zero):
 * the target's backing store, with ``backing=<testbed>``: ``backing_read_bytes
   backing_write_bytes`` (node ``storage_host``, ``st`` unless told: the throttled tgtd's blkio
   cgroup counters; the table's meta names it as ``storage_host``);
+* the ATM switch (a testbed with ``switch="atm"``), node ``switch``, per port: ``atm_cells_in
+  atm_cells_out atm_cells_dropped atm_cells_discarded atm_frames_delivered atm_frames_lost
+  atm_cells_wasted`` (the cell model's counts per 0.1 s x dilation; ``clusterlab.monitor.atm``),
+  and the monitored span's totals per port in the meta (``atm_ports``);
 * packet-length histogram: ``len_packets`` and ``len_bytes`` with ``bucket`` b meaning
   frames of 64*b .. 64*b+63 bytes, per sending interface; ``capture_drops`` if the capture
   ring overflowed.
@@ -119,13 +123,14 @@ class Monitor:
 
     def __init__(self, targets: list[Target], interval: float = 0.1, capture=None, dilation: float = 1.0,
                  disk: bool = True, host_cpu: bool = False, backing: str | None = None,
-                 storage_host: str = "st"):
+                 storage_host: str = "st", atm_trace: str | None = None):
         if not 0.005 <= interval <= 60:
             from clusterlab.errors import ConfigError
             raise ConfigError(f"monitor interval must be 0.005..60 s, got {interval}")
         self.targets, self.interval, self.capture_point, self.dilation = targets, interval, capture, dilation
         self.disk = disk
         self.host_cpu, self.backing, self.storage_host = host_cpu, backing, storage_host
+        self.atm_trace = atm_trace
         self._tasks: procfs.TaskCpu | None = None
         self.cols: dict[str, list] = {c: [] for c in SCHEMA.names}
         self.late = 0
@@ -152,8 +157,10 @@ class Monitor:
         ``storage_host``, the host running the target."""
         targets = [Target(h.name, h.ns, list(ifaces), True) for h in tb.hosts]
         targets.append(Target("switch", tb.switch.ns, [h.port for h in tb.hosts], False))
+        atm = tb.atm.trace if getattr(tb, "atm", None) is not None else None
         return cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation,
-                   host_cpu=host_cpu, backing=tb.name if backing else None, storage_host=storage_host)
+                   host_cpu=host_cpu, backing=tb.name if backing else None, storage_host=storage_host,
+                   atm_trace=atm)
 
     # --- running -----------------------------------------------------------------------------
     def __enter__(self) -> Monitor:
@@ -195,13 +202,34 @@ class Monitor:
             self._capture.stop()
         for o in self._open:
             o.close()
+        atm = self._atm_rows()
         self.meta = {"interval": self.interval, "dilation": self.dilation, "started": self.started_at,
                      "duration": time.monotonic() - self._t0, "samples": self.samples, "late_samples": self.late,
                      "sample_cost_seconds": round(self.sample_seconds, 3), "error": self.error,
                      "nodes": [t.node for t in self.targets], "host_cpu": self.host_cpu,
                      "storage_host": self.storage_host if self.backing is not None else None,
                      "capture": None if self._capture is None else
-                     {"packets": self._capture.seen, "drops": self._capture.drops}}
+                     {"packets": self._capture.seen, "drops": self._capture.drops},
+                     **({"atm_ports": atm} if atm is not None else {})}
+
+    def _atm_rows(self) -> dict | None:
+        """The ATM switch's per-port counts of the monitored span, as rows of node ``switch``
+        (metrics ``atm_*``, interface = port; the switch writes them every 0.1 s x dilation);
+        returns the span's totals per port for the meta."""
+        if not self.atm_trace:
+            return None
+        from clusterlab.monitor.atm import FIELDS, AtmTrace
+
+        tr = AtmTrace.read(self.atm_trace)
+        if tr is None:
+            return None
+        end = self.started_at + (time.monotonic() - self._t0)
+        for r in tr.records:
+            if self.started_at <= r["t"] <= end:
+                for f in FIELDS:
+                    if f != "max_queue_cells" and r[f]:
+                        self._emit(r["t"] - self.started_at, "switch", r["port"], f"atm_{f}", -1, r[f])
+        return tr.totals(self.started_at, end)
 
     def _loop(self) -> None:
         nxt = self._t0 + self.interval

@@ -78,18 +78,23 @@ def _spread(x, y, limit: float | None, group="scale", unit=""):
 
 def _random_vs_fixed(y, expect_lower: bool | None, tolerance: float = 0.25, margin: float = 0.9):
     """Random MIN per host against the same MIN on every host (the report calls it once per TCP
-    stack). "Lower" agrees only below ``margin`` x: a 0.99x is noise, not the seed's clearly
-    lower retransmissions."""
+    stack and switch), compared only at dilations both were run at. "Lower" agrees only below
+    ``margin`` x: a 0.99x is noise, not the seed's clearly lower retransmissions."""
     def f(rows):
-        rs = [r for r in rows if not r.get("check")]
+        rs = [r for r in rows if not r.get("check") and isinstance(r.get(y), (int, float))]
 
         def jitter(r):  # tables written before the setting was named rto_min_jitter have rto_jitter_s
             return r.get("rto_min_jitter_s", r.get("rto_jitter_s"))
 
-        fixed = [r[y] for r in rs if not jitter(r) and isinstance(r.get(y), (int, float))]
-        rand = [r[y] for r in rs if jitter(r) and isinstance(r.get(y), (int, float))]
-        if not fixed or not rand:
+        fixed_k = {r.get("dilation") for r in rs if not jitter(r)}
+        rand_k = {r.get("dilation") for r in rs if jitter(r)}
+        both = fixed_k & rand_k
+        if not fixed_k or not rand_k:
             return "not measured", None
+        if not both:
+            return "not judged: random and fixed MIN ran at different dilations", None
+        fixed = [r[y] for r in rs if not jitter(r) and r.get("dilation") in both]
+        rand = [r[y] for r in rs if jitter(r) and r.get("dilation") in both]
         a, b = statistics.mean(rand), statistics.mean(fixed)
         ratio = a / b if b else float("inf")
         text = f"random MIN: mean {_g(a)}, same MIN on every host: {_g(b)} ({_g(ratio)}x)"
@@ -112,6 +117,7 @@ def _fig6_lines(rows) -> dict:
 
 
 def _speedups(rows):
+    """Per line: (largest host count, speedup there, the line's dilations)."""
     out = {}
     for line, rs in _fig6_lines(rows).items():
         xs = sorted({r["ranks"] for r in rs if r.get("ranks") is not None})
@@ -120,23 +126,29 @@ def _speedups(rows):
         base = _med(rs, "seconds", ranks=xs[0])
         top = _med(rs, "seconds", ranks=xs[-1])
         if base and top:
-            out[line] = (xs[-1], base / top * xs[0])
+            out[line] = (xs[-1], base / top * xs[0], frozenset(r.get("dilation", 1.0) for r in rs))
     return out
 
 
 def _fig6_speedup(rows):
+    """Tuned against a default line of the same compute scale run at the same dilation (a
+    dilated line's messages cost the CPU k times less: lines at different k are not compared)."""
     sp = _speedups(rows)
     if not sp:
         return "not measured", None
-    text = "; ".join(f"{line}: {_g(s)} at {n} hosts" for line, (n, s) in sp.items())
-    oks = []
-    for line, (_, s) in sp.items():  # tuned against the default line of the same compute scale
+    text = "; ".join(f"{line}: {_g(s)} at {n} hosts" for line, (n, s, _) in sp.items())
+    oks, unmatched = [], []
+    for line, (_, s, ks) in sp.items():
         if line.startswith("tuned"):
             tail = line.partition(", compute x")[2]
-            default = [d for other, (_, d) in sp.items()
-                       if other.startswith("default (") and other.partition(", compute x")[2] == tail]
+            default = [d for other, (_, d, dk) in sp.items()
+                       if other.startswith("default") and other.partition(", compute x")[2] == tail and dk == ks]
             if default:
                 oks.append(s >= default[0])
+            else:
+                unmatched.append(line)
+    if unmatched and not oks:
+        return text + "; not judged: no default line at the tuned line's dilation", None
     return text, (all(oks) if oks else None)
 
 

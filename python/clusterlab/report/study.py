@@ -398,16 +398,16 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
             body = [[q, s, mine.get(q, "")] for q, s in fig["setup"]]
             points = [pm for pm in meta.get("points", []) if not pm.get("check")]
             cpu_bound = points and sum(bool(pm.get("cpu_bound")) for pm in points) > len(points) / 2
-            # a study with a ``stack`` axis compares the seed with each TCP stack on its own
-            stacks = list(dict.fromkeys(r.get("stack") for r in rows if r.get("stack")))
+            # a study with a ``switch`` or ``stack`` axis compares the seed with each switch and
+            # TCP stack on its own, side by side
             for text, seed_value, fn in fig["claims"]:
-                for st in stacks if len(stacks) > 1 else [None]:
-                    ours, ok = fn([r for r in rows if st is None or r.get("stack") == st])
+                for where, words in _partitions(rows):
+                    ours, ok = fn([r for r in rows if all(r.get(k) == v for k, v in where.items())])
                     if ok is not None and cpu_bound:
                         verdict = " (not judged: most points CPU-bound, the times measure the CPU)"
                     else:
                         verdict = "" if ok is None else (" (agrees)" if ok else " (**differs**)")
-                    body.append([text + (f" ({st} TCP)" if st else ""), seed_value, ours + verdict])
+                    body.append([text + (f" ({words})" if words else ""), seed_value, ours + verdict])
             md += _table(["", "seed (from its text)", "ours"], body)
     if checks:
         md += ["", "## Dilation checks", "", "The same point at two dilations; the emulation is consistent when "
@@ -431,6 +431,23 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     return "\n".join(md)
 
 
+def _partitions(rows) -> list[tuple[dict, str]]:
+    """The switch x stack combinations the rows hold (only the axes that vary), as filters and words.
+
+    >>> _partitions([{"switch": "atm", "stack": "linux"}, {"switch": "bridge", "stack": "linux"}])
+    [({'switch': 'atm'}, 'atm switch'), ({'switch': 'bridge'}, 'bridge switch')]
+    >>> _partitions([{"stack": "linux"}])
+    [({}, '')]
+    """
+    axes = [(k, w) for k, w in (("switch", "switch"), ("stack", "TCP"))
+            if len({r.get(k) for r in rows if r.get(k)}) > 1]
+    combos = list(dict.fromkeys(tuple(r.get(k) for k, _ in axes) for r in rows if all(r.get(k) for k, _ in axes)))
+    if not axes or not combos:
+        return [({}, "")]
+    return [(dict(zip([k for k, _ in axes], c, strict=True)),
+             ", ".join(f"{v} {w}" for (_, w), v in zip(axes, c, strict=True))) for c in combos]
+
+
 def _our_setup(meta, rows) -> dict:
     """Our side of the seed's set-up table, from the run's own record."""
     spec = meta.get("spec", {})
@@ -445,9 +462,8 @@ def _our_setup(meta, rows) -> dict:
                            + (f"; TCP stacks: {', '.join(stacks)} (see What was emulated)" if stacks else ""),
            "repetitions": f"{spec.get('repeat')} per point after {spec.get('warmup')} warm-up; every one its own mark"}
     if c.get("kind") == "testbed":
-        out["network"] = (f"one bridge, tbf {c.get('rate')} per port, {c.get('buffer')} switch port buffer, "
-                          f"{c.get('host_queue')} host queue, MTU {c.get('mtu')}; dilation k in "
-                          f"{', '.join(f'{k:g}' for k in ks)}")
+        out["network"] = ((meta.get("emulated") or {}).get("network", "")
+                          + f"; dilation k in {', '.join(f'{k:g}' for k in ks)}")
     else:
         out["network"] = (meta.get("emulated") or {}).get("network", "")
     return out

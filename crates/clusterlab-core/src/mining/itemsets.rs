@@ -276,6 +276,21 @@ pub struct Limit {
     max: u64,
     emitted: AtomicU64,
     stop: AtomicBool,
+    sink: Option<Sink>,
+}
+
+/// Where a streaming run's itemsets go as they are written (see [`Limit::streaming`]).
+pub struct Sink {
+    send: Box<dyn Fn(Itemsets) -> bool + Send + Sync>,
+    /// Output rank -> item id of the itemsets emitters write (empty: they are ids already).
+    ids: std::sync::RwLock<Vec<u32>>,
+    chunk: usize,
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sink(chunk {})", self.chunk)
+    }
 }
 
 /// Itemsets an emitter counts locally before adding them to the shared total.
@@ -283,7 +298,51 @@ const FLUSH: u64 = 4096;
 
 impl Limit {
     pub fn new(max: u64) -> Self {
-        Limit { max, emitted: AtomicU64::new(0), stop: AtomicBool::new(false) }
+        Limit { max, emitted: AtomicU64::new(0), stop: AtomicBool::new(false), sink: None }
+    }
+
+    /// A limit whose run hands its itemsets to `send` in chunks of about `chunk` itemsets
+    /// (in item ids, in the order found) instead of returning them: the run's result is then
+    /// empty. `send` returning false (the receiver is gone) stops the run.
+    pub fn streaming(max: u64, chunk: usize, send: impl Fn(Itemsets) -> bool + Send + Sync + 'static) -> Self {
+        let sink = Sink { send: Box::new(send), ids: std::sync::RwLock::new(Vec::new()), chunk: chunk.max(1) };
+        Limit { sink: Some(sink), ..Self::new(max) }
+    }
+
+    pub fn is_streaming(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// The item id of each output rank the emitters of this run write.
+    pub(crate) fn set_ids(&self, ids: &[u32]) {
+        if let Some(s) = &self.sink {
+            *s.ids.write().unwrap_or_else(|e| e.into_inner()) = ids.to_vec();
+        }
+    }
+
+    /// Hand `s` to the sink (in ids: output ranks are mapped unless `in_ids`), in chunks.
+    pub(crate) fn stream(&self, mut s: Itemsets, in_ids: bool) {
+        let Some(sink) = &self.sink else { return };
+        if s.is_empty() {
+            return;
+        }
+        if !in_ids {
+            let ids = sink.ids.read().unwrap_or_else(|e| e.into_inner());
+            if !ids.is_empty() {
+                s.items.iter_mut().for_each(|x| *x = ids[*x as usize]);
+            }
+        }
+        let n = s.len();
+        let mut lo = 0;
+        while lo < n {
+            let hi = (lo + sink.chunk).min(n);
+            let part = if lo == 0 && hi == n { std::mem::take(&mut s) } else { s.gather(&(lo as u32..hi as u32).collect::<Vec<_>>()) };
+            if !(sink.send)(part) {
+                self.stop_now();
+                return;
+            }
+            lo = hi;
+        }
     }
 
     pub fn unlimited() -> Self {
@@ -416,15 +475,26 @@ impl<'a> Emitter<'a> {
         self.out.items[start..].sort_unstable();
         self.out.offsets.push(self.out.items.len() as i64);
         self.out.counts.push(count);
+        if let Some(sink) = &self.limit.sink {
+            if self.out.len() >= sink.chunk {
+                self.limit.stream(std::mem::take(&mut self.out), false);
+            }
+        }
     }
 
-    /// The itemsets written (the pending count goes to the shared total).
+    /// The itemsets written (the pending count goes to the shared total); when streaming,
+    /// the rest goes to the sink and the result is empty.
     pub fn finish(mut self) -> Itemsets {
         let n = std::mem::take(&mut self.pending);
         if n > 0 {
             self.limit.add(n);
         }
-        std::mem::take(&mut self.out)
+        let out = std::mem::take(&mut self.out);
+        if self.limit.is_streaming() {
+            self.limit.stream(out, false);
+            return Itemsets::new();
+        }
+        out
     }
 }
 

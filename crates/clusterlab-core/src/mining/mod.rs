@@ -16,6 +16,7 @@ pub mod eclat;
 pub mod fpgrowth;
 pub mod itemsets;
 pub mod lcm;
+pub(crate) mod levelwise;
 pub mod pairs;
 pub(crate) mod prep;
 pub mod rules;
@@ -160,11 +161,21 @@ impl std::fmt::Display for MineError {
 /// count), so they do not depend on `max_len` other than by the length cut.
 pub fn mine(db: BasketsRef<'_>, algo: Algorithm, target: Target, p: MineParams, limit: &Limit) -> Result<Itemsets, MineError> {
     let run = |q: MineParams| -> Result<Itemsets, MineError> {
-        let r = match algo {
-            Algorithm::Apriori => apriori::apriori(db, &q, limit),
+        // Level by level over tid-lists when the input is larger than the memory budget: the
+        // pass structure of Count Distribution on one rank (four reads of the input).
+        let large = || levelwise::levelwise(db, &q, limit, true);
+        let r: Itemsets = match algo {
+            Algorithm::Apriori => large().unwrap_or_else(|| apriori::apriori(db, &q, limit)),
             Algorithm::FpGrowth => prep::mine_all(db, &q, limit, &fpgrowth::FpGrowth),
-            Algorithm::Eclat => prep::mine_all(db, &q, limit, &eclat::Eclat),
+            Algorithm::Eclat => large().unwrap_or_else(|| prep::mine_all(db, &q, limit, &eclat::Eclat)),
             Algorithm::Lcm => prep::mine_all(db, &q, limit, &lcm::Lcm),
+        };
+        // Miners that return their result (Apriori, the level-wise path) hand it over whole.
+        let r = if limit.is_streaming() {
+            limit.stream(r, true);
+            Itemsets::new()
+        } else {
+            r
         };
         MineError::check(limit).map(|_| r)
     };

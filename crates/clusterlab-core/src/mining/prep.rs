@@ -47,7 +47,20 @@ impl IdLookup {
     #[inline]
     pub fn extend_mapped(&self, ids: &[u32], out: &mut Vec<u32>) {
         match self {
-            IdLookup::Dense(t) => out.extend(ids.iter().map(|&i| t.get(i as usize).copied().unwrap_or(NONE)).filter(|&c| c != NONE)),
+            IdLookup::Dense(t) => {
+                // Branch-free: every value is written, the end advances past kept ones only
+                // (a branch on "kept" mispredicts on the mix of kept and dropped items).
+                let start = out.len();
+                out.resize(start + ids.len(), NONE);
+                let buf = &mut out[start..];
+                let mut n = 0;
+                for &i in ids {
+                    let c = t.get(i as usize).copied().unwrap_or(NONE);
+                    buf[n] = c;
+                    n += (c != NONE) as usize;
+                }
+                out.truncate(start + n);
+            }
             IdLookup::Hashed(h) => out.extend(ids.iter().map(|&i| h.get(i)).filter(|&c| c != NONE)),
         }
     }
@@ -496,6 +509,7 @@ pub(crate) fn mine_all<M: Extend>(db: BasketsRef<'_>, p: &MineParams, limit: &Li
         return Itemsets::new();
     }
     let prep = Prep::new(db, p.min_count);
+    limit.set_ids(&prep.out_ids);
     let mut outs = first_level(db, &prep, p, limit, miner);
     outs.push(prep.top_itemsets(p, limit));
     prep.to_ids(Itemsets::concat(outs).canonicalize())

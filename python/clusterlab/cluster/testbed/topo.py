@@ -34,10 +34,12 @@ buffers in cells, SONET's 26/27 of the 155.52 Mbit/s line rate carrying cells.
 >>> a = StarTopo(hosts=16, rate="155.52Mbit", switch="atm", buffer="1000cells", discard="epd")
 >>> a.mtu, a.buffer_cells, a.epd_threshold_cells, a.cell_rate_bps, round(a.cell_seconds * 1e9, 1)
 (9180, 1000, 500, 149760000, 2831.2)
->>> StarTopo(hosts=4, switch="bridge", buffer="100cells")
+>>> StarTopo(hosts=4, switch="bridge", buffer="200cells").buffer_bytes   # a bridge takes cells as 53 bytes each
+10600
+>>> StarTopo(hosts=4, discard="epd")
 Traceback (most recent call last):
 ...
-clusterlab.errors.ConfigError: buffer '100cells': cells are the atm switch's unit; the bridge takes bytes (64KB) or packets (1000p)
+clusterlab.errors.ConfigError: discard and epd_threshold are the atm switch's (switch='atm'); the bridge drops whole packets at a full buffer
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ class StarTopo:
 
     ``rate``: link rate in each direction (tc syntax, ``155Mbit``). ``buffer``: the switch's
     output buffer per port (where incast drops happen). ``host_queue``: the host's own egress
-    queue, by default ``1000p``, a NIC's 1000 packets (txqueuelen). Sizes are bytes (``64KB``)
-    or packets of MTU + 14 bytes (``1000p``). A shallower host queue drops locally when a host
+    queue, by default ``1000p``, a NIC's 1000 packets (txqueuelen). Sizes are bytes (``64KB``),
+    packets of MTU + 14 bytes (``1000p``) or ATM cells of 53 bytes (``1000cells``). A shallower host queue drops locally when a host
     bursts, and a TCP flow whose packet the local queue refused with nothing in flight waits
     for its probe timer, >= 200 ms whatever the RTO minimum (kernel-fixed TCP_RTO_MIN in
     ``tcp_probe0_base``): that stall is the shallow queue's, not the network's. ``mtu``:
@@ -131,9 +133,6 @@ class StarTopo:
         if self.switch == "atm":
             self._check_atm()
         else:
-            if _cells(self.buffer) is not None:
-                raise ConfigError(f"buffer {self.buffer!r}: cells are the atm switch's unit; the bridge takes "
-                                  f"bytes (64KB) or packets (1000p)")
             if self.discard != "none" or self.epd_threshold is not None:
                 raise ConfigError("discard and epd_threshold are the atm switch's (switch='atm'); the bridge "
                                   "drops whole packets at a full buffer")

@@ -1,17 +1,22 @@
 """What seed 000's studies share: its switch (100 PCs on one 155 Mbit/s ATM switch), its
-Solaris defaults, and the two scales we run it at."""
+Solaris defaults, the two scales we run it at, the two switches and the two TCP stacks."""
 
 from clusterlab.experiments.spec import Testbed, TransportConfig
 
-# One 155 Mbit/s switch, 64 KB output buffer per port, jumbo frames (IP over ATM: MTU 9180);
-# a NIC-like host queue (1000 jumbo frames) so that drops happen at the switch, as on the ATM
-# switch, not in the hosts' own queues.
+# One 155 Mbit/s switch, 64 KB output buffer per port; a NIC-like host queue (1000 jumbo
+# frames) so that drops happen at the switch, as on the ATM switch, not in the hosts' own queues.
 SWITCH = Testbed(hosts=16, rate="155Mbit", buffer="64KB", host_queue="9MB", mtu=9000)
 
-# 16 hosts at real rate; the seed's 100 hosts dilated (2 cores cannot serve 100 hosts at
-# 155 Mbit/s), at k = 10 where the RTO settings allow it.
-SCALES = [{"name": "16 hosts", "hosts": 16, "prefer_dilation": 1.0},
-          {"name": "100 hosts", "hosts": 100, "prefer_dilation": 10.0}]
+# The seed's network and today's: the ATM cell switch (an OC-3c line carries 149.76 Mbit/s of
+# cells; IP over ATM's MTU 9180; the same 64 KB of port memory, 1207 cells; plain UBR, cells
+# lost at a full buffer and their frames at reassembly) beside the Linux bridge (tbf per port,
+# whole packets dropped), as the earlier records ran it.
+SWITCHES = [{"name": "bridge", "switch": "bridge", "rate": "155Mbit", "mtu": 9000},
+            {"name": "atm", "switch": "atm", "rate": "155.52Mbit", "mtu": 9180}]
+
+# 16 hosts, and the seed's 100 hosts. Every line of one figure runs at the same dilation (each
+# study fixes it: rates / k, timers x k), so that lines are compared on equal terms.
+SCALES = [{"name": "16 hosts", "hosts": 16}, {"name": "100 hosts", "hosts": 100}]
 
 # The TCP stacks every figure compares: this kernel's as it is, and seed-era TCP as the seed's
 # Solaris 2.5.1 had it (Reno, initial window 2, no SACK, RACK, tail loss probes, F-RTO or
@@ -22,5 +27,8 @@ STACKS = ["linux", "seed-era"]
 SOLARIS = TransportConfig(rto_min="200ms", rto_max="60s", label="default (MIN 200 ms, MAX 60 s)")
 
 NOTES = ("Seed 000 ran 100 Pentium Pro PCs on one HITACHI AN1000-20 ATM switch (155 Mbit/s UBR, cells "
-         "dropped on overflow). Here: Linux network namespaces on one 2-core machine, one bridge with tbf "
-         "shaping per port (packets, not cells, are dropped), Linux 6.18 TCP instead of Solaris 2.5.1.")
+         "dropped on overflow). Here: Linux network namespaces on one 2-core machine, with two switches side by "
+         "side: clusterlab's ATM cell switch (AAL5 cells, interleaved at the output port, lost at a full cell "
+         "buffer, frames lost at reassembly) and a Linux bridge with tbf shaping per port (whole packets dropped); "
+         "Linux 6.18 TCP instead of Solaris 2.5.1 (and a seed-era profile of it). The AN1000's buffer per port is "
+         "not in the paper: 64 KB (1207 cells) here.")

@@ -10,7 +10,7 @@ STUDY = dataclasses.replace(
     FIG3,
     name="seed000-fig4",
     title="Seed 000 Fig. 4: retransmissions per node vs MIN (MAX = MIN + 100 ms)",
-    report=[scatter(x="rto_min_s", y="retransmissions_per_node", hue="stack+scale", logx=True),
-            scatter(x="rto_min_s", y="timeouts_per_node", hue="stack+scale", logx=True),
+    report=[scatter(x="rto_min_s", y="retransmissions_per_node", hue="switch+stack+scale", logx=True),
+            scatter(x="rto_min_s", y="timeouts_per_node", hue="switch+stack+scale", logx=True),
             seed_numbers("000", "Fig. 4")],
 )

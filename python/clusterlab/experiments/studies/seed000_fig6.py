@@ -4,7 +4,7 @@ hosts, default vs tuned TCP retransmission timers, retransmissions and timeouts 
 import dataclasses
 
 from clusterlab.experiments.spec import Grid, Study, TransportConfig, per_pass, scatter, seed_numbers, speedup
-from clusterlab.experiments.studies._seed000 import NOTES, SOLARIS, SWITCH
+from clusterlab.experiments.studies._seed000 import NOTES, SOLARIS, SWITCH, SWITCHES
 from clusterlab.experiments.workloads import hpa_job
 
 # Replayed compute (one real run per host count records what each rank computed; the replays
@@ -43,11 +43,11 @@ STUDY = Study(
     title="Seed 000 Fig. 6: HPA speedup, default vs tuned retransmission timers",
     cluster=dataclasses.replace(SWITCH, hosts=None),  # hosts = max(2, ranks)
     workload=hpa_job(data="seed000:10M", min_support=0.007, compute=COMPUTE),
-    grid=Grid(ranks=[1, 2, 4, 8, 16] + ([32, 64, 100] if COMPUTE == "replay" else []),
+    grid=Grid(ranks=[1, 2, 4, 8, 16] + ([32, 64, 100] if COMPUTE == "replay" else []), switch=SWITCHES,
               **({"timers": TIMERS} if COMPUTE == "replay" else {"tcp": [SOLARIS, TUNED_REAL_TIME]}),
               compute_scale=[1, SEED_CPU] if COMPUTE == "replay" else [1]),
     repeat=10, warmup=1, monitor=True,
-    quick={"data": "seed000:100K", "ranks": "1,4", "compute_scale": "1", "repeat": "1"},
+    quick={"data": "seed000:100K", "ranks": "1,4", "compute_scale": "1", "repeat": "1", "switch": "atm"},
     report=[speedup(x="ranks", y="seconds", hue=HUE, where={"compute_scale": 1},
                     title="speedup, this machine's CPU (compute_scale 1)"),
             speedup(x="ranks", y="seconds", hue=HUE, where={"compute_scale": SEED_CPU},

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The ATM cell switch (``clusterlab-atm``) measured (root). Not a test.
+
+1. ``--incast REPS``: Floyd and Romanow's ordering with TCP: 4 hosts each send 8 MB over one
+   TCP flow (iperf3) into one host through a 256-cell output port, at MTU 9180 and 1500, with
+   discard none (plain UBR), ppd and epd (threshold: half the buffer); REPS rounds, the six
+   settings interleaved in each. Goodput share = all bytes / wall time until the last flow
+   finished, over the TCP payload rate the cell arithmetic gives (134.34 Mbit/s at MTU 9180).
+   The port's own counts: cells of lost frames sent anyway (``wasted_share``), frames lost.
+2. ``--cost REPS``: what the switch costs the machine: the all-to-all broadcast (every host
+   sends 256 KB to every other, the mesh's TCP) at 155.52 Mbit/s on the bridge and on the ATM
+   switch, 16 hosts at dilation 1 and 2 and (``--hosts100``) 100 hosts at dilation 10, REPS
+   repetitions each. Per point: time per repetition, the machine's spare CPU, and for the ATM
+   switch its process's CPU (utime + stime; softirq work of the frames it writes is charged to
+   it) per second and per Gbit of frames it moved.
+
+Records commit, date, machine, load and autogroup, and writes ``bench/results/switch.json``
+atomically (a section per part; a part not run keeps the record's). Usage:
+``.venv/bin/python bench/switch.py --incast 3 --cost 3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+from clusterlab._atomic import atomic_open
+from clusterlab.bench.switch import incast
+from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.experiments.runner import git_revision
+from clusterlab.monitor.procfs import sched_autogroup
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "switch.json")
+
+
+def load() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs, counting niced time as idle (what a nice-0 run could have had)."""
+    with open("/proc/stat") as f:
+        v = [float(x) for x in f.readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+    return user + system + irq + softirq + steal, sum(v[:8])
+
+
+def proc_cpu(pid: int) -> float:
+    """utime + stime of a process, seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def part_incast(reps: int) -> dict:
+    rows = []
+    for rep in range(reps):
+        for mtu in (9180, 1500):
+            for discard in ("none", "ppd", "epd"):
+                topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard=discard, mtu=mtu)
+                l0 = load()
+                r = incast(topo, 4, 8 << 20, name="bsw")
+                rows.append({"rep": rep, "mtu": mtu, "discard": discard, "load_before": l0, "load_after": load(),
+                             **{k: r[k] for k in ("seconds", "goodput_mbps", "ideal_mbps", "goodput_share", "retransmits")},
+                             **{f"port_{k}": v for k, v in r["port"].items()}})
+                print(json.dumps(rows[-1]), flush=True)
+    summary = {}
+    for mtu in (9180, 1500):
+        med = {d: statistics.median(r["goodput_share"] for r in rows if r["mtu"] == mtu and r["discard"] == d)
+               for d in ("none", "ppd", "epd")}
+        summary[str(mtu)] = {"goodput_share_median": med,
+                             "wasted_share_median": {d: statistics.median(r["port_wasted_share"] for r in rows
+                                                                          if r["mtu"] == mtu and r["discard"] == d)
+                                                     for d in ("none", "ppd", "epd")},
+                             "ordering_none_ppd_epd": med["none"] < med["ppd"] < med["epd"]}
+    summary["larger_frames_worse_under_ubr"] = (summary["9180"]["goodput_share_median"]["none"]
+                                                < summary["1500"]["goodput_share_median"]["none"])
+    return {"settings": {"senders": 4, "bytes_each": 8 << 20, "buffer_cells": 256, "rate": "155.52Mbit",
+                         "epd_threshold_cells": 128, "reps": reps}, "rows": rows, "summary": summary}
+
+
+def part_cost(reps: int, hosts100: bool) -> dict:
+    from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
+
+    points = [(16, 1.0), (16, 2.0)] + ([(100, 10.0)] if hosts100 else [])
+    rows = []
+    for hosts, k in points:
+        for switch in ("bridge", "atm"):
+            topo = StarTopo(hosts=hosts, rate="155.52Mbit", switch=switch, buffer="64KB", host_queue="9MB",
+                            dilation=k, mtu=9000 if switch == "bridge" else 9180)
+            l0 = load()
+            with Testbed(topo, name="bsw") as tb:
+                pid = tb.atm.proc.pid if tb.atm else None
+                c0, b0, t0 = (proc_cpu(pid) if pid else 0.0), cpu_times(), time.monotonic()
+                res = tb.run(alltoall_broadcast, hosts, 256 << 10, reps, timeout=600)[0]
+                wall = time.monotonic() - t0
+                c1, b1 = (proc_cpu(pid) if pid else 0.0), cpu_times()
+            busy = (b1[0] - b0[0]) / max(1.0, b1[1] - b0[1])
+            row = {"hosts": hosts, "dilation": k, "switch": switch, "reps": reps, "wall_s": wall,
+                   "seconds_per_rep_median": statistics.median(r["seconds"] for r in res),
+                   "machine_busy_share": busy, "load_before": l0, "load_after": load()}
+            t = tb.atm_totals
+            if t:
+                frames_bits = sum(c * 48 * 8 for c in t["cells_out"])  # payload bits of the cells sent
+                row.update(switch_cpu_s=c1 - c0, switch_cores=(c1 - c0) / wall,
+                           switch_cpu_s_per_gbit=(c1 - c0) / max(1e-9, frames_bits / 1e9),
+                           cells_out=sum(t["cells_out"]), frames_lost=sum(t["frames_lost"]),
+                           late_mean_us=t["late_mean_ns"] / 1e3, late_max_us=t["late_max_ns"] / 1e3,
+                           kernel_drops=t["kernel_drops"], send_errors=t["send_errors"])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return {"settings": {"size": 256 << 10, "rate": "155.52Mbit", "buffer": "64KB", "reps": reps}, "rows": rows}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--incast", type=int, default=0, metavar="REPS")
+    ap.add_argument("--cost", type=int, default=0, metavar="REPS")
+    ap.add_argument("--hosts100", action="store_true", help="also 100 hosts at dilation 10 in --cost")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("bench/switch.py: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    if not (a.incast or a.cost):
+        print("bench/switch.py: give --incast REPS and/or --cost REPS", file=sys.stderr)
+        return 2
+    try:
+        with open(OUT) as f:
+            rec = json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        rec = {}
+    prov = {"git": git_revision(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {"node": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()},
+            "sched_autogroup": sched_autogroup(), "load_before": load()}
+    if a.incast:
+        rec["incast"] = {"provenance": prov, **part_incast(a.incast)}
+    if a.cost:
+        rec["cost"] = {"provenance": prov, **part_cost(a.cost, a.hosts100)}
+    for part in ("incast", "cost"):
+        if part in rec and a.__dict__[part]:
+            rec[part]["provenance"]["load_after"] = load()
+    with atomic_open(OUT) as f:
+        json.dump(rec, f, indent=1)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

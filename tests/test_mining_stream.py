@@ -1,0 +1,140 @@
+"""Itemsets streamed to Parquet (``mine_to_parquet``, ``clusterlab mine --memory``): the same
+rows, counts and metadata as the in-memory ``mine()``, written in row groups as found."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import clusterlab
+from clusterlab import _core
+from clusterlab.cli import main
+from clusterlab.errors import ConfigError, TooManyItemsets
+from clusterlab.mining.result import table_csr
+from clusterlab.mining.stream import mine_to_parquet
+from tests.test_mining import ALGOS, shared_data
+
+
+def canonical(table):
+    """(offsets, items, counts) of an itemset table, sorted by (length, items)."""
+    o, i, c, _ = table_csr(table)
+    return [a.tolist() for a in _core.canonical_itemsets(o, i, c)]
+
+
+baskets = st.lists(st.lists(st.integers(0, 11), max_size=8), min_size=0, max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(txs=baskets, min_count=st.integers(1, 4), algo=st.sampled_from(ALGOS), span=st.integers(0, 3),
+       chunk=st.sampled_from([1, 3, 1 << 17]))
+def test_streamed_equals_in_memory(tmp_path_factory, txs, min_count, algo, span, chunk):
+    path = tmp_path_factory.mktemp("s") / "sets.parquet"
+    max_len = None if span == 0 else span
+    import clusterlab.mining.stream as stream
+
+    old, stream.CHUNK = stream.CHUNK, chunk
+    try:
+        s = mine_to_parquet(txs, path, min_support=min_count, algorithm=algo, max_len=max_len)
+    finally:
+        stream.CHUNK = old
+    ref = clusterlab.mine(txs, min_count, algorithm=algo, max_len=max_len)
+    got = pq.read_table(path)
+    # Parquet names a list's child "element" (Arrow: "item"), whichever way the file was written.
+    assert [(f.name, str(f.type).replace("element", "item")) for f in got.schema] == \
+        [(f.name, str(f.type)) for f in ref.schema]
+    assert got.schema.metadata == ref.schema.metadata
+    assert canonical(got) == canonical(ref)
+    assert s["itemsets"] == ref.num_rows
+    if ref.num_rows:
+        assert pq.ParquetFile(path).metadata.num_row_groups == s["row_groups"] >= -(-ref.num_rows // chunk)
+
+
+def test_one_thread_streams_the_same_file_every_run_and_labels_survive(tmp_path):
+    txs = [["milk", "bread"], ["bread", "eggs"], ["milk", "bread", "eggs"], ["eggs"]]
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    mine_to_parquet(txs, a, min_support=1, algorithm="eclat")
+    mine_to_parquet(txs, b, min_support=1, algorithm="eclat")
+    assert a.read_bytes() == b.read_bytes()
+    got = pq.read_table(a)
+    ref = clusterlab.mine(txs, 1, algorithm="eclat")
+    assert sorted(zip(got["items"].to_pylist(), got["count"].to_pylist(), strict=True)) == \
+        sorted(zip(ref["items"].to_pylist(), ref["count"].to_pylist(), strict=True))
+
+
+def test_chess_streams_in_many_row_groups_within_memory(tmp_path):
+    chess = shared_data("chess.dat")
+    out = tmp_path / "chess.parquet"
+    s = mine_to_parquet(chess, out, min_support=0.7, algorithm="fpgrowth", memory=1 << 30)
+    ref = clusterlab.mine(chess, 0.7, algorithm="fpgrowth")
+    assert s["itemsets"] == ref.num_rows > 40_000 and s["row_groups"] >= 1
+    assert canonical(pq.read_table(out)) == canonical(ref)
+    assert s["peak_rss_bytes"] < 1 << 30
+
+
+def test_a_failing_writer_stops_the_kernel_and_leaves_no_file(tmp_path):
+    out = tmp_path / "sets.parquet"
+    calls = []
+
+    def progress(n, seconds, rss):
+        calls.append(n)
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        mine_to_parquet(shared_data("chess.dat"), out, min_support=0.6, algorithm="eclat", progress=progress)
+    assert len(calls) == 1 and not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_memory_limit_is_a_clear_error(tmp_path, monkeypatch):
+    import clusterlab.mining.stream as stream
+
+    # 16 MiB: below what the interpreter alone takes, so the first chunk is over it.
+    monkeypatch.setattr(stream, "MIN_MEMORY", 1 << 20)
+    with pytest.raises(ConfigError, match="over the --memory"):
+        mine_to_parquet(shared_data("chess.dat"), tmp_path / "x.parquet", min_support=0.6, memory=16 << 20)
+    monkeypatch.undo()
+    with pytest.raises(ConfigError, match="at least 256 MiB"):
+        mine_to_parquet([[1]], tmp_path / "x.parquet", min_support=1, memory=1 << 20)
+    with pytest.raises(TooManyItemsets):
+        mine_to_parquet(shared_data("chess.dat"), tmp_path / "x.parquet", min_support=0.6, max_itemsets=1000)
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_cli_memory_streams_to_parquet(capsys, tmp_path):
+    t10 = shared_data("T10I4D100K.dat")
+    out = tmp_path / "t10.parquet"
+    code, stdout, _ = run(capsys, "mine", str(t10), "-s", "0.5%", "-o", str(out), "--memory", "2GB", "--json")
+    assert code == 0
+    s = json.loads(stdout)
+    ref = clusterlab.mine(str(t10), 0.005)
+    assert s["itemsets"] == ref.num_rows and s["row_groups"] >= 1 and s["peak_rss_bytes"] < 2e9
+    assert canonical(pq.read_table(out)) == canonical(ref)
+    assert np.array_equal(np.sort(pq.read_table(out)["count"].to_numpy()), np.sort(ref["count"].to_numpy()))
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["-o", "x.csv"], "give -o FILE.parquet"),
+    ([], "give -o FILE.parquet"),
+    (["-o", "x.parquet", "--target", "closed"], "drop --target"),
+    (["-o", "x.parquet", "--rules"], "does not derive rules"),
+    (["-o", "x.parquet", "--nodes", "2"], "drop --nodes"),
+    (["-o", "x.parquet", "--memory", "lots"], "memory"),
+])
+def test_cli_memory_refusals_are_one_line(capsys, tmp_path, args, msg):
+    (tmp_path / "b.dat").write_text("1 2\n1 2\n")
+    args = [a if not a.startswith("x.") else str(tmp_path / a) for a in args]
+    if "--memory" not in args:
+        args += ["--memory", "1GB"]
+    code, _, err = run(capsys, "mine", str(tmp_path / "b.dat"), "-s", "1", *args)
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
