@@ -29,6 +29,7 @@ from pathlib import Path
 
 from clusterlab import npb
 from clusterlab._atomic import atomic_path
+from clusterlab.cluster import InProcess, Local
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 2.0  # per-rank compute within 2x of NPB's serial time
@@ -51,7 +52,7 @@ def run_npb(binary: Path, timeout: float) -> dict:
 
 
 def run_ours(kernel: str, cls: str, n: int) -> dict:
-    r = npb.run(kernel, cls, n=n, backend="inproc" if n == 1 else "tcp", timeout=3600)
+    r = npb.run(kernel, cls, n=n, cluster=InProcess() if n == 1 else Local(), timeout=3600)
     return {"seconds": r.seconds, "mops": r.mops, "verified": r.verified,
             "compute_cpu_s": max(x["compute_cpu_s"] for x in r.ranks),
             "compute_s": max(x["compute_s"] for x in r.ranks),

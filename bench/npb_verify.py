@@ -21,6 +21,7 @@ from pathlib import Path
 
 from clusterlab import npb
 from clusterlab._atomic import atomic_open
+from clusterlab.cluster import from_options
 from clusterlab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +53,7 @@ def one(kernel: str, cls: str, n: int, backend: str, timeout: float) -> dict:
         return {**row, "refused": str(e)}
     t = time.monotonic()
     try:
-        r = npb.run(kernel, cls, n=n, backend=backend, timeout=timeout)
+        r = npb.run(kernel, cls, n=n, cluster=from_options(backend), timeout=timeout)
         row.update(verified=bool(r.verified), seconds=round(r.seconds, 4), values=verified_values(r.verification))
     except Exception as e:  # a failed run is a row that says why; the matrix goes on
         row["error"] = f"{type(e).__name__}: {str(e)[:300]}"

@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 
 from clusterlab import _core  # noqa: E402
 from clusterlab._atomic import atomic_open  # noqa: E402
+from clusterlab.cluster import Local
 from clusterlab.data import read_baskets  # noqa: E402
 from clusterlab.mining.parallel import min_count_of, mine_parallel  # noqa: E402
 
@@ -85,7 +86,7 @@ def sequential(path: Path, min_support: float, algorithm: str) -> dict:
 
 def parallel(path: Path, min_support: float, algorithm: str, nodes: int) -> dict:
     t0 = time.perf_counter()
-    table, passes = mine_parallel(path, nodes=nodes, algorithm=algorithm, min_support=min_support, backend="tcp")
+    table, passes = mine_parallel(path, nodes=nodes, algorithm=algorithm, min_support=min_support, cluster=Local())
     wall = time.perf_counter() - t0
     job = sum(p["t_total"] for p in passes) + passes[0].get("t_read", 0.0)
     return {"job_s": job, "wall_s": wall, "itemsets": table.num_rows, "load": load(),

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from clusterlab._atomic import atomic_open
+from clusterlab.cluster import Testbed as OnTestbed
 from clusterlab.cluster.testbed import StarTopo, Testbed
 from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
 
@@ -86,13 +87,13 @@ def validate(a, work: Path) -> list:
             for rep in range(a.reps):
                 rec = work / f"rec{n}_{rep}"
                 r = run_parallel(data, nodes=n, algorithm="hpa", min_support=a.min_support, config=config,
-                                 testbed=name, record=rec)
+                                 cluster=OnTestbed(name), record=rec)
                 real.append({"job_s": r.job_s, "load": load(), "cpu_bound_passes": sum(p["cpu_bound"] for p in r.passes),
                              "bytes": [p["bytes_sent"] for p in r.passes],
                              "cpu_cores_busy": [round(p["cpu_cores_busy"], 2) for p in r.passes]})
                 row = {"load": load()}
                 for mode in MODES:
-                    rp = replay_parallel(rec, testbed=name, compute=mode)
+                    rp = replay_parallel(rec, cluster=OnTestbed(name), compute=mode)
                     row[mode] = rp.job_s
                     row[f"{mode}_passes"] = [round(p["t_total"], 4) for p in rp.passes]
                     if mode == "spin":

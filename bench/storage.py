@@ -4,7 +4,7 @@
 Not a test: a measurement. For each link rate (155 Mbit/s as seed 001's links are scaled here,
 1 Gbit/s as the seed's, and unshaped) and each number of commands in flight per initiator
 (``--connections``: 1, as a process doing one read() at a time, and 4 sessions) it runs
-``clusterlab.bench.storage.run`` with 1 and 8 initiators at once, each writing then reading
+``clusterlab.experiments.storage_bench.run`` with 1 and 8 initiators at once, each writing then reading
 its own LUN sequentially in 64 KB blocks, plus the same block loop and bonnie++ on a local
 file, and one iperf3 TCP stream each way between st and h0 on the same links before the first count
 (what the emulated link gives TCP at that moment: ``write_vs_tcp``, ``read_vs_tcp``). Every phase is monitored (the storage host's link, the machine's CPU and disks) and its
@@ -14,7 +14,7 @@ rate (issue 13's target: >= 90 %), iSCSI vs local. The machine's load is recorde
 Writes ``bench/results/storage.json`` atomically. With ``--mining N``: instead, HPA, PFP and CD
 on ``--counts``' largest count of hosts over N generated transactions of 1000 items, each
 rank reading its partition from the local file, from the LUN's layout in a local file and from
-a shared LUN on the target in each ``--layout`` (``clusterlab.bench.storage.mining_from_target``;
+a shared LUN on the target in each ``--layout`` (``clusterlab.experiments.storage_bench.mining_from_target``;
 issue 13's target: iSCSI within 1.3x of local), into ``bench/results/storage_mining.json``.
 
 Usage: ``flock /work/quiet.lock .venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
@@ -40,7 +40,8 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     from clusterlab._atomic import atomic_open
-    from clusterlab.bench.storage import parse_counts, run
+    from clusterlab.bench.storage import parse_counts
+    from clusterlab.experiments.storage_bench import run
     from clusterlab.units import parse_rate, parse_size
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -137,7 +138,8 @@ def mining(a) -> int:
 
     import clusterlab
     from clusterlab._atomic import atomic_open
-    from clusterlab.bench.storage import mining_from_target, parse_counts
+    from clusterlab.bench.storage import parse_counts
+    from clusterlab.experiments.storage_bench import mining_from_target
     from clusterlab.units import parse_size
 
     nodes = max(parse_counts(a.counts))

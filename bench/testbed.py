@@ -83,10 +83,13 @@ def point(hosts: int, reps: int, transport: str, dilation: float = 1.0, host_que
           order: str = "same", buffer: str = "64KB", size: int = 50_000) -> dict:
     """One point: the summary, per-round seconds, drops, timeouts and the slowest rank's attribution."""
     from clusterlab.bench.alltoall_broadcast import run_broadcast
-    from clusterlab.cluster.testbed import StarTopo
+    from clusterlab.cluster import Testbed as OnTestbed
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.net.transport_config import TransportConfig
 
     topo = StarTopo(hosts=hosts, rate="155Mbit", buffer=buffer, host_queue=host_queue, mtu=9000, dilation=dilation)
-    r = run_broadcast(size, reps, topo=topo, transport=transport or None, order=order)
+    with Testbed(topo, transport=TransportConfig.parse(transport or None, place="testbed")) as tb:
+        r = run_broadcast(size, reps, cluster=OnTestbed(tb), order=order)
     reps_ = r["reps"]
     slow = [max(x["ranks"], key=lambda y: y["seconds"]) for x in reps_]
     s = r["settings"]

@@ -145,7 +145,7 @@ def hop_times(tb, n: int = 200) -> dict:
     import statistics
     import struct
 
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     points = [(tb.hosts[0].ns, "eth0", "h0"), (tb.hosts[1].ns, "eth0", "h1")]
     if tb.router is not None:

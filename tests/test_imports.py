@@ -1,15 +1,18 @@
-"""The package's import graph: no two modules import each other (directly or round a loop), and the
-bottom layers import nothing above them (docs/architecture: data -> kernels -> mining -> studies).
+"""The package's import graph: no two modules import each other (directly or round a loop), and
+every package imports only the layers below it (README's "Layout": data -> kernels -> parallel
+algorithms on a Communicator -> clusters -> studies -> reports).
 
-Read from the source with ``ast`` (every ``import``, also inside functions), so a lazy import that
-closes a loop counts as one. ``from clusterlab import _core`` names the compiled extension module,
-not the package's ``__init__``.
+Read from the source with ``ast``: every ``import`` (also inside functions, so a lazy import
+counts) and every ``importlib.import_module`` / ``importlib.util.find_spec`` / ``__import__`` of a
+literal name. ``from clusterlab import _core`` names the compiled extension module, not the
+package's ``__init__``.
 """
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -24,6 +27,17 @@ LOW = {
 }
 
 
+# Every package of clusterlab, lowest first: each may import only those before it. ``clusterlab``
+# is the package's own ``__init__`` (the top-level API: ``clusterlab.mine``...).
+LAYERS = ["errors", "units", "_atomic", "_core", "data", "storage", "net", "rendezvous", "comm", "mining",
+          "clusterlab", "npb", "monitor", "bench", "cluster", "experiments", "tune", "report", "cli", "__main__"]
+
+# Where ranks run is the cluster layer's: these never import it, not even inside a function.
+NEVER_CLUSTER = ("comm", "mining", "npb", "bench", "monitor", "rendezvous")
+
+_IMPORTERS = {"import_module", "find_spec", "__import__"}
+
+
 def _modules() -> dict[str, pathlib.Path | None]:
     mods: dict[str, pathlib.Path | None] = {}
     for p in ROOT.rglob("*.py"):
@@ -35,7 +49,17 @@ def _modules() -> dict[str, pathlib.Path | None]:
     return mods
 
 
+_GRAPHS: dict[pathlib.Path, dict[str, set[str]]] = {}
+
+
 def _graph() -> dict[str, set[str]]:
+    """The module graph under ``ROOT`` (parsed once per root)."""
+    if ROOT not in _GRAPHS:
+        _GRAPHS[ROOT] = _parse_graph()
+    return _GRAPHS[ROOT]
+
+
+def _parse_graph() -> dict[str, set[str]]:
     mods = _modules()
 
     def resolve(name: str) -> str | None:
@@ -58,6 +82,12 @@ def _graph() -> dict[str, set[str]]:
                     up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
                     base = ".".join(up + ([base] if base else []))
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if name in _IMPORTERS:
+                    targets = [node.args[0].value]
             for t in targets:
                 r = resolve(t) if t.startswith("clusterlab") else None
                 if r and r != m:
@@ -126,3 +156,53 @@ def test_bottom_layers_import_nothing_above_them(layer):
         if not (t == layer or t.startswith(layer + ".")) and t not in LOW[layer]
     )
     assert bad == []
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _package_edges(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    for m, ts in edges.items():
+        for t in ts:
+            a, b = _package(m), _package(t)
+            if a != b:
+                out.setdefault((a, b), []).append(f"{m} -> {t}")
+    return out
+
+
+def test_every_package_has_a_layer():
+    pkgs = {_package(m) for m in _modules()}
+    assert sorted(pkgs - set(LAYERS)) == [], "place the new package in LAYERS (and README's Layout)"
+    assert sorted(set(LAYERS) - pkgs) == []
+
+
+def test_every_package_imports_only_layers_below_it():
+    rank = {p: i for i, p in enumerate(LAYERS)}
+    bad = sorted(x for (a, b), xs in _package_edges(_graph()).items() if rank[b] > rank[a] for x in xs)
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", NEVER_CLUSTER)
+def test_no_cluster_import_below_the_cluster_layer(package):
+    bad = sorted(x for (a, b), xs in _package_edges(_graph()).items() if a == package and b == "cluster" for x in xs)
+    assert bad == []
+
+
+def test_lazy_and_dynamic_imports_are_seen(tmp_path, monkeypatch):
+    """A function-level import and an importlib call both count (the checks above would pass
+    vacuously otherwise)."""
+    pkg = tmp_path / "clusterlab"
+    (pkg / "mining").mkdir(parents=True)
+    (pkg / "cluster").mkdir()
+    for d in (pkg, pkg / "mining", pkg / "cluster"):
+        (d / "__init__.py").write_text("")
+    (pkg / "cluster" / "local.py").write_text("")
+    (pkg / "mining" / "a.py").write_text("def f():\n    from clusterlab.cluster import local\n")
+    (pkg / "mining" / "b.py").write_text("import importlib\nimportlib.import_module('clusterlab.cluster.local')\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    edges = _graph()
+    assert edges["clusterlab.mining.a"] == {"clusterlab.cluster.local"}
+    assert edges["clusterlab.mining.b"] == {"clusterlab.cluster.local"}

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterlab import _core
+from clusterlab.cluster import InProcess, Local, Mpirun
 from clusterlab.data import read_baskets
 from clusterlab.errors import BasketFormatError, ConfigError
 from clusterlab.mining import mine
@@ -66,14 +67,14 @@ def t10(tmp_path_factory):
 def test_real_t10i4d100k_at_one_percent():
     """385 frequent itemsets at 1% (the figure in ../shared/data/README.md)."""
     table, _ = mine_parallel(shared("T10I4D100K.dat"), nodes=2, algorithm="hpa", min_support=0.01,
-                             backend="inproc")
+                             cluster=InProcess())
     assert table.num_rows == 385
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("nodes", [1, 2, 3, 4, 5])
 def test_equal_to_sequential_inproc(t10, algorithm, nodes):
-    table, passes = mine_parallel(t10, nodes=nodes, algorithm=algorithm, min_support=0.005, backend="inproc",
+    table, passes = mine_parallel(t10, nodes=nodes, algorithm=algorithm, min_support=0.005, cluster=InProcess(),
                                   config=ParallelConfig(block_bytes=512, read_block_bytes=4096))
     want = sequential(t10, 0.005)
     assert as_dict(table) == want
@@ -95,12 +96,12 @@ def test_same_bytes_as_clusterlab_mine_for_every_node_count(t10):
     seq = mine(t10, min_support=0.01, threads=1)
     for alg in ALGORITHMS:
         for n in (1, 2, 3):
-            t, _ = mine_parallel(t10, nodes=n, algorithm=alg, min_support=0.01, backend="inproc")
+            t, _ = mine_parallel(t10, nodes=n, algorithm=alg, min_support=0.01, cluster=InProcess())
             same_as_sequential(t, seq)
 
 
 def test_hpa_traffic_is_blocked_and_counted(t10):
-    _, passes = mine_parallel(t10, nodes=3, algorithm="hpa", min_support=0.005, backend="inproc",
+    _, passes = mine_parallel(t10, nodes=3, algorithm="hpa", min_support=0.005, cluster=InProcess(),
                               config=ParallelConfig(block_bytes=1024, partition="itemset", local_pairs=False))
     p2 = passes[1]
     assert p2["pass"] == 2 and p2["candidates"] > 0
@@ -116,20 +117,20 @@ def test_node_without_transactions_and_pass_without_candidates(tmp_path):
     txs = [[1, 2, 3, 9], [1, 2, 3]]
     p = write(tmp_path, txs)
     for alg in ALGORITHMS:
-        table, passes = mine_parallel(p, nodes=5, algorithm=alg, min_support=2, backend="inproc")
+        table, passes = mine_parallel(p, nodes=5, algorithm=alg, min_support=2, cluster=InProcess())
         assert as_dict(table) == brute(txs, 2), alg
-    _, passes = mine_parallel(p, nodes=5, algorithm="hpa", min_support=2, backend="inproc")
+    _, passes = mine_parallel(p, nodes=5, algorithm="hpa", min_support=2, cluster=InProcess())
     assert [(s["pass"], s["candidates"], s["large"]) for s in passes] == [(1, 4, 3), (2, 3, 3), (3, 1, 1)]
 
 
 def test_empty_and_nothing_frequent(tmp_path):
     p = write(tmp_path, [[1], [2], [3]])
     for alg in ALGORITHMS:
-        table, _ = mine_parallel(p, nodes=2, algorithm=alg, min_support=2, backend="inproc")
+        table, _ = mine_parallel(p, nodes=2, algorithm=alg, min_support=2, cluster=InProcess())
         assert table.num_rows == 0
     e = tmp_path / "empty.dat"
     e.write_text("")
-    table, _ = mine_parallel(e, nodes=3, algorithm="hpa", min_support=0.5, backend="inproc")
+    table, _ = mine_parallel(e, nodes=3, algorithm="hpa", min_support=0.5, cluster=InProcess())
     assert table.num_rows == 0
 
 
@@ -138,20 +139,20 @@ def test_partition_files(tmp_path):
     write(tmp_path, txs[:2], "part0.dat")
     write(tmp_path, txs[2:], "part1.dat")
     table, _ = mine_parallel(str(tmp_path / "part{rank}.dat"), nodes=2, algorithm="hpa", min_support=2,
-                             backend="inproc")
+                             cluster=InProcess())
     assert as_dict(table) == brute(txs, 2)
 
 
 def test_max_len_and_eld_budget(t10):
     want = {k: v for k, v in sequential(t10, 0.005).items() if len(k) <= 2}
     for alg in ALGORITHMS:
-        t, _ = mine_parallel(t10, nodes=2, algorithm=alg, min_support=0.005, backend="inproc",
+        t, _ = mine_parallel(t10, nodes=2, algorithm=alg, min_support=0.005, cluster=InProcess(),
                              config=ParallelConfig(max_len=2))
         assert as_dict(t) == want, alg
     # Every candidate replicated (huge budget) and none (zero budget) agree.
-    a, _ = mine_parallel(t10, nodes=3, algorithm="hpa-eld", min_support=0.005, backend="inproc",
+    a, _ = mine_parallel(t10, nodes=3, algorithm="hpa-eld", min_support=0.005, cluster=InProcess(),
                          config=ParallelConfig(eld_max=10**9))
-    b, _ = mine_parallel(t10, nodes=3, algorithm="hpa-eld", min_support=0.005, backend="inproc",
+    b, _ = mine_parallel(t10, nodes=3, algorithm="hpa-eld", min_support=0.005, cluster=InProcess(),
                          config=ParallelConfig(eld_max=0))
     assert a.equals(b)
 
@@ -160,17 +161,17 @@ def test_bad_input_and_settings(tmp_path):
     bad = tmp_path / "bad.dat"
     bad.write_text("1 2\n3 x\n")
     with pytest.raises(BasketFormatError, match="bad.dat:2:3"):
-        mine_parallel(bad, nodes=1, algorithm="hpa", min_support=1, backend="inproc")
+        mine_parallel(bad, nodes=1, algorithm="hpa", min_support=1, cluster=InProcess())
     with pytest.raises(ConfigError, match="unknown parallel algorithm"):
-        mine_parallel(bad, nodes=1, algorithm="nope", min_support=1, backend="inproc")
+        mine_parallel(bad, nodes=1, algorithm="nope", min_support=1, cluster=InProcess())
     with pytest.raises(ConfigError, match="block_bytes"):
-        mine_parallel(bad, nodes=1, min_support=1, backend="inproc", config=ParallelConfig(block_bytes=4))
+        mine_parallel(bad, nodes=1, min_support=1, cluster=InProcess(), config=ParallelConfig(block_bytes=4))
     with pytest.raises(ConfigError, match="no such file"):
-        mine_parallel(tmp_path / "missing.dat", nodes=2, min_support=1, backend="inproc")
+        mine_parallel(tmp_path / "missing.dat", nodes=2, min_support=1, cluster=InProcess())
     with pytest.raises(ConfigError, match="min_support"):
         min_count_of(1.5, 10)
     with pytest.raises(ConfigError, match="min_support"):
-        mine_parallel(write(tmp_path, [[1, 2]], "ok.dat"), nodes=2, min_support=-1, backend="inproc")
+        mine_parallel(write(tmp_path, [[1, 2]], "ok.dat"), nodes=2, min_support=-1, cluster=InProcess())
 
 
 @pytest.mark.parametrize("nodes", [2, 3, 4])
@@ -178,14 +179,14 @@ def test_prefix_and_itemset_partitions_agree_and_prefix_sends_less(t10, nodes):
     want = sequential(t10, 0.005)
     sent = {}
     for part in ("prefix", "itemset"):
-        table, passes = mine_parallel(t10, nodes=nodes, algorithm="hpa", min_support=0.005, backend="inproc",
+        table, passes = mine_parallel(t10, nodes=nodes, algorithm="hpa", min_support=0.005, cluster=InProcess(),
                                       config=ParallelConfig(block_bytes=512, read_block_bytes=4096, partition=part,
                                                             local_pairs=False))
         assert as_dict(table) == want
         sent[part] = sum(p["bytes_sent"] for p in passes[1:])
     assert 0 < sent["prefix"] < sent["itemset"] / 2
     with pytest.raises(ConfigError, match="partition"):
-        mine_parallel(t10, nodes=2, min_support=0.01, backend="inproc", config=ParallelConfig(partition="hash"))
+        mine_parallel(t10, nodes=2, min_support=0.01, cluster=InProcess(), config=ParallelConfig(partition="hash"))
 
 
 @pytest.mark.parametrize("algorithm", ["hpa", "cd"])
@@ -196,7 +197,7 @@ def test_local_pairs_and_counting_modes_agree_and_pass_2_ships_no_pair(t10, algo
     runs = {}
     for local in (True, False):
         for counting in ("tidlist", "trie"):
-            table, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.005, backend="inproc",
+            table, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.005, cluster=InProcess(),
                                           config=ParallelConfig(local_pairs=local, counting=counting))
             assert as_dict(table) == want, (local, counting)
             runs[local, counting] = passes
@@ -213,7 +214,7 @@ def test_pfp_kernels_agree(t10):
     want = sequential(t10, 0.005)
     for kernel in ("vertical", "fptree", "fpgrowth"):
         for nodes in (1, 3):
-            table, _ = mine_parallel(t10, nodes=nodes, algorithm="pfp", min_support=0.005, backend="inproc",
+            table, _ = mine_parallel(t10, nodes=nodes, algorithm="pfp", min_support=0.005, cluster=InProcess(),
                                      config=ParallelConfig(pfp_kernel=kernel))
             assert as_dict(table) == want and canonical(table), (kernel, nodes)
     with pytest.raises(ConfigError, match="pfp_kernel"):
@@ -274,7 +275,7 @@ def test_owner_hash_is_the_documented_one():
        partition=st.sampled_from(["prefix", "itemset"]))
 def test_hypothesis_equals_brute_force(tmp_path, txs, nodes, algorithm, min_count, partition):
     p = write(tmp_path, txs, f"h{nodes}{algorithm}.dat")
-    table, _ = mine_parallel(p, nodes=nodes, algorithm=algorithm, min_support=min_count, backend="inproc",
+    table, _ = mine_parallel(p, nodes=nodes, algorithm=algorithm, min_support=min_count, cluster=InProcess(),
                              config=ParallelConfig(block_bytes=16, read_block_bytes=64, eld_max=5,
                                                    partition=partition))
     assert as_dict(table) == brute(txs, min_count)
@@ -284,7 +285,7 @@ def test_hypothesis_equals_brute_force(tmp_path, txs, nodes, algorithm, min_coun
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_tcp_backend_equals_sequential(t10, algorithm):
     seq = mine(t10, min_support=0.01, threads=1)
-    t, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, backend="tcp")
+    t, passes = mine_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, cluster=Local())
     same_as_sequential(t, seq)
     assert passes[-1]["pass"] >= 2
 
@@ -293,7 +294,7 @@ def test_tcp_backend_equals_sequential(t10, algorithm):
 def test_mpi_backend_equals_sequential(t10, algorithm):
     pytest.importorskip("mpi4py")
     seq = mine(t10, min_support=0.01, threads=1)
-    t, _ = mine_parallel(t10, nodes=2, algorithm=algorithm, min_support=0.01, backend="mpi")
+    t, _ = mine_parallel(t10, nodes=2, algorithm=algorithm, min_support=0.01, cluster=Mpirun())
     same_as_sequential(t, seq)
 
 
@@ -325,7 +326,7 @@ def test_time_of_every_pass_and_rank_is_attributed(t10):
     the rank's own clock (and TCP_INFO for the RTO part)."""
     from clusterlab.mining.parallel import run_parallel
 
-    r = run_parallel(t10, nodes=3, algorithm="hpa", min_support=0.01, backend="tcp",
+    r = run_parallel(t10, nodes=3, algorithm="hpa", min_support=0.01, cluster=Local(),
                      config=ParallelConfig(partition="itemset", local_pairs=False))
     assert len(r.passes) >= 3
     for p in r.passes:
@@ -363,11 +364,11 @@ def test_replay_sends_the_same_bytes_per_pass_as_the_real_run(t10, tmp_path, alg
     from clusterlab.mining.parallel import replay_parallel, run_parallel
 
     rec = tmp_path / "rec"
-    real = run_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, backend="tcp", config=config, record=rec)
+    real = run_parallel(t10, nodes=3, algorithm=algorithm, min_support=0.01, cluster=Local(), config=config, record=rec)
     assert sorted(p.name for p in rec.iterdir()) == ["job.json", "rank0.json", "rank1.json", "rank2.json"]
     assert json.loads((rec / "job.json").read_text())["nodes"] == 3
     for compute, scale in (("wall", 1.0), ("cpu", 0.5)):
-        rp = replay_parallel(rec, compute=compute, scale=scale)
+        rp = replay_parallel(rec, Local(), compute=compute, scale=scale)
         assert [p["pass"] for p in rp.passes] == [p["pass"] for p in real.passes]
         assert [p["bytes_sent"] for p in rp.passes] == [p["bytes_sent"] for p in real.passes]
         assert [p["messages_sent"] for p in rp.passes] == [p["messages_sent"] for p in real.passes]
@@ -384,11 +385,11 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path, t10):
     with pytest.raises(ConfigError, match="no recorded trace"):
         replay_parallel(tmp_path / "nothing")
     rec = tmp_path / "rec"
-    run_parallel(t10, nodes=2, algorithm="cd", min_support=0.02, backend="inproc", record=rec)
+    run_parallel(t10, nodes=2, algorithm="cd", min_support=0.02, cluster=InProcess(), record=rec)
     with pytest.raises(ConfigError, match="compute"):
         replay_parallel(rec, compute="guess")
     with pytest.raises(ConfigError, match="recorded on 2 ranks"):
         run_threads(lambda c: replay_rank(c, rec), 3)
     (rec / "rank1.json").write_text("{")
     with pytest.raises(ConfigError, match="not a readable trace"):
-        replay_parallel(rec, backend="inproc")
+        replay_parallel(rec, cluster=InProcess())

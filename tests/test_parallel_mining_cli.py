@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from clusterlab.cli import cli
+from clusterlab.cluster import InProcess, Local
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.speedup import SpeedupSpec, parse_transport, run_speedup
 from clusterlab.mining.parallel import mine_parallel
@@ -141,7 +142,7 @@ def test_paths_with_braces(tmp_path):
     (d / "p0.dat").write_text(txs[:6])
     (d / "p1.dat").write_text(txs[6:])
     for path in (d / "a{}.dat", str(d / "p{rank}.dat")):
-        t, _ = mine_parallel(path, nodes=2, algorithm="hpa", min_support=2, backend="inproc")
+        t, _ = mine_parallel(path, nodes=2, algorithm="hpa", min_support=2, cluster=InProcess())
         assert t.num_rows == 7, path
     r = _cli("mine", d / "a{}.dat", "--nodes", "2", "-s", "2", "-q", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["itemsets"] == 7, r.stderr
@@ -151,12 +152,12 @@ def test_sparse_item_ids_use_memory_and_traffic_of_distinct_items(tmp_path):
     """Item 4294967295 made pass 1 allocate and all-reduce 32 GiB (bincount up to the largest id)."""
     p = tmp_path / "sparse.dat"
     p.write_text("1 4294967295\n4294967295 3000000000\n7 4294967295 3000000000\n")
-    table, passes = mine_parallel(p, nodes=2, algorithm="hpa", min_support=2, backend="tcp")
+    table, passes = mine_parallel(p, nodes=2, algorithm="hpa", min_support=2, cluster=Local())
     assert {tuple(r["items"]): r["count"] for r in table.to_pylist()} == {
         (4294967295,): 3, (3000000000,): 2, (3000000000, 4294967295): 2}
     assert passes[0]["bytes_sent"] < 16384
     for alg in ("cd", "pfp", "hpa-eld"):
-        t, _ = mine_parallel(p, nodes=3, algorithm=alg, min_support=2, backend="inproc")
+        t, _ = mine_parallel(p, nodes=3, algorithm=alg, min_support=2, cluster=InProcess())
         assert t.equals(table.replace_schema_metadata(t.schema.metadata)), alg
 
 

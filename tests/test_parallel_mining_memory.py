@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusterlab.cluster import InProcess
 from clusterlab.comm.inproc import run_threads
 from clusterlab.data import Baskets, read_partition
 from clusterlab.data.io import read_fimi
@@ -100,7 +101,7 @@ def test_results_unchanged_with_tiny_read_slices(tmp_path, monkeypatch, algorith
     rng = np.random.default_rng(11)
     txs = [sorted(set(rng.integers(0, 25, rng.integers(1, 15)).tolist())) for _ in range(400)]
     p = write(tmp_path, txs)
-    table, _ = mine_parallel(p, nodes=3, algorithm=algorithm, min_support=0.04, backend="inproc",
+    table, _ = mine_parallel(p, nodes=3, algorithm=algorithm, min_support=0.04, cluster=InProcess(),
                              config=ParallelConfig(block_bytes=64, read_block_bytes=256))
     assert as_dict(table) == sequential(p, 0.04)
 
@@ -116,7 +117,7 @@ def test_itemset_partition_with_and_without_the_senders_prune(tmp_path, prune):
     for local_pairs in (True, False):
         cfg = ParallelConfig(partition="itemset", local_pairs=local_pairs, prune=prune, block_bytes=32)
         for nodes in (2, 3):
-            table, passes = mine_parallel(p, nodes=nodes, algorithm="hpa", min_support=0.05, backend="inproc",
+            table, passes = mine_parallel(p, nodes=nodes, algorithm="hpa", min_support=0.05, cluster=InProcess(),
                                           config=cfg)
             assert as_dict(table) == want
             assert sum(x["bytes_sent"] for x in passes[2:]) > 0 or len(passes) <= 2

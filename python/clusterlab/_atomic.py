@@ -43,11 +43,11 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", **kw) -> Iterator:
         os.fsync(f.fileno())
 
 
-def check_writable(path: str | os.PathLike, what: str = "output") -> None:
-    """Raise ``ConfigError`` (one line) unless ``path`` can be written: its directory (or the
-    nearest existing ancestor, which ``atomic_path`` would create it under) is a writable
-    directory with room for a file. Called before long work, so a run does not end with its
-    result lost; a probe file is created and removed again.
+def check_writable(path: str | os.PathLike, what: str = "output", *, need_bytes: int = 0) -> None:
+    """Raise ``ConfigError`` (one line) unless the file ``path`` can be written: its directory
+    (or the nearest existing ancestor, which ``atomic_path`` would create it under) is a writable
+    directory with room for it. Called before long work, so a run does not end with its result
+    lost; a probe file is created and removed again.
 
     >>> import tempfile
     >>> check_writable(os.path.join(tempfile.mkdtemp(), "new", "out.parquet"))
@@ -55,18 +55,45 @@ def check_writable(path: str | os.PathLike, what: str = "output") -> None:
     Traceback (most recent call last):
     ...
     clusterlab.errors.ConfigError: output /proc/version/out.txt: /proc/version is not a directory
+    >>> check_writable("/dev/null")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: output /dev/null: exists and is not a regular file (it would be replaced)
+    """
+    check_output(path, what, need_bytes=need_bytes)
+
+
+def check_output(path: str | os.PathLike, what: str = "output", *, directory: bool = False,
+                 need_bytes: int = 0) -> None:
+    """The one check of every output path, before the work starts: a file (``directory``
+    False) or a directory that will be created or written into; ``need_bytes``: the free space
+    the output needs, when it is known.
+
+    >>> check_output("/proc/x/run", "-o", directory=True)
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: -o /proc/x/run: cannot write in /proc: No such file or directory
     """
     from clusterlab.errors import ConfigError
 
     target = Path(path)
-    if target.is_dir():
-        raise ConfigError(f"{what} {path}: is a directory")
-    parent = target.parent
+    if str(path) == "":
+        raise ConfigError(f"{what}: an empty path")
+    if directory:
+        if target.exists() and not target.is_dir():
+            raise ConfigError(f"{what} {path}: exists and is not a directory")
+        parent = target
+    else:
+        if target.is_dir():
+            raise ConfigError(f"{what} {path}: is a directory")
+        if target.exists() and not target.is_file():
+            raise ConfigError(f"{what} {path}: exists and is not a regular file (it would be replaced)")
+        parent = target.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise ConfigError(f"{what} {path}: {parent} is not a directory")
-    probe = parent / f".{target.name}.probe-{os.getpid()}"
+    probe = parent / f".{target.name or 'out'}.probe-{os.getpid()}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -82,3 +109,8 @@ def check_writable(path: str | os.PathLike, what: str = "output") -> None:
     finally:
         with contextlib.suppress(OSError):
             probe.unlink()
+    if need_bytes:
+        st = os.statvfs(parent)
+        free = st.f_bavail * st.f_frsize
+        if free < need_bytes:
+            raise ConfigError(f"{what} {path}: needs about {need_bytes} bytes, {parent} has {free} free")

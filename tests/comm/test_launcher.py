@@ -13,8 +13,8 @@ import pytest
 
 from clusterlab.cluster.local import RankHost, launch, run
 from clusterlab.comm import CommTimeout, PeerFailure
-from clusterlab.comm.tcp import handshake
 from clusterlab.errors import ConfigError
+from clusterlab.rendezvous import handshake
 from tests.comm import scenarios
 from tests.comm.conftest import BACKENDS, assert_nothing_left, processes_with
 
@@ -84,36 +84,45 @@ def test_host_prefix_hook_places_ranks():
 
 SECRET_CHECK = (
     "import os, sys\n"
-    "secret = os.environ['CLUSTERLAB_SECRET']\n"
+    "secret = os.read(int(os.environ['CLUSTERLAB_SECRET_FD']), 4096).decode()\n"
     "mine = open('/proc/self/cmdline', 'rb').read()\n"
     "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read()\n"
+    "environ = open('/proc/self/environ', 'rb').read()\n"
     "print(mine.replace(b'\\0', b' ').decode())\n"
-    "sys.exit(0 if len(secret) == 64 and secret.encode() not in mine + parent else 4)\n")
+    "sys.exit(0 if len(secret) == 64 and secret.encode() not in mine + parent + environ else 4)\n")
 
 
-def test_secret_not_on_command_line(marker):
-    """The rank finds the secret in its environment, and neither its command line nor its
-    launcher's carries it (exit 4 if they do)."""
+def test_secret_not_on_command_line_nor_in_the_environment(marker):
+    """The rank reads the secret from the pipe the launcher hands it (CLUSTERLAB_SECRET_FD),
+    and neither its command line, its launcher's, nor its environment carries it (exit 4 if
+    they do; an exception if there is no pipe)."""
     res = launch([sys.executable, "-c", SECRET_CHECK, marker], 1, timeout=30)
     assert res.returncodes == [0], res
 
 
 SECRET_TRACES = (
     "import json, os, subprocess, sys\n"
-    "secret = os.environ['CLUSTERLAB_SECRET']\n"
+    "fd = int(os.environ['CLUSTERLAB_SECRET_FD'])\n"
     "from clusterlab.comm import world\n"
     "c = world()\n"
     "environ = open('/proc/self/environ', 'rb').read()\n"
     "child = subprocess.run(['env'], capture_output=True, text=True).stdout\n"
-    "found = {'proc_environ': secret.encode() in environ, 'name_in_proc_environ': b'CLUSTERLAB_SECRET=' in environ,\n"
-    "         'os_environ': 'CLUSTERLAB_SECRET' in os.environ, 'child_env': secret in child}\n"
+    "try:\n"
+    "    os.fstat(fd)\n"
+    "    fd_open = True\n"
+    "except OSError:\n"
+    "    fd_open = False\n"
+    "found = {'name_in_proc_environ': b'CLUSTERLAB_SECRET=' in environ, 'fd_open': fd_open,\n"
+    "         'os_environ': 'CLUSTERLAB_SECRET' in os.environ or 'CLUSTERLAB_SECRET_FD' in os.environ,\n"
+    "         'child_env': 'CLUSTERLAB_SECRET' in child}\n"
     "print(json.dumps(found), flush=True)\n"
     "sys.exit(5 if any(found.values()) else 0)\n")
 
 
 def test_secret_removed_from_the_rank_environment(marker):
-    """docs/comm.md: world() removes the secret from the rank's environment: not in os.environ,
-    not inherited by a child it starts, and blanked in /proc/PID/environ (exit 5 otherwise)."""
+    """docs/comm.md: the secret never is in the rank's environment, and world() closes the
+    pipe it came through: nothing of it in os.environ, /proc/PID/environ or a child's
+    environment (exit 5 otherwise)."""
     res = launch([sys.executable, "-c", SECRET_TRACES, marker], 2, timeout=60)
     assert res.returncodes == [0, 0], res
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from clusterlab.comm import CommTimeout
-from clusterlab.comm.tcp import handshake, mesh
+from clusterlab.comm.tcp import mesh
+from clusterlab.rendezvous import handshake
 
 
 def _build(n, intrude, timeout=10.0, missing=()):

@@ -165,7 +165,7 @@ def test_mesh_spans_hosts_under_launch_mpi_with_a_hostfile(hosts3, tmp_path, mar
     """`mpiexec -f hostfile` started by our launcher: each rank's mesh listens on its host's
     address (the route towards the rendezvous), the TCP knobs apply on every connection."""
     from clusterlab.cluster.mpirun import launch_mpi
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
     from clusterlab.net.transport_config import TransportConfig
 
     tb, hostfile, args, prog = hosts3
@@ -203,7 +203,7 @@ def test_unreachable_host_is_named_within_the_set_up_timeout(hosts3, tmp_path, m
     """h2's link is down: rank 2 cannot check in; the job names rank 2 and h2 within the set-up
     timeout, the others exit, and nothing is left on any host."""
     from clusterlab.cluster.mpirun import launch_mpi
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     tb, hostfile, args, prog = hosts3
     tb.switch.run(["ip", "link", "set", "p2", "down"])
@@ -224,7 +224,7 @@ def test_rank_death_on_another_host_is_reported_as_locally(hosts3, tmp_path, mar
     seconds and nothing is left. The others raise PeerFailure naming it, unless hydra, which
     ends the whole job when a rank dies, kills them first."""
     from clusterlab.cluster.mpirun import launch_mpi
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     tb, hostfile, args, prog = hosts3
     t = time.monotonic()

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from clusterlab.comm import CommTimeout, PeerFailure, ProtocolError
-from clusterlab.comm.tcp import frames, handshake, local_mesh
+from clusterlab.comm.tcp import local_mesh
 from clusterlab.comm.tcp.mesh import build_mesh, listen
+from clusterlab.rendezvous import frames, handshake
 
 H = frames.HEADER
 

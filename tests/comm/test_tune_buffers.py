@@ -110,7 +110,7 @@ def _netns():
 
 def test_kernel_refusal_names_the_reason_and_leaves_the_value():
     _netns()
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     ns = f"clab-t{secrets.token_hex(3)}-h0"
     subprocess.run(["ip", "netns", "add", ns], check=True)
@@ -154,7 +154,7 @@ def test_ping_pong_listener_refuses_a_stranger_and_takes_the_predecessor():
     import socket
     import threading
 
-    from clusterlab.comm.tcp import handshake
+    from clusterlab.rendezvous import handshake
     from clusterlab.tune import netpipe
 
     secret = os.urandom(32)

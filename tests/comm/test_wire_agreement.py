@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from clusterlab import _core
 from clusterlab.comm.errors import ProtocolError
-from clusterlab.comm.tcp import frames
 from clusterlab.comm.tcp.engine import EventKind, Status
+from clusterlab.rendezvous import frames
 
 H = frames.HEADER
 BIG = 1 << 40

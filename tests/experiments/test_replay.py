@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from clusterlab.cluster import InProcess, Local
 from clusterlab.errors import ConfigError
 from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
 from clusterlab.mining.parallel.trace import burn_cpu
@@ -21,7 +22,7 @@ def recorded(tmp_path_factory):
     data = d / "t10.dat"
     generate_file(data, "T10I4D100K", transactions=5000, items=300, seed=3)
     rec = d / "rec"
-    real = run_parallel(data, nodes=3, algorithm="hpa", min_support=0.01, backend="tcp",
+    real = run_parallel(data, nodes=3, algorithm="hpa", min_support=0.01, cluster=Local(),
                         config=ParallelConfig(partition="itemset", local_pairs=False, block_bytes=2048), record=rec)
     return rec, real
 
@@ -49,12 +50,12 @@ def test_trace_holds_every_call_time_and_the_tail_of_the_job(recorded):
 def test_spin_replay_burns_the_recorded_cpu_and_sends_the_same_bytes(recorded):
     rec, real = recorded
     c0 = time.process_time()
-    replay_parallel(rec, compute="spin", backend="inproc")  # ranks as threads: their CPU is ours
+    replay_parallel(rec, compute="spin", cluster=InProcess())  # ranks as threads: their CPU is ours
     burnt = time.process_time() - c0
     cpu = sum(e[2] for r in range(3) for e in json.loads((rec / f"rank{r}.json").read_text())["events"]
               if e[0] == "gap")
     assert burnt >= 0.9 * cpu
-    rp = replay_parallel(rec, compute="spin")  # over TCP as recorded: the same frames
+    rp = replay_parallel(rec, Local(), compute="spin")  # over TCP as recorded: the same frames
     assert [p["bytes_sent"] for p in rp.passes] == [p["bytes_sent"] for p in real.passes]
     assert rp.compute == "spin"
     with pytest.raises(ConfigError, match="spin"):

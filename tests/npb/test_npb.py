@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from clusterlab import _core, npb
+from clusterlab.cluster import InProcess, Local, Mpirun
 from clusterlab.cluster.mpirun import mpiexec_path
 from clusterlab.errors import ConfigError
 
@@ -63,7 +64,7 @@ def test_generator_is_bit_exact_with_npbs_formula():
 
 @pytest.mark.parametrize("kernel", npb.KERNELS)
 def test_class_s_verifies_and_is_identical_for_every_rank_count(kernel):
-    results = [npb.run(kernel, "S", n=n, backend="inproc") for n in RANKS[kernel]]
+    results = [npb.run(kernel, "S", n=n, cluster=InProcess()) for n in RANKS[kernel]]
     for r in results:
         assert r.verified, (r.nprocs, r.verification)
         assert r.seconds > 0 and r.mops > 0 and len(r.ranks) == r.nprocs
@@ -75,9 +76,9 @@ def test_class_s_verifies_and_is_identical_for_every_rank_count(kernel):
 
 
 def test_tcp_mesh_gives_the_same_values_and_records_traffic():
-    ref = {k: checked(npb.run(k, "S", n=1, backend="inproc")) for k in ("cg", "mg", "ft")}
+    ref = {k: checked(npb.run(k, "S", n=1, cluster=InProcess())) for k in ("cg", "mg", "ft")}
     for kernel, n in (("cg", 2), ("mg", 2), ("ft", 2)):
-        r = npb.run(kernel, "S", n=n, backend="tcp", events=True)
+        r = npb.run(kernel, "S", n=n, cluster=Local(), events=True)
         assert r.verified and r.backend == "tcp" and r.nprocs == n
         assert checked(r) == ref[kernel]
         assert len(r.events) == n and all(len(e) > 0 for e in r.events)
@@ -90,13 +91,13 @@ def test_tcp_mesh_gives_the_same_values_and_records_traffic():
 def test_tcp_knobs_reach_the_mesh():
     from clusterlab.net.transport_config import TransportConfig
 
-    r = npb.run("ep", "S", n=2, backend="tcp", config=TransportConfig(rcvbuf=1 << 20, congestion="reno"))
+    r = npb.run("ep", "S", n=2, cluster=Local(), transport=TransportConfig(rcvbuf=1 << 20, congestion="reno"))
     assert r.verified
 
 
 @pytest.mark.skipif(mpiexec_path() is None, reason="mpiexec (the mpich wheel) is not installed")
 def test_mpi_backend():
-    r = npb.run("cg", "S", n=2, backend="mpi")
+    r = npb.run("cg", "S", n=2, cluster=Mpirun())
     assert r.verified and r.backend == "mpi"
     assert checked(r) == checked(npb.run("cg", "S", n=1))
 
@@ -106,7 +107,7 @@ def test_mpi_backend():
 def test_mpi_backend_with_misaligned_messages(kernel, n):
     """MPI hands back arrays at odd offsets; MG's halos (2+ ranks) and CG's exchanges (4+) failed
     with "not contiguous or is misaligned" before received arrays were aligned."""
-    r = npb.run(kernel, "S", n=n, backend="mpi")
+    r = npb.run(kernel, "S", n=n, cluster=Mpirun())
     assert r.verified and checked(r) == checked(npb.run(kernel, "S", n=1))
 
 
@@ -121,8 +122,10 @@ def test_bad_kernel_class_backend_refused():
         npb.run("lu", "S")
     with pytest.raises(ConfigError, match="S, W, A"):
         npb.run("cg", "B")
-    with pytest.raises(ConfigError):
-        npb.run("cg", "S", backend="carrier-pigeon")
+    from clusterlab.cluster import from_options
+
+    with pytest.raises(ConfigError, match="unknown backend"):
+        from_options("carrier-pigeon")
 
 
 def test_result_report_has_npbs_fields():
@@ -163,7 +166,7 @@ SLOW = os.environ.get("CLUSTERLAB_NPB_SLOW") == "1"
 @pytest.mark.parametrize("kernel", npb.KERNELS)
 def test_classes_w_and_a_verify(kernel, cls):
     one = npb.run(kernel, cls, n=1)
-    two = npb.run(kernel, cls, n=2, backend="tcp")
+    two = npb.run(kernel, cls, n=2, cluster=Local())
     assert one.verified and two.verified
     assert checked(one) == checked(two)
 

@@ -72,7 +72,7 @@ def test_the_kernel_takes_every_congestion_control_of_the_study():
     import secrets
     import subprocess
 
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     require_netns()
     ns = f"clab-k{secrets.token_hex(3)}-x"

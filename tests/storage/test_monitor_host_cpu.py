@@ -25,7 +25,7 @@ def test_a_busy_thread_counts_for_its_host_and_not_for_another():
     if netns_unavailable():
         pytest.skip(netns_unavailable())
     from clusterlab.cluster.testbed import StarTopo, Testbed
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     with Testbed(StarTopo(hosts=2), name=fresh_name()) as tb:
         cpu = TaskCpu({h.name: f"/run/netns/{h.ns}" for h in tb.hosts} | {"gone": "/nonexistent"})
@@ -68,7 +68,7 @@ def test_a_thread_that_enters_a_host_brings_none_of_its_earlier_cpu():
     if netns_unavailable():
         pytest.skip(netns_unavailable())
     from clusterlab.cluster.testbed import StarTopo, Testbed
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     with Testbed(StarTopo(hosts=2), name=fresh_name()) as tb:
         cpu = TaskCpu({h.name: f"/run/netns/{h.ns}" for h in tb.hosts})

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterlab import _core
+from clusterlab.cluster import InProcess
 from clusterlab.data.baskets import Baskets
 from clusterlab.errors import ConfigError
 from clusterlab.storage.source import (
@@ -188,10 +189,10 @@ def test_mining_a_packed_layout_equals_mining_the_file(data, tmp_path, algorithm
 
     url = f"lunfile://{tmp_path}/lun.img"
     write_partitions(url, data, 3)
-    local = run_parallel(data, 3, algorithm, 0.02, backend="inproc")
-    assert run_parallel(url, 3, algorithm, 0.02, backend="inproc").table.equals(local.table)
+    local = run_parallel(data, 3, algorithm, 0.02, cluster=InProcess())
+    assert run_parallel(url, 3, algorithm, 0.02, cluster=InProcess()).table.equals(local.table)
     if algorithm == "hpa":
-        rescanned = run_parallel(url, 3, algorithm, 0.02, backend="inproc", config=ParallelConfig(rescan=True))
+        rescanned = run_parallel(url, 3, algorithm, 0.02, cluster=InProcess(), config=ParallelConfig(rescan=True))
         assert rescanned.table.equals(local.table)
 
 

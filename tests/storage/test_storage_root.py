@@ -14,7 +14,6 @@ import time
 import pytest
 
 from clusterlab.cluster.testbed import StarTopo, Testbed, clean, leftovers
-from clusterlab.cluster.testbed.node import in_netns
 from clusterlab.cluster.testbed.storage import (
     SOCKET_DIR,
     IscsiTarget,
@@ -22,6 +21,7 @@ from clusterlab.cluster.testbed.storage import (
     storage_leftovers,
     unavailable,
 )
+from clusterlab.net.netns import in_netns
 
 from ..testbed.helpers import fresh_name, netns_unavailable
 
@@ -202,7 +202,7 @@ def test_separate_san_carries_the_iscsi_traffic_off_the_compute_switch(name):
 
 
 def test_two_initiators_at_once_on_their_own_luns(name):
-    from clusterlab.bench.storage import run
+    from clusterlab.experiments.storage_bench import run
 
     res = run(hosts=2, initiators=[2], size=4 << 20, block=64 << 10, rate=None, baseline=True, bonnie=False,
               name=name, timeout=10)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from clusterlab.cluster import InProcess
+from clusterlab.cluster import Testbed as OnTestbed
 from clusterlab.errors import ConfigError
 from clusterlab.storage.source import check_url, layout, pack_header, parse_pieces, parse_url, unpack_header
 
@@ -77,14 +79,14 @@ def test_hpa_rescan_reads_the_share_again_every_pass(tmp_path, monkeypatch):
     for algorithm in ("hpa", "hpa-eld"):
         for local_pairs in (True, False):
             reads.clear()
-            run = driver.run_parallel(data, 3, algorithm, 0.02, backend="inproc",
+            run = driver.run_parallel(data, 3, algorithm, 0.02, cluster=InProcess(),
                                       config=ParallelConfig(rescan=True, local_pairs=local_pairs))
-            assert run.table.equals(driver.run_parallel(data, 3, algorithm, 0.02, backend="inproc").table)
+            assert run.table.equals(driver.run_parallel(data, 3, algorithm, 0.02, cluster=InProcess()).table)
             assert sorted(reads).count(0) == len(run.passes) + 1  # one read per pass (and the next's)
             assert sorted(set(reads)) == [0, 1, 2]
-    assert driver.run_parallel(data, 3, "hpa", 0.02, backend="inproc").table.num_rows == seq.num_rows
+    assert driver.run_parallel(data, 3, "hpa", 0.02, cluster=InProcess()).table.num_rows == seq.num_rows
     with pytest.raises(ConfigError, match="rescan is an option of hpa"):
-        driver.run_parallel(data, 2, "cd", 0.02, backend="inproc", config=ParallelConfig(rescan=True))
+        driver.run_parallel(data, 2, "cd", 0.02, cluster=InProcess(), config=ParallelConfig(rescan=True))
 
 
 def test_mining_from_the_target_equals_mining_the_file(tmp_path):
@@ -93,11 +95,11 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
     _require()
     import clusterlab
     from clusterlab.cluster.testbed import StarTopo, Testbed, clean
-    from clusterlab.cluster.testbed.node import in_netns
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage, storage_leftovers
     from clusterlab.data import read_partition
     from clusterlab.mining.parallel import mine_parallel
     from clusterlab.mining.parallel.config import ParallelConfig
+    from clusterlab.net.netns import in_netns
     from clusterlab.storage.source import (
         decode_pieces,
         lun_bytes_needed,
@@ -122,14 +124,14 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
                 with in_netns(tb.host("h0").ns):
                     regions = write_partitions(url, data, 3, layout=layout)
                 for algorithm in ("hpa", "pfp", "cd"):
-                    sets, _ = mine_parallel(url, nodes=3, algorithm=algorithm, min_support=0.02, testbed=name)
+                    sets, _ = mine_parallel(url, nodes=3, algorithm=algorithm, min_support=0.02, cluster=OnTestbed(name))
                     assert sets.equals(seq), (layout, algorithm)
                 # larger commands, fewer in flight (the URL's options)
                 sets, _ = mine_parallel(url + "?block=1048576&connections=2", nodes=3, algorithm="cd",
-                                        min_support=0.02, testbed=name)
+                                        min_support=0.02, cluster=OnTestbed(name))
                 assert sets.equals(seq)
                 # HPA rescanning the LUN every pass
-                sets, _ = mine_parallel(url, nodes=3, algorithm="hpa", min_support=0.02, testbed=name,
+                sets, _ = mine_parallel(url, nodes=3, algorithm="hpa", min_support=0.02, cluster=OnTestbed(name),
                                         config=ParallelConfig(rescan=True))
                 assert sets.equals(seq)
                 # read ahead in small pieces (cut anywhere) = read whole and parsed or decoded
@@ -144,7 +146,7 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
                     layout == "packed")
             # a job whose rank count differs from the LUN's partitions is refused by the ranks
             with pytest.raises(ConfigError, match="holds 3 partitions"):
-                mine_parallel(url, nodes=2, algorithm="hpa", min_support=0.02, testbed=name)
+                mine_parallel(url, nodes=2, algorithm="hpa", min_support=0.02, cluster=OnTestbed(name))
     finally:
         clean_storage(name)
         clean(name)

@@ -128,7 +128,7 @@ def test_early_packet_discard_beats_plain_ubr_under_tcp_incast(name):
     share = {}
     for discard in ("none", "epd"):
         topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard=discard)
-        runs = [incast(topo, 4, 8 << 20, name=name) for _ in range(2)]
+        runs = [incast(Testbed(topo, name=name), 4, 8 << 20) for _ in range(2)]
         share[discard] = sum(r["goodput_share"] for r in runs) / 2
         port = runs[0]["port"]
         # the port overflowed; UBR sends cells of dead frames, EPD refuses whole frames

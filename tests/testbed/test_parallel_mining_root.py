@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import clusterlab
+from clusterlab.cluster import Testbed as OnTestbed
 from clusterlab.cluster.testbed import StarTopo, Testbed
 from clusterlab.mining.parallel import mine_parallel
 
@@ -19,7 +20,7 @@ def test_every_parallel_miner_on_the_testbed_equals_sequential(name, tmp_path):
     seq = clusterlab.mine(data, min_support=0.02)
     with Testbed(StarTopo(hosts=3), name=name):
         for algorithm in ("hpa", "hpa-eld", "cd", "pfp"):
-            sets, passes = mine_parallel(data, nodes=3, algorithm=algorithm, min_support=0.02, testbed=name)
+            sets, passes = mine_parallel(data, nodes=3, algorithm=algorithm, min_support=0.02, cluster=OnTestbed(name))
             assert sets.columns == seq.columns, algorithm
             assert [p["pass"] for p in passes][:1] == [1]
         # The CLI path: the same result written as SPMF by `clusterlab mine --testbed`.

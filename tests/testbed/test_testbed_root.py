@@ -12,8 +12,8 @@ import time
 import pytest
 
 from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers
-from clusterlab.cluster.testbed.node import in_netns
 from clusterlab.errors import ConfigError
+from clusterlab.net.netns import in_netns
 from clusterlab.net.transport_config import TransportConfig
 
 from .helpers import where_am_i

@@ -71,6 +71,10 @@ pub struct Totals {
     pub late_offers: u64,
     /// Frames the kernel dropped before the switch read them (its socket buffer was full).
     pub kernel_drops: u64,
+    /// How long frames waited between the kernel's receive stamp and the switch reading them
+    /// (sum and maximum, ns): a frame read late may be due already.
+    pub read_wait_sum_ns: u64,
+    pub read_wait_max_ns: u64,
     /// Delivered frames and how late they left (ns after due; negative: early).
     pub delivered: u64,
     pub late_sum_ns: i64,
@@ -79,6 +83,10 @@ pub struct Totals {
     pub realtime: bool,
     pub wakeups: u64,
     pub send_calls: u64,
+    /// Time spent writing frames (ns, sum and longest call): the receiving hosts' network
+    /// stacks run in it (a veth delivers in the writer's context).
+    pub send_ns_sum: u64,
+    pub send_ns_max: u64,
 }
 
 fn real_ns() -> u64 {
@@ -249,6 +257,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                     }
                 }
                 totals.frames_read[p as usize] += 1;
+                totals.read_wait_sum_ns += t_read - at;
+                totals.read_wait_max_ns = totals.read_wait_max_ns.max(t_read - at);
                 let slot = slab.put(&b[..r.len], 0);
                 arrived.push((at, p, slot, r.len - VNET_HDR_LEN - ETH_HLEN + LLC_SNAP));
             }
@@ -299,7 +309,11 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
         }
         if !leaving.is_empty() {
             let frames: Vec<(i32, &[u8])> = leaving.iter().map(|&(i, s)| (i, slab.bufs[s as usize].as_slice())).collect();
+            let s0 = mono_ns();
             let sent = sock.send_batch(&frames);
+            let took = mono_ns() - s0;
+            totals.send_ns_sum += took;
+            totals.send_ns_max = totals.send_ns_max.max(took);
             totals.send_errors += (frames.len() - sent) as u64;
             totals.send_calls += 1;
             for &(_, s) in &leaving {

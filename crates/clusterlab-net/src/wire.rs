@@ -1,5 +1,5 @@
 //! Wire format of the TCP mesh, the Rust half. The Python half is
-//! `python/clusterlab/comm/tcp/frames.py`; the two encode the same bytes and reject the same
+//! `python/clusterlab/rendezvous/frames.py`; the two encode the same bytes and reject the same
 //! frames with the same messages (`tests/comm/test_wire_agreement.py` checks it both ways).
 //!
 //! A frame is a fixed 24-byte header, an optional array description, then the payload:

@@ -65,6 +65,9 @@ fn atm_switch<'py>(py: Python<'py>, ports: Vec<String>, sites: Vec<u8>, fdb: Vec
     d.set_item("late_offers", t.late_offers)?;
     d.set_item("kernel_drops", t.kernel_drops)?;
     d.set_item("delivered", t.delivered)?;
+    let read = t.frames_read.iter().sum::<u64>().max(1);
+    d.set_item("read_wait_mean_ns", t.read_wait_sum_ns as f64 / read as f64)?;
+    d.set_item("read_wait_max_ns", t.read_wait_max_ns)?;
     let n = t.delivered.max(1) as f64;
     let mean = t.late_sum_ns as f64 / n;
     d.set_item("late_mean_ns", mean)?;
@@ -73,6 +76,8 @@ fn atm_switch<'py>(py: Python<'py>, ports: Vec<String>, sites: Vec<u8>, fdb: Vec
     d.set_item("realtime", t.realtime)?;
     d.set_item("wakeups", t.wakeups)?;
     d.set_item("send_calls", t.send_calls)?;
+    d.set_item("send_seconds", t.send_ns_sum as f64 / 1e9)?;
+    d.set_item("send_max_ns", t.send_ns_max)?;
     Ok(d)
 }
 

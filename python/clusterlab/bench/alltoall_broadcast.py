@@ -28,6 +28,7 @@ time).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -91,13 +92,14 @@ def _cpu_busy() -> tuple[int, int, int]:
 
 def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: int = 1,
                        per_host_counters: bool = True, drops: Callable[[], dict[str, int]] | str | None = None,
-                       timeout: float = 120.0) -> list[dict] | None:
+                       timeout: float = 120.0, progress: str | None = None) -> list[dict] | None:
     """Run the benchmark on every rank; rank 0 returns one dict per repetition, others None.
 
     ``per_host_counters``: every rank reads its own namespace's TCP counters (testbed); False:
     rank 0 alone reads them (ranks share a namespace). ``drops``: on rank 0, returns the
     cumulative drop count per switch port (or the name of the switch's namespace, read with
-    ``monitor.netlink.QdiscDrops``).
+    ``monitor.netlink.QdiscDrops``). ``progress``: rank 0 appends each finished repetition to
+    this file as a JSON line, so an interrupted job still shows the repetitions it finished.
     """
     if isinstance(drops, str):
         from clusterlab.monitor.netlink import QdiscDrops
@@ -165,6 +167,9 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
                          "rto_recoveries": int(v[n + 2]), "rto_time_ms": int(v[n + 3]), "retrans": int(v[n + 4])}
                         for r, v in enumerate(m)]
         results.append(row)
+        if progress:
+            with open(progress, "a") as f:  # one write per line: a kill leaves whole lines
+                f.write(json.dumps(row) + "\n")
     return results if comm.rank == 0 else None
 
 
@@ -215,42 +220,42 @@ def line_rate_seconds(ranks: int, size: int, rate_bps: float) -> float:
     return (ranks - 1) * size * 8 / rate_bps
 
 
-def run_broadcast(size: int, reps: int, *, topo=None, transport=None, ranks: int | None = None,
-                  order: str = "same", warmup: int = 1, rps: bool = True, offloads_off: bool = True,
-                  timeout: float = 1800.0) -> dict:
-    """One point of the benchmark, from Python: on a fresh namespace testbed built from
-    ``topo`` (a ``StarTopo``; root) or, without one, on ``ranks`` local loopback ranks.
-    ``transport``: a ``TransportConfig`` (or its text, ``TransportConfig.parse``).
+def run_broadcast(size: int, reps: int, *, cluster, transport=None, ranks: int | None = None,
+                  order: str = "same", warmup: int = 1, timeout: float = 1800.0) -> dict:
+    """One point of the benchmark, from Python, on ``cluster`` (a ``clusterlab.cluster.Cluster``):
+    a namespace testbed's hosts (``Testbed(tb)``: each rank reads its host's counters and the
+    switch's drops; root) or ``ranks`` local loopback ranks (``Local()``). ``transport``: a
+    ``TransportConfig`` (or its text, ``TransportConfig.parse``) for the local ranks' sockets;
+    a testbed's ranks get the testbed's own.
 
     Returns ``{"settings", "reps", "summary"}`` with times undilated, the line-rate ideal,
     and the repetitions whose machine was CPU-bound (idle < 15%: they measured the CPU)."""
     from clusterlab.net.transport_config import TransportConfig
 
-    place = "socket" if topo is None else "testbed"
-    if transport is None or isinstance(transport, str):
-        transport = TransportConfig.parse(transport, place=place)
-    transport = transport.with_place(place)
+    tb = getattr(cluster, "testbed", None)  # the namespace testbed, whose hosts and switch are read
+    if tb is not None:
+        if transport is not None:
+            raise ConfigError("a testbed's ranks run with the testbed's TCP settings: give them to the testbed")
+        transport = tb.transport
+    elif transport is None or isinstance(transport, str):
+        transport = TransportConfig.parse(transport, place="socket")
     settings = {"size": size, "reps": reps, "warmup": warmup, "order": order, "transport": transport.to_text()}
     with open("/proc/loadavg") as f:
         settings["loadavg_before"] = f.read().split()[:3]
-    if topo is None:
-        from clusterlab.cluster.local import run
-
+    if tb is None:
         n = ranks or 4
-        out = run(alltoall_broadcast, n, size, reps, order, warmup, False, None, config=transport,
-                  timeout=timeout)[0]
-        settings.update(cluster="local", ranks=n)
+        out = cluster.run(alltoall_broadcast, n, size, reps, order, warmup, False, None, transport=transport,
+                          timeout=timeout)[0]
+        settings.update(cluster=cluster.name, ranks=n)
     else:
-        from clusterlab.cluster.testbed import Testbed
-
-        with Testbed(topo, transport=transport, rps=rps, offloads_off=offloads_off) as tb:
-            n = ranks or topo.hosts
-            settings.update(cluster="testbed", testbed=tb.name, hosts=topo.hosts, ranks=n, topo=topo.to_dict(),
-                            rto_min_us_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_min_us") for h in tb.hosts],
-                            rto_max_ms_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_max_ms") for h in tb.hosts])
-            # starting many interpreters on a busy machine takes long: scale the set-up timeout
-            out = tb.run(alltoall_broadcast, n, size, reps, order, warmup, True, tb.switch.ns, timeout=timeout,
-                         setup_timeout=max(60.0, 3.0 * n))[0]
+        topo = tb.topo
+        n = ranks or topo.hosts
+        settings.update(cluster="testbed", testbed=tb.name, hosts=topo.hosts, ranks=n, topo=topo.to_dict(),
+                        rto_min_us_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_min_us") for h in tb.hosts],
+                        rto_max_ms_per_host=[tb.sysctls[h.name].get("net/ipv4/tcp_rto_max_ms") for h in tb.hosts])
+        # starting many interpreters on a busy machine takes long: scale the set-up timeout
+        out = cluster.run(alltoall_broadcast, n, size, reps, order, warmup, True, tb.switch.ns, timeout=timeout,
+                          setup_timeout=max(60.0, 3.0 * n))[0]
         undilate(out, topo.dilation)
         settings["line_rate_seconds"] = line_rate_seconds(n, size, topo.rate_bps)
     with open("/proc/loadavg") as f:

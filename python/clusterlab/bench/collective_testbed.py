@@ -37,7 +37,7 @@ CPU_SIZES = (1, 16, 64, 4096, 65536, 262144, 1 << 20)  # the CPU ping-pong's siz
 
 
 def _my_address() -> str:
-    from clusterlab.cluster import address, contract
+    from clusterlab.rendezvous import address, contract
 
     return os.environ.get(contract.ENV_BIND) or address.choose()
 

@@ -14,8 +14,8 @@ import socket
 import threading
 import time
 
-from clusterlab.comm.tcp import handshake
 from clusterlab.errors import ConfigError
+from clusterlab.rendezvous import handshake
 
 
 def serve_handshakes(lsock: socket.socket, secret: bytes, count: int) -> None:

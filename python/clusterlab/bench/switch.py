@@ -12,8 +12,9 @@ the cell rate; for the bridge the link rate times (MTU - 52) / (MTU + 14)).
 Example (needs root and iperf3)::
 
     from clusterlab.bench.switch import incast
-    from clusterlab.cluster.testbed import StarTopo
-    r = incast(StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard="epd"), 4, 8 << 20)
+    from clusterlab.cluster.testbed import StarTopo, Testbed
+    topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard="epd")
+    r = incast(Testbed(topo), 4, 8 << 20)
     print(r["goodput_mbps"], r["goodput_share"], r["port"]["cells_wasted"])
 """
 
@@ -43,18 +44,18 @@ def ideal_mbps(topo) -> float:
     return topo.effective_rate_bps * payload / (topo.mtu + 14) / 1e6
 
 
-def incast(topo, senders: int, nbytes: int, timeout: float = 120.0, name: str | None = None, transport=None) -> dict:
-    """Bring up a testbed of ``topo`` (``senders + 1`` hosts or more), run the incast into h0,
-    bring it down; returns goodput, wall time, retransmissions and (ATM) the port's counts."""
-    from clusterlab.cluster.testbed import Testbed
-
+def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
+    """Bring up testbed ``tb`` (a ``clusterlab.cluster.testbed.Testbed`` not yet up, ``senders +
+    1`` hosts or more), run the incast into h0, bring it down; returns goodput, wall time,
+    retransmissions and (ATM) the port's counts."""
+    topo = tb.topo
     if shutil.which("iperf3") is None:
         raise ConfigError("incast needs iperf3 (make system-deps installs it)")
     if not 1 <= senders < topo.hosts:
         raise ConfigError(f"senders must be 1..{topo.hosts - 1} (the testbed has {topo.hosts} hosts), got {senders}")
     if not 0 < nbytes <= 1 << 40:
         raise ConfigError(f"nbytes must be 1 byte .. 1 TiB, got {nbytes}")
-    with Testbed(topo, name=name, transport=transport) as tb:
+    with tb:
         dst = tb.hosts[0]
         servers = [dst.popen(["iperf3", "-s", "-1", "-B", dst.addr, "-p", str(5201 + i)], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL) for i in range(senders)]

@@ -4,6 +4,7 @@ so ``clusterlab --help`` stays fast and a broken optional dependency breaks only
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import sys
@@ -52,15 +53,57 @@ def cli():
     """
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be so that the same clean-up runs."""
+
+
+def _sigterm(_signum, _frame):
+    raise Terminated()
+
+
+def _check_environment() -> None:
+    """The documented environment variables, checked before any work (a rank would otherwise
+    find a bad one only after the job started)."""
+    from clusterlab.units import env_duration
+
+    for name in ("CLUSTERLAB_TIMEOUT", "CLUSTERLAB_SETUP_TIMEOUT"):
+        env_duration(name, None)
+
+
+def _one_line(e: click.ClickException) -> str:
+    """A usage error as one line: the command, the message, where help is."""
+    msg = " ".join(e.format_message().split())
+    ctx = getattr(e, "ctx", None)
+    if isinstance(e, click.UsageError) and ctx is not None:
+        return f"{ctx.command_path}: error: {msg} (see '{ctx.command_path} --help')"
+    return f"clusterlab: error: {msg}"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: clusterlab errors become one line on stderr and exit status 2."""
+    """Entry point: clusterlab errors and usage errors become one line on stderr and exit
+    status 2; SIGTERM is handled as Ctrl-C (the finished work is kept)."""
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _sigterm)
     try:
+        _run(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: list[str] | None) -> None:
+    try:
+        _check_environment()
         rv = cli.main(args=argv, prog_name="clusterlab", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        click.echo(_one_line(e), err=True)
         sys.exit(e.exit_code)
     except ClusterlabError as e:
         click.echo(f"clusterlab: error: {e}", err=True)
@@ -68,4 +111,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except OSError as e:
+        # A fault of the machine, not of the program: full disk, a path that went away.
+        if e.errno == errno.ENOSPC:
+            click.echo(f"clusterlab: error: disk full{f' writing {e.filename}' if e.filename else ''}: "
+                       "the finished work is kept", err=True)
+            sys.exit(1)
+        raise
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -15,7 +15,9 @@ import click
 
 from clusterlab.bench import collective as coll
 from clusterlab.bench import pingpong as pp
-from clusterlab.bench.spmd import BACKENDS, spmd
+from clusterlab.bench.spmd import spmd
+from clusterlab.cli.options import Finite, Int, OutputPath
+from clusterlab.cluster import BACKENDS, from_options
 from clusterlab.comm import collectives, costmodel
 from clusterlab.errors import ConfigError
 
@@ -70,10 +72,10 @@ def _print_table(title: str, rows: list[dict], cols: list[tuple[str, str, str]])
 @bench.command()
 @click.option("--sizes", default="1:4M", show_default=True,
               help="LO:HI (powers of two between, each also -+ the perturbation; K/M binary).")
-@click.option("--perturbation", default=3, show_default=True, help="Bytes added to and taken from each power of two.")
-@click.option("--trial-time", default=0.05, show_default=True, help="Seconds one trial of a size should last.")
-@click.option("--trials", default=3, show_default=True, help="Trials per size; the best is reported.")
-@click.option("--np-out", "np_out", default="np.out", show_default=True,
+@click.option("--perturbation", default=3, show_default=True, type=Int(lo=0, hi=1 << 20), help="Bytes added to and taken from each power of two.")
+@click.option("--trial-time", default=0.05, show_default=True, type=Finite(hi=3600), help="Seconds one trial of a size should last.")
+@click.option("--trials", default=3, show_default=True, type=Int(hi=10**6), help="Trials per size; the best is reported.")
+@click.option("--np-out", "np_out", default="np.out", show_default=True, type=OutputPath(empty_ok=True),
               help="NetPIPE-format output file (bytes, Mbit/s, seconds); '' for none.")
 @backend_opt
 @click.option("--json", "as_json", is_flag=True, help='Print {"rows": [{"bytes", "mbps", "usec"}, ...]}.')
@@ -88,7 +90,7 @@ def pingpong(sizes, perturbation, trial_time, trials, np_out, backend, as_json):
         raise ConfigError(f"--trials must be >= 1 and --trial-time > 0 (got {trials}, {trial_time})")
     lo_hi = coll.sweep(sizes)
     size_list = pp.sizes(lo_hi[0] or 1, lo_hi[-1], perturbation)
-    res = spmd(pp.pingpong, 2, size_list, trial_time, trials, backend=backend)
+    res = spmd(pp.pingpong, 2, size_list, trial_time, trials, cluster=from_options(backend))
     rows = res[0]
     if rows is None:  # a rank other than 0 (started by clusterlab run / mpiexec)
         return
@@ -104,13 +106,13 @@ def pingpong(sizes, perturbation, trial_time, trials, np_out, backend, as_json):
 
 @bench.command()
 @click.option("--op", required=True, type=click.Choice(collectives.OPS), help="Collective operation.")
-@click.option("-n", "--ranks", "n", default=8, show_default=True, help="Number of ranks.")
+@click.option("-n", "--ranks", "n", default=8, show_default=True, type=Int(hi=1024), help="Number of ranks.")
 @click.option("--algorithm", default=None, help="Algorithm name (default: the cost model picks per size).")
 @click.option("--sizes", default="1:1M", show_default=True,
               help="LO:HI (powers of two; K/M binary as in OSU) or a comma list (64KiB,1MiB).")
-@click.option("--iterations", type=int, default=None, help="Timed calls per size (default: ~--time-per-size s).")
-@click.option("--warmup", type=int, default=None, help="Untimed calls per size (default 10, 3 above 8 KiB).")
-@click.option("--time-per-size", default=0.5, show_default=True, help="Seconds to spend per size when adapting.")
+@click.option("--iterations", type=Int(lo=1, hi=10**9), default=None, help="Timed calls per size (default: ~--time-per-size s).")
+@click.option("--warmup", type=Int(lo=0, hi=10**9), default=None, help="Untimed calls per size (default 10, 3 above 8 KiB).")
+@click.option("--time-per-size", default=0.5, show_default=True, type=Finite(hi=3600), help="Seconds to spend per size when adapting.")
 @click.option("--model", "model_path", type=click.Path(dir_okay=False), default=None,
               help="Cost model JSON (from `clusterlab tune model`); default $CLUSTERLAB_COSTMODEL or built-in.")
 @backend_opt
@@ -136,7 +138,8 @@ def collective(op, n, algorithm, sizes, iterations, warmup, time_per_size, model
         costmodel.CostModel.load(model_path)  # fail here, clearly, not in every rank
         os.environ[costmodel.ENV] = os.path.abspath(model_path)
     size_list = coll.sweep(sizes)
-    rows = spmd(coll.run, n, op, size_list, algorithm, iterations, warmup, time_per_size, backend=backend)[0]
+    rows = spmd(coll.run, n, op, size_list, algorithm, iterations, warmup, time_per_size,
+                cluster=from_options(backend))[0]
     if rows is None:
         return
     if as_json:

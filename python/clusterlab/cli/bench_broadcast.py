@@ -8,26 +8,26 @@ import os
 
 import click
 
-from clusterlab.cli.options import transport_options
+from clusterlab.cli.options import Finite, Int, OutputPath, transport_options
 from clusterlab.cli.testbed import topo_options
 from clusterlab.errors import ConfigError
 
 
 @click.command()
 @click.option("--size", default="50KB", show_default=True, help="Block each rank sends to every other rank.")
-@click.option("--reps", default=10, show_default=True, type=int, help="Timed repetitions.")
-@click.option("--warmup", default=1, show_default=True, type=int, help="Untimed repetitions first.")
+@click.option("--reps", default=10, show_default=True, type=Int(lo=1, hi=10**6), help="Timed repetitions.")
+@click.option("--warmup", default=1, show_default=True, type=Int(lo=0, hi=10**6), help="Untimed repetitions first.")
 @click.option("--order", type=click.Choice(["same", "shifted"]), default="same", show_default=True,
               help="same: everyone sends to 0,1,2,...; shifted: rank r sends to r+1, r+2, ...")
-@click.option("--hosts", default=None, type=int, help="Run on a namespace testbed of this many hosts (root); "
+@click.option("--hosts", default=None, type=Int(lo=2, hi=1000), help="Run on a namespace testbed of this many hosts (root); "
               "without it the ranks run on the local loopback cluster.")
-@click.option("--ranks", default=None, type=int, help="Ranks (default: --hosts, or 4 locally).")
+@click.option("--ranks", default=None, type=Int(lo=1, hi=1024), help="Ranks (default: --hosts, or 4 locally).")
 @topo_options
 @transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--monitor/--no-monitor", "use_monitor", default=True, show_default=True,
               help="Record the monitor table (with --run-dir).")
-@click.option("--interval", default=0.1, show_default=True, type=float, help="Monitor interval [s].")
-@click.option("--run-dir", default=None, type=click.Path(file_okay=False),
+@click.option("--interval", default=0.1, show_default=True, type=Finite(lo=0.001, hi=3600), help="Monitor interval [s].")
+@click.option("--run-dir", default=None, type=OutputPath(directory=True),
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
 def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, discard, epd_threshold, host_queue, mtu,
@@ -47,7 +47,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
     from clusterlab.net.transport_config import TransportConfig
     from clusterlab.units import parse_rate, parse_size
 
-    nbytes = parse_size(size)
+    nbytes = parse_size(size, "--size", lo=1)
     if reps < 1:
         raise ConfigError(f"--reps must be at least 1, got {reps}")
     if storage or no_rps or offloads:
@@ -71,7 +71,14 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
     study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
                   transport=config, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
                   monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
-    res = run_study(study, run_dir)
+    status = "complete"
+    try:
+        res = run_study(study, run_dir)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: keep and show the finished repetitions
+        res = getattr(e, "run_result", None)
+        if res is None:
+            raise
+        status = "interrupted"
     point = res.points[0]
     skip = set(point.settings) | {"study", "point", "label", "check", "load1", "cpu_bound"}
     out = [{k: v for k, v in r.items() if k not in skip or k in ("seconds",)} | {"rep": r["rep"]} for r in res.rows]
@@ -94,7 +101,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
 
     cpu_bound = [r["rep"] for r in out if _cpu_bound(r)]
     settings["cpu_bound_reps"] = cpu_bound
-    result = {"settings": settings, "reps": out, "summary": summarize(out)}
+    result = {"settings": settings, "reps": out, "summary": summarize(out) if out else {}, "status": status}
     if run_dir:
         from clusterlab._atomic import atomic_open
 
@@ -103,13 +110,23 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
             json.dump(result, f, indent=1)
     if as_json:
         click.echo(json.dumps(result))
-        return
-    s = result["summary"]
+    else:
+        _print(result, nbytes, order, cpu_bound)
+    if status != "complete":
+        click.echo(f"interrupted: {len(out)} finished repetitions kept"
+                   + (f" in {run_dir} (bench.json, table.parquet, meta.json)" if run_dir else ""), err=True)
+        raise SystemExit(130)
+
+
+def _print(result: dict, nbytes: int, order: str, cpu_bound: list) -> None:
+    settings, out, s = result["settings"], result["reps"], result["summary"]
     click.echo(f"all-to-all broadcast of {nbytes} B, {settings['ranks']} ranks on {settings['cluster']}, order {order}")
     click.echo(f"{'rep':>4} {'seconds':>9} {'retrans':>8} {'timeouts':>8} {'drops':>6} {'spare':>5}")
     for r in out:
         click.echo(f"{r['rep']:>4} {r['seconds']:>9.4f} {r['retransmissions']:>8} {r['timeouts']:>8} "
                    f"{r.get('drops', '-'):>6} {r.get('cpu_spare', r['cpu_idle']):>5.0%}")
+    if not out:
+        return
     click.echo(f"median {s['median_seconds']:.4f} s (min {s['min_seconds']:.4f}, max {s['max_seconds']:.4f}); "
                f"{s['retransmissions']} retransmissions, {s['timeouts']} timeouts"
                + (f", {s['drops']} drops" if "drops" in s else ""))

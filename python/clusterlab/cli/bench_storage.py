@@ -6,18 +6,19 @@ import json
 
 import click
 
+from clusterlab.cli.options import Int
 from clusterlab.errors import ConfigError
 
 
 @click.command()
-@click.option("--hosts", default=8, show_default=True, type=int,
+@click.option("--hosts", default=8, show_default=True, type=Int(lo=1, hi=1000),
               help="Compute hosts on the testbed (initiators run on the first ones; plus storage host st).")
 @click.option("--initiators", default="1..8", show_default=True,
               help="Initiator counts to run: N, LO..HI (powers of two and HI) or a comma list.")
 @click.option("--size", default="64MB", show_default=True, help="Bytes written then read by each initiator (its LUN's size).")
 @click.option("--block", default="64KB", show_default=True, help="Bytes per SCSI read/write (bonnie's block I/O).")
 @click.option("--rate", default="155Mbit", show_default=True, help="Link rate of every host ('none': unshaped).")
-@click.option("--connections", default=4, show_default=True, type=int,
+@click.option("--connections", default=4, show_default=True, type=Int(lo=1, hi=1024),
               help="iSCSI sessions per initiator: commands in flight at once (1..64; 1: one at a time).")
 @click.option("--backing-rate", default="none", show_default=True,
               help="Throttle the target's backing store to this many bytes/s, read and write each "
@@ -36,7 +37,8 @@ def storage(hosts, initiators, size, block, rate, connections, backing_rate, san
     Example:
       clusterlab bench storage --hosts 4 --initiators 1..4 --size 64MB --block 64KB --rate 155Mbit
     """
-    from clusterlab.bench.storage import parse_counts, run
+    from clusterlab.bench.storage import parse_counts
+    from clusterlab.experiments.storage_bench import run
     from clusterlab.units import parse_rate, parse_size
 
     counts = parse_counts(initiators)

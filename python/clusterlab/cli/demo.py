@@ -10,13 +10,15 @@ from pathlib import Path
 
 import click
 
+from clusterlab.cli.options import Finite, OutputPath
+
 
 @click.command(short_help="Seed 000 in small: Quest baskets mined with HPA on a local cluster.")
-@click.option("--workdir", default="runs/demo", show_default=True, type=click.Path(file_okay=False),
+@click.option("--workdir", default="runs/demo", show_default=True, type=OutputPath(directory=True),
               help="Where the demo writes its files.")
 @click.option("--transactions", default=200_000, show_default=True, type=click.IntRange(min=1000))
 @click.option("--nodes", default=4, show_default=True, type=click.IntRange(min=1))
-@click.option("--min-support", default=0.007, show_default=True, type=float)
+@click.option("--min-support", default=0.007, show_default=True, type=Finite(lo=0))
 def demo(workdir, transactions, nodes, min_support):
     """Seed 000 in small: Quest baskets (|T|=15, |I|=4, 5000 items), mined with HPA on NODES local
     ranks over clusterlab's TCP mesh; prints the strongest rules and the per-pass summary.
@@ -32,6 +34,7 @@ def demo(workdir, transactions, nodes, min_support):
     import clusterlab
     from clusterlab._atomic import atomic_open
     from clusterlab.cli.mine import write_table
+    from clusterlab.cluster import Local
     from clusterlab.data.generate import generate_file
     from clusterlab.mining.parallel import mine_parallel
     from clusterlab.report.mining_tables import format_passes
@@ -43,7 +46,7 @@ def demo(workdir, transactions, nodes, min_support):
         r = generate_file(data, "seed000", transactions=transactions, seed=0)
         click.echo(f"generated {data} ({r.bytes / 1e6:.1f} MB, {transactions:,} transactions, 5000 items)")
     t0 = time.perf_counter()
-    sets, passes = mine_parallel(data, nodes=nodes, algorithm="hpa", min_support=min_support, backend="tcp")
+    sets, passes = mine_parallel(data, nodes=nodes, algorithm="hpa", min_support=min_support, cluster=Local())
     wall = time.perf_counter() - t0
     write_table(sets, str(wd / "itemsets.parquet"))
     rules = clusterlab.rules(sets, min_confidence=0.5)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import renamed_options
+from clusterlab.cli.options import Finite, Int, OutputPath, renamed_options
+from clusterlab.cluster.api import MESHES
 from clusterlab.errors import ConfigError
 
 
@@ -90,9 +91,9 @@ class _Progress:
               help="Change a setting: a grid axis (comma-separated values), any other setting of the cluster, "
                    "transport or workload, or repeat/warmup/monitor. Repeatable.")
 @click.option("--quick", is_flag=True, help="The study's small version (a smoke test: under 2 minutes).")
-@click.option("--runs", "runs_root", default="runs", show_default=True, type=click.Path(file_okay=False),
+@click.option("--runs", "runs_root", default="runs", show_default=True, type=OutputPath(directory=True),
               help="Results go to RUNS/NAME/STAMP/.")
-@click.option("-o", "--out", default=None, type=click.Path(file_okay=False), help="Exactly this run directory.")
+@click.option("-o", "--out", default=None, type=OutputPath(directory=True), help="Exactly this run directory.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Render the report afterwards.")
 @click.option("--dry-run", is_flag=True, help="List the points (settings, dilation) and check them; run nothing.")
 def run(name, sets, quick, runs_root, out, report, dry_run):
@@ -167,7 +168,7 @@ def _int_list(text: str) -> list[int]:
 @click.option("--algorithm", type=click.Choice(["hpa", "hpa-eld", "cd", "pfp"]), default="hpa", show_default=True)
 @click.option("--nodes", default="1,2,4,8", show_default=True, help="Rank counts, comma-separated.")
 @click.option("--data", required=True, type=click.Path(dir_okay=False), help="FIMI basket file.")
-@click.option("--min-support", required=True, type=float, help="Fraction (0.007) of transactions.")
+@click.option("--min-support", required=True, type=Finite(lo=0), help="Fraction (0.007) of transactions.")
 @click.option("--transport", "transports", multiple=True, metavar="LABEL=SETTINGS|SETTINGS",
               help="A transport setting (one plot line each): 'default' or key=value pairs, e.g. "
                    "'tuned:rto_min=5ms,rto_min_jitter=100ms,rto_max=1s'. Repeatable.")
@@ -181,10 +182,10 @@ def _int_list(text: str) -> list[int]:
               help="Each rank's maximum RTO is its own minimum + this; the socket option takes 1s..120s "
                    "(refused otherwise).")
 @renamed_options("--rto-jitter", "--rto-max-extra")
-@click.option("--repeat", default=1, show_default=True, type=int)
-@click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True)
+@click.option("--repeat", default=1, show_default=True, type=Int(lo=1, hi=10**6))
+@click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True)
 @click.option("--block-size", default="8KiB", show_default=True, help="HPA message block size.")
-@click.option("-o", "--output", default="runs/speedup", show_default=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", default="runs/speedup", show_default=True, type=OutputPath(directory=True),
               help="Directory for speedup.csv, speedup.json, speedup.png and the study's table and meta.json.")
 def speedup(algorithm, nodes, data, min_support, transports, rto_mins, rto_min_jitter, rto_max_offset, repeat, backend,
             block_size, output):

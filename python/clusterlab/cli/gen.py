@@ -6,23 +6,24 @@ import os
 
 import click
 
+from clusterlab.cli.options import Finite, Int, OutputPath
 from clusterlab.data.generate import PRESETS, generate_file, quest_params
 from clusterlab.errors import ConfigError
 
 
 @click.command(short_help="IBM Quest synthetic baskets (T10I4D100K, --preset seed000).")
 @click.argument("name", required=False)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Output FIMI file (default: <NAME>.dat).")
+@click.option("-o", "--output", type=OutputPath(), help="Output FIMI file (default: <NAME>.dat).")
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), help="A named workload (seed000: 10M transactions, 5000 items).")
-@click.option("--items", "-N", type=int, help="Number of distinct items N (default 1000; seed000: 5000).")
-@click.option("--patterns", "-L", type=int, help="Number of potentially large itemsets |L| (default 2000).")
-@click.option("--transactions", "-D", type=int, help="Override the number of transactions D.")
-@click.option("--correlation", type=float, help="Mean fraction of a pattern shared with the previous one (default 0.5).")
-@click.option("--corruption-mean", type=float, help="Mean corruption level of a pattern (default 0.5).")
-@click.option("--corruption-sd", type=float, help="Standard deviation of the corruption level (default 0.1).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (the output depends only on it and the parameters).")
-@click.option("--threads", type=int, help="Worker threads (default: all cores; the output does not depend on it).")
-@click.option("--partitions", type=int, help="Also write <file>.index.json with P line-aligned byte ranges of equal transaction counts.")
+@click.option("--items", "-N", type=Int(lo=1, hi=2**31 - 1), help="Number of distinct items N (default 1000; seed000: 5000).")
+@click.option("--patterns", "-L", type=Int(lo=1, hi=2**31 - 1), help="Number of potentially large itemsets |L| (default 2000).")
+@click.option("--transactions", "-D", type=Int(lo=1, hi=2**40), help="Override the number of transactions D.")
+@click.option("--correlation", type=Finite(lo=0, hi=1), help="Mean fraction of a pattern shared with the previous one (default 0.5).")
+@click.option("--corruption-mean", type=Finite(lo=0, hi=1), help="Mean corruption level of a pattern (default 0.5).")
+@click.option("--corruption-sd", type=Finite(lo=0, hi=1), help="Standard deviation of the corruption level (default 0.1).")
+@click.option("--seed", type=Int(lo=0, hi=2**64 - 1), default=0, show_default=True, help="Random seed (the output depends only on it and the parameters).")
+@click.option("--threads", type=Int(lo=1, hi=4096), help="Worker threads (default: all cores; the output does not depend on it).")
+@click.option("--partitions", type=Int(lo=1, hi=10**6), help="Also write <file>.index.json with P line-aligned byte ranges of equal transaction counts.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def gen(name, output, preset, items, patterns, transactions, correlation, corruption_mean, corruption_sd, seed,
         threads, partitions, quiet):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from clusterlab.cluster.api import MESHES
 from clusterlab.data.io import FORMATS
 from clusterlab.errors import ConfigError
 
@@ -137,6 +138,7 @@ def parallel_algorithm(algorithm: str) -> str:
 
 def run_parallel(opts: MineOptions) -> MineResult | None:
     import clusterlab
+    from clusterlab.cluster import from_options
     from clusterlab.mining.parallel import ParallelConfig
     from clusterlab.mining.parallel import run_parallel as parallel
 
@@ -145,11 +147,11 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
         raise ConfigError("parallel mining (--nodes) finds all frequent itemsets: drop --target and --min-len")
     config = ParallelConfig(block_bytes=opts.block_size, max_len=opts.max_len or 0, partition=opts.partition,
                             progress=not opts.quiet)
+    cluster = from_options(opts.backend, testbed=opts.testbed, job_first=True)
     if not opts.quiet and opts.nodes is not None:
-        where = f"testbed {opts.testbed}" if opts.testbed else opts.backend
-        click.echo(f"mining {opts.file} with {algo} on {opts.nodes} {where} ranks", err=True)
-    r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, backend=opts.backend,
-                 config=config, testbed=opts.testbed, format=opts.input_format)
+        click.echo(f"mining {opts.file} with {algo} on {opts.nodes} {cluster.name} ranks", err=True)
+    r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
+                 config=config, format=opts.input_format)
     if r.table is None:  # another rank of a launched job: rank 0 reports
         return None
     timings = {"mine": r.wall_s, "job": r.job_s}
@@ -360,7 +362,7 @@ def print_summary(s: dict, res: MineResult, console) -> None:
 @click.option("--nodes", "-n", default=None, type=click.IntRange(min=1),
               help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a names another "
                    "parallel one; CSV and Parquet input too).")
-@click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
+@click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True,
               help="Parallel: the Communicator backend.")
 @click.option("--block-size", default="8KiB", show_default=True, help="Parallel (HPA): message block size.")
 @click.option("--partition", type=click.Choice(["prefix", "itemset"]), default="prefix", show_default=True,

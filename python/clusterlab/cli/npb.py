@@ -9,8 +9,10 @@ import json
 
 import click
 
-from clusterlab.cli.options import transport_options
+from clusterlab.cli.options import Finite, Int, OutputPath, transport_options
+from clusterlab.cluster.api import BACKENDS
 from clusterlab.errors import ConfigError
+from clusterlab.units import MAX_SECONDS
 
 KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft")
 
@@ -31,14 +33,14 @@ def npb():
 @npb.command("run")
 @click.argument("kernel", type=click.Choice(KERNEL_CHOICES, case_sensitive=False))
 @click.option("--class", "cls", default="S", show_default=True, help="Problem class: S, W or A.")
-@click.option("-n", "--ranks", "n", type=int, default=None,
+@click.option("-n", "--ranks", "n", type=Int(lo=1, hi=1024), default=None,
               help="Number of ranks (default 1, or the job's size when started as its ranks).")
-@click.option("--backend", type=click.Choice(["auto", "tcp", "mpi", "inproc", "world"]), default="auto",
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto",
               show_default=True, help="auto: world when started by `clusterlab run`/mpiexec, else tcp.")
 @transport_options()
-@click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before the job is stopped.")
+@click.option("--timeout", type=Finite(lo=0.001, hi=MAX_SECONDS), default=1800.0, show_default=True, help="Seconds before the job is stopped.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+@click.option("--trace", "trace_path", type=OutputPath(),
               help="Also write the record with every rank's message sequence (for compute replay) to this JSON file.")
 def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
     """Run one NPB KERNEL and print NPB's report (class, size, iterations, time, Mop/s,
@@ -55,27 +57,21 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
       clusterlab npb run is --class S -n 2 --backend inproc
     """
     from clusterlab import npb as lib
-    from clusterlab.bench.spmd import started_as_rank
+    from clusterlab.cluster import Local, from_options
 
-    if backend == "auto":
-        backend = "world" if started_as_rank() else "tcp"
+    cluster = from_options(backend)
     if n is None:
-        if backend == "world":
-            from clusterlab.comm import world
-
-            n = world().size
-        else:
-            n = 1
+        n = cluster.size or 1
     config = None
     if transport:
         from clusterlab.net.transport_config import TransportConfig
 
         config = TransportConfig.parse(transport, place="socket")
-    if config is not None and backend != "tcp":
+    if config is not None and not isinstance(cluster, Local):
         raise ConfigError("TCP settings (--sndbuf, --rto-min, ...) apply only to --backend tcp")
     if timeout <= 0:
         raise ConfigError(f"--timeout must be > 0, got {timeout}")
-    res = lib.run(kernel, cls, n=n, backend=backend, config=config, timeout=timeout, events=bool(trace_path))
+    res = lib.run(kernel, cls, n=n, cluster=cluster, transport=config, timeout=timeout, events=bool(trace_path))
     if res is None:  # a rank other than 0 of a job
         return
     if trace_path:
@@ -90,20 +86,28 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
 
 @npb.command("official")
 @click.argument("binary", type=click.Path(dir_okay=False))
-@click.option("-n", "--ranks", "n", type=int, default=1, show_default=True, help="Number of MPI ranks.")
-@click.option("--timeout", type=float, default=1800.0, show_default=True, help="Seconds before giving up.")
+@click.option("-n", "--ranks", "n", type=Int(lo=1, hi=1024), default=1, show_default=True, help="Number of MPI ranks.")
+@click.option("--timeout", type=Finite(lo=0.001, hi=MAX_SECONDS), default=1800.0, show_default=True, help="Seconds before giving up.")
+@click.option("--testbed", "testbed_name", metavar="NAME",
+              help="Run the ranks in the hosts of the namespace testbed NAME (root), over its links.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
-def official_cmd(binary, n, timeout, as_json):
+def official_cmd(binary, n, timeout, testbed_name, as_json):
     """Run an official NPB-MPI BINARY (built by you) under the project's mpiexec on N ranks
     and print its report in the same form as `npb run` (no per-rank figures).
 
     \b
     Example:
       clusterlab npb official NPB3.3-MPI/bin/is.S.2 -n 2
+      clusterlab npb official NPB3.3-MPI/bin/is.S.8 -n 8 --testbed twosite   # on a testbed's hosts
     """
     from clusterlab.npb.official import run_binary
 
-    res = run_binary(binary, n, timeout=timeout)
+    cluster = None
+    if testbed_name:
+        from clusterlab.cluster import from_options
+
+        cluster = from_options("mpi", testbed=testbed_name)
+    res = run_binary(binary, n, timeout=timeout, cluster=cluster)
     click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
     if not res.verified:
         raise SystemExit(1)

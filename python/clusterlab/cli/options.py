@@ -14,6 +14,70 @@ import functools
 import click
 
 from clusterlab.errors import ConfigError
+from clusterlab.units import parse_duration, parse_float, parse_int, parse_rate, parse_size
+
+
+def _option_name(param) -> str:
+    opts = getattr(param, "opts", None) or []
+    return max(opts, key=len) if opts else (param.human_readable_name if param is not None else "value")
+
+
+class _Quantity(click.ParamType):
+    """A click type over a ``clusterlab.units`` parser: a bad value is one line naming the option."""
+
+    def __init__(self, parse, name: str, **bounds):
+        self.parse, self.name, self.bounds = parse, name, bounds
+
+    def convert(self, value, param, ctx):
+        if value is None:
+            return None
+        return self.parse(value, _option_name(param), **self.bounds)
+
+
+def Finite(lo: float | None = None, hi: float | None = None) -> click.ParamType:  # noqa: N802 - a type
+    """A finite number (no nan, inf or 1e400), ``lo <= x <= hi``."""
+    return _Quantity(parse_float, "float", lo=lo, hi=hi)
+
+
+def Int(lo: int | None = None, hi: int | None = None) -> click.ParamType:  # noqa: N802
+    """A whole number, ``lo <= n <= hi``."""
+    return _Quantity(parse_int, "integer", lo=lo, hi=hi)
+
+
+def Size(**bounds) -> click.ParamType:  # noqa: N802
+    """Bytes with a unit (``50KB``, ``1MiB``)."""
+    return _Quantity(parse_size, "size", **bounds)
+
+
+def Duration(**bounds) -> click.ParamType:  # noqa: N802
+    """Seconds with a unit (``5ms``)."""
+    return _Quantity(parse_duration, "duration", **bounds)
+
+
+def Rate(**bounds) -> click.ParamType:  # noqa: N802
+    """Bit/s with a unit (``155Mbit``)."""
+    return _Quantity(parse_rate, "rate", **bounds)
+
+
+FINITE = Finite()
+
+
+class OutputPath(click.Path):
+    """An output file or directory, checked for writability when the command line is read, so
+    before any work (``clusterlab._atomic.check_output``: the one check of every output)."""
+
+    def __init__(self, directory: bool = False, empty_ok: bool = False):
+        super().__init__(file_okay=not directory, dir_okay=directory)
+        self.directory, self.empty_ok = directory, empty_ok
+
+    def convert(self, value, param, ctx):
+        from clusterlab._atomic import check_output
+
+        if value is None or (value == "" and self.empty_ok):
+            return value
+        value = super().convert(value, param, ctx)
+        check_output(value, _option_name(param), directory=self.directory)
+        return value
 
 # (option names, parameter, help): one name per setting, the TransportConfig field's.
 _KNOBS = (
@@ -97,7 +161,7 @@ def transport_options(testbed_knobs: bool = False, seed: tuple[str, ...] = ("--s
         for names, param, text in knobs:
             opts.append(click.option(*names, param, default=None, help=text))
         if seed:
-            opts.append(click.option(*seed, "transport_seed", type=int, default=None,
+            opts.append(click.option(*seed, "transport_seed", type=Int(lo=0, hi=2**32 - 1), default=None,
                                      help="Seed of the per-rank (per-host) draws [default: 0]."))
         if nodelay:
             opts.append(click.option("--no-nodelay", is_flag=True, help="Leave Nagle's algorithm on (TCP_NODELAY off)."))

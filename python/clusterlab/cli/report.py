@@ -30,6 +30,9 @@ def report(run_dir, title):
     d = Path(run_dir)
     if not d.is_dir():
         raise ConfigError(f"{run_dir}: no such directory")
+    from clusterlab._atomic import check_output
+
+    check_output(d, "report directory", directory=True)  # the report is written into it
     study = (d / "meta.json").exists()
     if study:
         from clusterlab.report.study import render
@@ -70,4 +73,6 @@ def report(run_dir, title):
         raise ConfigError(f"the monitor report needs {e.name}: pip install pandas matplotlib "
                           "(from a clone: pip install '.[report]')") from None
     click.echo(f"{out}/report.md: {s['tx_bytes']:,} bytes sent, {s['retransmissions']} retransmissions, "
-               f"{s['timeouts']} timeouts, {s['switch_drops']} switch drops" + ("; CPU-bound" if s["cpu_bound"] else ""))
+               f"{s['timeouts']} timeouts, {s['switch_drops']} switch drops"
+               + (f", {s['atm_cells_dropped']} ATM cells dropped ({s['atm_frames_lost']} frames lost at reassembly)"
+                  if s.get("atm_cells_dropped") else "") + ("; CPU-bound" if s["cpu_bound"] else ""))

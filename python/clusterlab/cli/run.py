@@ -1,4 +1,5 @@
-"""``clusterlab run``: start n ranks of a command on this machine, connected by the TCP mesh."""
+"""``clusterlab run``: start n ranks of a command on a cluster (``clusterlab.cluster.from_options``):
+this machine, a namespace testbed's hosts, or the hosts of a hostfile."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 
 import click
 
-from clusterlab.cli.options import transport_options
+from clusterlab.cli.options import Int, transport_options
+from clusterlab.cluster.api import MESHES
 from clusterlab.errors import ConfigError
 from clusterlab.units import parse_duration
 
@@ -19,9 +21,13 @@ def _dur(v):
 
 
 @click.command(context_settings={"ignore_unknown_options": False, "allow_interspersed_args": False})
-@click.option("-n", "--nodes", "n", type=int, required=True, help="Number of ranks.")
-@click.option("--backend", type=click.Choice(["tcp", "mpi"]), default="tcp", show_default=True,
-              help="tcp: clusterlab's launcher and mesh; mpi: mpiexec and the MPI backend.")
+@click.option("-n", "--nodes", "n", type=Int(lo=1, hi=1024), required=True, help="Number of ranks.")
+@click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True,
+              help="tcp: clusterlab's launcher and mesh; mpi: mpiexec and MPI's own transport "
+                   "(needed by mpi4py and MPI C programs).")
+@click.option("--testbed", "testbed_name", metavar="NAME",
+              help="Run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root), over "
+                   "its emulated links and with its TCP settings.")
 @transport_options()
 @click.option("--timeout", help="Kill the job after this long, e.g. 10min (default: no limit).")
 @click.option("--comm-timeout", help="Timeout of every blocking communication call (default 60s).")
@@ -41,7 +47,7 @@ def _dur(v):
                    "the address of --iface or of the route towards the hosts).")
 @click.option("--mpiexec-args", help="Extra mpiexec arguments, e.g. '-launcher ssh' (one string).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(n, backend, transport, timeout, comm_timeout, grace, setup_timeout, launcher, hostfile, iface,
+def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup_timeout, launcher, hostfile, iface,
         rendezvous_host, mpiexec_args, command):
     """Run COMMAND on N ranks: `clusterlab run -n 4 -- mine data.dat -a hpa`.
 
@@ -50,7 +56,9 @@ def run(n, backend, transport, timeout, comm_timeout, grace, setup_timeout, laun
     program that calls clusterlab.comm.world(). Every rank gets the same arguments; the rank
     learns its number from the environment. If a rank fails, the others stop within seconds,
     the failing rank is named, and the exit status is non-zero (2 for a clusterlab error in
-    the input or settings, printed as one line).
+    the input or settings, printed as one line). An MPI program (one that imports mpi4py, or
+    is linked with libmpi) needs --backend mpi: without it, it is refused, never run as N
+    one-rank MPI worlds.
 
     \b
     Examples:
@@ -59,33 +67,38 @@ def run(n, backend, transport, timeout, comm_timeout, grace, setup_timeout, laun
       clusterlab run -n 4 --backend mpi -- python prog.py        # the same program under mpiexec
 
     \b
+    On a namespace testbed (root; `clusterlab testbed up --name lab --hosts 8 --rto-min 5ms`):
+      clusterlab run --testbed lab -n 8 -- python prog.py
+      clusterlab run --testbed lab --backend mpi -n 8 -- ./mpi_prog   # mpiexec's ranks in the hosts
+
+    \b
     On several machines (MPICH's mpiexec; see docs/comm.md, "Running on real clusters"):
       clusterlab run --hostfile hosts -n 8 --iface eth1 -- mine data.dat
     """
-    from clusterlab.cluster.local import RankHost, launch
+    from clusterlab.cluster import from_options
     from clusterlab.net.transport_config import TransportConfig
 
-    config = TransportConfig.parse(transport, place="socket")
+    cluster = from_options(backend, testbed=testbed_name, hostfile=hostfile, iface=iface,
+                           rendezvous_host=rendezvous_host, mpiexec_args=mpiexec_args, launcher=launcher)
     argv = resolve_command(list(command))
-    kw = dict(config=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout), grace=_dur(grace),
-              setup_timeout=_dur(setup_timeout))
-    if launcher is None:
-        launcher = "mpiexec" if backend == "mpi" or hostfile or mpiexec_args else "local"
-    if launcher == "local":
-        if backend == "mpi":
-            raise ConfigError("--backend mpi needs --launcher mpiexec (MPI starts the ranks)")
-        if hostfile or mpiexec_args:
-            raise ConfigError("--hostfile and --mpiexec-args need --launcher mpiexec")
-        if iface:
-            from clusterlab.cluster.address import choose
+    config = None
+    if transport:
+        if testbed_name:
+            raise ConfigError("a testbed's TCP settings are its hosts' (clusterlab testbed up --name NAME --rto-min "
+                              "...): drop them here")
+        config = TransportConfig.parse(transport, place="socket")
+    elif not testbed_name:
+        config = TransportConfig()
+    from clusterlab.cluster.program import MpiProgramRefused
 
-            kw["hosts"] = [RankHost(bind=choose(iface=iface)) for _ in range(n)]
-        res = launch(argv, n, rendezvous_host=rendezvous_host or "127.0.0.1", **kw)
-    else:
-        from clusterlab.cluster.mpirun import launch_mpi
-
-        res = launch_mpi(argv, n, backend=backend, hostfile=hostfile, iface=iface, rendezvous_host=rendezvous_host,
-                         mpiexec_args=shlex.split(mpiexec_args or ""), **kw)
+    try:
+        res = cluster.launch(argv, n, transport=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout),
+                             grace=_dur(grace), setup_timeout=_dur(setup_timeout))
+    except MpiProgramRefused as e:  # say it with the command that works
+        where = f"--testbed {testbed_name} " if testbed_name else ""
+        raise ConfigError(f"{e.why}: under clusterlab's launcher each of the {n} ranks would be its own one-rank MPI "
+                          f"world; run it under mpiexec: clusterlab run {where}--backend mpi -n {n} -- "
+                          f"{shlex.join(command)}") from None
     if res.interrupted:
         click.echo(f"clusterlab run: {res.reason}", err=True)
         sys.exit(130)

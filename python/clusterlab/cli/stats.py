@@ -6,6 +6,7 @@ import json
 
 import click
 
+from clusterlab.cli.options import Int
 from clusterlab.data.io import FORMATS, read_baskets
 from clusterlab.errors import ConfigError
 
@@ -13,7 +14,7 @@ from clusterlab.errors import ConfigError
 @click.command()
 @click.argument("file", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Input format (default: from the extension; .dat is FIMI).")
-@click.option("--top", default=10, show_default=True, help="How many of the most frequent items to list (>= 0).")
+@click.option("--top", default=10, show_default=True, type=Int(hi=10**9), help="How many of the most frequent items to list (>= 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def stats(file, fmt, top, as_json):
     """Transactions, distinct items, average/max length, density and the most frequent items.

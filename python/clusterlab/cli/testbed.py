@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from clusterlab.cli.options import transport_options
+from clusterlab.cli.options import Finite, Int, transport_options
 from clusterlab.errors import ConfigError
 
 
@@ -31,9 +31,9 @@ def topo_options(f):
                      help="Host egress queue: bytes (256KB) or packets (1000p, a NIC's txqueuelen: 9 MB at MTU "
                           "9000). A shallower queue drops when a host bursts, and a flow whose packet it refused "
                           "with nothing in flight waits >= 200 ms (the kernel's fixed probe timer)."),
-        click.option("--mtu", default=None, type=int, help="Interface MTU [default: 9000; 9180, IP over ATM's, "
-                     "with --switch atm]."),
-        click.option("--dilation", default=1.0, show_default=True, type=float,
+        click.option("--mtu", default=None, type=Int(lo=68, hi=65000),
+                     help="Interface MTU [default: 9000; 9180, IP over ATM's, with --switch atm]."),
+        click.option("--dilation", default=1.0, show_default=True, type=Finite(lo=1, hi=1e6),
                      help="Divide rates by k, multiply timers by k, report times divided by k."),
         click.option("--storage/--no-storage", default=False, help="Add a storage host 'st'."),
         click.option("--no-rps", is_flag=True, help="Do not pin receive processing to one CPU per interface."),
@@ -87,7 +87,7 @@ def testbed():
 
 
 @testbed.command()
-@click.option("--hosts", default=4, show_default=True, type=int)
+@click.option("--hosts", default=4, show_default=True, type=Int(lo=2, hi=1000))
 @click.option("--name", default=None, help="Short name (1-8 lowercase letters/digits); random if omitted.")
 @topo_options
 @wan_options
@@ -206,11 +206,17 @@ def status(name, as_json):
         nss = namespaces(n)
         d = {"name": n, "namespaces": len(nss)}
         from clusterlab.cluster.testbed.clean import STATE_DIR
+        path = os.path.join(STATE_DIR, f"{n}.json")
         try:
-            st = json.load(open(os.path.join(STATE_DIR, f"{n}.json")))
+            with open(path) as f:
+                st = json.load(f)
+            if not (isinstance(st, dict) and isinstance(st.get("hosts"), list) and isinstance(st.get("topo"), dict)):
+                raise ValueError("not a testbed's state")
             d.update(hosts=len(st["hosts"]), topo=st["topo"], driver_pid=st.get("driver_pid"))
-        except (OSError, ValueError):
+        except FileNotFoundError:
             d["note"] = f"no state file (left by a crashed driver? run clusterlab testbed clean {n})"
+        except (OSError, ValueError) as e:
+            d["note"] = f"damaged state file {path} ({e}): run clusterlab testbed clean {n}"
         out.append(d)
     if as_json:
         click.echo(json.dumps(out, indent=1))

@@ -11,7 +11,9 @@ import click
 from clusterlab.bench import pingpong as pp
 from clusterlab.bench.collective import sweep
 from clusterlab.bench.setup import connection_setup_times
-from clusterlab.bench.spmd import BACKENDS, spmd
+from clusterlab.bench.spmd import spmd
+from clusterlab.cli.options import Finite, Int, OutputPath
+from clusterlab.cluster import BACKENDS, from_options
 from clusterlab.comm import costmodel
 from clusterlab.errors import ConfigError
 from clusterlab.tune.auto import DEFAULT_SPACE, HPA_SPACE
@@ -30,14 +32,14 @@ def tune():
 
 
 @tune.command()
-@click.option("-n", "--ranks", "n", default=2, show_default=True,
+@click.option("-n", "--ranks", "n", default=2, show_default=True, type=Int(hi=1024),
               help="Ranks in the job (the ping-pong runs between ranks 0 and 1).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Where to write the model (JSON).")
+@click.option("-o", "--output", required=True, type=OutputPath(), help="Where to write the model (JSON).")
 @click.option("--sizes", default="1:4M", show_default=True, help="Ping-pong size range LO:HI.")
-@click.option("--trial-time", default=0.05, show_default=True, help="Seconds per ping-pong trial.")
+@click.option("--trial-time", default=0.05, show_default=True, type=Finite(hi=3600), help="Seconds per ping-pong trial.")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where the ping-pong runs (tcp: clusterlab's mesh).")
-@click.option("--concurrency", type=float, default=None,
+@click.option("--concurrency", type=Finite(lo=0), default=None,
               help="Transfers the ranks can run at once; 0 = independent links (a switched cluster). "
                    "Default: this host's CPU count (local ranks share its CPUs).")
 @click.option("--json", "as_json", is_flag=True, help="Also print the model as JSON.")
@@ -53,7 +55,7 @@ def model(n, output, sizes, trial_time, backend, concurrency, as_json):
     if n < 2:
         raise ConfigError(f"-n must be at least 2 (ping-pong needs two ranks), got {n}")
     bounds = sweep(sizes)
-    cal = spmd(pp.calibrate, n, pp.sizes(bounds[0] or 1, bounds[-1]), trial_time, backend=backend)[0]
+    cal = spmd(pp.calibrate, n, pp.sizes(bounds[0] or 1, bounds[-1]), trial_time, cluster=from_options(backend))[0]
     if cal is None:  # a rank other than 0 (started by clusterlab run / mpiexec)
         return
     rows = cal["rows"]
@@ -80,7 +82,7 @@ def model(n, output, sizes, trial_time, backend, concurrency, as_json):
 @tune.command()
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="The sweep: cluster, ping-pong sizes, test variables (TOML; see docs/tune.md).")
-@click.option("-o", "--output", default=None, type=click.Path(file_okay=False),
+@click.option("-o", "--output", default=None, type=OutputPath(directory=True),
               help="Directory for the result files and plots (default: the config's [output] dir).")
 @click.option("--no-plots", is_flag=True, help="Write the result files only.")
 @click.option("--json", "as_json", is_flag=True, help="Print the chosen values as JSON.")
@@ -98,15 +100,18 @@ def buffers(config_path, output, no_plots, as_json):
     Example:
       clusterlab tune buffers --config tune.toml -o tune-out
     """
+    from clusterlab._atomic import check_output
     from clusterlab.tune import load, tune_buffers
     from clusterlab.tune.buffers import chosen, summary, sysctl_fragment
     from clusterlab.tune.results import FRAGMENT, write_results
 
     config = load(config_path)
+    outdir = output or config.output
+    if output is None:  # the option was checked when it was read; the config's [output] dir now
+        check_output(outdir, f"{config_path}: [output] dir", directory=True)
     results = tune_buffers(config)
     if not results:  # a rank other than 0 of a real-cluster job
         return
-    outdir = output or config.output
     write_results(results, outdir, plots=not no_plots)
     if as_json:
         click.echo(json.dumps(chosen(results)))
@@ -125,24 +130,24 @@ def buffers(config_path, output, no_plots, as_json):
 @click.option("--size", default="50KB", show_default=True, help="Bytes each host sends to every other host per run.")
 @click.option("--data", default="seed000:50K", show_default=True,
               help="hpa: a FIMI file, or a generator name with a size (generated once into runs/cache).")
-@click.option("--min-support", default=0.01, show_default=True, type=float, help="hpa: the minimum support.")
-@click.option("--hosts", default=16, show_default=True, type=int, help="Testbed hosts (a fresh testbed; root).")
+@click.option("--min-support", default=0.01, show_default=True, type=Finite(lo=0), help="hpa: the minimum support.")
+@click.option("--hosts", default=16, show_default=True, type=Int(lo=2, hi=1000), help="Testbed hosts (a fresh testbed; root).")
 @click.option("--rate", default="155Mbit", show_default=True, help="Link rate of every host.")
 @click.option("--buffer", default="64KB", show_default=True, help="The switch's output buffer per port.")
-@click.option("--mtu", default=9000, show_default=True, type=int, help="Interface MTU.")
+@click.option("--mtu", default=9000, show_default=True, type=Int(lo=68, hi=65000), help="Interface MTU.")
 @click.option("--grid", "space", default=None,
               help="The knobs and their values, knob=v1,v2;knob=...: TransportConfig fields (rto_min, congestion, "
                    "sndbuf, rcvbuf, ...; 'default' = the kernel's) and the workload's own: order (same, shifted) "
                    "for the broadcast, allreduce (auto or an algorithm) and block (a size) for hpa. "
                    "Default: " + DEFAULT_SPACE + " (hpa: " + HPA_SPACE + ")")
-@click.option("--runs", default=8, show_default=True, type=int,
+@click.option("--runs", default=8, show_default=True, type=Int(lo=1, hi=10**6),
               help="Runs per setting in the full grid; the default budget is a quarter of settings x runs.")
-@click.option("--budget", default=None, type=int, help="Runs the search may make (default: settings x runs / 4).")
-@click.option("--eta", default=2, show_default=True, type=int, help="Keep the best 1/eta after each round.")
-@click.option("--confirm", default=5, show_default=True, type=int,
+@click.option("--budget", default=None, type=Int(lo=1, hi=10**6), help="Runs the search may make (default: settings x runs / 4).")
+@click.option("--eta", default=2, show_default=True, type=Int(lo=2, hi=1000), help="Keep the best 1/eta after each round.")
+@click.option("--confirm", default=5, show_default=True, type=Int(lo=0, hi=10**6),
               help="Runs each of the chosen setting and the defaults after the search (gain with 95% CIs).")
 @click.option("--full-grid", "grid", is_flag=True, help="Also run the full grid and compare the search with it.")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False), help="Write the result as JSON.")
+@click.option("-o", "--output", default=None, type=OutputPath(), help="Write the result as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, runs, budget, eta, confirm, grid, output,
          as_json):

@@ -1,1 +1,20 @@
-"""Where ranks run: local processes on loopback, the namespace testbed, or mpirun."""
+"""Where ranks run: one ``Cluster`` protocol (``run`` a rank function, ``launch`` a program) with
+its implementations: threads (``InProcess``), local processes on loopback (``Local``), mpiexec
+(``Mpirun``), a namespace testbed (``Testbed``), or the job this process is in (``Launched``).
+See ``cluster.api``."""
+
+from clusterlab.cluster.api import (
+    BACKENDS,
+    Cluster,
+    InProcess,
+    Launched,
+    Local,
+    Mpirun,
+    Testbed,
+    current,
+    from_options,
+    started_as_rank,
+)
+
+__all__ = ["BACKENDS", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current", "from_options",
+           "started_as_rank"]

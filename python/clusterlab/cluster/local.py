@@ -1,10 +1,10 @@
 """The local launcher: run n ranks as processes on this machine (loopback by default).
 
 ``launch(argv, n)`` starts ``argv`` n times under a ``Supervisor`` (``cluster.supervisor``)
-and acts as the rendezvous (``cluster.rendezvous``): each rank opens its own listening socket,
+and acts as the rendezvous (``cluster.checkin``): each rank opens its own listening socket,
 authenticates to the launcher with the per-job secret (passed in the environment, never on the
 command line), reports its address, and receives the address table to build the TCP mesh
-(``clusterlab.comm.world()`` does the rank's side; ``cluster.contract`` is what the two say).
+(``clusterlab.comm.world()`` does the rank's side; ``clusterlab.rendezvous.contract`` is what the two say).
 The launcher then watches: when a rank dies, the others see its connections drop and raise
 ``PeerFailure`` naming it; whatever is still running ``grace`` seconds later is terminated,
 then killed, and every process is reaped (each rank runs in its own process group, so helpers
@@ -33,8 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from clusterlab.cluster import contract
-from clusterlab.cluster.rendezvous import RankLink, Rendezvous
+from clusterlab.cluster.checkin import RankLink, Rendezvous
 from clusterlab.cluster.supervisor import (
     Child,
     JobResult,
@@ -46,6 +45,7 @@ from clusterlab.cluster.supervisor import (
 from clusterlab.comm.errors import CommTimeout, PeerFailure
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import contract
 
 __all__ = ["JobResult", "RankHost", "launch", "raise_for", "run"]
 
@@ -90,8 +90,9 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
         try:
             rhost, rport = rdv.address
             base_env = dict(os.environ if env is None else env)
+            base_env.pop(contract.ENV_SECRET, None)  # the secret goes through a pipe, not the environment
             base_env.update({contract.ENV_SIZE: str(n), contract.ENV_RDV: f"{rhost}:{rport}",
-                             contract.ENV_SECRET: secret.hex(), contract.ENV_TRANSPORT: config.to_json(),
+                             contract.ENV_TRANSPORT: config.to_json(),
                              contract.ENV_LAUNCHER_PID: str(os.getpid()), contract.ENV_BACKEND: "tcp",
                              contract.ENV_SETUP_TIMEOUT: str(setup_timeout)})
             base_env.pop(contract.ENV_IFACE, None)
@@ -102,7 +103,12 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
                 e = dict(base_env)
                 e[contract.ENV_RANK] = str(r)
                 e[contract.ENV_BIND] = hosts[r].bind
-                sup.spawn(list(hosts[r].prefix) + list(argv), e, stdin, rank=r)
+                fd = secret_pipe(secret)
+                try:
+                    e[contract.ENV_SECRET_FD] = str(fd)
+                    sup.spawn(list(hosts[r].prefix) + list(argv), e, stdin, rank=r, pass_fds=(fd,))
+                finally:
+                    os.close(fd)
             while sup.alive():
                 job.tick()
                 sup.step()
@@ -111,6 +117,17 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
         finally:
             rdv.close()
     return job.result()
+
+
+def secret_pipe(secret: bytes) -> int:
+    """The read end of a pipe holding ``secret`` (hex) for one rank: /proc/PID/environ never
+    shows it, and whoever reads it first takes it (a stolen secret fails the rank loudly)."""
+    r, w = os.pipe()
+    try:
+        os.write(w, secret.hex().encode())  # 64 bytes: far below the pipe's capacity
+    finally:
+        os.close(w)
+    return r
 
 
 class _Job:
@@ -197,13 +214,14 @@ def _target_of(fn) -> tuple[str, str | None]:
 
 def run(fn, n: int, *args, backend: str = "tcp", config: TransportConfig | None = None,
         timeout: float | None = 300.0, comm_timeout: float | None = None,
-        hosts: list[RankHost] | None = None, **kw) -> list:
+        hosts: list[RankHost] | None = None, launcher=None, **kw) -> list:
     """Run ``fn(comm, *args)`` on ``n`` ranks; return the list of return values by rank.
 
     ``fn`` must be a module-level function; return values must be JSON-able or bytes.
     Raises ``PeerFailure`` naming the first rank that failed (with its error if it raised),
     ``CommTimeout`` if the job exceeds ``timeout`` seconds. Other keywords go to ``launch``
-    (or ``launch_mpi`` with ``backend="mpi"``).
+    (or ``launch_mpi`` with ``backend="mpi"``, or ``launcher``: a function with ``launch``'s
+    signature that starts the ranks some other way).
     """
     target, root = _target_of(fn)
     argv = [sys.executable, "-m", "clusterlab.cluster.rank", target, json.dumps(list(args))]
@@ -211,7 +229,9 @@ def run(fn, n: int, *args, backend: str = "tcp", config: TransportConfig | None 
         env = dict(kw.pop("env", None) or os.environ)
         env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         kw["env"] = env
-    if backend == "tcp":
+    if launcher is not None:
+        res = launcher(argv, n, config=config, timeout=timeout, comm_timeout=comm_timeout, **kw)
+    elif backend == "tcp":
         res = launch(argv, n, config=config, timeout=timeout, comm_timeout=comm_timeout, hosts=hosts, **kw)
     elif backend == "mpi":
         from clusterlab.cluster.mpirun import launch_mpi

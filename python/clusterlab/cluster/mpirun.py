@@ -1,10 +1,10 @@
 """Run a job under MPI's own launcher (``mpiexec``, MPICH's hydra): on this machine, or on the
 hosts of a hostfile (``-f``), for the MPI backend or for clusterlab's TCP mesh.
 
-As with the local launcher, each rank checks in at our rendezvous (``cluster.rendezvous``,
+As with the local launcher, each rank checks in at our rendezvous (``cluster.checkin``,
 per-job secret in the environment, which hydra passes on to every host): with the TCP mesh it
 receives the address table there (each rank listens on its host's routable address:
-``cluster.address``), and ``run(fn, n, backend="mpi")`` collects return values and error
+``clusterlab.rendezvous.address``), and ``run(fn, n, backend="mpi")`` collects return values and error
 reports without pickle. The same :class:`~clusterlab.cluster.supervisor.Supervisor` as the
 local launcher forwards Ctrl-C, enforces the timeouts and kills what is left (including the
 processes hydra starts in process groups of their own). The rank named on failure is the one
@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from clusterlab.cluster import address, contract
-from clusterlab.cluster.rendezvous import RankLink, Rendezvous
+from clusterlab.cluster.checkin import RankLink, Rendezvous
 from clusterlab.cluster.supervisor import (
     JobResult,
     Supervisor,
@@ -32,16 +30,10 @@ from clusterlab.cluster.supervisor import (
     check_command,
     describe_status,
 )
+from clusterlab.comm.mpi import mpiexec_path
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
-
-
-def mpiexec_path() -> str | None:
-    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
-    cand = Path(sys.executable).with_name("mpiexec")
-    if cand.exists():
-        return str(cand)
-    return shutil.which("mpiexec")
+from clusterlab.rendezvous import address, contract
 
 
 def read_hostfile(path: str) -> list[tuple[str, int]]:
@@ -93,13 +85,17 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
                grace: float = 3.0, stdin=subprocess.DEVNULL, mpiexec: str | None = None,
                setup_timeout: float = 60.0, hostfile: str | None = None, mpiexec_args: list[str] | tuple = (),
                iface: str | None = None, rendezvous_host: str | None = None,
-               handshake_timeout: float = 5.0) -> JobResult:
+               handshake_timeout: float = 5.0, program: bool = False, stdout=None) -> JobResult:
     """``mpiexec [-f hostfile] [mpiexec_args] -n n argv``; returns a ``JobResult`` like ``launch``.
 
     ``iface``: the interface (or address) every rank's mesh listens on (``CLUSTERLAB_IFACE``;
     default: the route towards the rendezvous). ``rendezvous_host``: the address the
     launcher listens on (default: loopback, or with a hostfile ``iface``'s address or the
     route towards the hosts). ``setup_timeout``: every rank must check in within it.
+    ``program``: ``argv`` knows nothing of clusterlab (an mpi4py script, an MPI C binary): each
+    rank runs it under ``clusterlab.cluster.program``, which checks in for it and reports how it
+    ended, so a rank that died is named. ``stdout``: a file for what the ranks print (hydra
+    forwards it to mpiexec's output), default this process's.
     """
     mpiexec = mpiexec or mpiexec_path()
     if mpiexec is None:
@@ -138,8 +134,9 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
                 e[contract.ENV_IFACE] = iface
             if comm_timeout is not None:
                 e[contract.ENV_TIMEOUT] = str(comm_timeout)
-            cmd = [mpiexec, *(["-f", hostfile] if hostfile else []), *mpiexec_args, "-n", str(n), *argv]
-            job.mpiexec = sup.spawn(cmd, e, stdin, rank=-1, what="mpiexec")
+            ranks = [sys.executable, "-m", "clusterlab.cluster.program", *argv] if program else list(argv)
+            cmd = [mpiexec, *(["-f", hostfile] if hostfile else []), *mpiexec_args, "-n", str(n), *ranks]
+            job.mpiexec = sup.spawn(cmd, e, stdin, rank=-1, what="mpiexec", stdout=stdout)
             while sup.alive():
                 job.tick()
                 sup.step()

@@ -11,8 +11,8 @@ import importlib.util
 import json
 import sys
 
-from clusterlab.cluster import contract
 from clusterlab.comm.world import send_result, world
+from clusterlab.rendezvous import contract
 
 
 def resolve(target: str):

@@ -302,11 +302,13 @@ class Supervisor:
         self._signal = signum
 
     def spawn(self, argv: list[str], env: dict[str, str] | None = None, stdin=subprocess.DEVNULL,
-              rank: int = 0, what: str | None = None) -> Child:
-        """Start ``argv`` as ``rank`` (``what`` names it in errors, default "rank N");
+              rank: int = 0, what: str | None = None, pass_fds: tuple[int, ...] = (), stdout=None) -> Child:
+        """Start ``argv`` as ``rank`` (``what`` names it in errors, default "rank N"), with
+        ``pass_fds`` inherited and its output to ``stdout`` (default this process's);
         ``LaunchError`` names the command and the reason if it cannot be started."""
         try:
-            proc = subprocess.Popen(argv, env=env, stdin=stdin, preexec_fn=self._pre)
+            proc = subprocess.Popen(argv, env=env, stdin=stdin, stdout=stdout, preexec_fn=self._pre,
+                                    pass_fds=pass_fds)
         except OSError as e:
             why = f"fork failed: {e.strerror or e}" if e.errno in (errno.EAGAIN, errno.ENOMEM) \
                 else f"{argv[0]}: {e.strerror or e}"

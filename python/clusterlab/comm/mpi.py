@@ -20,20 +20,31 @@ Run under ``mpiexec -n 4 python prog.py`` and use ``clusterlab.comm.world()``.
 
 from __future__ import annotations
 
+import shutil
+import sys
 import time
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 
 from clusterlab.comm.communicator import Communicator
 from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure
-from clusterlab.comm.tcp import frames
-from clusterlab.comm.tcp.frames import DATA_ARRAY, DATA_BYTES, HEADER
+from clusterlab.rendezvous import frames
+from clusterlab.rendezvous.frames import DATA_ARRAY, DATA_BYTES, HEADER
 
 INLINE = 64 * 1024
 _SEPARATE = 1   # header flag: the payload follows as its own message on the data communicator
 _TAG = 0
 _HSIZE = HEADER.size
+
+
+def mpiexec_path() -> str | None:
+    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
+    cand = Path(sys.executable).with_name("mpiexec")
+    if cand.exists():
+        return str(cand)
+    return shutil.which("mpiexec")
 
 
 class MpiCommunicator(Communicator):

@@ -1,7 +1,7 @@
 """What every layer of ``clusterlab.comm`` shares about messages: the payload type, its size,
-and the tag ranges. It imports nothing of clusterlab, so the interface (``communicator.py``),
-the wire format (``tcp/frames.py``) and the collective algorithms (``collectives/``) can all
-import it without importing one another.
+and the tag ranges (those are the wire format's, ``clusterlab.rendezvous.frames``). The
+interface (``communicator.py``) and the collective algorithms (``collectives/``) both import
+it without importing one another.
 
 >>> import numpy as np
 >>> nbytes(np.zeros(3)), nbytes(b"ab"), COLLECTIVE_TAG, MAX_USER_TAG == 2**30
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-Payload = bytes | bytearray | memoryview | np.ndarray
+from clusterlab.rendezvous.frames import COLLECTIVE_TAG, MAX_USER_TAG
 
-# Tags >= 0 are the user's. Collectives use COLLECTIVE_TAG; backends may reserve more below it.
-COLLECTIVE_TAG = -1
-MAX_USER_TAG = 2**30
+Payload = bytes | bytearray | memoryview | np.ndarray
 
 
 def nbytes(data: Payload) -> int:

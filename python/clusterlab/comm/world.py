@@ -6,10 +6,10 @@
   the TCP mesh; its addresses travel through the launcher when ``launch_mpi`` started the
   job, else through MPI. Each rank listens on its host's routable address (``CLUSTERLAB_BIND``,
   ``CLUSTERLAB_IFACE``, else the route towards the launcher or the other hosts:
-  ``cluster.address``);
+  ``clusterlab.rendezvous.address``);
 - started alone: a world of one rank.
 
-What a launcher and its ranks say to each other is ``cluster.contract``. The same program
+What a launcher and its ranks say to each other is ``clusterlab.rendezvous.contract``. The same program
 therefore runs unchanged under ``clusterlab run -n 4`` and ``mpiexec -n 4``. At exit the
 communicator says goodbye to its peers; an uncaught exception instead tells every peer that
 this rank failed (they raise ``PeerFailure`` naming it) and the launcher what it was: the
@@ -24,6 +24,7 @@ traceback of a bug), so the rank itself prints nothing.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import signal
@@ -32,13 +33,13 @@ import sys
 import threading
 import time
 
-from clusterlab.cluster import address, contract
 from clusterlab.comm.communicator import Communicator
 from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
-from clusterlab.comm.tcp import handshake
 from clusterlab.comm.tcp.mesh import TcpCommunicator, build_mesh, listen
 from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import address, contract, handshake
+from clusterlab.units import env_duration
 
 _WORLD: Communicator | None = None
 _LAUNCHER: socket.socket | None = None
@@ -66,7 +67,7 @@ def world(timeout: float | None = None) -> Communicator:
     with _LOCK:
         if _WORLD is None:
             setup = timeout if timeout is not None else \
-                float(os.environ.get(contract.ENV_SETUP_TIMEOUT) or DEFAULT_SETUP_TIMEOUT)
+                env_duration(contract.ENV_SETUP_TIMEOUT, DEFAULT_SETUP_TIMEOUT)
             _install_exit_hooks()
             if under_launcher():
                 _WORLD = _join_launcher(int(_env(contract.ENV_RANK)), "tcp", setup)
@@ -84,9 +85,9 @@ def world(timeout: float | None = None) -> Communicator:
                     _WORLD = MpiCommunicator()
             else:
                 _WORLD = TcpCommunicator(0, 1, {}, drainer=False)
-            t = os.environ.get(contract.ENV_TIMEOUT)
-            if t:
-                _WORLD.default_timeout = float(t)
+            t = env_duration(contract.ENV_TIMEOUT, None)
+            if t is not None:
+                _WORLD.default_timeout = t
         return _WORLD
 
 
@@ -115,6 +116,9 @@ def _take_secret() -> bytes:
     """The job secret, removed from the environment (so programs this rank starts do not
     inherit it) and blanked in the process's initial environment block (so
     ``/proc/PID/environ`` no longer shows it)."""
+    fd_text = os.environ.pop(contract.ENV_SECRET_FD, None)
+    if fd_text is not None:  # the local launcher's pipe
+        return _read_secret_fd(fd_text)
     name = contract.ENV_SECRET
     raw = _env(name)
     try:
@@ -136,6 +140,28 @@ def _take_secret() -> bytes:
         if env_start <= start and addr + len(raw) <= env_end:  # only the kernel-provided block
             ctypes.memset(start, 0, len(name) + 1 + len(raw))
     return secret
+
+
+def _read_secret_fd(fd_text: str) -> bytes:
+    name = contract.ENV_SECRET_FD
+    if not fd_text.isdigit():
+        raise ConfigError(f"{name}={fd_text!r} is not a file descriptor")
+    fd, data = int(fd_text), b""
+    try:
+        while len(data) < 4096:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    except OSError as e:
+        raise ConfigError(f"{name}={fd}: cannot read the job secret: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        return bytes.fromhex(data.decode("ascii").strip())
+    except ValueError:
+        raise ConfigError(f"{name}={fd}: the job secret is not hex") from None
 
 
 def _rendezvous() -> tuple[str, int]:

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import InProcess, Loopback, Mpi, Point, Testbed
 from clusterlab.net.transport_config import STACK_SYSCTLS
+from clusterlab.units import parse_size
 
 # The loss-recovery sysctls a TCP stack sets (and tcp_window_scaling), as the point's meta shows them.
 STACK_SYSCTL_NAMES = {p.split("/")[-1] for p, _, _ in STACK_SYSCTLS.values()} | {"tcp_window_scaling"}
@@ -67,6 +68,18 @@ def check_point(point: Point, kernel: bool = False) -> dict:
     network namespace and read it back (root), so a value the kernel refuses is found before a
     study runs. Returns what was checked."""
     out: dict = {"point": point.index}
+    if point.workload.name == "alltoall_broadcast" and not isinstance(point.cluster, InProcess):
+        from clusterlab.experiments.workloads.broadcast import check_memory
+
+        ranks = point.cluster.n_ranks() if isinstance(point.cluster, Testbed) else point.cluster.ranks
+        check_memory(parse_size(point.workload.params["size"], "size"), ranks)
+    if point.workload.name == "parallel_mining":
+        from clusterlab.experiments.workloads.mining import dataset_file
+
+        data = str(point.workload.params["data"])
+        path, generator, _ = dataset_file(data, "")
+        if generator is None and not os.path.isfile(path):
+            raise ConfigError(f"data {data}: no such file")
     if isinstance(point.cluster, Testbed):
         topo = star_topo(point)
         out["topology"] = topo.to_dict()
@@ -79,6 +92,9 @@ def check_point(point: Point, kernel: bool = False) -> dict:
             kernel_accepts(sysctls)
             out["kernel"] = True
     elif not isinstance(point.cluster, InProcess):
+        from clusterlab.cluster.supervisor import check_capacity
+
+        check_capacity(point.cluster.ranks)  # what the launcher checks, before anything runs
         why = transport_config(point, "socket").why_not(1.0)
         if why:
             raise ConfigError(why)
@@ -88,7 +104,7 @@ def check_point(point: Point, kernel: bool = False) -> dict:
 def kernel_accepts(sysctls: dict[str, dict]) -> None:
     """Write every distinct (sysctl, value) into one scratch namespace and read it back."""
     from clusterlab.cluster.testbed import require_root
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.net.netns import in_netns
 
     require_root()
     import subprocess
@@ -125,6 +141,7 @@ class Session:
         self.applied: dict = {}
         self.notes: list[str] = []
         self.testbed = None
+        self.cluster = None   # the ``clusterlab.cluster.Cluster`` the point's ranks run on
         self._config = None
 
     @property
@@ -143,28 +160,16 @@ class Session:
     def run(self, fn, *args, nranks: int | None = None, timeout: float = 600.0) -> list:
         """``fn(comm, *args)`` on the point's ranks; each rank's return value."""
         n = nranks or self.ranks
-        if self.kind == "inprocess":
-            from clusterlab.comm.inproc import run_threads
-
-            return run_threads(fn, n, *args, timeout=timeout)
-        if self.kind == "testbed":
+        opts = {}
+        if self.testbed is not None:
             # starting many interpreters on a busy machine takes long: scale the set-up timeout
-            return self.testbed.run(fn, n, *args, timeout=timeout, setup_timeout=max(60.0, 3.0 * n))
-        from clusterlab.cluster.local import run
-
-        return run(fn, n, *args, backend="mpi" if self.kind == "mpi" else "tcp", config=self._config,
-                   timeout=timeout)
+            opts["setup_timeout"] = max(60.0, 3.0 * n)
+        return self.cluster.run(fn, n, *args, transport=self._config, timeout=timeout, **opts)
 
     def mining_options(self) -> dict:
-        """Keyword arguments for ``mine_parallel`` that put its ranks on this cluster."""
-        if self.kind == "inprocess":
-            return {"backend": "inproc"}
-        opts: dict = {"backend": "mpi" if self.kind == "mpi" else "tcp"}
-        if self.kind == "testbed":
-            opts["testbed"] = self.testbed.name  # its ranks get the testbed's own transport
-        elif self._config is not None:
-            opts["transport"] = self._config
-        return opts
+        """Keyword arguments for ``mine_parallel`` that put its ranks on this cluster (a
+        testbed's ranks get the testbed's own transport)."""
+        return {"cluster": self.cluster, "transport": self._config}
 
     def monitor(self, interval: float):
         """A started monitor of this cluster (testbed: every host and switch port; otherwise the
@@ -181,13 +186,17 @@ class Session:
 @contextlib.contextmanager
 def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
     """Bring the point's cluster up (a testbed is built and removed; local ranks start per run)."""
+    from clusterlab import cluster
+
     s = Session(point, cache_dir)
     c = point.cluster
     if isinstance(c, (Loopback, Mpi)):
         s._config = transport_config(point, "socket")
+        s.cluster = cluster.Mpirun() if isinstance(c, Mpi) else cluster.Local()
         yield s
         return
     if isinstance(c, InProcess):
+        s.cluster = cluster.InProcess()
         yield s
         return
     from clusterlab.cluster.testbed import Testbed as NamespaceTestbed
@@ -196,6 +205,7 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
     tb = NamespaceTestbed(topo, transport=transport_config(point, "testbed"))
     with tb:
         s.testbed = tb
+        s.cluster = cluster.Testbed(tb)
         names = [h.name for h in tb.hosts]
         s.applied = {"testbed": tb.name, "up_seconds": round(tb.timings.get("up", 0.0), 3),
                      "rto_min_us_per_host": [tb.sysctls[h].get(MIN_SYSCTL) for h in names],
@@ -215,3 +225,10 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
             s.notes.append("MAX left at the kernel's 120 s" + (f" (= {120 / s.dilation:g} s undilated)"
                                                                 if s.dilation != 1.0 else ""))
         yield s
+    if tb.atm_totals:  # the ATM switch's own account, once it stopped: how faithful its timing was
+        t = tb.atm_totals
+        s.applied["atm_switch"] = {
+            "frames_lost": sum(t["frames_lost"]), "frames_delivered": sum(t["frames_delivered"]),
+            "cells_wasted": sum(t["cells_wasted"]), "late_mean_us": round(t["late_mean_ns"] / 1e3, 1),
+            "late_max_us": round(t["late_max_ns"] / 1e3, 1), "read_wait_mean_us": round(t["read_wait_mean_ns"] / 1e3, 1),
+            "kernel_drops": t["kernel_drops"], "send_errors": t["send_errors"], "late_offers": t["late_offers"]}

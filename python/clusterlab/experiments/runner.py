@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import os
 import platform
@@ -43,6 +44,7 @@ from clusterlab.experiments.spec import Point, Study
 from clusterlab.monitor.procfs import CPU_BOUND_SPARE, cpu_bound, sched_autogroup
 
 META_VERSION = 1
+TABLE_INTERVAL = 0.5  # seconds between table rewrites while rows arrive (each point's end writes too)
 FIRST_COLUMNS = ("study", "point", "label", "check", "rep", "seconds")
 
 
@@ -138,26 +140,92 @@ def new_run_dir(root: str | os.PathLike, name: str) -> Path:
     return d
 
 
+class DiskFull(OSError):
+    """The run directory's file system filled up mid-run (the finished repetitions are kept)."""
+
+    def __init__(self, path, cause: BaseException | None = None):
+        super().__init__(errno.ENOSPC, "No space left on device", str(path))
+        self.cause = cause
+
+
+def _is_disk_full(e: BaseException) -> bool:
+    # pyarrow's write errors are OSErrors without an errno; their text says it.
+    return isinstance(e, OSError) and (e.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(e))
+
+
 class _Writer:
-    """Keeps the run directory current: table, monitor table, meta (each replaced atomically)."""
+    """Keeps the run directory current: table, monitor table, meta (each replaced atomically;
+    the two tables together, so they always hold the same repetitions). A reserve file holds
+    room for the last meta.json: when the disk fills, it is freed to record the failure."""
+
+    RESERVE = 1 << 20
 
     def __init__(self, run_dir: Path | None):
         self.dir = run_dir
         self.monitor_tables: list = []
+        self.written, self.last_write = 0, 0.0
+        self.reserve = None
+        if run_dir is not None:
+            self.reserve = run_dir / ".clusterlab-reserve"
+            try:
+                fd = os.open(self.reserve, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    os.posix_fallocate(fd, 0, self.RESERVE)
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                self.release()
+                if _is_disk_full(e):
+                    raise DiskFull(run_dir, e) from None
+                raise
 
-    def table(self, rows: list[dict]) -> None:
-        if self.dir is None or not rows:
+    def table_fit(self, rows: list[dict]) -> None:
+        """After a full disk: write the longest run of the first rows that fits (both tables
+        hold the same rows), by halving."""
+        lo, hi = self.written, len(rows)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            try:
+                self.table(rows[:mid])
+                lo = mid
+            except DiskFull:
+                hi = mid - 1
+
+    def release(self) -> None:
+        if self.reserve is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.reserve)
+            self.reserve = None
+
+    def table(self, rows: list[dict], at_most_every: float = 0.0) -> None:
+        """Write both tables; ``at_most_every``: skip if the last write was more recent (a
+        workload that yields many rows at once would otherwise rewrite the table per row)."""
+        if self.dir is None or not rows or len(rows) == self.written:
             return
-        from clusterlab._atomic import atomic_path
-
+        now = time.monotonic()
+        if at_most_every and now - self.last_write < at_most_every:
+            return
         tbl = rows_table(rows)
         import pyarrow.csv as pcsv
         import pyarrow.parquet as pq
 
-        with atomic_path(self.dir / "table.parquet") as tmp:
-            pq.write_table(tbl, str(tmp))
-        with atomic_path(self.dir / "table.csv") as tmp:
-            pcsv.write_csv(tbl, str(tmp))
+        tmps = [self.dir / f".{n}.tmp-{os.getpid()}" for n in ("table.parquet", "table.csv")]
+        try:
+            pq.write_table(tbl, str(tmps[0]))
+            pcsv.write_csv(tbl, str(tmps[1]))
+            for t in tmps:
+                with open(t, "rb") as f:
+                    os.fsync(f.fileno())
+        except BaseException as e:
+            for t in tmps:
+                with contextlib.suppress(OSError):
+                    t.unlink()
+            if _is_disk_full(e):
+                raise DiskFull(self.dir / "table.parquet", e) from None
+            raise
+        os.replace(tmps[0], self.dir / "table.parquet")
+        os.replace(tmps[1], self.dir / "table.csv")
+        self.written, self.last_write = len(rows), time.monotonic()
 
     def monitor(self, point: Point, mon) -> dict:
         import pyarrow as pa
@@ -188,17 +256,29 @@ class _Writer:
             meta = {**mon.meta, "points": len(self.monitor_tables)}
             allt = pa.concat_tables(self.monitor_tables).replace_schema_metadata(
                 {"clusterlab.monitor": json.dumps(meta)})
-            write_table(allt, self.dir / "monitor.parquet")
+            try:
+                write_table(allt, self.dir / "monitor.parquet")
+            except OSError as e:
+                if _is_disk_full(e):
+                    raise DiskFull(self.dir / "monitor.parquet", e) from None
+                raise
         return summary
 
-    def meta(self, meta: dict) -> None:
+    def meta(self, meta: dict, last: bool = False) -> None:
         if self.dir is None:
             return
         from clusterlab._atomic import atomic_open
 
-        with atomic_open(self.dir / "meta.json") as f:
-            json.dump(meta, f, indent=1, default=str)
-            f.write("\n")
+        if last:
+            self.release()
+        try:
+            with atomic_open(self.dir / "meta.json") as f:
+                json.dump(meta, f, indent=1, default=str)
+                f.write("\n")
+        except OSError as e:
+            if _is_disk_full(e):
+                raise DiskFull(self.dir / "meta.json", e) from None
+            raise
 
 
 def rows_table(rows: list[dict]):
@@ -291,7 +371,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
                             full["cpu_bound"] = cpu_bound(row)
                         res.rows.append(full)
                         n += 1
-                        writer.table(res.rows)
+                        writer.table(res.rows, at_most_every=TABLE_INTERVAL)
                         if progress:
                             progress("rep", index=p.index, row=full)
                 finally:
@@ -299,6 +379,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
                         mon.stop()
                         pm["monitor"] = writer.monitor(p, mon)
                 pm["notes"] = session.notes
+            writer.table(res.rows)
             pm["load_after"] = load_average()
             pm["seconds"] = round(time.time() - pm["started"], 3)
             secs = [r["seconds"] for r in res.rows if r["point"] == p.index and isinstance(r.get("seconds"), float)]
@@ -308,21 +389,51 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
             writer.meta(meta)
             if progress:
                 progress("point_done", index=p.index, meta=pm)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through the CLI
         res.status = meta["status"] = "interrupted"
+        e.run_result = res  # the finished repetitions, for the caller to report
+        raise
+    except DiskFull as e:
+        res.status = meta["status"] = "failed: disk full"
+        meta["error"] = f"no space left writing {e.filename}"
+        e.run_result = res
+        writer.table_fit(res.rows)
         raise
     except BaseException as e:
         res.status = meta["status"] = "failed"
         meta["error"] = f"{type(e).__name__}: {e}"
+        e.run_result = res
         raise
     else:
         res.status = meta["status"] = "complete"
     finally:
+        if not res.status.startswith("failed: disk full"):
+            try:
+                writer.table(res.rows)  # the rows a throttled write left out
+            except DiskFull as e:
+                res.status = meta["status"] = "failed: disk full"
+                meta["error"] = f"no space left writing {e.filename}"
+                writer.table_fit(res.rows)
         meta["finished"] = time.time()
         meta["load_after"] = load_average()
         meta["repetitions"] = len(res.rows)
-        writer.meta(meta)
+        # The rows the tables hold (after a full disk, the last one written), so that every
+        # file agrees.
+        if res.status.startswith("failed: disk full"):
+            meta["repetitions"] = _rows_on_disk(run_dir)
+        writer.meta(meta, last=True)
     return res
+
+
+def _rows_on_disk(run_dir: Path | None) -> int:
+    if run_dir is None or not (run_dir / "table.parquet").exists():
+        return 0
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(run_dir / "table.parquet").metadata.num_rows
+    except (OSError, ValueError):
+        return 0
 
 
 def _emulated(study: Study, points=()) -> dict:

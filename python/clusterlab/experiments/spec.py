@@ -44,8 +44,10 @@ from typing import Any
 
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import RTO_MAX_MS_RANGE, TransportConfig, check_name, fmt_duration
-from clusterlab.units import parse_duration, parse_rate
+from clusterlab.units import parse_duration, parse_float, parse_int, parse_rate
 
+# Ranks one machine starts as processes or threads (the testbed's 100-host studies are the largest).
+MAX_LOCAL_RANKS = 1024
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 # A study's transport settings: every field of the one TransportConfig except where it applies
 # (the cluster decides) and its label.
@@ -85,6 +87,11 @@ class _OnThisMachine:
     ranks: int = 4
     kind = ""
     FIELDS = ("ranks",)
+
+    def check(self) -> None:
+        """Ranks this machine can start (the launcher's own capacity check runs again)."""
+        if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or not 1 <= self.ranks <= MAX_LOCAL_RANKS:
+            raise ConfigError(f"ranks must be 1..{MAX_LOCAL_RANKS} on one machine, got {self.ranks!r}")
 
 
 class InProcess(_OnThisMachine):
@@ -199,11 +206,13 @@ class Testbed:
             raise ConfigError(f"hosts must be at least 2, got {self.hosts}")
         if not 1 <= self.n_ranks() <= self.n_hosts():
             raise ConfigError(f"ranks must be 1..hosts ({self.n_hosts()}), got {self.ranks}")
-        if parse_rate(self.rate) <= 0:
+        if parse_rate(self.rate, "rate") <= 0:
             raise ConfigError(f"rate must be positive, got {self.rate!r}")
-        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and self.dilation >= 1):
+        parse_rate(self.wan_rate, "wan_rate")
+        parse_duration(self.wan_delay, "wan_delay")
+        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and 1 <= self.dilation <= 1e6):
             raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
-        if not self.prefer_dilation >= 1:
+        if not 1 <= self.prefer_dilation <= 1e6:
             raise ConfigError(f"prefer_dilation must be >= 1, got {self.prefer_dilation!r}")
         if self.sites is not None:
             parts = str(self.sites).split("+")
@@ -589,6 +598,7 @@ class Study:
 
     def _dilation(self, cluster, tcp: TransportConfig, workload: Workload) -> tuple[float, str]:
         if not isinstance(cluster, Testbed):
+            cluster.check()
             if isinstance(cluster, InProcess):
                 if not tcp.is_default():
                     raise ConfigError("the in-process cluster has no TCP to set")
@@ -652,22 +662,15 @@ def coerce(text, like, what: str = "value"):
             return False
         raise ConfigError(f"{what}: {text!r} is not true/false")
     if isinstance(like, int):
-        try:
-            return int(t)
-        except ValueError:
-            raise ConfigError(f"{what}: {text!r} is not an integer") from None
+        return parse_int(t, what)
     if isinstance(like, float):
         if t == "auto":
             return t
-        try:
-            return float(t)
-        except ValueError:
-            raise ConfigError(f"{what}: {text!r} is not a number") from None
+        return parse_float(t, what)
     if like == "auto":
-        try:
-            return float(t)
-        except ValueError:
+        if t == "auto":
             return t
+        return parse_float(t, what)
     return t
 
 

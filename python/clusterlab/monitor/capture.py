@@ -30,7 +30,7 @@ import struct
 import threading
 import time
 
-from clusterlab.cluster.testbed.node import in_netns
+from clusterlab.net.netns import in_netns
 
 BUCKET = 64
 NBUCKETS = 1025  # 0..65535 in 64-byte steps, the last one for anything longer

@@ -126,7 +126,7 @@ class QdiscDrops:
     """
 
     def __init__(self, ns: str | None):
-        from clusterlab.cluster.testbed.node import in_netns
+        from clusterlab.net.netns import in_netns
 
         with in_netns(ns):
             self.nl = Rtnl()

@@ -21,9 +21,10 @@ row means zero):
 * per host, with ``host_cpu=True``: ``host_cpu_user host_cpu_system`` (CPUs' worth of time
   used by the threads in the host's namespace: 1.0 is one core busy) and ``host_io_wait``
   (threads in uninterruptible sleep, i.e. waiting for the disk, at ``t``; ``procfs.TaskCpu``);
-* the target's backing store, with ``backing=<testbed>``: ``backing_read_bytes
-  backing_write_bytes`` (node ``storage_host``, ``st`` unless told: the throttled tgtd's blkio
-  cgroup counters; the table's meta names it as ``storage_host``);
+* the target's backing store, with ``backing=<reader>`` (a function returning the bytes read
+  and written so far, e.g. ``IscsiTarget.backing_io``: the throttled tgtd's blkio cgroup
+  counters): ``backing_read_bytes backing_write_bytes`` (node ``storage_host``, ``st`` unless
+  told; the table's meta names it as ``storage_host``);
 * the ATM switch (a testbed with ``switch="atm"``), node ``switch``, per port: ``atm_cells_in
   atm_cells_out atm_cells_dropped atm_cells_discarded atm_frames_delivered atm_frames_lost
   atm_cells_wasted`` (the cell model's counts per 0.1 s x dilation; ``clusterlab.monitor.atm``),
@@ -53,12 +54,13 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 
-from clusterlab.cluster.testbed.node import in_netns
 from clusterlab.monitor import procfs
 from clusterlab.monitor.netlink import Rtnl
+from clusterlab.net.netns import in_netns
 
 LINK_COUNTERS = ("rx_bytes", "rx_packets", "tx_bytes", "tx_packets", "rx_dropped", "tx_dropped")
 SCHEMA = pa.schema([("t", pa.float64()), ("node", pa.string()), ("iface", pa.string()),
@@ -122,7 +124,7 @@ class Monitor:
     """
 
     def __init__(self, targets: list[Target], interval: float = 0.1, capture=None, dilation: float = 1.0,
-                 disk: bool = True, host_cpu: bool = False, backing: str | None = None,
+                 disk: bool = True, host_cpu: bool = False, backing: Callable[[], dict] | None = None,
                  storage_host: str = "st", atm_trace: str | None = None):
         if not 0.005 <= interval <= 60:
             from clusterlab.errors import ConfigError
@@ -150,17 +152,18 @@ class Monitor:
 
     @classmethod
     def for_testbed(cls, tb, interval: float = 0.1, capture: bool = True, host_cpu: bool = False,
-                    backing: bool = False, ifaces: tuple = ("eth0",), storage_host: str = "st") -> Monitor:
+                    backing: Callable[[], dict] | None = None, ifaces: tuple = ("eth0",),
+                    storage_host: str = "st") -> Monitor:
         """Every host (``ifaces``, their egress qdiscs, its TCP counters) and every switch port
         (the output buffers), with the histogram captured at the switch; ``host_cpu``: each
-        host's CPU; ``backing``: the storage target's backing store I/O, filed under
+        host's CPU; ``backing``: the storage target's backing store I/O (a reader of its
+        ``read_bytes``/``write_bytes``, e.g. ``IscsiTarget.backing_io``), filed under
         ``storage_host``, the host running the target."""
         targets = [Target(h.name, h.ns, list(ifaces), True) for h in tb.hosts]
         targets.append(Target("switch", tb.switch.ns, [h.port for h in tb.hosts], False))
         atm = tb.atm.trace if getattr(tb, "atm", None) is not None else None
         return cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation,
-                   host_cpu=host_cpu, backing=tb.name if backing else None, storage_host=storage_host,
-                   atm_trace=atm)
+                   host_cpu=host_cpu, backing=backing, storage_host=storage_host, atm_trace=atm)
 
     # --- running -----------------------------------------------------------------------------
     def __enter__(self) -> Monitor:
@@ -332,9 +335,7 @@ class Monitor:
                     self._emit(t, node, "", "host_cpu_system", -1, st / dt)
                     self._emit(t, node, "", "host_io_wait", -1, dstate)
         if self.backing is not None:
-            from clusterlab.cluster.testbed.storage import backing_io
-
-            io = backing_io(self.backing)
+            io = self.backing()
             self._counter(t, "br", self.storage_host, "", "backing_read_bytes", io["read_bytes"], first)
             self._counter(t, "bw", self.storage_host, "", "backing_write_bytes", io["write_bytes"], first)
         if self._capture is not None:
@@ -405,8 +406,10 @@ def read_table(path) -> tuple[pa.Table, dict]:
 
             tbl = pq.read_table(path)
             meta = json.loads((tbl.schema.metadata or {}).get(b"clusterlab.monitor", b"{}"))
-    except (OSError, pa.ArrowInvalid) as e:
-        raise ConfigError(f"{path}: cannot read a monitor table: {e}") from None
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise ConfigError(f"{path}: cannot read a monitor table: {' '.join(str(e).split())}") from None
+    if not isinstance(meta, dict):
+        meta = {}
     missing = set(SCHEMA.names) - set(tbl.column_names)
     if missing:
         raise ConfigError(f"{path}: not a monitor table (missing columns {sorted(missing)})")

@@ -29,6 +29,12 @@ import numpy as np
 
 BUCKET = 64
 BUCKETS = 65536 // BUCKET
+STATE_DIR = "/run/clusterlab/testbed"
+
+
+def trace_path(testbed: str) -> str:
+    """Where testbed ``testbed``'s line writes its trace (the line takes the path from here)."""
+    return os.path.join(STATE_DIR, f"{testbed}.wan.trace")
 
 
 class WanTrace:
@@ -63,8 +69,6 @@ class WanTrace:
     @classmethod
     def of_testbed(cls, tb) -> WanTrace:
         """The trace of testbed ``tb``'s line (read it before the testbed goes down)."""
-        from clusterlab.cluster.testbed.wanline import trace_path
-
         return cls.read(trace_path(tb.name))
 
     def series(self, direction: int, t0: float | None = None, t1: float | None = None) -> dict:
@@ -104,6 +108,4 @@ class WanTrace:
 
 
 def exists_for(tb) -> bool:
-    from clusterlab.cluster.testbed.wanline import trace_path
-
     return os.path.exists(trace_path(tb.name))

@@ -434,6 +434,8 @@ class TransportConfig:
         dilation: see ``why_not``."""
         if self.place is not None and self.place not in PLACES:
             raise ConfigError(f"place must be one of {', '.join(PLACES)}, got {self.place!r}")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be an integer 0..2**32-1, got {self.seed!r}")
         if self.rto_min_jitter < 0 or self.rto_max_jitter < 0:
             raise ConfigError("rto jitter must be >= 0")
         if (self.rto_min_jitter and self.rto_min is None) or (self.rto_max_jitter and self.rto_max is None):

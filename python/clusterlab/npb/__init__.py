@@ -7,7 +7,7 @@ pattern (EP a final reduction, IS an all-to-all-v of keys, CG row/column exchang
 Each run is verified with NPB's own reference values and reports NPB's Mop/s, plus per-rank
 compute time between messages and traffic.
 
->>> r = run("ep", "S", n=2, backend="inproc")
+>>> r = run("ep", "S", n=2)                  # in-process ranks (threads) unless cluster= says
 >>> r.verified, r.nprocs, r.size
 (True, 2, '33554432')
 """
@@ -17,13 +17,13 @@ from __future__ import annotations
 import importlib
 import json
 
+from clusterlab.comm.places import InProcess
 from clusterlab.errors import ConfigError
 from clusterlab.npb.common import CLASSES, KERNELS, NpbResult, TracedComm, check_class
 
-BACKENDS = ("inproc", "tcp", "mpi", "world")
 _MODULES = {"ep": "ep", "is": "is_", "cg": "cg", "mg": "mg", "ft": "ft"}
 
-__all__ = ["BACKENDS", "CLASSES", "KERNELS", "NpbResult", "kernel_module", "run"]
+__all__ = ["CLASSES", "KERNELS", "NpbResult", "kernel_module", "run"]
 
 
 def kernel_module(kernel: str):
@@ -77,35 +77,20 @@ def _from_dict(d: dict) -> NpbResult:
     return NpbResult(**d)
 
 
-def run(kernel: str, cls: str = "S", n: int = 1, backend: str = "inproc", config=None,
+def run(kernel: str, cls: str = "S", n: int = 1, cluster=None, transport=None,
         timeout: float | None = 600.0, events: bool = False) -> NpbResult | None:
-    """Run NPB ``kernel`` in class ``cls`` on ``n`` ranks and return the result record.
+    """Run NPB ``kernel`` in class ``cls`` on ``n`` ranks of ``cluster`` and return the result
+    record.
 
-    ``backend``: ``inproc`` (threads of this process), ``tcp`` (processes on the TCP mesh,
-    ``config`` a ``TransportConfig`` with the TCP knobs), ``mpi`` (mpiexec + MPICH), or
-    ``world`` (this process is already a rank of a job started by ``clusterlab run`` or
-    ``mpiexec``: every rank calls, rank 0 gets the result, the others None; ``n`` must be
-    the job's size). ``events=True`` keeps each rank's call sequence (for compute replay).
+    ``cluster``: a ``clusterlab.cluster.Cluster`` (default ``InProcess()``, threads of this
+    process): ``Local()`` (processes on the TCP mesh, ``transport`` a ``TransportConfig`` with
+    the TCP knobs), ``Mpirun()`` (mpiexec + MPICH), ``Testbed(name)``, or ``Launched()`` (this
+    process is already a rank of a job started by ``clusterlab run`` or ``mpiexec``: every rank
+    calls, rank 0 gets the result, the others None; ``n`` must be the job's size).
+    ``events=True`` keeps each rank's call sequence (for compute replay).
     """
     check(kernel, cls, n)
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})")
-    if config is not None and backend not in ("tcp",):
-        raise ConfigError("TCP settings apply only to --backend tcp")
-    args = (str(kernel).lower(), str(cls).upper(), backend, bool(events))
-    if backend == "inproc":
-        from clusterlab.comm.inproc import run_threads
-
-        results = run_threads(rank_main, n, *args, timeout=timeout)
-    elif backend == "world":
-        from clusterlab.comm import world
-
-        comm = world()
-        if comm.size != n:
-            raise ConfigError(f"this job has {comm.size} ranks, not -n {n}")
-        results = [rank_main(comm, *args)]
-    else:
-        from clusterlab.cluster import local
-
-        results = local.run(rank_main, n, *args, backend=backend, config=config, timeout=timeout)
+    cluster = InProcess() if cluster is None else cluster
+    args = (str(kernel).lower(), str(cls).upper(), cluster.name, bool(events))
+    results = cluster.run(rank_main, n, *args, transport=transport, timeout=timeout)
     return _from_dict(results[0]) if results[0] is not None else None

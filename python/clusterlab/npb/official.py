@@ -52,14 +52,19 @@ def parse_report(text: str, backend: str) -> NpbResult:
                      verification={}, ranks=[])
 
 
-def run_binary(binary: str, n: int, mpiexec: str | None = None, timeout: float = 1800.0) -> NpbResult:
+def run_binary(binary: str, n: int, mpiexec: str | None = None, timeout: float = 1800.0, cluster=None) -> NpbResult:
     """``mpiexec -n n BINARY`` (in the binary's directory, where NPB looks for its input
-    files) and its report. ConfigError if it is missing, fails or prints no report."""
-    from clusterlab.cluster.mpirun import mpiexec_path
+    files) and its report. ConfigError if it is missing, fails or prints no report.
+    ``cluster``: a ``clusterlab.cluster.Cluster`` whose ``launch`` starts MPI ranks (e.g.
+    ``Testbed("lab", mesh="mpi")``: the ranks in a testbed's hosts, over its links); default
+    mpiexec on this machine."""
+    from clusterlab.comm.mpi import mpiexec_path
 
     path = Path(binary)
     if not path.is_file():
         raise ConfigError(f"{binary}: no such NPB binary")
+    if cluster is not None:
+        return _on_cluster(path.resolve(), n, cluster, timeout)
     launcher = mpiexec or mpiexec_path()
     if launcher is None:
         raise ConfigError("mpiexec not found (pip install 'clusterlab[mpi]')")
@@ -74,3 +79,17 @@ def run_binary(binary: str, n: int, mpiexec: str | None = None, timeout: float =
         tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ConfigError(f"{binary}: exited with status {p.returncode}: {tail[0]}")
     return parse_report(p.stdout, backend="npb-mpi")
+
+
+def _on_cluster(path: Path, n: int, cluster, timeout: float) -> NpbResult:
+    import tempfile
+
+    if n < 1:
+        raise ConfigError(f"number of ranks must be at least 1, got {n}")
+    with tempfile.TemporaryFile("w+") as out:
+        res = cluster.launch([str(path)], n, timeout=timeout, stdout=out, mpiexec_args=["-wdir", str(path.parent)])
+        out.seek(0)
+        text = out.read()
+    if not res.ok:
+        raise ConfigError(f"{path.name}: {res.reason or 'failed'}")
+    return parse_report(text, backend=f"npb-mpi on {cluster.name}")

@@ -38,7 +38,7 @@ def record(kernel: str, cls: str, n: int, timeout: float = 1800.0) -> dict:
     than a tenth (they waited for a core)."""
     from clusterlab.npb import run
 
-    res = run(kernel, cls, n=n, backend="inproc", events=True, timeout=timeout)
+    res = run(kernel, cls, n=n, events=True, timeout=timeout)
     d = res.to_dict(events=True)
     wall = sum(r["compute_s"] for r in res.ranks)
     cpu = sum(r["compute_cpu_s"] for r in res.ranks)

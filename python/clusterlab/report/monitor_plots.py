@@ -60,6 +60,11 @@ def summarize(tbl: pa.Table, meta: dict) -> dict:
         "loss_probes": total(hosts, "TcpExtTCPLossProbes"),
         "switch_drops": total(df[df.node == "switch"], "qdisc_drops"),
         "host_queue_drops": total(hosts, "qdisc_drops"),
+        # the ATM switch: cells lost at full port buffers, frames lost at reassembly, link time
+        # (cells) spent on frames that were lost
+        "atm_cells_dropped": total(df[df.node == "switch"], "atm_cells_dropped"),
+        "atm_frames_lost": total(df[df.node == "switch"], "atm_frames_lost"),
+        "atm_cells_wasted": total(df[df.node == "switch"], "atm_cells_wasted"),
         "mean_cpu_idle": round(float(idle.mean()), 3) if len(idle) else None,
         "mean_cpu_spare": round(float(spare.mean()), 3) if len(spare) else None,
         "capture": meta.get("capture"),

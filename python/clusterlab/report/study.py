@@ -39,24 +39,46 @@ def require_matplotlib():
 
 
 def load_run(run_dir) -> tuple[list[dict], dict]:
+    """The repetitions and meta.json of a run directory; a damaged one is refused in one line
+    naming the file (a torn table.parquet falls back to table.csv, which holds the same rows)."""
     d = Path(run_dir)
     try:
         meta = json.loads((d / "meta.json").read_text())
     except FileNotFoundError:
         raise ConfigError(f"{d}: no meta.json (not a study run directory)") from None
+    except OSError as e:
+        raise ConfigError(f"{d / 'meta.json'}: cannot read: {e.strerror or e}") from None
     except ValueError as e:
         raise ConfigError(f"{d / 'meta.json'}: not JSON ({e})") from None
-    rows: list[dict] = []
-    if (d / "table.parquet").exists():
-        import pyarrow.parquet as pq
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{d / 'meta.json'}: not a run's meta.json (a JSON object), got {type(meta).__name__}")
+    for key, kind in (("spec", dict), ("points", list), ("emulated", dict), ("machine", dict)):
+        if key in meta and not isinstance(meta[key], kind):
+            raise ConfigError(f"{d / 'meta.json'}: {key!r} must be a JSON {'object' if kind is dict else 'array'}")
+    rows: list[dict] | None = None
+    errors = []
+    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet (bench/results/studies)
+        path = d / name
+        if not path.exists():
+            continue
+        try:
+            if name.endswith(".parquet"):
+                import pyarrow.parquet as pq
 
-        rows = pq.read_table(d / "table.parquet").to_pylist()
-    elif (d / "table.csv").exists():  # a run kept without its Parquet (bench/results/studies)
-        import pyarrow.csv as pcsv
+                rows = pq.read_table(path).to_pylist()
+            else:
+                import pyarrow.csv as pcsv
 
-        rows = pcsv.read_csv(d / "table.csv").to_pylist()
-    elif meta.get("points"):
-        raise ConfigError(f"{d}: no table.parquet or table.csv beside meta.json (the repetitions are missing)")
+                rows = pcsv.read_csv(path).to_pylist()
+            break
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            errors.append(f"{path}: cannot read ({' '.join(str(e).split())[:200]})")
+    if rows is None:
+        if errors:
+            raise ConfigError("; ".join(errors))
+        if meta.get("points"):
+            raise ConfigError(f"{d}: no table.parquet or table.csv beside meta.json (the repetitions are missing)")
+        rows = []
     return rows, meta
 
 
@@ -255,26 +277,32 @@ def point_rows(rows, meta) -> list[list[str]]:
 def render(run_dir) -> dict:
     """Write the plots, ``report.md`` and ``report.html`` into ``run_dir``; returns what was
     written and the checks."""
-    from clusterlab._atomic import atomic_open
+    from clusterlab._atomic import atomic_open, check_output
     from clusterlab.report.seeds import SEEDS
 
     d = Path(run_dir)
     rows, meta = load_run(d)
+    check_output(d, "report directory", directory=True)  # before drawing anything
     plt = require_matplotlib()
     spec = meta.get("spec", {})
     title = meta.get("title") or meta.get("study", d.name)
     main = [r for r in rows if not r.get("check")]
     pngs: list[tuple[str, str]] = []
+    skipped: list[str] = []
+    plots = {"scatter": plot_scatter, "speedup": plot_speedup, "per_pass": plot_per_pass}
     for i, p in enumerate(spec.get("report", [])):
-        kind = p.get("kind")
+        kind = p.get("kind") if isinstance(p, dict) else None
         if kind == "seed_numbers":
+            continue
+        if kind not in plots:
+            skipped.append(f"plot {i + 1}: unknown kind {kind!r} (known: {', '.join(plots)}, seed_numbers)")
             continue
         name = f"fig{i + 1}-{kind}-{p.get('y') or 'time'}.png".replace("/", "_")
         t = p.get("title") or f"{meta.get('study')}: {_label(p.get('y'))}" + (f" vs {_label(p.get('x'))}" if p.get("x") else "")
         data = [r for r in main if all(r.get(a) == b for a, b in p.get("where", []))]
         if not data:
             continue
-        {"scatter": plot_scatter, "speedup": plot_speedup, "per_pass": plot_per_pass}[kind](plt, data, p, t, d / name)
+        plots[kind](plt, data, p, t, d / name)
         pngs.append((name, t))
     parts = time_parts(rows)
     if parts:
@@ -283,6 +311,8 @@ def render(run_dir) -> dict:
     checks = dilation_checks(rows, meta)
     panels = monitor_panels(d, meta)
     md = _markdown(meta, rows, pngs, checks, SEEDS, title, panels)
+    if skipped:
+        md += "\n## Not drawn\n\n" + "".join(f"- {s}\n" for s in skipped)
     with atomic_open(d / "report.md") as f:
         f.write(md)
     with atomic_open(d / "report.html") as f:

@@ -3,7 +3,7 @@ loops. The work is in Rust over libiscsi (``clusterlab._core.IscsiLun``, GIL rel
 libiscsi is loaded when the first LUN is opened, so only this says when it is missing.
 
 A LUN opened in a thread that has entered a testbed host's namespace
-(``clusterlab.cluster.testbed.node.in_netns``) keeps that host's network: its socket belongs
+(``clusterlab.net.netns.in_netns``) keeps that host's network: its socket belongs
 to the namespace where it was created.
 
 Example (needs a target, e.g. ``clusterlab.cluster.testbed.storage.IscsiTarget``)::

@@ -24,7 +24,7 @@ of ``gen --partitions`` when it has ``parts`` partitions, else line-aligned equa
 shares); ``read_rank_baskets(url, rank, size)`` returns rank ``rank``'s transactions from
 either version, the same ``Baskets`` as reading that partition from the local file. On a LUN
 both must run where the target is reachable (in a testbed host's namespace: the ranks of
-``run_parallel(..., testbed=NAME)``).
+``run_parallel(..., cluster=Testbed(NAME))``).
 """
 
 from __future__ import annotations

@@ -215,7 +215,8 @@ def tune_buffers(config: TuneConfig, timeout: float = 1800.0) -> dict:
     one rank of a job on the listed hosts (``mpiexec -f hosts ... clusterlab tune buffers``)."""
     import time
 
-    from clusterlab.bench.spmd import spmd, started_as_rank
+    from clusterlab.bench.spmd import spmd
+    from clusterlab.cluster import Launched, started_as_rank
 
     plan = plan_of(config)
     t0 = time.perf_counter()
@@ -224,7 +225,7 @@ def tune_buffers(config: TuneConfig, timeout: float = 1800.0) -> dict:
             raise ConfigError(f"{config.source}: place = \"cluster\" runs as a job on the listed hosts: start it "
                               "with mpiexec (one rank per host), e.g. mpiexec -f hostfile -n "
                               f"{len(config.hosts)} clusterlab tune buffers --config {config.source}")
-        res = spmd(sweep_rank, len(config.hosts), plan, backend="world")[0]
+        res = spmd(sweep_rank, len(config.hosts), plan, cluster=Launched())[0]
         if res is None:
             return {}
         where = {"place": "cluster", "hosts": config.hosts}

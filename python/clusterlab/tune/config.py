@@ -148,7 +148,7 @@ def _toml_error(path: str, e: tomllib.TOMLDecodeError) -> ConfigError:
 def _size(v, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise ConfigError(f"{what} must be a size (4096 or \"4KiB\"), got {v!r}")
-    n = parse_size(v)
+    n = parse_size(v, what)
     return n
 
 
@@ -244,6 +244,11 @@ def parse(doc: dict, where: _Where | None = None) -> TuneConfig:
     if not isinstance(tests, list) or not tests:
         raise ConfigError(f"{where.path}:1:1: no [[test]] tables: give at least one test variable "
                           f"({', '.join(VARIABLES)})")
+    for t in tests:
+        if not isinstance(t, dict):
+            line = next((i + 1 for i, x in enumerate(where.lines) if re.match(r"^\s*test\s*=", x)), 1)
+            raise ConfigError(f"{where.path}:{line}:1: test must be [[test]] tables (variable, start, end, form), "
+                              f"got {t!r} in a list")
     parsed, seen = [], set()
     for i, t in enumerate(tests):
         for k in t:

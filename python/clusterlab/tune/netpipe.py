@@ -38,7 +38,7 @@ __all__ = ["netpipe_sizes", "ring_pingpong", "listen_address"]
 def listen_address() -> str:
     """The address this rank's ping-pong listens on: the mesh's own bind address when the
     launcher gave one (a testbed host's eth0), else the route-chosen address."""
-    from clusterlab.cluster import address, contract
+    from clusterlab.rendezvous import address, contract
 
     return os.environ.get(contract.ENV_BIND) or address.choose()
 
@@ -88,7 +88,7 @@ def _socket() -> socket.socket:
 
 def _accept_predecessor(lst: socket.socket, secret: bytes, rank: int, pred: int, got: list) -> None:
     """Accept connections until one authenticates as ``pred`` (others are closed), or time out."""
-    from clusterlab.comm.tcp import handshake
+    from clusterlab.rendezvous import handshake
 
     deadline = time.monotonic() + IO_TIMEOUT
     try:
@@ -112,7 +112,7 @@ def _accept_predecessor(lst: socket.socket, secret: bytes, rank: int, pred: int,
 
 def _connect_pair(comm, addr: str) -> tuple[socket.socket, socket.socket]:
     """(to the successor, from the predecessor), both authenticated with a per-sweep secret."""
-    from clusterlab.comm.tcp import handshake
+    from clusterlab.rendezvous import handshake
 
     n, rank = comm.size, comm.rank
     secret = comm.bcast(os.urandom(32) if rank == 0 else None, root=0, algorithm="binomial")

@@ -325,15 +325,23 @@ class Testbed:
         """The testbed ``name`` that another process brought up (for status/exec/down)."""
         path = os.path.join(STATE_DIR, f"{check_name(name)}.json")
         try:
-            d = json.load(open(path))
+            with open(path) as f:
+                d = json.load(f)
         except FileNotFoundError:
             raise TestbedError(f"no testbed named {name} (see clusterlab testbed status)") from None
+        except (OSError, ValueError) as e:
+            raise TestbedError(f"{path}: damaged state file ({e}); take the testbed down with "
+                               f"clusterlab testbed clean {name}") from None
         if "transport" not in d:
-            raise TestbedError(f"{path}: written by an older clusterlab (no transport settings); remove that "
-                               "testbed with: clusterlab testbed clean")
-        transport = TransportConfig.from_json(d["transport"])
-        tb = cls(StarTopo.from_dict(d["topo"]), name=name, transport=transport, rps=d["rps"],
-                 offloads_off=d["offloads_off"], static_neigh=d["static_neigh"], keep=True)
+            raise TestbedError(f"{path}: written by an older clusterlab (no transport settings); take the "
+                               f"testbed down with clusterlab testbed clean {name}")
+        try:
+            transport = TransportConfig.from_json(d["transport"])
+            tb = cls(StarTopo.from_dict(d["topo"]), name=name, transport=transport, rps=d["rps"],
+                     offloads_off=d["offloads_off"], static_neigh=d["static_neigh"], keep=True)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise TestbedError(f"{path}: damaged state file ({type(e).__name__}: {e}); take the testbed down "
+                               f"with clusterlab testbed clean {name}") from None
         tb.is_up = all(os.path.exists(os.path.join(NETNS_DIR, ns)) for ns in tb.namespaces())
         return tb
 

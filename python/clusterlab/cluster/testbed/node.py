@@ -4,10 +4,8 @@ A host is a namespace ``clab-<testbed>-<host>`` holding ``lo`` and ``eth0``; the
 namespace ``clab-<testbed>-sw`` holding a Linux bridge ``br0`` and one port ``p<i>`` per host.
 Nothing is created in the root namespace, so nothing of a testbed is visible outside it.
 
-``in_netns`` moves only the calling *thread* into a namespace (setns on a thread is allowed
-for network namespaces); sockets and /proc/thread-self/net files opened there stay bound to
-that namespace after the thread moves back, which is how the monitor reads 100 namespaces
-without starting a process per sample.
+``in_netns`` (``clusterlab.net.netns``, re-exported here) moves only the calling *thread* into
+a namespace.
 
 >>> h = Host("t1", 3, "h3", "10.0.0.4", "02:c1:ab:00:00:03")
 >>> h.ns, h.port
@@ -18,58 +16,13 @@ without starting a process per sample.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
-import os
 import subprocess
-import threading
 
 from clusterlab.cluster.testbed.topo import PREFIX
-from clusterlab.errors import ClusterlabError
+from clusterlab.net.netns import NETNS_DIR, TestbedError, in_netns
 
-NETNS_DIR = "/run/netns"
-CLONE_NEWNET = 0x40000000
-_libc = None
-_lock = threading.Lock()
-
-
-class TestbedError(ClusterlabError):
-    """The testbed could not be built, reached or removed (the message says which step)."""
-
-    __test__ = False  # not a pytest class
-
-
-def _setns(fd: int) -> None:
-    global _libc
-    with _lock:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise TestbedError(f"setns failed: {os.strerror(err)} (needs root)")
-
-
-@contextlib.contextmanager
-def in_netns(ns: str | None):
-    """Run the block with this thread in namespace ``ns`` (None: stay where it is)."""
-    if ns is None:
-        yield
-        return
-    try:
-        target = os.open(os.path.join(NETNS_DIR, ns), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise TestbedError(f"network namespace {ns} does not exist") from None
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        _setns(target)
-        try:
-            yield
-        finally:
-            _setns(home)
-    finally:
-        os.close(target)
-        os.close(home)
+__all__ = ["NETNS_DIR", "Host", "Node", "Switch", "TestbedError", "in_netns", "ns_name"]
 
 
 def ns_name(testbed: str, node: str) -> str:

@@ -312,6 +312,11 @@ class IscsiTarget:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    def backing_io(self) -> dict[str, int]:
+        """Bytes read and written so far on the backing disk (``backing_io`` of this testbed;
+        the monitor's ``backing=`` reader)."""
+        return backing_io(self.name)
+
     def _addr(self, host: Host) -> str:
         return self.san.address(host) if self.san is not None else host.addr
 

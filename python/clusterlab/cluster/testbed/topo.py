@@ -49,12 +49,15 @@ import ipaddress
 import re
 
 from clusterlab.errors import ConfigError
-from clusterlab.units import parse_duration, parse_rate, parse_size
+from clusterlab.units import parse_duration, parse_int, parse_rate, parse_size
 
 PREFIX = "clab"
 """Every namespace this project creates starts with ``clab-`` (clean removes exactly those)."""
 
 MAX_HOSTS = 1000
+# tc's tbf/bfifo limits are 32-bit byte counts; a veth link above 400 Gbit/s is not emulated here.
+MAX_QUEUE_BYTES = 2**32 - 1
+MAX_RATE_BPS = 400e9
 NAME_RE = re.compile(r"^[a-z0-9]{1,8}$")
 SWITCHES = ("bridge", "atm")
 DISCARDS = ("none", "ppd", "epd")
@@ -122,6 +125,10 @@ class StarTopo:
     epd_threshold: str | int | None = None
 
     def __post_init__(self):
+        if self.mtu is not None:
+            parse_int(self.mtu, "mtu")
+        if not isinstance(self.dilation, (int, float)) or not 1.0 <= self.dilation <= 1e6:
+            raise ConfigError(f"dilation must be >= 1 (and at most 1e6), got {self.dilation!r}")
         if not isinstance(self.hosts, int) or not 2 <= self.hosts <= MAX_HOSTS:
             raise ConfigError(f"hosts must be 2..{MAX_HOSTS}, got {self.hosts}")
         if self.switch not in SWITCHES:
@@ -142,9 +149,14 @@ class StarTopo:
             raise ConfigError(f"dilation must be >= 1, got {self.dilation}")
         if self.rate_bps < 8_000:
             raise ConfigError(f"rate must be at least 8kbit, got {self.rate!r}")
+        if self.rate_bps > MAX_RATE_BPS:
+            raise ConfigError(f"rate must be at most {MAX_RATE_BPS / 1e9:g}Gbit, got {self.rate!r}")
         queues = (("host_queue", self.host_queue_bytes),) if self.switch == "atm" else (
             ("buffer", self.buffer_bytes), ("host_queue", self.host_queue_bytes))
         for what, v in queues:
+            if v > MAX_QUEUE_BYTES:
+                raise ConfigError(f"{what} of {v} bytes is more than tc's queue limit takes (a 32-bit byte "
+                                  f"count: at most {MAX_QUEUE_BYTES} bytes)")
             if v < self.mtu + ETH_HLEN:
                 raise ConfigError(f"{what} of {v} bytes cannot hold one {self.mtu}-byte packet; "
                                   f"use at least {self.mtu + ETH_HLEN} bytes")
@@ -253,11 +265,11 @@ class StarTopo:
 
     @property
     def wan_queue_bytes(self) -> int:
-        return self._queue_bytes(self.wan_queue)
+        return self._queue_bytes(self.wan_queue, "wan_queue")
 
     @property
     def rate_bps(self) -> float:
-        return parse_rate(self.rate)
+        return parse_rate(self.rate, "rate")
 
     @property
     def effective_rate_bps(self) -> float:
@@ -267,18 +279,18 @@ class StarTopo:
     @property
     def buffer_bytes(self) -> int:
         cells = _cells(self.buffer)
-        return cells * CELL_BYTES if cells is not None else self._queue_bytes(self.buffer)
+        return cells * CELL_BYTES if cells is not None else self._queue_bytes(self.buffer, "buffer")
 
     @property
     def host_queue_bytes(self) -> int:
-        return self._queue_bytes(self.host_queue)
+        return self._queue_bytes(self.host_queue, "host_queue")
 
-    def _queue_bytes(self, v: str | int) -> int:
+    def _queue_bytes(self, v: str | int, what: str = "queue size") -> int:
         """A queue size in bytes, or in packets of MTU + Ethernet header (``1000p``)."""
         m = re.fullmatch(r"\s*(\d+)\s*(p|pkt|pkts|packets)\s*", str(v).lower())
         if m:
             return int(m.group(1)) * (int(self.mtu) + ETH_HLEN)
-        return parse_size(v)
+        return parse_size(v, what)
 
     @property
     def n_nodes(self) -> int:

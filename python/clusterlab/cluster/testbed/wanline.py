@@ -33,14 +33,10 @@ import time
 from clusterlab.cluster.testbed import mover
 from clusterlab.cluster.testbed._nsconfig import offload_set
 from clusterlab.cluster.testbed.link import ROUTER_IFACES, WAN_PORTS
-from clusterlab.cluster.testbed.mover import STATE_DIR
 from clusterlab.cluster.testbed.node import in_netns
+from clusterlab.monitor.wan import trace_path
 
 TRACE_INTERVAL = 0.1
-
-
-def trace_path(testbed: str) -> str:
-    return os.path.join(STATE_DIR, f"{testbed}.wan.trace")
 
 
 def line_settings(topo) -> dict:
@@ -119,7 +115,7 @@ def start(testbed: str, router_ns: str, topo, keep: bool, timeout: float = 15.0,
     ``far_side_threads`` returned, kept with the line for whoever measures it."""
     settings = line_settings(topo)
     trace = trace_path(testbed)
-    os.makedirs(STATE_DIR, exist_ok=True)
+    os.makedirs(os.path.dirname(trace), exist_ok=True)
     with open(trace, "w") as f:  # the header: when the line started and what it emulates
         f.write(f"S {time.time():.6f} {json.dumps(settings, sort_keys=True)}\n")
     proc = mover.start("clusterlab.cluster.testbed.wanline", router_ns, {**settings, "trace": trace}, keep,

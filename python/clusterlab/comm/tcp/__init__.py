@@ -1,8 +1,8 @@
 """clusterlab's own TCP mesh backend: framed, authenticated, zero-copy where the OS allows.
 
-``frames`` (wire format) -> ``engine`` (interface; ``engine_rust``, ``engine_python``) ->
-``communicator`` (``TcpCommunicator``: policy over one engine) -> ``mesh`` (set-up).
-``handshake`` authenticates each connection.
+``clusterlab.rendezvous.frames`` (wire format) -> ``engine`` (interface; ``engine_rust``,
+``engine_python``) -> ``communicator`` (``TcpCommunicator``: policy over one engine) -> ``mesh``
+(set-up). ``clusterlab.rendezvous.handshake`` authenticates each connection.
 """
 
 from clusterlab.comm.tcp.communicator import TcpCommunicator

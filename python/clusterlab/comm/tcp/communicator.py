@@ -40,10 +40,10 @@ import numpy as np
 from clusterlab.comm.communicator import COLLECTIVE_TAG, MAX_USER_TAG, Communicator
 from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
 from clusterlab.comm.tcp import engine as engines
-from clusterlab.comm.tcp import frames
 from clusterlab.comm.tcp.engine import EventKind, Status
 from clusterlab.net import tcp_info
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import frames
 
 _IDLE = 0.05              # the drainer steps in after this long without a communication call
 _DRAIN_BITE = 1 << 20     # bytes per connection per drainer step

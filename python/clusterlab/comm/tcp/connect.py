@@ -21,8 +21,8 @@ import threading
 import time
 
 from clusterlab.comm.errors import CommError, CommTimeout, ProtocolError
-from clusterlab.comm.tcp import handshake
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import handshake
 
 HANDSHAKE_LIMIT = 5.0   # seconds an accepted connection gets to authenticate
 MAX_PENDING = 64        # unauthenticated connections held at once

@@ -8,7 +8,7 @@ straight into the array or buffer that is handed out; small frames are assembled
 per-connection staging buffer, so one ``recv`` can carry many frames.
 
 >>> import socket
->>> from clusterlab.comm.tcp import frames
+>>> from clusterlab.rendezvous import frames
 >>> a, b = socket.socketpair()
 >>> e0, e1 = create({1: a}, 1 << 20), create({0: b}, 1 << 20)
 >>> e0.send_frame(1, frames.pack_header(frames.DATA_BYTES, 5, 0, 2), b"hi", 1.0)
@@ -29,8 +29,8 @@ from collections import deque
 import numpy as np
 
 from clusterlab.comm.errors import ProtocolError
-from clusterlab.comm.tcp import frames
 from clusterlab.comm.tcp.engine import EventKind, Status
+from clusterlab.rendezvous import frames
 
 STAGE = 256 * 1024        # per-connection staging buffer for small frames
 DIRECT_MIN = 32 * 1024    # payloads at least this big are received straight into their buffer

@@ -32,10 +32,10 @@ import time
 
 from clusterlab.comm.communicator import Communicator
 from clusterlab.comm.errors import CommError
-from clusterlab.comm.tcp import frames
 from clusterlab.comm.tcp.communicator import TcpCommunicator
 from clusterlab.comm.tcp.connect import Early, connect_peers
 from clusterlab.net.transport_config import TransportConfig
+from clusterlab.rendezvous import frames
 
 MODES = ("persistent", "per_call")
 

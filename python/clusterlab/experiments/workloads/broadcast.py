@@ -16,6 +16,11 @@ whatever else the rank function measures.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import tempfile
+
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
 from clusterlab.units import parse_size
@@ -29,13 +34,36 @@ def alltoall_broadcast(size: str = "50KB", order: str = "same") -> Workload:
     ``same`` (all start with rank 0: incast) or ``shifted`` (rank r starts with r+1)."""
     if order not in ("same", "shifted"):
         raise ConfigError(f"order must be same or shifted, got {order!r}")
-    parse_size(size)
-    return Workload("alltoall_broadcast", {"size": size, "order": order})
+    if parse_size(size, "size") < 1:
+        raise ConfigError(f"size must be at least 1 byte, got {size!r}")
+    return Workload("alltoall_broadcast", {"size": size, "order": order},
+                    check=lambda p: alltoall_broadcast(**p) and None)
+
+
+def memory_available() -> int | None:
+    """MemAvailable of this machine in bytes (None if unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_memory(nbytes: int, ranks: int) -> None:
+    """Refuse a broadcast whose buffers do not fit: every rank holds its block and the blocks
+    it receives from the others (ranks x size each, ranks^2 x size on this machine)."""
+    need = nbytes * ranks * ranks
+    avail = memory_available()
+    if avail is not None and need > avail // 2:
+        raise ConfigError(f"size {nbytes} bytes on {ranks} ranks needs about {need / 1e9:.3g} GB of buffers "
+                          f"({ranks}^2 x size), more than half of the {avail / 1e9:.3g} GB this machine has free")
 
 
 def execute(session, params: dict, reps: int, warmup: int):
     from clusterlab.bench.alltoall_broadcast import alltoall_broadcast as rank_fn
-    from clusterlab.bench.alltoall_broadcast import undilate
 
     nbytes = parse_size(params["size"])
     if params["order"] not in ("same", "shifted"):
@@ -44,8 +72,34 @@ def execute(session, params: dict, reps: int, warmup: int):
         raise ConfigError(f"the broadcast needs at least 2 ranks, got {session.ranks}")
     k = session.dilation
     per_round = ROUND_TIMEOUT * k
-    out = session.run(rank_fn, nbytes, reps, params["order"], warmup, session.per_host_counters,
-                      session.switch_ns, per_round, timeout=60 + per_round * (reps + warmup))[0]
+    fd, progress = tempfile.mkstemp(prefix="clusterlab-broadcast-", suffix=".jsonl")
+    os.close(fd)
+    try:
+        out = session.run(rank_fn, nbytes, reps, params["order"], warmup, session.per_host_counters,
+                          session.switch_ns, per_round, progress, timeout=60 + per_round * (reps + warmup))[0]
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the repetitions rank 0 finished, then stop
+        yield from _rows(_finished(progress), k, session)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(progress)
+    yield from _rows(out, k, session)
+
+
+def _finished(path: str) -> list[dict]:
+    out = []
+    with contextlib.suppress(OSError), open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a line cut by the kill
+                break
+    return out
+
+
+def _rows(out: list[dict], k: float, session):
+    from clusterlab.bench.alltoall_broadcast import undilate
+
     n = session.ranks
     for row in undilate(out, k):
         per_rank = row.pop("ranks", None)  # the column "ranks" is the point's rank count

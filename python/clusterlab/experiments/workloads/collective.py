@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
-from clusterlab.units import parse_size
+from clusterlab.units import parse_float, parse_size
 
 OPS = ("bcast", "scatter")
 CONNECTIONS = ("persistent", "per_call")
@@ -36,10 +36,11 @@ def collective(op: str = "bcast", sizes: str = "1KiB,4KiB,16KiB,64KiB,256KiB,1Mi
     if connections not in CONNECTIONS:
         raise ConfigError(f"connections must be one of {', '.join(CONNECTIONS)}, got {connections!r}")
     _sizes(sizes)
-    if not time_per_size > 0:
+    if not parse_float(time_per_size, "time_per_size", lo=0, hi=3600) > 0:
         raise ConfigError(f"time_per_size must be positive, got {time_per_size}")
     return Workload("collective", {"op": op, "sizes": sizes, "connections": connections,
-                                   "time_per_size": float(time_per_size)})
+                                   "time_per_size": float(time_per_size)},
+                    check=lambda p: collective(**p) and None)
 
 
 def execute(session, params: dict, reps: int, warmup: int):

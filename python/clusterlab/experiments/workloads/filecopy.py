@@ -29,9 +29,10 @@ _CHUNK = 1 << 20
 
 
 def file_transfer(size: str = "512MB", directory: str = "/dev/shm") -> Workload:
-    if parse_size(size) < 1:
+    if parse_size(size, "size") < 1:
         raise ConfigError(f"size must be at least 1 byte, got {size!r}")
-    return Workload("file_transfer", {"size": size, "directory": directory})
+    return Workload("file_transfer", {"size": size, "directory": directory},
+                    check=lambda p: file_transfer(**p) and None)
 
 
 def _crc(path: str) -> int:

@@ -41,6 +41,7 @@ import time
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
+from clusterlab.units import parse_size
 
 ALGORITHMS = ("hpa", "hpa-eld", "cd", "pfp")
 COMPUTE = ("real", "replay")
@@ -55,7 +56,7 @@ def parallel_mining(data: str = "seed000:1M", min_support: float = 0.007, algori
     Traceback (most recent call last):
     clusterlab.errors.ConfigError: compute_scale 30 needs compute=replay (a real job computes at this machine's speed)
     """
-    params = {"data": data, "min_support": float(min_support), "algorithm": algorithm, "block_size": block_size,
+    params = {"data": data, "min_support": check_min_support(min_support), "algorithm": algorithm, "block_size": block_size,
               "compute": compute, "compute_scale": compute_scale}
     return Workload("parallel_mining", {**params, "compute_scale": check_params(params)},
                     dilatable=compute != "real", check=check_params)
@@ -68,11 +69,23 @@ def check_params(params: dict) -> float:
         raise ConfigError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {params['algorithm']!r}")
     if params["compute"] not in COMPUTE:
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE)}, got {params['compute']!r}")
+    check_min_support(params["min_support"])
+    parse_size(params["block_size"], "block_size", lo=1, hi=1 << 30)
     scale = compute_scale_value(params.get("compute_scale", 1.0))
     if scale != 1.0 and params["compute"] != "replay":
         raise ConfigError(f"compute_scale {scale:g} needs compute=replay (a real job computes at this "
                           "machine's speed)")
     return scale
+
+
+def check_min_support(v) -> float:
+    """A fraction in (0, 1] of the transactions, or a count >= 1."""
+    from clusterlab.units import parse_float
+
+    f = parse_float(v, "min_support", lo=0)
+    if f <= 0 or (f > 1 and not f.is_integer()):
+        raise ConfigError(f"min_support must be a fraction in (0, 1] or a count >= 1, got {v!r}")
+    return f
 
 
 def compute_scale_value(v) -> float:

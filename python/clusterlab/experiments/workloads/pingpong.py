@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
-from clusterlab.units import parse_size
+from clusterlab.units import parse_float, parse_size
 
 
 def size_list(text: str) -> list[int]:
@@ -32,9 +32,10 @@ def size_list(text: str) -> list[int]:
 
 def pingpong(sizes: str = "1:1M", trial_time: float = 0.05) -> Workload:
     size_list(sizes)
-    if not trial_time > 0:
+    if not parse_float(trial_time, "trial_time", lo=0, hi=3600) > 0:
         raise ConfigError(f"trial_time must be positive, got {trial_time}")
-    return Workload("pingpong", {"sizes": sizes, "trial_time": float(trial_time)})
+    return Workload("pingpong", {"sizes": sizes, "trial_time": float(trial_time)},
+                    check=lambda p: pingpong(**p) and None)
 
 
 def execute(session, params: dict, reps: int, warmup: int):

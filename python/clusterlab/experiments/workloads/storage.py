@@ -161,7 +161,7 @@ class _BackgroundBonnie:
         self.stop, self.moved, self.errors, self.threads = threading.Event(), [0] * len(clients), [], []
 
     def _run(self, i: int, host) -> None:
-        from clusterlab.cluster.testbed.node import in_netns
+        from clusterlab.net.netns import in_netns
         from clusterlab.storage.iscsi import open_lun
 
         try:
@@ -214,12 +214,13 @@ def _job_usage(tbl, st, first, rate_bps, backing_bps, port) -> dict:
 
 
 def _mining(session, params, reps, warmup):
-    from clusterlab.cluster.testbed.node import in_netns
+    from clusterlab.cluster import Testbed
     from clusterlab.cluster.testbed.storage import IscsiTarget, SanNetwork
     from clusterlab.experiments.workloads.mining import resolve_data
     from clusterlab.mining.parallel.config import ParallelConfig
     from clusterlab.mining.parallel.driver import RESCANNING, run_parallel
     from clusterlab.monitor.sampler import Monitor
+    from clusterlab.net.netns import in_netns
     from clusterlab.storage.source import lun_bytes_needed, partition_ranges, write_partitions
     from clusterlab.units import parse_size
 
@@ -240,11 +241,12 @@ def _mining(session, params, reps, warmup):
         with in_netns(clients[0].ns):
             stored = write_partitions(url, path, n, layout=params["layout"])
         for i in range(warmup + reps):
-            mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True, backing=backing is not None,
+            mon = Monitor.for_testbed(tb, interval=0.2, capture=False, host_cpu=True,
+                                      backing=target.backing_io if backing is not None else None,
                                       ifaces=("eth0", "eth1") if san else ("eth0",), storage_host=st.name)
             bonnie = _BackgroundBonnie(target.luns[0], clients, base, bonnie_size) if bonnie_size else None
             with mon, bonnie or contextlib.nullcontext():
-                r = run_parallel(url, n, params["algorithm"], params["min_support"], testbed=tb.name, config=config)
+                r = run_parallel(url, n, params["algorithm"], params["min_support"], cluster=Testbed(tb), config=config)
             row = {"rep": i - warmup, "initiators": n, "seconds": r.job_s, "wall_seconds": r.wall_s,
                    "read_seconds": max(x.get("read_s", 0.0) for x in r.ranks), "passes": len(r.passes),
                    "rescan_seconds": sum(p.get("t_scan", 0.0) for p in r.passes[1:]) if config.rescan else 0.0,
@@ -257,7 +259,7 @@ def _mining(session, params, reps, warmup):
             # the seed's Ganglia shows as the initiator's I/O wait (a userspace initiator waits in poll(), idle)
             row["io_share"] = round((row["read_seconds"] + row["rescan_seconds"]) / r.job_s, 3) if r.job_s else 0.0
             if params["compare_local"]:
-                loc = run_parallel(path, n, params["algorithm"], params["min_support"], testbed=tb.name, config=config)
+                loc = run_parallel(path, n, params["algorithm"], params["min_support"], cluster=Testbed(tb), config=config)
                 if not loc.table.equals(r.table):
                     raise OSError(f"{params['algorithm']}: itemsets mined from the target differ from the file's")
                 row.update(local_seconds=loc.job_s, local_read_seconds=max(x.get("read_s", 0.0) for x in loc.ranks),

@@ -1,5 +1,6 @@
 """The parallel miners' driver: the algorithm registry, what one rank runs (read its share,
-mine, report), and launching the ranks (local processes, MPI, a namespace testbed, threads).
+mine, report), and running the ranks on a ``clusterlab.cluster.Cluster`` (local processes, MPI, a
+namespace testbed, threads, or the job this process is in).
 
 Each rank reads only its own share of the input (``clusterlab.data.read_partition``): its
 byte range of a FIMI file (from the partition index of ``gen --partitions`` when there is
@@ -19,6 +20,7 @@ import time
 
 import numpy as np
 
+from clusterlab.comm.places import Launched
 from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
@@ -33,7 +35,6 @@ from clusterlab.mining.sequential import min_count_of
 REGISTRY = {"hpa": hpa.mine, "hpa-eld": hpa_eld.mine, "cd": cd.mine, "pfp": pfp.mine}
 ALGORITHMS = tuple(REGISTRY)
 RESCANNING = ("hpa", "hpa-eld")  # the algorithms with ParallelConfig.rescan
-BACKENDS = ("tcp", "mpi", "inproc")
 RANK_PATTERN = "{rank}"
 # Per-rank figures gathered at the end of a job (besides the per-pass rows).
 RANK_FIELDS = ("peak_rss_bytes", "read_s", "cpu_s", "job_s", "csr_bytes")
@@ -316,9 +317,11 @@ def rank_job(comm, path, algorithm, min_support, config: dict, format=None, reco
     """Module-level entry of launched ranks (arguments arrive as JSON): rank 0 returns the
     result as Arrow IPC bytes (nothing is pickled), the others None; an input error every rank
     agreed on comes back as its record (no rank prints a traceback for it)."""
+    from clusterlab.comm.inproc import InprocCommunicator
+
     try:
         table, passes, ranks = rank_run(comm, path, algorithm, min_support, ParallelConfig(**config), format,
-                                        record=record)
+                                        shared_process=isinstance(comm, InprocCommunicator), record=record)
     except ClusterlabError as e:
         if not getattr(e, "agreed_by_ranks", False):
             raise  # one rank's own failure: the launcher names that rank
@@ -338,87 +341,77 @@ def launched_job():
     return comm if comm.size > 1 else None
 
 
-def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_support=0.01, backend: str = "tcp",
-                 config: ParallelConfig | None = None, transport=None, testbed: str | None = None,
-                 format: str | None = None, record: str | None = None, **backend_options) -> ParallelRun:
-    """Mine ``path`` in parallel; returns a ``ParallelRun``.
+def _cluster_or_job(cluster):
+    """``cluster``, else the job this process runs in (``Launched``), else ConfigError."""
+    if cluster is not None:
+        return cluster
+    if launched_job() is not None:
+        return Launched()
+    raise ConfigError("say where the ranks run: cluster=InProcess(), Local(), Mpirun(), Testbed(NAME) "
+                      "(clusterlab.cluster), or call this inside a launched job")
 
-    ``nodes``: ranks to start on this machine (or testbed); None: the ranks of the job this
-    process already runs in (``clusterlab run -n 4 -- ...``, mpiexec), else 1. ``backend``:
-    ``tcp`` (clusterlab's mesh, one process per rank, the default), ``mpi`` (processes under
-    MPI), or ``inproc`` (threads of this process: for tests; kernels release the GIL so it
-    still runs in parallel). ``transport``: a ``TransportConfig`` for the TCP mesh (socket
-    buffers, RTO min/max and their per-rank jitter). ``testbed``: the name of a namespace
-    testbed that is up (``clusterlab testbed up``); rank i then runs in its host i over the
-    TCP mesh. ``format``: the input format (default: by extension; see ``read_baskets``).
-    ``record``: a directory where each rank writes what it computed when and which messages
-    it sent (``rank{r}.json``; rank 0 also ``job.json``), for ``replay_parallel``.
+
+def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_support=0.01, cluster=None,
+                 config: ParallelConfig | None = None, transport=None, format: str | None = None,
+                 record: str | None = None, **options) -> ParallelRun:
+    """Mine ``path`` in parallel on ``cluster``; returns a ``ParallelRun``.
+
+    ``cluster``: where the ranks run, a ``clusterlab.cluster.Cluster``: ``Local()`` (one
+    process per rank on this machine's TCP mesh), ``Mpirun()`` (processes under MPI),
+    ``Testbed(NAME)`` (rank i in host i of a namespace testbed that is up, over the TCP mesh),
+    ``InProcess()`` (threads of this process: for tests; kernels release the GIL so it still
+    runs in parallel) or ``Launched()``; None: the job this process already runs in
+    (``clusterlab run -n 4 -- ...``, mpiexec). ``nodes``: the number of ranks to start (None: the
+    job's, else 1). ``transport``: a ``TransportConfig`` for the TCP mesh (socket buffers, RTO
+    min/max and their per-rank jitter). ``format``: the input format (default: by extension;
+    see ``read_baskets``). ``record``: a directory where each rank writes what it computed when
+    and which messages it sent (``rank{r}.json``; rank 0 also ``job.json``), for
+    ``replay_parallel``. Other keywords go to ``cluster.run`` (``timeout``...).
     """
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown parallel algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     config = config or ParallelConfig()
     config.check()
     check_algorithm(algorithm, config)
     min_count_of(min_support, 1)  # a bad min_support fails here, not in every rank
-    job = launched_job() if testbed is None and backend != "inproc" else None
-    if job is not None:
-        if nodes not in (None, 1, job.size):
-            raise ConfigError(f"nodes={nodes} differs from the {job.size} ranks of the job this runs in: drop it")
-        check_input(path, job.size, format)
+    cluster = _cluster_or_job(cluster)
+    if cluster.size is not None:  # this process is one rank of the job: every rank mines
+        if nodes not in (None, 1, cluster.size):
+            raise ConfigError(f"nodes={nodes} differs from the {cluster.size} ranks of the job this runs in: drop it")
+        check_input(path, cluster.size, format)
         t0 = time.perf_counter()
-        table, passes, ranks = rank_run(job, path, algorithm, min_support, config, format, record=record)
-        return _finish(table, passes, ranks, algorithm, job.size, "launched", time.perf_counter() - t0)
+        table, passes, ranks = cluster.run(rank_run, None, path, algorithm, min_support, config, format,
+                                           kwargs={"record": record}, transport=transport)[0]
+        return _finish(table, passes, ranks, algorithm, cluster.size, cluster.name, time.perf_counter() - t0,
+                       launched=True)
     nodes = 1 if nodes is None else nodes
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
         raise ConfigError(f"nodes must be a positive integer, got {nodes!r}")
     fmt = check_input(path, nodes, format)
     t0 = time.perf_counter()
-    if backend == "inproc":
-        from clusterlab.comm.inproc import run_threads
-
-        table, passes, ranks = run_threads(rank_run, nodes, path, algorithm, min_support, config, fmt, True, record,
-                                           timeout=config.timeout)[0]
-        return _finish(table, passes, ranks, algorithm, nodes, "inproc", time.perf_counter() - t0)
-    backend_options.setdefault("timeout", config.timeout + 30)
-    if transport is not None:
-        backend_options["config"] = transport
+    options.setdefault("timeout", config.timeout + 30)
     if record is not None:
         record = os.path.abspath(os.fspath(record))
-    args = (os.fspath(path), algorithm, min_support, config.as_dict(), fmt, record)
-    results, where = _launch(rank_job, nodes, args, backend, testbed, backend_options)
+    results = cluster.run(rank_job, nodes, os.fspath(path), algorithm, min_support, config.as_dict(), fmt, record,
+                          transport=transport, **options)
     first = results[0]
     if isinstance(first, dict):
         raise error_from_record(first)
     if not isinstance(first, (bytes, bytearray)):
         from clusterlab.comm.errors import CommError
 
-        raise CommError(f"rank 0 of the {nodes}-rank job ended without handing back its result ({where})")
+        raise CommError(f"rank 0 of the {nodes}-rank job ended without handing back its result ({cluster.name})")
     table, passes, ranks = decode_result(first)
-    return _finish(table, passes, ranks, algorithm, nodes, where, time.perf_counter() - t0)
-
-
-def _launch(fn, nodes: int, args: tuple, backend: str, testbed: str | None, backend_options: dict):
-    """Run ``fn(comm, *args)`` on ``nodes`` ranks: on a testbed's hosts or this machine."""
-    if testbed is not None:
-        if backend != "tcp":
-            raise ConfigError("a testbed runs ranks over the TCP mesh: use backend tcp")
-        from clusterlab.cluster.testbed import Testbed
-
-        return Testbed.attach(testbed).run(fn, nodes, *args, **backend_options), f"testbed {testbed}"
-    from clusterlab.cluster.local import run
-
-    return run(fn, nodes, *args, backend=backend, **backend_options), backend
+    return _finish(table, passes, ranks, algorithm, nodes, cluster.name, time.perf_counter() - t0)
 
 
 # A pass whose ranks kept at least this share of the machine's cores busy is flagged CPU-bound.
 CPU_BOUND_SHARE = 0.9
 
 
-def _finish(table, passes, ranks, algorithm, nodes, where, wall) -> ParallelRun:
+def _finish(table, passes, ranks, algorithm, nodes, where, wall, launched: bool = False) -> ParallelRun:
     job = max((r["job_s"] for r in ranks), default=0.0) if ranks else 0.0
-    if where != "launched" and passes:  # every rank ran on this machine (threads, loopback or a testbed)
+    if not launched and passes:  # every rank ran on this machine (threads, loopback or a testbed)
         # CPU-bound: the ranks kept the cores busy themselves, or the machine was loaded with
         # at least one runnable task per core (then the ranks waited for a core as well).
         cores = os.cpu_count() or 1
@@ -428,12 +421,11 @@ def _finish(table, passes, ranks, algorithm, nodes, where, wall) -> ParallelRun:
     return ParallelRun(table, passes, ranks, algorithm, nodes, where, job, wall)
 
 
-def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01, backend: str = "tcp",
-                  config: ParallelConfig | None = None, transport=None, testbed: str | None = None,
-                  **options):
-    """Mine ``path`` on ``nodes`` ranks; returns ``(table, pass_stats)`` (see ``run_rank``).
-    The other options are ``run_parallel``'s."""
-    r = run_parallel(path, nodes, algorithm, min_support, backend, config, transport, testbed, **options)
+def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01, cluster=None,
+                  config: ParallelConfig | None = None, transport=None, **options):
+    """Mine ``path`` on ``nodes`` ranks of ``cluster``; returns ``(table, pass_stats)`` (see
+    ``run_rank``). The other options are ``run_parallel``'s."""
+    r = run_parallel(path, nodes, algorithm, min_support, cluster, config, transport, **options)
     return r.table, r.passes
 
 
@@ -472,11 +464,12 @@ def combine_replay(per_rank: list[dict]) -> list[dict]:
     return out
 
 
-def replay_parallel(directory, backend: str = "tcp", testbed: str | None = None, transport=None,
-                    compute: str = "wall", scale: float = 1.0, **backend_options) -> ReplayRun:
+def replay_parallel(directory, cluster=None, transport=None, compute: str = "wall", scale: float = 1.0,
+                    **options) -> ReplayRun:
     """Replay a run recorded with ``run_parallel(..., record=DIR)``: as many ranks as it had
-    send the same messages in the same order over the real TCP mesh (this machine's loopback
-    or a testbed's hosts, with ``transport``'s settings), each waiting its recorded
+    send the same messages in the same order on ``cluster`` (a ``clusterlab.cluster.Cluster``:
+    ``Local()``, this machine's loopback, or ``Testbed(NAME)``, a testbed's hosts, with
+    ``transport``'s settings; ``InProcess()``, threads), each waiting its recorded
     computation (``compute="wall"``: as measured; ``"cpu"``: its CPU seconds, what a core of
     its own would take; ``"spin"``: those CPU seconds burnt on this machine's cores, loading
     them as the real run did) times ``scale`` instead of computing (see ``trace.py``)."""
@@ -484,17 +477,10 @@ def replay_parallel(directory, backend: str = "tcp", testbed: str | None = None,
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
     nodes = recorded_size(directory)
-    backend_options.setdefault("timeout", 300.0)
-    if transport is not None:
-        backend_options["config"] = transport
+    options.setdefault("timeout", 300.0)
+    cluster = _cluster_or_job(cluster)
     t0 = time.perf_counter()
-    if backend == "inproc":
-        from clusterlab.comm.inproc import run_threads
-
-        per_rank, where = run_threads(replay_job, nodes, directory, compute, scale,
-                                      timeout=backend_options["timeout"]), "inproc"
-    else:
-        per_rank, where = _launch(replay_job, nodes, (directory, compute, scale), backend, testbed, backend_options)
+    per_rank = cluster.run(replay_job, nodes, directory, compute, scale, transport=transport, **options)
     wall = time.perf_counter() - t0
     return ReplayRun(combine_replay(per_rank), [{"rank": r["rank"], "job_s": r["job_s"]} for r in per_rank],
                      max(r["job_s"] for r in per_rank), wall, compute, scale)

@@ -7,7 +7,10 @@ Environment of a rank (set by ``cluster.local.launch`` or ``cluster.mpirun.launc
 ``CLUSTERLAB_RANK``         this rank (the local launcher; under mpiexec the MPI rank)
 ``CLUSTERLAB_SIZE``         number of ranks
 ``CLUSTERLAB_RENDEZVOUS``   ``host:port`` of the launcher's rendezvous
-``CLUSTERLAB_SECRET``       the per-job secret, hex (read and blanked by the rank)
+``CLUSTERLAB_SECRET_FD``    the local launcher: a pipe holding the per-job secret (hex), read
+                           and closed by the rank; never the secret itself
+``CLUSTERLAB_SECRET``       under mpiexec (which does not pass descriptors on): the per-job
+                           secret, hex (read and blanked by the rank)
 ``CLUSTERLAB_BIND``         address the mesh listener binds to
 ``CLUSTERLAB_IFACE``        or: the interface whose address it binds to
 ``CLUSTERLAB_TRANSPORT``    the ``TransportConfig`` as JSON
@@ -17,7 +20,7 @@ Environment of a rank (set by ``cluster.local.launch`` or ``cluster.mpirun.launc
 ========================== ==============================================================
 
 The launcher link, after the rank authenticated as itself to ``LAUNCHER`` (the handshake of
-``comm.tcp.handshake``), carries frames of ``comm.tcp.frames`` (never pickle)::
+``rendezvous.handshake``), carries frames of ``rendezvous.frames`` (never pickle)::
 
     rank -> launcher   CONTROL {"op": "hello", "host", "port", "node", "pid"}   its mesh address
     launcher -> rank   CONTROL {"op": "table", "table": [[host, port], ...]}    everyone's
@@ -40,15 +43,16 @@ from __future__ import annotations
 import json
 import socket
 
-from clusterlab.comm.errors import CommError, CommTimeout, PeerFailure, ProtocolError
-from clusterlab.comm.tcp import frames
-from clusterlab.comm.tcp.handshake import LAUNCHER, recv_exact
 from clusterlab.errors import ClusterlabError
+from clusterlab.rendezvous import frames
+from clusterlab.rendezvous.errors import CommError, CommTimeout, PeerFailure, ProtocolError
+from clusterlab.rendezvous.handshake import LAUNCHER, recv_exact
 
 ENV_RANK = "CLUSTERLAB_RANK"
 ENV_SIZE = "CLUSTERLAB_SIZE"
 ENV_RDV = "CLUSTERLAB_RENDEZVOUS"
 ENV_SECRET = "CLUSTERLAB_SECRET"
+ENV_SECRET_FD = "CLUSTERLAB_SECRET_FD"
 ENV_BIND = "CLUSTERLAB_BIND"
 ENV_IFACE = "CLUSTERLAB_IFACE"
 ENV_TRANSPORT = "CLUSTERLAB_TRANSPORT"

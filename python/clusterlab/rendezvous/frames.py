@@ -30,7 +30,7 @@ otherwise ``decode_*`` raises ``ProtocolError``.
 >>> decode_fixed(b"XXXX" + head[4:HEADER.size], expect_source=2, max_frame=1 << 20)
 Traceback (most recent call last):
 ...
-clusterlab.comm.errors.ProtocolError: rank 2 sent a frame with bad magic b'XXXX'
+clusterlab.rendezvous.errors.ProtocolError: rank 2 sent a frame with bad magic b'XXXX'
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from clusterlab.comm.errors import ProtocolError
-from clusterlab.comm.payload import COLLECTIVE_TAG, MAX_USER_TAG
+from clusterlab.rendezvous.errors import ProtocolError
+
+# Tags >= 0 are the user's. Collectives use COLLECTIVE_TAG; backends may reserve more below it.
+COLLECTIVE_TAG = -1
+MAX_USER_TAG = 2**30
 
 MAGIC = b"CLB\x01"
 VERSION = 1

@@ -6,7 +6,7 @@ Each connection first runs the handshake as a non-blocking state machine
 (``handshake.Acceptor``) with its own deadline; one that is idle, slow, speaks garbage or
 lacks the secret is dropped (and logged) without delaying anything else. An authenticated rank
 then says hello (its mesh address), may receive the address table or an abort, and later
-reports its result or its error (``cluster.contract``). Every read assembles frames from
+reports its result or its error (``clusterlab.rendezvous.contract``). Every read assembles frames from
 whatever arrived; every write is queued and flushed when the socket is writable.
 
 :meth:`Rendezvous.culprit` judges from the evidence (error reports, exits, links lost) which
@@ -22,10 +22,8 @@ import socket
 import sys
 import time
 
-from clusterlab.cluster import contract
 from clusterlab.cluster.supervisor import JobResult, Supervisor, describe_status
-from clusterlab.comm import errors
-from clusterlab.comm.tcp import frames, handshake
+from clusterlab.rendezvous import contract, errors, frames, handshake
 
 _IN, _OUT = select.POLLIN, select.POLLOUT
 _ERR = select.POLLERR | select.POLLHUP | select.POLLNVAL

@@ -31,7 +31,7 @@ import struct
 import time
 from collections.abc import Callable, Container
 
-from clusterlab.comm.errors import CommTimeout, ProtocolError
+from clusterlab.rendezvous.errors import CommTimeout, ProtocolError
 
 LAUNCHER = -1
 HS_MAGIC = b"CLBH"

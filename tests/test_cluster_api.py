@@ -1,0 +1,88 @@
+"""``clusterlab.cluster``: the one Cluster protocol, the flags that name one, and what `run`
+refuses (an MPI program under clusterlab's own launcher)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlab.cluster import Cluster, InProcess, Launched, Local, Mpirun, Testbed, from_options
+from clusterlab.cluster.local import _example_sum
+from clusterlab.cluster.program import mpi_program
+from clusterlab.errors import ConfigError
+from clusterlab.net.transport_config import TransportConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_implementation_is_a_cluster():
+    for c in (InProcess(), Local(), Mpirun(), Testbed("lab"), Launched()):
+        assert isinstance(c, Cluster)
+
+
+def test_the_flags_name_one_cluster_each():
+    assert isinstance(from_options("inproc"), InProcess)
+    assert isinstance(from_options("tcp"), Local)
+    assert isinstance(from_options("mpi"), Mpirun) and from_options("mpi").mesh == "mpi"
+    assert from_options("tcp", launcher="mpiexec").mesh == "tcp"
+    assert isinstance(from_options("world"), Launched)
+    tb = from_options("mpi", testbed="lab")
+    assert isinstance(tb, Testbed) and tb.mesh == "mpi" and tb.name == "testbed lab"
+    for bad, match in [(dict(backend="carrier-pigeon"), "unknown backend"),
+                       (dict(backend="mpi", launcher="local"), "needs --launcher mpiexec"),
+                       (dict(backend="inproc", testbed="lab"), "not --backend inproc")]:
+        with pytest.raises(ConfigError, match=match):
+            from_options(**bad)
+
+
+def test_run_on_threads_and_on_local_processes():
+    assert InProcess().run(_example_sum, 3) == [3, 3, 3]
+    assert Local().run(_example_sum, 2, timeout=60) == [2, 2]
+
+
+def test_settings_a_cluster_cannot_apply_are_refused():
+    tcp = TransportConfig(rto_min=0.005)
+    with pytest.raises(ConfigError, match="not to in-process ranks"):
+        InProcess().run(_example_sum, 2, transport=tcp)
+    assert InProcess().run(_example_sum, 2, transport=TransportConfig()) == [2, 2]  # nothing set: fine
+    with pytest.raises(ConfigError, match="not to MPI's own transport"):
+        Mpirun().launch(["true"], 2, transport=tcp)
+    with pytest.raises(ConfigError, match="keyword arguments reach only in-process ranks"):
+        Local().run(_example_sum, 2, kwargs={"x": 1})
+
+
+def test_mpi_programs_are_recognised(tmp_path):
+    script = tmp_path / "a.py"
+    script.write_text("import numpy\nfrom mpi4py import MPI\n")
+    plain = tmp_path / "b.py"
+    plain.write_text("from clusterlab.comm import world\n")
+    assert mpi_program(["python", str(script)]) == f"{script} imports mpi4py"
+    assert mpi_program(["python", str(plain)]) is None
+    assert mpi_program([sys.executable, "-c", "pass"]) is None    # an ELF binary without libmpi
+
+
+def test_run_refuses_an_mpi4py_program_with_the_command_that_works(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("from mpi4py import MPI\nprint(MPI.COMM_WORLD.Get_size())\n")
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "run", "-n", "3", "--", "python", str(script)],
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines() == [
+        f"clusterlab: error: {script} imports mpi4py: under clusterlab's launcher each of the 3 ranks would be its "
+        f"own one-rank MPI world; run it under mpiexec: clusterlab run --backend mpi -n 3 -- python {script}"]
+
+
+def test_run_on_a_testbed_refuses_socket_settings_it_cannot_apply(tmp_path):
+    """A testbed's TCP settings are its hosts' sysctls (set by `testbed up`): `run --testbed`
+    refuses its own, with the command that sets them, before anything starts."""
+    script = tmp_path / "prog.py"
+    script.write_text("print(1)\n")
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "run", "--testbed", "lab", "--rto-min", "5ms", "-n", "2",
+                        "--", "python", str(script)], env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "clusterlab testbed up --name NAME --rto-min" in p.stderr, p.stderr
