@@ -37,7 +37,7 @@ def test_mine_nodes_json_and_passes_file(small, tmp_path):
 
 def test_speedup_experiment_writes_table_and_plot(small, tmp_path):
     r = CliRunner().invoke(cli, ["experiment", "speedup", "--algorithm", "hpa", "--nodes", "1,2", "--data", str(small),
-                                 "--min-support", "0.02", "--rto-min", "default,5ms", "--rto-jitter", "10ms",
+                                 "--min-support", "0.02", "--rto-min", "default,5ms", "--rto-min-jitter", "10ms",
                                  "-o", str(tmp_path)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     rows = json.loads((tmp_path / "speedup.json").read_text())["rows"]

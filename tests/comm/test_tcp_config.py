@@ -25,7 +25,25 @@ from tests.comm import scenarios
 ])
 def test_impossible_settings_are_refused(kw, message):
     with pytest.raises(ConfigError, match=message):
-        TransportConfig(**kw)
+        TransportConfig(**kw, place="socket")
+    with pytest.raises(ConfigError, match=message):  # not yet placed: refused when placed on sockets
+        TransportConfig(**kw).with_place("socket")
+
+
+def test_unit_strings_and_old_names():
+    assert TransportConfig(rto_min="5ms", rto_min_jitter="10ms", sndbuf="1MiB", sack="off", initcwnd="2") == \
+        TransportConfig(rto_min=0.005, rto_min_jitter=0.01, sndbuf=1 << 20, sack=False, initcwnd=2)
+    for old, new in (("rto_jitter", "rto_min_jitter"), ("rto_max_extra", "rto_max_offset"), ("cc", "congestion")):
+        with pytest.raises(ConfigError, match=f"^transport setting '{old}' is now called '{new}'$"):
+            TransportConfig.parse(f"rto_min=5ms,{old}=10ms")
+        with pytest.raises(ConfigError, match=f"is now called '{new}'"):
+            TransportConfig.from_json(f'{{"{old}": 1}}')
+    s = socket.socket()
+    try:  # applied before it is placed: at the socket, where 1 ms is refused
+        with pytest.raises(ConfigError, match="below what TCP_RTO_MIN_US accepts"):
+            TransportConfig(rto_min="1ms").apply(s, 0)
+    finally:
+        s.close()
 
 
 def test_jitter_is_per_rank_deterministic_and_in_range():

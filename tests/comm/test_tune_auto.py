@@ -44,7 +44,7 @@ def test_parse_space_checks_every_value():
     sp = auto.parse_space(SPACE)
     assert list(sp) == ["rto_min", "congestion", "sndbuf", "order"] and len(auto.settings(sp)) == 24
     for bad, words in [("rto_min=300ms", "5ms..200ms"), ("order=fast", "same, shifted"), ("rto_min", "knob=value"),
-                       ("rto_min=5ms;rto_min=6ms", "twice"), ("cc=reno,reno", "repeated"), ("", "empty"),
+                       ("rto_min=5ms;rto_min=6ms", "twice"), ("congestion=reno,reno", "repeated"), ("", "empty"),
                        ("speed=3", "unknown transport setting"), ("place=testbed", "not a knob")]:
         with pytest.raises(ConfigError, match=words):
             auto.parse_space(bad)

@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from clusterlab.errors import ConfigError
-from clusterlab.experiments import Grid, InProcess, Loopback, Study, Tcp, Testbed, clusters, load, names
+from clusterlab.experiments import (
+    Grid,
+    InProcess,
+    Loopback,
+    Study,
+    Testbed,
+    TransportConfig,
+    clusters,
+    load,
+    names,
+)
 from clusterlab.experiments.spec import parse_settings, pick_dilation
 from clusterlab.experiments.workloads import alltoall_broadcast, hpa_job
 
@@ -38,7 +48,7 @@ def test_seed000_figures_are_the_papers_settings():
     # every line of a figure at one dilation: the smallest MAX (110 ms) needs k >= 9.1
     assert {p.dilation for p in load("seed000-fig3").points() if not p.check} == {10.0}
     assert {p.settings["switch"] for p in load("seed000-fig3").points()} == {"bridge", "atm"}
-    fig5 = [p for p in load("seed000-fig5").points() if p.settings["rto_jitter"] == "100ms"]
+    fig5 = [p for p in load("seed000-fig5").points() if p.settings["rto_min_jitter"] == "100ms"]
     p = fig5[0]
     sc = clusters.testbed_sysctls(p)
     k, lo = p.dilation, p.tcp.min_range()[0]
@@ -60,24 +70,24 @@ def test_seed000_figures_are_the_papers_settings():
         if p.tcp.rto_max_offset is not None:
             assert all(v[clusters.MAX_SYSCTL] * 1000 == pytest.approx(v[clusters.MIN_SYSCTL] + 100_000 * p.dilation, abs=1000)
                        for v in sc.values())
-        elif p.tcp.rto_max == "40s":  # the default MIN at the tuned line's dilation
+        elif p.tcp.rto_max == 40.0:  # the default MIN at the tuned line's dilation
             assert p.dilation == 3.0
         else:
-            assert p.dilation <= 2.0 and p.tcp.rto_max == "60s"
+            assert p.dilation <= 2.0 and p.tcp.rto_max == 60.0
 
 
 def test_dilation_is_picked_or_refused_never_clamped():
-    assert pick_dilation(Tcp(rto_min="200ms", rto_max_offset="100ms"), "auto")[0] == 4.0
-    assert pick_dilation(Tcp(rto_min="200ms", rto_max="60s"), "auto", prefer=10)[0] == 2.0
-    assert pick_dilation(Tcp(), "auto", prefer=10)[0] == 10.0
+    assert pick_dilation(TransportConfig(rto_min="200ms", rto_max_offset="100ms"), "auto")[0] == 4.0
+    assert pick_dilation(TransportConfig(rto_min="200ms", rto_max="60s"), "auto", prefer=10)[0] == 2.0
+    assert pick_dilation(TransportConfig(), "auto", prefer=10)[0] == 10.0
     with pytest.raises(ConfigError, match=r"needs dilation >= 3.33"):
-        pick_dilation(Tcp(rto_min="200ms", rto_max_offset="100ms"), 1)
+        pick_dilation(TransportConfig(rto_min="200ms", rto_max_offset="100ms"), 1)
     with pytest.raises(ConfigError, match=r"above the 120000 ms .* needs dilation <= 2"):
-        pick_dilation(Tcp(rto_min="200ms", rto_max="60s"), 4)
+        pick_dilation(TransportConfig(rto_min="200ms", rto_max="60s"), 4)
     with pytest.raises(ConfigError, match="no dilation can express"):  # 500 ms .. 130 s: no k fits both
-        pick_dilation(Tcp(rto_min="400ms", rto_jitter="70s", rto_max_offset="100ms"), "auto")
+        pick_dilation(TransportConfig(rto_min="400ms", rto_min_jitter="70s", rto_max_offset="100ms"), "auto")
     s = Study(name="x", cluster=Testbed(hosts=4, dilation=2), workload=alltoall_broadcast(),
-              grid=Grid(rto_max=["300ms"]), transport=Tcp(rto_min="200ms"))
+              grid=Grid(rto_max=["300ms"]), transport=TransportConfig(rto_min="200ms"))
     with pytest.raises(ConfigError, match=r"point 0 \(rto_max=300ms\): dilation 2 cannot express it"):
         s.points()
 
@@ -85,22 +95,22 @@ def test_dilation_is_picked_or_refused_never_clamped():
 def test_settings_a_cluster_cannot_take_are_refused_with_the_reason():
     wl = alltoall_broadcast()
     with pytest.raises(ConfigError, match="TCP_RTO_MIN_US accepts .*5ms..200ms"):
-        Study(name="x", cluster=Loopback(), workload=wl, transport=Tcp(rto_min="250ms", rto_jitter="100ms")).points()
+        Study(name="x", cluster=Loopback(), workload=wl, transport=TransportConfig(rto_min="250ms", rto_min_jitter="100ms")).points()
     with pytest.raises(ConfigError, match="outside what TCP_RTO_MAX_MS accepts"):
-        Study(name="x", cluster=Loopback(), workload=wl, transport=Tcp(rto_min="5ms", rto_max_offset="100ms")).points()
+        Study(name="x", cluster=Loopback(), workload=wl, transport=TransportConfig(rto_min="5ms", rto_max_offset="100ms")).points()
     with pytest.raises(ConfigError, match="TCP_RTO_MAX_MS"):
-        Study(name="x", cluster=Loopback(), workload=wl, transport=Tcp(rto_max="500ms")).points()
+        Study(name="x", cluster=Loopback(), workload=wl, transport=TransportConfig(rto_max="500ms")).points()
     with pytest.raises(ConfigError, match="no TCP"):
-        Study(name="x", cluster=InProcess(), workload=wl, transport=Tcp(rto_min="5ms")).points()
+        Study(name="x", cluster=InProcess(), workload=wl, transport=TransportConfig(rto_min="5ms")).points()
     with pytest.raises(ConfigError, match="computes for real"):
         Study(name="x", cluster=Testbed(hosts=2), workload=hpa_job(data="x.dat"),
-              transport=Tcp(rto_min="200ms", rto_max_offset="100ms")).points()
+              transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms")).points()
     with pytest.raises(ConfigError, match="rto_max 100ms is below the largest MIN 200ms"):
-        Tcp(rto_min="200ms", rto_max="100ms")
+        TransportConfig(rto_min="200ms", rto_max="100ms")
     with pytest.raises(ConfigError, match="not both"):
-        Tcp(rto_max="1s", rto_max_offset="100ms")
+        TransportConfig(rto_min="5ms", rto_max="1s", rto_max_offset="100ms")
     with pytest.raises(ConfigError, match="unknown transport setting 'rto_mni'"):
-        Tcp.parse("rto_mni=5ms")
+        TransportConfig.parse("rto_mni=5ms")
 
 
 def test_set_and_quick_overrides():
@@ -114,7 +124,7 @@ def test_set_and_quick_overrides():
     assert t.repeat == 2 and [p.settings["rto_min"] for p in pts] == ["5ms", "1s"]
     assert all(p.settings["hosts"] == 4 for p in t.points())  # the checks too
     assert [p.dilation for p in pts] == [10.0, 1.0]
-    t = load("broadcast-incast").with_settings({"tcp": "default;rto_min=250ms,rto_jitter=100ms,rto_max=1s"})
+    t = load("broadcast-incast").with_settings({"tcp": "default;rto_min=250ms,rto_min_jitter=100ms,rto_max=1s"})
     assert {p.settings["tcp"] for p in t.points()} == {"kernel default", "MIN 250ms..350ms random per node, MAX 1s"}
     t = load("seed000-fig6").with_settings({"timers": "default at k=3 (MIN 200 ms / MAX 40 s)", "ranks": "4"})
     assert [(p.settings["rto_max"], p.dilation) for p in t.points()] == [("40s", 3.0)] * 4  # x compute_scale x switch

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments import load
-from clusterlab.experiments.spec import Tcp
 from clusterlab.experiments.workloads.npb import npb_replay, npb_wan
+from clusterlab.net.transport_config import TransportConfig
 
 from ..testbed.helpers import require_netns
 
@@ -60,9 +60,9 @@ def test_a_congestion_control_the_kernel_lacks_is_refused_with_the_reason():
 
     p = load("seed004-stack").points()[0]
     for cc in STUDY_CC:
-        check_point(dataclasses.replace(p, tcp=Tcp(congestion=cc)))
+        check_point(dataclasses.replace(p, tcp=TransportConfig(congestion=cc)))
     with pytest.raises(ConfigError, match="congestion control 'nosuchcc' is not available here"):
-        check_point(dataclasses.replace(p, tcp=Tcp(congestion="nosuchcc")))
+        check_point(dataclasses.replace(p, tcp=TransportConfig(congestion="nosuchcc")))
 
 
 @pytest.mark.root

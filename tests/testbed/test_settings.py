@@ -22,9 +22,14 @@ def test_parse_reads_every_knob_and_round_trips():
         (0.2, 0.1, 0.1, "reno", 262144, False, 3, 2)
     assert TransportConfig.parse(c.to_text()) == c
     assert TransportConfig.from_json(c.to_json()) == c
-    # older spellings, and a mapping as the CLI hands it over
-    assert TransportConfig.parse("rto_jitter=10ms,rto_min=5ms,cc=reno") == \
-        TransportConfig.parse({"rto_min": "5ms", "rto_min_jitter": "10ms", "congestion": "reno", "sndbuf": None})
+    # a mapping as the CLI hands it over, and the constructor's unit strings, are the same settings
+    assert TransportConfig.parse("rto_min_jitter=10ms,rto_min=5ms,congestion=reno") == \
+        TransportConfig.parse({"rto_min": "5ms", "rto_min_jitter": "10ms", "congestion": "reno", "sndbuf": None}) == \
+        TransportConfig(rto_min="5ms", rto_min_jitter="10ms", congestion="reno")
+    # older spellings are refused naming the new one, never taken
+    for old, new in (("rto_jitter", "rto_min_jitter"), ("cc", "congestion"), ("rto_max_extra", "rto_max_offset")):
+        with pytest.raises(ConfigError, match=f"'{old}' is now called '{new}'"):
+            TransportConfig.parse(f"rto_min=5ms,{old}=10ms")
     for bad, msg in (("rto_mni=5ms", "unknown transport setting 'rto_mni'"), ("rto_min", "not key=value"),
                      ("nodelay=maybe", "true or false"), ("initcwnd=0", "initcwnd must be 1..1000"),
                      ("rto_min=5ms,rto_max=2s,rto_max_offset=1s", "rto_max or rto_max_offset, not both"),
@@ -36,13 +41,13 @@ def test_parse_reads_every_knob_and_round_trips():
 def test_socket_place_refuses_what_only_a_testbed_can_set():
     # docs/parallel.md's MIN 200 ms + 100 ms jitter: the socket option caps MIN at 200 ms; the testbed's sysctl does not
     with pytest.raises(ConfigError, match=r"exceeds what TCP_RTO_MIN_US accepts \(5ms..200ms\).*testbed"):
-        TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms")
+        TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms", place="socket")
     assert TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms", place="testbed").why_not(1) is None
     with pytest.raises(ConfigError, match="initcwnd is set per host on a testbed only"):
-        TransportConfig.parse("initcwnd=2")
+        TransportConfig.parse("initcwnd=2", place="socket")
     with pytest.raises(ConfigError, match=r"rto_max 105ms \(MIN \+ 100ms\) is outside what TCP_RTO_MAX_MS accepts.*"
                                           r"dilation 9.52..1000"):
-        TransportConfig.parse("rto_min=5ms,rto_max_offset=100ms")
+        TransportConfig.parse("rto_min=5ms,rto_max_offset=100ms", place="socket")
 
 
 def test_each_hosts_max_is_its_own_min_plus_the_offset():
@@ -97,17 +102,22 @@ def test_cli_transport_options_old_and_new_names():
     import click
 
     @click.command()
-    @transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"))
+    @transport_options(testbed_knobs=True)
     def cmd(transport):
         got["t"] = transport
 
-    r = CliRunner().invoke(cmd, ["--rto-min", "5ms", "--rto-jitter", "10ms", "--cc", "reno", "--tb-seed", "4",
+    r = CliRunner().invoke(cmd, ["--rto-min", "5ms", "--rto-min-jitter", "10ms", "--congestion", "reno", "--seed", "4",
                                  "--transport", "rto_max_offset=100ms,initcwnd=2"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     assert got["t"] == {"rto_min": "5ms", "rto_min_jitter": "10ms", "congestion": "reno", "seed": 4,
                         "rto_max_offset": "100ms", "initcwnd": "2"}
     r = CliRunner().invoke(cmd, ["--rto-min", "5ms", "--transport", "rto_min=6ms"])
     assert r.exit_code != 0 and "given both" in str(r.exception)
+    for old, new in (("--rto-jitter", "--rto-min-jitter"), ("--cc", "--congestion"), ("--tb-seed", "--seed")):
+        r = CliRunner().invoke(cmd, [old, "10ms"])
+        assert r.exit_code != 0 and str(r.exception) == f"option '{old[2:]}' is now called '{new[2:]}'", r.output
+    r = CliRunner().invoke(cmd, ["--transport", "rto_jitter=10ms"])
+    assert str(r.exception) == "--transport setting 'rto_jitter' is now called 'rto_min_jitter'"
 
 
 def test_run_refuses_a_minimum_the_socket_option_cannot_take():
@@ -165,9 +175,9 @@ def test_named_stacks_set_the_seed_era_knobs_and_round_trip():
         with pytest.raises(ConfigError, match=msg):
             TransportConfig.parse(bad, place="testbed")
     with pytest.raises(ConfigError, match="stack seed-era sets .* per host, on a testbed only"):
-        TransportConfig.parse("stack=seed-era")
+        TransportConfig.parse("stack=seed-era", place="socket")
     with pytest.raises(ConfigError, match="sack is set per host on a testbed only"):
-        TransportConfig.parse("sack=false")
+        TransportConfig.parse("sack=false", place="socket")
 
 
 @pytest.mark.parametrize("args, msg", [

@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from clusterlab.cluster.testbed import StarTopo, TcpSettings, Testbed, leftovers
+from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers
 from clusterlab.errors import ConfigError
 from clusterlab.net.netns import in_netns
+from clusterlab.net.transport_config import TransportConfig
 
 from .helpers import where_am_i
 
@@ -31,7 +32,7 @@ def test_up_talk_down(name):
     from clusterlab.cluster.testbed._nsconfig import offload_on
 
     topo = StarTopo(hosts=4, rate="155Mbit", buffer="64KB")
-    with Testbed(topo, name=name, tcp=TcpSettings(rto_min="5ms", rto_jitter="10ms", seed=1)) as tb:
+    with Testbed(topo, name=name, transport=TransportConfig(rto_min="5ms", rto_min_jitter="10ms", seed=1)) as tb:
         h0, h3 = tb.hosts[0], tb.hosts[3]
         # fidelity defaults
         assert h3.run(["cat", "/sys/class/net/eth0/mtu"]).stdout.strip() == "9000"

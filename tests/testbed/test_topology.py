@@ -4,9 +4,10 @@ import pytest
 from click.testing import CliRunner
 
 from clusterlab.cluster.testbed import link
-from clusterlab.cluster.testbed.sysctl import TcpSettings
+from clusterlab.cluster.testbed.sysctl import host_sysctls
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
 from clusterlab.errors import ConfigError
+from clusterlab.net.transport_config import TransportConfig
 
 
 def test_defaults_follow_the_probe():
@@ -71,23 +72,26 @@ def test_tbf_bucket_is_two_frames_up_to_a_gigabit_and_100us_of_rate_above():
 
 
 def test_sysctl_draws_are_seeded_and_in_range():
-    s = TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="1s", seed=3)
-    d = s.draw([f"h{i}" for i in range(50)])
+    def draw(hosts, dilation=1.0, **kw):
+        return host_sysctls(TransportConfig(**kw), hosts, dilation)
+
+    s = dict(rto_min="5ms", rto_min_jitter="100ms", rto_max="1s")
+    d = draw([f"h{i}" for i in range(50)], **s, seed=3)
     mins = [v["net/ipv4/tcp_rto_min_us"] for v in d.values()]
     assert all(5000 <= m <= 105000 for m in mins) and len(set(mins)) > 40
     assert all(v["net/ipv4/tcp_rto_max_ms"] == 1000 for v in d.values())
-    assert d == TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="1s", seed=3).draw(list(d))
-    assert d != TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="1s", seed=4).draw(list(d))
+    assert d == draw(list(d), **s, seed=3)
+    assert d != draw(list(d), **s, seed=4)
     # A MAX the kernel cannot take (tcp_rto_max_ms is 1s..120s) is refused, never clamped (it was
     # clamped to 1 s before); at dilation 2 the same setting is 1 s and expressible.
     with pytest.raises(ConfigError, match=r"rto_max 500ms is outside .*tcp_rto_max_ms accepts \(1s..120s\); "
                                           r"dilations 2..240 can express it"):
-        TcpSettings(rto_min="5ms", rto_jitter="100ms", rto_max="500ms", seed=3).draw(["h0"])
-    assert TcpSettings(rto_min="5ms", rto_max="500ms", dilation=2).draw(["h0"])["h0"]["net/ipv4/tcp_rto_max_ms"] == 1000
-    with pytest.raises(ConfigError, match="needs rto_min"):
-        TcpSettings(rto_jitter="10ms")
+        draw(["h0"], rto_min="5ms", rto_min_jitter="100ms", rto_max="500ms", seed=3)
+    assert draw(["h0"], 2, rto_min="5ms", rto_max="500ms")["h0"]["net/ipv4/tcp_rto_max_ms"] == 1000
+    with pytest.raises(ConfigError, match="needs its base value"):
+        TransportConfig(rto_min_jitter="10ms")
     with pytest.raises(ConfigError, match="min <= default <= max"):
-        TcpSettings(rmem="100 50 10")
+        TransportConfig(rmem="100 50 10")
 
 
 def test_cli_reports_bad_settings_as_one_line():

@@ -23,7 +23,7 @@ from clusterlab.errors import ConfigError
               "without it the ranks run on the local loopback cluster.")
 @click.option("--ranks", default=None, type=Int(lo=1, hi=1024), help="Ranks (default: --hosts, or 4 locally).")
 @topo_options
-@transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"), nodelay=False)
+@transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--monitor/--no-monitor", "use_monitor", default=True, show_default=True,
               help="Record the monitor table (with --run-dir).")
 @click.option("--interval", default=0.1, show_default=True, type=Finite(lo=0.001, hi=3600), help="Monitor interval [s].")
@@ -41,7 +41,6 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
     """
     from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
-    from clusterlab.experiments.clusters import tcp_from_transport
     from clusterlab.experiments.runner import run_study
     from clusterlab.experiments.spec import Loopback, Study, Testbed, scatter
     from clusterlab.experiments.workloads import alltoall_broadcast
@@ -72,9 +71,8 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
         cluster = Testbed(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, ranks=ranks,
                           dilation=dilation, switch=switch, discard=discard, epd_threshold=epd_threshold)
         cluster.check()
-    tcp = tcp_from_transport(config)
     study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
-                  transport=tcp, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
+                  transport=config, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
                   monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
     status = "complete"
     try:

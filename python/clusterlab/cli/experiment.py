@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import Duration, Finite, Int, OutputPath, Size
+from clusterlab.cli.options import Duration, Finite, Int, OutputPath, Size, renamed_options
 from clusterlab.cluster.api import MESHES
 from clusterlab.errors import ConfigError
 
@@ -173,25 +173,28 @@ def _int_list(text: str) -> list[int]:
                    "'tuned:rto_min=5ms,rto_min_jitter=100ms,rto_max=1s'. Repeatable.")
 @click.option("--rto-min", "rto_mins", default=None,
               help="Shortcut: comma-separated minimum RTOs (e.g. default,5ms,50ms), one line each; "
-                   "--rto-jitter and --rto-max-extra apply to all. On local ranks the socket option takes "
+                   "--rto-min-jitter and --rto-max-offset apply to all. On local ranks the socket option takes "
                    "MIN + jitter up to 200ms; seed 000's 250..350 ms needs the testbed (seed000-fig6).")
-@click.option("--rto-jitter", default="0", show_default=True, type=Duration(keep_text=True), help="Per-rank random extra on the minimum RTO.")
-@click.option("--rto-max-extra", default=None, type=Duration(keep_text=True),
-              help="Set the maximum RTO to MIN + this; the socket option takes 1s..120s (refused otherwise).")
+@click.option("--rto-min-jitter", default="0", show_default=True, type=Duration(keep_text=True),
+              help="Each rank draws its minimum RTO from [MIN, MIN + this].")
+@click.option("--rto-max-offset", default=None, type=Duration(keep_text=True),
+              help="Each rank's maximum RTO is its own minimum + this; the socket option takes 1s..120s "
+                   "(refused otherwise).")
+@renamed_options("--rto-jitter", "--rto-max-extra")
 @click.option("--repeat", default=1, show_default=True, type=Int(lo=1, hi=10**6))
 @click.option("--backend", type=click.Choice(MESHES), default="tcp", show_default=True)
 @click.option("--block-size", default="8KiB", show_default=True, type=Size(keep_text=True, lo=1, hi=1 << 30),
               help="HPA message block size.")
 @click.option("-o", "--output", default="runs/speedup", show_default=True, type=OutputPath(directory=True),
               help="Directory for speedup.csv, speedup.json, speedup.png and the study's table and meta.json.")
-def speedup(algorithm, nodes, data, min_support, transports, rto_mins, rto_jitter, rto_max_extra, repeat, backend,
+def speedup(algorithm, nodes, data, min_support, transports, rto_mins, rto_min_jitter, rto_max_offset, repeat, backend,
             block_size, output):
     """Speedup vs nodes of a parallel miner on local ranks, one line per transport setting.
 
     \b
     Example:
       clusterlab experiment speedup --algorithm hpa --nodes 1,2,4 --data seed000.dat \\
-          --min-support 0.007 --rto-min default,5ms --rto-jitter 100ms
+          --min-support 0.007 --rto-min default,5ms --rto-min-jitter 100ms
     """
     from clusterlab.experiments.speedup import SpeedupSpec, plot_speedup, run_speedup, write_rows
     from clusterlab.units import parse_duration, parse_size
@@ -210,11 +213,12 @@ def speedup(algorithm, nodes, data, min_support, transports, rto_mins, rto_jitte
                 continue
             parse_duration(v, "--rto-min")
             parts = [f"rto_min={v}"]
-            if parse_duration(rto_jitter) > 0:
-                parts.append(f"rto_min_jitter={rto_jitter}")
-            if rto_max_extra is not None:
-                parts.append(f"rto_max={parse_duration(v) + parse_duration(rto_max_extra)}")
-            settings[f"rto_min={v}" + (f"+[0,{rto_jitter}]" if parse_duration(rto_jitter) > 0 else "")] = ",".join(parts)
+            if parse_duration(rto_min_jitter) > 0:
+                parts.append(f"rto_min_jitter={rto_min_jitter}")
+            if rto_max_offset is not None:
+                parts.append(f"rto_max_offset={rto_max_offset}")
+            jitter = parse_duration(rto_min_jitter) > 0
+            settings[f"rto_min={v}" + (f"+[0,{rto_min_jitter}]" if jitter else "")] = ",".join(parts)
     if not settings:
         settings = {"default": "default"}
     spec = SpeedupSpec(data=data, min_support=min_support, algorithm=algorithm, nodes=_int_list(nodes),

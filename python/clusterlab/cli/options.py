@@ -80,17 +80,17 @@ class OutputPath(click.Path):
         check_output(value, _option_name(param), directory=self.directory)
         return value
 
-# (option names, parameter, help). Older names stay as aliases.
+# (option names, parameter, help): one name per setting, the TransportConfig field's.
 _KNOBS = (
     (("--rto-min",), "rto_min", "Minimum RTO, e.g. 5ms (socket option: 5ms..200ms; testbed: per-host sysctl, "
                                 "any value up to the maximum RTO)."),
-    (("--rto-min-jitter", "--rto-jitter"), "rto_min_jitter",
+    (("--rto-min-jitter",), "rto_min_jitter",
      "Each rank (host) draws its minimum RTO from [rto-min, rto-min + jitter], e.g. 100ms."),
     (("--rto-max",), "rto_max", "Maximum RTO (the kernel accepts 1s..120s; on a testbed after x dilation)."),
     (("--rto-max-jitter",), "rto_max_jitter", "Each rank draws its maximum RTO from [rto-max, rto-max + jitter]."),
     (("--rto-max-offset",), "rto_max_offset",
      "Each rank's maximum RTO is its own minimum + this (seed 000: 100ms; below 1s needs a dilated testbed)."),
-    (("--congestion", "--cc"), "congestion", "TCP congestion control per socket, e.g. reno, cubic, bbr."),
+    (("--congestion",), "congestion", "TCP congestion control per socket, e.g. reno, cubic, bbr."),
     (("--sndbuf",), "sndbuf", "SO_SNDBUF per socket, e.g. 4MB (default: kernel autotuning)."),
     (("--rcvbuf",), "rcvbuf", "SO_RCVBUF per socket."),
 )
@@ -100,6 +100,25 @@ _TESTBED_KNOBS = (
     (("--rmem",), "rmem", "tcp_rmem of each host: one size or 'min default max'."),
     (("--wmem",), "wmem", "tcp_wmem of each host: one size or 'min default max'."),
 )
+
+
+def renamed_options(*names: str):
+    """Hidden options for the old spellings ``names`` (e.g. ``--rto-jitter``): given, they are
+    refused naming the new option, never taken silently."""
+    from clusterlab.net.transport_config import check_name
+
+    def refuse(ctx, param, value):
+        if value is not None:
+            check_name(param.opts[0].lstrip("-"), "option")
+        return value
+
+    def deco(f):
+        for name in names:
+            f = click.option(name, f"_renamed_{name.lstrip('-').replace('-', '_')}", hidden=True, default=None,
+                             expose_value=False, callback=refuse, is_eager=True)(f)
+        return f
+
+    return deco
 
 
 def transport_options(testbed_knobs: bool = False, seed: tuple[str, ...] = ("--seed",), nodelay: bool = True):
@@ -114,7 +133,7 @@ def transport_options(testbed_knobs: bool = False, seed: tuple[str, ...] = ("--s
             spec: dict[str, object] = {}
             text = kw.pop("transport_text", None)
             if text:
-                from clusterlab.net.transport_config import ALIASES
+                from clusterlab.net.transport_config import check_name
 
                 for part in text.split(","):
                     if part.strip() in ("", "default"):
@@ -122,7 +141,7 @@ def transport_options(testbed_knobs: bool = False, seed: tuple[str, ...] = ("--s
                     if "=" not in part:
                         raise ConfigError(f"--transport: {part.strip()!r} is not key=value")
                     k, v = (x.strip() for x in part.split("=", 1))
-                    spec[ALIASES.get(k, k)] = v
+                    spec[check_name(k, "--transport setting")] = v
             for _names, param, _help in knobs:
                 v = kw.pop(param, None)
                 if v is not None:
@@ -149,6 +168,6 @@ def transport_options(testbed_knobs: bool = False, seed: tuple[str, ...] = ("--s
             opts.append(click.option("--no-nodelay", is_flag=True, help="Leave Nagle's algorithm on (TCP_NODELAY off)."))
         for opt in reversed(opts):
             wrapper = opt(wrapper)
-        return wrapper
+        return renamed_options("--rto-jitter", "--cc", *(("--tb-seed",) if "--seed" in seed else ()))(wrapper)
 
     return deco

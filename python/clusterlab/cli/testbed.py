@@ -94,7 +94,7 @@ def testbed():
 @click.option("--name", default=None, help="Short name (1-8 lowercase letters/digits); random if omitted.")
 @topo_options
 @wan_options
-@transport_options(testbed_knobs=True, seed=("--seed", "--tb-seed"), nodelay=False)
+@transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--json", "as_json", is_flag=True)
 def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mtu, dilation, storage, no_rps, offloads,
        sites, wan_rate, wan_delay, wan_queue, wan_shared, transport, as_json):
@@ -105,7 +105,7 @@ def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mt
     is refused with the reason (e.g. a maximum below 1 s needs --dilation).
     Examples:
       clusterlab testbed up --hosts 16 --rate 155Mbit --buffer 64KB --name lab
-      clusterlab testbed up --hosts 16 --rto-min 5ms --rto-jitter 100ms --seed 1 --name lab
+      clusterlab testbed up --hosts 16 --rto-min 5ms --rto-min-jitter 100ms --seed 1 --name lab
       clusterlab testbed up --hosts 16 --dilation 4 --rto-min 200ms --rto-max-offset 100ms --name lab
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-delay 6ms --name wan
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-shared --name atm67

@@ -82,6 +82,8 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
         if cmd:
             check_command(list(cmd))
     config = config or TransportConfig()
+    if config.place is None:  # not placed by the caller: socket options, refused now if they cannot be
+        config = config.with_place("socket")
     secret = secrets.token_bytes(32)
     with Supervisor(grace=grace, timeout=timeout) as sup:
         rdv = Rendezvous(sup, n, secret, rendezvous_host, handshake_timeout=handshake_timeout)

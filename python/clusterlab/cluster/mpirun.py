@@ -112,6 +112,9 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
         check_command(argv)
     if rendezvous_host is None:
         rendezvous_host = launcher_address(hosts, iface) if hosts else "127.0.0.1"
+    config = config or TransportConfig()
+    if config.place is None:  # not placed by the caller: socket options, refused now if they cannot be
+        config = config.with_place("socket")
     secret = secrets.token_bytes(32)
     with Supervisor(grace=grace, timeout=timeout, track_descendants=True) as sup:
         rdv = Rendezvous(sup, n, secret, rendezvous_host, handshake_timeout=handshake_timeout)
@@ -123,7 +126,7 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
             e = dict(os.environ if env is None else env)
             e.update({contract.ENV_RDV: f"{rhost}:{rport}", contract.ENV_SECRET: secret.hex(),
                       contract.ENV_SIZE: str(n), contract.ENV_BACKEND: backend,
-                      contract.ENV_TRANSPORT: (config or TransportConfig()).to_json(),
+                      contract.ENV_TRANSPORT: config.to_json(),
                       contract.ENV_SETUP_TIMEOUT: str(setup_timeout)})
             for k in (contract.ENV_RANK, contract.ENV_BIND, contract.ENV_IFACE):
                 e.pop(k, None)

@@ -14,7 +14,6 @@ from clusterlab.experiments.spec import (
     Loopback,
     Mpi,
     Study,
-    Tcp,
     Testbed,
     attribution,
     per_pass,
@@ -23,6 +22,7 @@ from clusterlab.experiments.spec import (
     speedup,
 )
 from clusterlab.experiments.studies import load, names
+from clusterlab.net.transport_config import TransportConfig  # a study's TCP settings: the one type
 
-__all__ = ["DilationCheck", "Grid", "InProcess", "Loopback", "Mpi", "Study", "Tcp", "Testbed", "attribution",
-           "load", "names", "per_pass", "scatter", "seed_numbers", "speedup"]
+__all__ = ["DilationCheck", "Grid", "InProcess", "Loopback", "Mpi", "Study", "Testbed", "TransportConfig",
+           "attribution", "load", "names", "per_pass", "scatter", "seed_numbers", "speedup"]

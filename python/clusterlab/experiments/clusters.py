@@ -5,15 +5,15 @@ in-process backend, the namespace testbed), ``clusterlab.net`` (the one ``Transp
 and ``clusterlab.monitor`` is called here and nowhere else, so a change in those APIs is adapted
 in this file alone.
 
-A point's ``Tcp`` becomes a ``TransportConfig``: on the testbed (``place="testbed"``) its RTO
+A point's ``TransportConfig`` is already placed: on the testbed (``place="testbed"``) its RTO
 bounds are per-host sysctls drawn per host (seed 000's random MIN per host, MAX = that host's
 MIN + offset), multiplied by the point's dilation; elsewhere socket options. The spec picked a
 dilation at which the kernel takes every value; ``TransportConfig.why_not`` checks it again.
 
->>> from clusterlab.experiments.spec import Study, Testbed, Tcp, Grid
+>>> from clusterlab.experiments.spec import Study, Testbed, TransportConfig
 >>> from clusterlab.experiments.workloads import alltoall_broadcast
 >>> p = Study(name="x", cluster=Testbed(hosts=2), workload=alltoall_broadcast(),
-...           transport=Tcp(rto_min="200ms", rto_max_offset="100ms")).points()[0]
+...           transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms")).points()[0]
 >>> s = testbed_sysctls(p)["h0"]
 >>> p.dilation, s["net/ipv4/tcp_rto_min_us"], s["net/ipv4/tcp_rto_max_ms"]
 (4.0, 800000, 1200)
@@ -27,9 +27,9 @@ import secrets
 from collections.abc import Iterator
 
 from clusterlab.errors import ConfigError
-from clusterlab.experiments.spec import InProcess, Loopback, Mpi, Point, Tcp, Testbed
+from clusterlab.experiments.spec import InProcess, Loopback, Mpi, Point, Testbed
 from clusterlab.net.transport_config import STACK_SYSCTLS
-from clusterlab.units import parse_duration, parse_size
+from clusterlab.units import parse_size
 
 # The loss-recovery sysctls a TCP stack sets (and tcp_window_scaling), as the point's meta shows them.
 STACK_SYSCTL_NAMES = {p.split("/")[-1] for p, _, _ in STACK_SYSCTLS.values()} | {"tcp_window_scaling"}
@@ -50,41 +50,8 @@ def star_topo(point: Point):
 
 
 def transport_config(point: Point, place: str):
-    """The point's transport settings as the cluster layer's ``TransportConfig`` at ``place``
-    (``socket`` or ``testbed``)."""
-    from clusterlab.net.transport_config import TransportConfig
-
-    t = point.tcp
-
-    def dur(v):
-        return None if v is None else parse_duration(v)
-
-    return TransportConfig(rto_min=dur(t.rto_min), rto_min_jitter=dur(t.rto_jitter) or 0.0, rto_max=dur(t.rto_max),
-                           rto_max_offset=dur(t.rto_max_offset), congestion=t.congestion, seed=t.seed,
-                           sndbuf=parse_size(t.sndbuf) if t.sndbuf is not None else None,
-                           rcvbuf=parse_size(t.rcvbuf) if t.rcvbuf is not None else None,
-                           rmem=t.rmem, wmem=t.wmem, stack=t.stack, initcwnd=t.initcwnd,
-                           **{k: getattr(t, k) for k in Tcp.STACK_KNOBS}, place=place)
-
-
-def tcp_from_transport(config) -> Tcp:
-    """A ``TransportConfig`` (e.g. from ``cli.options.transport_options``) as a study's ``Tcp``;
-    knobs a study cannot vary yet are refused, naming them."""
-    unsupported = [k for k, v in (("nodelay", not config.nodelay), ("rto_max_jitter", config.rto_max_jitter)) if v]
-    if unsupported:
-        raise ConfigError(f"{', '.join(unsupported)}: not a study setting yet (clusterlab.experiments.Tcp)")
-    from clusterlab.net.transport_config import STACKS
-
-    implied = STACKS.get(config.stack, {})  # what the named stack sets is not repeated
-
-    def own(k):
-        v = getattr(config, k)
-        return None if k in implied and implied[k] == v else v
-
-    return Tcp(rto_min=config.rto_min, rto_jitter=config.rto_min_jitter or None, rto_max=config.rto_max,
-               rto_max_offset=config.rto_max_offset, sndbuf=config.sndbuf, rcvbuf=config.rcvbuf, rmem=config.rmem,
-               wmem=config.wmem, congestion=own("congestion"), seed=config.seed, stack=config.stack,
-               initcwnd=own("initcwnd"), **{k: own(k) for k in Tcp.STACK_KNOBS})
+    """The point's transport settings at ``place`` (``socket`` or ``testbed``)."""
+    return point.tcp.with_place(place)
 
 
 def testbed_sysctls(point: Point) -> dict[str, dict]:

@@ -54,14 +54,12 @@ class SpeedupSpec:
 
 
 def tcp_of(label: str, text: str):
-    """A ``parse_transport`` text as the study layer's ``Tcp`` (labelled ``label``)."""
+    """A ``parse_transport`` text as a study's ``TransportConfig`` labelled ``label``."""
     import dataclasses
 
-    from clusterlab.experiments.clusters import tcp_from_transport
-    from clusterlab.experiments.spec import Tcp
+    from clusterlab.net.transport_config import TransportConfig
 
-    cfg = parse_transport(text)
-    return Tcp(label=label) if cfg is None else dataclasses.replace(tcp_from_transport(cfg), label=label)
+    return dataclasses.replace(parse_transport(text) or TransportConfig(), place=None, label=label)
 
 
 def speedup_study(spec: SpeedupSpec):

@@ -1,6 +1,15 @@
 """``TransportConfig``: every TCP knob of a run in one validated value, and its one parser.
 
-A knob is applied where the run happens (``place``):
+This is the only type of TCP settings: the CLI's options, a study's ``transport=`` and grid
+values, the launcher's JSON for the ranks and the testbed's per-host sysctls are all this class,
+with one name per setting (the field names below). The constructor takes unit strings
+(``rto_min="5ms"``, ``sndbuf="4MiB"``, ``sack="off"``) as well as numbers (seconds, bytes);
+``parse`` reads ``key=value,...`` text or a mapping; old spellings (``rto_jitter``,
+``rto_max_extra``, ``cc``) are refused naming the new one. The kernel's limits are written here
+and only here (``RTO_MIN_US_RANGE``, ``RTO_MAX_MS_RANGE``, ``KERNEL_RTO_MIN``, ...).
+
+A knob is applied where the run happens (``place``; ``None`` until the run's cluster is known:
+then only what holds everywhere is checked, and ``with_place`` checks the rest):
 
 ==================  ==========================================  =============================================
 knob                ``place="socket"`` (local loopback, MPI,    ``place="testbed"`` (namespace testbed,
@@ -53,11 +62,11 @@ the kernel cannot take as is: MAX = MIN + 100 ms is below the kernel's 1 s unles
 1 s, and the default MAX of 60 s needs k <= 2. ``why_not(k)`` says why a setting is not
 expressible at k, ``dilation_range()`` gives every k that works. Values are never clamped.
 
->>> c = TransportConfig(rto_min=0.005, rto_min_jitter=0.010, seed=1)
+>>> c = TransportConfig(rto_min="5ms", rto_min_jitter="10ms", seed=1)
 >>> s0, s1 = c.for_rank(0), c.for_rank(1)
 >>> 5000 <= s0.rto_min_us <= 15000 and s0 == c.for_rank(0) and s0 != s1
 True
->>> TransportConfig(rto_min=0.001)
+>>> TransportConfig(rto_min=0.001, place="socket")
 Traceback (most recent call last):
 ...
 clusterlab.errors.ConfigError: rto_min 1ms is below what TCP_RTO_MIN_US accepts (5ms..200ms)
@@ -73,6 +82,10 @@ rto_max 300ms..400ms (MIN + 100ms) at dilation 2 is 600ms..800ms, outside what n
 True
 >>> t.to_text()
 'rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=100ms,place=testbed'
+>>> TransportConfig.parse("rto_jitter=10ms")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: transport setting 'rto_jitter' is now called 'rto_min_jitter'
 """
 
 from __future__ import annotations
@@ -125,8 +138,29 @@ STACKS = {
 }
 SEED_ERA = STACKS["seed-era"]
 _DURATIONS = ("rto_min", "rto_min_jitter", "rto_max", "rto_max_jitter", "rto_max_offset")
-# Other spellings accepted by the parser (the CLI's older option names).
-ALIASES = {"rto_jitter": "rto_min_jitter", "cc": "congestion", "rto_max_extra": "rto_max_offset"}
+_SIZES = ("sndbuf", "rcvbuf")
+_BOOLS = ("nodelay", "window_scaling", *STACK_SYSCTLS)
+_INTS = ("seed", "initcwnd")
+# Spellings this project used before one name per setting: refused, naming the new one.
+RENAMED = {"rto_jitter": "rto_min_jitter", "rto_max_extra": "rto_max_offset", "cc": "congestion", "tb_seed": "seed"}
+
+
+def check_name(key: str, what: str = "transport setting") -> str:
+    """``key`` (dashes or underscores) as a setting's name; an old spelling is refused with the
+    new one, so that it is never silently taken for something else.
+
+    >>> check_name("rto-max-offset")
+    'rto_max_offset'
+    >>> check_name("rto-max-extra", "option")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: option 'rto-max-extra' is now called 'rto-max-offset'
+    """
+    k = key.strip().replace("-", "_")
+    if k in RENAMED:
+        new = RENAMED[k] if "-" not in key else RENAMED[k].replace("_", "-")
+        raise ConfigError(f"{what} {key.strip()!r} is now called {new!r}")
+    return k
 
 
 def _fmt_s(seconds: float) -> str:
@@ -134,6 +168,15 @@ def _fmt_s(seconds: float) -> str:
     if us % 1000 == 0:
         return f"{us // 1000}ms" if us < 1_000_000 or us % 1_000_000 else f"{us // 1_000_000}s"
     return f"{us}us"
+
+
+def fmt_duration(seconds: float) -> str:
+    """Shortest exact text of a duration, as ``parse`` reads it back.
+
+    >>> fmt_duration(0.3), fmt_duration(60.0), fmt_duration(0.0005)
+    ('300ms', '60s', '500us')
+    """
+    return _fmt_s(seconds)
 
 
 def _fmt_k(k: float) -> str:
@@ -213,9 +256,9 @@ class TransportConfig:
     nodelay: bool = True
     congestion: str | None = None
     rto_min: float | None = None
-    rto_min_jitter: float = 0.0
+    rto_min_jitter: float | None = 0.0
     rto_max: float | None = None
-    rto_max_jitter: float = 0.0
+    rto_max_jitter: float | None = 0.0
     seed: int = 0
     rto_max_offset: float | None = None
     initcwnd: int | None = None
@@ -228,9 +271,35 @@ class TransportConfig:
     early_retrans: bool | None = None
     frto: bool | None = None
     timestamps: bool | None = None
-    place: str = "socket"
+    place: str | None = None
+    label: str | None = None  # a name for plots and reports (``describe``); sets nothing
 
     def __post_init__(self):
+        for name in _DURATIONS:
+            v = getattr(self, name)
+            if v is None and name.endswith("_jitter"):
+                v = 0.0
+            elif isinstance(v, str):
+                v = parse_duration(v)
+            elif v is not None and not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise ConfigError(f"{name} must be a duration such as 5ms, got {v!r}")
+            object.__setattr__(self, name, None if v is None else float(v))
+        for name in _SIZES:
+            v = getattr(self, name)
+            if isinstance(v, str):
+                object.__setattr__(self, name, parse_size(v))
+        for name in _INTS:
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, int) and not isinstance(v, bool)):
+                object.__setattr__(self, name, _int(v, name))
+        for name in ("nodelay", "window_scaling"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, _bool(v, name))
+        for name in ("congestion", "stack", "label"):
+            v = getattr(self, name)
+            if v is not None:
+                object.__setattr__(self, name, str(v))
         for name in ("rmem", "wmem"):
             object.__setattr__(self, name, _triple(getattr(self, name), name))
         if self.stack is not None:
@@ -247,19 +316,19 @@ class TransportConfig:
 
     # --- the one parser ------------------------------------------------------------------------
     @classmethod
-    def parse(cls, spec: str | Mapping | None, place: str = "socket") -> TransportConfig:
+    def parse(cls, spec: str | Mapping | None, place: str | None = None) -> TransportConfig:
         """``default`` (or empty) for the kernel's settings, or ``key=value,...`` (or a mapping
-        of the same) with the field names (durations like ``200ms``, sizes like ``256KiB``;
-        ``rto_jitter`` and ``cc`` are accepted for ``rto_min_jitter`` and ``congestion``).
+        of the same) with the field names (durations like ``200ms``, sizes like ``256KiB``); a
+        value ``default`` leaves that setting at the kernel's.
 
         >>> TransportConfig.parse("default") == TransportConfig()
         True
-        >>> TransportConfig.parse({"rto_min": "5ms", "cc": "reno"}).congestion
+        >>> TransportConfig.parse({"rto_min": "5ms", "congestion": "reno"}).congestion
         'reno'
         >>> TransportConfig.parse("rto_mni=5ms")
         Traceback (most recent call last):
         ...
-        clusterlab.errors.ConfigError: unknown transport setting 'rto_mni'; use congestion, early_retrans, frto, initcwnd, nodelay, place, rcvbuf, recovery, rmem, rto_max, rto_max_jitter, rto_max_offset, rto_min, rto_min_jitter, sack, seed, sndbuf, stack, timestamps, window_scaling, wmem
+        clusterlab.errors.ConfigError: unknown transport setting 'rto_mni'; use congestion, early_retrans, frto, initcwnd, label, nodelay, place, rcvbuf, recovery, rmem, rto_max, rto_max_jitter, rto_max_offset, rto_min, rto_min_jitter, sack, seed, sndbuf, stack, timestamps, window_scaling, wmem
         """
         if spec is None:
             items: list[tuple[str, object]] = []
@@ -276,24 +345,17 @@ class TransportConfig:
                     items.append((k, v))
         names = {f.name for f in dataclasses.fields(cls)}
         kw: dict = {"place": place}
+        given: set[str] = set()
         for key, v in items:
-            k = ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
+            k = check_name(key)
             if k not in names:
                 raise ConfigError(f"unknown transport setting {key!r}; use {', '.join(sorted(names))}")
-            if k in kw and k != "place":
+            if k in given:
                 raise ConfigError(f"transport setting {k} given twice")
+            given.add(k)
             if isinstance(v, str) and v.strip().lower() == "default" and k != "place":
                 continue
-            if k in _DURATIONS:
-                kw[k] = parse_duration(v)
-            elif k in ("sndbuf", "rcvbuf"):
-                kw[k] = parse_size(v)
-            elif k in ("nodelay", "window_scaling", *STACK_SYSCTLS):
-                kw[k] = _bool(v, k)
-            elif k in ("seed", "initcwnd"):
-                kw[k] = _int(v, k)
-            else:
-                kw[k] = str(v)
+            kw[k] = v.strip() if isinstance(v, str) else v
         return cls(**kw)
 
     def to_text(self) -> str:
@@ -302,7 +364,7 @@ class TransportConfig:
         implied = STACKS.get(self.stack, {})
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if v == f.default or (f.name in implied and implied[f.name] == v):
+            if v == f.default or (f.name in implied and implied[f.name] == v) or f.name == "label":
                 continue
             if f.name in _DURATIONS:
                 v = _fmt_s(v)
@@ -312,16 +374,68 @@ class TransportConfig:
         return ",".join(out) or "default"
 
     def with_place(self, place: str) -> TransportConfig:
-        """The same settings applied at ``place``."""
+        """The same settings applied at ``place`` (checked there)."""
         return dataclasses.replace(self, place=place)
+
+    def to_dict(self) -> dict:
+        """Every field (JSON-able; ``from_json`` reads ``to_json`` back)."""
+        return dataclasses.asdict(self)
+
+    # --- what a study reports ----------------------------------------------------------------------
+    def is_default(self) -> bool:
+        """Nothing set: the kernel's TCP as it is (``seed``, ``place`` and ``label`` set nothing)."""
+        return dataclasses.replace(self, seed=0, place=None, label=None) == TransportConfig()
+
+    def min_range(self) -> tuple[float, float]:
+        """The smallest and largest MIN a rank (host) can get, seconds (the kernel's 200 ms when unset)."""
+        return self._min_bounds() or (KERNEL_RTO_MIN, KERNEL_RTO_MIN)
+
+    def max_range(self) -> tuple[float, float] | None:
+        """The smallest and largest MAX a rank (host) can get, or None (the kernel's own)."""
+        mb = self._max_bounds()
+        return None if mb is None else (mb[0], mb[1])
+
+    def describe(self) -> str:
+        """A label for plots: ``label`` if given, else the settings in seed 000's words.
+
+        >>> TransportConfig(rto_min="250ms", rto_min_jitter="100ms", rto_max_offset="100ms").describe()
+        'MIN 250ms..350ms random per node, MAX = MIN + 100ms'
+        >>> TransportConfig.parse("stack=seed-era,rto_min=5ms").describe()
+        'MIN 5ms, seed-era TCP'
+        """
+        if self.label:
+            return self.label
+        if self.is_default():
+            return "kernel default"
+        parts = []
+        if self.rto_min is not None:
+            lo, hi = self.min_range()
+            parts.append(f"MIN {_fmt_s(lo)}..{_fmt_s(hi)} random per node" if hi > lo else f"MIN {_fmt_s(lo)}")
+        if self.rto_max is not None:
+            parts.append(f"MAX {_fmt_s(self.rto_max)}" + (f"..{_fmt_s(self.rto_max + self.rto_max_jitter)} random"
+                                                          if self.rto_max_jitter else ""))
+        if self.rto_max_offset is not None:
+            parts.append(f"MAX = MIN + {_fmt_s(self.rto_max_offset)}")
+        implied = STACKS.get(self.stack, {})
+        for f in ("sndbuf", "rcvbuf", "rmem", "wmem", "congestion", "initcwnd", "window_scaling", *STACK_SYSCTLS):
+            v = getattr(self, f)
+            if v is not None and implied.get(f) != v:
+                parts.append(f"{f} {_txt(v)}")
+        if not self.nodelay:
+            parts.append("Nagle on")
+        if self.stack is not None:
+            parts.append(f"{self.stack} TCP")
+        return ", ".join(parts)
 
     # --- validation ----------------------------------------------------------------------------
     def validate(self) -> None:
         """Refuse settings that cannot mean anything, and (``place="socket"``) those the socket
         options cannot take, naming the accepted range. On the testbed the ranges depend on the
         dilation: see ``why_not``."""
-        if self.place not in PLACES:
+        if self.place is not None and self.place not in PLACES:
             raise ConfigError(f"place must be one of {', '.join(PLACES)}, got {self.place!r}")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be an integer 0..2**32-1, got {self.seed!r}")
         if self.rto_min_jitter < 0 or self.rto_max_jitter < 0:
             raise ConfigError("rto jitter must be >= 0")
         if (self.rto_min_jitter and self.rto_min is None) or (self.rto_max_jitter and self.rto_max is None):
@@ -338,7 +452,8 @@ class TransportConfig:
             if self.rto_max is not None:
                 raise ConfigError("give rto_max or rto_max_offset, not both")
         if self.rto_max is not None and self.rto_min is not None and self.rto_max < self.rto_min + self.rto_min_jitter:
-            raise ConfigError("rto_max must be at least rto_min (+ jitter)")
+            raise ConfigError(f"rto_max {_fmt_s(self.rto_max)} is below the largest MIN "
+                              f"{_fmt_s(self.rto_min + self.rto_min_jitter)}; the maximum RTO must be at least the minimum")
         if self.initcwnd is not None and not 1 <= self.initcwnd <= MAX_INITCWND:
             raise ConfigError(f"initcwnd must be 1..{MAX_INITCWND} segments, got {self.initcwnd}")
         if self.place == "socket":
@@ -418,7 +533,7 @@ class TransportConfig:
         k = float(dilation)
         if not (math.isfinite(k) and k >= 1.0):
             return f"dilation must be >= 1, got {dilation!r}"
-        if self.place == "socket":
+        if self.place != "testbed":
             if k != 1.0:
                 return "only a testbed dilates time (socket options apply the values as given)"
             return self._socket_ranges()
@@ -451,7 +566,7 @@ class TransportConfig:
     def dilation_range(self) -> tuple[float, float] | None:
         """The dilations k >= 1 (up to 1000) at which this setting is expressible on a testbed
         as ``(lowest, highest)``, or None when none is."""
-        if self.place == "socket":
+        if self.place != "testbed":
             return (1.0, 1.0) if self._socket_ranges() is None else None
         lo_k, hi_k = 1.0, 1000.0
         mb = self._max_bounds()
@@ -541,7 +656,10 @@ class TransportConfig:
     def apply(self, sock: socket.socket, rank: int) -> dict:
         """Set this rank's per-socket values on ``sock`` (call before connect/listen so buffer
         sizes shape the window scale) and return what the kernel reports in force. On the
-        testbed the RTO bounds are the host's sysctls, not socket options."""
+        testbed the RTO bounds are the host's sysctls, not socket options. Not yet placed: at
+        ``place="socket"`` (checked there)."""
+        if self.place is None:
+            return self.with_place("socket").apply(sock, rank)
         s = self.for_rank(rank)
         try:
             if s.sndbuf is not None:
@@ -587,6 +705,9 @@ class TransportConfig:
         except ValueError as e:
             raise ConfigError(f"transport config is not JSON: {e}") from None
         names = {f.name for f in dataclasses.fields(cls)}
+        if isinstance(d, dict):
+            for k in d:
+                check_name(k)
         if not isinstance(d, dict) or set(d) - names:
             raise ConfigError(f"transport config has unknown keys {sorted(set(d) - names) if isinstance(d, dict) else d}")
         return cls(**d)

@@ -82,15 +82,19 @@ def _random_vs_fixed(y, expect_lower: bool | None, tolerance: float = 0.25, marg
     ``margin`` x: a 0.99x is noise, not the seed's clearly lower retransmissions."""
     def f(rows):
         rs = [r for r in rows if not r.get("check") and isinstance(r.get(y), (int, float))]
-        fixed_k = {r.get("dilation") for r in rs if not r.get("rto_jitter_s")}
-        rand_k = {r.get("dilation") for r in rs if r.get("rto_jitter_s")}
+
+        def jitter(r):  # tables written before the setting was named rto_min_jitter have rto_jitter_s
+            return r.get("rto_min_jitter_s", r.get("rto_jitter_s"))
+
+        fixed_k = {r.get("dilation") for r in rs if not jitter(r)}
+        rand_k = {r.get("dilation") for r in rs if jitter(r)}
         both = fixed_k & rand_k
         if not fixed_k or not rand_k:
             return "not measured", None
         if not both:
             return "not judged: random and fixed MIN ran at different dilations", None
-        fixed = [r[y] for r in rs if not r.get("rto_jitter_s") and r.get("dilation") in both]
-        rand = [r[y] for r in rs if r.get("rto_jitter_s") and r.get("dilation") in both]
+        fixed = [r[y] for r in rs if not jitter(r) and r.get("dilation") in both]
+        rand = [r[y] for r in rs if jitter(r) and r.get("dilation") in both]
         a, b = statistics.mean(rand), statistics.mean(fixed)
         ratio = a / b if b else float("inf")
         text = f"random MIN: mean {_g(a)}, same MIN on every host: {_g(b)} ({_g(ratio)}x)"

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from clusterlab.errors import ConfigError
-from clusterlab.net.transport_config import TransportConfig
+from clusterlab.net.transport_config import TransportConfig, check_name
 
 # The workloads' own knobs (everything else is a TransportConfig field): the all-to-all
 # broadcast's send order; the HPA job's allreduce algorithm (``auto``: the cost model's pick)
@@ -84,7 +84,7 @@ def parse_space(text: str, workload: str = "alltoall_broadcast") -> dict[str, li
     TransportConfig knob through its one parser, ``order`` against its choices), so a bad
     grid fails before anything runs.
 
-    >>> parse_space("rto_min=5ms,200ms;cc=reno")
+    >>> parse_space("rto_min=5ms,200ms;congestion=reno")
     {'rto_min': ['5ms', '200ms'], 'congestion': ['reno']}
     >>> parse_space("allreduce=auto,ring;block=8KiB", workload="hpa")
     {'allreduce': ['auto', 'ring'], 'block': ['8KiB']}
@@ -101,7 +101,7 @@ def parse_space(text: str, workload: str = "alltoall_broadcast") -> dict[str, li
         if "=" not in part:
             raise ConfigError(f"--grid {part!r} is not knob=value,value,... (knobs separated by ';')")
         key, vals = (x.strip() for x in part.split("=", 1))
-        key = {"cc": "congestion", "rto_jitter": "rto_min_jitter"}.get(key.replace("-", "_"), key.replace("-", "_"))
+        key = check_name(key, "--grid knob")
         values = [v.strip() for v in vals.split(",") if v.strip()]
         if not values:
             raise ConfigError(f"--grid {key}: no values")
@@ -121,7 +121,7 @@ def parse_space(text: str, workload: str = "alltoall_broadcast") -> dict[str, li
                 raise ConfigError("--grid place: the search sets socket options (place is not a knob)")
             else:
                 try:
-                    TransportConfig.parse({key: v})
+                    TransportConfig.parse({key: v}, place="socket")
                 except ConfigError as e:
                     raise ConfigError(f"--grid {key}={v}: {e}") from None
         space[key] = values
@@ -142,7 +142,8 @@ def to_text(setting: Setting) -> str:
 
 def transport_of(setting: Setting) -> TransportConfig:
     """The socket settings of ``setting`` (its workload knobs left out)."""
-    return TransportConfig.parse({k: v for k, v in setting.items() if k not in WORKLOAD_KNOBS and k not in HPA_KNOBS})
+    return TransportConfig.parse({k: v for k, v in setting.items() if k not in WORKLOAD_KNOBS and k not in HPA_KNOBS},
+                                 place="socket")
 
 
 def _stats(xs: Sequence[float]) -> dict:

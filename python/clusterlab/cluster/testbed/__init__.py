@@ -8,8 +8,7 @@ behind), ``sysctl`` (per-host TCP settings).
 from clusterlab.cluster.testbed.clean import clean, leftovers
 from clusterlab.cluster.testbed.net import Testbed, require_root
 from clusterlab.cluster.testbed.node import Host, Switch, TestbedError
-from clusterlab.cluster.testbed.sysctl import TcpSettings
 from clusterlab.cluster.testbed.topo import StarTopo
 
-__all__ = ["Host", "StarTopo", "Switch", "TcpSettings", "Testbed", "TestbedError", "clean", "leftovers",
+__all__ = ["Host", "StarTopo", "Switch", "Testbed", "TestbedError", "clean", "leftovers",
            "require_root"]

@@ -34,7 +34,7 @@ from clusterlab._atomic import atomic_open
 from clusterlab.cluster.testbed import atmswitch, link, mover, wanline
 from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Node, Switch, TestbedError, in_netns, ns_name
-from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, TcpSettings, host_sysctls
+from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, host_sysctls
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
@@ -105,8 +105,7 @@ class Testbed:
     ``transport``: the TCP settings (a ``TransportConfig``, applied at ``place="testbed"``:
     per-host sysctls and routes, with timers multiplied by the topology's dilation; the
     per-socket knobs go to every rank that ``run`` starts). A setting the kernel cannot take
-    at this dilation is refused here, before anything is built. ``tcp``: the same as a
-    ``TcpSettings`` (older spelling). ``rps``: pin each interface's receive processing to one CPU (without it veth
+    at this dilation is refused here, before anything is built. ``rps``: pin each interface's receive processing to one CPU (without it veth
     spreads a flow over CPUs, reorders it, and TCP retransmits without any loss).
     ``offloads_off``: no TSO/GSO/GRO, so the links carry MTU-sized packets as real links do.
     ``static_neigh``: permanent ARP entries and static bridge entries (no ARP, no flooding).
@@ -118,16 +117,15 @@ class Testbed:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, topo: StarTopo, name: str | None = None, tcp: TcpSettings | TransportConfig | None = None,
+    def __init__(self, topo: StarTopo, name: str | None = None, transport: TransportConfig | None = None,
                  rps: bool = True, offloads_off: bool = True, static_neigh: bool = True, keep: bool = False,
-                 transport: TransportConfig | None = None, far_side_threads: bool = False):
+                 far_side_threads: bool = False):
         self.topo = topo
         self.name = check_name(name) if name else secrets.token_hex(2)
-        if tcp is not None and transport is not None:
-            raise TestbedError("give transport or tcp, not both")
-        if isinstance(tcp, TcpSettings):
-            tcp = tcp.transport()
-        self.transport = (transport or tcp or TransportConfig()).with_place("testbed")
+        if transport is not None and not isinstance(transport, TransportConfig):
+            raise ConfigError(f"transport must be a TransportConfig (TransportConfig.parse reads text), got "
+                              f"{type(transport).__name__}")
+        self.transport = (transport or TransportConfig()).with_place("testbed")
         why = self.transport.why_not(topo.dilation)
         if why:
             raise ConfigError(why)
@@ -334,9 +332,11 @@ class Testbed:
         except (OSError, ValueError) as e:
             raise TestbedError(f"{path}: damaged state file ({e}); take the testbed down with "
                                f"clusterlab testbed clean {name}") from None
+        if "transport" not in d:
+            raise TestbedError(f"{path}: written by an older clusterlab (no transport settings); take the "
+                               f"testbed down with clusterlab testbed clean {name}")
         try:
-            transport = TransportConfig.from_json(d["transport"]) if "transport" in d else TcpSettings(**{
-                k: v for k, v in d["tcp"].items() if k != "dilation"}).transport()
+            transport = TransportConfig.from_json(d["transport"])
             tb = cls(StarTopo.from_dict(d["topo"]), name=name, transport=transport, rps=d["rps"],
                      offloads_off=d["offloads_off"], static_neigh=d["static_neigh"], keep=True)
         except (KeyError, TypeError, AttributeError, ValueError) as e:

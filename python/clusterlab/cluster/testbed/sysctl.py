@@ -1,8 +1,7 @@
 """Per-host TCP settings of a testbed: per-namespace sysctls drawn from one ``TransportConfig``.
 
-The settings model and its parser are ``clusterlab.net.transport_config.TransportConfig``
-(``place="testbed"``); this module adds what every testbed namespace gets anyway and keeps
-``TcpSettings``, the older spelling (strings, ``rto_jitter``) that builds such a config.
+The settings and their parser are ``clusterlab.net.transport_config.TransportConfig`` (at
+``place="testbed"``); this module adds what every testbed namespace gets anyway.
 
 Seed 000's tuning: every node gets its own minimum retransmission timeout drawn from
 ``[rto_min, rto_min + rto_min_jitter]`` so that nodes that lost packets in the same burst do
@@ -11,19 +10,19 @@ own MIN + offset). Linux keeps ``tcp_rto_min_us`` and ``tcp_rto_max_ms`` per net
 namespace; ``tcp_rto_max_ms`` accepts 1 s..120 s only, so a MAX below one second needs a
 dilated testbed (timers x k): a setting the kernel cannot take is refused with the reason.
 
->>> s = TcpSettings(rto_min="5ms", rto_jitter="100ms", seed=7)
->>> d = s.draw(["h0", "h1", "h2"])
+>>> t = TransportConfig(rto_min="5ms", rto_min_jitter="100ms", seed=7)
+>>> d = host_sysctls(t, ["h0", "h1", "h2"])
 >>> [5000 <= v["net/ipv4/tcp_rto_min_us"] <= 105000 for v in d.values()]
 [True, True, True]
->>> d == s.draw(["h0", "h1", "h2"])   # same seed, same draws
+>>> d == host_sysctls(t, ["h0", "h1", "h2"])   # same seed, same draws
 True
->>> TcpSettings(rto_min="5ms", dilation=10).draw(["h0"])["h0"]["net/ipv4/tcp_rto_min_us"]
+>>> host_sysctls(TransportConfig(rto_min="5ms"), ["h0"], dilation=10)["h0"]["net/ipv4/tcp_rto_min_us"]
 50000
->>> TcpSettings(dilation=2).draw(["h0"])["h0"]["net/ipv4/tcp_rto_min_us"]   # the default, dilated
+>>> host_sysctls(TransportConfig(), ["h0"], dilation=2)["h0"]["net/ipv4/tcp_rto_min_us"]   # the default, dilated
 400000
->>> TcpSettings(rmem="4096 131072 6291456").draw(["h0"])["h0"]["net/ipv4/tcp_rmem"]
+>>> host_sysctls(TransportConfig(rmem="4096 131072 6291456"), ["h0"])["h0"]["net/ipv4/tcp_rmem"]
 '4096 131072 6291456'
->>> TcpSettings(rto_min="300s").draw(["h0"])
+>>> host_sysctls(TransportConfig(rto_min="300s"), ["h0"])
 Traceback (most recent call last):
 ...
 clusterlab.errors.ConfigError: rto_min 300s is above the kernel's default maximum RTO (120s, net.ipv4.tcp_rto_max_ms): the kernel would cut every RTO to the maximum. Lower it
@@ -31,12 +30,9 @@ clusterlab.errors.ConfigError: rto_min 300s is above the kernel's default maximu
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
-from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
-from clusterlab.units import parse_duration
 
 # Always set in every namespace of a testbed: no IPv6 chatter (router solicitations, MLD) on
 # the links, and no cached metrics from an earlier connection changing the next one's start.
@@ -66,42 +62,3 @@ def host_sysctls(transport: TransportConfig, hosts: list[str], dilation: float =
     by the config's seed; refuses a setting the kernel cannot take at ``dilation``."""
     base = {**BASE_SYSCTLS, "net/ipv4/tcp_retries2": retries2(dilation)}
     return {h: {**base, **transport.namespace_sysctls(i, dilation)} for i, h in enumerate(hosts)}
-
-
-@dataclasses.dataclass(frozen=True)
-class TcpSettings:
-    """The older way to give a testbed's TCP settings (strings welcome). ``transport()`` is
-    the equivalent ``TransportConfig``; None leaves the kernel default."""
-
-    rto_min: str | float | None = None
-    rto_jitter: str | float | None = None
-    rto_max: str | float | None = None
-    rmem: str | None = None
-    wmem: str | None = None
-    window_scaling: bool | None = None
-    seed: int = 0
-    dilation: float = 1.0
-
-    def __post_init__(self):
-        if self.rto_jitter is not None and self.rto_min is None:
-            raise ConfigError("rto_jitter needs rto_min (the jitter is added to it)")
-        for name in ("rto_min", "rto_jitter", "rto_max"):
-            v = getattr(self, name)
-            if v is not None and parse_duration(v) < 0:
-                raise ConfigError(f"{name} must not be negative, got {v!r}")
-        self.transport()
-
-    def transport(self) -> TransportConfig:
-        def dur(v):
-            return None if v is None else parse_duration(v)
-
-        return TransportConfig(rto_min=dur(self.rto_min), rto_min_jitter=dur(self.rto_jitter) or 0.0,
-                               rto_max=dur(self.rto_max), rmem=self.rmem, wmem=self.wmem,
-                               window_scaling=self.window_scaling, seed=self.seed, place="testbed")
-
-    def draw(self, hosts: list[str]) -> dict[str, dict[str, int | str]]:
-        """Sysctl values for each host (host i draws as rank i), reproducible by seed."""
-        return host_sysctls(self.transport(), hosts, self.dilation)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)

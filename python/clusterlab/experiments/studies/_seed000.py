@@ -1,7 +1,7 @@
 """What seed 000's studies share: its switch (100 PCs on one 155 Mbit/s ATM switch), its
 Solaris defaults, the two scales we run it at, the two switches and the two TCP stacks."""
 
-from clusterlab.experiments.spec import Tcp, Testbed
+from clusterlab.experiments.spec import Testbed, TransportConfig
 
 # One 155 Mbit/s switch, 64 KB output buffer per port; a NIC-like host queue (1000 jumbo
 # frames) so that drops happen at the switch, as on the ATM switch, not in the hosts' own queues.
@@ -24,7 +24,7 @@ SCALES = [{"name": "16 hosts", "hosts": 16}, {"name": "100 hosts", "hosts": 100}
 STACKS = ["linux", "seed-era"]
 
 # Solaris 2.5.1, the seed's OS: MIN 200 ms, MAX 60 s.
-SOLARIS = Tcp(rto_min="200ms", rto_max="60s", label="default (MIN 200 ms, MAX 60 s)")
+SOLARIS = TransportConfig(rto_min="200ms", rto_max="60s", label="default (MIN 200 ms, MAX 60 s)")
 
 NOTES = ("Seed 000 ran 100 Pentium Pro PCs on one HITACHI AN1000-20 ATM switch (155 Mbit/s UBR, cells "
          "dropped on overflow). Here: Linux network namespaces on one 2-core machine, with two switches side by "

@@ -6,7 +6,7 @@ allows k <= 2 (at most 120 s), so no one k spans the seed's whole sweep; at k = 
 
 import dataclasses
 
-from clusterlab.experiments.spec import DilationCheck, Grid, Study, Tcp, scatter, seed_numbers
+from clusterlab.experiments.spec import DilationCheck, Grid, Study, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.studies._seed000 import NOTES, SCALES, STACKS, SWITCH, SWITCHES
 from clusterlab.experiments.workloads import alltoall_broadcast
 
@@ -15,7 +15,7 @@ STUDY = Study(
     title="Seed 000 Fig. 2: all-to-all broadcast time vs MAX (MIN = 200 ms)",
     cluster=dataclasses.replace(SWITCH, dilation=3.0),
     workload=alltoall_broadcast(size="50KB"),
-    transport=Tcp(rto_min="200ms"),
+    transport=TransportConfig(rto_min="200ms"),
     grid=Grid(scale=SCALES, switch=SWITCHES, stack=STACKS, rto_max=["500ms", "1s", "2s", "5s", "10s", "20s", "40s"]),
     checks=[DilationCheck({"hosts": 16, "rto_max": "1s", "stack": "seed-era", "switch": "atm"}, dilations=(3, 6))],
     repeat=10, warmup=1, monitor=True,

@@ -3,7 +3,7 @@ RTO, with MAX = MIN + 100 ms. Every point at dilation 10: MAX = 10 ms + 100 ms n
 
 import dataclasses
 
-from clusterlab.experiments.spec import DilationCheck, Grid, Study, Tcp, scatter, seed_numbers
+from clusterlab.experiments.spec import DilationCheck, Grid, Study, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.studies._seed000 import NOTES, SCALES, STACKS, SWITCH, SWITCHES
 from clusterlab.experiments.workloads import alltoall_broadcast
 
@@ -12,7 +12,7 @@ STUDY = Study(
     title="Seed 000 Figs. 3-4: broadcast time and retransmissions vs MIN (MAX = MIN + 100 ms)",
     cluster=dataclasses.replace(SWITCH, dilation=10.0),
     workload=alltoall_broadcast(size="50KB"),
-    transport=Tcp(rto_max_offset="100ms"),
+    transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms"),  # rto_min: the grid's
     grid=Grid(scale=SCALES, switch=SWITCHES, stack=STACKS,
               rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms", "1s"]),
     checks=[DilationCheck({"hosts": 16, "rto_min": "200ms", "stack": "seed-era", "switch": "atm"}, dilations=(10, 20))],

@@ -3,7 +3,7 @@ hosts, default vs tuned TCP retransmission timers, retransmissions and timeouts 
 
 import dataclasses
 
-from clusterlab.experiments.spec import Grid, Study, Tcp, per_pass, scatter, seed_numbers, speedup
+from clusterlab.experiments.spec import Grid, Study, TransportConfig, per_pass, scatter, seed_numbers, speedup
 from clusterlab.experiments.studies._seed000 import NOTES, SOLARIS, SWITCH, SWITCHES
 from clusterlab.experiments.workloads import hpa_job
 
@@ -13,11 +13,11 @@ from clusterlab.experiments.workloads import hpa_job
 # cannot take. "real" runs the miners (1-16 hosts, MAX 1 s for the tuned line).
 COMPUTE = "replay"
 
-TUNED = Tcp(rto_min="250ms", rto_jitter="100ms", rto_max_offset="100ms",
-            label="tuned (MIN 250..350 ms random, MAX = MIN + 100 ms)")
+TUNED = TransportConfig(rto_min="250ms", rto_min_jitter="100ms", rto_max_offset="100ms",
+                        label="tuned (MIN 250..350 ms random, MAX = MIN + 100 ms)")
 # A real job cannot be dilated, and MAX below 1 s needs dilation: the closest at real time.
-TUNED_REAL_TIME = Tcp(rto_min="250ms", rto_jitter="100ms", rto_max="1s",
-                      label="tuned (MIN 250..350 ms random, MAX 1 s)")
+TUNED_REAL_TIME = TransportConfig(rto_min="250ms", rto_min_jitter="100ms", rto_max="1s",
+                                  label="tuned (MIN 250..350 ms random, MAX 1 s)")
 
 # The timers as an axis of their own, each with its dilation: the tuned MAX (350-450 ms) needs
 # k >= 2.86 and the default MAX (60 s) allows k <= 2, so no one k serves both. Dilation also
@@ -28,7 +28,7 @@ TUNED_REAL_TIME = Tcp(rto_min="250ms", rto_jitter="100ms", rto_max="1s",
 TIMERS = [
     {"name": "default (MIN 200 ms / MAX 60 s)", "rto_min": "200ms", "rto_max": "60s"},
     {"name": "default at k=3 (MIN 200 ms / MAX 40 s)", "rto_min": "200ms", "rto_max": "40s", "dilation": 3.0},
-    {"name": "tuned (MIN 250..350 ms random / MAX = MIN + 100 ms)", "rto_min": "250ms", "rto_jitter": "100ms", "rto_max_offset": "100ms", "dilation": 3.0},
+    {"name": "tuned (MIN 250..350 ms random / MAX = MIN + 100 ms)", "rto_min": "250ms", "rto_min_jitter": "100ms", "rto_max_offset": "100ms", "dilation": 3.0},
 ]
 
 # The seed's 200 MHz Pentium Pro against one core of this machine: about 100x on integer code

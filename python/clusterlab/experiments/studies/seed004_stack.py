@@ -3,10 +3,10 @@ The seed ran NPB 2.3 over LAM MPI on BSD/OS 3.1 and on RedHat Linux 6.2 (Linux g
 the seed suspects BSD/OS's mbuf chains). Today's stack choices are the congestion control
 (reno, cubic, bbr; per socket) and clusterlab's TCP mesh engine (Rust or the Python reference)."""
 
-from clusterlab.experiments.spec import Grid, Study, Tcp, Testbed, scatter, seed_numbers
+from clusterlab.experiments.spec import Grid, Study, Testbed, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.workloads.npb import npb_replay
 
-CONGESTION = [Tcp(congestion=cc, label=cc) for cc in ("reno", "cubic", "bbr")]
+CONGESTION = [TransportConfig(congestion=cc, label=cc) for cc in ("reno", "cubic", "bbr")]
 
 STUDY = Study(
     name="seed004-stack",
