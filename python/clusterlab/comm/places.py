@@ -15,7 +15,7 @@ from clusterlab.errors import ConfigError
 
 def has_knobs(transport) -> bool:
     """``transport`` sets something (a ``TransportConfig`` with every default sets nothing)."""
-    return transport is not None and transport.with_place("socket").to_text() != "default"
+    return transport is not None and not transport.is_default()
 
 
 def no_kwargs(kwargs, where: str) -> None:
