@@ -35,6 +35,7 @@ ROWS = [
     ("chess 60%", "chess.dat", 0.6),
     ("mushroom 10%", "mushroom.dat", 0.1),
     ("seed000-style 1M 0.7%", "seed000_1M.dat", 0.007),
+    ("seed000 10M 0.7%", "seed000.dat", 0.007),
 ]
 # Apriori explodes on dense data at low support: its time there is not worth waiting for.
 SLOW = 20.0

@@ -112,8 +112,15 @@ def make_sparse(path: Path) -> None:
     os.replace(tmp, path)
 
 
+def make_seed000(path: Path) -> None:
+    """Seed 000's own file: the project's generator, preset seed000 (10M transactions, seed 0)."""
+    from clusterlab.data.generate import generate_file
+
+    generate_file(path, "seed000", seed=0)
+
+
 def data_path(name: str) -> Path:
-    makers = {"seed000_1M.dat": make_seed000_style, "sparse11k.dat": make_sparse}
+    makers = {"seed000_1M.dat": make_seed000_style, "sparse11k.dat": make_sparse, "seed000.dat": make_seed000}
     if name not in makers:
         return shared_data() / name
     p = Path(tempfile.gettempdir()) / "clusterlab-bench" / name

@@ -10,14 +10,15 @@ In one run, side by side:
    count) vs clusterlab PFP on 2 ranks. Target: clusterlab at least 100x faster.
 
 3. ``--seed000 FILE`` (issue 11's targets; minutes, not in CI): the full seed000 file at 0.7%,
-   in one run, every repetition interleaved: the sequential kernels on one thread (read +
-   mine), the parallel algorithms run as ONE rank (``cd@1``, ``hpa@1``, ``pfp@1``: read +
+   in one run, every repetition interleaved: the sequential kernels and ``auto`` on one thread
+   (read + mine), the parallel algorithms run as ONE rank (``cd@1``, ``hpa@1``, ``pfp@1``: read +
    mine inside the rank; these are sequential runs too, and the best sequential run is the
    best of all of them), and the parallel algorithms on 2 local ranks of one thread each
    (job time inside the ranks, from the start of each rank's read to the result). Targets:
    best parallel >= 1.7x the best sequential run; HPA with seed 000's scheme (itemset hash,
    passes 3+ shipped, pass 2's dense pairs counted locally and all-reduced) >= 1.4x
-   sequential Apriori; PFP >= 1.5x sequential FP-growth; every result checked byte for byte
+   sequential Apriori; PFP >= 1.5x sequential FP-growth; ``auto`` at least as fast as ``cd@1``
+   (``cd1_vs_auto`` >= 1.0); every result checked byte for byte
    against the sequential table. Also recorded: CPU seconds (the slowest rank's), each
    rank's read time, peak memory and CSR share, the job's time split (read, scan, route,
    send, wait, count, sync), per-pass rows, and the load average of every row (wall ratios
@@ -123,8 +124,10 @@ def seed000_sequential(path: Path, min_support: float, algorithm: str):
     t1 = time.perf_counter()
     table = clusterlab.mine(b, min_support, algorithm=algorithm, threads=1)
     t2 = time.perf_counter()
+    from clusterlab.mining.result import table_info
+
     return {"read_s": t1 - t0, "mine_s": t2 - t1, "total_s": t2 - t0, "cpu_s": time.process_time() - c0,
-            "itemsets": table.num_rows, "load": load()}, table
+            "itemsets": table.num_rows, "algorithm": table_info(table)["algorithm"], "load": load()}, table
 
 
 def seed000_parallel(path: Path, min_support: float, spec: tuple, reference) -> dict:
@@ -157,7 +160,7 @@ def seed000_main(a) -> int:
     path = Path(a.seed000)
     out = a.output if a.output != str(ROOT / "bench" / "results" / "parallel.json") else \
         str(ROOT / "bench" / "results" / "parallel_seed000.json")
-    seq_algs = ["eclat", "apriori"] + ([] if a.skip_fpgrowth else ["fpgrowth"])
+    seq_algs = ["auto", "eclat", "apriori"] + ([] if a.skip_fpgrowth else ["fpgrowth"])
     seq: dict = {alg: [] for alg in seq_algs}
     specs = {**SEED000_ONE_RANK, **SEED000_PARALLEL}
     if a.skip_shipped:
@@ -176,7 +179,8 @@ def seed000_main(a) -> int:
             row, table = seed000_sequential(path, a.min_support, alg)
             reference = reference if reference is not None else table
             seq[alg].append(row)
-            print(f"[{rnd}] sequential {alg:8s}: {row['total_s']:.2f} s (cpu {row['cpu_s']:.2f}, load {row['load']})",
+            print(f"[{rnd}] sequential {alg:8s}: {row['total_s']:.2f} s (cpu {row['cpu_s']:.2f}, {row['algorithm']}, "
+                  f"load {row['load']})",
                   flush=True)
             del table
         for key, spec in specs.items():
@@ -221,6 +225,8 @@ def seed000_summary(res: dict, seq_algs: list, specs: dict) -> dict:
         "hpa_seed000_vs_apriori": ratio("apriori", "hpa-seed000", 1.4),
         "hpa_vs_apriori": ratio("apriori", "hpa", 1.4),
     }
+    if "auto" in seq and "cd@1" in par:  # the default sequential run at least as fast as CD on one rank
+        targets["cd1_vs_auto"] = ratio("cd@1", "auto", 1.0)
     if "fpgrowth" in seq:
         targets["pfp_vs_fpgrowth"] = ratio("fpgrowth", "pfp", 1.5)
     # Scaling of each algorithm against itself on one rank (information, no target).

@@ -107,6 +107,9 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
         drops = QdiscDrops(drops) if comm.rank == 0 else None
     if size < 0 or reps < 1 or warmup < 0:
         raise ConfigError(f"need size >= 0, reps >= 1, warmup >= 0 (got {size}, {reps}, {warmup})")
+    # A round's barriers wait as long as its receives: a flow stalled in timeouts (seconds each
+    # under dilation) holds every rank at the closing barrier.
+    comm.default_timeout = max(comm.default_timeout, timeout)
     dests = send_order(comm.rank, comm.size, order)
     block = np.full(size, comm.rank % 251, dtype=np.uint8)
     peers = [j for j in range(comm.size) if j != comm.rank]

@@ -90,8 +90,19 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
     t0 = time.perf_counter()
     import pyarrow.parquet as pq
 
+    pending: list = []
+    state["pending_rows"] = 0
+
     with atomic_path(path) as tmp:
         writer = pq.ParquetWriter(tmp, schema)
+
+        def flush():
+            if pending:
+                writer.write_table(pa.Table.from_batches(pending, schema=schema), row_group_size=1 << 30)
+                pending.clear()
+                state["pending_rows"] = 0
+                state["row_groups"] += 1
+
         try:
             def write(offsets, items, counts):
                 values = numpy_array(items, np.uint32)
@@ -100,7 +111,12 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
                 count = counts.astype(np.int64)
                 batch = pa.record_batch([list_array(offsets, values), numpy_array(count), numpy_array(count / max(n, 1))],
                                         schema=schema)
-                writer.write_batch(batch)
+                # Kernels hand over what each first-level item leaves (often a few itemsets):
+                # gather a chunk's worth per row group.
+                pending.append(batch)
+                state["pending_rows"] += batch.num_rows
+                if state["pending_rows"] >= chunk:
+                    flush()
                 lens = np.bincount(np.diff(offsets))
                 if lens.size > state["lengths"].size:
                     lens[:state["lengths"].size] += state["lengths"]
@@ -108,7 +124,6 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
                 else:
                     state["lengths"][:lens.size] += lens
                 state["itemsets"] += counts.size
-                state["row_groups"] += 1
                 rss = current_rss()
                 state["peak"] = max(state["peak"], rss)
                 if memory is not None and rss > memory:
@@ -129,6 +144,7 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
                 raise ConfigError(f"memory: this run reached {rss / 2**20:,.0f} MiB, over the --memory of "
                                   f"{memory / 2**20:,.0f} MiB (the input's {(b.offsets.nbytes + b.items.nbytes) / 2**20:,.0f} MiB and the "
                                   "kernel's working set must fit it): raise it or min_support") from None
+            flush()
         finally:
             writer.close()
     lengths = state["lengths"]

@@ -7,10 +7,11 @@
 //! transactions holding three or more of them (the others support no longer itemset). From
 //! there each level's candidates ([`super::apriori::apriori_gen`]) are counted by
 //! intersecting the lists of their two generating subsets (Eclat's step, breadth first), and
-//! only the lists of the frequent ones are kept. The input is read four times in all, where
+//! only the lists of the frequent ones are kept. The input is read three times in all, where
 //! the depth-first first level reads it once per batch of conditional databases that fits
-//! the memory budget; the extra memory is the lists of two levels (at most the occurrences of
-//! the paired items).
+//! the memory budget; the extra memory is the lists of two levels (the first: the occurrences
+//! of the paired items); a level whose lists outgrow the input (dense data) hands the run back
+//! to the depth-first miners, which bound their memory by the budget.
 
 use super::itemsets::{Itemsets, Limit, MineParams};
 use super::{apriori, pairs, prep, BasketsRef};
@@ -20,21 +21,20 @@ use rayon::prelude::*;
 struct Level {
     k: usize,
     items: Vec<u32>,
-    starts: Vec<usize>,
-    tids: Vec<u32>,
+    lists: Vec<Vec<u32>>,
 }
 
 impl Level {
     fn len(&self) -> usize {
-        self.starts.len() - 1
-    }
-
-    fn list(&self, i: usize) -> &[u32] {
-        &self.tids[self.starts[i]..self.starts[i + 1]]
+        self.lists.len()
     }
 
     fn row(&self, i: usize) -> &[u32] {
         &self.items[i * self.k..(i + 1) * self.k]
+    }
+
+    fn tids(&self) -> usize {
+        self.lists.iter().map(Vec::len).sum()
     }
 
     /// Position of `set` (k items) among the rows (binary search: rows are lexicographic).
@@ -54,80 +54,34 @@ impl Level {
     /// The lists of the (k+1)-candidates `cands` (flat, lexicographic, both generators
     /// present): the intersection of the lists of `c[..k]` and of `c[..k-1] + c[k]`.
     fn extend(&self, cands: &[u32]) -> Level {
-        let k1 = self.k + 1;
-        let n = cands.len() / k1;
-        let chunk = n.div_ceil(rayon::current_num_threads() * 8).max(16);
-        let parts: Vec<(Vec<usize>, Vec<u32>)> = cands
-            .par_chunks(chunk * k1)
-            .map(|cs| {
-                let (mut lens, mut tids) = (Vec::with_capacity(cs.len() / k1), Vec::new());
-                let mut key = vec![0u32; self.k];
-                for c in cs.chunks_exact(k1) {
-                    key[..self.k - 1].copy_from_slice(&c[..self.k - 1]);
-                    key[self.k - 1] = c[self.k];
-                    let a = self.find(&c[..self.k]).expect("generator of a candidate");
-                    let b = self.find(&key).expect("generator of a candidate");
-                    let before = tids.len();
-                    intersect(self.list(a), self.list(b), &mut tids);
-                    lens.push(tids.len() - before);
-                }
-                (lens, tids)
+        let (k, k1) = (self.k, self.k + 1);
+        let lists = cands
+            .par_chunks(k1)
+            .with_min_len(8)
+            .map_init(|| vec![0u32; k], |key, c| {
+                key[..k - 1].copy_from_slice(&c[..k - 1]);
+                key[k - 1] = c[k];
+                let a = self.find(&c[..k]).expect("generator of a candidate");
+                let b = self.find(key).expect("generator of a candidate");
+                let mut out = Vec::new();
+                intersect(&self.lists[a], &self.lists[b], &mut out);
+                out
             })
             .collect();
-        Level::joined(k1, cands, parts)
-    }
-
-    /// The lists of the k-candidates `cands` (flat, lexicographic) from the lists of single
-    /// items (`self`, k = 1): the intersection of their items' lists. Level 3 is counted so,
-    /// without the pairs' lists (which would be held beside the items' lists).
-    fn extend_items(&self, cands: &[u32], k: usize) -> Level {
-        debug_assert_eq!(self.k, 1);
-        let n = cands.len() / k;
-        let chunk = n.div_ceil(rayon::current_num_threads() * 8).max(16);
-        let parts: Vec<(Vec<usize>, Vec<u32>)> = cands
-            .par_chunks(chunk * k)
-            .map(|cs| {
-                let (mut lens, mut tids, mut tmp) = (Vec::with_capacity(cs.len() / k), Vec::new(), Vec::new());
-                for c in cs.chunks_exact(k) {
-                    let before = tids.len();
-                    tmp.clear();
-                    intersect(self.list(c[0] as usize), self.list(c[1] as usize), &mut tmp);
-                    for &x in &c[2..] {
-                        let mut next = Vec::with_capacity(tmp.len());
-                        intersect(&tmp, self.list(x as usize), &mut next);
-                        tmp = next;
-                    }
-                    tids.extend_from_slice(&tmp);
-                    lens.push(tids.len() - before);
-                }
-                (lens, tids)
-            })
-            .collect();
-        Level::joined(k, cands, parts)
-    }
-
-    fn joined(k: usize, cands: &[u32], parts: Vec<(Vec<usize>, Vec<u32>)>) -> Level {
-        let mut starts = Vec::with_capacity(cands.len() / k + 1);
-        starts.push(0);
-        let mut tids = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
-        for (lens, t) in parts {
-            for l in lens {
-                starts.push(starts.last().unwrap() + l);
-            }
-            tids.extend_from_slice(&t);
-        }
-        Level { k, items: cands.to_vec(), starts, tids }
+        Level { k: k1, items: cands.to_vec(), lists }
     }
 
     /// Keep the rows `keep` marks.
     fn retain(self, keep: &[bool]) -> Level {
-        let (mut items, mut starts, mut tids) = (Vec::new(), vec![0usize], Vec::new());
-        for (i, _) in keep.iter().enumerate().filter(|x| *x.1) {
-            items.extend_from_slice(self.row(i));
-            tids.extend_from_slice(self.list(i));
-            starts.push(tids.len());
+        let mut items = Vec::new();
+        let mut lists = Vec::new();
+        for (i, l) in self.lists.into_iter().enumerate() {
+            if keep[i] {
+                items.extend_from_slice(&self.items[i * self.k..(i + 1) * self.k]);
+                lists.push(l);
+            }
         }
-        Level { k: self.k, items, starts, tids }
+        Level { k: self.k, items, lists }
     }
 }
 
@@ -148,63 +102,35 @@ fn intersect(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
 const PAIR_BYTES: usize = 32 << 20;
 
 /// Lists of the paired items (`code` maps an id to its rank among the `m` frequent items, or
-/// `NONE`) over the transactions holding three or more of them; transaction t has id t.
+/// `NONE`) over the transactions holding three or more of them; transaction t has id t. One
+/// read: each thread's share of the transactions fills its own lists, joined in order.
 fn item_lists(db: BasketsRef<'_>, code: &prep::IdLookup, m: usize) -> Level {
-    let chunks = prep::chunk_ranges(db.len(), 4);
-    let per_chunk: Vec<Vec<usize>> = chunks
-        .par_iter()
-        .map_init(Vec::new, |buf, &(a, b)| {
-            let mut c = vec![0usize; m];
+    let parts: Vec<Vec<Vec<u32>>> = prep::chunk_ranges(db.len(), 1)
+        .into_par_iter()
+        .map(|(a, b)| {
+            let mut lists = vec![Vec::new(); m];
+            let mut buf = Vec::new();
             for t in a..b {
                 buf.clear();
-                code.extend_mapped(db.transaction(t), buf);
+                code.extend_mapped(db.transaction(t), &mut buf);
                 if buf.len() >= 3 {
-                    for &x in buf.iter() {
-                        c[x as usize] += 1;
+                    for &x in &buf {
+                        lists[x as usize].push(t as u32);
                     }
                 }
             }
-            c
+            lists
         })
         .collect();
-    let mut starts = vec![0usize; m + 1];
-    for r in 0..m {
-        starts[r + 1] = starts[r] + per_chunk.iter().map(|c| c[r]).sum::<usize>();
-    }
-    // Each chunk fills its own range of every list (chunks in transaction order keep every
-    // list ascending): the write positions are disjoint by construction.
-    let mut cursors: Vec<Vec<usize>> = Vec::with_capacity(chunks.len());
-    let mut at = starts[..m].to_vec();
-    for c in &per_chunk {
-        cursors.push(at.clone());
-        for r in 0..m {
-            at[r] += c[r];
+    let mut parts = parts.into_iter();
+    let mut lists = parts.next().unwrap_or_else(|| vec![Vec::new(); m]);
+    for p in parts {
+        for (l, x) in lists.iter_mut().zip(p) {
+            l.extend_from_slice(&x);
         }
     }
-    let mut tids = vec![0u32; starts[m]];
-    let out = SharedSlice(tids.as_mut_ptr());
-    chunks.par_iter().zip(cursors).for_each_init(Vec::new, |buf, (&(a, b), mut cur)| {
-        let out = &out;
-        for t in a..b {
-            buf.clear();
-            code.extend_mapped(db.transaction(t), buf);
-            if buf.len() >= 3 {
-                for &x in buf.iter() {
-                    // SAFETY: cur[x] stays inside this chunk's range of list x (sized by
-                    // the counting pass over the same transactions), which no other chunk
-                    // writes; the vector outlives the loop.
-                    unsafe { *out.0.add(cur[x as usize]) = t as u32 };
-                    cur[x as usize] += 1;
-                }
-            }
-        }
-    });
-    Level { k: 1, items: (0..m as u32).collect(), starts, tids }
+    Level { k: 1, items: (0..m as u32).collect(), lists }
 }
-
-struct SharedSlice(*mut u32);
-// SAFETY: the threads write disjoint positions (see item_lists).
-unsafe impl Sync for SharedSlice {}
 
 /// All frequent itemsets (canonical, in item ids), level by level (see the module docs), or
 /// None when the input is weighted, its pair triangle too large, or `only_large` is set and
@@ -233,7 +159,7 @@ pub(crate) fn levelwise(db: BasketsRef<'_>, p: &MineParams, limit: &Limit, only_
 /// The levels, or None once a level's lists would take more than the input's items (or 4 MiB; dense
 /// data: the depth-first miners bound their memory by the budget instead).
 fn mine_levels(db: BasketsRef<'_>, p: &MineParams, limit: &Limit, ids: &[u32], counts: &[u64], keep: &[usize]) -> Option<Itemsets> {
-    let too_large = |l: &Level| l.tids.len() > db.items.len().max(1 << 20);
+    let too_large = |l: &Level| l.tids() > db.items.len().max(1 << 20);
     let freq_ids: Vec<u32> = keep.iter().map(|&k| ids[k]).collect();
     let m = freq_ids.len();
     let mut out = Itemsets::new();
@@ -272,25 +198,27 @@ fn mine_levels(db: BasketsRef<'_>, p: &MineParams, limit: &Limit, ids: &[u32], c
     }
     let pair_ids: Vec<u32> = (0..m).filter(|&r| in_pair[r]).map(|r| freq_ids[r]).collect();
     let up: Vec<u32> = (0..m as u32).filter(|&r| in_pair[r as usize]).collect();
-    let mut lists = item_lists(db, &prep::value_lookup(&pair_ids, |c| up[c]), m);
-    if too_large(&lists) {
+    let items = item_lists(db, &prep::value_lookup(&pair_ids, |c| up[c]), m);
+    if too_large(&items) {
         return None;
     }
+    let mut lists = items.extend(&level.items);
+    drop(items);
     let mut k = 3;
     loop {
         let cands = apriori::apriori_gen(&level).expect("levels are canonical");
         if cands.is_empty() {
             break;
         }
-        let next = if k == 3 { lists.extend_items(&cands.items, 3) } else { lists.extend(&cands.items) };
+        let next = lists.extend(&cands.items);
         if too_large(&next) {
             return None;
         }
-        let keep: Vec<bool> = (0..next.len()).map(|i| (next.starts[i + 1] - next.starts[i]) as u64 >= p.min_count).collect();
+        let keep: Vec<bool> = next.lists.iter().map(|l| l.len() as u64 >= p.min_count).collect();
         let idx: Vec<u32> = (0..keep.len() as u32).filter(|&i| keep[i as usize]).collect();
         let mut found = cands.gather(&idx);
         for (j, &i) in idx.iter().enumerate() {
-            found.counts[j] = (next.starts[i as usize + 1] - next.starts[i as usize]) as u64;
+            found.counts[j] = next.lists[i as usize].len() as u64;
         }
         emit(&found, k, &mut out);
         if found.len() < 2 || k >= p.max_len || limit.stopped() {

@@ -162,7 +162,7 @@ impl std::fmt::Display for MineError {
 pub fn mine(db: BasketsRef<'_>, algo: Algorithm, target: Target, p: MineParams, limit: &Limit) -> Result<Itemsets, MineError> {
     let run = |q: MineParams| -> Result<Itemsets, MineError> {
         // Level by level over tid-lists when the input is larger than the memory budget: the
-        // pass structure of Count Distribution on one rank (four reads of the input).
+        // pass structure of Count Distribution on one rank (three reads of the input).
         let large = || levelwise::levelwise(db, &q, limit, true);
         let r: Itemsets = match algo {
             Algorithm::Apriori => large().unwrap_or_else(|| apriori::apriori(db, &q, limit)),

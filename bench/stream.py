@@ -1,0 +1,114 @@
+"""Results larger than memory: ``clusterlab mine -o out.parquet --memory 2GB`` against the
+in-memory run and pyfim, time and peak memory, each in its own process.
+
+Not a test. Per row: the streamed run (one mining thread, the itemsets written as Parquet row
+groups as found), the in-memory run (``clusterlab mine -o``: the whole table, then one write;
+it stops at the default cap of 20M itemsets) and pyfim's ``fpgrowth`` (a list of every
+itemset in memory; ``--pyfim-timeout`` seconds at most). Peak RSS is each process's
+``ru_maxrss``; the load average is recorded before each run. Writes bench/results/stream.json.
+
+    python bench/stream.py [--rows chess40,t10-0.005] [--memory 2GB] [--pyfim-timeout 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fim import data_path  # noqa: E402
+
+ROWS = {
+    "chess40": ("chess.dat", 0.40),
+    "chess30": ("chess.dat", 0.30),
+    "chess20": ("chess.dat", 0.20),
+    "chess15": ("chess.dat", 0.15),
+    "t10-0.005": ("T10I4D100K.dat", 0.00005),
+}
+
+PYFIM = """
+import resource, sys, time
+sys.path = [p for p in sys.path if not p.endswith('bench')]
+import fim
+lists = [[int(x) for x in line.split()] for line in open(sys.argv[1])]
+t = time.perf_counter()
+n = len(fim.fpgrowth(lists, supp=-int(sys.argv[2]), zmin=1))
+print(n, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def cli(path: Path, supp: float, out: Path, memory: str | None, timeout: float) -> dict:
+    cmd = [sys.executable, "-m", "clusterlab", "mine", str(path), "-s", repr(supp), "-o", str(out), "--json", "-q"]
+    if memory:
+        cmd += ["--memory", memory]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    t = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout after {timeout:.0f} s"}
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        return {"status": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}", "wall_s": wall}
+    s = json.loads(r.stdout)
+    size = out.stat().st_size if out.exists() else 0
+    out.unlink(missing_ok=True)
+    return {"status": "ok", "wall_s": wall, "itemsets": s["itemsets"], "seconds": s["seconds"],
+            "peak_rss_bytes": s["peak_rss_bytes"], "file_bytes": size, "algorithm": s["algorithm"],
+            "row_groups": s.get("row_groups")}
+
+
+def pyfim(path: Path, supp: float, timeout: float) -> dict:
+    import math
+
+    n_tx = sum(1 for _ in open(path))
+    mc = max(1, math.ceil(supp * n_tx))
+    try:
+        r = subprocess.run([sys.executable, "-c", PYFIM, str(path), str(mc)], capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timeout after {timeout:.0f} s"}
+    if r.returncode != 0:
+        return {"status": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}
+    n, s, rss = r.stdout.split()
+    return {"status": "ok", "itemsets": int(n), "mine_s": float(s), "peak_rss_bytes": int(rss)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default="chess40,t10-0.005")
+    ap.add_argument("--memory", default="2GB")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--pyfim-timeout", type=float, default=300)
+    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "stream.json"))
+    a = ap.parse_args()
+    res = {"machine": {"cpus": os.cpu_count()}, "memory": a.memory, "rows": {}}
+    tmp = Path(tempfile.mkdtemp(prefix="clusterlab-stream-"))
+    for key in a.rows.split(","):
+        name, supp = ROWS[key]
+        path = data_path(name)
+        row = {"file": name, "min_support": supp}
+        for tool in ("streamed", "in_memory", "pyfim"):
+            load = os.getloadavg()[0]
+            if tool == "pyfim":
+                r = pyfim(path, supp, a.pyfim_timeout)
+            else:
+                r = cli(path, supp, tmp / f"{key}.parquet", a.memory if tool == "streamed" else None, a.timeout)
+            row[tool] = {**r, "load": round(load, 2)}
+            print(f"{key:10s} {tool:9s} {json.dumps(row[tool])}", flush=True)
+        res["rows"][key] = row
+    out = Path(a.output)
+    t = out.with_suffix(".tmp")
+    t.write_text(json.dumps(res, indent=1))
+    os.replace(t, out)
+
+
+if __name__ == "__main__":
+    main()
