@@ -65,7 +65,7 @@ def part_incast(reps: int) -> dict:
             for discard in ("none", "ppd", "epd"):
                 topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard=discard, mtu=mtu)
                 l0 = load()
-                r = incast(topo, 4, 8 << 20, name="bsw")
+                r = incast(Testbed(topo, name="bsw"), 4, 8 << 20)
                 rows.append({"rep": rep, "mtu": mtu, "discard": discard, "load_before": l0, "load_after": load(),
                              **{k: r[k] for k in ("seconds", "goodput_mbps", "ideal_mbps", "goodput_share", "retransmits")},
                              **{f"port_{k}": v for k, v in r["port"].items()}})

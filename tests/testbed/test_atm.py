@@ -103,8 +103,9 @@ def test_uncongested_it_carries_tcp_at_the_cell_rate_and_a_job(name):
     assert abs(mbps / ideal_mbps(topo) - 1) < 0.03, (mbps, ideal_mbps(topo))
     t = tb.atm_totals
     assert t is not None and sum(t["frames_lost"]) == 0 and t["send_errors"] == 0
-    # frames left when the model said their last cell did (mean lateness well under a frame's 68 us)
-    assert abs(t["late_mean_ns"]) < 50_000, t
+    # frames left close to when the model said their last cell did (a full frame takes 543 us;
+    # measured 11 us late on average on a quiet machine, 56 us at load 6)
+    assert abs(t["late_mean_ns"]) < 250_000, t
     assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
 
 
@@ -120,22 +121,25 @@ def test_two_sites_on_atm_switches(name):
 
 
 @pytest.mark.root
-def test_early_packet_discard_beats_plain_ubr_under_tcp_incast(name):
-    """Four TCP flows of 8 MB into one port of 256 cells, MTU 9180 (measured: goodput 0.65-0.67
-    of the link under plain UBR, 0.76 with EPD, in 3 of 3 pairs)."""
+def test_tcp_incast_overflows_the_port_and_each_discard_policy_acts(name):
+    """Four TCP flows of 8 MB into one port of 256 cells, MTU 9180. The goodput ordering of the
+    policies (Floyd and Romanow) is a property of the model, tested in Rust with greedy senders;
+    with TCP on a shared machine it moves with the load (goodput shares of UBR 0.65-0.67 and EPD
+    0.76 on a quiet machine, both about 0.58 at load 6), so it is a bench result
+    (bench/switch.py --incast), and this test checks what each policy does at the port."""
     if shutil.which("iperf3") is None:
         pytest.skip("iperf3 is not installed (make system-deps installs it)")
-    share = {}
-    for discard in ("none", "epd"):
+    for discard in ("none", "ppd", "epd"):
         topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard=discard)
-        runs = [incast(Testbed(topo, name=name), 4, 8 << 20) for _ in range(2)]
-        share[discard] = sum(r["goodput_share"] for r in runs) / 2
-        port = runs[0]["port"]
-        # the port overflowed; UBR sends cells of dead frames, EPD refuses whole frames
-        assert port["cells_dropped"] > 0 and port["frames_lost"] > 0, port
-        assert (port["cells_discarded"] > 0) == (discard == "epd"), port
-        assert port["cells_wasted"] > 0 or discard == "epd", port
-    assert share["none"] < share["epd"], share
+        r = incast(Testbed(topo, name=name), 4, 8 << 20)
+        port = r["port"]
+        assert r["bytes"] == 4 * (8 << 20) and 0.2 < r["goodput_share"] <= 1.02, r
+        # the port overflowed and frames died at reassembly
+        assert port["cells_dropped"] > 0 and port["frames_lost"] > 0, (discard, port)
+        if discard == "none":  # every cell is offered: nothing discarded, dead frames' cells sent anyway
+            assert port["cells_discarded"] == 0 and port["cells_wasted"] > 0, port
+        else:  # PPD throws away the rest of a damaged frame, EPD whole frames at the threshold
+            assert port["cells_discarded"] > 0, (discard, port)
 
 
 @pytest.mark.root
