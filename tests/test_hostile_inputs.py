@@ -159,12 +159,13 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "KERNEL": ["", "xx"], "--class": ["", "Z", "SS"], "--ranks": POS_INT, "--backend": CHOICE,
             "--seed": INT[1:], "--timeout": POS_FLOAT, "--trace": UNWRITABLE_FILE, **TRANSPORT}),
         ("npb", "official"): (["npb", "official", "@data"], {
-            "BINARY": ["", "/nonexistent", "@dir"], "--ranks": POS_INT, "--timeout": POS_FLOAT}),
+            "BINARY": ["", "/nonexistent", "@dir"], "--ranks": POS_INT, "--timeout": POS_FLOAT,
+            "--testbed": ["", "UPPER", "../x"]}),
         ("run",): (["run", "-n", "1"], {
             "--nodes": POS_INT, "--backend": CHOICE, **TRANSPORT, "--seed": INT[1:], "--timeout": DURATION,
             "--comm-timeout": DURATION, "--grace": DURATION, "--setup-timeout": DURATION, "--launcher": CHOICE,
             "--hostfile": ["/nonexistent", "@hostfile", "@dir"], "--iface": [], "--rendezvous": [],
-            "--mpiexec-args": [], "COMMAND": ["/nonexistent/cmd", ""]}),
+            "--mpiexec-args": [], "COMMAND": ["/nonexistent/cmd", ""], "--testbed": ["", "UPPER", "../x"]}),
         ("tune", "model"): (["tune", "model", "--backend", "inproc", "-o", "{out}/m.json"], {
             "--ranks": POS_INT, "--output": UNWRITABLE_FILE, "--sizes": ["", "8:2", "1:1e400", "nan"],
             "--trial-time": POS_FLOAT, "--backend": CHOICE, "--concurrency": FLOAT}),
