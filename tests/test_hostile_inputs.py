@@ -310,7 +310,8 @@ def _options(cmd: click.Command) -> set[str]:
     out = set()
     for p in cmd.params:
         if isinstance(p, click.Option):
-            if p.is_flag or p.name == "help":
+            # hidden options are old spellings that only refuse (tests/experiments/test_transport_walk.py)
+            if p.is_flag or p.name == "help" or p.hidden:
                 continue
             out.add(max(p.opts, key=len))
         else:

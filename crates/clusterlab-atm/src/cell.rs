@@ -255,7 +255,11 @@ impl CellSwitch {
         let n = cells_for(sdu);
         let start = t.max(self.in_busy[input]);
         self.in_busy[input] = start + n as u64 * c;
-        let last = start + n as u64 * c;
+        // Cells enter the fabric at the first slot boundary after they arrived: the frame is
+        // decided when its last cell does (its slot, not its arrival, or a wake-up at the
+        // arrival would find it undecided and nothing would wake the switch for it again).
+        let first_slot = (start + c).div_ceil(c) * c;
+        let last = first_slot + (n as u64 - 1) * c;
         let mut any = false;
         for &o in outputs {
             let o = o as usize;
@@ -263,9 +267,7 @@ impl CellSwitch {
                 continue;
             }
             any = true;
-            // The first slot boundary at or after the first cell's arrival.
-            let at = (start + c).div_ceil(c) * c;
-            let a = Active { tag, input: input as u16, at, next: 0, n, enqueued: 0, lost: false,
+            let a = Active { tag, input: input as u16, at: first_slot, next: 0, n, enqueued: 0, lost: false,
                              state: State::Whole, last_departure: 0 };
             let port = &mut self.ports[o];
             port.stats.frames_in += 1;
@@ -423,6 +425,19 @@ mod tests {
         s.advance(192_000, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(s.next_decision_ns(), None);
+    }
+
+    #[test]
+    fn a_frame_arriving_between_slots_is_decided_when_its_last_cell_enters_its_slot() {
+        let mut s = sw(3, 1000, Discard::None);
+        // From 0.5 us: cells arrive at 1.5 and 2.5 us, enter in slots 2 and 3 (us).
+        assert_eq!(s.offer(500, 0, &[1], 48, 1), 3_000);
+        assert_eq!(s.next_decision_ns(), Some(3_000));
+        let mut out = vec![];
+        s.advance(2_999, &mut out);
+        assert!(out.is_empty() && s.next_decision_ns() == Some(3_000));
+        s.advance(3_000, &mut out);
+        assert_eq!(out, vec![Outcome::Deliver { tag: 1, output: 1, at_ns: 4_000 }]);
     }
 
     #[test]

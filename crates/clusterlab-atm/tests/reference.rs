@@ -122,9 +122,15 @@ fn key(o: &Outcome) -> (u64, u16) {
 fn model(cfg: SwitchConfig, offers: &[Offer]) -> (Vec<Outcome>, Vec<PortStats>) {
     let mut sw = CellSwitch::new(cfg).unwrap();
     let mut out = Vec::new();
+    // (last cell's time, copies) of every offer: each must be decided by the first advance at
+    // or after that time (the switch's loop wakes then and not again for it).
+    let mut due: Vec<(u64, usize)> = Vec::new();
     for f in offers {
         sw.advance(f.t_ns, &mut out);
-        sw.offer(f.t_ns, f.input, &f.outputs, f.sdu, f.tag);
+        let decided: usize = due.iter().filter(|(t, _)| *t <= f.t_ns).map(|(_, k)| k).sum();
+        assert_eq!(out.len(), decided, "frames whose last cell came by {} ns must be decided", f.t_ns);
+        let last = sw.offer(f.t_ns, f.input, &f.outputs, f.sdu, f.tag);
+        due.push((last, f.outputs.iter().filter(|&&o| o as usize != f.input).count()));
     }
     sw.advance(u64::MAX / 1000, &mut out);
     assert_eq!(sw.late_offers(), 0);
