@@ -129,7 +129,7 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "--size": [*POS_SIZE, "1000GB"], "--reps": POS_INT, "--warmup": INT, "--order": CHOICE,
             "--ranks": [*POS_INT, "1", "100000"], "--hosts": [*POS_INT, "1", "100000"], "--interval": POS_FLOAT,
             "--run-dir": UNWRITABLE_DIR,
-            **TOPO, **TRANSPORT, **TESTBED_KNOBS, "--tb-seed": INT[1:]}),
+            **TOPO, **TRANSPORT, **TESTBED_KNOBS, "--seed": INT[1:]}),
         ("experiment", "run"): (["experiment", "run", "local-speedup", "--quick", "--dry-run"], {
             "NAME": ["", "nope", "../x"],
             "--set": ["", "=", "repeat", "repeat=", "repeat=nan", "repeat=0", "repeat=1e400", "warmup=-1",
@@ -145,8 +145,8 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
                                      "1", "-o", "{out}/sp"], {
             "--algorithm": CHOICE, "--nodes": ["", "0", "-1", "a", "1e400", "100000", "1,,2"],
             "--data": ["", "/nonexistent.dat", "@dir"], "--min-support": POS_FLOAT,
-            "--transport": ["x", "nope=1", "rto_min=1e400ms"], "--rto-min": DURATION, "--rto-jitter": DURATION,
-            "--rto-max-extra": DURATION, "--repeat": POS_INT, "--backend": CHOICE, "--block-size": POS_SIZE,
+            "--transport": ["x", "nope=1", "rto_min=1e400ms"], "--rto-min": DURATION, "--rto-min-jitter": DURATION,
+            "--rto-max-offset": DURATION, "--repeat": POS_INT, "--backend": CHOICE, "--block-size": POS_SIZE,
             "--output": UNWRITABLE_DIR}),
         ("report",): (["report"], {
             "RUN_DIR": ["", "/nonexistent", "@data", "@meta_list", "@meta_dir", "@meta_not_json", "@meta_spec_list",
@@ -181,7 +181,7 @@ ROOT_TABLE = {
     ("testbed", "up"): (["testbed", "up", "--hosts", "2"], {
         "--hosts": [*POS_INT, "1", "100000"], "--name": ["", "UPPER", "x" * 20, "../x"], **TOPO,
         "--sites": ["", "4+3", "a+b", "0+2"], "--wan-rate": RATE, "--wan-delay": DURATION, "--wan-queue": POS_SIZE,
-        **TRANSPORT, **TESTBED_KNOBS, "--tb-seed": INT[1:]}),
+        **TRANSPORT, **TESTBED_KNOBS, "--seed": INT[1:]}),
     ("testbed", "exec"): (["testbed", "exec"], {"NAME": ["", "UPPER", "../x", "zzcorr"], "HOST": [],
                                                  "COMMAND": []}),
     ("testbed", "down"): (["testbed", "down"], {"NAME": ["", "UPPER", "../x", "x" * 20]}),

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterlab.cluster import InProcess
+from clusterlab.cluster import InProcess, Local
 from clusterlab.comm.inproc import run_threads
 from clusterlab.data import Baskets, read_partition
 from clusterlab.data.io import read_fimi
@@ -131,8 +131,8 @@ def test_a_ranks_peak_memory_stays_near_its_share(tmp_path):
     big = tmp_path / "big.dat"
     generate_file(big, "seed000", transactions=600_000, seed=1)
     tiny = write(tmp_path, [[1, 2], [1, 2, 3]] * 10, "tiny.dat")
-    base = run_parallel(tiny, nodes=1, algorithm="cd", min_support=0.5).ranks[0]["peak_rss_bytes"]
-    r = run_parallel(big, nodes=1, algorithm="cd", min_support=0.01).ranks[0]
+    base = run_parallel(tiny, nodes=1, algorithm="cd", min_support=0.5, cluster=Local()).ranks[0]["peak_rss_bytes"]
+    r = run_parallel(big, nodes=1, algorithm="cd", min_support=0.01, cluster=Local()).ranks[0]
     assert r["csr_bytes"] > 30 * 2**20
     assert r["peak_rss_bytes"] - base < 2.0 * r["csr_bytes"], (r, base)
 

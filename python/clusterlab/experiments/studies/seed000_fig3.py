@@ -15,7 +15,7 @@ STUDY = Study(
     transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms"),  # rto_min: the grid's
     grid=Grid(scale=SCALES, switch=SWITCHES, stack=STACKS,
               rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms", "1s"]),
-    checks=[DilationCheck({"hosts": 16, "rto_min": "200ms", "stack": "seed-era", "switch": "atm"}, dilations=(10, 20))],
+    checks=[DilationCheck({"hosts": 16, "rto_min": "200ms", "stack": "seed-era", "switch": "bridge"}, dilations=(10, 20))],
     repeat=10, warmup=1, monitor=True,
     quick={"scale": "16 hosts", "hosts": "8", "switch": "atm", "rto_min": "10ms,200ms", "repeat": "2"},
     report=[scatter(x="rto_min_s", y="seconds", hue="switch+stack+scale", logx=True),
