@@ -111,10 +111,12 @@ def test_the_storage_workloads_ask_the_study_monitor_for_host_cpu_and_the_backin
 
     from clusterlab.experiments import workloads
 
-    tb = SimpleNamespace(hosts=[SimpleNamespace(name=f"h{i}") for i in range(5)])
+    tb = SimpleNamespace(name="t1", hosts=[SimpleNamespace(name=f"h{i}") for i in range(5)])
     for name in ("iscsi_bonnie", "mining_from_target"):
-        assert workloads.get(name).monitor_options(tb) == {"host_cpu": True, "backing": True, "storage_host": "h4",
-                                                             "capture": False, "ifaces": ("eth0", "eth1")}
+        opts = workloads.get(name).monitor_options(tb)
+        reader = opts.pop("backing")  # the monitor's backing-store reader, bound to this testbed
+        assert callable(reader) and reader.args == ("t1",)
+        assert opts == {"host_cpu": True, "storage_host": "h4", "capture": False, "ifaces": ("eth0", "eth1")}
     assert getattr(workloads.get("pingpong"), "monitor_options", None) is None
 
 

@@ -11,7 +11,7 @@
 
 use crate::cell::{CellSwitch, Outcome, PortStats, SwitchConfig, LLC_SNAP};
 use crate::sock::{AllPorts, Received, BATCH, VNET_HDR_LEN};
-use clusterlab_wan::run::mono_ns;
+use clusterlab_wan::run::{go_realtime, mono_ns, real_ns, unix_seconds};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
@@ -87,26 +87,6 @@ pub struct Totals {
     /// stacks run in it (a veth delivers in the writer's context).
     pub send_ns_sum: u64,
     pub send_ns_max: u64,
-}
-
-fn real_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn unix_seconds() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
-
-fn go_realtime() -> bool {
-    // SAFETY: plain libc calls on the calling thread.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
-        let p = libc::sched_param { sched_priority: 10 };
-        libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0
-    }
 }
 
 /// Frames held between arrival and departure: a buffer and how many ports still have to send it.

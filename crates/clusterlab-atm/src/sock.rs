@@ -13,28 +13,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 pub use clusterlab_wan::afpacket::VNET_HDR_LEN;
 
-const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-const PACKET_VNET_HDR: libc::c_int = 15;
+use clusterlab_wan::afpacket::{cvt, setopt, PACKET_IGNORE_OUTGOING, PACKET_VNET_HDR};
+
 const PACKET_STATISTICS: libc::c_int = 6;
 /// Frames read (or written) per system call at most.
 pub const BATCH: usize = 64;
-
-fn cvt(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
-    }
-    Ok(rc)
-}
-
-fn setopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int, what: &str) -> io::Result<()> {
-    // SAFETY: value is a live c_int and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(fd, level, name, &value as *const libc::c_int as *const libc::c_void,
-                         std::mem::size_of::<libc::c_int>() as libc::socklen_t)
-    };
-    cvt(rc, what).map(|_| ())
-}
 
 /// The interface index of `name` in the calling thread's namespace.
 pub fn ifindex(name: &str) -> io::Result<i32> {

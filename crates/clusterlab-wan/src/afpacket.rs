@@ -15,12 +15,13 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
-const PACKET_VNET_HDR: libc::c_int = 15;
+pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+pub const PACKET_VNET_HDR: libc::c_int = 15;
 /// Bytes of `struct virtio_net_hdr` in front of every frame read or written.
 pub const VNET_HDR_LEN: usize = 10;
 
-fn cvt(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
+/// A libc return code as a Result naming `what` failed (shared with clusterlab-atm's socket).
+pub fn cvt(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     if rc < 0 {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
@@ -28,7 +29,8 @@ fn cvt(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
     Ok(rc)
 }
 
-fn setopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int, what: &str) -> io::Result<()> {
+/// setsockopt of one int.
+pub fn setopt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int, what: &str) -> io::Result<()> {
     // SAFETY: value is a live c_int and its size is passed.
     let rc = unsafe {
         libc::setsockopt(fd, level, name, &value as *const libc::c_int as *const libc::c_void,

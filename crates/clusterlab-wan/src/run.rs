@@ -91,7 +91,8 @@ pub fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn real_ns() -> u64 {
+/// CLOCK_REALTIME in ns (the clock of the kernel's receive stamps).
+pub fn real_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
@@ -101,11 +102,12 @@ fn real_ns() -> u64 {
 /// Longest early wakeup: a timer that is usually this late means a stalled machine, not latency.
 const MAX_EARLY_NS: f64 = 200_000.0;
 
-fn unix_seconds() -> f64 {
+pub fn unix_seconds() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
-fn go_realtime() -> bool {
+/// SCHED_FIFO priority 10 and 1 ns timer slack for the calling thread; false without the privilege.
+pub fn go_realtime() -> bool {
     // SAFETY: plain libc calls on the calling thread.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);

@@ -220,30 +220,28 @@ class Testbed:
         (a host's eth0, the router's ends) stays disabled until the kernel's link watcher (up to
         a second later) reports the carrier, and the bridge drops what arrives meanwhile (a
         first datagram lost; TCP hides it behind a 1 s SYN retransmission)."""
-        deadline = time.monotonic() + timeout
-        states: dict = {}
-        while time.monotonic() < deadline:
-            out = subprocess.run(["bridge", "-n", self.switch.ns, "-j", "link", "show"], capture_output=True,
-                                 text=True, timeout=10).stdout
-            states = {e.get("ifname"): e.get("state") for e in json.loads(out or "[]")}
-            if all(states.get(p) == "forwarding" for p in ports):
-                return
-            time.sleep(0.05)
-        raise TestbedError(f"switch ports {list(ports)} not forwarding after {timeout} s: {states}")
+        self._wait_ports(["bridge", "-n", self.switch.ns, "-j", "link", "show"], "state", "forwarding", ports,
+                         "forwarding", timeout)
 
     def _wait_links_up(self, ifaces, timeout: float = 5.0) -> None:
         """Wait until the switch namespace's ``ifaces`` have their carrier (a veth whose peer
         came up later reports it up to a second after; a frame sent before is lost)."""
+        self._wait_ports(["ip", "-n", self.switch.ns, "-j", "link", "show"], "operstate", "UP", ifaces, "up",
+                         timeout)
+
+    @staticmethod
+    def _wait_ports(cmd, key: str, want: str, ports, what: str, timeout: float) -> None:
+        """Poll ``cmd`` (JSON, one entry per interface) until every port's ``key`` is ``want``."""
         deadline = time.monotonic() + timeout
         states: dict = {}
         while time.monotonic() < deadline:
-            out = subprocess.run(["ip", "-n", self.switch.ns, "-j", "link", "show"], capture_output=True,
-                                 text=True, timeout=10).stdout
-            states = {e.get("ifname"): e.get("operstate") for e in json.loads(out or "[]")}
-            if all(states.get(p) == "UP" for p in ifaces):
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+            states = {e.get("ifname"): e.get(key) for e in json.loads(out or "[]")}
+            if all(states.get(p) == want for p in ports):
                 return
             time.sleep(0.05)
-        raise TestbedError(f"switch ports {[p for p in ifaces if states.get(p) != 'UP']} not up after {timeout} s")
+        late = [p for p in ports if states.get(p) != want]
+        raise TestbedError(f"switch ports {late} not {what} after {timeout} s: {states}")
 
     def _configure_namespaces(self) -> None:
         cpus = sorted(os.sched_getaffinity(0))

@@ -274,8 +274,12 @@ def monitor_options(tb) -> dict:
     no packet capture: at 1 Gbit/s of iSCSI it would take CPU from target and initiators. ``eth1``
     too: with ``network=san`` the iSCSI traffic takes the second switch's interfaces, which
     appear after the monitor has started (it reads interfaces by name as they come)."""
-    return {"host_cpu": True, "backing": True, "storage_host": tb.hosts[-1].name, "capture": False,
-            "ifaces": ("eth0", "eth1")}
+    import functools
+
+    from clusterlab.cluster.testbed.storage import backing_io
+
+    return {"host_cpu": True, "backing": functools.partial(backing_io, tb.name), "storage_host": tb.hosts[-1].name,
+            "capture": False, "ifaces": ("eth0", "eth1")}
 
 
 def execute(session, params: dict, reps: int, warmup: int):
