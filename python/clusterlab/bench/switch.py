@@ -47,7 +47,9 @@ def ideal_mbps(topo) -> float:
 def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
     """Bring up testbed ``tb`` (a ``clusterlab.cluster.testbed.Testbed`` not yet up, ``senders +
     1`` hosts or more), run the incast into h0, bring it down; returns goodput, wall time,
-    retransmissions and (ATM) the port's counts."""
+    retransmissions and (ATM) the port's counts. A flow not finished after ``timeout`` seconds
+    (stuck in timeouts backed off to seconds) is stopped and counted in ``stalled_flows``; the
+    goodput then counts the finished flows' bytes over the whole wait."""
     topo = tb.topo
     if shutil.which("iperf3") is None:
         raise ConfigError("incast needs iperf3 (make system-deps installs it)")
@@ -65,17 +67,22 @@ def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
             clients = [tb.hosts[i + 1].popen(["iperf3", "-c", dst.addr, "-p", str(5201 + i), "-n", str(nbytes), "-J"],
                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                        for i in range(senders)]
-            outs = []
+            outs, stalled = [], 0
             for c in clients:
-                out, _ = c.communicate(timeout=max(1.0, timeout - (time.monotonic() - t0)))
-                outs.append(json.loads(out))
+                try:
+                    out, _ = c.communicate(timeout=max(1.0, timeout - (time.monotonic() - t0)))
+                    outs.append(json.loads(out))
+                except subprocess.TimeoutExpired:  # a flow stuck in backed-off timeouts: say so
+                    c.kill()
+                    c.communicate()
+                    stalled += 1
             wall = time.monotonic() - t0
         finally:
             for p in servers:
                 p.kill()
                 p.wait(5)
     received = sum(o["end"]["sum_received"]["bytes"] for o in outs)
-    res = {"senders": senders, "nbytes": nbytes, "seconds": wall, "bytes": received,
+    res = {"senders": senders, "nbytes": nbytes, "seconds": wall, "bytes": received, "stalled_flows": stalled,
            "goodput_mbps": received * 8 / wall / 1e6, "ideal_mbps": ideal_mbps(topo),
            "retransmits": sum(o["end"]["sum_sent"].get("retransmits", 0) for o in outs), "switch": topo.switch}
     res["goodput_share"] = res["goodput_mbps"] / res["ideal_mbps"]
