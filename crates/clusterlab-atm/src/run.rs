@@ -210,6 +210,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     let mut early = 0.0f64;
     let mut planned: Option<u64> = None;
     let window = coalesce_ns(cfg.model.cell_ps / 1000);
+    let mut last_read = mono_ns();
     while !stop.load(Ordering::Relaxed) {
         // Arrivals: everything waiting, offered in the order the kernel stamped it.
         let t_read = mono_ns();
@@ -229,11 +230,15 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 if r.len < VNET_HDR_LEN + ETH_HLEN {
                     continue;
                 }
+                // The kernel's stamp, but never before the previous read: this batch arrived after
+                // it (the socket was drained). A TCP segment keeps the time its stack sent it (its
+                // departure-time stamp survives the host's queue and the veth), which can be
+                // hundreds of milliseconds before the host's link let it go.
                 let mut at = t_read;
                 if r.stamp > 0 {
                     let a = r.stamp as i64 - offset;
-                    if a > 0 && (a as u64) <= t_read && t_read - (a as u64) < 1_000_000_000 {
-                        at = a as u64;
+                    if a > 0 && (a as u64) <= t_read {
+                        at = (a as u64).max(last_read);
                     }
                 }
                 totals.frames_read[p as usize] += 1;
@@ -242,6 +247,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 let slot = slab.put(&b[..r.len], 0);
                 arrived.push((at, p, slot, r.len - VNET_HDR_LEN - ETH_HLEN + LLC_SNAP));
             }
+        }
+        if read < READ_LIMIT {
+            last_read = t_read; // drained: whatever comes next arrived after this
         }
         arrived.sort_by_key(|a| a.0);
         for &(at, p, slot, sdu) in &arrived {
