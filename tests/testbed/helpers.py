@@ -41,3 +41,42 @@ def where_am_i(comm):
     return {"rank": comm.rank, "netns": os.stat("/proc/self/ns/net").st_ino,
             "bind": os.environ.get("CLUSTERLAB_BIND"), "sum": int(total[0]),
             "gathered": [int(np.asarray(g)[0]) for g in got]}
+
+
+MOVER_DRIVER = """
+import sys, time
+from clusterlab.cluster.testbed import StarTopo, Testbed
+tb = Testbed(StarTopo(hosts=2, {topo}), name=sys.argv[1]).up()
+print(tb.{mover}.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def assert_mover_dies_with_its_driver(name: str, topo: str, mover: str) -> None:
+    """A driver builds a testbed (``StarTopo(hosts=2, <topo>)``) and is SIGKILLed: its frame mover
+    (``tb.<mover>``: the WAN line, the ATM switch) must stop, and nothing run in the namespaces."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from clusterlab.cluster.testbed import leftovers
+    from clusterlab.cluster.testbed.clean import pids_in
+
+    drv = subprocess.Popen([sys.executable, "-c", MOVER_DRIVER.format(topo=topo, mover=mover), name],
+                           stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        pid = int(drv.stdout.readline())
+        assert os.path.exists(f"/proc/{pid}")
+        drv.send_signal(signal.SIGKILL)
+        drv.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.05)
+        # the zombie is reaped by init once its parent is gone; either way it no longer runs
+        alive = os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
+        assert not alive, f"the {mover} outlived its driver"
+        assert not pids_in(leftovers(name)["namespaces"])
+    finally:
+        drv.kill()
+        drv.wait()

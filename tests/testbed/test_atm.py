@@ -7,7 +7,6 @@ it dies with its driver, also on SIGKILL. The cell model's own rules are tested 
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -17,12 +16,11 @@ import pytest
 from clusterlab.bench.switch import ideal_mbps, incast
 from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers, link
 from clusterlab.cluster.testbed.atmswitch import switch_settings
-from clusterlab.cluster.testbed.clean import pids_in
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Testbed as StudyTestbed
 from clusterlab.net.transport_config import TransportConfig
 
-from .helpers import where_am_i
+from .helpers import assert_mover_dies_with_its_driver, where_am_i
 
 PYTHON = sys.executable
 
@@ -165,30 +163,6 @@ def test_the_monitor_records_the_ports_counts(name):
     assert sum(p["cells_dropped"] for p in ports.values()) > 0, ports
 
 
-DRIVER = """
-import sys, time
-from clusterlab.cluster.testbed import StarTopo, Testbed
-tb = Testbed(StarTopo(hosts=2, switch="atm"), name=sys.argv[1]).up()
-print(tb.atm.proc.pid, flush=True)
-time.sleep(600)
-"""
-
-
 @pytest.mark.root
 def test_switch_dies_with_its_driver_even_on_sigkill(name):
-    drv = subprocess.Popen([PYTHON, "-c", DRIVER, name], stdout=subprocess.PIPE, text=True,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        pid = int(drv.stdout.readline())
-        assert os.path.exists(f"/proc/{pid}")
-        drv.send_signal(signal.SIGKILL)
-        drv.wait(10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
-            time.sleep(0.05)
-        alive = os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"
-        assert not alive, "the ATM switch outlived its driver"
-        assert not pids_in(leftovers(name)["namespaces"])
-    finally:
-        drv.kill()
-        drv.wait()
+    assert_mover_dies_with_its_driver(name, 'switch="atm"', "atm")

@@ -3,7 +3,6 @@
 across it, and it dies with its driver, also on SIGKILL."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -11,11 +10,10 @@ import time
 import pytest
 
 from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers, link
-from clusterlab.cluster.testbed.clean import pids_in
 from clusterlab.errors import ConfigError
 from clusterlab.monitor.wan import WanTrace
 
-from .helpers import where_am_i
+from .helpers import assert_mover_dies_with_its_driver, where_am_i
 
 PYTHON = sys.executable
 
@@ -123,34 +121,9 @@ def test_far_side_can_stay_in_the_line(name):
     assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
 
 
-DRIVER = """
-import sys, time
-from clusterlab.cluster.testbed import StarTopo, Testbed
-tb = Testbed(StarTopo(hosts=2, sites="1+1"), name=sys.argv[1]).up()
-print(tb.wan.proc.pid, flush=True)
-time.sleep(600)
-"""
-
-
 @pytest.mark.root
 def test_line_dies_with_its_driver_even_on_sigkill(name):
-    drv = subprocess.Popen([PYTHON, "-c", DRIVER, name], stdout=subprocess.PIPE, text=True,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        line_pid = int(drv.stdout.readline())
-        assert os.path.exists(f"/proc/{line_pid}")
-        drv.send_signal(signal.SIGKILL)
-        drv.wait(10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and os.path.exists(f"/proc/{line_pid}"):
-            time.sleep(0.05)
-        # the zombie is reaped by init once its parent is gone; either way it no longer runs
-        alive = os.path.exists(f"/proc/{line_pid}") and open(f"/proc/{line_pid}/stat").read().split(")")[1].split()[0] != "Z"
-        assert not alive, "the delay line outlived its driver"
-        assert not pids_in(leftovers(name)["namespaces"])
-    finally:
-        drv.kill()
-        drv.wait()
+    assert_mover_dies_with_its_driver(name, 'sites="1+1"', "wan")
 
 
 @pytest.mark.root
