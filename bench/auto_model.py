@@ -7,7 +7,7 @@ measurements with the load average to ``bench/results/auto_model.json`` and the 
 (features + fastest kernel per row) to ``python/clusterlab/mining/auto_model.py``, which
 ``clusterlab.mining.choose`` reads. Run under the shared lock:
 
-    flock /work/quiet.lock .venv/bin/python bench/auto_model.py
+    .venv/bin/python bench/auto_model.py
 """
 
 from __future__ import annotations

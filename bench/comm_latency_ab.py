@@ -10,7 +10,7 @@ placement the half round trip (us) of every side per run, min / median / max ove
 checkout's ratio to NPtcp per run, and ``/proc/loadavg`` before every run.
 
 Run it un-niced under the shared lock (about 20 s per run):
-``flock /work/quiet.lock .venv/bin/python bench/comm_latency_ab.py --baseline /work/main --runs 3
+``.venv/bin/python bench/comm_latency_ab.py --baseline /work/main --runs 3
 -o bench/results/comm_latency_ab.json``
 """
 

@@ -6,7 +6,7 @@ mine wall seconds, mine CPU seconds, peak RSS after the read and at the end, and
 of the peak to the CSR size (issue 11's target: <= 1.3x for eclat and apriori). Writes
 ``bench/results/seed000_sequential.json`` with the load average. Run under the shared lock:
 
-    flock /work/quiet.lock .venv/bin/python bench/seed000_sequential.py /work/data/seed000.dat
+    .venv/bin/python bench/seed000_sequential.py /work/data/seed000.dat
 """
 
 from __future__ import annotations

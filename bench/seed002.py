@@ -3,8 +3,8 @@ on 6 hosts (Fig. 1) and against host count at 64 KB and 1 MB (Figs. 2-3), with t
 mesh and with per-call connections (seed 002's connection set-up per call), each beside the
 cost model's prediction (fitted on the testbed's own links) and its error.
 
-Run as root under the quiet lock:
-    flock /work/quiet.lock .venv/bin/python bench/seed002.py            # ~5 min
+Run as root:
+    .venv/bin/python bench/seed002.py            # ~5 min
     .venv/bin/python bench/seed002.py --quick                           # 2..4 hosts, a smoke test
 
 Writes bench/results/seed002.json (rows, models, median |error| per (hosts, op, mode), load)

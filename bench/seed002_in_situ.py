@@ -2,9 +2,9 @@
 of all ranks and context switches per call (``collective_testbed.in_situ``), beside the cost
 model's link price, for the ring allgather (64 KiB per rank), the binomial bcast (64 KiB) and
 the scatter-allgather bcast (1 MiB), the binomial scatter (64 KiB per rank: the first phase of
-that bcast at 16 hosts) at 2, 3, 6 and 16 hosts. Root, under the quiet lock:
+that bcast at 16 hosts) at 2, 3, 6 and 16 hosts. Root:
 
-    flock /work/quiet.lock .venv/bin/python bench/seed002_in_situ.py   # ~2 min -> bench/results/seed002_in_situ.json
+    .venv/bin/python bench/seed002_in_situ.py   # ~2 min -> bench/results/seed002_in_situ.json
 """
 
 from __future__ import annotations

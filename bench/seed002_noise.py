@@ -3,9 +3,9 @@
 study's timing) and back to back (``measure_batched``), in interleaved rounds, with the load and
 the busiest other processes recorded per round; and how late the ranks leave the benchmark's
 barrier at 2..16 hosts (``collective_testbed.barrier_exits``: every rank's CLOCK_MONOTONIC exit
-time, one clock on the testbed). Root, under the quiet lock:
+time, one clock on the testbed). Root:
 
-    flock /work/quiet.lock .venv/bin/python bench/seed002_noise.py   # ~3 min -> bench/results/seed002_noise.json
+    .venv/bin/python bench/seed002_noise.py   # ~3 min -> bench/results/seed002_noise.json
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ soon as a rank has its scatter piece (``overlap``), after the ring neighbours ha
 each with the TCP retransmissions and timeouts of every host (its namespace's
 ``/proc/net/{snmp,netstat}``) and the switch ports' tbf drops per call. Root, under the lock:
 
-    flock /work/quiet.lock .venv/bin/python bench/seed002_phases.py   # ~2 min -> bench/results/seed002_phases.json
+    .venv/bin/python bench/seed002_phases.py   # ~2 min -> bench/results/seed002_phases.json
 """
 
 from __future__ import annotations

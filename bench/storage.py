@@ -17,7 +17,7 @@ rank reading its partition from the local file, from the LUN's layout in a local
 a shared LUN on the target in each ``--layout`` (``clusterlab.experiments.storage_bench.mining_from_target``;
 issue 13's target: iSCSI within 1.3x of local), into ``bench/results/storage_mining.json``.
 
-Usage: ``flock /work/quiet.lock .venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
+Usage: ``.venv/bin/python bench/storage.py [--size 32MB] [--counts 1,8]
 [--rates 155Mbit,1Gbit] [--connections 1,4] [--reps 1]``; the mining comparison:
 ``... bench/storage.py --mining 1000000 --counts 4 --rates 10Gbit [--tgtd rdwr,rdwr:2,aio]
 [--offloads off,on] [--in-flight 1,2,4] [--tbf-bucket auto,1us] [--congestion reno,bbr] [--algorithms hpa,pfp] [--layout packed,fimi]`` (settings interleaved

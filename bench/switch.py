@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The ATM cell switch (``clusterlab-atm``) measured (root). Not a test.
 
-1. ``--incast REPS``: Floyd and Romanow's ordering with TCP: 4 hosts each send 8 MB over one
+1. ``--incast REPS``: does Floyd and Romanow's ordering (none < PPD < EPD) hold with TCP? 4 hosts each send 8 MB over one
    TCP flow (iperf3) into one host through a 256-cell output port, at MTU 9180 and 1500, with
    discard none (plain UBR), ppd and epd (threshold: half the buffer); REPS rounds, the six
    settings interleaved in each. Goodput share = all bytes / wall time until the last flow

@@ -2,10 +2,10 @@
 """``tune auto`` against the full grid on issue 12's incast workload: the all-to-all broadcast
 of 50 KB blocks on 16 testbed hosts, 155 Mbit/s links, 64 KB switch port buffers (root).
 
-Each phase fits in one slot of the quiet lock, so they run apart, each on a fresh testbed:
+Each phase takes a few minutes and runs apart from the others, each on a fresh testbed:
 
-    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py search   # halving + confirm runs
-    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py grid     # every setting --runs times
+    .venv/bin/python bench/tune_auto.py search   # halving + confirm runs
+    .venv/bin/python bench/tune_auto.py grid     # every setting --runs times
     .venv/bin/python bench/tune_auto.py compare                         # -> bench/results/tune_auto.json
 
 With ``--workload hpa`` the objective is an HPA job instead (issue 12's "an HPA job"): 6 hosts,
@@ -13,8 +13,8 @@ the same links, seed000:200K at 0.7% support (about a second a job), the space
 ``HPA_SETUP["space"]`` (RTO minimum, congestion control, send buffer, allreduce algorithm: 16
 settings), results in ``tune_auto_hpa_*.json`` and ``tune_auto_hpa.json``:
 
-    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py search --workload hpa
-    flock /work/quiet.lock .venv/bin/python bench/tune_auto.py grid --workload hpa
+    .venv/bin/python bench/tune_auto.py search --workload hpa
+    .venv/bin/python bench/tune_auto.py grid --workload hpa
     .venv/bin/python bench/tune_auto.py compare --workload hpa
 
 ``compare`` puts both beside each other: the grid's mean time of the search's choice over the

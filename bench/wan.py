@@ -44,7 +44,7 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
    full run keeps them too.
 
 Records /proc/loadavg before and after every point. Writes ``bench/results/wan.json``
-atomically. Usage: ``flock /work/quiet.lock .venv/bin/python bench/wan.py [--seconds 10]``, then
+atomically. Usage: ``.venv/bin/python bench/wan.py [--seconds 10]``, then
 ``... bench/wan.py --incremental 3 --seconds 8`` and ``... --idle-rtt 3`` (each under 6 minutes).
 """
 

@@ -122,12 +122,7 @@ def parse_float(text, what: str | None = None, *, lo: float | None = None, hi: f
     if not v.is_finite() or abs(v) > Decimal("1e300"):
         raise ConfigError(f"{_where(what)}{text!r} is too large")
     x = float(v)
-    if lo is not None and hi is not None and not lo <= x <= hi:
-        raise ConfigError(f"{what or 'value'} must be {lo:g}..{hi:g}, got {text!r}")
-    if lo is not None and x < lo:
-        raise ConfigError(f"{_where(what)}{text!r} " + ("must not be negative" if lo == 0 else f"is below {lo:g}"))
-    if hi is not None and x > hi:
-        raise ConfigError(f"{_where(what)}{text!r} is above {hi:g}")
+    _within(x, text, what, lo, hi, lambda b: f"{b:g}")
     return x
 
 
@@ -144,13 +139,18 @@ def parse_int(text, what: str | None = None, *, lo: int | None = None, hi: int |
         n = int(text)
     else:
         raise ConfigError(f"{_where(what)}{text!r} is not an integer")
-    if lo is not None and hi is not None and not lo <= n <= hi:
-        raise ConfigError(f"{what or 'value'} must be {lo}..{hi}, got {text!r}")
-    if lo is not None and n < lo:
-        raise ConfigError(f"{_where(what)}{text!r} " + ("must not be negative" if lo == 0 else f"is below {lo}"))
-    if hi is not None and n > hi:
-        raise ConfigError(f"{_where(what)}{text!r} is above {hi}")
+    _within(n, text, what, lo, hi, str)
     return n
+
+
+def _within(x, text, what: str | None, lo, hi, show) -> None:
+    """Refuse ``x`` (read from ``text``) outside ``lo..hi`` (either bound may be None)."""
+    if lo is not None and hi is not None and not lo <= x <= hi:
+        raise ConfigError(f"{what or 'value'} must be {show(lo)}..{show(hi)}, got {text!r}")
+    if lo is not None and x < lo:
+        raise ConfigError(f"{_where(what)}{text!r} " + ("must not be negative" if lo == 0 else f"is below {show(lo)}"))
+    if hi is not None and x > hi:
+        raise ConfigError(f"{_where(what)}{text!r} is above {show(hi)}")
 
 
 def env_duration(name: str, default: float | None, *, lo: float = 0.0, hi: float = MAX_SECONDS,

@@ -1,7 +1,7 @@
 """The ATM cell switch on the testbed: its topology settings (no root), and the switch for real
 (root): uncongested it carries TCP at the rate the cell arithmetic gives and a Communicator job
-across one switch and across two sites; congested by TCP flows into one port, early packet
-discard beats plain UBR (Floyd and Romanow's ordering); the monitor records its per-port counts;
+across one switch and across two sites; congested by TCP flows into one port, it drops cells
+and each discard policy does what it should at the port; the monitor records its per-port counts;
 it dies with its driver, also on SIGKILL. The cell model's own rules are tested in Rust
 (crates/clusterlab-atm: unit tests and a brute-force reference)."""
 

@@ -11,7 +11,7 @@
 
 use crate::cell::{CellSwitch, Outcome, PortStats, SwitchConfig, LLC_SNAP};
 use crate::sock::{AllPorts, Received, BATCH, VNET_HDR_LEN};
-use clusterlab_wan::run::{go_realtime, mono_ns, real_ns, unix_seconds};
+use clusterlab_wan::run::{mono_ns, real_ns, unix_seconds, Control};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
@@ -47,13 +47,7 @@ pub struct RunConfig {
     /// flooded to the ingress port's site.
     pub fdb: Vec<(u8, [u8; 6], u16)>,
     pub model: SwitchConfig,
-    pub trace_path: Option<String>,
-    pub interval_ns: u64,
-    /// Stop when this descriptor reaches end of file (the driver's pipe). -1: never.
-    pub watch_fd: i32,
-    /// Written "ready\n" once the socket is open. -1: none.
-    pub ready_fd: i32,
-    pub realtime: bool,
+    pub control: Control,
 }
 
 /// What the switch did.
@@ -167,9 +161,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     if cfg.sites.len() != n || cfg.model.ports != n {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "ports, sites and the model's port count differ"));
     }
-    if cfg.interval_ns == 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "trace interval must be > 0"));
-    }
+    let ctl = &cfg.control;
+    let mut trace_file = ctl.open_trace()?;
     let mut model = CellSwitch::new(cfg.model).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut port_of: HashMap<i32, u16> = HashMap::new();
     let mut ifindex = Vec::with_capacity(n);
@@ -180,16 +173,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     }
     let fwd = Forwarding::new(&cfg.sites, &cfg.fdb);
     let mut sock = AllPorts::open((8usize << 20).max(n * (1 << 20)).min(256 << 20))?;
-    let mut trace_file = match &cfg.trace_path {
-        Some(p) => Some(File::options().create(true).append(true).open(p)
-            .map_err(|e| io::Error::new(e.kind(), format!("trace file {p}: {e}")))?),
-        None => None,
-    };
-    let mut totals = Totals { realtime: cfg.realtime && go_realtime(), frames_read: vec![0; n], ..Default::default() };
-    if cfg.ready_fd >= 0 {
-        // SAFETY: writing a static buffer to a descriptor the caller gave us.
-        unsafe { libc::write(cfg.ready_fd, b"ready\n".as_ptr() as *const libc::c_void, 6) };
-    }
+    let mut totals = Totals { realtime: ctl.start(), frames_read: vec![0; n], ..Default::default() };
     let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; MAX_FRAME]).collect();
     let mut got = vec![Received::default(); BATCH];
     let mut slab = Slab { bufs: Vec::new(), refs: Vec::new(), free: Vec::new() };
@@ -201,10 +185,10 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     let mut seq = 0u64;
     let mut leaving: Vec<(i32, u32)> = Vec::new();
     let mut last_stats: Vec<PortStats> = vec![PortStats::default(); n];
-    let mut next_tick = mono_ns() + cfg.interval_ns;
-    let watch = cfg.watch_fd >= 0;
+    let mut next_tick = mono_ns() + ctl.interval_ns;
+    let watch = ctl.watch_fd >= 0;
     let mut fds = [
-        libc::pollfd { fd: cfg.watch_fd, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: ctl.watch_fd, events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLIN, revents: 0 },
     ];
     let mut early = 0.0f64;
@@ -314,9 +298,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
             if let Some(f) = trace_file.as_mut() {
                 write_trace(f, &model, &mut last_stats)?;
             }
-            next_tick += cfg.interval_ns;
+            next_tick += ctl.interval_ns;
             if next_tick <= now {
-                next_tick = now + cfg.interval_ns;
+                next_tick = now + ctl.interval_ns;
             }
         }
 
@@ -359,13 +343,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
         if rc == 0 && departure {
             planned = Some(wake);
         }
-        if watch && fds[0].revents != 0 {
-            let mut b = [0u8; 64];
-            // SAFETY: b is valid for 64 bytes.
-            let r = unsafe { libc::read(cfg.watch_fd, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
-            if r == 0 || (r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)) {
-                break;
-            }
+        if watch && ctl.lifeline_closed(fds[0].revents) {
+            break;
         }
     }
     if let Some(f) = trace_file.as_mut() {

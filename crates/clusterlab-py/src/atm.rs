@@ -3,6 +3,7 @@
 
 use clusterlab_atm::cell::{Discard, SwitchConfig};
 use clusterlab_atm::run::{run, RunConfig};
+use clusterlab_wan::run::Control;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -44,7 +45,8 @@ fn atm_switch<'py>(py: Python<'py>, ports: Vec<String>, sites: Vec<u8>, fdb: Vec
         return Err(PyValueError::new_err(why));
     }
     let fdb = fdb.into_iter().map(|(s, m, p)| Ok((s, parse_mac(&m)?, p))).collect::<PyResult<Vec<_>>>()?;
-    let cfg = RunConfig { ports, sites, fdb, model, trace_path, interval_ns, watch_fd, ready_fd, realtime };
+    let control = Control { trace_path, interval_ns, watch_fd, ready_fd, realtime };
+    let cfg = RunConfig { ports, sites, fdb, model, control };
     let stop = AtomicBool::new(false);
     let t = py.detach(|| run(&cfg, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?;
     let d = PyDict::new(py);

@@ -1,7 +1,7 @@
 //! The WAN delay line (clusterlab-wan): run it in the calling thread with the GIL released
 //! until the watched descriptor closes. The testbed starts it in the router namespace.
 
-use clusterlab_wan::run::{run, RunConfig};
+use clusterlab_wan::run::{run, Control, RunConfig};
 use clusterlab_wan::LineConfig;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -22,7 +22,8 @@ fn wan_delay_line<'py>(py: Python<'py>, iface_a: String, iface_b: String, rate_b
     if let Some(why) = line.why_not() {
         return Err(PyValueError::new_err(why));
     }
-    let cfg = RunConfig { ifaces: [iface_a, iface_b], line, trace_path, interval_ns, watch_fd, ready_fd, realtime };
+    let control = Control { trace_path, interval_ns, watch_fd, ready_fd, realtime };
+    let cfg = RunConfig { ifaces: [iface_a, iface_b], line, control };
     let stop = AtomicBool::new(false);
     let t = py.detach(|| run(&cfg, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?;
     let d = PyDict::new(py);

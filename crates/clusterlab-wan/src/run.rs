@@ -52,16 +52,60 @@ pub struct RunConfig {
     /// Interface of site A and of site B (in the calling thread's namespace).
     pub ifaces: [String; 2],
     pub line: LineConfig,
-    /// Append one histogram line per direction every `interval_ns` (see [`trace`]).
+    pub control: Control,
+}
+
+/// How a frame mover (this line, clusterlab-atm's switch) is run by its driver: its trace file
+/// and interval, the lifeline it dies with, the descriptor it says "ready" on, real-time or not.
+#[derive(Clone, Debug)]
+pub struct Control {
+    /// Append the mover's counts every `interval_ns` (see [`trace`]).
     pub trace_path: Option<String>,
     pub interval_ns: u64,
-    /// Stop when this descriptor reaches end of file (the driver's pipe: the line dies with
+    /// Stop when this descriptor reaches end of file (the driver's pipe: the mover dies with
     /// its driver, also on SIGKILL). -1: never.
     pub watch_fd: i32,
-    /// Written "ready\n" once both ports are open. -1: none.
+    /// Written "ready\n" once the mover's sockets are open. -1: none.
     pub ready_fd: i32,
     /// Try SCHED_FIFO (priority 10); falls back to normal scheduling without the privilege.
     pub realtime: bool,
+}
+
+impl Control {
+    /// The trace file opened for appending (checked: a zero interval is refused).
+    pub fn open_trace(&self) -> io::Result<Option<File>> {
+        if self.interval_ns == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "trace interval must be > 0"));
+        }
+        match &self.trace_path {
+            Some(p) => Ok(Some(File::options().create(true).append(true).open(p)
+                .map_err(|e| io::Error::new(e.kind(), format!("trace file {p}: {e}")))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Go real-time if asked (whether it did), then say "ready".
+    pub fn start(&self) -> bool {
+        let realtime = self.realtime && go_realtime();
+        if self.ready_fd >= 0 {
+            // SAFETY: writing a static buffer to a descriptor the caller gave us.
+            unsafe { libc::write(self.ready_fd, b"ready\n".as_ptr() as *const libc::c_void, 6) };
+        }
+        realtime
+    }
+
+    /// The watched descriptor polled with events `revents`: true when the driver is gone (end
+    /// of file, or an error) and the mover must stop.
+    pub fn lifeline_closed(&self, revents: libc::c_short) -> bool {
+        if self.watch_fd < 0 || revents == 0 {
+            return false;
+        }
+        let mut b = [0u8; 64];
+        // SAFETY: b is valid for 64 bytes.
+        let n = unsafe { libc::read(self.watch_fd, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
+        n == 0 || (n < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN))
+            || revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 && n <= 0
+    }
 }
 
 /// What the line did, per direction (0: site A to B).
@@ -124,34 +168,24 @@ struct Held {
 /// Run until `stop` is set or the watched descriptor closes.
 pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     let mut line = Line::new(cfg.line).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    if cfg.interval_ns == 0 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "trace interval must be > 0"));
-    }
+    let ctl = &cfg.control;
+    let mut trace_file = ctl.open_trace()?;
     // Room for what arrives while the line does not listen (up to MAX_DEAF_NS at a site's rate).
     let buffer = (4 * cfg.line.limit_bytes as usize).clamp(4 << 20, 64 << 20);
     let ports = [Port::open(&cfg.ifaces[0], buffer)?, Port::open(&cfg.ifaces[1], buffer)?];
-    let mut trace_file = match &cfg.trace_path {
-        Some(p) => Some(File::options().create(true).append(true).open(p)
-            .map_err(|e| io::Error::new(e.kind(), format!("trace file {p}: {e}")))?),
-        None => None,
-    };
-    let mut totals = Totals { realtime: cfg.realtime && go_realtime(), ..Default::default() };
-    if cfg.ready_fd >= 0 {
-        // SAFETY: writing a static buffer to a descriptor the caller gave us.
-        unsafe { libc::write(cfg.ready_fd, b"ready\n".as_ptr() as *const libc::c_void, 6) };
-    }
+    let mut totals = Totals { realtime: ctl.start(), ..Default::default() };
     let mut held: [VecDeque<Held>; 2] = [VecDeque::new(), VecDeque::new()];
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut arrived: Vec<(u64, usize, Vec<u8>)> = Vec::new();
     let mut leaving: Vec<Vec<u8>> = Vec::new();
     let mut buf = vec![0u8; MAX_FRAME];
     let mut hist = Histogram::new();
-    let mut next_tick = mono_ns() + cfg.interval_ns;
+    let mut next_tick = mono_ns() + ctl.interval_ns;
     // The watched descriptor first: while deaf the line polls it alone (polling the packet
     // sockets costs a lock round trip each, even with no events asked for).
-    let watch = cfg.watch_fd >= 0;
+    let watch = ctl.watch_fd >= 0;
     let mut fds = [
-        libc::pollfd { fd: cfg.watch_fd, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: ctl.watch_fd, events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: ports[0].as_raw_fd(), events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: ports[1].as_raw_fd(), events: libc::POLLIN, revents: 0 },
     ];
@@ -197,9 +231,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 write_trace(f, &hist)?;
             }
             hist.clear();
-            next_tick += cfg.interval_ns;
+            next_tick += ctl.interval_ns;
             if next_tick <= now {
-                next_tick = now + cfg.interval_ns;
+                next_tick = now + ctl.interval_ns;
             }
         }
         let mut wake = next_tick;
@@ -262,13 +296,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 Verdict::Deliver(due) => held[d].push_back(Held { due, frame }),
             }
         }
-        if watch && fds[0].revents != 0 {
-            let mut b = [0u8; 64];
-            // SAFETY: b is valid for 64 bytes.
-            let n = unsafe { libc::read(cfg.watch_fd, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
-            if n == 0 || (n < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN)) || fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 && n <= 0 {
-                break;
-            }
+        if watch && ctl.lifeline_closed(fds[0].revents) {
+            break;
         }
     }
     if let Some(f) = trace_file.as_mut() {

@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from clusterlab.cluster.supervisor import describe_status
 from clusterlab.errors import ConfigError
 from clusterlab.rendezvous import contract, handshake
 
@@ -86,15 +87,6 @@ def _rank() -> int:
     raise ConfigError("clusterlab.cluster.program runs under mpiexec (no PMI_RANK in the environment)")
 
 
-def _status(rc: int) -> str:
-    if rc < 0:
-        try:
-            return f"was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"was killed by signal {-rc}"
-    return f"exited with status {rc}"
-
-
 def _check_in(rank: int, timeout: float) -> socket.socket:
     secret_hex = os.environ.pop(contract.ENV_SECRET, "")
     host, _, port = os.environ.pop(contract.ENV_RDV).rpartition(":")
@@ -132,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for clarity
             continue
-    msg = {"op": "bye"} if rc == 0 else {"op": "error", "detail": f"{argv[0]} {_status(rc)}", "traceback": "",
+    msg = {"op": "bye"} if rc == 0 else {"op": "error", "detail": f"{argv[0]} {describe_status(rc)}", "traceback": "",
                                          "user": False, "culprit": rank}
     try:
         contract.send_all(link, contract.control_frame(rank, msg), 2.0)

@@ -80,6 +80,19 @@ def choose_algorithm(b: Baskets, min_count: int, stats: dict | None = None) -> s
     return choose(features(b, min_count))
 
 
+def check_mine_args(algorithm: str, min_len, max_len, max_itemsets) -> None:
+    """The checks ``mine`` and the streamed ``mine_to_parquet`` share."""
+    if algorithm not in ALGORITHMS:
+        raise ConfigError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if not isinstance(min_len, (int, np.integer)) or min_len < 1:
+        raise ConfigError(f"min_len must be an integer >= 1, got {min_len!r}")
+    if max_len is not None and (not isinstance(max_len, (int, np.integer)) or max_len < min_len):
+        raise ConfigError(f"max_len must be an integer >= min_len ({min_len}), got {max_len!r}")
+    if max_itemsets is not None and (isinstance(max_itemsets, bool) or not isinstance(max_itemsets, (int, np.integer))
+                                     or not 1 <= max_itemsets < 2**63):
+        raise ConfigError(f"max_itemsets must be an integer >= 1 (or None for no cap), got {max_itemsets!r}")
+
+
 def mine(baskets_or_path, min_support=0.01, algorithm: str = "auto", target: str = "all",
          min_len: int = 1, max_len: int | None = None, threads: int | None = None,
          format: str | None = None, max_itemsets: int | None = DEFAULT_MAX_ITEMSETS):
@@ -102,19 +115,11 @@ def mine(baskets_or_path, min_support=0.01, algorithm: str = "auto", target: str
     >>> t.to_pandas()["count"].tolist()
     [2, 2]
     """
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    check_mine_args(algorithm, min_len, max_len, max_itemsets)
     if target not in TARGETS:
         raise ConfigError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    if not isinstance(min_len, (int, np.integer)) or min_len < 1:
-        raise ConfigError(f"min_len must be an integer >= 1, got {min_len!r}")
-    if max_len is not None and (not isinstance(max_len, (int, np.integer)) or max_len < min_len):
-        raise ConfigError(f"max_len must be an integer >= min_len ({min_len}), got {max_len!r}")
     if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
         raise ConfigError(f"threads must be an integer >= 1, got {threads!r}")
-    if max_itemsets is not None and (isinstance(max_itemsets, bool) or not isinstance(max_itemsets, (int, np.integer))
-                                     or not 1 <= max_itemsets < 2**63):
-        raise ConfigError(f"max_itemsets must be an integer >= 1 (or None for no cap), got {max_itemsets!r}")
     b = as_baskets(baskets_or_path, format)
     n = len(b)
     min_count = min_count_of(min_support, n)

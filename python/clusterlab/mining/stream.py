@@ -27,7 +27,7 @@ import pyarrow as pa
 from clusterlab import _core
 from clusterlab.errors import ConfigError, TooManyItemsets
 from clusterlab.mining.result import META_KEY, list_array, numpy_array
-from clusterlab.mining.sequential import ALGORITHMS, as_baskets, choose_algorithm, min_count_of
+from clusterlab.mining.sequential import as_baskets, check_mine_args, choose_algorithm, min_count_of
 
 #: Itemsets per chunk the kernel hands over (and per row group at most): ~4 MB at length 8.
 CHUNK = 1 << 17
@@ -63,19 +63,11 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
     """
     from clusterlab._atomic import atomic_path
 
-    if algorithm not in ALGORITHMS:
-        raise ConfigError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-    if not isinstance(min_len, (int, np.integer)) or min_len < 1:
-        raise ConfigError(f"min_len must be an integer >= 1, got {min_len!r}")
-    if max_len is not None and (not isinstance(max_len, (int, np.integer)) or max_len < min_len):
-        raise ConfigError(f"max_len must be an integer >= min_len ({min_len}), got {max_len!r}")
+    check_mine_args(algorithm, min_len, max_len, max_itemsets)
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
                                or memory < MIN_MEMORY):
         raise ConfigError(f"memory must be at least {MIN_MEMORY >> 20} MiB (the interpreter alone takes ~170 MB), "
                           f"got {memory!r}")
-    if max_itemsets is not None and (isinstance(max_itemsets, bool) or not isinstance(max_itemsets, (int, np.integer))
-                                     or not 1 <= max_itemsets < 2**63):
-        raise ConfigError(f"max_itemsets must be an integer >= 1 (or None for no cap), got {max_itemsets!r}")
     b = as_baskets(baskets_or_path, format)
     n = len(b)
     min_count = min_count_of(min_support, n)

@@ -15,6 +15,7 @@
 
 use super::itemsets::{Itemsets, Limit, MineParams};
 use super::{apriori, pairs, prep, BasketsRef};
+use crate::hpa::vertical::intersect;
 use rayon::prelude::*;
 
 /// Itemsets of one length `k` (flat, lexicographic, in frequent ranks) and their tid lists.
@@ -85,18 +86,6 @@ impl Level {
     }
 }
 
-/// Append the ids in both ascending lists to `out`.
-fn intersect(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
-    let (mut x, mut y) = (0, 0);
-    while x < a.len() && y < b.len() {
-        let (u, v) = (a[x], b[y]);
-        if u == v {
-            out.push(u);
-        }
-        x += (u <= v) as usize;
-        y += (v <= u) as usize;
-    }
-}
 
 /// Bytes the pair triangle may take (one per thread).
 const PAIR_BYTES: usize = 32 << 20;
