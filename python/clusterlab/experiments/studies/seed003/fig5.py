@@ -2,7 +2,7 @@
 small (2 KiB), a middle (64 KiB) and a large (1 MiB) message."""
 
 from clusterlab.experiments.spec import Grid, Study, scatter
-from clusterlab.experiments.studies._seed003 import BOTH, GIGABIT, NOTES
+from clusterlab.experiments.studies.seed003 import BOTH, GIGABIT, NOTES
 from clusterlab.experiments.workloads import pingpong
 
 STUDY = Study(

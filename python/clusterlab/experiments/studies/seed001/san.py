@@ -4,7 +4,7 @@ seed) vs on a second switch (separate SAN, as its Fig. 1), unthrottled backing s
 the network is what the two share."""
 
 from clusterlab.experiments.spec import Grid, Study, scatter
-from clusterlab.experiments.studies._seed001 import GIGABIT, NOTES
+from clusterlab.experiments.studies.seed001 import GIGABIT, NOTES
 from clusterlab.experiments.workloads.storage import mining_from_target
 
 STUDY = Study(

@@ -2,7 +2,7 @@
 connections, with the cost model's prediction and its error."""
 
 from clusterlab.experiments.spec import Study, scatter
-from clusterlab.experiments.studies._seed002 import ATM, MODES, NOTES
+from clusterlab.experiments.studies.seed002 import ATM, MODES, NOTES
 from clusterlab.experiments.workloads.collective import collective
 
 STUDY = Study(

@@ -2,7 +2,7 @@
 size (tcp_rmem = tcp_wmem), 4 KiB to 512 KiB, and with Linux's autotuning left on."""
 
 from clusterlab.experiments.spec import Grid, Study, scatter
-from clusterlab.experiments.studies._seed003 import AUTOTUNING, BOTH, GIGABIT, NOTES
+from clusterlab.experiments.studies.seed003 import AUTOTUNING, BOTH, GIGABIT, NOTES
 from clusterlab.experiments.workloads.filecopy import file_transfer
 
 STUDY = Study(

@@ -2,7 +2,7 @@
 (net.ipv4.tcp_window_scaling per testbed host; buffers left at Linux's own triple)."""
 
 from clusterlab.experiments.spec import Grid, Study, scatter
-from clusterlab.experiments.studies._seed003 import GIGABIT, NOTES, SIZES
+from clusterlab.experiments.studies.seed003 import GIGABIT, NOTES, SIZES
 from clusterlab.experiments.workloads import pingpong
 
 STUDY = Study(
