@@ -57,7 +57,7 @@ def load_run(run_dir) -> tuple[list[dict], dict]:
             raise ConfigError(f"{d / 'meta.json'}: {key!r} must be a JSON {'object' if kind is dict else 'array'}")
     rows: list[dict] | None = None
     errors = []
-    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet (bench/results/studies)
+    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet
         path = d / name
         if not path.exists():
             continue

@@ -70,3 +70,6 @@ PAPER = {"Figs. 12-15": {
              _s001_cpu_turns),
             ("storage I/O, not the network, bounds the system", "storage", _s001_bottleneck),
         ]}}
+
+# The paper's Figs. 12-15 are Ganglia graphs: the record keeps the monitor's per-point panels.
+RECORD_PANELS = True
