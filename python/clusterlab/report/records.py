@@ -79,10 +79,11 @@ def write_record(run_dir, root="results") -> Path:
         md = (d / "report.md").read_text()
         if not _keeps_panels(name):
             md = _without_panels(md)
-            with open(tmp / "report.md", "w") as f:
-                f.write(md)
-            with open(tmp / "report.html", "w") as f:
-                f.write(_html(md, meta.get("title") or name))
+        md = _with_record_note(md, d.name)
+        with open(tmp / "report.md", "w") as f:
+            f.write(md)
+        with open(tmp / "report.html", "w") as f:
+            f.write(_html(md, meta.get("title") or name))
         for png in _figures(md):
             if (d / png).exists():
                 _compact_png(d / png, tmp / png)
@@ -139,6 +140,25 @@ def _without_panels(md: str) -> str:
             continue
         out.append(line)
     return "\n".join(out)
+
+
+def _with_record_note(md: str, run: str) -> str:
+    """The report with a line under its title saying it is a record and what stayed behind.
+
+    >>> print(_with_record_note("# seed000-fig3\\n\\ntext", "20260101-120000"))
+    # seed000-fig3
+    <BLANKLINE>
+    The record of this study: run `20260101-120000`. Kept here: this report, its figures, `table.parquet` (every repetition) and `meta.json` (provenance); the CSV table and the monitor's samples (`monitor.parquet`) stayed in the run directory.
+    <BLANKLINE>
+    text
+    """
+    note = (f"The record of this study: run `{run}`. Kept here: this report, its figures, `table.parquet` (every "
+            "repetition) and `meta.json` (provenance); the CSV table and the monitor's samples (`monitor.parquet`) "
+            "stayed in the run directory.")
+    title, sep, rest = md.partition("\n")
+    if not title.startswith("# "):
+        return note + "\n\n" + md
+    return title + "\n\n" + note + "\n" + (rest if rest.startswith("\n") else "\n" + rest)
 
 
 def _table_parquet(rows: list[dict], path: Path) -> None:
