@@ -311,7 +311,7 @@ class Workload:
 @dataclasses.dataclass(frozen=True)
 class Plot:
     """One figure of a study's report. ``kind``: ``scatter`` (every repetition its own mark,
-    medians joined), ``speedup`` (y's median at the smallest x over each repetition),
+    medians joined along a numeric x, bars side by side along a categorical one), ``speedup`` (y's median at the smallest x over each repetition),
     ``per_pass`` (a list column drawn per pass), ``attribution`` (time split, when the workload
     returns ``time_*`` columns)."""
 

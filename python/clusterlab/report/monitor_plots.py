@@ -1,4 +1,4 @@
-"""Plots and a summary of one monitor table: traffic per host over time, packet-length
+"""Plots and a summary of one monitor table: traffic over time (all hosts and each host), packet-length
 histogram, TCP retransmissions/timeouts, switch drops and backlog, CPU, and, when the table
 has per-host CPU (``Monitor(host_cpu=True)``), Ganglia-style storage panels as in seed 001's
 Figs. 5-7: the target's network, CPU and storage I/O, and an initiator's CPU.
