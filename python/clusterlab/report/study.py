@@ -281,12 +281,14 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
     x, y, hue = spec["x"], spec.get("y") or "seconds", spec.get("hue")
     fig, ax = plt.subplots(figsize=(6, 4.6))
     allx = sorted({r[x] for r in rows if _num(r.get(x))})
+    top = 1.0
     for hi, h in enumerate(_hues(rows, hue)):
         rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y)) and r[y] > 0]
         xs = sorted({r[x] for r in rs})
         if not xs:
             continue
         base = statistics.median(r[y] for r in rs if r[x] == xs[0]) * xs[0]
+        top = max(top, *(base / r[y] for r in rs))
         for r in rs:
             ax.scatter([r[x]], [base / r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=24,
                        facecolors="none" if r.get("cpu_bound") else f"C{hi % 10}", edgecolors=f"C{hi % 10}")
@@ -294,6 +296,7 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
                 label=_fmt(h) if h is not None else "median")
     if allx:
         ax.plot(allx, allx, ls=":", color="grey", label="ideal")
+        ax.set_ylim(0, top * 1.15)  # the data's scale: the ideal line leaves the plot where it outgrows it
     ax.set_xlabel(_label(x))
     ax.set_ylabel(f"speedup ({_label(y)} at {allx[0] if allx else 1} host(s) / {_label(y)})")
     _titled(ax, title, caption)
