@@ -367,10 +367,13 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     a1.set_ylabel("packets dropped per interval")
     a1.set_title("switch output-buffer drops (all ports)")
     b = sw[sw.metric == "qdisc_backlog_bytes"]
-    for port in sorted(b.iface.unique(), key=lambda n: (len(n), n))[:16]:
+    ports = sorted(b.iface.unique(), key=lambda n: (len(n), n))[:20]
+    for port, color in zip(ports, _host_colors(len(ports)), strict=True):
         s = b[b.iface == port].set_index("tu")["value"]
         # a gauge row is written when non-zero or just back to zero: hold each value until the next
-        a2.plot(s.index, s.values / 1e3, lw=0.8, label=port, drawstyle="steps-post")
+        a2.plot(s.index, s.values / 1e3, lw=0.8, label=port, drawstyle="steps-post", color=color)
+    if ports:
+        a2.legend(fontsize=6, ncol=4, title="switch port", title_fontsize=7)
     a2.set_xlabel(tlabel)
     a2.set_ylabel("backlog [KB]")
     a2.set_title("switch port backlog (sampled)")
