@@ -87,6 +87,9 @@ def test_a_record_is_stale_when_a_file_it_depends_on_changed(tmp_path):
     dep.write_text("x = 2\n")
     assert records.staleness(commit, [dep]) == {"stale": True, "changed": ["dep.py"], "why": ""}
     assert records.staleness("0" * 40, [dep])["stale"] is None
+    dep.write_text("x = 1\n")  # back as recorded, then only moved: what the record measured is unchanged
+    git("mv", "dep.py", "moved.py")
+    assert records.staleness(commit, [tmp_path / "moved.py"]) == {"stale": False, "changed": [], "why": ""}
 
 
 def test_a_study_depends_on_its_module_workload_and_core():

@@ -355,12 +355,21 @@ def staleness(commit: str | None, files: list[Path]) -> dict:
     if top is None:
         return {"stale": None, "changed": [], "why": "not in a git repository"}
     rel = [str(f.resolve().relative_to(top.resolve())) for f in files if f.resolve().is_relative_to(top.resolve())]
-    r = subprocess.run(["git", "-C", str(top), "diff", "--name-only", commit, "--", *rel],
+    # The whole tree with rename detection, then our files: a file only moved (R100: the study
+    # folders were made by moving files) did not change what the record measured.
+    r = subprocess.run(["git", "-C", str(top), "diff", "--name-status", "-M", commit],
                        capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         return {"stale": None, "changed": [], "why": f"git cannot compare with {commit[:10]} ({r.stderr.strip()[:80]})"}
+    wanted = set(rel)
+    moved_only, touched = set(), set()
+    for line in r.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2:
+            continue
+        (moved_only if parts[0] == "R100" else touched).add(parts[-1])
     # nearest first: the study's own folder, then the rest of the studies' layer, then the core
-    changed = sorted((x for x in r.stdout.splitlines() if x),
+    changed = sorted((x for x in touched - moved_only if x in wanted),
                      key=lambda x: (0 if "/experiments/studies/" in x else 1 if "/experiments/" in x else 2, x))
     return {"stale": bool(changed), "changed": changed, "why": ""}
 
