@@ -90,6 +90,16 @@ def test_a_record_is_stale_when_a_file_it_depends_on_changed(tmp_path):
     dep.write_text("x = 1\n")  # back as recorded, then only moved: what the record measured is unchanged
     git("mv", "dep.py", "moved.py")
     assert records.staleness(commit, [tmp_path / "moved.py"]) == {"stale": False, "changed": [], "why": ""}
+    # a dependency that is a directory (the Rust crates): any file changed under it
+    crate = tmp_path / "crates" / "core"
+    crate.mkdir(parents=True)
+    (crate / "lib.rs").write_text("fn main() {}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two")
+    commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert records.staleness(commit, [tmp_path / "crates"])["stale"] is False
+    (crate / "lib.rs").write_text("fn main() { }\n")
+    assert records.staleness(commit, [tmp_path / "crates"]) == {"stale": True, "changed": ["crates/core/lib.rs"], "why": ""}
 
 
 def test_a_study_depends_on_its_module_workload_and_core():

@@ -369,7 +369,8 @@ def staleness(commit: str | None, files: list[Path]) -> dict:
             continue
         (moved_only if parts[0] == "R100" else touched).add(parts[-1])
     # nearest first: the study's own folder, then the rest of the studies' layer, then the core
-    changed = sorted((x for x in touched - moved_only if x in wanted),
+    dirs = tuple(w.rstrip("/") + "/" for w in wanted)  # a directory (crates/) covers every file under it
+    changed = sorted((x for x in touched - moved_only if x in wanted or x.startswith(dirs)),
                      key=lambda x: (0 if "/experiments/studies/" in x else 1 if "/experiments/" in x else 2, x))
     return {"stale": bool(changed), "changed": changed, "why": ""}
 
