@@ -12,7 +12,10 @@ buffers set below ``WINDOW_LIMITED_BYTES``), to latency-bound small messages (bl
 
 Each cause has its seconds, the evidence (which pass, rank, port), the setting that removes it
 (one of the project's knobs) and a predicted gain with how it was predicted. The dominant loss
-is the loss cause with the most seconds; compute and transfer at line rate are not losses.
+is the loss whose removal is predicted to gain most (its seconds where nothing is predicted);
+compute and transfer at line rate are not losses. (On a shared machine every rank computes
+slower than its CPU seconds; the skew's gain is counted at that speed, so a straggler is named
+before the machine's load unless the load costs more.)
 The launch (process start and mesh set-up, outside the job) is reported apart, with a warning
 when it costs more than the job itself.
 
@@ -33,6 +36,7 @@ LOCAL_MESSAGE_LATENCY_S = 50e-6  # one message's round of the local mesh (ping-p
 TESTBED_MESSAGE_LATENCY_S = 200e-6
 WINDOW_LIMITED_BYTES = 256 * 1024
 SMALL_MESSAGE_BYTES = 2048
+SMALL_MESSAGE_COUNT = 32  # a pass is latency-bound by its messages when one rank sends this many or more
 NAGLE_STALL_S = 0.04  # Linux's delayed-ACK timer (40 ms): what a Nagle-held segment waits for
 SOCKET_RTO_MIN_S = 0.005  # the lowest RTO min a socket can take (TCP_RTO_MIN_US)
 LAUNCH_WARN_RATIO = 3.0
@@ -51,7 +55,7 @@ CAUSE_TITLES = {
     "window_limited": "window/buffer-limited transfers",
     "small_messages": "latency-bound small messages",
     "latency": "per-message latency",
-    "queueing": "queueing and other communication waits",
+    "queueing": "queueing and recovery from drops",
     "comm_wait": "waiting for other ranks' messages",
     "launch": "launch and connection set-up",
 }
@@ -117,7 +121,9 @@ def pass_split(job, p) -> dict:
     latency = min(comm - line, msgs * lat_each)
     rest = max(0.0, comm - line - latency)
     return {"pass": p.number, "seconds": p.seconds, "compute": mean_work, "skew": skew, "skew_rank": slow.rank,
-            "starvation": starve, "starved_rank": slow.rank, "rto": rto, "rto_rank": rto_rank.rank,
+            "starvation": starve, "starved_rank": slow.rank,
+            # the straggler's wall seconds per CPU second: what balancing the work gains at this machine's speed
+            "skew_gain": skew * (slow.compute / _work(slow) if _work(slow) > 0 else 1.0), "rto": rto, "rto_rank": rto_rank.rank,
             "timeouts": sum(r.timeouts for r in ranks), "line": line, "latency": latency, "rest": rest,
             "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
             "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
@@ -136,7 +142,8 @@ def _worst(splits, key):
 def causes(job) -> list[dict]:
     """Every cause of ``job``'s time with its seconds, evidence, fix and predicted gain."""
     splits = [pass_split(job, p) for p in job.passes if p.ranks]
-    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "latency", "rest")}
+    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "skew_gain", "starvation", "rto", "line",
+                                                             "latency", "rest")}
     out = []
     _, rate_text = _rate_bytes(job)
     out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
@@ -149,8 +156,9 @@ def causes(job) -> list[dict]:
                "re-split the input; with HPA try --partition " + ("itemset" if job.options.get("partition", "prefix")
                                                                  == "prefix" else "prefix") + ")")
         out.append(_cause("skew", tot["skew"], f"pass {w['pass']}: rank {w['skew_rank']} computed {_fmt(w['skew'])} "
-                          "longer than the ranks' mean (CPU seconds, so not starvation)", fix, tot["skew"],
-                          "fitted rule: a balanced split makes each pass's computation the ranks' mean"))
+                          "longer than the ranks' mean (CPU seconds, so not starvation)", fix, tot["skew_gain"],
+                          "fitted rule: a balanced split makes each pass's computation the ranks' mean, at the "
+                          "straggler's wall seconds per CPU second"))
     if tot["starvation"] > 0:
         w = _worst(splits, "starvation")
         out.append(_cause("cpu_starvation", tot["starvation"],
@@ -200,8 +208,7 @@ def _rto_cause(job, splits, seconds) -> dict:
                       "fitted rule: each timeout waits about 2x the RTO min once the backoff is capped")
     target = SOCKET_RTO_MIN_S if (job.cluster or {}).get("kind") != "testbed" else 0.01
     if rto_min <= target * 1.01:
-        fix = ("send order/pacing (order=staggered) or larger port buffers: the RTO min is already "
-               f"{rto_min * 1000:g} ms")
+        fix = f"{_order_fix(job)} or larger port buffers (buffer=): the RTO min is already {rto_min * 1000:g} ms"
         return _cause(name, seconds, ev, fix, None, "no prediction: the RTO min cannot go lower")
     gain = seconds * (1.0 - target / rto_min)
     return _cause(name, seconds, ev, f"TransportConfig rto_min={target * 1000:g}ms (with rto_min_jitter to "
@@ -211,8 +218,9 @@ def _rto_cause(job, splits, seconds) -> dict:
 
 def _rest_cause(job, splits, seconds) -> dict:
     w = _worst(splits, "rest")
-    ev = (f"pass {w['pass']}: {_fmt(w['rest'])} of communication beyond line rate and per-message latency "
-          f"({w['messages']:.0f} messages of {w['mean_message'] / 1024:.3g} KiB on average from rank {w['busiest_rank']})")
+    ev = f"pass {w['pass']}: {_fmt(w['rest'])} of communication beyond line rate and per-message latency"
+    if w.get("messages"):
+        ev += f" ({w['messages']:.0f} messages of {w['mean_message'] / 1024:.3g} KiB on average from rank {w['busiest_rank']})"
     t = job.transport
     nodelay = t.get("nodelay")
     buf = [b for b in (_transport_bytes(t.get("sndbuf")), _transport_bytes(t.get("rcvbuf"))) if b is not None]
@@ -226,15 +234,22 @@ def _rest_cause(job, splits, seconds) -> dict:
         return _cause("window_limited", seconds, ev + f"; socket buffers {b / 1024:g} KiB (a window at most that per RTT)",
                       "TransportConfig sndbuf/rcvbuf unset (autotuned) or at least the bandwidth-delay product",
                       seconds, "cost model: line rate + per-message latency")
-    if w.get("mean_message", 0) and w["mean_message"] < SMALL_MESSAGE_BYTES:
+    if w.get("messages", 0) >= SMALL_MESSAGE_COUNT and 0 < w.get("mean_message", 0) < SMALL_MESSAGE_BYTES:
         bs = _transport_bytes(job.options.get("block_size")) or 8192
         return _cause("small_messages", seconds, ev, f"larger message blocks (--block-size {bs * 8 // 1024}KiB)",
                       seconds * 7 / 8, "fitted rule: the wait scales with the number of messages (8x fewer)")
     if (job.cluster or {}).get("kind") != "testbed" and not _drops_text(job):
         return _cause("comm_wait", seconds, ev + "; no drops or buffer limits recorded: ranks waiting for each "
                       "other's messages (computation at different times)", None, None, None)
-    return _cause("queueing", seconds, ev + _drops_text(job), "send order/pacing (order=staggered) or larger "
-                  "port buffers (buffer=)", None, "no prediction (replay with the change to measure it)")
+    return _cause("queueing", seconds, ev + _drops_text(job), _order_fix(job) + " or larger port buffers (buffer=)",
+                  None, "no prediction (replay with the change to measure it)")
+
+
+def _order_fix(job) -> str:
+    """The send-order knob of the job's workload."""
+    if job.options.get("workload") == "alltoall_broadcast":
+        return "send order order=shifted (rank i starts at i+1: no port gets every sender at once)"
+    return "send order/pacing"
 
 
 def _drops_text(job) -> str:
@@ -246,7 +261,9 @@ def _drops_text(job) -> str:
 def diagnose(job) -> dict:
     """The diagnosis of one job: fidelity line, causes (largest first), dominant loss, launch."""
     cs = sorted(causes(job), key=lambda c: -c["seconds"])
-    losses = [c for c in cs if c["loss"] and c["seconds"] > 0]
+    # the dominant loss: the one whose removal gains most (its seconds where nothing is predicted)
+    losses = sorted((c for c in cs if c["loss"] and c["seconds"] > 0),
+                    key=lambda c: -(c["predicted_gain_s"] if c["predicted_gain_s"] is not None else c["seconds"]))
     out = {"job": job.label, "kind": job.kind, "seconds": round(job.seconds, 6), "nodes": job.nodes,
            "fidelity": fidelity.check(job), "causes": cs, "dominant": losses[0] if losses else None, "warnings": []}
     if job.wall_seconds is not None and job.wall_seconds > job.seconds:
