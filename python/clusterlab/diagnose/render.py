@@ -14,10 +14,15 @@ def job_lines(d: dict) -> list[str]:
     total = d["seconds"]
     lines.append(f"{d['job']}: {_fmt(total)} on {d['nodes']} ranks")
     dom = d["dominant"]
+    if d.get("launch_first"):
+        la = d["launch"]
+        lines.append(f"named first: {la['title']}, {_fmt(la['seconds'])} outside the job")
+        lines.append(f"  fix: {la['fix']}")
+        lines.append(f"  predicted gain: {_fmt(la['predicted_gain_s'])} ({la['method']})")
     if dom is None:
-        lines.append("dominant loss: none found (the time is computation and transfer at line rate)")
+        lines.append("dominant loss in the job: none found (the time is computation and transfer at line rate)")
     else:
-        lines.append(f"dominant loss: {dom['title']}, {_fmt(dom['seconds'])} ({dom['seconds'] / max(total, 1e-9):.0%} of the job)")
+        lines.append(f"dominant loss in the job: {dom['title']}, {_fmt(dom['seconds'])} ({dom['seconds'] / max(total, 1e-9):.0%} of the job)")
         lines.append(f"  evidence: {dom['evidence']}")
         if dom["fix"]:
             lines.append(f"  fix: {dom['fix']}")

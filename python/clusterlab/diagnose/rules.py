@@ -39,7 +39,9 @@ SMALL_MESSAGE_BYTES = 2048
 SMALL_MESSAGE_COUNT = 32  # a pass is latency-bound by its messages when one rank sends this many or more
 NAGLE_STALL_S = 0.04  # Linux's delayed-ACK timer (40 ms): what a Nagle-held segment waits for
 SOCKET_RTO_MIN_S = 0.005  # the lowest RTO min a socket can take (TCP_RTO_MIN_US)
-LAUNCH_WARN_RATIO = 3.0
+BACKOFF_RATIO = 4.0  # a wait per timeout above this many RTO mins: exponential backoff (1+2+4 = 7 over 3)
+RTO_MAX_FLOOR_S = 1.0  # the least TCP_RTO_MAX_MS / tcp_rto_max_ms takes
+LAUNCH_WARN_RATIO = 5.0  # the launch is named first when it costs this many times the job
 NOT_LOSSES = ("compute", "transfer")
 
 CAUSE_TITLES = {
@@ -108,8 +110,9 @@ def pass_split(job, p) -> dict:
     mean_work = sum(work) / len(work)
     starve = max(0.0, slow.compute - _work(slow)) if slow.cpu is not None else 0.0
     skew = max(0.0, _work(slow) - mean_work)
-    # the RTO wait on the pass's critical path: the rank that finished last (as the studies' time_rto_wait)
-    rto_rank = max(ranks, key=lambda r: (r.total, r.rto))
+    # the RTO wait on the pass's critical path: the longest of any rank (a stalled flow holds up every
+    # rank at the pass's next synchronisation, the receiver's wait shows as transfer)
+    rto_rank = max(ranks, key=lambda r: r.rto)
     rto = min(rto_rank.rto, max(0.0, p.seconds - slow.compute))
     comm = max(0.0, p.seconds - slow.compute - rto)
     busiest = max(ranks, key=lambda r: r.bytes)
@@ -124,15 +127,18 @@ def pass_split(job, p) -> dict:
             "starvation": starve, "starved_rank": slow.rank,
             # the straggler's wall seconds per CPU second: what balancing the work gains at this machine's speed
             "skew_gain": skew * (slow.compute / _work(slow) if _work(slow) > 0 else 1.0), "rto": rto, "rto_rank": rto_rank.rank,
-            "timeouts": sum(r.timeouts for r in ranks), "line": line, "latency": latency, "rest": rest,
+            "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts, "line": line, "latency": latency, "rest": rest,
             "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
             "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
 
 
-def _cause(name, seconds, evidence, fix=None, gain=None, method=None) -> dict:
+def _cause(name, seconds, evidence, fix=None, gain=None, method=None, apply=None) -> dict:
+    """One cause. ``apply``: the fix as settings a rerun can take (``{"transport": {...}}`` for
+    TransportConfig fields, ``{"options": {...}}`` for the job's, ``{"cluster": {...}}`` for the
+    testbed's), or None when the fix is not a setting (move the load, re-split the data)."""
     return {"cause": name, "title": CAUSE_TITLES[name], "seconds": round(max(0.0, seconds), 6), "loss": name not in NOT_LOSSES,
             "evidence": evidence, "fix": fix, "predicted_gain_s": None if gain is None else round(max(0.0, gain), 6),
-            "method": method}
+            "method": method, "apply": apply}
 
 
 def _worst(splits, key):
@@ -194,18 +200,19 @@ def _rto_cause(job, splits, seconds) -> dict:
         name = "incast_switch_drops"
         ev += f"; {sw} drops at the switch" + (f", most at port {port} ({ports[port]})" if port else "")
     elif host:
-        hosts = job.host_drops_by_host or []
-        h = max(range(len(hosts)), key=hosts.__getitem__) if hosts else None
-        name = "host_queue_drops"
-        ev += f"; {host} tail drops in host queues" + (f", most at host h{h} ({hosts[h]})" if h is not None else "")
-    per_timeout = seconds / timeouts if timeouts else 0.0
-    rto_max = job.transport.get("rto_max")
-    if timeouts and per_timeout > 4 * rto_min and (job.transport.get("stack") == "seed-era" or rto_max):
+        return _cause("host_queue_drops", seconds, ev + _host_drops_text(job), HOST_QUEUE_FIX, seconds,
+                      "fitted rule: no tail drops, no timeouts", {"cluster": {"host_queue": "1000p"}})
+    # the worst rank's wait per timeout of its own: 1, 2, 4, 8... x the RTO min once one segment is lost again
+    own = w.get("rto_rank_timeouts") or 0
+    per_timeout = w["rto"] / own if own else 0.0
+    if own and per_timeout > BACKOFF_RATIO * rto_min:
         name = "rto_backoff"
-        new = "rto_max=" + ("1s" if rto_min < 0.5 else f"{max(1.0, 4 * rto_min):g}s")
-        return _cause(name, seconds, ev + f"; {_fmt(per_timeout)} per timeout, over 4x the RTO min (backoff)",
-                      f"TransportConfig {new} (cap the backoff)", seconds - timeouts * 2 * rto_min,
-                      "fitted rule: each timeout waits about 2x the RTO min once the backoff is capped")
+        ev += (f"; rank {w['rto_rank']} waited {_fmt(per_timeout)} per timeout of its own ({own:.0f}), over "
+               f"{BACKOFF_RATIO:g}x the RTO min: the same segment lost again, the timer doubled")
+        if per_timeout > RTO_MAX_FLOOR_S:  # a MAX of 1 s (the kernel's least) cuts every wait beyond it
+            return _cause(name, seconds, ev, "TransportConfig rto_max=1s (cap the backoff)",
+                          seconds - own * RTO_MAX_FLOOR_S, "fitted rule: no single wait beyond the 1 s MAX "
+                          f"({own:.0f} timeouts x 1 s at most)", {"transport": {"rto_max": "1s"}})
     target = SOCKET_RTO_MIN_S if (job.cluster or {}).get("kind") != "testbed" else 0.01
     if rto_min <= target * 1.01:
         fix = f"{_order_fix(job)} or larger port buffers (buffer=): the RTO min is already {rto_min * 1000:g} ms"
@@ -213,7 +220,21 @@ def _rto_cause(job, splits, seconds) -> dict:
     gain = seconds * (1.0 - target / rto_min)
     return _cause(name, seconds, ev, f"TransportConfig rto_min={target * 1000:g}ms (with rto_min_jitter to "
                   "spread synchronised timeouts)", gain, f"fitted rule: an RTO wait scales with the RTO min "
-                  f"({rto_min * 1000:g} -> {target * 1000:g} ms)")
+                  f"({rto_min * 1000:g} -> {target * 1000:g} ms)", {"transport": {"rto_min": f"{target * 1000:g}ms"}})
+
+
+HOST_QUEUE_FIX = ("a host queue that holds a burst (host_queue=1000p, a NIC's txqueuelen) or send pacing "
+                  "(order=shifted)")
+
+
+def _host_drops(job) -> int:
+    return sum(job.host_drops_by_host or []) or (job.monitor or {}).get("host_queue_drops", 0)
+
+
+def _host_drops_text(job) -> str:
+    hosts = job.host_drops_by_host or []
+    h = max(range(len(hosts)), key=hosts.__getitem__) if hosts else None
+    return f"; {_host_drops(job)} tail drops in host queues" + (f", most at host h{h} ({hosts[h]})" if h is not None else "")
 
 
 def _rest_cause(job, splits, seconds) -> dict:
@@ -228,16 +249,22 @@ def _rest_cause(job, splits, seconds) -> dict:
         stalls = max(1, round(seconds / NAGLE_STALL_S))
         return _cause("nagle", seconds, ev + f"; nodelay off: about {stalls} delayed-ACK stalls of 40 ms",
                       "TransportConfig nodelay=on", seconds,
-                      "cost model: line rate + per-message latency (the stalls go)")
+                      "cost model: line rate + per-message latency (the stalls go)", {"transport": {"nodelay": True}})
     if buf and min(buf) < WINDOW_LIMITED_BYTES:
         b = min(buf)
         return _cause("window_limited", seconds, ev + f"; socket buffers {b / 1024:g} KiB (a window at most that per RTT)",
                       "TransportConfig sndbuf/rcvbuf unset (autotuned) or at least the bandwidth-delay product",
-                      seconds, "cost model: line rate + per-message latency")
+                      seconds, "cost model: line rate + per-message latency", {"transport": {"sndbuf": None, "rcvbuf": None}})
     if w.get("messages", 0) >= SMALL_MESSAGE_COUNT and 0 < w.get("mean_message", 0) < SMALL_MESSAGE_BYTES:
         bs = _transport_bytes(job.options.get("block_size")) or 8192
         return _cause("small_messages", seconds, ev, f"larger message blocks (--block-size {bs * 8 // 1024}KiB)",
-                      seconds * 7 / 8, "fitted rule: the wait scales with the number of messages (8x fewer)")
+                      seconds * 7 / 8, "fitted rule: the wait scales with the number of messages (8x fewer)",
+                      {"options": {"block_size": bs * 8}})
+    sw = job.switch_drops or (job.monitor or {}).get("switch_drops") or 0
+    if _host_drops(job) > sw:  # a refused send with nothing in flight waits the kernel's 200 ms probe timer
+        return _cause("host_queue_drops", seconds, ev + _host_drops_text(job) + " (a send the host queue refused "
+                      "waits for the 200 ms probe timer, not an RTO)", HOST_QUEUE_FIX, seconds,
+                      "fitted rule: no tail drops, no probe-timer waits", {"cluster": {"host_queue": "1000p"}})
     if (job.cluster or {}).get("kind") != "testbed" and not _drops_text(job):
         return _cause("comm_wait", seconds, ev + "; no drops or buffer limits recorded: ranks waiting for each "
                       "other's messages (computation at different times)", None, None, None)
@@ -258,9 +285,25 @@ def _drops_text(job) -> str:
     return f"; {sw} drops at the switch" if sw else ""
 
 
+def _merged(cs: list[dict]) -> list[dict]:
+    """Causes of the same name (a drop's RTO waits and its other waits) as one."""
+    out: dict[str, dict] = {}
+    for c in cs:
+        if c["cause"] not in out:
+            out[c["cause"]] = dict(c)
+            continue
+        m = out[c["cause"]]
+        m["seconds"] = round(m["seconds"] + c["seconds"], 6)
+        m["evidence"] += "; and " + c["evidence"]
+        m["apply"] = m["apply"] or c["apply"]
+        if m["predicted_gain_s"] is not None and c["predicted_gain_s"] is not None:
+            m["predicted_gain_s"] = round(m["predicted_gain_s"] + c["predicted_gain_s"], 6)
+    return list(out.values())
+
+
 def diagnose(job) -> dict:
     """The diagnosis of one job: fidelity line, causes (largest first), dominant loss, launch."""
-    cs = sorted(causes(job), key=lambda c: -c["seconds"])
+    cs = sorted(_merged(causes(job)), key=lambda c: -c["seconds"])
     # the dominant loss: the one whose removal gains most (its seconds where nothing is predicted)
     losses = sorted((c for c in cs if c["loss"] and c["seconds"] > 0),
                     key=lambda c: -(c["predicted_gain_s"] if c["predicted_gain_s"] is not None else c["seconds"]))
@@ -272,7 +315,8 @@ def diagnose(job) -> dict:
                                f"the job ({_fmt(job.seconds)}): starting {job.nodes} ranks and connecting them",
                                "run the job sequentially (no --nodes), or keep the ranks and connections: many "
                                "jobs in one `clusterlab run -n N` job", launch, "measured: the launch is removed")
-        if launch > LAUNCH_WARN_RATIO * max(job.seconds, 1e-9):
+        out["launch_first"] = launch > LAUNCH_WARN_RATIO * max(job.seconds, 1e-9)
+        if out["launch_first"]:
             out["warnings"].append(f"launch and connection set-up ({_fmt(launch)}) cost {launch / max(job.seconds, 1e-9):.0f}x "
                                    f"the job ({_fmt(job.seconds)}): the job is too small for {job.nodes} ranks")
     for c in cs:  # an emulated time that the fidelity check does not trust is said beside every cause
