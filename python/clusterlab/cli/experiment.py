@@ -140,6 +140,18 @@ def _report(run_dir) -> None:
     click.echo(f"{Path(run_dir) / 'report.md'}: {len(r['pngs'])} figures"
                + "".join(f"; dilation check {'agrees' if c['agree'] else 'differs' if c['agree'] is False else 'n/a'}"
                          for c in r["checks"]))
+    _diagnosis(run_dir, run_dir)
+
+
+def _diagnosis(run_dir, report_dir) -> None:
+    """The diagnosis at the end of the report and of the command's output."""
+    from clusterlab.diagnose import diagnose_dir
+    from clusterlab.diagnose.report_section import append_diagnosis, first_lines
+
+    result = diagnose_dir(run_dir)
+    append_diagnosis(report_dir, result)
+    for line in first_lines(result):
+        click.echo(f"diagnosis: {line}")
 
 
 @experiment.command("report")

@@ -41,12 +41,11 @@ def read_monitor(path):
 
 
 def monitor_facts(tbl, meta: dict, point=None) -> dict:
-    """What the fidelity check needs from a monitor table (one point's rows of a study's)."""
-    import pyarrow.compute as pc
-
-    if point is not None and "point" in tbl.column_names:
-        tbl = tbl.filter(pc.equal(tbl.column("point"), point))
-    df = tbl.to_pandas()
+    """What the fidelity check needs from a monitor table (one point's rows of a study's);
+    ``tbl``: a pyarrow table or its pandas frame (a study's, converted once for all points)."""
+    df = tbl if hasattr(tbl, "loc") else tbl.to_pandas()
+    if point is not None and "point" in df.columns:
+        df = df[df.point == point]
     out: dict = {"samples": int((df.metric == "cpu_idle").sum())}
     spare = df.loc[df.metric == "cpu_spare", "value"]
     if not len(spare):

@@ -14,8 +14,9 @@ Each cause has its seconds, the evidence (which pass, rank, port), the setting t
 (one of the project's knobs) and a predicted gain with how it was predicted. The dominant loss
 is the loss whose removal is predicted to gain most (its seconds where nothing is predicted);
 compute and transfer at line rate are not losses. (On a shared machine every rank computes
-slower than its CPU seconds; the skew's gain is counted at that speed, so a straggler is named
-before the machine's load unless the load costs more.)
+slower than its CPU seconds: that is starvation, named first when the load costs more than the
+injected cause; a skew's gain is its CPU seconds, which is what a shuffled input measured in
+``bench/results/diagnose_corpus.json`` at load 13-16.)
 The launch (process start and mesh set-up, outside the job) is reported apart, with a warning
 when it costs more than the job itself.
 
@@ -50,8 +51,8 @@ CAUSE_TITLES = {
     "skew": "skew between ranks (straggler)",
     "cpu_starvation": "CPU starvation",
     "rto_wait": "RTO waits",
-    "incast_switch_drops": "RTO waits after drops at the switch (incast)",
-    "host_queue_drops": "RTO waits after host-queue tail drops",
+    "incast_switch_drops": "drops at the switch (incast): their RTO waits and recovery",
+    "host_queue_drops": "host-queue tail drops: their RTO and probe-timer waits",
     "rto_backoff": "RTO waits with exponential backoff up to a long MAX",
     "nagle": "Nagle + delayed ACK on small messages",
     "window_limited": "window/buffer-limited transfers",
@@ -124,10 +125,9 @@ def pass_split(job, p) -> dict:
     latency = min(comm - line, msgs * lat_each)
     rest = max(0.0, comm - line - latency)
     return {"pass": p.number, "seconds": p.seconds, "compute": mean_work, "skew": skew, "skew_rank": slow.rank,
-            "starvation": starve, "starved_rank": slow.rank,
-            # the straggler's wall seconds per CPU second: what balancing the work gains at this machine's speed
-            "skew_gain": skew * (slow.compute / _work(slow) if _work(slow) > 0 else 1.0), "rto": rto, "rto_rank": rto_rank.rank,
-            "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts, "line": line, "latency": latency, "rest": rest,
+            "starvation": starve, "starved_rank": slow.rank, "rto": rto, "rto_rank": rto_rank.rank,
+            "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts,
+            "line": line, "latency": latency, "rest": rest,
             "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
             "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
 
@@ -148,8 +148,8 @@ def _worst(splits, key):
 def causes(job) -> list[dict]:
     """Every cause of ``job``'s time with its seconds, evidence, fix and predicted gain."""
     splits = [pass_split(job, p) for p in job.passes if p.ranks]
-    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "skew_gain", "starvation", "rto", "line",
-                                                             "latency", "rest")}
+    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "latency",
+                                                             "rest")}
     out = []
     _, rate_text = _rate_bytes(job)
     out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
@@ -162,9 +162,8 @@ def causes(job) -> list[dict]:
                "re-split the input; with HPA try --partition " + ("itemset" if job.options.get("partition", "prefix")
                                                                  == "prefix" else "prefix") + ")")
         out.append(_cause("skew", tot["skew"], f"pass {w['pass']}: rank {w['skew_rank']} computed {_fmt(w['skew'])} "
-                          "longer than the ranks' mean (CPU seconds, so not starvation)", fix, tot["skew_gain"],
-                          "fitted rule: a balanced split makes each pass's computation the ranks' mean, at the "
-                          "straggler's wall seconds per CPU second"))
+                          "longer than the ranks' mean (CPU seconds, so not starvation)", fix, tot["skew"],
+                          "fitted rule: a balanced split makes each pass's computation the ranks' mean"))
     if tot["starvation"] > 0:
         w = _worst(splits, "starvation")
         out.append(_cause("cpu_starvation", tot["starvation"],
@@ -265,6 +264,10 @@ def _rest_cause(job, splits, seconds) -> dict:
         return _cause("host_queue_drops", seconds, ev + _host_drops_text(job) + " (a send the host queue refused "
                       "waits for the 200 ms probe timer, not an RTO)", HOST_QUEUE_FIX, seconds,
                       "fitted rule: no tail drops, no probe-timer waits", {"cluster": {"host_queue": "1000p"}})
+    if sw:  # the switch dropped: the waits beyond line rate are the incast's queueing and drop recovery
+        return _cause("incast_switch_drops", seconds, ev + _drops_text(job) + " (queueing at the port and "
+                      "recovery from the drops)", _order_fix(job) + " or larger port buffers (buffer=)", None,
+                      "no prediction for this part (replay with the change to measure it)")
     if (job.cluster or {}).get("kind") != "testbed" and not _drops_text(job):
         return _cause("comm_wait", seconds, ev + "; no drops or buffer limits recorded: ranks waiting for each "
                       "other's messages (computation at different times)", None, None, None)
@@ -282,7 +285,9 @@ def _order_fix(job) -> str:
 def _drops_text(job) -> str:
     mon = job.monitor or {}
     sw = job.switch_drops or mon.get("switch_drops") or 0
-    return f"; {sw} drops at the switch" if sw else ""
+    ports = job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}
+    port = max(ports, key=ports.get) if ports else None
+    return (f"; {sw} drops at the switch" + (f", most at port {port} ({ports[port]})" if port else "")) if sw else ""
 
 
 def _merged(cs: list[dict]) -> list[dict]:

@@ -181,6 +181,7 @@ def _study_jobs(d: Path) -> list[Job]:
 
         try:
             mon_tbl, mon_meta = read_monitor(d / "monitor.parquet")
+            mon_tbl = mon_tbl.to_pandas()  # once, for every point
         except ConfigError:
             mon_tbl = None
     jobs = []

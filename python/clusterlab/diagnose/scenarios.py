@@ -132,7 +132,7 @@ def tiny_job(workdir: str) -> str:
 
 def _broadcast(workdir: str, name: str, *args: str) -> str:
     d = os.path.join(workdir, name)
-    argv = [sys.executable, "-m", "clusterlab", "bench", "broadcast", "--hosts", "6", "--size", "50KB", "--reps", "3",
+    argv = [sys.executable, "-m", "clusterlab", "bench", "broadcast", "--hosts", "4", "--size", "50KB", "--reps", "2",
             "--run-dir", d, *args]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
