@@ -40,8 +40,9 @@ def _median_s(d) -> float:
 
 
 def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
-    """(as recorded, with the fix) rerun seconds for the scenario's dominant fix."""
-    dom = diag["dominant"]
+    """(as recorded, with the fix) rerun seconds for the fix of the injected cause as diagnosed
+    (the dominant loss's when the injected cause was not found)."""
+    dom = next((c for c in diag["causes"] if c["cause"] == s.cause), diag["dominant"])
     if s.name == "tiny_job":
         import clusterlab
         from clusterlab.diagnose.record import record_mining
@@ -97,7 +98,7 @@ def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
         fix = sc._broadcast(work, s.name + "_fixed", *fixed)
         return {"rerun_as_recorded_s": _median_s(again), "rerun_with_fix_s": _median_s(fix),
                 "predicted_gain_s": dom["predicted_gain_s"], "fix": " ".join(fixed)}
-    v = verify(d, load(d)[0], diag, out_dir=os.path.join(work, "verify"))
+    v = verify(d, load(d)[0], {**diag, "dominant": dom}, out_dir=os.path.join(work, "verify"))
     return {k: v[k] for k in ("rerun_as_recorded_s", "rerun_with_fix_s", "predicted_gain_s", "fix")}
 
 

@@ -138,6 +138,12 @@ def _rank_pass(x: dict, i: int) -> RankPass:
                     timeouts=_num(x.get("timeouts")))
 
 
+def mining_job(summary: dict, label: str = "job") -> Job:
+    """The job of a ``clusterlab mine --nodes N --json`` summary held in memory (the command's
+    own closing diagnosis)."""
+    return _mining_job(Path(label) / "summary.json", summary)
+
+
 def _mining_job(path: Path, s: dict) -> Job:
     passes = []
     for n, p in enumerate(s["passes"]):
