@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from clusterlab.cli import cli
 from clusterlab.diagnose import diagnose, diagnose_dir, fidelity, render_text
-from clusterlab.diagnose.run import Job, Pass, RankPass
+from clusterlab.diagnose.run import Job, Pass, RankPass, load
 from clusterlab.diagnose.scenarios import named_first
 from clusterlab.errors import ConfigError
 
@@ -156,3 +156,18 @@ def test_the_command_exits_2_with_one_line_and_prints_json(tmp_path):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["jobs"][0]["dominant"]["cause"] == "skew" and "fidelity" in out["jobs"][0]
+
+
+def test_verify_refuses_what_a_rerun_cannot_take(tmp_path):
+    from clusterlab.diagnose.verify import verify
+
+    run = _summary(tmp_path)
+    j = diagnose_dir(run)["jobs"][0]  # skew: its fix is re-splitting the data, not a setting
+    with pytest.raises(ConfigError, match="not a setting a rerun can take"):
+        verify(run, load(run)[0], j)
+    study = Job("b", "study", 1.0)
+    with pytest.raises(ConfigError, match="reruns parallel mining runs"):
+        verify(run, study, j)
+    nagle = {"dominant": {"cause": "nagle", "fix": "x", "apply": {"transport": {"nodelay": True}}}}
+    with pytest.raises(ConfigError, match="does not name"):  # a summary without the input file
+        verify(run, load(run)[0], nagle)

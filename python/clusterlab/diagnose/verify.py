@@ -74,7 +74,15 @@ def verify(run_dir, job, diagnosis: dict, out_dir=None) -> dict:
             "method": dom["method"], "rerun_as_recorded_s": round(runs["as_recorded"], 6),
             "rerun_with_fix_s": round(runs["with_fix"], 6), "measured_gain_s": round(measured, 6),
             "measured_over_predicted": round(measured / predicted, 3) if predicted else None,
+            # shares of the job: the prediction was made on the recorded run, the gain is measured on
+            # two reruns, and a shared machine's load between them changes the seconds, not the share
+            "predicted_share": round(predicted / job.seconds, 3) if predicted and job.seconds else None,
+            "measured_share": round(measured / runs["as_recorded"], 3) if runs["as_recorded"] else None,
             "runs": str(out)}
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.0%}"
 
 
 def verify_lines(v: dict) -> list[str]:
@@ -83,4 +91,5 @@ def verify_lines(v: dict) -> list[str]:
             f"  rerun as recorded {v['rerun_as_recorded_s'] * 1000:.1f} ms, with the fix {v['rerun_with_fix_s'] * 1000:.1f} ms",
             f"  predicted gain {v['predicted_gain_s'] * 1000:.1f} ms ({v['method']}), measured {v['measured_gain_s'] * 1000:.1f} ms"
             + (f" ({ratio:.0%} of predicted)" if ratio is not None else ""),
+            f"  as shares of the job: predicted {_pct(v['predicted_share'])}, measured {_pct(v['measured_share'])}",
             f"  runs in {v['runs']}"]
