@@ -152,6 +152,9 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "RUN_DIR": ["", "/nonexistent", "@data", "@meta_list", "@meta_dir", "@meta_not_json", "@meta_spec_list",
                         "@torn_parquet", "@no_table", "@monitor_torn", "/proc/self"],
             "--title": []}),
+        ("diagnose",): (["diagnose"], {
+            "RUN_DIR": ["", "/nonexistent", "@data", "@dir", "@meta_list", "@meta_dir", "@meta_not_json",
+                        "@meta_spec_list", "@torn_parquet", "@no_table", "@monitor_torn", "/proc/self"]}),
         ("monitor",): (["monitor", "--no-capture", "-o", "{out}/m.parquet", "--duration", "0.01"], {
             "--interval": POS_FLOAT, "--duration": POS_FLOAT, "--out": UNWRITABLE_FILE,
             "COMMAND": ["--", "/nonexistent/cmd"], "--testbed": ["NOPE", "../x"]}),
@@ -196,7 +199,7 @@ ROOT_TABLE = {
         "--runs": POS_INT, "--budget": POS_INT, "--eta": POS_INT, "--confirm": INT, "--output": UNWRITABLE_FILE}),
 }
 # Options with no hostile value of their own (free text that is only passed on, or a flag).
-FREE_TEXT = {("report",): {"--title"}, ("run",): {"--iface", "--rendezvous", "--mpiexec-args"},
+FREE_TEXT = {("report",): {"--title"}, ("diagnose",): {"--json", "--verify"}, ("run",): {"--iface", "--rendezvous", "--mpiexec-args"},
              ("testbed", "exec"): {"HOST", "COMMAND"}}
 
 ENVIRONMENT = [("CLUSTERLAB_TIMEOUT", v) for v in ["abc", "-5", "nan", "inf", "1e400", "0", "5lightyears"]] + \
