@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from clusterlab.diagnose import fidelity
 
+# Without a cost model (``Job.model``, set by ``run.load`` from ``comm.costmodel.current()``):
 LOOPBACK_BYTES_PER_S = 1.0e9  # a local run's "line rate": loopback copies, about 1 GB/s on the lab machines
-LOCAL_MESSAGE_LATENCY_S = 50e-6  # one message's round of the local mesh (ping-pong, bench/pingpong)
+LOCAL_MESSAGE_LATENCY_S = 50e-6  # one message's half round trip on the local mesh (ping-pong)
 TESTBED_MESSAGE_LATENCY_S = 200e-6
 WINDOW_LIMITED_BYTES = 256 * 1024
 SMALL_MESSAGE_BYTES = 2048
@@ -68,7 +69,18 @@ def _rate_bytes(job) -> tuple[float, str]:
     rate = (job.cluster or {}).get("rate")
     if rate:
         return rate / 8.0, f"{rate / 1e6:g} Mbit/s"
+    beta = (job.model or {}).get("beta")
+    if beta:
+        return 1.0 / beta, f"cost model ({job.model.get('source', 'default')}): 1/beta = {1e-9 / beta:.3g} GB/s"
     return LOOPBACK_BYTES_PER_S, "loopback, taken as 1 GB/s"
+
+
+def _message_latency(job) -> float:
+    """One message's cost: the cost model's alpha + overhead on a local run, else the constants."""
+    if (job.cluster or {}).get("kind") == "testbed":
+        return TESTBED_MESSAGE_LATENCY_S
+    m = job.model or {}
+    return (m["alpha"] + m.get("overhead", 0.0)) if "alpha" in m else LOCAL_MESSAGE_LATENCY_S
 
 
 def _fmt(s: float) -> str:
@@ -120,7 +132,7 @@ def pass_split(job, p) -> dict:
     rate, _ = _rate_bytes(job)
     sent = busiest.bytes or _workload_bytes(job)
     line = min(comm, sent / rate)
-    lat_each = TESTBED_MESSAGE_LATENCY_S if (job.cluster or {}).get("kind") == "testbed" else LOCAL_MESSAGE_LATENCY_S
+    lat_each = _message_latency(job)
     msgs = max(r.messages for r in ranks)
     latency = min(comm - line, msgs * lat_each)
     rest = max(0.0, comm - line - latency)

@@ -70,6 +70,7 @@ class Job:
     cpu_spare: float | None = None
     monitor: dict | None = None  # the fidelity check's inputs (``fidelity.monitor_facts``)
     source: str = ""
+    model: dict = dataclasses.field(default_factory=dict)  # the cost model's alpha, beta, overhead, source
 
 
 def load(run_dir) -> list[Job]:
@@ -82,7 +83,7 @@ def load(run_dir) -> list[Job]:
         return _study_jobs(d)
     found = _mining_json(d)
     if found is not None:
-        return [_mining_job(*found)]
+        return [with_cost_model(_mining_job(*found))]
     for name in ("monitor.parquet", "monitor.csv"):
         if (d / name).exists():
             from clusterlab.diagnose.fidelity import monitor_facts, read_monitor
@@ -93,6 +94,18 @@ def load(run_dir) -> list[Job]:
                         source=str(d / name))]
     raise ConfigError(f"{run_dir}: nothing to diagnose (no meta.json, no JSON with \"passes\" from "
                       "`clusterlab mine --nodes N --json`, no *.passes.json, no monitor.parquet)")
+
+
+def with_cost_model(job: Job) -> Job:
+    """``job`` with the communication cost model in force (``comm.costmodel.current()``: the
+    file of ``$CLUSTERLAB_COSTMODEL`` from ``clusterlab tune model``, else the default fit of the
+    loopback mesh): a local run's line rate (1 / beta) and per-message latency (alpha + overhead)."""
+    from clusterlab.comm.costmodel import current
+
+    if (job.cluster or {}).get("kind") != "testbed":
+        m = current()
+        job.model = {"alpha": m.alpha, "beta": m.beta, "overhead": m.overhead, "source": m.source}
+    return job
 
 
 def _read_json(path: Path):
