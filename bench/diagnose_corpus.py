@@ -77,24 +77,32 @@ def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
                 "predicted_gain_s": dom["predicted_gain_s"], "fix": "no busy loop, no pinning"}
     if s.root:
         apply = dom.get("apply") or {}
-        args: list[str] = []
-        if "transport" in apply:
-            args = ["--transport", ",".join(f"{k}={v}" for k, v in apply["transport"].items())]
-        elif "cluster" in apply:
-            args = ["--host-queue", apply["cluster"]["host_queue"]]
-        else:
-            args = ["--order", "shifted"]
         base_args = {"incast": ["--buffer", "16KB", "--rto-min", "200ms"],
                      "host_queue_drops": ["--buffer", "4MB", "--host-queue", "4p", "--rto-min", "200ms"],
                      "seed_era_backoff": ["--buffer", "10KB", "--transport", "stack=seed-era,rto_min=200ms,rto_max=60s"]}
         base = base_args[s.name]
         fixed = list(base)
-        for i in range(0, len(args), 2):  # the fix replaces the same option in the recorded settings
-            if args[i] in fixed:
-                j = fixed.index(args[i])
-                fixed[j + 1] = args[i + 1] if args[i] != "--transport" else fixed[j + 1] + "," + args[i + 1]
+
+        def put(opt: str, value: str) -> None:  # the fix replaces the same setting in the recorded ones
+            if opt in fixed:
+                fixed[fixed.index(opt) + 1] = value
             else:
-                fixed += args[i:i + 2]
+                fixed.extend([opt, value])
+
+        for k, v in (apply.get("transport") or {}).items():
+            opt = "--" + k.replace("_", "-")
+            if opt in fixed:
+                put(opt, str(v))
+            elif "--transport" in fixed:
+                i = fixed.index("--transport") + 1
+                kept = [kv for kv in fixed[i].split(",") if kv.split("=")[0] != k]
+                fixed[i] = ",".join([*kept, f"{k}={v}"])
+            else:
+                put("--transport", f"{k}={v}")
+        if "cluster" in apply:
+            put("--host-queue", apply["cluster"]["host_queue"])
+        if not apply:
+            put("--order", "shifted")
         again = sc._broadcast(work, s.name + "_again", *base)
         fix = sc._broadcast(work, s.name + "_fixed", *fixed)
         return {"rerun_as_recorded_s": _median_s(again), "rerun_with_fix_s": _median_s(fix),

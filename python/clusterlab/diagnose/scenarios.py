@@ -141,7 +141,7 @@ def _broadcast(workdir: str, name: str, *args: str) -> str:
 
 
 def incast(workdir: str) -> str:
-    """6 hosts each send 50 KB to all others at once into 16 KB switch port buffers."""
+    """4 hosts each send 50 KB to all others at once into 16 KB switch port buffers."""
     return _broadcast(workdir, "incast", "--buffer", "16KB", "--rto-min", "200ms")
 
 
@@ -163,9 +163,9 @@ SCENARIOS = [
     Scenario("tiny_buffers", "window_limited", "sndbuf=rcvbuf=4KiB", tiny_buffers),
     Scenario("nagle", "nagle", "nodelay=off", nagle),
     Scenario("tiny_job", "launch", "200 transactions on 2 ranks", tiny_job),
-    Scenario("incast", "incast_switch_drops", "6-host all-to-all into 16 KB port buffers", incast, root=True),
+    Scenario("incast", "incast_switch_drops", "4-host all-to-all into 16 KB port buffers", incast, root=True),
     Scenario("host_queue_drops", "host_queue_drops", "4-packet host queues", host_queue_drops, root=True),
-    # A 6-host, 3-repetition broadcast does not lose one segment often enough for the backoff to
+    # A 4-host, 2-repetition broadcast does not lose one segment often enough for the backoff to
     # build up (the diagnosis names the incast): kept for the bench corpus, out of the suite.
     Scenario("seed_era_backoff", "rto_backoff", "seed-era stack, MAX 60 s, 10 KB port buffers", seed_era_backoff,
              root=True, ci=False),
