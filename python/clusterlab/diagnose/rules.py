@@ -3,22 +3,22 @@
 Per pass, the pass's time T is split along its critical path: the computation of the rank
 that computed longest (``max compute``), of which the part above the ranks' mean is *skew*
 (the others wait for it) and the part its wall clock ran ahead of its CPU seconds is *CPU
-starvation* (it was ready but had no core); the RTO wait (the slowest rank's share charged to
-``tcpi_total_rto_time``); and the rest of the communication, which is split into *transfer at
-line rate* (the busiest rank's bytes at the link's rate), per-message latency, and what is
-left: charged to Nagle + delayed ACKs (``nodelay`` off), to window-limited transfers (socket
-buffers set below ``WINDOW_LIMITED_BYTES``), to latency-bound small messages (blocks under
-``SMALL_MESSAGE_BYTES``), else to queueing.
+starvation* (it was ready but had no core); the RTO wait (the longest of any rank, from
+``tcpi_total_rto_time``; a stalled flow holds every rank up at the next synchronisation); and
+the rest of the communication, which is split into *transfer at line rate* (the busiest rank's
+bytes at the link's rate), per-message latency, and what is left: charged to host-queue drops
+or switch drops when the run recorded them, to Nagle + delayed ACKs (``nodelay`` off), to
+window-limited transfers (socket buffers set below ``WINDOW_LIMITED_BYTES``), to latency-bound
+small messages (``SMALL_MESSAGE_COUNT`` or more under ``SMALL_MESSAGE_BYTES``), else to queueing
+(emulated) or to ranks waiting for each other (local).
 
 Each cause has its seconds, the evidence (which pass, rank, port), the setting that removes it
 (one of the project's knobs) and a predicted gain with how it was predicted. The dominant loss
 is the loss whose removal is predicted to gain most (its seconds where nothing is predicted);
-compute and transfer at line rate are not losses. (On a shared machine every rank computes
-slower than its CPU seconds: that is starvation, named first when the load costs more than the
-injected cause; a skew's gain is its CPU seconds, which is what a shuffled input measured in
-``bench/results/diagnose_corpus.json`` at load 13-16.)
-The launch (process start and mesh set-up, outside the job) is reported apart, with a warning
-when it costs more than the job itself.
+compute and transfer at line rate are not losses. On a shared machine every rank computes
+slower than its CPU seconds: that is starvation, and it is named first when it costs more.
+The launch (process start and mesh set-up, outside the job) is reported apart, and named first
+when it costs more than ``LAUNCH_WARN_RATIO`` times the job.
 
 >>> from clusterlab.diagnose.run import Job, Pass, RankPass
 >>> job = Job("demo", "mining", 1.0, passes=[Pass(2, 1.0, [RankPass(0, 1.0, 0.9, 0.9, 0.1, 0.0),
