@@ -199,7 +199,7 @@ def category_ticks(ax, cats: list[str], axis: str = "x") -> list[str]:
     (ax.set_xticks if axis == "x" else ax.set_yticks)(range(len(cats)), keys, fontsize=7)
     if long:
         note = "\n".join(textwrap.shorten(f"{k}: {c}", 110) for k, c in zip(keys, cats, strict=True))
-        ax.text(0.0, -0.14, note, transform=ax.transAxes, ha="left", va="top", fontsize=6.5)
+        ax.text(0.0, -0.19, note, transform=ax.transAxes, ha="left", va="top", fontsize=6.5)
     return keys
 
 
@@ -272,8 +272,9 @@ def plot_scatter(plt, rows, spec, title, path, caption="") -> None:
     ax.grid(alpha=0.3)
     _legend(ax, hue)
     what = "bar = median" if categorical else "line = median"
-    ax.text(0.99, 0.01, f"{what}; marker = repetition; hollow = CPU-bound; k = dilation", transform=ax.transAxes,
-            ha="right", va="bottom", fontsize=6, color="grey")
+    # under the axes, where it hides no data
+    ax.text(1.0, -0.13, f"{what}; marker = repetition; hollow = CPU-bound; k = dilation", transform=ax.transAxes,
+            ha="right", va="top", fontsize=6, color="grey")
     _save(plt, fig, path)
 
 
