@@ -239,7 +239,7 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
     return summary
 
 
-def pd_series(values, index):
+def _series(values, index):
     import pandas as pd
 
     return pd.Series(values, index=index)
@@ -291,7 +291,7 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     fig, (a_all, a_host) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
     if len(tx) and len(rounds):
         nodes = sorted(tx.node.unique(), key=lambda n: (len(n), n))
-        per_s_round = per_s(pd_series(per_round(tx, rounds), rounds), "machine")
+        per_s_round = per_s(_series(per_round(tx, rounds), rounds), "machine")
         a_all.plot(rounds / k, per_s_round * 8 / 1e6, lw=0.9, color="k", drawstyle="steps-pre",
                    label=f"all {len(nodes)} hosts")
         a_all.legend(fontsize=7)

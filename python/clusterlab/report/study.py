@@ -189,14 +189,14 @@ def _titled(ax, title: str, caption: str) -> None:
     ax.set_title(title + (f"\n{caption}" if caption else ""), fontsize=8.5)
 
 
-def category_ticks(ax, cats: list[str], axis: str = "x") -> list[str]:
+def category_ticks(ax, cats: list[str]) -> list[str]:
     """Tick labels for categories: as they are when short, else short keys (A, B, ...) with
-    the key written beside the axes. Returns the labels drawn."""
+    the key written under the axes. Returns the labels drawn."""
     import textwrap
 
     long = any(len(c) > TICK_LABEL_MAX for c in cats)
     keys = [chr(ord("A") + i) if i < 26 else f"Z{i - 25}" for i in range(len(cats))] if long else list(cats)
-    (ax.set_xticks if axis == "x" else ax.set_yticks)(range(len(cats)), keys, fontsize=7)
+    ax.set_xticks(range(len(cats)), keys, fontsize=7)
     if long:
         note = "\n".join(textwrap.shorten(f"{k}: {c}", 110) for k, c in zip(keys, cats, strict=True))
         ax.text(0.0, -0.19, note, transform=ax.transAxes, ha="left", va="top", fontsize=6.5)
