@@ -31,7 +31,7 @@ import time
 
 from clusterlab._atomic import atomic_open
 from clusterlab.bench.switch import incast
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 from clusterlab.experiments.runner import git_revision
 from clusterlab.monitor.procfs import sched_autogroup
 
@@ -65,7 +65,7 @@ def part_incast(reps: int) -> dict:
             for discard in ("none", "ppd", "epd"):
                 topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard=discard, mtu=mtu)
                 l0 = load()
-                r = incast(Testbed(topo, name="bsw"), 4, 8 << 20)
+                r = incast(TestbedNetwork(topo, name="bsw"), 4, 8 << 20)
                 rows.append({"rep": rep, "mtu": mtu, "discard": discard, "load_before": l0, "load_after": load(),
                              **{k: r[k] for k in ("seconds", "goodput_mbps", "ideal_mbps", "goodput_share", "retransmits")},
                              **{f"port_{k}": v for k, v in r["port"].items()}})
@@ -95,7 +95,7 @@ def part_cost(reps: int, hosts100: bool) -> dict:
             topo = StarTopo(hosts=hosts, rate="155.52Mbit", switch=switch, buffer="64KB", host_queue="9MB",
                             dilation=k, mtu=9000 if switch == "bridge" else 9180)
             l0 = load()
-            with Testbed(topo, name="bsw") as tb:
+            with TestbedNetwork(topo, name="bsw") as tb:
                 pid = tb.atm.proc.pid if tb.atm else None
                 c0, b0, t0 = (proc_cpu(pid) if pid else 0.0), cpu_times(), time.monotonic()
                 res = tb.run(alltoall_broadcast, hosts, 256 << 10, reps, timeout=600)[0]

@@ -45,8 +45,8 @@ def where_am_i(comm):
 
 MOVER_DRIVER = """
 import sys, time
-from clusterlab.cluster.testbed import StarTopo, Testbed
-tb = Testbed(StarTopo(hosts=2, {topo}), name=sys.argv[1]).up()
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+tb = TestbedNetwork(StarTopo(hosts=2, {topo}), name=sys.argv[1]).up()
 print(tb.{mover}.proc.pid, flush=True)
 time.sleep(600)
 """

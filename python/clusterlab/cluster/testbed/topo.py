@@ -1,6 +1,6 @@
 """What to build: hosts on one switch (or on two sites joined by a WAN line), the links' rate, port buffer and MTU (Mininet's ``Topo``).
 
-A topology is plain data: it can be checked, printed and saved without root. ``net.Testbed``
+A topology is plain data: it can be checked, printed and saved without root. ``net.TestbedNetwork``
 turns it into namespaces, veth pairs, a bridge and tc qdiscs.
 
 >>> t = StarTopo(hosts=16, rate="155Mbit", buffer="64KB")

@@ -84,7 +84,7 @@ def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int
 
 def npb_replay(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, traffic: bool = False,
                compute_scale: float = 1.0, engine: str = "rust") -> Workload:
-    """``npb_wan`` for a study whose cluster is the ``Testbed`` (its ``sites``/``wan_*`` fields
+    """``npb_wan`` for a study whose cluster is a ``Testbed`` (its ``sites``/``wan_*`` fields
     declare the network; ``network`` names which one each point is and is checked against it).
 
     >>> sorted(npb_replay(kernel="ep").params)
@@ -171,7 +171,7 @@ def _one(values: list, what: str):
 
 
 def execute(session, params: dict, reps: int, warmup: int):
-    from clusterlab.cluster.testbed import Testbed
+    from clusterlab.cluster.testbed import TestbedNetwork
     from clusterlab.npb.replay import save_events
 
     kernel, cls, n = params["kernel"], params["cls"], int(params["nodes"])
@@ -190,7 +190,7 @@ def execute(session, params: dict, reps: int, warmup: int):
         bed = contextlib.nullcontext(session.testbed)
     else:
         topo = topology(params)
-        bed = Testbed(topo)
+        bed = TestbedNetwork(topo)
     with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, bed as tb:
         events = save_events(rec["events"], os.path.join(tmp, "events.json"))
         engine = params.get("engine", "rust")
