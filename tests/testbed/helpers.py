@@ -43,6 +43,13 @@ def where_am_i(comm):
             "gathered": [int(np.asarray(g)[0]) for g in got]}
 
 
+def host_rto_min_us(comm):
+    """Each rank: its namespace inode and its host's net.ipv4.tcp_rto_min_us."""
+    comm.barrier()
+    with open("/proc/sys/net/ipv4/tcp_rto_min_us") as f:
+        return {"netns": os.stat("/proc/self/ns/net").st_ino, "rto_min_us": int(f.read())}
+
+
 MOVER_DRIVER = """
 import sys, time
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
