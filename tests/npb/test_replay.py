@@ -62,9 +62,9 @@ def test_workload_networks():
 def test_seed004_studies_declare_their_two_site_testbed():
     """The study's Testbed(StarTopo(...)) carries the sites and the WAN line; each point's topology is what the
     study declared and the workload refuses a point whose network is not that testbed."""
+    from clusterlab.cluster import Testbed
     from clusterlab.cluster.testbed import StarTopo
     from clusterlab.experiments.clusters import star_topo
-    from clusterlab.cluster import Testbed
     from clusterlab.experiments.studies.seed004_table3 import STUDY
     from clusterlab.experiments.workloads.npb import check_network, npb_replay
 

@@ -50,6 +50,15 @@ def host_rto_min_us(comm):
         return {"netns": os.stat("/proc/self/ns/net").st_ino, "rto_min_us": int(f.read())}
 
 
+def host_congestion(comm):
+    """Each rank: the job's size, its namespace, its host's RTO minimum and default congestion
+    control, and which communicator it has."""
+    out = host_rto_min_us(comm)
+    with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+        out["congestion"] = f.read().strip()
+    return {**out, "size": comm.size, "backend": (comm.stats() if hasattr(comm, "stats") else {}).get("backend")}
+
+
 MOVER_DRIVER = """
 import sys, time
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork

@@ -14,10 +14,10 @@ import time
 import pytest
 
 from clusterlab.bench.switch import ideal_mbps, incast
+from clusterlab.cluster import Testbed as TestbedCluster
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, leftovers, link
 from clusterlab.cluster.testbed.atmswitch import switch_settings
 from clusterlab.errors import ConfigError
-from clusterlab.cluster import Testbed as TestbedCluster
 from clusterlab.net.transport_config import TransportConfig
 
 from .helpers import assert_mover_dies_with_its_driver, where_am_i

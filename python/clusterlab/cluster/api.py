@@ -334,14 +334,34 @@ class Testbed:
             return
         from clusterlab.cluster.testbed import TestbedNetwork
 
+        from clusterlab.net.transport_config import TransportConfig
+
+        default = TransportConfig()
+        socket_only = [k for k in SOCKET_ONLY if transport is not None and getattr(transport, k) != getattr(default, k)]
+        if self.mesh == "mpi" and socket_only:
+            raise ConfigError(f"{', '.join(socket_only)}: MPI's sockets are MPICH's, per-socket knobs cannot reach "
+                              "them (the hosts' sysctls can: rto_*, congestion, rmem/wmem...)")
+
         k, _ = self.resolve_dilation(transport)
         with TestbedNetwork(dataclasses.replace(self.topo, dilation=k), transport=transport) as net:
             yield net, None
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
+        """``fn(comm, *args)`` with rank i in host i; ``mesh="mpi"``: the ranks started by
+        mpiexec in the hosts and joined by MPI (``launch_mpi_on_testbed``), so their traffic is
+        MPICH's sockets under the hosts' sysctls."""
         no_kwargs(kwargs, "launched")
         with self._network(transport) as (net, config):
-            return net.run(fn, n or self._default_n(net), *args, config=config, timeout=timeout, **options)
+            n = n or self._default_n(net)
+            if self.mesh == "mpi":
+                if has_knobs(config):
+                    raise ConfigError("MPI's sockets are MPICH's: the testbed's TCP settings are the hosts' sysctls "
+                                      "(set them when the testbed comes up), per-socket knobs cannot reach them")
+                from clusterlab.cluster import local
+
+                return local.run(fn, n, *args, timeout=timeout, **options,
+                                 launcher=lambda argv, k, **o: launch_mpi_on_testbed(net, argv, k, **o))
+            return net.run(fn, n, *args, config=config, timeout=timeout, **options)
 
     def _default_n(self, net) -> int:
         return self.ranks if self.ranks is not None and self.topo is not None else len(net.hosts)
@@ -370,6 +390,10 @@ class Testbed:
             with in_netns(tb.switch.ns):
                 return launch(argv, n, hosts=hosts, config=config, timeout=timeout,
                               rendezvous_host=tb.topo.switch_address, **options)
+
+
+# Settings a testbed applies only on the sockets clusterlab opens (every other one is a host sysctl).
+SOCKET_ONLY = ("sndbuf", "rcvbuf", "nodelay")
 
 
 # Hydra starts its proxy on each host as `ssh -x HOST "PROXY" ARGS...`; this launcher enters the
