@@ -23,8 +23,9 @@ STUDY_CC = ("reno", "cubic", "bbr")
 def test_engine_is_a_setting_and_a_bad_one_is_refused():
     assert npb_replay(kernel="cg").params["engine"] == "rust"
     assert npb_wan(engine="python").params["engine"] == "python"
-    with pytest.raises(ConfigError, match="engine 'mpi': the TCP mesh engine is one of python, rust"):
-        npb_replay(engine="mpi")
+    assert npb_replay(engine="mpi").params["engine"] == "mpi"  # mpiexec's ranks in the hosts, MPICH's sockets
+    with pytest.raises(ConfigError, match=r"engine 'ucx': one of mpi, python, rust \(the TCP mesh's engines, or MPI\)"):
+        npb_replay(engine="ucx")
     # a grid or --set value is refused when the study expands, not when its point runs
     with pytest.raises(ConfigError, match="engine 'tcp'"):
         load("seed004-stack").workload.with_params(engine="tcp")
@@ -35,11 +36,11 @@ def test_cli_refuses_a_bad_engine_in_one_line():
     import sys
 
     r = subprocess.run([sys.executable, "-m", "clusterlab", "experiment", "run",
-                        "seed004-stack", "--set", "engine=mpi", "--dry-run"], capture_output=True, text=True,
+                        "seed004-stack", "--set", "engine=ucx", "--dry-run"], capture_output=True, text=True,
                        timeout=120)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr
-    assert "engine 'mpi'" in lines[0] and "python, rust" in lines[0]
+    assert "engine 'ucx'" in lines[0] and "mpi, python, rust" in lines[0]
 
 
 def test_the_study_is_the_stack_grid_over_the_135m_line():

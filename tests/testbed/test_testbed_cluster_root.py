@@ -34,13 +34,17 @@ def test_a_topology_comes_up_for_the_call_and_goes():
 @needs_mpi
 def test_mpi_ranks_of_a_rank_function_run_in_the_hosts():
     """``mesh="mpi"``: mpiexec's ranks in the hosts, with the hosts' settings (the congestion
-    control a transport names is each host's default, which MPICH's sockets get)."""
+    control a transport names becomes each host's default, which MPICH's sockets get; one the
+    kernel does not let a namespace default to is refused with the reason)."""
+    from clusterlab.cluster.api import mpi_congestion_why_not
+
     require_netns()
     before = set(leftovers())
     tb = Testbed(StarTopo(hosts=2, rate="1Gbit"), mesh="mpi")
-    out = tb.run(host_congestion, None, transport=TransportConfig(rto_min="20ms", congestion="reno"))
+    out = tb.run(host_congestion, None, transport=TransportConfig(rto_min="20ms", congestion="reno"))  # reno: always allowed
     assert [o["size"] for o in out] == [2, 2] and len({o["netns"] for o in out}) == 2
     assert {(o["rto_min_us"], o["congestion"], o["backend"]) for o in out} == {(20_000, "reno", "mpi")}
     with pytest.raises(ConfigError, match="sndbuf: MPI's sockets are MPICH's"):
         Testbed(tb.topo, mesh="mpi").run(host_congestion, None, transport=TransportConfig(sndbuf="1MiB"))
+    assert "tcp_allowed_congestion_control" in mpi_congestion_why_not("nosuchcc")
     assert set(leftovers()) == before

@@ -173,9 +173,9 @@ class Testbed:
 
     >>> from clusterlab.cluster.testbed import StarTopo
     >>> t = Testbed(StarTopo(hosts=16, rate="155.52Mbit", switch="atm", buffer="1000cells"), dilation="auto")
-    >>> t, t.n_ranks(), t.settings()["mtu"]
+    >>> t, t.n_ranks(), t.topo.mtu
     (Testbed(StarTopo(hosts=16, rate='155.52Mbit', buffer='1000cells', switch='atm'), dilation='auto'), 16, 9180)
-    >>> t.with_settings(hosts=4, switch="bridge").topo.mtu   # the MTU follows the switch's default
+    >>> t.with_settings(hosts=4, switch="bridge").topo.mtu   # an MTU not given is the switch's own
     9000
     >>> t.with_settings(hosts=8, sites="4+3")
     Traceback (most recent call last):
@@ -255,6 +255,8 @@ class Testbed:
         (None: the topology's own) and ``prefer_dilation`` (the topology's dilation)."""
         t = self._need_topo()
         d = {k: getattr(t, k) for k in self.TOPO_SETTINGS}
+        if t.mtu_is_default:  # the switch's own (9000 bridge, 9180 atm)
+            d["mtu"] = None
         if self.hosts_follow_ranks:
             d["hosts"] = None
         d.update(ranks=self.ranks, dilation=self.dilation, prefer_dilation=float(t.dilation))
@@ -262,17 +264,14 @@ class Testbed:
 
     def with_settings(self, **values) -> Testbed:
         """A copy with settings changed by name; ``hosts=None``: one host per rank (at least 2).
-        The topology checks the result. A changed switch takes its own default MTU unless the
-        MTU is changed too or was not the old switch's default."""
-        from clusterlab.cluster.testbed.topo import DEFAULT_MTU, IP_OVER_ATM_MTU
-
+        The topology checks the result. ``mtu=None``: the switch's own; a topology whose MTU
+        was not given keeps taking its switch's own."""
         t = self._need_topo()
         unknown = set(values) - set(self.SETTINGS)
         if unknown:
             raise ConfigError(f"a testbed has no setting {sorted(unknown)} (has {', '.join(self.SETTINGS)})")
         topo = {k: v for k, v in values.items() if k in self.TOPO_SETTINGS}
-        default_mtu = {"bridge": DEFAULT_MTU, "atm": IP_OVER_ATM_MTU}
-        if "switch" in topo and "mtu" not in topo and t.mtu == default_mtu.get(t.switch):
+        if t.mtu_is_default and "mtu" not in topo:
             topo["mtu"] = None
         if "prefer_dilation" in values:
             topo["dilation"] = float(values["prefer_dilation"])
@@ -333,7 +332,6 @@ class Testbed:
             yield self.testbed, transport
             return
         from clusterlab.cluster.testbed import TestbedNetwork
-
         from clusterlab.net.transport_config import TransportConfig
 
         default = TransportConfig()
@@ -423,6 +421,7 @@ def launch_mpi_on_testbed(tb, argv: list[str], n: int, *, timeout: float | None 
     if shutil.which("setpriv") is None:
         raise ConfigError("running MPI ranks in a testbed's hosts needs setpriv (util-linux)")
     places = tb.placement(n)
+    set_default_congestion(tb, [p["host"] for p in places])
     prefix = tb.host(places[0]["host"]).ns[: -len(places[0]["host"])]
     e = dict(os.environ if env is None else env)
     e.update(MPICH_NETWORK_ENV)
@@ -439,6 +438,38 @@ def launch_mpi_on_testbed(tb, argv: list[str], n: int, *, timeout: float | None 
                               mpiexec_args=["-launcher", "ssh", "-launcher-exec", script, "-iface", "br0",
                                             *options.pop("mpiexec_args", ())],
                               rendezvous_host=tb.topo.switch_address, **options)
+
+
+def mpi_congestion_why_not(congestion: str | None) -> str | None:
+    """Why MPI ranks on a testbed cannot run under ``congestion``, or None. MPICH opens its own
+    sockets, so the testbed's congestion control reaches them only as each host's default, and
+    the kernel lets a namespace other than the machine's own default only to an algorithm in
+    ``net.ipv4.tcp_allowed_congestion_control`` (EPERM otherwise)."""
+    if congestion is None:
+        return None
+    with open("/proc/sys/net/ipv4/tcp_allowed_congestion_control") as f:
+        allowed = f.read().split()
+    if congestion not in allowed:
+        return (f"congestion {congestion!r} cannot reach MPI ranks on a testbed: MPICH's sockets take the host's "
+                f"default, and the kernel lets a namespace default only to one of "
+                f"net.ipv4.tcp_allowed_congestion_control ({' '.join(allowed)})")
+    return None
+
+
+def set_default_congestion(tb, hosts: list[str]) -> None:
+    """Each of ``hosts``' default congestion control set to the testbed's (MPI ranks' sockets
+    are not clusterlab's: this is how its setting reaches them)."""
+    from clusterlab.net.netns import in_netns
+
+    cc = tb.transport.congestion
+    why = mpi_congestion_why_not(cc)
+    if why:
+        raise ConfigError(why)
+    if cc is None:
+        return
+    for h in hosts:
+        with in_netns(tb.host(h).ns), open("/proc/sys/net/ipv4/tcp_congestion_control", "w") as f:
+            f.write(cc)
 
 
 def current() -> Launched | None:

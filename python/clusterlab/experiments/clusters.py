@@ -80,6 +80,12 @@ def check_point(point: Point, kernel: bool = False) -> dict:
         path, generator, _ = dataset_file(data, "")
         if generator is None and not os.path.isfile(path):
             raise ConfigError(f"data {data}: no such file")
+    if kind == "testbed" and point.workload.params.get("engine") == "mpi":
+        from clusterlab.cluster.api import mpi_congestion_why_not
+
+        why = mpi_congestion_why_not(point.tcp.congestion)  # MPICH's sockets: only the hosts' default reaches them
+        if why:
+            raise ConfigError(why)
     if kind == "testbed":
         topo = star_topo(point)
         out["topology"] = topo.to_dict()

@@ -19,9 +19,7 @@ rto_min (+jitter)   ``TCP_RTO_MIN_US`` 5ms..200ms (can only      sysctl ``net.ip
                     lower the minimum)                           (no 200 ms cap; at most the maximum RTO)
 rto_max (+jitter)   ``TCP_RTO_MAX_MS`` 1s..120s                  sysctl ``net.ipv4.tcp_rto_max_ms`` 1s..120s
 rto_max_offset      MAX = this rank's own MIN + offset           same, per host
-congestion          ``TCP_CONGESTION``                           ``TCP_CONGESTION`` on each mesh socket, and
-                                                                 the host's default (sysctl
-                                                                 ``tcp_congestion_control``: MPI's sockets)
+congestion          ``TCP_CONGESTION``                           ``TCP_CONGESTION`` on each mesh socket
 sndbuf, rcvbuf      ``SO_SNDBUF``/``SO_RCVBUF``                  same
 nodelay             ``TCP_NODELAY``                              same
 rmem, wmem          refused (machine-wide sysctls)               sysctls ``tcp_rmem``/``tcp_wmem``
@@ -631,8 +629,6 @@ class TransportConfig:
             out["net/ipv4/tcp_wmem"] = self.wmem
         if self.window_scaling is not None:
             out["net/ipv4/tcp_window_scaling"] = int(self.window_scaling)
-        if self.congestion is not None:  # the host's default: sockets clusterlab does not open (MPICH's) get it too
-            out["net/ipv4/tcp_congestion_control"] = self.congestion
         for name, (path, on, off) in STACK_SYSCTLS.items():
             if getattr(self, name) is not None:
                 out[path] = on if getattr(self, name) else off

@@ -31,7 +31,9 @@ namespaces and MPICH carries the messages over its own sockets (``clusterlab.clu
 with ``mesh="mpi"``; kept off shared memory by the tool). Each row says which engine and
 congestion control the ranks actually had (read back from the ranks: ``engine``,
 ``congestion_in_force``; under MPI the host's default, ``net.ipv4.tcp_congestion_control``,
-which a testbed sets from the point's ``congestion``).
+which the testbed sets from the point's ``congestion`` before mpiexec starts: the kernel lets a
+namespace's default be only one of ``net.ipv4.tcp_allowed_congestion_control``, so another is
+refused for MPI points when the study expands).
 
 >>> npb_wan(kernel="cg", cls="S").params["network"]
 'lan'
