@@ -163,8 +163,9 @@ class Testbed:
     and removes after. A study's ``cluster=`` is the same object.
 
     The ranks get the testbed's TCP settings (the hosts' sysctls, and its per-socket knobs
-    unless ``transport`` names others). ``mesh="mpi"``: ``launch`` starts a program under
-    mpiexec with its ranks in the hosts (``launch_mpi_on_testbed``).
+    unless ``transport`` names others). ``mesh="mpi"``: ``launch`` starts a program, and ``run``
+    a rank function, under mpiexec with its ranks in the hosts (``launch_mpi_on_testbed``); the
+    testbed's congestion control becomes each host's default, per-socket knobs are refused.
 
     With a ``StarTopo``: ``ranks`` is how many ranks run by default (one per host when None);
     ``dilation`` None runs at the topology's own dilation, a number at that one, ``"auto"`` at
