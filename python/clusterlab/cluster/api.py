@@ -236,8 +236,8 @@ class Testbed:
     def __repr__(self) -> str:
         if self.topo is None:
             return f"Testbed({self._name!r})" + (", mesh='mpi'" if self.mesh == "mpi" else "")
-        given = {f.name: getattr(self.topo, f.name) for f in dataclasses.fields(self.topo)}
-        defaults = {f.name: f.default for f in dataclasses.fields(self.topo)}
+        given = {f.name: getattr(self.topo, f.name) for f in dataclasses.fields(self.topo) if f.init}
+        defaults = {f.name: f.default for f in dataclasses.fields(self.topo) if f.init}
         shown = ", ".join(f"{k}={v!r}" for k, v in given.items()
                           if k in ("hosts", "rate", "switch") or (v != defaults[k] and k != "mtu"))
         extra = "".join(f", {k}={v!r}" for k, v in (("mesh", self.mesh if self.mesh != "tcp" else None),
