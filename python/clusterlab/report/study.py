@@ -57,7 +57,7 @@ def load_run(run_dir) -> tuple[list[dict], dict]:
             raise ConfigError(f"{d / 'meta.json'}: {key!r} must be a JSON {'object' if kind is dict else 'array'}")
     rows: list[dict] | None = None
     errors = []
-    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet (bench/results/studies)
+    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet
         path = d / name
         if not path.exists():
             continue
@@ -278,7 +278,7 @@ def render(run_dir) -> dict:
     """Write the plots, ``report.md`` and ``report.html`` into ``run_dir``; returns what was
     written and the checks."""
     from clusterlab._atomic import atomic_open, check_output
-    from clusterlab.report.seeds import SEEDS
+    from clusterlab.experiments.studies import papers
 
     d = Path(run_dir)
     rows, meta = load_run(d)
@@ -310,7 +310,7 @@ def render(run_dir) -> dict:
         pngs.append(("attribution.png", "where the time goes (time attribution)"))
     checks = dilation_checks(rows, meta)
     panels = monitor_panels(d, meta)
-    md = _markdown(meta, rows, pngs, checks, SEEDS, title, panels)
+    md = _markdown(meta, rows, pngs, checks, papers(), title, panels)
     if skipped:
         md += "\n## Not drawn\n\n" + "".join(f"- {s}\n" for s in skipped)
     with atomic_open(d / "report.md") as f:
