@@ -5,7 +5,7 @@ the seed suspects BSD/OS's mbuf chains). Today's stack choices are the congestio
 
 import statistics
 
-from clusterlab.experiments.spec import Grid, Study, Testbed, TransportConfig, scatter, seed_numbers
+from clusterlab.experiments.spec import Grid, StarTopo, Study, Testbed, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.studies.seed004 import SETUP
 from clusterlab.experiments.workloads.npb import npb_replay
 
@@ -14,8 +14,7 @@ CONGESTION = [TransportConfig(congestion=cc, label=cc) for cc in ("reno", "cubic
 STUDY = Study(
     name="seed004-stack",
     title="Seed 004 protocol stacks re-cast: NPB at 8 ranks over 135M-ATM, congestion control x mesh engine",
-    cluster=Testbed(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB",
-                    dilation=1.0),
+    cluster=Testbed(StarTopo(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB"), dilation=1.0),
     workload=npb_replay(cls="W", network="135M"),
     grid=Grid(kernel=["cg", "ft", "is", "mg"], tcp=CONGESTION, engine=["rust", "python"]),
     repeat=3, warmup=0, monitor=False,
