@@ -113,3 +113,40 @@ def test_a_recorded_job_logs_its_statistics_as_runtime(recorded, monkeypatch):
     monkeypatch.setattr(trace, "_sleep", lambda s: slept.append(s) or s)
     replay_parallel(rec, cluster=InProcess(), compute="cpu", scale=50, runtime_scale=2)
     assert sum(slept) == pytest.approx(owed, abs=3 * trace.SLEEP_MIN)
+
+
+def test_the_communicators_own_threads_are_runtime(tmp_path):
+    """The TCP mesh's drainer reads sockets while the program computes (its CPU was 74 ms per
+    rank of a 64-rank job): a gap logs the CPU of the communicator's background threads as
+    runtime, not as the program's mining."""
+    import threading
+
+    from clusterlab.mining.parallel import trace
+
+    go, done, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def drainer():  # lives as long as its communicator, as the mesh's does
+        go.wait(10)
+        burn_cpu(0.05)
+        done.set()
+        stop.wait(10)
+
+    th = threading.Thread(target=drainer, daemon=True)
+    th.start()
+
+    class Inner:
+        rank, size = 0, 1
+
+        def background_threads(self):
+            return [th]
+
+    t = trace.TracedComm(Inner(), record=True)
+    t.mark_pass(1)
+    go.set()
+    assert done.wait(10)
+    t.end_pass()
+    t.save(tmp_path)
+    stop.set()
+    gaps = [e for e in json.loads((tmp_path / "rank0.json").read_text())["events"] if e[0] == "gap"]
+    assert sum(e[3] for e in gaps) >= 0.05
+    assert all(0 <= e[3] <= e[2] for e in gaps)

@@ -16,9 +16,10 @@ machine can be replayed on hosts whose CPUs this machine does not have.
 
 ``scale`` stands for a slower CPU running the same program, so it multiplies the mining work
 only. The runtime part of a gap (the per-pass statistics: a TCP_INFO read per peer connection,
-which grows with the ranks; HPA's Python loop that deals first items out to ranks, a step the
-seed's hash partitioning does not have) is work of this implementation, not of the program the
-scale emulates: it is paid times ``runtime_scale`` (default: ``scale``, everything alike).
+which grows with the ranks; HPA's prefix partitioning step, which the seed's hash partitioning
+does not have; the CPU of the communicator's own threads, the TCP mesh's drainer) is work of
+this implementation, not of the program the scale emulates: it is paid times
+``runtime_scale`` (default: ``scale``, everything alike).
 
 >>> from clusterlab.comm.inproc import run_threads
 >>> import numpy as np, tempfile
@@ -88,8 +89,14 @@ class TracedComm:
         self.events: list = []
         self.runtime_s = 0.0   # CPU seconds spent in runtime() regions so far
         self._r = 0.0          # ... as of the last gap
+        # The communicator's own threads (the TCP mesh's drainer reads the sockets while the
+        # program is away from calls): their CPU in a gap is runtime too.
+        self._bg_clocks = [time.pthread_getcpuclockid(t.ident) for t in
+                           (getattr(inner, "background_threads", lambda: [])() if record else [])
+                           if t.ident is not None and hasattr(time, "pthread_getcpuclockid")]
         self._t = time.perf_counter()
         self._c = time.process_time()
+        self._b = self._background_cpu()
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -114,12 +121,22 @@ class TracedComm:
         finally:
             self.runtime_s += time.thread_time() - c
 
+    def _background_cpu(self) -> float:
+        total = 0.0
+        for clock in self._bg_clocks:
+            try:
+                total += time.clock_gettime(clock)
+            except OSError:  # the thread ended (the communicator closed)
+                pass
+        return total
+
     def _gap(self) -> None:
-        t, c = time.perf_counter(), time.process_time()
+        t, c, b = time.perf_counter(), time.process_time(), self._background_cpu()
         if self.record and (t - self._t) > 0:
             # ["gap", wall, cpu, runtime cpu (part of cpu)]
-            self.events.append(["gap", t - self._t, c - self._c, min(c - self._c, self.runtime_s - self._r)])
-        self._t, self._c, self._r = t, c, self.runtime_s
+            runtime = (self.runtime_s - self._r) + max(0.0, b - self._b)
+            self.events.append(["gap", t - self._t, c - self._c, min(c - self._c, runtime)])
+        self._t, self._c, self._r, self._b = t, c, self.runtime_s, b
 
     def _timed(self, event: list, fn, *args, **kw):
         self._gap()
@@ -132,7 +149,7 @@ class TracedComm:
                 # The call's own wall and CPU seconds, last: what the replay compares itself with.
                 event += [t - self._t, time.process_time() - self._c]
                 self.events.append(event)
-            self._t, self._c = t, time.process_time()
+            self._t, self._c, self._b = t, time.process_time(), self._background_cpu()
 
     # --- pass boundaries -----------------------------------------------------------------
     def mark_pass(self, k: int) -> None:
