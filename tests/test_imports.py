@@ -1,5 +1,5 @@
 """The package's import graph: no two modules import each other (directly or round a loop), and
-every package imports only the layers below it (README's "Layout": data -> kernels -> parallel
+every package imports only the layers below it (docs/layout.md: data -> kernels -> parallel
 algorithms on a Communicator -> clusters -> studies -> reports).
 
 Read from the source with ``ast``: every ``import`` (also inside functions, so a lazy import
@@ -30,7 +30,7 @@ LOW = {
 # Every package of clusterlab, lowest first: each may import only those before it. ``clusterlab``
 # is the package's own ``__init__`` (the top-level API: ``clusterlab.mine``...).
 LAYERS = ["errors", "units", "_atomic", "_core", "data", "storage", "net", "rendezvous", "comm", "mining",
-          "clusterlab", "npb", "monitor", "bench", "cluster", "experiments", "tune", "report", "cli", "__main__"]
+          "clusterlab", "npb", "monitor", "bench", "cluster", "experiments", "tune", "report", "diagnose", "cli", "__main__"]
 
 # Where ranks run is the cluster layer's: these never import it, not even inside a function.
 NEVER_CLUSTER = ("comm", "mining", "npb", "bench", "monitor", "rendezvous")
@@ -175,7 +175,7 @@ def _package_edges(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str
 
 def test_every_package_has_a_layer():
     pkgs = {_package(m) for m in _modules()}
-    assert sorted(pkgs - set(LAYERS)) == [], "place the new package in LAYERS (and README's Layout)"
+    assert sorted(pkgs - set(LAYERS)) == [], "place the new package in LAYERS (and docs/layout.md)"
     assert sorted(set(LAYERS) - pkgs) == []
 
 

@@ -29,6 +29,7 @@ def test_run_record_replaces_the_record_and_lists_it(toy_seed, tmp_path):  # noq
     rec = res / "seed999-fig1"
     assert sorted(p.name for p in rec.iterdir()) == ["meta.json", "report.html", "report.md", "table.parquet"]
     assert pq.read_table(rec / "table.parquet").num_rows == 4  # 2 points x 2 repetitions
+    assert "The record of this study: run " in (rec / "report.md").read_text()
     first = json.loads((rec / "meta.json").read_text())["started"]
     readme = (res / "README.md").read_text()
     assert "[seed999-fig1](seed999-fig1/report.md)" in readme and "every run takes some time: agrees" in readme
@@ -86,6 +87,19 @@ def test_a_record_is_stale_when_a_file_it_depends_on_changed(tmp_path):
     dep.write_text("x = 2\n")
     assert records.staleness(commit, [dep]) == {"stale": True, "changed": ["dep.py"], "why": ""}
     assert records.staleness("0" * 40, [dep])["stale"] is None
+    dep.write_text("x = 1\n")  # back as recorded, then only moved: what the record measured is unchanged
+    git("mv", "dep.py", "moved.py")
+    assert records.staleness(commit, [tmp_path / "moved.py"]) == {"stale": False, "changed": [], "why": ""}
+    # a dependency that is a directory (the Rust crates): any file changed under it
+    crate = tmp_path / "crates" / "core"
+    crate.mkdir(parents=True)
+    (crate / "lib.rs").write_text("fn main() {}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two")
+    commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert records.staleness(commit, [tmp_path / "crates"])["stale"] is False
+    (crate / "lib.rs").write_text("fn main() { }\n")
+    assert records.staleness(commit, [tmp_path / "crates"]) == {"stale": True, "changed": ["crates/core/lib.rs"], "why": ""}
 
 
 def test_a_study_depends_on_its_module_workload_and_core():

@@ -79,10 +79,11 @@ def write_record(run_dir, root="results") -> Path:
         md = (d / "report.md").read_text()
         if not _keeps_panels(name):
             md = _without_panels(md)
-            with open(tmp / "report.md", "w") as f:
-                f.write(md)
-            with open(tmp / "report.html", "w") as f:
-                f.write(_html(md, meta.get("title") or name))
+        md = _with_record_note(md, d.name)
+        with open(tmp / "report.md", "w") as f:
+            f.write(md)
+        with open(tmp / "report.html", "w") as f:
+            f.write(_html(md, meta.get("title") or name))
         for png in _figures(md):
             if (d / png).exists():
                 _compact_png(d / png, tmp / png)
@@ -139,6 +140,25 @@ def _without_panels(md: str) -> str:
             continue
         out.append(line)
     return "\n".join(out)
+
+
+def _with_record_note(md: str, run: str) -> str:
+    """The report with a line under its title saying it is a record and what stayed behind.
+
+    >>> print(_with_record_note("# seed000-fig3\\n\\ntext", "20260101-120000"))
+    # seed000-fig3
+    <BLANKLINE>
+    The record of this study: run `20260101-120000`. Kept here: this report, its figures, `table.parquet` (every repetition) and `meta.json` (provenance); the CSV table and the monitor's samples (`monitor.parquet`) stayed in the run directory.
+    <BLANKLINE>
+    text
+    """
+    note = (f"The record of this study: run `{run}`. Kept here: this report, its figures, `table.parquet` (every "
+            "repetition) and `meta.json` (provenance); the CSV table and the monitor's samples (`monitor.parquet`) "
+            "stayed in the run directory.")
+    title, sep, rest = md.partition("\n")
+    if not title.startswith("# "):
+        return note + "\n\n" + md
+    return title + "\n\n" + note + "\n" + (rest if rest.startswith("\n") else "\n" + rest)
 
 
 def _table_parquet(rows: list[dict], path: Path) -> None:
@@ -335,12 +355,22 @@ def staleness(commit: str | None, files: list[Path]) -> dict:
     if top is None:
         return {"stale": None, "changed": [], "why": "not in a git repository"}
     rel = [str(f.resolve().relative_to(top.resolve())) for f in files if f.resolve().is_relative_to(top.resolve())]
-    r = subprocess.run(["git", "-C", str(top), "diff", "--name-only", commit, "--", *rel],
+    # The whole tree with rename detection, then our files: a file only moved (R100: the study
+    # folders were made by moving files) did not change what the record measured.
+    r = subprocess.run(["git", "-C", str(top), "diff", "--name-status", "-M", commit],
                        capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         return {"stale": None, "changed": [], "why": f"git cannot compare with {commit[:10]} ({r.stderr.strip()[:80]})"}
+    wanted = set(rel)
+    moved_only, touched = set(), set()
+    for line in r.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2:
+            continue
+        (moved_only if parts[0] == "R100" else touched).add(parts[-1])
     # nearest first: the study's own folder, then the rest of the studies' layer, then the core
-    changed = sorted((x for x in r.stdout.splitlines() if x),
+    dirs = tuple(w.rstrip("/") + "/" for w in wanted)  # a directory (crates/) covers every file under it
+    changed = sorted((x for x in touched - moved_only if x in wanted or x.startswith(dirs)),
                      key=lambda x: (0 if "/experiments/studies/" in x else 1 if "/experiments/" in x else 2, x))
     return {"stale": bool(changed), "changed": changed, "why": ""}
 
