@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The ATM cell switch (``clusterlab-atm``) measured (root). Not a test.
 
-1. ``--incast REPS``: does Floyd and Romanow's ordering (none < PPD < EPD) hold with TCP? 4 hosts each send 8 MB over one
-   TCP flow (iperf3) into one host through a 256-cell output port, at MTU 9180 and 1500, with
-   discard none (plain UBR), ppd and epd (threshold: half the buffer); REPS rounds, the six
-   settings interleaved in each. Goodput share = all bytes / wall time until the last flow
+1. ``--incast REPS``: does Floyd and Romanow's ordering (none < PPD < EPD) hold with TCP?
+   ``--senders`` hosts (10) each send 8 MB over one TCP flow (iperf3) into one host through a
+   ``--buffer-cells`` (1000) output port, at MTU 9180 and 1500, with discard none (plain UBR),
+   ppd and epd (threshold: half the buffer), for each of ``--stacks`` (seed-era: Reno without
+   SACK, the TCP of their simulations; linux), at ``--dilation`` (2); REPS rounds, the settings
+   interleaved in each. Goodput share = all bytes / wall time until the last flow
    finished, over the TCP payload rate the cell arithmetic gives (134.34 Mbit/s at MTU 9180).
    The port's own counts: cells of lost frames sent anyway (``wasted_share``), frames lost.
 2. ``--cost REPS``: what the switch costs the machine: the all-to-all broadcast (every host
@@ -34,6 +36,7 @@ from clusterlab.bench.switch import incast
 from clusterlab.cluster.testbed import StarTopo, Testbed
 from clusterlab.experiments.runner import git_revision
 from clusterlab.monitor.procfs import sched_autogroup
+from clusterlab.net.transport_config import TransportConfig
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "switch.json")
 
@@ -58,31 +61,43 @@ def proc_cpu(pid: int) -> float:
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def part_incast(reps: int) -> dict:
+INCAST_MTUS = (9180, 1500)
+DISCARDS = ("none", "ppd", "epd")
+
+
+def part_incast(reps: int, senders: int, buffer_cells: int, stacks: list[str], dilation: float) -> dict:
     rows = []
     for rep in range(reps):
-        for mtu in (9180, 1500):
-            for discard in ("none", "ppd", "epd"):
-                topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard=discard, mtu=mtu)
-                l0 = load()
-                r = incast(Testbed(topo, name="bsw"), 4, 8 << 20)
-                rows.append({"rep": rep, "mtu": mtu, "discard": discard, "load_before": l0, "load_after": load(),
-                             **{k: r[k] for k in ("seconds", "goodput_mbps", "ideal_mbps", "goodput_share", "retransmits")},
-                             **{f"port_{k}": v for k, v in r["port"].items()}})
-                print(json.dumps(rows[-1]), flush=True)
+        for stack in stacks:
+            for mtu in INCAST_MTUS:
+                for discard in DISCARDS:
+                    topo = StarTopo(hosts=senders + 1, rate="155.52Mbit", switch="atm", buffer=f"{buffer_cells}cells",
+                                    discard=discard, mtu=mtu, dilation=dilation)
+                    l0 = load()
+                    r = incast(Testbed(topo, name="bsw", transport=TransportConfig.parse(f"stack={stack}")),
+                               senders, 8 << 20, timeout=120 * dilation)
+                    rows.append({"rep": rep, "stack": stack, "mtu": mtu, "discard": discard, "load_before": l0,
+                                 "load_after": load(),
+                                 **{k: r[k] for k in ("seconds", "goodput_mbps", "ideal_mbps", "goodput_share",
+                                                      "retransmits", "stalled_flows")},
+                                 **{f"port_{k}": v for k, v in r["port"].items()}})
+                    print(json.dumps(rows[-1]), flush=True)
     summary = {}
-    for mtu in (9180, 1500):
-        med = {d: statistics.median(r["goodput_share"] for r in rows if r["mtu"] == mtu and r["discard"] == d)
-               for d in ("none", "ppd", "epd")}
-        summary[str(mtu)] = {"goodput_share_median": med,
-                             "wasted_share_median": {d: statistics.median(r["port_wasted_share"] for r in rows
-                                                                          if r["mtu"] == mtu and r["discard"] == d)
-                                                     for d in ("none", "ppd", "epd")},
-                             "ordering_none_ppd_epd": med["none"] < med["ppd"] < med["epd"]}
-    summary["larger_frames_worse_under_ubr"] = (summary["9180"]["goodput_share_median"]["none"]
-                                                < summary["1500"]["goodput_share_median"]["none"])
-    return {"settings": {"senders": 4, "bytes_each": 8 << 20, "buffer_cells": 256, "rate": "155.52Mbit",
-                         "epd_threshold_cells": 128, "reps": reps}, "rows": rows, "summary": summary}
+    for stack in stacks:
+        for mtu in INCAST_MTUS:
+            sel = [r for r in rows if r["stack"] == stack and r["mtu"] == mtu]
+            med = {d: statistics.median(r["goodput_share"] for r in sel if r["discard"] == d) for d in DISCARDS}
+            summary[f"{stack} {mtu}"] = {
+                "goodput_share_median": med,
+                "wasted_share_median": {d: statistics.median(r["port_wasted_share"] for r in sel if r["discard"] == d)
+                                        for d in DISCARDS},
+                "ordering_none_ppd_epd": med["none"] < med["ppd"] < med["epd"]}
+        summary[f"{stack}: larger frames worse under ubr"] = (
+            summary[f"{stack} 9180"]["goodput_share_median"]["none"]
+            < summary[f"{stack} 1500"]["goodput_share_median"]["none"])
+    return {"settings": {"senders": senders, "bytes_each": 8 << 20, "buffer_cells": buffer_cells, "rate": "155.52Mbit",
+                         "epd_threshold_cells": buffer_cells // 2, "stacks": stacks, "dilation": dilation, "reps": reps},
+            "rows": rows, "summary": summary}
 
 
 def part_cost(reps: int, hosts100: bool) -> dict:
@@ -123,9 +138,22 @@ def main() -> int:
     ap.add_argument("--incast", type=int, default=0, metavar="REPS")
     ap.add_argument("--cost", type=int, default=0, metavar="REPS")
     ap.add_argument("--hosts100", action="store_true", help="also 100 hosts at dilation 10 in --cost")
+    ap.add_argument("--senders", type=int, default=10, help="--incast: TCP flows into one port (default 10, as "
+                    "Floyd and Romanow)")
+    ap.add_argument("--buffer-cells", type=int, default=1000, help="--incast: the port's buffer (default 1000)")
+    ap.add_argument("--stacks", default="seed-era,linux", help="--incast: TCP stacks, comma-separated "
+                    "(seed-era: Reno without SACK, as Floyd and Romanow's TCP; linux: this kernel's)")
+    ap.add_argument("--dilation", type=float, default=2.0, help="--incast: dilation (default 2: at 1 a loaded "
+                    "2-core machine delays the hosts' frames in softirq by tens of ms)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("bench/switch.py: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    stacks = [x.strip() for x in a.stacks.split(",") if x.strip()]
+    if not 1 <= a.senders <= 99 or not 64 <= a.buffer_cells <= 1_000_000 or not 1 <= a.dilation <= 100 or \
+            not stacks or any(x not in ("linux", "seed-era") for x in stacks):
+        print("bench/switch.py: --senders 1..99, --buffer-cells 64..1000000, --dilation 1..100, "
+              "--stacks from linux,seed-era", file=sys.stderr)
         return 2
     if not (a.incast or a.cost):
         print("bench/switch.py: give --incast REPS and/or --cost REPS", file=sys.stderr)
@@ -139,7 +167,7 @@ def main() -> int:
             "machine": {"node": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()},
             "sched_autogroup": sched_autogroup(), "load_before": load()}
     if a.incast:
-        rec["incast"] = {"provenance": prov, **part_incast(a.incast)}
+        rec["incast"] = {"provenance": prov, **part_incast(a.incast, a.senders, a.buffer_cells, stacks, a.dilation)}
     if a.cost:
         rec["cost"] = {"provenance": prov, **part_cost(a.cost, a.hosts100)}
     for part in ("incast", "cost"):

@@ -1,5 +1,5 @@
 """The package's import graph: no two modules import each other (directly or round a loop), and
-every package imports only the layers below it (README's "Layout": data -> kernels -> parallel
+every package imports only the layers below it (docs/layout.md: data -> kernels -> parallel
 algorithms on a Communicator -> clusters -> studies -> reports).
 
 Read from the source with ``ast``: every ``import`` (also inside functions, so a lazy import
@@ -175,7 +175,7 @@ def _package_edges(edges: dict[str, set[str]]) -> dict[tuple[str, str], list[str
 
 def test_every_package_has_a_layer():
     pkgs = {_package(m) for m in _modules()}
-    assert sorted(pkgs - set(LAYERS)) == [], "place the new package in LAYERS (and README's Layout)"
+    assert sorted(pkgs - set(LAYERS)) == [], "place the new package in LAYERS (and docs/layout.md)"
     assert sorted(set(LAYERS) - pkgs) == []
 
 

@@ -1,4 +1,4 @@
-"""A run kept without its Parquet table (as in bench/results/studies/) re-reports from
+"""A run kept without its Parquet table (as the runs once kept in bench/results/studies/ were) re-reports from
 table.csv, the same as from the Parquet; without either table it is refused with the reason."""
 
 import pytest

@@ -65,7 +65,7 @@ def test_seed004_studies_declare_their_two_site_testbed():
     from clusterlab.cluster.testbed import StarTopo
     from clusterlab.experiments.clusters import star_topo
     from clusterlab.experiments.spec import Testbed
-    from clusterlab.experiments.studies.seed004_table3 import STUDY
+    from clusterlab.experiments.studies.seed004.table3 import STUDY
     from clusterlab.experiments.workloads.npb import check_network, npb_replay
 
     topos = {p.settings["network"]: star_topo(p) for p in STUDY.points()}

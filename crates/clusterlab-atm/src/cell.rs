@@ -222,6 +222,12 @@ impl CellSwitch {
         self.late_offers
     }
 
+    /// When input `input`'s link is free again (ns): a frame offered earlier than this waits
+    /// behind the cells of that input's previous frames.
+    pub fn input_free_ns(&self, input: usize) -> u64 {
+        self.in_busy[input] / 1000
+    }
+
     /// Cells in `port`'s buffer at `now_ns` (the one on the wire included).
     pub fn queue_cells(&self, port: usize, now_ns: u64) -> u32 {
         self.occupancy(port, now_ns.saturating_mul(1000))

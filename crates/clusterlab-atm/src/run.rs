@@ -69,6 +69,14 @@ pub struct Totals {
     /// (sum and maximum, ns): a frame read late may be due already.
     pub read_wait_sum_ns: u64,
     pub read_wait_max_ns: u64,
+    /// How long frames waited for their input link (the cells of that input's earlier frames
+    /// still arriving in the model; ns, sum and maximum): the host sent faster than the link.
+    pub input_wait_sum_ns: u64,
+    pub input_wait_max_ns: u64,
+    /// How long after a frame's due time the model decided it (ns, sum and maximum): the
+    /// switch woke late for the decision.
+    pub decide_lag_sum_ns: u64,
+    pub decide_lag_max_ns: u64,
     /// Delivered frames and how late they left (ns after due; negative: early).
     pub delivered: u64,
     pub late_sum_ns: i64,
@@ -247,6 +255,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
                 continue;
             }
             slab.refs[slot as usize] = outs.len() as u16;
+            let wait = model.input_free_ns(p as usize).saturating_sub(at);
+            totals.input_wait_sum_ns += wait;
+            totals.input_wait_max_ns = totals.input_wait_max_ns.max(wait);
             model.offer(at, p as usize, &outs, sdu, slot as u64);
         }
         arrived.clear();
@@ -254,6 +265,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
         for o in outcomes.drain(..) {
             match o {
                 Outcome::Deliver { tag, output, at_ns } => {
+                    let lag = t_read.saturating_sub(at_ns);
+                    totals.decide_lag_sum_ns += lag;
+                    totals.decide_lag_max_ns = totals.decide_lag_max_ns.max(lag);
                     seq += 1;
                     held.push(Reverse((at_ns, seq, output, tag as u32)));
                 }

@@ -70,7 +70,11 @@ fn atm_switch<'py>(py: Python<'py>, ports: Vec<String>, sites: Vec<u8>, fdb: Vec
     let read = t.frames_read.iter().sum::<u64>().max(1);
     d.set_item("read_wait_mean_ns", t.read_wait_sum_ns as f64 / read as f64)?;
     d.set_item("read_wait_max_ns", t.read_wait_max_ns)?;
+    d.set_item("input_wait_mean_ns", t.input_wait_sum_ns as f64 / read as f64)?;
+    d.set_item("input_wait_max_ns", t.input_wait_max_ns)?;
     let n = t.delivered.max(1) as f64;
+    d.set_item("decide_lag_mean_ns", t.decide_lag_sum_ns as f64 / n)?;
+    d.set_item("decide_lag_max_ns", t.decide_lag_max_ns)?;
     let mean = t.late_sum_ns as f64 / n;
     d.set_item("late_mean_ns", mean)?;
     d.set_item("late_sd_ns", (t.late_sq_sum / n - mean * mean).max(0.0).sqrt())?;

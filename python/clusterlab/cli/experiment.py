@@ -96,7 +96,12 @@ class _Progress:
 @click.option("-o", "--out", default=None, type=OutputPath(directory=True), help="Exactly this run directory.")
 @click.option("--report/--no-report", default=True, show_default=True, help="Render the report afterwards.")
 @click.option("--dry-run", is_flag=True, help="List the points (settings, dilation) and check them; run nothing.")
-def run(name, sets, quick, runs_root, out, report, dry_run):
+@click.option("--record", is_flag=True,
+              help="When the run completes, make it the study's record: RECORDS/NAME/ replaced (report, figures, "
+                   "table, provenance) and RECORDS/README.md regenerated. Not with --quick.")
+@click.option("--records", "records_root", default="results", show_default=True, type=OutputPath(directory=True),
+              help="The records directory (the repository's results/).")
+def run(name, sets, quick, runs_root, out, report, dry_run, record, records_root):
     """Run study NAME: every point, repetition by repetition, written as it goes (Ctrl-C keeps
     the finished repetitions), then its report.
 
@@ -105,6 +110,7 @@ def run(name, sets, quick, runs_root, out, report, dry_run):
       clusterlab experiment run seed000-fig3 --quick
       clusterlab experiment run seed000-fig6 --set data=/work/data/seed000.dat
       clusterlab experiment run seed000-fig5 --dry-run
+      clusterlab experiment run seed002-fig1 --record
     """
     from clusterlab.experiments import load
     from clusterlab.experiments.runner import prepare, run_study
@@ -112,6 +118,10 @@ def run(name, sets, quick, runs_root, out, report, dry_run):
 
     study = load(name)
     overrides = parse_settings(sets)
+    if record and quick:
+        raise ConfigError("--record: a --quick run is a smoke test, not a record (drop one of the two)")
+    if record and not report:
+        raise ConfigError("--record needs the report (a record is the run's report, figures and table): drop --no-report")
     if dry_run:
         s, points = prepare(study, quick, overrides)
         for p in points:
@@ -131,6 +141,68 @@ def run(name, sets, quick, runs_root, out, report, dry_run):
     click.echo(f"{res.run_dir}: {len(res.rows)} repetitions ({res.status})")
     if report:
         _report(res.run_dir)
+    if record:
+        if res.status != "complete":
+            raise ConfigError(f"--record: the run is {res.status}, not complete: the record of {name} is unchanged "
+                              f"(the run stays in {res.run_dir})")
+        _record(res.run_dir, records_root)
+
+
+def _record(run_dir, records_root) -> None:
+    from clusterlab.report.records import write_record
+
+    dest = write_record(run_dir, records_root)
+    click.echo(f"{dest}: the record of {dest.name} (and {Path(records_root) / 'README.md'})")
+
+
+@experiment.command("record")
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--records", "records_root", default="results", show_default=True, type=OutputPath(directory=True),
+              help="The records directory (the repository's results/).")
+def record_cmd(run_dir, records_root):
+    """Make a finished run the record of its study: RECORDS/STUDY/ replaced by the run's report,
+    figures, table of every repetition (Parquet) and meta.json, RECORDS/README.md regenerated.
+
+    \b
+    Example:
+      clusterlab experiment record runs/seed002-fig1/20260101-120000
+    """
+    _record(run_dir, records_root)
+
+
+@experiment.command("status")
+@click.argument("names", nargs=-1)
+@click.option("--records", "records_root", default="results", show_default=True,
+              type=click.Path(file_okay=False), help="The records directory (the repository's results/).")
+@click.option("--json", "as_json", is_flag=True, help="Everything as JSON (every claim, every changed file).")
+def status_cmd(names, records_root, as_json):
+    """Where each study stands: its record (date, commit), whether the record is stale (files it
+    depends on changed since its commit: the study's module, its workload, every clusterlab
+    module they import, the Rust crates) and each of the seed's claims' verdict.
+
+    \b
+    Examples:
+      clusterlab experiment status
+      clusterlab experiment status seed000-fig5 --json
+    """
+    from clusterlab.report.records import status, status_json
+
+    entries = status(records_root, list(names) or None)
+    if as_json:
+        click.echo(status_json(entries))
+        return
+    for e in entries:
+        rec = e["record"]
+        if rec is None:
+            click.echo(f"{e['study']:<16} no record")
+            continue
+        fresh = {True: f"STALE ({len(e['changed'])} files changed since: {', '.join(e['changed'][:3])}"
+                       + (", ..." if len(e["changed"]) > 3 else "") + ")",
+                 False: "current", None: f"unknown ({e.get('why')})"}[e["stale"]]
+        click.echo(f"{e['study']:<16} {rec['date']}  {(rec['commit'] or '?')[:10]}  {fresh}")
+        for c in rec["claims"]:
+            where = f" [{c['where']}]" if c["where"] else ""
+            click.echo(f"    {c['verdict']:<10} {c['figure'].partition(', ')[2]}: {c['claim']}{where}")
 
 
 def _report(run_dir) -> None:

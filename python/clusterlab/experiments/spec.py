@@ -311,7 +311,7 @@ class Workload:
 @dataclasses.dataclass(frozen=True)
 class Plot:
     """One figure of a study's report. ``kind``: ``scatter`` (every repetition its own mark,
-    medians joined), ``speedup`` (y's median at the smallest x over each repetition),
+    medians joined along a numeric x, bars side by side along a categorical one), ``speedup`` (y's median at the smallest x over each repetition),
     ``per_pass`` (a list column drawn per pass), ``attribution`` (time split, when the workload
     returns ``time_*`` columns)."""
 
@@ -586,14 +586,16 @@ class Study:
             elif isinstance(v, dict):
                 over = [a for a in v if a != "name" and values[a] != v[a]]
                 name = v.get("name") or ", ".join(f"{a}={b}" for a, b in v.items())
-                shown[k] = name + (f" ({', '.join(f'{a}={values[a]}' for a in over)})" if over else "")
+                # a setting given beside the axis overrides the entry's: say what holds
+                shown[k] = (", ".join(f"{a}={values[a]}" for a in over) + f" (set; replaces {name!r})") if over else name
             elif not (k.startswith("_fixed_") and any(isinstance(b, dict) and k[7:] in b for b in combo.values())):
                 shown[k.removeprefix("_fixed_")] = values.get(k.removeprefix("_fixed_"), v)
         settings = {"cluster": cluster.kind, **values, **{k: v for k, v in shown.items() if k not in values},
                     "dilation": dilation, "tcp": tcp.describe()}
         for f in ("rto_min", "rto_min_jitter", "rto_max", "rto_max_offset"):  # numbers to plot against
             settings[f"{f}_s"] = _dur(values[f])
-        settings["label"] = ", ".join(f"{k}={v}" for k, v in shown.items()) or "defaults"
+        # no axis: what the one point ran (its TCP settings), not "defaults" for a tuned run
+        settings["label"] = ", ".join(f"{k}={v}" for k, v in shown.items()) or f"TCP: {tcp.describe()}"
         return Point(index, settings, cluster, tcp, workload, dilation, note, check)
 
     def _dilation(self, cluster, tcp: TransportConfig, workload: Workload) -> tuple[float, str]:

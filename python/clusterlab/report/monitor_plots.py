@@ -1,4 +1,4 @@
-"""Plots and a summary of one monitor table: traffic per host over time, packet-length
+"""Plots and a summary of one monitor table: traffic over time (all hosts and each host), packet-length
 histogram, TCP retransmissions/timeouts, switch drops and backlog, CPU, and, when the table
 has per-host CPU (``Monitor(host_cpu=True)``), Ganglia-style storage panels as in seed 001's
 Figs. 5-7: the target's network, CPU and storage I/O, and an initiator's CPU.
@@ -85,6 +85,29 @@ def _rates(df, k: float, dt: float):
         dts[~(dts > 0)] = dt
         return series.to_numpy() / dts
     return per_s
+
+
+def sample_rounds(df) -> np.ndarray:
+    """The real start time of each sample round, ascending. The sampler opens every round with
+    the machine's ``interval_seconds`` row and then reads node after node, each at its own
+    ``t`` (visiting 100 namespaces takes a while): a row belongs to the last round opened at or
+    before its ``t``. A table without machine rows falls back to the nominal ticks."""
+    opened = np.sort(df.loc[(df.node == "machine") & (df.metric == "interval_seconds"), "t"].unique())
+    if len(opened):
+        return opened
+    iv = df.loc[df.metric == "interval_seconds", "value"]
+    dt = float(iv.median()) if len(iv) else 0.1
+    return np.arange(0.0, float(df.t.max()) + dt, dt) if len(df) else np.zeros(0)
+
+
+def per_round(rows, rounds: np.ndarray):
+    """A counter's increases summed over all nodes within each sample round (0 where no row:
+    a counter row that would be 0 is left out), as a numpy array aligned with ``rounds``."""
+    out = np.zeros(len(rounds))
+    if len(rows) and len(rounds):
+        i = np.clip(np.searchsorted(rounds, rows["t"].to_numpy(), side="right") - 1, 0, len(rounds) - 1)
+        np.add.at(out, i, rows["value"].to_numpy())
+    return out
 
 
 def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) -> dict | None:
@@ -216,6 +239,24 @@ def storage_panels(tbl: pa.Table, meta: dict, path, title: str = "", df=None) ->
     return summary
 
 
+def pd_series(values, index):
+    import pandas as pd
+
+    return pd.Series(values, index=index)
+
+
+def _host_colors(n: int) -> list:
+    """n distinct colours (tab10 / tab20; beyond 20, spread over a continuous map)."""
+    import matplotlib
+
+    if n <= 10:
+        return [matplotlib.colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [matplotlib.colormaps["tab20"](i) for i in range(n)]
+    cmap = matplotlib.colormaps["turbo"]
+    return [cmap(i / (n - 1)) for i in range(n)]
+
+
 def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = "") -> list[str]:
     """Write the PNGs into ``outdir``; returns their file names."""
     import matplotlib
@@ -241,19 +282,34 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
         plt.close(fig)
         written.append(name)
 
-    # 1. traffic per host
+    # 1. traffic: every host's sum per sample round, and each host in its own colour. Each
+    # sample is the mean rate over the interval it measured, drawn as a step over that interval
+    # (a late sample spans its longer interval: no ramp across it), and an interval without a
+    # row is 0 (a counter row that would be 0 is left out).
     tx = df[(df.metric == "tx_bytes") & (df.node != "switch") & (df.node != "machine")]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    if len(tx):
+    rounds = sample_rounds(df)
+    fig, (a_all, a_host) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
+    if len(tx) and len(rounds):
         nodes = sorted(tx.node.unique(), key=lambda n: (len(n), n))
-        for n in nodes:
+        per_s_round = per_s(pd_series(per_round(tx, rounds), rounds), "machine")
+        a_all.plot(rounds / k, per_s_round * 8 / 1e6, lw=0.9, color="k", drawstyle="steps-pre",
+                   label=f"all {len(nodes)} hosts")
+        a_all.legend(fontsize=7)
+        colors = _host_colors(len(nodes))
+        for n, c in zip(nodes, colors, strict=True):
+            times = df.loc[(df.node == n) & (df.metric == "interval_seconds"), "t"].unique()
             s = tx[tx.node == n].groupby("t")["value"].sum()
-            ax.plot(s.index / k, per_s(s, n) * 8 / 1e6, lw=0.9, label=n if len(nodes) <= 16 else None)
-        if len(nodes) <= 16:
-            ax.legend(fontsize=7, ncol=4)
-    ax.set_xlabel(tlabel)
-    ax.set_ylabel("sent [Mbit/s]")
-    ax.set_title(f"{title} traffic per host".strip())
+            s = s.reindex(s.index.union(times), fill_value=0)
+            a_host.plot(s.index / k, per_s(s, n) * 8 / 1e6, lw=0.8, color=c, drawstyle="steps-pre",
+                        label=n if len(nodes) <= 20 else None)
+        if len(nodes) <= 20:
+            a_host.legend(fontsize=6, ncol=5, title="host", title_fontsize=7)
+    a_all.set_ylabel("sent [Mbit/s]")
+    a_all.set_title(f"{title} traffic: all hosts (sum per sample interval)".strip())
+    a_host.set_xlabel(tlabel)
+    a_host.set_ylabel("sent [Mbit/s]")
+    a_host.set_title("each host (one colour each)" if len(tx) and tx.node.nunique() <= 20
+                     else "each host (too many to name)")
     save(fig, "traffic.png")
 
     # 2. packet-length histogram (seed 004: per 64-byte bucket)
@@ -278,12 +334,14 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
 
     # 3. TCP retransmissions / timeouts
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    # every host's rows of one sample round are read at slightly different times: sum them per
+    # round (grouping by t would draw each host's count as its own point)
     for m in TCP_PLOTTED:
-        s = df[df.metric == m].groupby("tu")["value"].sum()
-        if len(s):
-            a1.plot(s.index, s.values, marker=".", lw=0.8, label=m)
+        rows = df[(df.metric == m) & (df.node != "machine")]
+        if len(rows) and len(rounds):
+            a1.plot(rounds / k, per_round(rows, rounds), lw=0.8, drawstyle="steps-pre", label=m)
     a1.set_xlabel(tlabel)
-    a1.set_ylabel("per interval (all hosts)")
+    a1.set_ylabel("per sample interval (sum over all hosts)")
     a1.set_title("TCP retransmissions and timeouts")
     if a1.lines:
         a1.legend(fontsize=7)
@@ -309,10 +367,13 @@ def plot_all(tbl: pa.Table, meta: dict, outdir: str | os.PathLike, title: str = 
     a1.set_ylabel("packets dropped per interval")
     a1.set_title("switch output-buffer drops (all ports)")
     b = sw[sw.metric == "qdisc_backlog_bytes"]
-    for port in sorted(b.iface.unique(), key=lambda n: (len(n), n))[:16]:
+    ports = sorted(b.iface.unique(), key=lambda n: (len(n), n))[:20]
+    for port, color in zip(ports, _host_colors(len(ports)), strict=True):
         s = b[b.iface == port].set_index("tu")["value"]
         # a gauge row is written when non-zero or just back to zero: hold each value until the next
-        a2.plot(s.index, s.values / 1e3, lw=0.8, label=port, drawstyle="steps-post")
+        a2.plot(s.index, s.values / 1e3, lw=0.8, label=port, drawstyle="steps-post", color=color)
+    if ports:
+        a2.legend(fontsize=6, ncol=4, title="switch port", title_fontsize=7)
     a2.set_xlabel(tlabel)
     a2.set_ylabel("backlog [KB]")
     a2.set_title("switch port backlog (sampled)")

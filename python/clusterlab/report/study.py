@@ -57,7 +57,7 @@ def load_run(run_dir) -> tuple[list[dict], dict]:
             raise ConfigError(f"{d / 'meta.json'}: {key!r} must be a JSON {'object' if kind is dict else 'array'}")
     rows: list[dict] | None = None
     errors = []
-    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet (bench/results/studies)
+    for name in ("table.parquet", "table.csv"):  # the CSV: a run kept without its Parquet
         path = d / name
         if not path.exists():
             continue
@@ -97,8 +97,110 @@ def _list(v):
 
 def _label(col: str | None) -> str:
     names = {"rto_max_s": "MAX [s]", "rto_min_s": "MIN (X) [s]", "seconds": "time [s]", "ranks": "hosts",
-             "retransmissions_per_node": "retransmissions per node", "timeouts_per_node": "RTO timeouts per node"}
-    return names.get(col, col or "")
+             "retransmissions_per_node": "retransmissions per node", "timeouts_per_node": "RTO timeouts per node",
+             "stack": "TCP stack", "tcp": "TCP settings", "rto_min_jitter": "MIN jitter"}
+    return names.get(col, (col or "").replace("_by_pass", " per pass"))
+
+
+def hue_name(hue: str | None) -> str:
+    """The legend's title: the variable(s) one line or bar group per value stands for.
+
+    >>> hue_name("switch+stack+scale")
+    'switch / TCP stack / scale'
+    """
+    return " / ".join(_label(h) for h in hue.split("+")) if hue else ""
+
+
+# A tick label longer than this becomes a short key (A, B, ...) explained beside the axes.
+TICK_LABEL_MAX = 24
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _values(rows, col) -> list:
+    return list(dict.fromkeys(r.get(col) for r in rows if r.get(col) not in (None, "")))
+
+
+def _determined_by(rows, col, shown) -> bool:
+    """Whether ``col`` is a function of the ``shown`` columns over these rows (so the x axis or
+    the legend already tells it)."""
+    if not shown:
+        return False
+    keys = {tuple(str(r.get(s)) for s in shown) for r in rows}
+    return len(keys) == len({(tuple(str(r.get(s)) for s in shown), str(r.get(col))) for r in rows})
+
+
+def setup_caption(rows, meta, shown=(), where=()) -> str:
+    """The set-up of the plotted rows in one line: hosts, link rate, buffer per port, switch,
+    dilation and TCP settings they share (a setting that varies with the x axis or the legend
+    is left to them; one that varies otherwise lists its values), then the ``where`` filter.
+
+    >>> setup_caption([{"cluster": "testbed", "hosts": 16, "rate": "155Mbit", "buffer": "64KB", "switch": "atm",
+    ...                 "dilation": 10.0, "tcp": "MAX = MIN + 100ms", "rto_min": "5ms"}], {}, shown=["rto_min"])
+    '16 hosts, 155Mbit links, 64KB buffer per port, atm switch, dilation k=10; TCP: MAX = MIN + 100ms'
+    """
+    shown = [c for h in shown if h for c in str(h).split("+")]
+    cluster = (meta.get("spec") or {}).get("cluster") or {}
+    kind = (_values(rows, "cluster") or [cluster.get("kind")])[0]
+    parts = []
+
+    def one(col, fmt, fallback=None):
+        if col in shown:
+            return
+        vals = _values(rows, col)
+        if not vals and fallback not in (None, ""):
+            vals = [fallback]
+        if not vals or (len(vals) > 1 and _determined_by(rows, col, shown)):
+            return
+        parts.append(fmt.format(", ".join(_fmt(v) for v in vals)) + (" (varies)" if len(vals) > 1 else ""))
+
+    if kind == "testbed":
+        if "hosts" not in shown and "ranks" not in shown:
+            one("hosts" if _values(rows, "hosts") else "ranks", "{} hosts")
+        one("rate", "{} links", cluster.get("rate"))
+        one("buffer", "{} buffer per port", cluster.get("buffer"))
+        one("switch", "{} switch", cluster.get("switch"))
+        if "dilation" not in shown:
+            ks = _values(rows, "dilation")
+            if len(ks) == 1:
+                parts.append(f"dilation k={_fmt(float(ks[0]))}")
+            elif ks:  # per point (each marked k= where drawn)
+                parts.append("dilation k per point (" + ", ".join(_fmt(float(k)) for k in sorted(ks)) + ")")
+    elif kind:
+        words = {"loopback": "local ranks over loopback", "inprocess": "ranks in one process (threads)",
+                 "mpi": "MPI ranks"}.get(kind, f"{kind} ranks")
+        if "ranks" not in shown and "hosts" not in shown:
+            one("ranks", "{} " + words)
+        else:
+            parts.append(words)
+    text = ", ".join(parts)
+    if "tcp" not in shown:
+        tcp = _values(rows, "tcp")
+        if len(tcp) == 1:
+            text += f"; TCP: {tcp[0]}"
+    if where:
+        text += "; " + ", ".join(f"{a}={_fmt(b)}" for a, b in where)
+    return text
+
+
+def _titled(ax, title: str, caption: str) -> None:
+    ax.set_title(title + (f"\n{caption}" if caption else ""), fontsize=8.5)
+
+
+def category_ticks(ax, cats: list[str], axis: str = "x") -> list[str]:
+    """Tick labels for categories: as they are when short, else short keys (A, B, ...) with
+    the key written beside the axes. Returns the labels drawn."""
+    import textwrap
+
+    long = any(len(c) > TICK_LABEL_MAX for c in cats)
+    keys = [chr(ord("A") + i) if i < 26 else f"Z{i - 25}" for i in range(len(cats))] if long else list(cats)
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(range(len(cats)), keys, fontsize=7)
+    if long:
+        note = "\n".join(textwrap.shorten(f"{k}: {c}", 110) for k, c in zip(keys, cats, strict=True))
+        ax.text(0.0, -0.14, note, transform=ax.transAxes, ha="left", va="top", fontsize=6.5)
+    return keys
 
 
 def _save(plt, fig, path: Path) -> None:
@@ -120,70 +222,90 @@ def _hues(rows, hue):
     return list(dict.fromkeys(_hue_of(r, hue) for r in rows)) if hue else [None]
 
 
-def plot_scatter(plt, rows, spec, title, path) -> None:
+def _legend(ax, hue, **kw) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, title=hue_name(hue) or None, title_fontsize=7, **kw)
+
+
+def plot_scatter(plt, rows, spec, title, path, caption="") -> None:
+    """Every repetition its own mark. A numeric x joins each line's medians; a categorical x
+    (kernels, networks, settings) draws each hue's median as a bar, side by side per category,
+    with no line joining the categories."""
     x, y, hue = spec["x"], spec["y"], spec.get("hue")
     fig, ax = plt.subplots(figsize=(7, 4.6))
     categorical = not all(_num(r.get(x)) for r in rows)
     cats = list(dict.fromkeys(str(r.get(x)) for r in rows)) if categorical else []
     hues = _hues(rows, hue)
+    width = 0.8 / max(1, len(hues))
     for hi, h in enumerate(hues):
         rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y))]
-        color = f"C{hi}"
+        color = f"C{hi % 10}"
+        name = _fmt(h) if h is not None else "median"
+        shift = (hi - (len(hues) - 1) / 2) * width
         for r in rs:  # every repetition its own mark (marker = repetition number)
-            xv = cats.index(str(r[x])) + (hi - (len(hues) - 1) / 2) * 0.08 if categorical else r[x]
+            xv = cats.index(str(r[x])) + shift if categorical else r[x]
             cpu = r.get("cpu_bound")
             ax.scatter([xv], [r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=26,
-                       facecolors="none" if cpu else color, edgecolors=color, linewidths=0.9)
+                       facecolors="none" if cpu else color, edgecolors=color, linewidths=0.9, zorder=3)
         xs = sorted({r[x] for r in rs}, key=lambda v: cats.index(str(v)) if categorical else v)
         med = [statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs]
-        xpos = [cats.index(str(v)) for v in xs] if categorical else xs
-        ax.plot(xpos, med, color=color, lw=1, label=f"{h} (median)" if h is not None else "median")
+        if categorical:
+            ax.bar([cats.index(str(v)) + shift for v in xs], med, width * 0.9, color=color, alpha=0.35,
+                   edgecolor=color, label=name)
+            xpos = [cats.index(str(v)) + shift for v in xs]
+        else:
+            xpos = xs
+            ax.plot(xpos, med, color=color, lw=1, label=name)
         for xx, xp, m in zip(xs, xpos, med, strict=True):
             k = next((r.get("dilation") for r in rs if r[x] == xx), 1.0)
             if k and k != 1.0:
                 ax.annotate(f"k={k:g}", (xp, m), textcoords="offset points", xytext=(3, 5), fontsize=7, color=color)
     if categorical:
-        ax.set_xticks(range(len(cats)), cats, rotation=15, fontsize=7)
+        category_ticks(ax, cats)
     if spec.get("logx") and not categorical:
         ax.set_xscale("log")
     if spec.get("logy"):
         ax.set_yscale("log")
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
-    ax.set_title(title, fontsize=9)
+    _titled(ax, title, caption)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    ax.text(0.99, 0.01, "marker = repetition; hollow = CPU-bound; k = dilation", transform=ax.transAxes,
+    _legend(ax, hue)
+    what = "bar = median" if categorical else "line = median"
+    ax.text(0.99, 0.01, f"{what}; marker = repetition; hollow = CPU-bound; k = dilation", transform=ax.transAxes,
             ha="right", va="bottom", fontsize=6, color="grey")
     _save(plt, fig, path)
 
 
-def plot_speedup(plt, rows, spec, title, path) -> None:
+def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
     x, y, hue = spec["x"], spec.get("y") or "seconds", spec.get("hue")
     fig, ax = plt.subplots(figsize=(6, 4.6))
     allx = sorted({r[x] for r in rows if _num(r.get(x))})
+    top = 1.0
     for hi, h in enumerate(_hues(rows, hue)):
-        rs = [r for r in rows if (hue is None or r.get(hue) == h) and _num(r.get(y)) and r[y] > 0]
+        rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y)) and r[y] > 0]
         xs = sorted({r[x] for r in rs})
         if not xs:
             continue
         base = statistics.median(r[y] for r in rs if r[x] == xs[0]) * xs[0]
+        top = max(top, *(base / r[y] for r in rs))
         for r in rs:
             ax.scatter([r[x]], [base / r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=24,
-                       facecolors="none" if r.get("cpu_bound") else f"C{hi}", edgecolors=f"C{hi}")
-        ax.plot(xs, [base / statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs], color=f"C{hi}",
-                label=str(h) if h is not None else "median")
+                       facecolors="none" if r.get("cpu_bound") else f"C{hi % 10}", edgecolors=f"C{hi % 10}")
+        ax.plot(xs, [base / statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs], color=f"C{hi % 10}",
+                label=_fmt(h) if h is not None else "median")
     if allx:
         ax.plot(allx, allx, ls=":", color="grey", label="ideal")
+        ax.set_ylim(0, top * 1.15)  # the data's scale: the ideal line leaves the plot where it outgrows it
     ax.set_xlabel(_label(x))
     ax.set_ylabel(f"speedup ({_label(y)} at {allx[0] if allx else 1} host(s) / {_label(y)})")
-    ax.set_title(title, fontsize=9)
+    _titled(ax, title, caption)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    _legend(ax, hue)
     _save(plt, fig, path)
 
 
-def plot_per_pass(plt, rows, spec, title, path) -> None:
+def plot_per_pass(plt, rows, spec, title, path, caption="") -> None:
     y, hue = spec["y"], spec.get("hue")
     rs = [r for r in rows if _list(r.get(y)) is not None]
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -194,21 +316,21 @@ def plot_per_pass(plt, rows, spec, title, path) -> None:
         hues = _hues(rs, hue)
         width = 0.8 / max(1, len(hues))
         for hi, h in enumerate(hues):
-            lists = [_list(r[y]) for r in rs if hue is None or r.get(hue) == h]
+            mine = [r for r in rs if hue is None or _hue_of(r, hue) == h]
+            lists = [_list(r[y]) for r in mine]
             n = max(len(v) for v in lists)
-            for v, r in zip(lists, [r for r in rs if hue is None or r.get(hue) == h], strict=True):
+            for v, r in zip(lists, mine, strict=True):
                 ax.scatter([i + 1 + (hi - (len(hues) - 1) / 2) * width for i in range(len(v))], v, s=14,
-                           marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], color=f"C{hi}")
+                           marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], color=f"C{hi % 10}")
             med = [statistics.median(v[i] if i < len(v) else 0 for v in lists) for i in range(n)]
             ax.bar([i + 1 + (hi - (len(hues) - 1) / 2) * width for i in range(n)], med, width, alpha=0.35,
-                   color=f"C{hi}", label=f"{h} (median)")
+                   color=f"C{hi % 10}", label=_fmt(h) if h is not None else "median")
         title = f"{title} ({_label(xcol)} = {top})" if top is not None else title
     ax.set_xlabel("pass")
-    ax.set_ylabel(_label(y).removesuffix("_by_pass"))
-    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(_label(y).removesuffix(" per pass") + " (bar = median, marker = repetition)")
+    _titled(ax, title, caption)
     ax.grid(alpha=0.3, axis="y")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+    _legend(ax, hue)
     _save(plt, fig, path)
 
 
@@ -217,24 +339,59 @@ def time_parts(rows) -> list[str]:
     return sorted({c for r in rows for c, v in r.items() if c.startswith("time_") and _num(v)})
 
 
-def plot_attribution(plt, rows, parts, title, path) -> None:
-    labels = list(dict.fromkeys(r["label"] for r in rows))
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(labels) + 3), 4.4))
-    bottom = [0.0] * len(labels)
-    for i, p in enumerate(parts):
-        vals = []
-        for lab in labels:
-            v = [r[p] for r in rows if r["label"] == lab and _num(r.get(p))]
-            vals.append(statistics.median(v) if v else 0.0)
-        ax.bar(range(len(labels)), vals, bottom=bottom, color=f"C{i}", label=p.removeprefix("time_"))
-        bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
-    tot = [statistics.median(r["seconds"] for r in rows if r["label"] == lab and _num(r.get("seconds")))
-           for lab in labels]
-    ax.scatter(range(len(labels)), tot, color="k", marker="_", s=200, label="time (median)", zorder=3)
-    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=6)
-    ax.set_ylabel("seconds (median over repetitions)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+def attribution_axes(rows, spec) -> tuple[str, list[str]]:
+    """The attribution figure's x (the study's first plotted x, else its first varying grid
+    axis) and the axes that split it into panels (the other grid axes that vary and that x
+    does not determine).
+
+    >>> rows = [{"ranks": n, "timers": t, "rep": 0} for n in (1, 2) for t in ("default", "tuned")]
+    >>> attribution_axes(rows, {"grid": {"ranks": [1, 2], "timers": []}, "report": [{"kind": "speedup", "x": "ranks"}]})
+    ('ranks', ['timers'])
+    """
+    varying = [a for a in (spec.get("grid") or {}) if not a.startswith("_") and len(_values(rows, a)) > 1]
+    plotted = [p.get("x") for p in spec.get("report", []) if isinstance(p, dict) and p.get("x")]
+    x = next((c for c in plotted if _values(rows, c)), None) or (varying[0] if varying else "rep")
+    panels = [a for a in varying if a != x and not _determined_by(rows, a, [x])]
+    return x, panels
+
+
+def plot_attribution(plt, rows, parts, title, path, x="rep", panels=(), caption="") -> None:
+    """Where the time goes: stacked medians of the ``time_*`` parts against ``x``, one panel per
+    combination of the other varying settings (named in the panel's title, never in ticks)."""
+    import math
+    import textwrap
+
+    groups = list(dict.fromkeys(tuple(r.get(a) for a in panels) for r in rows)) or [()]
+    xs = sorted({r.get(x) for r in rows}, key=lambda v: (not _num(v), v if _num(v) else str(v)))
+    ncol = min(len(groups), 4)
+    nrow = math.ceil(len(groups) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol + 1.2, 3.0 * nrow + 1.2), sharey=True, squeeze=False)
+    for gi, g in enumerate(groups):
+        ax = axes[gi // ncol][gi % ncol]
+        rs = [r for r in rows if tuple(r.get(a) for a in panels) == g]
+        bottom = [0.0] * len(xs)
+        for i, p in enumerate(parts):
+            vals = []
+            for xv in xs:
+                v = [r[p] for r in rs if r.get(x) == xv and _num(r.get(p))]
+                vals.append(statistics.median(v) if v else 0.0)
+            ax.bar(range(len(xs)), vals, bottom=bottom, color=f"C{i % 10}", label=p.removeprefix("time_"))
+            bottom = [a + b for a, b in zip(bottom, vals, strict=True)]
+        tot = [[r["seconds"] for r in rs if r.get(x) == xv and _num(r.get("seconds"))] for xv in xs]
+        ax.scatter([i for i, t in enumerate(tot) if t], [statistics.median(t) for t in tot if t], color="k",
+                   marker="_", s=200, label="time (median)", zorder=3)
+        category_ticks(ax, [_fmt(v) for v in xs])
+        ax.set_xlabel(_label(x))
+        if g:
+            ax.set_title(textwrap.fill(", ".join(f"{_label(a)}={_fmt(v)}" for a, v in zip(panels, g, strict=True)), 48),
+                         fontsize=7.5)
+        if gi % ncol == 0:
+            ax.set_ylabel("seconds (median over repetitions)")
+    for gi in range(len(groups), nrow * ncol):
+        axes[gi // ncol][gi % ncol].set_visible(False)
+    axes[0][0].legend(fontsize=7, title="part of the time", title_fontsize=7)
+    fig.suptitle(title + (f"\n{caption}" if caption else ""), fontsize=9)
+    fig.tight_layout()
     _save(plt, fig, path)
 
 
@@ -278,7 +435,7 @@ def render(run_dir) -> dict:
     """Write the plots, ``report.md`` and ``report.html`` into ``run_dir``; returns what was
     written and the checks."""
     from clusterlab._atomic import atomic_open, check_output
-    from clusterlab.report.seeds import SEEDS
+    from clusterlab.experiments.studies import papers
 
     d = Path(run_dir)
     rows, meta = load_run(d)
@@ -298,19 +455,22 @@ def render(run_dir) -> dict:
             skipped.append(f"plot {i + 1}: unknown kind {kind!r} (known: {', '.join(plots)}, seed_numbers)")
             continue
         name = f"fig{i + 1}-{kind}-{p.get('y') or 'time'}.png".replace("/", "_")
-        t = p.get("title") or f"{meta.get('study')}: {_label(p.get('y'))}" + (f" vs {_label(p.get('x'))}" if p.get("x") else "")
+        t = f"{title}\n" + (p.get("title") or _label(p.get("y")) + (f" vs {_label(p.get('x'))}" if p.get("x") else ""))
         data = [r for r in main if all(r.get(a) == b for a, b in p.get("where", []))]
         if not data:
             continue
-        plots[kind](plt, data, p, t, d / name)
-        pngs.append((name, t))
+        caption = setup_caption(data, meta, shown=[p.get("x") or "ranks", p.get("hue")], where=p.get("where", []))
+        plots[kind](plt, data, p, t, d / name, caption=caption)
+        pngs.append((name, t.replace("\n", ": ")))
     parts = time_parts(rows)
     if parts:
-        plot_attribution(plt, main, parts, f"{meta.get('study')}: where the time goes", d / "attribution.png")
+        ax_x, panels = attribution_axes(main, spec)
+        plot_attribution(plt, main, parts, f"{title}\nwhere the time goes", d / "attribution.png", x=ax_x,
+                         panels=panels, caption=setup_caption(main, meta, shown=[ax_x, *panels]))
         pngs.append(("attribution.png", "where the time goes (time attribution)"))
     checks = dilation_checks(rows, meta)
     panels = monitor_panels(d, meta)
-    md = _markdown(meta, rows, pngs, checks, SEEDS, title, panels)
+    md = _markdown(meta, rows, pngs, checks, papers(), title, panels)
     if skipped:
         md += "\n## Not drawn\n\n" + "".join(f"- {s}\n" for s in skipped)
     with atomic_open(d / "report.md") as f:
