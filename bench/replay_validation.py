@@ -36,7 +36,7 @@ from pathlib import Path
 
 from clusterlab._atomic import atomic_open
 from clusterlab.cluster import Testbed as OnTestbed
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def validate(a, work: Path) -> list:
     points = []
     for n in [int(x) for x in a.hosts.split(",")]:
         name = "t" + secrets.token_hex(3)
-        with Testbed(StarTopo(hosts=n), name=name):
+        with TestbedNetwork(StarTopo(hosts=n), name=name):
             real, replayed = [], []
             for rep in range(a.reps):
                 rec = work / f"rec{n}_{rep}"

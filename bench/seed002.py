@@ -23,7 +23,7 @@ from pathlib import Path
 
 from clusterlab._atomic import atomic_open, atomic_path
 from clusterlab.bench import collective_testbed as ct
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
 OPS = ("bcast", "scatter")
 RESULTS = Path(__file__).parent / "results"
@@ -58,7 +58,7 @@ def main() -> int:
     t0 = time.perf_counter()
     started = loadavg()
     rows: list[dict] = []
-    with Testbed(StarTopo(hosts=big, rate=a.rate, mtu=a.mtu, buffer="256KB")) as tb:
+    with TestbedNetwork(StarTopo(hosts=big, rate=a.rate, mtu=a.mtu, buffer="256KB")) as tb:
         model = ct.fit_model(tb, cpu_sizes=ct.CPU_SIZES if a.cpu_term else None)
         print(f"model: alpha {model.alpha * 1e6:.1f} us, beta {8 / model.beta / 1e6 if model.beta else 0:.1f} Mbit/s, "
               f"set-up {model.setup * 1e6:.0f} us, overhead {model.overhead * 1e6:.1f} us, CPU per message "

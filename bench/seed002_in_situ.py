@@ -18,7 +18,7 @@ from pathlib import Path
 
 from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective_testbed as ct
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
 # (op, the model's m, algorithm, calls): allgather and scatter m per rank, bcast the message
 CASES = (("allgather", 65536, "ring", 5), ("bcast", 65536, "binomial", 20), ("bcast", 1 << 20, "scatter_allgather", 5),
@@ -36,7 +36,7 @@ def main() -> int:
     a = ap.parse_args()
     out = {"loadavg_start": loadavg(), "rows": []}
     t0 = time.perf_counter()
-    with Testbed(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
+    with TestbedNetwork(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb, calibrate_hosts=None)
         out["model"] = model.to_dict()
         for n in (2, 3, 6, 16):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective_testbed as ct
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
 SIZES = [4096, 65536, 262144, 1 << 20]
 # the same 16-host bcast by four paths: the benchmark's (the root announces the model's pick, then
@@ -107,7 +107,7 @@ def main() -> int:
     a = ap.parse_args()
     out = {"loadavg_start": loadavg(), "others_start": others(), "autogroup": autogroup(), "exits": {}, "rounds": []}
     t0 = time.perf_counter()
-    with Testbed(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
+    with TestbedNetwork(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb)
         out["model"] = model.to_dict()
         if a.paths:

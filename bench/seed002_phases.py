@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from clusterlab._atomic import atomic_open
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
 # (scatter schedule, separation): at_once + overlap is the bcast before the scatter sent in turn
 VARIANTS = (("at_once", "overlap"), ("in_turn", "overlap"), ("in_turn", "neighbours"), ("in_turn", "barrier"),
@@ -154,7 +154,7 @@ def main() -> int:
     a = ap.parse_args()
     out = {"loadavg_start": loadavg(), "hosts": a.hosts, "bytes": a.bytes}
     t0 = time.perf_counter()
-    with Testbed(StarTopo(hosts=a.hosts, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
+    with TestbedNetwork(StarTopo(hosts=a.hosts, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         out["rows"] = tb.run(phases, a.hosts, a.bytes, a.rounds, a.calls, tb.switch_ns(), timeout=300)[0]
         out["phase_times"] = []
         for sched in ("at_once", "in_turn") if a.phase_calls else ():

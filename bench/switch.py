@@ -33,7 +33,7 @@ import time
 
 from clusterlab._atomic import atomic_open
 from clusterlab.bench.switch import incast
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 from clusterlab.experiments.runner import git_revision
 from clusterlab.monitor.procfs import sched_autogroup
 from clusterlab.net.transport_config import TransportConfig
@@ -74,7 +74,7 @@ def part_incast(reps: int, senders: int, buffer_cells: int, stacks: list[str], d
                     topo = StarTopo(hosts=senders + 1, rate="155.52Mbit", switch="atm", buffer=f"{buffer_cells}cells",
                                     discard=discard, mtu=mtu, dilation=dilation)
                     l0 = load()
-                    r = incast(Testbed(topo, name="bsw", transport=TransportConfig.parse(f"stack={stack}")),
+                    r = incast(TestbedNetwork(topo, name="bsw", transport=TransportConfig.parse(f"stack={stack}")),
                                senders, 8 << 20, timeout=120 * dilation)
                     rows.append({"rep": rep, "stack": stack, "mtu": mtu, "discard": discard, "load_before": l0,
                                  "load_after": load(),
@@ -110,7 +110,7 @@ def part_cost(reps: int, hosts100: bool) -> dict:
             topo = StarTopo(hosts=hosts, rate="155.52Mbit", switch=switch, buffer="64KB", host_queue="9MB",
                             dilation=k, mtu=9000 if switch == "bridge" else 9180)
             l0 = load()
-            with Testbed(topo, name="bsw") as tb:
+            with TestbedNetwork(topo, name="bsw") as tb:
                 pid = tb.atm.proc.pid if tb.atm else None
                 c0, b0, t0 = (proc_cpu(pid) if pid else 0.0), cpu_times(), time.monotonic()
                 res = tb.run(alltoall_broadcast, hosts, 256 << 10, reps, timeout=600)[0]

@@ -68,10 +68,10 @@ def naive_updown(n: int) -> float:
 
 
 def updown(n: int) -> dict:
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
     t = time.perf_counter()
-    tb = Testbed(StarTopo(hosts=n)).up()
+    tb = TestbedNetwork(StarTopo(hosts=n)).up()
     up = time.perf_counter() - t
     tb.down()
     total = time.perf_counter() - t
@@ -84,11 +84,11 @@ def point(hosts: int, reps: int, transport: str, dilation: float = 1.0, host_que
     """One point: the summary, per-round seconds, drops, timeouts and the slowest rank's attribution."""
     from clusterlab.bench.alltoall_broadcast import run_broadcast
     from clusterlab.cluster import Testbed as OnTestbed
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.net.transport_config import TransportConfig
 
     topo = StarTopo(hosts=hosts, rate="155Mbit", buffer=buffer, host_queue=host_queue, mtu=9000, dilation=dilation)
-    with Testbed(topo, transport=TransportConfig.parse(transport or None, place="testbed")) as tb:
+    with TestbedNetwork(topo, transport=TransportConfig.parse(transport or None, place="testbed")) as tb:
         r = run_broadcast(size, reps, cluster=OnTestbed(tb), order=order)
     reps_ = r["reps"]
     slow = [max(x["ranks"], key=lambda y: y["seconds"]) for x in reps_]

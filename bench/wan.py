@@ -27,7 +27,7 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
    figure beside the JSON (``--plot-sweep JSON`` redraws it from a sweep's JSON, no root needed).
 
 6. with ``--incremental REPS``: what the line costs the machine, both far-side modes
-   (``Testbed(far_side_threads=...)``): TCP (iperf3, ``--seconds``) through the line at MTU 9000
+   (``TestbedNetwork(far_side_threads=...)``): TCP (iperf3, ``--seconds``) through the line at MTU 9000
    and 1500, and over a plain LAN link shaped to 135 Mbit/s (tc tbf, no line) at the same MTU
    and duration, the points interleaved, REPS rounds. Counted per point, over the iperf3 run:
    ``our_cores`` = this bench's own cpuacct cgroup (the bench, the line, iperf3 on both hosts,
@@ -262,11 +262,11 @@ def mbit(x: float) -> float:
 
 
 def measure(name: str, topo_kw: dict, body, far_side_threads: bool = False) -> dict:
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.net.transport_config import TransportConfig
 
     topo = StarTopo(**topo_kw)
-    tb = Testbed(topo, name="w" + secrets.token_hex(3), transport=TransportConfig.parse(TUNED, place="testbed"),
+    tb = TestbedNetwork(topo, name="w" + secrets.token_hex(3), transport=TransportConfig.parse(TUNED, place="testbed"),
                  far_side_threads=far_side_threads)
     point = {"topology": topo.to_dict(), "far_side_threads": far_side_threads if topo.has_wan else None,
              "loadavg_before": loadavg()}

@@ -137,7 +137,7 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
                       "data=/nonexistent.dat", "block_size=1e400", "block_size=-1", "rto_min=1e400ms",
                       "rto_min=nan", "tcp=seed=abc", "tcp=nope=1", "nope=1", "monitor_interval=inf",
                       "compute_scale=nan", "algorithm=nope"],
-            "--runs": UNWRITABLE_DIR, "--out": UNWRITABLE_DIR}),
+            "--runs": UNWRITABLE_DIR, "--out": UNWRITABLE_DIR, "--records": UNWRITABLE_DIR}),
         ("experiment", "report"): (["experiment", "report"], {
             "RUN_DIR": ["", "/nonexistent", "@data", "@meta_list", "@meta_dir", "@meta_not_json", "@meta_spec_list",
                         "@torn_parquet", "@no_table"]}),
@@ -152,6 +152,9 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "RUN_DIR": ["", "/nonexistent", "@data", "@meta_list", "@meta_dir", "@meta_not_json", "@meta_spec_list",
                         "@torn_parquet", "@no_table", "@monitor_torn", "/proc/self"],
             "--title": []}),
+        ("diagnose",): (["diagnose"], {
+            "RUN_DIR": ["", "/nonexistent", "@data", "@dir", "@meta_list", "@meta_dir", "@meta_not_json",
+                        "@meta_spec_list", "@torn_parquet", "@no_table", "@monitor_torn", "/proc/self"]}),
         ("monitor",): (["monitor", "--no-capture", "-o", "{out}/m.parquet", "--duration", "0.01"], {
             "--interval": POS_FLOAT, "--duration": POS_FLOAT, "--out": UNWRITABLE_FILE,
             "COMMAND": ["--", "/nonexistent/cmd"], "--testbed": ["NOPE", "../x"]}),
@@ -174,6 +177,11 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
                          "@nan", "@output_unwritable"],
             "--output": UNWRITABLE_DIR}),
         ("experiment", "list"): (["experiment", "list"], {}),
+        ("experiment", "status"): (["experiment", "status"], {
+            "NAMES": ["nope", "../x"], "--records": ["/nonexistent", "@data"]}),
+        ("experiment", "record"): (["experiment", "record"], {
+            "RUN_DIR": ["", "/nonexistent", "@data", "@dir", "@meta_list", "@meta_not_json", "@no_table"],
+            "--records": UNWRITABLE_DIR}),
     }
 
 
@@ -196,7 +204,7 @@ ROOT_TABLE = {
         "--runs": POS_INT, "--budget": POS_INT, "--eta": POS_INT, "--confirm": INT, "--output": UNWRITABLE_FILE}),
 }
 # Options with no hostile value of their own (free text that is only passed on, or a flag).
-FREE_TEXT = {("report",): {"--title"}, ("run",): {"--iface", "--rendezvous", "--mpiexec-args"},
+FREE_TEXT = {("report",): {"--title"}, ("diagnose",): {"--json", "--verify"}, ("run",): {"--iface", "--rendezvous", "--mpiexec-args"},
              ("testbed", "exec"): {"HOST", "COMMAND"}}
 
 ENVIRONMENT = [("CLUSTERLAB_TIMEOUT", v) for v in ["abc", "-5", "nan", "inf", "1e400", "0", "5lightyears"]] + \
@@ -224,7 +232,7 @@ def _argv(base: list[str], opt: str, value: str, files: dict, out: Path) -> list
         argv[pos] = value
     elif opt in ("FILE", "BINARY") and len(argv) > 1:
         argv[argv.index(fill(base[2 if argv[0] == "npb" else 1]))] = value
-    elif opt in ("RUN_DIR", "NAME"):
+    elif opt in ("RUN_DIR", "NAME", "NAMES"):
         argv.append(value)
     elif opt == "COMMAND":
         argv += ["--", value] if value != "--" else ["--", "/nonexistent/cmd"]

@@ -30,7 +30,7 @@ LOW = {
 # Every package of clusterlab, lowest first: each may import only those before it. ``clusterlab``
 # is the package's own ``__init__`` (the top-level API: ``clusterlab.mine``...).
 LAYERS = ["errors", "units", "_atomic", "_core", "data", "storage", "net", "rendezvous", "comm", "mining",
-          "clusterlab", "npb", "monitor", "bench", "cluster", "experiments", "tune", "report", "cli", "__main__"]
+          "clusterlab", "npb", "monitor", "bench", "cluster", "experiments", "tune", "report", "diagnose", "cli", "__main__"]
 
 # Where ranks run is the cluster layer's: these never import it, not even inside a function.
 NEVER_CLUSTER = ("comm", "mining", "npb", "bench", "monitor", "rendezvous")

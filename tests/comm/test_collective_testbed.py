@@ -77,9 +77,9 @@ def test_tiny_run_on_a_testbed_measures_both_modes():
     reason = netns_unavailable()
     if reason:
         pytest.skip(reason)
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
-    with Testbed(StarTopo(hosts=3, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
+    with TestbedNetwork(StarTopo(hosts=3, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb, sizes=(1, 1 << 18), trial_time=0.005, cpu_sizes=ct.CPU_SIZES)
         assert 50 < 8 / model.beta / 1e6 < 300 and model.setup > 0 and model.concurrency == 0
         assert model.setup_cpus > 0 and model.details["setup_calibrated_hosts"] == 3 and model.call_setup >= 0

@@ -125,14 +125,14 @@ with open(os.path.join(sys.argv[1], f"rank{c.rank}.json"), "w") as f:
 @pytest.fixture
 def hosts3(tmp_path):
     """A 3-host testbed, a hostfile naming its hosts, and the namespace launcher for hydra."""
-    from clusterlab.cluster.testbed import StarTopo, Testbed, clean, leftovers
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, clean, leftovers
     from tests.testbed.helpers import fresh_name, require_netns
 
     require_netns()
     if shutil.which("setpriv") is None:
         pytest.skip("needs setpriv (util-linux)")
     name = fresh_name()
-    tb = Testbed(StarTopo(hosts=3, rate="1Gbit"), name=name).up()
+    tb = TestbedNetwork(StarTopo(hosts=3, rate="1Gbit"), name=name).up()
     try:
         script = tmp_path / "nsexec.sh"
         script.write_text(NSEXEC.format(prefix=tb.hosts[0].ns[:-2]))

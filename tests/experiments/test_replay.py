@@ -60,3 +60,93 @@ def test_spin_replay_burns_the_recorded_cpu_and_sends_the_same_bytes(recorded):
     assert rp.compute == "spin"
     with pytest.raises(ConfigError, match="spin"):
         replay_parallel(rec, compute="guess")
+
+
+def test_replay_scales_the_mining_and_not_the_runtime(tmp_path, monkeypatch):
+    """A slower CPU's scale multiplies the mining a gap did, not the runtime part of it (the
+    per-pass statistics read TCP_INFO per peer and grow with the ranks): scaled along, the
+    per-rank computation of a 64-rank job shrank 4.5x from 1 rank instead of ~64x."""
+    from clusterlab.comm.inproc import run_threads
+    from clusterlab.mining.parallel import trace
+
+    def job(comm):
+        t = trace.TracedComm(comm, record=True)
+        t.mark_pass(1)
+        burn_cpu(0.05)  # mining
+        with t.runtime():
+            burn_cpu(0.05)  # statistics
+        t.end_pass()
+        t.save(tmp_path)
+
+    run_threads(job, 1)
+    gaps = [e for e in json.loads((tmp_path / "rank0.json").read_text())["events"] if e[0] == "gap"]
+    cpu, runtime = sum(e[2] for e in gaps), sum(e[3] for e in gaps)
+    assert 0.05 <= runtime <= cpu - 0.05
+    slept: list = []
+    monkeypatch.setattr(trace, "_sleep", lambda s: slept.append(s) or s)
+    run_threads(lambda c: trace.replay_rank(c, tmp_path, "cpu", scale=10, runtime_scale=1), 1)
+    assert sum(slept) == pytest.approx((cpu - runtime) * 10 + runtime, abs=trace.SLEEP_MIN)
+    slept.clear()  # without runtime_scale, every gap takes the scale (recordings compared like with like)
+    run_threads(lambda c: trace.replay_rank(c, tmp_path, "cpu", scale=10), 1)
+    assert sum(slept) == pytest.approx(cpu * 10, abs=trace.SLEEP_MIN)
+
+
+def test_a_recorded_job_logs_its_statistics_as_runtime(recorded, monkeypatch):
+    """Every pass of a real job over TCP reads each peer's TCP_INFO: that CPU is in the gaps'
+    runtime part, and a replay pays it times runtime_scale."""
+    from clusterlab.mining.parallel import trace
+
+    rec, _ = recorded
+    owed = 0.0
+    for r in range(3):
+        ev = json.loads((rec / f"rank{r}.json").read_text())["events"]
+        assert all(len(e) == 4 and 0 <= e[3] <= e[2] for e in ev if e[0] == "gap")
+        runtime_by_pass, cur = {}, None
+        for e in ev:
+            if e[0] == "pass":
+                cur = e[1]
+            elif e[0] == "gap" and cur is not None:
+                runtime_by_pass[cur] = runtime_by_pass.get(cur, 0.0) + e[3]
+        assert runtime_by_pass and all(v > 0 for v in runtime_by_pass.values())
+        owed += sum((e[2] - e[3]) * 50 + e[3] * 2 for e in ev if e[0] == "gap")
+    slept: list = []
+    monkeypatch.setattr(trace, "_sleep", lambda s: slept.append(s) or s)
+    replay_parallel(rec, cluster=InProcess(), compute="cpu", scale=50, runtime_scale=2)
+    assert sum(slept) == pytest.approx(owed, abs=3 * trace.SLEEP_MIN)
+
+
+def test_the_communicators_own_threads_are_runtime(tmp_path):
+    """The TCP mesh's drainer reads sockets while the program computes (its CPU was 74 ms per
+    rank of a 64-rank job): a gap logs the CPU of the communicator's background threads as
+    runtime, not as the program's mining."""
+    import threading
+
+    from clusterlab.mining.parallel import trace
+
+    go, done, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def drainer():  # lives as long as its communicator, as the mesh's does
+        go.wait(10)
+        burn_cpu(0.05)
+        done.set()
+        stop.wait(10)
+
+    th = threading.Thread(target=drainer, daemon=True)
+    th.start()
+
+    class Inner:
+        rank, size = 0, 1
+
+        def background_threads(self):
+            return [th]
+
+    t = trace.TracedComm(Inner(), record=True)
+    t.mark_pass(1)
+    go.set()
+    assert done.wait(10)
+    t.end_pass()
+    t.save(tmp_path)
+    stop.set()
+    gaps = [e for e in json.loads((tmp_path / "rank0.json").read_text())["events"] if e[0] == "gap"]
+    assert sum(e[3] for e in gaps) >= 0.05
+    assert all(0 <= e[3] <= e[2] for e in gaps)

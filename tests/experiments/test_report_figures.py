@@ -170,13 +170,13 @@ def test_long_categories_become_short_keys(tmp_path, drawn):
 
 
 def test_point_labels_say_what_holds():
-    from clusterlab.experiments.spec import Grid, Study, Testbed, TransportConfig
+    from clusterlab.experiments.spec import Grid, StarTopo, Study, Testbed, TransportConfig
     from clusterlab.experiments.workloads import alltoall_broadcast
 
-    scaled = Study(name="x", cluster=Testbed(hosts=16, dilation=1.0), workload=alltoall_broadcast(),
+    scaled = Study(name="x", cluster=Testbed(StarTopo(hosts=16), dilation=1.0), workload=alltoall_broadcast(),
                    grid=Grid(scale=[{"name": "16 hosts", "hosts": 16}]))
     label = scaled.with_settings({"hosts": "8"}).points()[0].settings["label"]
     assert label.startswith("scale=hosts=8 (set; replaces '16 hosts')"), label
-    tuned = Study(name="y", cluster=Testbed(hosts=4, dilation=1.0), workload=alltoall_broadcast(),
+    tuned = Study(name="y", cluster=Testbed(StarTopo(hosts=4), dilation=1.0), workload=alltoall_broadcast(),
                   transport=TransportConfig(rto_min="5ms"))
     assert tuned.points()[0].settings["label"] == "TCP: MIN 5ms"

@@ -9,6 +9,7 @@ from clusterlab.experiments import (
     Grid,
     InProcess,
     Loopback,
+    StarTopo,
     Study,
     Testbed,
     TransportConfig,
@@ -86,7 +87,7 @@ def test_dilation_is_picked_or_refused_never_clamped():
         pick_dilation(TransportConfig(rto_min="200ms", rto_max="60s"), 4)
     with pytest.raises(ConfigError, match="no dilation can express"):  # 500 ms .. 130 s: no k fits both
         pick_dilation(TransportConfig(rto_min="400ms", rto_min_jitter="70s", rto_max_offset="100ms"), "auto")
-    s = Study(name="x", cluster=Testbed(hosts=4, dilation=2), workload=alltoall_broadcast(),
+    s = Study(name="x", cluster=Testbed(StarTopo(hosts=4), dilation=2), workload=alltoall_broadcast(),
               grid=Grid(rto_max=["300ms"]), transport=TransportConfig(rto_min="200ms"))
     with pytest.raises(ConfigError, match=r"point 0 \(rto_max=300ms\): dilation 2 cannot express it"):
         s.points()
@@ -103,7 +104,7 @@ def test_settings_a_cluster_cannot_take_are_refused_with_the_reason():
     with pytest.raises(ConfigError, match="no TCP"):
         Study(name="x", cluster=InProcess(), workload=wl, transport=TransportConfig(rto_min="5ms")).points()
     with pytest.raises(ConfigError, match="computes for real"):
-        Study(name="x", cluster=Testbed(hosts=2), workload=hpa_job(data="x.dat"),
+        Study(name="x", cluster=Testbed(StarTopo(hosts=2), dilation="auto"), workload=hpa_job(data="x.dat"),
               transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms")).points()
     with pytest.raises(ConfigError, match="rto_max 100ms is below the largest MIN 200ms"):
         TransportConfig(rto_min="200ms", rto_max="100ms")
@@ -132,3 +133,36 @@ def test_set_and_quick_overrides():
                      (["scale=7 hosts"], "choose among"), (["repeat"], "expected key=value")):
         with pytest.raises(ConfigError, match=msg):
             s.with_settings(parse_settings(bad))
+
+
+def test_a_study_cluster_is_the_cluster_a_python_user_builds():
+    """``cluster=`` takes the cluster layer's own objects: ``Testbed(StarTopo(...))`` (settings
+    by the topology's field names, every point's topology a StarTopo at its dilation) and
+    ``Local()``/``Mpirun()``/``cluster.InProcess()`` (ranks a setting, the object kept to run on)."""
+    from clusterlab import cluster
+
+    topo = StarTopo(hosts=4, rate="1Gbit", buffer="256KB", mtu=1500)
+    s = Study(name="x", cluster=cluster.Testbed(topo, dilation="auto"), workload=alltoall_broadcast(),
+              grid=Grid(hosts=[2, 4], rto_min=["200ms"], rto_max_offset=["100ms"]))
+    pts = s.points()
+    assert [(p.cluster.topo.hosts, p.cluster.topo.mtu, p.dilation, p.cluster.topo.dilation) for p in pts] == \
+        [(2, 1500, 4.0, 4.0), (4, 1500, 4.0, 4.0)]
+    assert all(isinstance(p.cluster, cluster.Testbed) and p.settings["cluster"] == "testbed" for p in pts)
+    assert s.to_dict()["cluster"]["rate"] == "1Gbit"
+    local = cluster.Local(iface="lo")
+    s = Study(name="y", cluster=local, workload=alltoall_broadcast()).with_settings({"ranks": "3"})
+    (p,) = s.points()
+    assert p.settings["cluster"] == "loopback" and p.cluster.ranks == 3 and p.cluster.cluster is local
+    assert Study(name="z", cluster=cluster.Mpirun(), workload=alltoall_broadcast()).cluster.kind == "mpi"
+    with pytest.raises(ConfigError, match=r"cluster=Testbed\(StarTopo\(\.\.\.\)\), not a testbed that is up"):
+        Study(name="w", cluster=cluster.Testbed("lab"), workload=alltoall_broadcast())
+    with pytest.raises(ConfigError, match="cluster must be"):
+        Study(name="w", cluster=cluster.Launched(), workload=alltoall_broadcast())
+    with pytest.raises(ConfigError, match=r"Testbed\(StarTopo\(hosts=8\)\)"):  # the old spelling, with the new one
+        Testbed(hosts=8)
+
+
+def test_hosts_none_follows_the_ranks():
+    c = Testbed(StarTopo(hosts=16)).with_settings(hosts=None)
+    s = Study(name="x", cluster=c, workload=alltoall_broadcast(), grid=Grid(ranks=[1, 3]))
+    assert [(p.cluster.topo.hosts, p.cluster.n_ranks()) for p in s.points()] == [(2, 1), (3, 3)]

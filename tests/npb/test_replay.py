@@ -60,11 +60,11 @@ def test_workload_networks():
 
 
 def test_seed004_studies_declare_their_two_site_testbed():
-    """The spec's Testbed carries the sites and the WAN line; each point's topology is what the
+    """The study's Testbed(StarTopo(...)) carries the sites and the WAN line; each point's topology is what the
     study declared and the workload refuses a point whose network is not that testbed."""
+    from clusterlab.cluster import Testbed
     from clusterlab.cluster.testbed import StarTopo
     from clusterlab.experiments.clusters import star_topo
-    from clusterlab.experiments.spec import Testbed
     from clusterlab.experiments.studies.seed004.table3 import STUDY
     from clusterlab.experiments.workloads.npb import check_network, npb_replay
 
@@ -73,10 +73,10 @@ def test_seed004_studies_declare_their_two_site_testbed():
     assert topos["135M"].site_sizes == (4, 4) and not topos["135M"].wan_shared
     assert topos["135M"].wan_rate_bps == 135e6 and topos["135M"].wan_delay_seconds == 0.006
     assert topos["67M"].wan_shared and topos["67M"].wan_queue_bytes == 256 * 1024
-    assert "shared by both directions" in Testbed(hosts=8, sites="4+4", wan_shared=True).wan_description()
-    assert Testbed(hosts=8).wan_description() is None
+    assert "shared by both directions" in Testbed(StarTopo(hosts=8, sites="4+4", wan_shared=True)).wan_description()
+    assert Testbed(StarTopo(hosts=8)).wan_description() is None
     with pytest.raises(ConfigError, match="must add up to hosts=8"):
-        Testbed(hosts=8, sites="5+4").check()
+        Testbed(StarTopo(hosts=8)).with_settings(sites="5+4")
     with pytest.raises(ConfigError, match="network '135M' needs"):
         check_network("135M", StarTopo(hosts=8), 8)
     with pytest.raises(ConfigError, match="nodes=8 ranks need as many hosts"):

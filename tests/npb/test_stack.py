@@ -23,8 +23,9 @@ STUDY_CC = ("reno", "cubic", "bbr")
 def test_engine_is_a_setting_and_a_bad_one_is_refused():
     assert npb_replay(kernel="cg").params["engine"] == "rust"
     assert npb_wan(engine="python").params["engine"] == "python"
-    with pytest.raises(ConfigError, match="engine 'mpi': the TCP mesh engine is one of python, rust"):
-        npb_replay(engine="mpi")
+    assert npb_replay(engine="mpi").params["engine"] == "mpi"  # mpiexec's ranks in the hosts, MPICH's sockets
+    with pytest.raises(ConfigError, match=r"engine 'ucx': one of mpi, python, rust \(the TCP mesh's engines, or MPI\)"):
+        npb_replay(engine="ucx")
     # a grid or --set value is refused when the study expands, not when its point runs
     with pytest.raises(ConfigError, match="engine 'tcp'"):
         load("seed004-stack").workload.with_params(engine="tcp")
@@ -35,24 +36,42 @@ def test_cli_refuses_a_bad_engine_in_one_line():
     import sys
 
     r = subprocess.run([sys.executable, "-m", "clusterlab", "experiment", "run",
-                        "seed004-stack", "--set", "engine=mpi", "--dry-run"], capture_output=True, text=True,
+                        "seed004-stack", "--set", "engine=ucx", "--dry-run"], capture_output=True, text=True,
                        timeout=120)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr
-    assert "engine 'mpi'" in lines[0] and "python, rust" in lines[0]
+    assert "engine 'ucx'" in lines[0] and "mpi, python, rust" in lines[0]
 
 
 def test_the_study_is_the_stack_grid_over_the_135m_line():
     s = load("seed004-stack")
     points = s.points()
     got = {(p.settings["kernel"], p.tcp.congestion, p.settings["engine"]) for p in points}
-    assert got == {(k, cc, e) for k in ("cg", "ft", "is", "mg") for cc in STUDY_CC for e in ("rust", "python")}
+    kernels = ("cg", "ft", "is", "mg")
+    assert got == {(k, cc, e) for k in kernels for cc in STUDY_CC for e in ("rust", "python")} | \
+        {(k, "reno", "mpi") for k in kernels}  # MPI: the host's default, reno (every kernel lets a namespace set it)
     assert s.repeat == 3 and all(p.settings["network"] == "135M" and p.settings["cls"] == "W" for p in points)
-    assert s.cluster.sites == "4+4" and s.cluster.wan_rate == "135Mbit" and s.cluster.wan_delay == "6ms"
+    topo = s.cluster.topo
+    assert topo.sites == "4+4" and topo.wan_rate == "135Mbit" and topo.wan_delay == "6ms"
     q = s.with_quick().points()
     assert {p.settings["cls"] for p in q} == {"S"} and {p.settings["kernel"] for p in q} == {"is"}
-    assert {p.tcp.congestion for p in q} == set(STUDY_CC)
-    assert "MPI is not a third engine" in s.notes
+    assert {(p.tcp.congestion, p.settings["engine"]) for p in q} == {("cubic", "python"), ("bbr", "python"),
+                                                                     ("reno", "mpi")}
+    assert "MPI is the third engine" in s.notes
+
+
+def test_mpi_points_take_only_a_congestion_control_a_namespace_can_default_to():
+    from clusterlab.experiments.clusters import check_point
+
+    p = next(p for p in load("seed004-stack").points() if p.settings["engine"] == "mpi")
+    check_point(p)
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f, \
+            open("/proc/sys/net/ipv4/tcp_allowed_congestion_control") as g:
+        restricted = sorted(set(f.read().split()) - set(g.read().split()))
+    if not restricted:
+        pytest.skip("every congestion control available here is one a namespace may default to")
+    with pytest.raises(ConfigError, match="cannot reach MPI ranks .*tcp_allowed_congestion_control"):
+        check_point(dataclasses.replace(p, tcp=TransportConfig(congestion=restricted[0])))
 
 
 def test_a_congestion_control_the_kernel_lacks_is_refused_with_the_reason():
@@ -93,8 +112,9 @@ def test_the_kernel_takes_every_congestion_control_of_the_study():
 @pytest.mark.root
 @pytest.mark.slow
 def test_seed004_stack_quick_runs_on_the_asked_engine_and_congestion(tmp_path):
-    """--quick end to end: every row's ranks used the Python engine (not the default) and the
-    point's congestion control, read back from the ranks; nothing is left behind."""
+    """--quick end to end: every row's ranks used the engine asked for (Python, not the default,
+    or MPI: mpiexec's ranks in the hosts) and the point's congestion control, read back from the
+    ranks; nothing is left behind."""
     from clusterlab.cli import cli
     from clusterlab.cluster.testbed import leftovers
 
@@ -106,8 +126,9 @@ def test_seed004_stack_quick_runs_on_the_asked_engine_and_congestion(tmp_path):
     assert meta["status"] == "complete"
     rows = __import__("pyarrow.parquet", fromlist=["x"]).read_table(tmp_path / "table.parquet").to_pylist()
     assert len(rows) == 3 and all(r["replayed"] and r["verified"] for r in rows)
-    assert all(r["engine"] == "python" and r["congestion_in_force"] == r["congestion"] for r in rows)
-    assert {r["congestion"] for r in rows} == set(STUDY_CC)
+    assert all(r["engine"] == r["protocol_stack"].split("/")[1] and r["congestion_in_force"] == r["congestion"]
+               for r in rows)
+    assert {(r["congestion"], r["engine"]) for r in rows} == {("cubic", "python"), ("bbr", "python"), ("reno", "mpi")}
     assert all(r["seconds"] > 0 for r in rows)
     for pm in meta["points"]:
         assert not any(leftovers(pm["applied"]["testbed"]).values())

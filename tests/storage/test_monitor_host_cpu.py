@@ -24,10 +24,10 @@ def _spin(seconds: float) -> None:
 def test_a_busy_thread_counts_for_its_host_and_not_for_another():
     if netns_unavailable():
         pytest.skip(netns_unavailable())
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.net.netns import in_netns
 
-    with Testbed(StarTopo(hosts=2), name=fresh_name()) as tb:
+    with TestbedNetwork(StarTopo(hosts=2), name=fresh_name()) as tb:
         cpu = TaskCpu({h.name: f"/run/netns/{h.ns}" for h in tb.hosts} | {"gone": "/nonexistent"})
         assert set(cpu.node_of.values()) == {"h0", "h1"}
         cpu.sample()
@@ -67,10 +67,10 @@ def test_a_thread_that_enters_a_host_brings_none_of_its_earlier_cpu():
     host only from then on (it used to bring its whole lifetime's CPU: a 900 % spike)."""
     if netns_unavailable():
         pytest.skip(netns_unavailable())
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.net.netns import in_netns
 
-    with Testbed(StarTopo(hosts=2), name=fresh_name()) as tb:
+    with TestbedNetwork(StarTopo(hosts=2), name=fresh_name()) as tb:
         cpu = TaskCpu({h.name: f"/run/netns/{h.ns}" for h in tb.hosts})
         entered, release = threading.Event(), threading.Event()
 

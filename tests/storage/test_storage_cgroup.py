@@ -69,9 +69,9 @@ def test_testbed_clean_after_sigkill_of_the_driver_leaves_no_tgtd(tmp_path):
     name = fresh_name()
     driver = textwrap.dedent(f"""
         import time
-        from clusterlab.cluster.testbed import StarTopo, Testbed
+        from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
         from clusterlab.cluster.testbed.storage import IscsiTarget
-        tb = Testbed(StarTopo(hosts=2, rate="10Gbit", storage=True), name="{name}").up()
+        tb = TestbedNetwork(StarTopo(hosts=2, rate="10Gbit", storage=True), name="{name}").up()
         t = IscsiTarget(tb, initiators=1, lun_size=1 << 20, backing_bps=10_000_000).start()
         print(t.proc.pid, t.cgroup, flush=True)
         time.sleep(120)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from clusterlab.cluster.testbed import StarTopo, Testbed, clean, leftovers
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, clean, leftovers
 from clusterlab.cluster.testbed.storage import (
     SOCKET_DIR,
     IscsiTarget,
@@ -61,7 +61,7 @@ def _congestion(ns: str | None = None) -> str:
 
 
 def test_target_runs_in_the_storage_host_and_is_gone_after_stop(name):
-    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb:
+    with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb:
         tgt = IscsiTarget(tb, initiators=2, lun_size=4 << 20, congestion="reno").start()
         try:
             pids = storage_leftovers(name)["processes"]
@@ -85,9 +85,9 @@ def test_target_runs_in_the_storage_host_and_is_gone_after_stop(name):
 def test_after_sigkill_of_the_driver_clean_removes_everything(name):
     driver = textwrap.dedent(f"""
         import sys, time
-        from clusterlab.cluster.testbed import StarTopo, Testbed
+        from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
         from clusterlab.cluster.testbed.storage import IscsiTarget
-        tb = Testbed(StarTopo(hosts=2, rate="{FAST}", storage=True), name="{name}").up()
+        tb = TestbedNetwork(StarTopo(hosts=2, rate="{FAST}", storage=True), name="{name}").up()
         IscsiTarget(tb, initiators=1, lun_size=1 << 20).start()
         print("ready", flush=True)
         time.sleep(120)
@@ -118,7 +118,7 @@ def _open(tb, tgt, i, host=None, connections=1):
 
 
 def test_several_sessions_stripe_blocks_and_read_back_what_one_wrote(name):
-    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+    with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
             IscsiTarget(tb, initiators=1, lun_size=4 << 20) as tgt:
         data = os.urandom(3 << 20)
         with _open(tb, tgt, 0) as one:
@@ -140,7 +140,7 @@ def test_several_sessions_stripe_blocks_and_read_back_what_one_wrote(name):
 
 
 def test_one_initiator_reads_back_what_it_wrote(name):
-    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+    with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
             IscsiTarget(tb, initiators=2, lun_size=4 << 20) as tgt:
         with _open(tb, tgt, 0) as lun:
             assert lun.size == 4 << 20 and lun.block_length == 512
@@ -167,7 +167,7 @@ def test_one_initiator_reads_back_what_it_wrote(name):
 def test_throttled_backing_store_limits_the_target_and_its_cgroup_goes(name):
     from clusterlab.cluster.testbed.storage import backing_io
 
-    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+    with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
             IscsiTarget(tb, initiators=2, lun_size=4 << 20, backing_bps=2_000_000) as tgt:
         assert storage_leftovers(name)["cgroups"]
         with _open(tb, tgt, 0, connections=2) as a, _open(tb, tgt, 1, connections=2) as b:
@@ -189,7 +189,7 @@ def test_separate_san_carries_the_iscsi_traffic_off_the_compute_switch(name):
     def tx(tb, host, iface):
         return int(tb.host(host).run(["cat", f"/sys/class/net/{iface}/statistics/tx_bytes"]).stdout)
 
-    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, SanNetwork(tb) as san, \
+    with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, SanNetwork(tb) as san, \
             IscsiTarget(tb, initiators=1, lun_size=4 << 20, san=san) as tgt:
         assert tgt.portal == "10.1.0.3:3260"
         before = {i: tx(tb, "st", i) for i in ("eth0", "eth1")}
@@ -266,7 +266,7 @@ def test_benchmark_interrupted_mid_run_leaves_nothing(name, sig, code):
 
 
 def test_tgtd_settings_iothreads_and_aio_backing_store_serve_the_same_bytes(name):
-    with Testbed(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
+    with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb, \
             IscsiTarget(tb, initiators=1, lun_size=4 << 20, iothreads=2, bstype="aio") as tgt:
         with open(f"/proc/{tgt.proc.pid}/cmdline") as f:
             assert f.read().split("\0")[-3:-1] == ["-t", "2"]

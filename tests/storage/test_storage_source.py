@@ -94,7 +94,7 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
 
     _require()
     import clusterlab
-    from clusterlab.cluster.testbed import StarTopo, Testbed, clean
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, clean
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage, storage_leftovers
     from clusterlab.data import read_partition
     from clusterlab.mining.parallel import mine_parallel
@@ -117,7 +117,7 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
     name = fresh_name()
     try:
         size = lun_bytes_needed([e - s for s, e in partition_ranges(data, 3)])
-        with Testbed(StarTopo(hosts=3, rate="1Gbit", storage=True), name=name) as tb, \
+        with TestbedNetwork(StarTopo(hosts=3, rate="1Gbit", storage=True), name=name) as tb, \
                 IscsiTarget(tb, initiators=3, lun_size=size, shared=True) as tgt:
             url = tgt.luns[0]["url"]
             for layout in ("packed", "fimi"):  # version 2 (the default) and version 1 still readable

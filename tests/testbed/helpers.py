@@ -43,10 +43,26 @@ def where_am_i(comm):
             "gathered": [int(np.asarray(g)[0]) for g in got]}
 
 
+def host_rto_min_us(comm):
+    """Each rank: its namespace inode and its host's net.ipv4.tcp_rto_min_us."""
+    comm.barrier()
+    with open("/proc/sys/net/ipv4/tcp_rto_min_us") as f:
+        return {"netns": os.stat("/proc/self/ns/net").st_ino, "rto_min_us": int(f.read())}
+
+
+def host_congestion(comm):
+    """Each rank: the job's size, its namespace, its host's RTO minimum and default congestion
+    control, and which communicator it has."""
+    out = host_rto_min_us(comm)
+    with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+        out["congestion"] = f.read().strip()
+    return {**out, "size": comm.size, "backend": (comm.stats() if hasattr(comm, "stats") else {}).get("backend")}
+
+
 MOVER_DRIVER = """
 import sys, time
-from clusterlab.cluster.testbed import StarTopo, Testbed
-tb = Testbed(StarTopo(hosts=2, {topo}), name=sys.argv[1]).up()
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+tb = TestbedNetwork(StarTopo(hosts=2, {topo}), name=sys.argv[1]).up()
 print(tb.{mover}.proc.pid, flush=True)
 time.sleep(600)
 """

@@ -14,10 +14,10 @@ import time
 import pytest
 
 from clusterlab.bench.switch import ideal_mbps, incast
-from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers, link
+from clusterlab.cluster import Testbed as TestbedCluster
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, leftovers, link
 from clusterlab.cluster.testbed.atmswitch import switch_settings
 from clusterlab.errors import ConfigError
-from clusterlab.experiments.spec import Testbed as StudyTestbed
 from clusterlab.net.transport_config import TransportConfig
 
 from .helpers import assert_mover_dies_with_its_driver, where_am_i
@@ -65,14 +65,14 @@ def test_a_study_can_compare_the_switches():
     from clusterlab.experiments.spec import Grid, Study
     from clusterlab.experiments.workloads import alltoall_broadcast
 
-    s = Study(name="sw", cluster=StudyTestbed(hosts=4, rate="155.52Mbit", buffer="1000cells"),
+    s = Study(name="sw", cluster=TestbedCluster(StarTopo(hosts=4, rate="155.52Mbit", buffer="1000cells")),
               workload=alltoall_broadcast(size="50KB"), grid=Grid(switch=["bridge", "atm"]))
     pts = s.points()
     assert [p.settings["switch"] for p in pts] == ["bridge", "atm"]
-    assert [p.cluster.topo().mtu for p in pts] == [9000, 9180]
+    assert [p.cluster.topo.mtu for p in pts] == [9000, 9180]  # each switch's own MTU
     assert "ATM cell switch" in pts[1].cluster.switch_description()
     with pytest.raises(ConfigError, match="switch must be one of"):
-        StudyTestbed(hosts=4, switch="token-ring").check()
+        TestbedCluster(StarTopo(hosts=4)).with_settings(switch="token-ring")
 
 
 # --- the switch for real (root) --------------------------------------------------------------
@@ -93,7 +93,7 @@ def test_uncongested_it_carries_tcp_at_the_cell_rate_and_a_job(name):
     if shutil.which("iperf3") is None:
         pytest.skip("iperf3 is not installed (make system-deps installs it)")
     topo = StarTopo(hosts=4, rate="155.52Mbit", switch="atm", buffer="1000cells")
-    with Testbed(topo, name=name) as tb:
+    with TestbedNetwork(topo, name=name) as tb:
         assert tb.atm is not None and os.path.exists(tb.atm.trace)
         mbps = _iperf(tb, tb.hosts[1], tb.hosts[0])
         res = tb.run(where_am_i, 4, timeout=120)
@@ -115,7 +115,7 @@ def test_uncongested_it_carries_tcp_at_the_cell_rate_and_a_job(name):
 @pytest.mark.root
 def test_two_sites_on_atm_switches(name):
     topo = StarTopo(hosts=4, rate="155.52Mbit", switch="atm", sites="2+2", wan_rate="135Mbit", wan_delay="2ms")
-    with Testbed(topo, name=name) as tb:
+    with TestbedNetwork(topo, name=name) as tb:
         res = tb.run(where_am_i, 4, timeout=120)
         assert [r["sum"] for r in res] == [10] * 4
     t = tb.atm_totals
@@ -136,7 +136,7 @@ def test_tcp_incast_overflows_the_port_and_each_discard_policy_acts(name):
         topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard=discard)
         # MAX 1 s: a flow whose retransmissions keep colliding retries every second instead of
         # backing off for minutes (it did: one flow of three runs stalled past 120 s)
-        r = incast(Testbed(topo, name=name, transport=TransportConfig(rto_max="1s")), 4, 8 << 20)
+        r = incast(TestbedNetwork(topo, name=name, transport=TransportConfig(rto_max="1s")), 4, 8 << 20)
         assert r["stalled_flows"] == 0, r
         port = r["port"]
         # iperf3's receivers count nearly all of the 4 x 8 MiB (the last interval can be cut)
@@ -154,7 +154,7 @@ def test_the_monitor_records_the_ports_counts(name):
     from clusterlab.monitor.sampler import Monitor
 
     topo = StarTopo(hosts=3, rate="155.52Mbit", switch="atm", buffer="64cells")
-    with Testbed(topo, name=name) as tb, Monitor.for_testbed(tb, capture=False) as mon:
+    with TestbedNetwork(topo, name=name) as tb, Monitor.for_testbed(tb, capture=False) as mon:
         from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
         tb.run(alltoall_broadcast, 3, 256 << 10, 3, timeout=120)
         time.sleep(0.25)  # the switch's next interval line

@@ -8,7 +8,7 @@ import pytest
 
 import clusterlab
 from clusterlab.cluster import Testbed as OnTestbed
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 from clusterlab.mining.parallel import mine_parallel
 
 pytestmark = [pytest.mark.root]
@@ -18,7 +18,7 @@ def test_every_parallel_miner_on_the_testbed_equals_sequential(name, tmp_path):
     data = tmp_path / "t.dat"
     clusterlab.generate_file(data, "T10I4D3K", items=200, seed=3)
     seq = clusterlab.mine(data, min_support=0.02)
-    with Testbed(StarTopo(hosts=3), name=name):
+    with TestbedNetwork(StarTopo(hosts=3), name=name):
         for algorithm in ("hpa", "hpa-eld", "cd", "pfp"):
             sets, passes = mine_parallel(data, nodes=3, algorithm=algorithm, min_support=0.02, cluster=OnTestbed(name))
             assert sets.columns == seq.columns, algorithm

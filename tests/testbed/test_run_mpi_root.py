@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterlab.cluster.testbed import StarTopo, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 from clusterlab.net.transport_config import TransportConfig
 from tests.comm.conftest import needs_mpi
 
@@ -55,7 +55,7 @@ with open(os.path.join(sys.argv[1], f"rank{c.Get_rank()}.json"), "w") as f:
 def testbed4(name, tmp_path):
     if shutil.which("setpriv") is None or shutil.which("ss") is None:
         pytest.skip("needs setpriv (util-linux) and ss (iproute2)")
-    tb = Testbed(StarTopo(hosts=4, rate="1Gbit"), name=name,
+    tb = TestbedNetwork(StarTopo(hosts=4, rate="1Gbit"), name=name,
                  transport=TransportConfig(rto_min=0.005, place="testbed")).up()
     prog = tmp_path / "allreduce.py"
     prog.write_text(PROGRAM)
@@ -183,7 +183,7 @@ def test_npb_official_runs_on_the_two_site_testbed(name, tmp_path):
     subprocess.run([str(mpicc), "-o", str(tmp_path / "is.S.4"), str(tmp_path / "fake_is.c")], check=True,
                    capture_output=True, timeout=120)
     topo = StarTopo(hosts=4, rate="1Gbit", sites="2+2", wan_rate="135Mbit", wan_delay="2ms")
-    with Testbed(topo, name=name):
+    with TestbedNetwork(topo, name=name):
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
         p = subprocess.run([sys.executable, "-m", "clusterlab", "npb", "official", str(tmp_path / "is.S.4"), "-n", "4",
                             "--testbed", name, "--json"], env=env, capture_output=True, text=True, timeout=180,

@@ -203,12 +203,12 @@ def test_seed_era_sysctls_land_in_every_host_namespace(name):
     import subprocess
     import sys
 
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
     want = {"tcp_sack": "0", "tcp_recovery": "0", "tcp_early_retrans": "0", "tcp_frto": "0", "tcp_timestamps": "0"}
     root = {k: open(f"/proc/sys/net/ipv4/{k}").read().strip() for k in want}
     t = TransportConfig.parse("stack=seed-era", place="testbed")
-    with Testbed(StarTopo(hosts=3), name=name, transport=t) as tb:
+    with TestbedNetwork(StarTopo(hosts=3), name=name, transport=t) as tb:
         for h in tb.hosts:
             got = dict(zip(want, h.run(["cat", *(f"/proc/sys/net/ipv4/{k}" for k in want)]).stdout.split(), strict=True))
             assert got == want, (h.name, got)

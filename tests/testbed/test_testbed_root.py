@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, leftovers
 from clusterlab.errors import ConfigError
 from clusterlab.net.netns import in_netns
 from clusterlab.net.transport_config import TransportConfig
@@ -32,7 +32,7 @@ def test_up_talk_down(name):
     from clusterlab.cluster.testbed._nsconfig import offload_on
 
     topo = StarTopo(hosts=4, rate="155Mbit", buffer="64KB")
-    with Testbed(topo, name=name, transport=TransportConfig(rto_min="5ms", rto_min_jitter="10ms", seed=1)) as tb:
+    with TestbedNetwork(topo, name=name, transport=TransportConfig(rto_min="5ms", rto_min_jitter="10ms", seed=1)) as tb:
         h0, h3 = tb.hosts[0], tb.hosts[3]
         # fidelity defaults
         assert h3.run(["cat", "/sys/class/net/eth0/mtu"]).stdout.strip() == "9000"
@@ -62,7 +62,7 @@ def test_up_talk_down(name):
 
 
 def test_communicator_runs_one_rank_per_host(name):
-    with Testbed(StarTopo(hosts=5), name=name) as tb:
+    with TestbedNetwork(StarTopo(hosts=5), name=name) as tb:
         res = tb.run(where_am_i)
         inodes = [os.stat(f"/run/netns/{h.ns}").st_ino for h in tb.hosts]
     assert [r["rank"] for r in res] == list(range(5))
@@ -107,8 +107,8 @@ def test_broadcast_benchmark_and_monitor(name, tmp_path, monkeypatch):
 
 DRIVER = """
 import sys, time
-from clusterlab.cluster.testbed import StarTopo, Testbed
-tb = Testbed(StarTopo(hosts=3), name=sys.argv[1]).up()
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+tb = TestbedNetwork(StarTopo(hosts=3), name=sys.argv[1]).up()
 p = tb.hosts[1].popen(["sleep", "300"])
 print(p.pid, flush=True)
 time.sleep(300)
@@ -155,7 +155,7 @@ def test_per_host_rto_bounds_and_initcwnd_on_a_dilated_testbed(name):
 
     t = TransportConfig.parse("rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=100ms,initcwnd=2,seed=1",
                               place="testbed")
-    with Testbed(StarTopo(hosts=3, dilation=4), name=name, transport=t) as tb:
+    with TestbedNetwork(StarTopo(hosts=3, dilation=4), name=name, transport=t) as tb:
         for h in tb.hosts:
             mn = int(h.run(["cat", "/proc/sys/net/ipv4/tcp_rto_min_us"]).stdout)
             mx = int(h.run(["cat", "/proc/sys/net/ipv4/tcp_rto_max_ms"]).stdout)
@@ -163,4 +163,4 @@ def test_per_host_rto_bounds_and_initcwnd_on_a_dilated_testbed(name):
             assert "initcwnd 2" in h.run(["ip", "route", "show", "10.0.0.0/16"]).stdout
     assert _gone(name)
     with pytest.raises(ConfigError, match="dilations 3.33..300 can express it"):
-        Testbed(StarTopo(hosts=3), name=name, transport=t)
+        TestbedNetwork(StarTopo(hosts=3), name=name, transport=t)

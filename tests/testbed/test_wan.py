@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from clusterlab.cluster.testbed import StarTopo, Testbed, leftovers, link
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, leftovers, link
 from clusterlab.errors import ConfigError
 from clusterlab.monitor.wan import WanTrace
 
@@ -66,7 +66,7 @@ PING = ("import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRA
 @pytest.mark.root
 def test_line_delays_counts_and_carries_a_job(name):
     topo = StarTopo(hosts=4, rate="1Gbit", sites="2+2", wan_rate="100Mbit", wan_delay="20ms")
-    with Testbed(topo, name=name, far_side_threads=True) as tb:
+    with TestbedNetwork(topo, name=name, far_side_threads=True) as tb:
         assert tb.router is not None and tb.router.ns in tb.namespaces()
         far, near = tb.hosts[3], tb.hosts[1]
         srv = far.popen([PYTHON, "-c", ECHO, far.addr], stdout=subprocess.PIPE, text=True)
@@ -107,7 +107,7 @@ def test_line_delays_counts_and_carries_a_job(name):
 @pytest.mark.root
 def test_far_side_can_stay_in_the_line(name):
     """By default (``far_side_threads=False``) no NAPI threads, the WAN ports unthreaded; the line carries."""
-    with Testbed(StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms"), name=name) as tb:
+    with TestbedNetwork(StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms"), name=name) as tb:
         assert tb.wan.far_side == []
         threaded = tb.switch.run(["cat", "/sys/class/net/wan0/threaded", "/sys/class/net/wan1/threaded"]).stdout.split()
         assert threaded == ["0", "0"], threaded
@@ -133,7 +133,7 @@ def test_switch_capture_counts_a_wan_frame_once(name):
     from clusterlab.monitor.capture import PacketCapture, bucket_of
 
     topo = StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="1ms")
-    with Testbed(topo, name=name) as tb:
+    with TestbedNetwork(topo, name=name) as tb:
         cap = PacketCapture(tb.switch.ns).start()
         try:
             tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
@@ -158,7 +158,7 @@ def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     average) and no later than 150 us of scheduling slack, with the far side's work in the line's
     own process or in threads of its own (measured -5 to -168 us)."""
     topo = StarTopo(hosts=2, rate="1Gbit", sites="1+1", wan_rate="100Mbit", wan_delay="5ms", wan_queue="4MB", mtu=1500)
-    with Testbed(topo, name=name, far_side_threads=threads) as tb:
+    with TestbedNetwork(topo, name=name, far_side_threads=threads) as tb:
         tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
                          f"[s.sendto(b'x' * 1400, ('{tb.hosts[1].addr}', 9)) for _ in range(1000)]"], timeout=30)
         time.sleep(0.3)

@@ -11,8 +11,8 @@ is measured / predicted - 1 per row.
 
 Example (needs root)::
 
-    from clusterlab.cluster.testbed import StarTopo, Testbed
-    with Testbed(StarTopo(hosts=6, rate="155Mbit", mtu=9180)) as tb:
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+    with TestbedNetwork(StarTopo(hosts=6, rate="155Mbit", mtu=9180)) as tb:
         model = fit_model(tb)
         rows = measure(tb, "bcast", [65536, 1 << 20], "per_call", model)
 """

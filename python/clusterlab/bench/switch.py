@@ -12,9 +12,9 @@ the cell rate; for the bridge the link rate times (MTU - 52) / (MTU + 14)).
 Example (needs root and iperf3)::
 
     from clusterlab.bench.switch import incast
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     topo = StarTopo(hosts=5, rate="155.52Mbit", switch="atm", buffer="256cells", discard="epd")
-    r = incast(Testbed(topo), 4, 8 << 20)
+    r = incast(TestbedNetwork(topo), 4, 8 << 20)
     print(r["goodput_mbps"], r["goodput_share"], r["port"]["cells_wasted"])
 """
 
@@ -45,7 +45,7 @@ def ideal_mbps(topo) -> float:
 
 
 def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
-    """Bring up testbed ``tb`` (a ``clusterlab.cluster.testbed.Testbed`` not yet up, ``senders +
+    """Bring up testbed ``tb`` (a ``clusterlab.cluster.testbed.TestbedNetwork`` not yet up, ``senders +
     1`` hosts or more), run the incast into h0, bring it down; returns goodput, wall time,
     retransmissions and (ATM) the port's counts. A flow not finished after ``timeout`` seconds
     (stuck in timeouts backed off to seconds) is stopped and counted in ``stalled_flows``; the

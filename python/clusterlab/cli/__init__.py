@@ -25,6 +25,7 @@ COMMANDS = {
     "testbed": ("clusterlab.cli.testbed", "testbed"),
     "monitor": ("clusterlab.cli.monitor", "monitor"),
     "report": ("clusterlab.cli.report", "report"),
+    "diagnose": ("clusterlab.cli.diagnose", "diagnose"),
     "experiment": ("clusterlab.cli.experiment", "experiment"),
     "npb": ("clusterlab.cli.npb", "npb"),
 }

@@ -41,8 +41,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
     """
     from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
+    from clusterlab.cluster import Testbed
     from clusterlab.experiments.runner import run_study
-    from clusterlab.experiments.spec import Loopback, Study, Testbed, scatter
+    from clusterlab.experiments.spec import Loopback, Study, scatter
     from clusterlab.experiments.workloads import alltoall_broadcast
     from clusterlab.net.transport_config import TransportConfig
     from clusterlab.units import parse_rate, parse_size
@@ -54,7 +55,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
         raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
     from clusterlab.cli.testbed import make_topo
 
-    make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold)  # checked even unused
+    topo = make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold)  # checked even unused
     config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
     settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:
@@ -68,9 +69,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
         cluster = Loopback(ranks=n)
         settings.update(cluster="local", ranks=n)
     else:
-        cluster = Testbed(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, ranks=ranks,
-                          dilation=dilation, switch=switch, discard=discard, epd_threshold=epd_threshold)
-        cluster.check()
+        cluster = Testbed(topo, ranks=ranks)  # at --dilation, the topology's own
     study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
                   transport=config, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
                   monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])

@@ -173,7 +173,8 @@ def record_cmd(run_dir, records_root):
 @experiment.command("status")
 @click.argument("names", nargs=-1)
 @click.option("--records", "records_root", default="results", show_default=True,
-              type=click.Path(file_okay=False), help="The records directory (the repository's results/).")
+              type=click.Path(exists=True, file_okay=False),
+              help="The records directory (the repository's results/; run from the repository's top).")
 @click.option("--json", "as_json", is_flag=True, help="Everything as JSON (every claim, every changed file).")
 def status_cmd(names, records_root, as_json):
     """Where each study stands: its record (date, commit), whether the record is stale (files it
@@ -212,6 +213,18 @@ def _report(run_dir) -> None:
     click.echo(f"{Path(run_dir) / 'report.md'}: {len(r['pngs'])} figures"
                + "".join(f"; dilation check {'agrees' if c['agree'] else 'differs' if c['agree'] is False else 'n/a'}"
                          for c in r["checks"]))
+    _diagnosis(run_dir, run_dir)
+
+
+def _diagnosis(run_dir, report_dir) -> None:
+    """The diagnosis at the end of the report and of the command's output."""
+    from clusterlab.diagnose import diagnose_dir
+    from clusterlab.diagnose.report_section import append_diagnosis, first_lines
+
+    result = diagnose_dir(run_dir)
+    append_diagnosis(report_dir, result)
+    for line in first_lines(result):
+        click.echo(f"diagnosis: {line}")
 
 
 @experiment.command("report")

@@ -490,5 +490,11 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
 
             click.echo(format_passes(res.passes))
             click.echo(format_ranks(res.ranks))
+            from clusterlab.diagnose import diagnose
+            from clusterlab.diagnose.render import job_lines
+            from clusterlab.diagnose.run import mining_job
+
+            cluster = {"kind": "testbed"} if opts.testbed else {}
+            click.echo("\n".join(job_lines(diagnose(mining_job({**s, "cluster": cluster}, "this run")))))
         if res.rules is not None and not rules_path(opts):
             console.print(f"{res.rules.num_rows:,} rules (write them with -o or --rules-output)")

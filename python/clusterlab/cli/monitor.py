@@ -46,10 +46,10 @@ def monitor(tb_name, interval, duration, no_capture, host_cpu, out, command):
     if tb_name:
         import functools
 
-        from clusterlab.cluster.testbed import Testbed
+        from clusterlab.cluster.testbed import TestbedNetwork
         from clusterlab.cluster.testbed.storage import backing_io
 
-        m = Monitor.for_testbed(Testbed.attach(tb_name), interval, capture=not no_capture, host_cpu=host_cpu,
+        m = Monitor.for_testbed(TestbedNetwork.attach(tb_name), interval, capture=not no_capture, host_cpu=host_cpu,
                                 backing=functools.partial(backing_io, tb_name) if host_cpu else None)
     else:
         m = Monitor.local(interval, capture=not no_capture)

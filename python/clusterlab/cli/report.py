@@ -16,7 +16,8 @@ from clusterlab.errors import ConfigError
 @click.option("--title", default=None, help="Title of the monitor report (default: the directory name).")
 def report(run_dir, title):
     """Report RUN_DIR. A study run (meta.json, from `experiment run` or `bench broadcast
-    --run-dir`) gets its figures, the seed's numbers beside ours and report.md/report.html; its
+    --run-dir`) gets its figures, the seed's numbers beside ours and report.md/report.html, ending
+    with the diagnosis (`clusterlab diagnose`: where the time went, what removes the loss); its
     monitor table (the last point's) gets traffic.png, packet_sizes.png, tcp.png, switch.png,
     cpu.png and summary.json in RUN_DIR/monitor/. A directory with only monitor.parquet (or
     monitor.csv, from `clusterlab monitor`) gets those monitor plots and report.md itself.
@@ -39,6 +40,9 @@ def report(run_dir, title):
 
         r = render(d)
         click.echo(f"{d}/report.md: {r['rows']} repetitions, {len(r['pngs'])} figures ({r['status']})")
+        from clusterlab.cli.experiment import _diagnosis
+
+        _diagnosis(d, d)
     src = next((c for c in (d / "monitor.parquet", d / "monitor.csv") if c.exists()), None)
     if src is None:
         if not study:
@@ -76,3 +80,7 @@ def report(run_dir, title):
                f"{s['timeouts']} timeouts, {s['switch_drops']} switch drops"
                + (f", {s['atm_cells_dropped']} ATM cells dropped ({s['atm_frames_lost']} frames lost at reassembly)"
                   if s.get("atm_cells_dropped") else "") + ("; CPU-bound" if s["cpu_bound"] else ""))
+    if not study:  # a monitor directory: its diagnosis is the fidelity check
+        from clusterlab.cli.experiment import _diagnosis
+
+        _diagnosis(d, out)

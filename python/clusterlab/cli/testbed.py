@@ -111,7 +111,7 @@ def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mt
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-shared --name atm67
       clusterlab testbed up --hosts 16 --rate 155.52Mbit --switch atm --buffer 1000cells --discard none --name atm
     """
-    from clusterlab.cluster.testbed import Testbed
+    from clusterlab.cluster.testbed import TestbedNetwork
     from clusterlab.net.transport_config import TransportConfig
 
     if name is not None:  # given, even empty: checked (only an absent name is drawn at random)
@@ -121,7 +121,7 @@ def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mt
     topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch, discard, epd_threshold,
                      sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
     config = TransportConfig.parse(transport, place="testbed")
-    tb = Testbed(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
+    tb = TestbedNetwork(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
     info = {"name": tb.name, "hosts": len(tb.hosts), "seconds": round(tb.timings["up"], 3),
             "warnings": tb.warnings}
     if as_json:
@@ -253,9 +253,9 @@ def exec_cmd(name, host, command):
       clusterlab testbed exec lab h3 -- ip -br addr
       clusterlab testbed exec lab sw -- tc -s qdisc show dev p0
     """
-    from clusterlab.cluster.testbed import Testbed
+    from clusterlab.cluster.testbed import TestbedNetwork
 
-    tb = Testbed.attach(name)
+    tb = TestbedNetwork.attach(name)
     node = tb.switch if host == "sw" else tb.router if host == "wan" and tb.router else tb.host(host)
     sys.stdout.flush()
     os.execvp("ip", node.prefix() + list(command))

@@ -31,6 +31,8 @@ cannot reach refuses it rather than ignore it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -154,64 +156,243 @@ class Mpirun:
 
 
 class Testbed:
-    """Rank i in host i of a namespace testbed: ``Testbed("lab")`` (one that is up, by name) or
-    ``Testbed(tb)`` (a ``cluster.testbed.Testbed`` this process built). The ranks get the
-    testbed's TCP settings (the hosts' sysctls, and its per-socket knobs unless ``transport``
-    names others). ``mesh="mpi"``: ``launch`` starts a program under mpiexec with its ranks in
-    the hosts (``launch_mpi_on_testbed``)."""
+    """Rank i in host i of a namespace testbed. ``where``: a testbed that is up, by name
+    (``Testbed("lab")``) or as the ``cluster.testbed.TestbedNetwork`` this process built
+    (``Testbed(net)``); or a ``StarTopo`` (``Testbed(StarTopo(hosts=8, rate="1Gbit"))``), which
+    each ``run``/``launch`` brings up for the call (with ``transport`` as the hosts' settings)
+    and removes after. A study's ``cluster=`` is the same object.
+
+    The ranks get the testbed's TCP settings (the hosts' sysctls, and its per-socket knobs
+    unless ``transport`` names others). ``mesh="mpi"``: ``launch`` starts a program, and ``run``
+    a rank function, under mpiexec with its ranks in the hosts (``launch_mpi_on_testbed``); the
+    testbed's congestion control becomes each host's default, per-socket knobs are refused.
+
+    With a ``StarTopo``: ``ranks`` is how many ranks run by default (one per host when None);
+    ``dilation`` None runs at the topology's own dilation, a number at that one, ``"auto"`` at
+    the one closest to the topology's that makes the transport's RTO settings expressible
+    (``cluster.testbed.dilation.pick_dilation``).
+
+    >>> from clusterlab.cluster.testbed import StarTopo
+    >>> t = Testbed(StarTopo(hosts=16, rate="155.52Mbit", switch="atm", buffer="1000cells"), dilation="auto")
+    >>> t, t.n_ranks(), t.topo.mtu
+    (Testbed(StarTopo(hosts=16, rate='155.52Mbit', buffer='1000cells', switch='atm'), dilation='auto'), 16, 9180)
+    >>> t.with_settings(hosts=4, switch="bridge").topo.mtu   # an MTU not given is the switch's own
+    9000
+    >>> t.with_settings(hosts=8, sites="4+3")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: sites '4+3' must add up to hosts=8 (e.g. sites='4+4')
+    """
 
     size = None
+    kind = "testbed"  # what a study calls this place (``experiments.spec.kind_of``)
     __test__ = False  # not a pytest class
+    # The topology's settings a study varies by name (StarTopo's own fields; its dilation is
+    # the study's ``prefer_dilation``), then the cluster's own.
+    TOPO_SETTINGS = ("hosts", "rate", "buffer", "host_queue", "mtu", "sites", "wan_rate", "wan_delay", "wan_queue",
+                     "wan_shared", "switch", "discard", "epd_threshold")
+    SETTINGS = (*TOPO_SETTINGS[:5], "ranks", "dilation", "prefer_dilation", *TOPO_SETTINGS[5:])
 
-    def __init__(self, testbed, mesh: str = "tcp"):
+    def __init__(self, where=None, mesh: str = "tcp", *, ranks: int | None = None, dilation=None,
+                 hosts_follow_ranks: bool = False, **topo_fields):
+        from clusterlab.cluster.testbed.topo import StarTopo
+
+        if topo_fields or where is None:  # studies once declared the topology's fields here
+            given = ", ".join(f"{k}={v!r}" for k, v in topo_fields.items())
+            raise ConfigError(f"Testbed({given}): the topology is a StarTopo of its own: "
+                              f"Testbed(StarTopo({given})) (from clusterlab.cluster.testbed)")
         if mesh not in MESHES:
             raise ConfigError(f"mesh must be tcp or mpi, got {mesh!r}")
-        self._tb = testbed if not isinstance(testbed, str) else None
-        self._name = testbed if isinstance(testbed, str) else testbed.name
         self.mesh = mesh
+        self.topo = where if isinstance(where, StarTopo) else None
+        self._tb = None if isinstance(where, (str, StarTopo)) else where
+        self._name = where if isinstance(where, str) else None if self.topo is not None else where.name
+        if self.topo is None and (ranks is not None or dilation is not None or hosts_follow_ranks):
+            raise ConfigError("ranks and dilation go with a StarTopo (a testbed that is up has its own)")
+        if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1):
+            raise ConfigError(f"ranks must be a whole number >= 1, got {ranks!r}")
+        if not (dilation is None or dilation == "auto"
+                or (isinstance(dilation, (int, float)) and not isinstance(dilation, bool) and 1 <= dilation <= 1e6)):
+            raise ConfigError(f"dilation must be 'auto' or a number 1..1e6, got {dilation!r}")
+        self.ranks, self.dilation, self.hosts_follow_ranks = ranks, dilation, hosts_follow_ranks
+        if self.topo is not None and self.ranks is not None and self.ranks > self.n_hosts():
+            raise ConfigError(f"ranks must be 1..hosts ({self.n_hosts()}), got {self.ranks}")
 
     @property
     def testbed(self):
-        """The ``cluster.testbed.Testbed`` (attached on first use when given by name)."""
+        """The ``cluster.testbed.TestbedNetwork`` (attached on first use when given by name)."""
         if self._tb is None:
-            from clusterlab.cluster.testbed import Testbed as NamespaceTestbed
+            if self.topo is not None:
+                raise ConfigError("this Testbed is a topology: run/launch bring it up for the call")
+            from clusterlab.cluster.testbed import TestbedNetwork
 
-            self._tb = NamespaceTestbed.attach(self._name)
+            self._tb = TestbedNetwork.attach(self._name)
         return self._tb
 
     @property
     def name(self) -> str:
-        return f"testbed {self._name}"
+        return f"testbed {self._name}" if self.topo is None else "testbed"
 
     def __repr__(self) -> str:
-        return f"Testbed({self._name!r})"
+        if self.topo is None:
+            return f"Testbed({self._name!r})" + (", mesh='mpi'" if self.mesh == "mpi" else "")
+        given = {f.name: getattr(self.topo, f.name) for f in dataclasses.fields(self.topo) if f.init}
+        defaults = {f.name: f.default for f in dataclasses.fields(self.topo) if f.init}
+        shown = ", ".join(f"{k}={v!r}" for k, v in given.items()
+                          if k in ("hosts", "rate", "switch") or (v != defaults[k] and k != "mtu"))
+        extra = "".join(f", {k}={v!r}" for k, v in (("mesh", self.mesh if self.mesh != "tcp" else None),
+                                                   ("ranks", self.ranks), ("dilation", self.dilation)) if v is not None)
+        return f"Testbed(StarTopo({shown}){extra})"
+
+    # --- a topology's settings by name (what a study varies) --------------------------------
+    def n_hosts(self) -> int:
+        return self.topo.hosts if self.topo is not None else len(self.testbed.hosts)
+
+    def n_ranks(self) -> int:
+        return self.ranks if self.ranks is not None else self.n_hosts()
+
+    def settings(self) -> dict:
+        """Every setting by name (``SETTINGS``): the topology's fields, ``ranks``, ``dilation``
+        (None: the topology's own) and ``prefer_dilation`` (the topology's dilation)."""
+        t = self._need_topo()
+        d = {k: getattr(t, k) for k in self.TOPO_SETTINGS}
+        if t.mtu_is_default:  # the switch's own (9000 bridge, 9180 atm)
+            d["mtu"] = None
+        if self.hosts_follow_ranks:
+            d["hosts"] = None
+        d.update(ranks=self.ranks, dilation=self.dilation, prefer_dilation=float(t.dilation))
+        return {k: d[k] for k in self.SETTINGS}
+
+    def with_settings(self, **values) -> Testbed:
+        """A copy with settings changed by name; ``hosts=None``: one host per rank (at least 2).
+        The topology checks the result. ``mtu=None``: the switch's own; a topology whose MTU
+        was not given keeps taking its switch's own."""
+        t = self._need_topo()
+        unknown = set(values) - set(self.SETTINGS)
+        if unknown:
+            raise ConfigError(f"a testbed has no setting {sorted(unknown)} (has {', '.join(self.SETTINGS)})")
+        topo = {k: v for k, v in values.items() if k in self.TOPO_SETTINGS}
+        if t.mtu_is_default and "mtu" not in topo:
+            topo["mtu"] = None
+        if "prefer_dilation" in values:
+            topo["dilation"] = float(values["prefer_dilation"])
+        ranks = values.get("ranks", self.ranks)
+        follow = values["hosts"] is None if "hosts" in values else self.hosts_follow_ranks
+        if follow:
+            topo["hosts"] = max(2, ranks or 2)
+        return Testbed(dataclasses.replace(t, **topo), self.mesh, ranks=ranks,
+                       dilation=values.get("dilation", self.dilation), hosts_follow_ranks=follow)
+
+    def at_dilation(self, k: float) -> Testbed:
+        """The same testbed at dilation ``k`` (rates / k, timers x k)."""
+        return Testbed(dataclasses.replace(self._need_topo(), dilation=float(k)), self.mesh, ranks=self.ranks,
+                       dilation=float(k))
+
+    def resolve_dilation(self, transport=None) -> tuple[float, str]:
+        """The dilation this testbed runs ``transport`` at, and why (see the class's doc)."""
+        from clusterlab.cluster.testbed.dilation import pick_dilation
+        from clusterlab.net.transport_config import TransportConfig
+
+        t = self._need_topo()
+        requested = float(t.dilation) if self.dilation is None else self.dilation
+        return pick_dilation(transport or TransportConfig(), requested, float(t.dilation))
+
+    def switch_description(self) -> str:
+        """The switch in words (a report's "What was emulated")."""
+        t = self._need_topo()
+        if t.switch == "bridge":
+            return (f"a Linux bridge switch, links shaped by tbf at {t.rate} with {t.buffer} output buffer "
+                    f"per switch port (whole packets dropped when full), MTU {t.mtu}")
+        policy = {"none": "plain UBR, no discard policy", "ppd": "partial packet discard",
+                  "epd": f"early packet discard above {t.epd_threshold_cells} cells"}[t.discard]
+        return (f"an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at {t.cell_rate_bps / 1e6:g} Mbit/s "
+                f"per link, {t.buffer_cells}-cell output buffer per port, cells lost when it is full ({policy}), "
+                f"IP over ATM with MTU {t.mtu}")
+
+    def wan_description(self) -> str | None:
+        """The WAN line in words (None with one switch)."""
+        t = self._need_topo()
+        if t.sites is None:
+            return None
+        sites = "+".join(map(str, t.site_sizes))
+        rate = f"{t.wan_rate} shared by both directions" if t.wan_shared else f"{t.wan_rate} per direction"
+        return (f"two sites ({sites} hosts) joined by a WAN delay line (clusterlab-wan): {rate}, "
+                f"{t.wan_delay} one way, {t.wan_queue} drop-tail queue")
+
+    def _need_topo(self):
+        if self.topo is None:
+            return self.testbed.topo
+        return self.topo
+
+    # --- running -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _network(self, transport):
+        """The network to run on: the one given, or the topology brought up for this call
+        (at its dilation; ``transport`` becomes the hosts' settings)."""
+        if self.topo is None:
+            yield self.testbed, transport
+            return
+        from clusterlab.cluster.testbed import TestbedNetwork
+        from clusterlab.net.transport_config import TransportConfig
+
+        default = TransportConfig()
+        socket_only = [k for k in SOCKET_ONLY if transport is not None and getattr(transport, k) != getattr(default, k)]
+        if self.mesh == "mpi" and socket_only:
+            raise ConfigError(f"{', '.join(socket_only)}: MPI's sockets are MPICH's, per-socket knobs cannot reach "
+                              "them (the hosts' sysctls can: rto_*, congestion, rmem/wmem...)")
+
+        k, _ = self.resolve_dilation(transport)
+        with TestbedNetwork(dataclasses.replace(self.topo, dilation=k), transport=transport) as net:
+            yield net, None
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
+        """``fn(comm, *args)`` with rank i in host i; ``mesh="mpi"``: the ranks started by
+        mpiexec in the hosts and joined by MPI (``launch_mpi_on_testbed``), so their traffic is
+        MPICH's sockets under the hosts' sysctls."""
         no_kwargs(kwargs, "launched")
-        return self.testbed.run(fn, n, *args, config=transport, timeout=timeout, **options)
+        with self._network(transport) as (net, config):
+            n = n or self._default_n(net)
+            if self.mesh == "mpi":
+                if has_knobs(config):
+                    raise ConfigError("MPI's sockets are MPICH's: the testbed's TCP settings are the hosts' sysctls "
+                                      "(set them when the testbed comes up), per-socket knobs cannot reach them")
+                from clusterlab.cluster import local
+
+                return local.run(fn, n, *args, timeout=timeout, **options,
+                                 launcher=lambda argv, k, **o: launch_mpi_on_testbed(net, argv, k, **o))
+            return net.run(fn, n, *args, config=config, timeout=timeout, **options)
+
+    def _default_n(self, net) -> int:
+        return self.ranks if self.ranks is not None and self.topo is not None else len(net.hosts)
 
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
         from clusterlab.cluster.local import RankHost, launch
         from clusterlab.net.netns import in_netns
 
-        tb = self.testbed
-        if self.mesh == "mpi":
-            if has_knobs(transport):
-                raise ConfigError("an MPI program's sockets are MPICH's: the testbed's TCP settings are the hosts' "
-                                  "sysctls (set them when the testbed comes up), per-socket knobs cannot reach them")
-            from clusterlab.cluster.program import mpi_program
+        with self._network(transport) as (tb, transport):
+            n = n or self._default_n(tb)
+            if self.mesh == "mpi":
+                if has_knobs(transport):  # a topology brought up for the call took them as its hosts' settings
+                    raise ConfigError("an MPI program's sockets are MPICH's: the testbed's TCP settings are the "
+                                      "hosts' sysctls (set them when the testbed comes up), per-socket knobs cannot "
+                                      "reach them")
+                from clusterlab.cluster.program import mpi_program
 
-            options.setdefault("program", mpi_program(argv) is not None)
-            return launch_mpi_on_testbed(tb, argv, n, timeout=timeout, **options)
-        from clusterlab.cluster.program import refuse_mpi_program
+                options.setdefault("program", mpi_program(argv) is not None)
+                return launch_mpi_on_testbed(tb, argv, n, timeout=timeout, **options)
+            from clusterlab.cluster.program import refuse_mpi_program
 
-        refuse_mpi_program(argv, n)
-        places = tb.placement(n)
-        hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
-        config = tb.transport if transport is None else transport
-        with in_netns(tb.switch.ns):
-            return launch(argv, n, hosts=hosts, config=config, timeout=timeout,
-                          rendezvous_host=tb.topo.switch_address, **options)
+            refuse_mpi_program(argv, n)
+            places = tb.placement(n)
+            hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
+            config = tb.transport if transport is None else transport
+            with in_netns(tb.switch.ns):
+                return launch(argv, n, hosts=hosts, config=config, timeout=timeout,
+                              rendezvous_host=tb.topo.switch_address, **options)
+
+
+# Settings a testbed applies only on the sockets clusterlab opens (every other one is a host sysctl).
+SOCKET_ONLY = ("sndbuf", "rcvbuf", "nodelay")
 
 
 # Hydra starts its proxy on each host as `ssh -x HOST "PROXY" ARGS...`; this launcher enters the
@@ -241,6 +422,7 @@ def launch_mpi_on_testbed(tb, argv: list[str], n: int, *, timeout: float | None 
     if shutil.which("setpriv") is None:
         raise ConfigError("running MPI ranks in a testbed's hosts needs setpriv (util-linux)")
     places = tb.placement(n)
+    set_default_congestion(tb, [p["host"] for p in places])
     prefix = tb.host(places[0]["host"]).ns[: -len(places[0]["host"])]
     e = dict(os.environ if env is None else env)
     e.update(MPICH_NETWORK_ENV)
@@ -257,6 +439,38 @@ def launch_mpi_on_testbed(tb, argv: list[str], n: int, *, timeout: float | None 
                               mpiexec_args=["-launcher", "ssh", "-launcher-exec", script, "-iface", "br0",
                                             *options.pop("mpiexec_args", ())],
                               rendezvous_host=tb.topo.switch_address, **options)
+
+
+def mpi_congestion_why_not(congestion: str | None) -> str | None:
+    """Why MPI ranks on a testbed cannot run under ``congestion``, or None. MPICH opens its own
+    sockets, so the testbed's congestion control reaches them only as each host's default, and
+    the kernel lets a namespace other than the machine's own default only to an algorithm in
+    ``net.ipv4.tcp_allowed_congestion_control`` (EPERM otherwise)."""
+    if congestion is None:
+        return None
+    with open("/proc/sys/net/ipv4/tcp_allowed_congestion_control") as f:
+        allowed = f.read().split()
+    if congestion not in allowed:
+        return (f"congestion {congestion!r} cannot reach MPI ranks on a testbed: MPICH's sockets take the host's "
+                f"default, and the kernel lets a namespace default only to one of "
+                f"net.ipv4.tcp_allowed_congestion_control ({' '.join(allowed)})")
+    return None
+
+
+def set_default_congestion(tb, hosts: list[str]) -> None:
+    """Each of ``hosts``' default congestion control set to the testbed's (MPI ranks' sockets
+    are not clusterlab's: this is how its setting reaches them)."""
+    from clusterlab.net.netns import in_netns
+
+    cc = tb.transport.congestion
+    why = mpi_congestion_why_not(cc)
+    if why:
+        raise ConfigError(why)
+    if cc is None:
+        return
+    for h in hosts:
+        with in_netns(tb.host(h).ns), open("/proc/sys/net/ipv4/tcp_congestion_control", "w") as f:
+            f.write(cc)
 
 
 def current() -> Launched | None:

@@ -13,6 +13,7 @@ from clusterlab.experiments.spec import (
     InProcess,
     Loopback,
     Mpi,
+    StarTopo,
     Study,
     Testbed,
     attribution,
@@ -24,5 +25,5 @@ from clusterlab.experiments.spec import (
 from clusterlab.experiments.studies import load, names
 from clusterlab.net.transport_config import TransportConfig  # a study's TCP settings: the one type
 
-__all__ = ["DilationCheck", "Grid", "InProcess", "Loopback", "Mpi", "Study", "Testbed", "TransportConfig",
+__all__ = ["DilationCheck", "Grid", "InProcess", "Loopback", "Mpi", "StarTopo", "Study", "Testbed", "TransportConfig",
            "attribution", "load", "names", "per_pass", "scatter", "seed_numbers", "speedup"]

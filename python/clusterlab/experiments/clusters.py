@@ -10,9 +10,9 @@ bounds are per-host sysctls drawn per host (seed 000's random MIN per host, MAX 
 MIN + offset), multiplied by the point's dilation; elsewhere socket options. The spec picked a
 dilation at which the kernel takes every value; ``TransportConfig.why_not`` checks it again.
 
->>> from clusterlab.experiments.spec import Study, Testbed, TransportConfig
+>>> from clusterlab.experiments.spec import StarTopo, Study, Testbed, TransportConfig
 >>> from clusterlab.experiments.workloads import alltoall_broadcast
->>> p = Study(name="x", cluster=Testbed(hosts=2), workload=alltoall_broadcast(),
+>>> p = Study(name="x", cluster=Testbed(StarTopo(hosts=2), dilation="auto"), workload=alltoall_broadcast(),
 ...           transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms")).points()[0]
 >>> s = testbed_sysctls(p)["h0"]
 >>> p.dilation, s["net/ipv4/tcp_rto_min_us"], s["net/ipv4/tcp_rto_max_ms"]
@@ -27,7 +27,7 @@ import secrets
 from collections.abc import Iterator
 
 from clusterlab.errors import ConfigError
-from clusterlab.experiments.spec import InProcess, Loopback, Mpi, Point, Testbed
+from clusterlab.experiments.spec import Point, kind_of
 from clusterlab.net.transport_config import STACK_SYSCTLS
 from clusterlab.units import parse_size
 
@@ -45,8 +45,7 @@ def host_names(point: Point) -> list[str]:
 
 def star_topo(point: Point):
     """The testbed topology of a point (checked by ``StarTopo`` itself)."""
-    c: Testbed = point.cluster
-    return c.topo(float(point.dilation))
+    return point.cluster.topo  # a point's testbed is at its dilation already
 
 
 def transport_config(point: Point, place: str):
@@ -68,10 +67,11 @@ def check_point(point: Point, kernel: bool = False) -> dict:
     network namespace and read it back (root), so a value the kernel refuses is found before a
     study runs. Returns what was checked."""
     out: dict = {"point": point.index}
-    if point.workload.name == "alltoall_broadcast" and not isinstance(point.cluster, InProcess):
+    kind = kind_of(point.cluster)
+    if point.workload.name == "alltoall_broadcast" and kind != "inprocess":
         from clusterlab.experiments.workloads.broadcast import check_memory
 
-        ranks = point.cluster.n_ranks() if isinstance(point.cluster, Testbed) else point.cluster.ranks
+        ranks = point.cluster.n_ranks()
         check_memory(parse_size(point.workload.params["size"], "size"), ranks)
     if point.workload.name == "parallel_mining":
         from clusterlab.experiments.workloads.mining import dataset_file
@@ -80,7 +80,13 @@ def check_point(point: Point, kernel: bool = False) -> dict:
         path, generator, _ = dataset_file(data, "")
         if generator is None and not os.path.isfile(path):
             raise ConfigError(f"data {data}: no such file")
-    if isinstance(point.cluster, Testbed):
+    if kind == "testbed" and point.workload.params.get("engine") == "mpi":
+        from clusterlab.cluster.api import mpi_congestion_why_not
+
+        why = mpi_congestion_why_not(point.tcp.congestion)  # MPICH's sockets: only the hosts' default reaches them
+        if why:
+            raise ConfigError(why)
+    if kind == "testbed":
         topo = star_topo(point)
         out["topology"] = topo.to_dict()
         why = transport_config(point, "testbed").why_not(point.dilation)
@@ -91,7 +97,7 @@ def check_point(point: Point, kernel: bool = False) -> dict:
         if kernel:
             kernel_accepts(sysctls)
             out["kernel"] = True
-    elif not isinstance(point.cluster, InProcess):
+    elif kind != "inprocess":
         from clusterlab.cluster.supervisor import check_capacity
 
         check_capacity(point.cluster.ranks)  # what the launcher checks, before anything runs
@@ -134,10 +140,10 @@ class Session:
 
     def __init__(self, point: Point, cache_dir: str):
         self.point = point
-        self.kind = point.cluster.kind
+        self.kind = kind_of(point.cluster)
         self.dilation = float(point.dilation)
         self.cache_dir = cache_dir
-        self.ranks = point.cluster.n_ranks() if isinstance(point.cluster, Testbed) else point.cluster.ranks
+        self.ranks = point.cluster.n_ranks()
         self.applied: dict = {}
         self.notes: list[str] = []
         self.testbed = None
@@ -185,27 +191,26 @@ class Session:
 
 @contextlib.contextmanager
 def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
-    """Bring the point's cluster up (a testbed is built and removed; local ranks start per run)."""
+    """Bring the point's cluster up (a testbed is built and removed; local ranks start per run).
+    The ranks run on a ``clusterlab.cluster`` object: the study's own (``Local()``,
+    ``Mpirun()``...), the kind's default, or, on a testbed, ``Testbed`` around the network
+    brought up for this point."""
     from clusterlab import cluster
 
     s = Session(point, cache_dir)
     c = point.cluster
-    if isinstance(c, (Loopback, Mpi)):
-        s._config = transport_config(point, "socket")
-        s.cluster = cluster.Mpirun() if isinstance(c, Mpi) else cluster.Local()
+    if s.kind != "testbed":
+        s._config = None if s.kind == "inprocess" else transport_config(point, "socket")
+        s.cluster = c.cluster or {"inprocess": cluster.InProcess, "loopback": cluster.Local,
+                                  "mpi": cluster.Mpirun}[s.kind]()
         yield s
         return
-    if isinstance(c, InProcess):
-        s.cluster = cluster.InProcess()
-        yield s
-        return
-    from clusterlab.cluster.testbed import Testbed as NamespaceTestbed
+    from clusterlab.cluster.testbed import TestbedNetwork
 
-    topo = star_topo(point)
-    tb = NamespaceTestbed(topo, transport=transport_config(point, "testbed"))
+    tb = TestbedNetwork(star_topo(point), transport=transport_config(point, "testbed"))
     with tb:
         s.testbed = tb
-        s.cluster = cluster.Testbed(tb)
+        s.cluster = cluster.Testbed(tb, mesh=c.mesh)
         names = [h.name for h in tb.hosts]
         s.applied = {"testbed": tb.name, "up_seconds": round(tb.timings.get("up", 0.0), 3),
                      "rto_min_us_per_host": [tb.sysctls[h].get(MIN_SYSCTL) for h in names],
@@ -215,9 +220,9 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
                                        if k.split("/")[-1] in STACK_SYSCTL_NAMES},
                      "warnings": list(tb.warnings)}
         if c.wan_description():
-            s.notes.append(c.wan_description() + "; site links " + str(c.rate))
-        elif c.sites is None and point.settings.get("network"):  # a study that varies the network: say this one
-            s.notes.append(f"{point.settings['network']}: {c.n_hosts()} hosts on one switch, links {c.rate}")
+            s.notes.append(c.wan_description() + "; site links " + str(c.topo.rate))
+        elif c.topo.sites is None and point.settings.get("network"):  # a study that varies the network: say this one
+            s.notes.append(f"{point.settings['network']}: {c.n_hosts()} hosts on one switch, links {c.topo.rate}")
         if s.dilation != 1.0:
             s.notes.append(f"dilated k={s.dilation:g}: link rates / {s.dilation:g}, RTO bounds x {s.dilation:g}, "
                            "times / k; the kernel's fixed timers (delayed ACK, loss probe) are not scaled")

@@ -463,7 +463,7 @@ def _emulated(study: Study, points=()) -> dict:
 
 
 def _testbed_words(c) -> str:
-    words = (f"network namespaces on one machine: {c.switch_description()}; a {c.host_queue} host queue")
+    words = (f"network namespaces on one machine: {c.switch_description()}; a {c.topo.host_queue} host queue")
     wan = c.wan_description() if hasattr(c, "wan_description") else None
     return words + (f"; {wan}" if wan else "")
 

@@ -5,10 +5,11 @@ point's settings are checked (ranges the kernel accepts, the dilation that makes
 expressible) before anything runs. ``runner.run_study`` executes a study; ``clusters`` turns a
 point into a running cluster; ``report`` draws it.
 
-A study reads like a Mininet topology:
+A study reads like a Mininet topology, and its cluster is the one a Python user runs ranks on
+(``clusterlab.cluster.Testbed`` around the testbed's own ``StarTopo``):
 
 >>> from clusterlab.experiments.workloads import alltoall_broadcast
->>> s = Study(name="demo", cluster=Testbed(hosts=16, rate="155Mbit", buffer="64KB"),
+>>> s = Study(name="demo", cluster=Testbed(StarTopo(hosts=16, rate="155Mbit", buffer="64KB"), dilation="auto"),
 ...           workload=alltoall_broadcast(size="50KB"),
 ...           grid=Grid(rto_min=["5ms", "200ms"], rto_max_offset=["100ms"]), repeat=10)
 >>> [(p.settings["rto_min"], p.dilation) for p in s.points()]
@@ -16,9 +17,10 @@ A study reads like a Mininet topology:
 
 MAX = MIN + 100 ms is below the 1 s the kernel's ``tcp_rto_max_ms`` accepts, so each point runs
 under the smallest time dilation k (rates / k, timers x k) that makes it expressible. A fixed
-dilation that cannot express a setting is refused, never clamped:
+dilation (the topology's own, 1 unless given) that cannot express a setting is refused, never
+clamped:
 
->>> Study(name="x", cluster=Testbed(dilation=1), workload=alltoall_broadcast(),
+>>> Study(name="x", cluster=Testbed(StarTopo(hosts=16)), workload=alltoall_broadcast(),
 ...       grid=Grid(rto_min=["200ms"], rto_max_offset=["100ms"])).points()
 Traceback (most recent call last):
 ...
@@ -37,14 +39,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+# A study's testbed is the cluster layer's own Testbed around its StarTopo (re-exported for studies).
+from clusterlab.cluster import Testbed  # noqa: F401
+from clusterlab.cluster.testbed import StarTopo  # noqa: F401
+from clusterlab.cluster.testbed import dilation as _dilation
 from clusterlab.errors import ConfigError
-from clusterlab.net.transport_config import RTO_MAX_MS_RANGE, TransportConfig, check_name, fmt_duration
-from clusterlab.units import parse_duration, parse_float, parse_int, parse_rate
+from clusterlab.net.transport_config import TransportConfig, check_name, fmt_duration
+from clusterlab.units import parse_duration, parse_float, parse_int
 
 # Ranks one machine starts as processes or threads (the testbed's 100-host studies are the largest).
 MAX_LOCAL_RANKS = 1024
@@ -52,10 +57,6 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 # A study's transport settings: every field of the one TransportConfig except where it applies
 # (the cluster decides) and its label.
 TCP_SETTINGS = tuple(f.name for f in dataclasses.fields(TransportConfig) if f.name not in ("place", "label"))
-
-
-def _fmt_s(seconds: float) -> str:
-    return fmt_duration(seconds)
 
 
 def _dur(v) -> float | None:
@@ -82,9 +83,11 @@ def setting_text(tcp: TransportConfig, name: str):
 # --- clusters ------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class _OnThisMachine:
-    """``ranks`` ranks on this machine; ``kind`` says how they run."""
+    """``ranks`` ranks on this machine; ``kind`` says how they run; ``cluster``: the
+    ``clusterlab.cluster`` object they run on (None: the kind's default)."""
 
     ranks: int = 4
+    cluster: Any = dataclasses.field(default=None, compare=False)
     kind = ""
     FIELDS = ("ranks",)
 
@@ -92,6 +95,9 @@ class _OnThisMachine:
         """Ranks this machine can start (the launcher's own capacity check runs again)."""
         if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or not 1 <= self.ranks <= MAX_LOCAL_RANKS:
             raise ConfigError(f"ranks must be 1..{MAX_LOCAL_RANKS} on one machine, got {self.ranks!r}")
+
+    def n_ranks(self) -> int:
+        return self.ranks
 
 
 class InProcess(_OnThisMachine):
@@ -112,178 +118,57 @@ class Mpi(_OnThisMachine):
     kind = "mpi"
 
 
-@dataclasses.dataclass(frozen=True)
-class Testbed:
-    """A namespace testbed: ``hosts`` on one switch, links of ``rate`` with ``buffer`` bytes of
-    switch output buffer per port, a host egress queue of ``host_queue`` (bytes, or packets as
-    ``1000p``), ``mtu``; ``StarTopo`` checks them.
+def study_cluster(c, study: str = "study"):
+    """A study's ``cluster=`` as the study holds it: ``InProcess``/``Loopback``/``Mpi`` (ranks on
+    this machine) as they are; a ``clusterlab.cluster`` object: ``Testbed(StarTopo(...))`` as it
+    is, ``cluster.InProcess()``/``Local()``/``Mpirun()`` as the kind they are with 4 ranks (a
+    setting, like every other).
 
-    ``ranks``: ranks to run (default: one per host); ``hosts`` None means ``max(2, ranks)``.
-    ``dilation``: a number, or ``"auto"``: the dilation closest to ``prefer_dilation`` that makes
-    every host's RTO settings expressible (rates / k, timers x k, times reported / k).
-
-    Two sites (seed 004): ``sites="4+4"`` splits the hosts over two switches joined by a WAN
-    delay line of ``wan_rate`` per direction, ``wan_delay`` one way and a ``wan_queue`` drop-tail
-    queue per direction; ``wan_shared``: one rate and queue for both directions (67M-ATM).
-    ``StarTopo`` checks them; the WAN fields mean nothing without ``sites``.
-
-    ``switch``: ``bridge`` (a Linux bridge, tbf per port, whole packets dropped) or ``atm`` (the
-    ATM cell switch: ``buffer`` in cells, ``discard`` none / ppd / epd with ``epd_threshold``;
-    MTU 9180 unless given); a grid axis ``switch=["bridge", "atm"]`` compares them.
-
-    >>> Testbed(hosts=16, rate="155.52Mbit", switch="atm", buffer="1000cells").switch_description()
-    'an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at 149.76 Mbit/s per link, 1000-cell output buffer per port, cells lost when it is full (plain UBR, no discard policy), IP over ATM with MTU 9180'
-    >>> Testbed(hosts=8, sites="4+4", wan_shared=True).wan_description()
-    'two sites (4+4 hosts) joined by a WAN delay line (clusterlab-wan): 135Mbit shared by both directions, 6ms one way, 256KiB drop-tail queue'
-    >>> Testbed(hosts=8, sites="4+3").check()
-    Traceback (most recent call last):
-    ...
-    clusterlab.errors.ConfigError: sites '4+3' must add up to hosts=8 (e.g. sites='4+4')
+    >>> from clusterlab.cluster import Local
+    >>> study_cluster(Local()).kind, study_cluster(Local()).ranks
+    ('loopback', 4)
     """
+    from clusterlab import cluster as places
 
-    hosts: int | None = 16
-    rate: str = "155Mbit"
-    buffer: str = "64KB"
-    host_queue: str = "1000p"
-    mtu: int | None = None
-    ranks: int | None = None
-    dilation: float | str = "auto"
-    prefer_dilation: float = 1.0
-    sites: str | None = None
-    wan_rate: str = "135Mbit"
-    wan_delay: str = "6ms"
-    wan_queue: str = "256KiB"
-    wan_shared: bool = False
-    switch: str = "bridge"
-    discard: str = "none"
-    epd_threshold: str | None = None
-    kind = "testbed"
-    __test__ = False  # not a pytest class
-    FIELDS = ("hosts", "rate", "buffer", "host_queue", "mtu", "ranks", "dilation", "prefer_dilation",
-              "sites", "wan_rate", "wan_delay", "wan_queue", "wan_shared", "switch", "discard", "epd_threshold")
-
-    def topo(self, dilation: float = 1.0):
-        """This cluster's ``StarTopo`` at ``dilation`` (which checks every field)."""
-        from clusterlab.cluster.testbed import StarTopo
-
-        wan = ({"sites": self.sites, "wan_rate": self.wan_rate, "wan_delay": self.wan_delay,
-                "wan_queue": self.wan_queue, "wan_shared": bool(self.wan_shared)} if self.sites is not None else {})
-        return StarTopo(hosts=self.n_hosts(), rate=self.rate, buffer=self.buffer, host_queue=self.host_queue,
-                        mtu=None if self.mtu is None else int(self.mtu), dilation=float(dilation),
-                        switch=self.switch, discard=self.discard, epd_threshold=self.epd_threshold, **wan)
-
-    def switch_description(self) -> str:
-        """The switch in words, for the report's "What was emulated"."""
-        t = self.topo()
-        if t.switch == "bridge":
-            return (f"a Linux bridge switch, links shaped by tbf at {self.rate} with {self.buffer} output buffer "
-                    f"per switch port (whole packets dropped when full), MTU {t.mtu}")
-        policy = {"none": "plain UBR, no discard policy", "ppd": "partial packet discard",
-                  "epd": f"early packet discard above {t.epd_threshold_cells} cells"}[t.discard]
-        return (f"an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at {t.cell_rate_bps / 1e6:g} Mbit/s "
-                f"per link, {t.buffer_cells}-cell output buffer per port, cells lost when it is full ({policy}), "
-                f"IP over ATM with MTU {t.mtu}")
-
-    def wan_description(self) -> str | None:
-        """The WAN line in words (None with one switch), for the report's "What was emulated"."""
-        if self.sites is None:
-            return None
-        rate = f"{self.wan_rate} shared by both directions" if self.wan_shared else f"{self.wan_rate} per direction"
-        return (f"two sites ({self.sites} hosts) joined by a WAN delay line (clusterlab-wan): {rate}, "
-                f"{self.wan_delay} one way, {self.wan_queue} drop-tail queue")
-
-    def n_hosts(self) -> int:
-        if self.hosts is None:
-            return max(2, self.ranks or 2)
-        return self.hosts
-
-    def n_ranks(self) -> int:
-        return self.ranks if self.ranks is not None else self.n_hosts()
-
-    def check(self) -> None:
-        """Pure checks of the topology (the testbed's own ``StarTopo`` checks it again)."""
-        if self.n_hosts() < 2:
-            raise ConfigError(f"hosts must be at least 2, got {self.hosts}")
-        if not 1 <= self.n_ranks() <= self.n_hosts():
-            raise ConfigError(f"ranks must be 1..hosts ({self.n_hosts()}), got {self.ranks}")
-        if parse_rate(self.rate, "rate") <= 0:
-            raise ConfigError(f"rate must be positive, got {self.rate!r}")
-        parse_rate(self.wan_rate, "wan_rate")
-        parse_duration(self.wan_delay, "wan_delay")
-        if self.dilation != "auto" and not (isinstance(self.dilation, (int, float)) and 1 <= self.dilation <= 1e6):
-            raise ConfigError(f"dilation must be 'auto' or a number >= 1, got {self.dilation!r}")
-        if not 1 <= self.prefer_dilation <= 1e6:
-            raise ConfigError(f"prefer_dilation must be >= 1, got {self.prefer_dilation!r}")
-        if self.sites is not None:
-            parts = str(self.sites).split("+")
-            if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
-                raise ConfigError(f"sites {self.sites!r}: two sites of at least one host each, e.g. '4+4'")
-            if sum(int(p) for p in parts) != self.n_hosts():
-                raise ConfigError(f"sites {self.sites!r} must add up to hosts={self.n_hosts()} (e.g. sites='4+4')")
-        self.topo()  # the switch, buffers, MTU and WAN as the testbed checks them (dilation 1 allows the most)
+    if isinstance(c, (InProcess, Loopback, Mpi)):
+        return c
+    if isinstance(c, places.Testbed):
+        if c.topo is None:
+            raise ConfigError(f"{study}: a study brings its testbed up per point: cluster=Testbed(StarTopo(...)), "
+                              f"not a testbed that is up ({c!r})")
+        return c
+    for api, kind in ((places.InProcess, InProcess), (places.Local, Loopback), (places.Mpirun, Mpi)):
+        if isinstance(c, api):
+            return kind(cluster=c)
+    raise ConfigError(f"{study}: cluster must be Testbed(StarTopo(...)), Local(), Mpirun(), InProcess() (from "
+                      f"clusterlab.cluster) or Loopback/Mpi/InProcess(ranks=...), got {c!r}")
 
 
-CLUSTERS = (InProcess, Loopback, Mpi, Testbed)
+def kind_of(c) -> str:
+    """``inprocess``, ``loopback``, ``mpi`` or ``testbed``: where a study's ranks run."""
+    return c.kind
+
+
+def cluster_settings(c) -> dict:
+    """The cluster's settings by name (a testbed's: its topology's, ranks, dilation...)."""
+    return c.settings() if kind_of(c) == "testbed" else {f: getattr(c, f) for f in type(c).FIELDS}
+
+
+def cluster_with(c, values: dict):
+    """``c`` with the settings in ``values`` changed (only those that differ are applied)."""
+    changed = {k: v for k, v in values.items() if cluster_settings(c).get(k) != v}
+    if not changed:
+        return c
+    return c.with_settings(**changed) if kind_of(c) == "testbed" else dataclasses.replace(c, **changed)
 
 
 def cluster_ranks(c) -> int:
-    return c.n_ranks() if isinstance(c, Testbed) else c.ranks
+    return c.n_ranks()
 
 
-# --- dilation ------------------------------------------------------------------------------------
-def dilation_bounds(tcp: TransportConfig) -> tuple[float, float, str]:
-    """The dilations k under which every host's timers are expressible: ``(lo, hi, why)``.
-    MAX x k must lie in 1..120 s (``tcp_rto_max_ms``).
-
-    >>> dilation_bounds(TransportConfig(rto_min="200ms", rto_max="60s"))[:2]
-    (1.0, 2.0)
-    >>> round(dilation_bounds(TransportConfig(rto_min="5ms", rto_max_offset="100ms"))[0], 3)
-    9.524
-    """
-    from clusterlab.cluster.testbed.dilation import bounds
-
-    mr = tcp.max_range()
-    if mr is None:
-        return 1.0, math.inf, ""
-    lo_ms, hi_ms = RTO_MAX_MS_RANGE
-    mx_lo, mx_hi = mr
-    lo, hi = bounds(mx_lo, mx_hi)
-    why = (f"MAX {_fmt_s(mx_lo)}" + (f"..{_fmt_s(mx_hi)}" if mx_hi > mx_lo else "")
-           + f" x k must lie in {lo_ms}..{hi_ms} ms (net.ipv4.tcp_rto_max_ms)")
-    return lo, hi, why
-
-
-def pick_dilation(tcp: TransportConfig, requested, prefer: float = 1.0) -> tuple[float, str]:
-    """The dilation a point runs at and why: a fixed ``requested`` k is checked; ``"auto"``
-    takes ``prefer`` if it expresses the settings, else the nearest whole k that does.
-
-    >>> pick_dilation(TransportConfig(rto_min="200ms", rto_max_offset="100ms"), "auto")
-    (4.0, 'auto: MAX 300ms x k must lie in 1000..120000 ms (net.ipv4.tcp_rto_max_ms): k in 3.33..400')
-    >>> pick_dilation(TransportConfig(rto_min="200ms", rto_max="60s"), "auto", prefer=10)[0]
-    2.0
-    """
-    lo, hi, why = dilation_bounds(tcp)
-    rng = f"k in {lo:.3g}..{hi:.3g}" if math.isfinite(hi) else f"k >= {lo:.3g}"
-    eps = 1e-9
-    if requested != "auto":
-        k = float(requested)
-        mr = tcp.max_range()
-        if k < lo - eps:
-            raise ConfigError(f"dilation {k:g} cannot express it: MAX {_fmt_s(mr[0])} x {k:g} is below the "
-                              f"{RTO_MAX_MS_RANGE[0]} ms net.ipv4.tcp_rto_max_ms accepts "
-                              f"({RTO_MAX_MS_RANGE[0]}..{RTO_MAX_MS_RANGE[1]} ms); needs dilation >= {lo:.3g}")
-        if k > hi + eps:
-            raise ConfigError(f"dilation {k:g} cannot express it: MAX {_fmt_s(mr[1])} x {k:g} is above the "
-                              f"{RTO_MAX_MS_RANGE[1]} ms net.ipv4.tcp_rto_max_ms accepts; needs dilation <= {hi:.3g}")
-        return k, "fixed" + (f": {why}: {rng}" if why else "")
-    k = float(prefer)
-    if k < lo - eps:
-        k = float(math.ceil(lo - eps))
-    if k > hi + eps:
-        k = float(math.floor(hi + eps))
-    if k < lo - eps or k < 1:
-        raise ConfigError(f"no dilation can express it: {why}, and k >= 1 leaves {rng}")
-    return k, "auto" + (f": {why}: {rng}" if why else "")
+# --- dilation: the testbed's own rule (cluster.testbed.dilation), as studies have used it -------
+dilation_bounds = _dilation.dilation_bounds
+pick_dilation = _dilation.pick_dilation
 
 
 # --- workloads and reports (data only; the code lives in workloads/ and report/) ----------------
@@ -430,7 +315,7 @@ class Study:
     seed's numbers; ``notes`` what differs from the paper and why."""
 
     name: str
-    cluster: Any
+    cluster: Any  # a clusterlab.cluster object (Testbed(StarTopo(...)), Local()...) or InProcess/Loopback/Mpi
     workload: Workload
     grid: Grid = dataclasses.field(default_factory=Grid)
     transport: TransportConfig = dataclasses.field(default_factory=TransportConfig)
@@ -447,8 +332,7 @@ class Study:
     def __post_init__(self):
         if not NAME_RE.match(self.name):
             raise ConfigError(f"study name {self.name!r} must be lowercase letters, digits and '-'")
-        if not isinstance(self.cluster, CLUSTERS):
-            raise ConfigError(f"study {self.name}: cluster must be one of InProcess, Loopback, Mpi, Testbed")
+        object.__setattr__(self, "cluster", study_cluster(self.cluster, f"study {self.name}"))
         if not isinstance(self.repeat, int) or self.repeat < 1:
             raise ConfigError(f"repeat must be at least 1, got {self.repeat!r}")
         if not isinstance(self.warmup, int) or self.warmup < 0:
@@ -465,7 +349,7 @@ class Study:
     # --- settings by name ------------------------------------------------------------------------
     def _owners(self) -> dict[str, str]:
         owners: dict[str, str] = {}
-        for where, names in (("cluster", type(self.cluster).FIELDS), ("transport", TCP_SETTINGS),
+        for where, names in (("cluster", tuple(cluster_settings(self.cluster))), ("transport", TCP_SETTINGS),
                              ("workload", tuple(self.workload.params)), ("study", STUDY_FIELDS)):
             for n in names:
                 if n in owners:
@@ -478,7 +362,7 @@ class Study:
 
     def defaults(self) -> dict:
         """Every setting's value before the grid: cluster, transport, workload."""
-        d = {f: getattr(self.cluster, f) for f in type(self.cluster).FIELDS}
+        d = cluster_settings(self.cluster)
         d.update({f: setting_text(self.transport, f) for f in TCP_SETTINGS})
         d.update(self.workload.params)
         return d
@@ -568,15 +452,16 @@ class Study:
             changed = {k: values[k] for k, _ in assigned if k in TCP_SETTINGS}
             if changed:  # the same settings with these changed (a changed setting makes the label wrong)
                 tcp = dataclasses.replace(tcp, **changed, label=None)
-            cluster = dataclasses.replace(self.cluster, **{f: values[f] for f in type(self.cluster).FIELDS})
+            cluster = cluster_with(self.cluster, {f: values[f] for f in cluster_settings(self.cluster)})
             workload = self.workload.with_params(**{f: values[f] for f in self.workload.params})
             dilation, note = self._dilation(cluster, tcp, workload)
+            if kind_of(cluster) == "testbed":
+                cluster = cluster.at_dilation(dilation)
         except ConfigError as e:
             raise ConfigError(f"point {index} ({desc or 'defaults'}): {e}") from None
-        if isinstance(cluster, Testbed):
-            cluster = dataclasses.replace(cluster, dilation=dilation)
+        if kind_of(cluster) == "testbed":
             tcp = tcp.with_place("testbed")
-        elif not isinstance(cluster, InProcess):
+        elif kind_of(cluster) != "inprocess":
             tcp = tcp.with_place("socket")
         # The label: each axis once, in grid order, showing what ran.
         shown: dict[str, Any] = {}
@@ -590,7 +475,7 @@ class Study:
                 shown[k] = (", ".join(f"{a}={values[a]}" for a in over) + f" (set; replaces {name!r})") if over else name
             elif not (k.startswith("_fixed_") and any(isinstance(b, dict) and k[7:] in b for b in combo.values())):
                 shown[k.removeprefix("_fixed_")] = values.get(k.removeprefix("_fixed_"), v)
-        settings = {"cluster": cluster.kind, **values, **{k: v for k, v in shown.items() if k not in values},
+        settings = {"cluster": kind_of(cluster), **values, **{k: v for k, v in shown.items() if k not in values},
                     "dilation": dilation, "tcp": tcp.describe()}
         for f in ("rto_min", "rto_min_jitter", "rto_max", "rto_max_offset"):  # numbers to plot against
             settings[f"{f}_s"] = _dur(values[f])
@@ -599,16 +484,15 @@ class Study:
         return Point(index, settings, cluster, tcp, workload, dilation, note, check)
 
     def _dilation(self, cluster, tcp: TransportConfig, workload: Workload) -> tuple[float, str]:
-        if not isinstance(cluster, Testbed):
+        if kind_of(cluster) != "testbed":
             cluster.check()
-            if isinstance(cluster, InProcess):
+            if kind_of(cluster) == "inprocess":
                 if not tcp.is_default():
                     raise ConfigError("the in-process cluster has no TCP to set")
             else:
                 tcp.with_place("socket")  # socket options: refused here with the kernel's range
             return 1.0, "no dilation (not a testbed)"
-        cluster.check()
-        k, note = pick_dilation(tcp, cluster.dilation, cluster.prefer_dilation)
+        k, note = cluster.resolve_dilation(tcp)
         if k != 1.0 and not workload.dilatable:
             raise ConfigError(f"needs dilation {k:g} ({note}), but workload {workload.name} computes for real and a "
                               "dilated run would not slow its computation down: use settings expressible at "
@@ -623,8 +507,8 @@ class Study:
             if isinstance(v, dict):
                 return {k: enc(x) for k, x in v.items()}
             return v
-        return {"name": self.name, "title": self.title, "cluster": {"kind": self.cluster.kind,
-                **{f: getattr(self.cluster, f) for f in type(self.cluster).FIELDS}},
+        return {"name": self.name, "title": self.title, "cluster": {"kind": kind_of(self.cluster),
+                **cluster_settings(self.cluster)},
                 "workload": {"name": self.workload.name, "params": dict(self.workload.params),
                              "dilatable": self.workload.dilatable},
                 "transport": self.transport.to_dict(),

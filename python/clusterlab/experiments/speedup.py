@@ -64,14 +64,15 @@ def tcp_of(label: str, text: str):
 
 def speedup_study(spec: SpeedupSpec):
     """The speedup experiment as a study: local ranks (or MPI), one point per (setting, nodes)."""
-    from clusterlab.experiments.spec import Grid, Loopback, Mpi, Study
+    from clusterlab.cluster import from_options
+    from clusterlab.experiments.spec import Grid, Study
     from clusterlab.experiments.workloads import parallel_mining
 
     if not spec.nodes or min(spec.nodes) < 1:
         raise ConfigError(f"nodes must be positive integers, got {spec.nodes}")
     if spec.repeat < 1:
         raise ConfigError(f"repeat must be at least 1, got {spec.repeat}")
-    cluster = Mpi() if spec.backend == "mpi" else Loopback()
+    cluster = from_options(spec.backend)  # tcp: local processes; mpi: under mpiexec
     return Study(name="speedup", title=f"{spec.algorithm.upper()} speedup on local ranks", cluster=cluster,
                  workload=parallel_mining(data=str(spec.data), min_support=spec.min_support,
                                           algorithm=spec.algorithm, block_size=str(spec.block_bytes)),

@@ -47,7 +47,7 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
     Returns ``{"config", "load", "runs": [{"initiators", "write": {...}, "read": {...}}],
     "local": {...}}``; every run's read blocks are checked (``bad_blocks`` must be 0).
     """
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.cluster.testbed.storage import IscsiTarget, SanNetwork, clean_storage
 
     initiators = initiators or [1]
@@ -61,7 +61,7 @@ def run(hosts: int = 8, initiators: list[int] | None = None, size: int = 64 << 2
                       "network": "separate SAN switch" if san else "consolidated (one switch)"},
            "load_before": _load(), "runs": []}
     topo = StarTopo(hosts=max(2, hosts), rate=rate or UNSHAPED_RATE, storage=True)
-    tb = Testbed(topo, name=name)
+    tb = TestbedNetwork(topo, name=name)
     try:
         with _terminate_unwinds(), tb, (SanNetwork(tb) if san else contextlib.nullcontext()) as sannet, \
                 IscsiTarget(tb, initiators=max(initiators), lun_size=size, direct=direct, backing_bps=backing_bps,
@@ -120,7 +120,7 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
     None: the default for the rate); ``congestion``: the storage host's TCP congestion control
     (``IscsiTarget``). Per row also what the target's path adds (``_read_cost``)."""
     from clusterlab.cluster import Testbed as OnTestbed
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.cluster.testbed.link import burst_bytes
     from clusterlab.cluster.testbed.storage import IscsiTarget, clean_storage
     from clusterlab.net.netns import in_netns
@@ -148,7 +148,7 @@ def mining_from_target(data, nodes: int = 4, algorithms: tuple = ("hpa", "hpa-re
            "load_before": _load(), "runs": [], "write_seconds": {}, "stored_bytes": {}}
     topo = StarTopo(hosts=nodes, rate=rate or UNSHAPED_RATE, storage=True, tbf_bucket=tbf_bucket)
     res["config"]["tbf_bucket_bytes"] = burst_bytes(topo)
-    tb = Testbed(topo, name=name, offloads_off=not offloads)
+    tb = TestbedNetwork(topo, name=name, offloads_off=not offloads)
     images = tempfile.TemporaryDirectory(prefix="clab-lun-images-", dir="/var/tmp")
     try:
         with _terminate_unwinds(), images, tb, IscsiTarget(tb, initiators=nodes, lun_size=lun_bytes_needed(lengths),

@@ -343,7 +343,7 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
     ``workload="hpa"``: the objective is an HPA job mining ``data`` (a FIMI file, or a generator
     name with a size such as ``seed000:50K``, generated once into ``cache_dir``) at
     ``min_support`` on all hosts; ``size`` is not used."""
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
     sp = parse_space(space, workload)
     cands = settings(sp)
@@ -368,7 +368,7 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
                  "runs_per_setting_in_grid": runs, "loadavg_before": _loadavg(),
                  "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     t0 = time.perf_counter()
-    with Testbed(topo, name=name) as tb:
+    with TestbedNetwork(topo, name=name) as tb:
         objective = (hpa_objective(tb, path, min_support, warmup) if workload == "hpa"
                      else incast_objective(tb, size, warmup))
         if search:

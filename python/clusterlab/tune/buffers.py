@@ -230,20 +230,20 @@ def tune_buffers(config: TuneConfig, timeout: float = 1800.0) -> dict:
             return {}
         where = {"place": "cluster", "hosts": config.hosts}
     else:
-        from clusterlab.cluster.testbed import StarTopo, Testbed
+        from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
         if not kernel_supports_per_namespace():
             raise ConfigError(f"kernel {platform.release()} keeps tcp_rmem/tcp_wmem/tcp_window_scaling machine-wide "
                               "(per network namespace since 4.15): the testbed cannot set them per host")
         if config.testbed:
-            tb = Testbed.attach(config.testbed)
+            tb = TestbedNetwork.attach(config.testbed)
             if not tb.is_up:
                 raise ConfigError(f"testbed {config.testbed} is not up (clusterlab testbed up ...)")
             res = tb.run(sweep_rank, None, plan, timeout=timeout)[0]
             where = {"place": "testbed", "testbed": tb.name, "topo": tb.topo.to_dict()}
         else:
             topo = StarTopo(hosts=config.hosts, rate=config.rate, buffer=config.buffer, mtu=config.mtu)
-            with Testbed(topo) as tb:
+            with TestbedNetwork(topo) as tb:
                 res = tb.run(sweep_rank, None, plan, timeout=timeout)[0]
             where = {"place": "testbed", "testbed": None, "topo": topo.to_dict()}
     res.update({"config": config.to_dict(), "where": where, "seconds": time.perf_counter() - t0,

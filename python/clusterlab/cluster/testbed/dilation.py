@@ -26,7 +26,7 @@ one whose rounds hit the 200 ms probe floor (a shallow host queue) or delayed AC
 two dilations of the same point must be compared before dilation is trusted (``agree``).
 
 This module holds the one rule for both: which dilations express a maximum RTO
-(``bounds``; the studies' ``pick_dilation`` and ``common_dilations`` use it) and whether
+(``bounds``; ``pick_dilation`` for a testbed cluster or a study's point, and ``common_dilations``, use it) and whether
 runs at several dilations agree (``agree_medians``; ``agree`` for two, the studies' report
 for their ``DilationCheck``).
 
@@ -42,7 +42,7 @@ import math
 import statistics
 
 from clusterlab.errors import ConfigError
-from clusterlab.net.transport_config import RTO_MAX_MS_RANGE
+from clusterlab.net.transport_config import RTO_MAX_MS_RANGE, TransportConfig, fmt_duration
 
 TIMERS = (
     ("minimum RTO", "scaled", "per-host sysctl net.ipv4.tcp_rto_min_us x k"),
@@ -113,3 +113,56 @@ def common_dilations(transport, candidates) -> list[float]:
     """
     t = transport.with_place("testbed")
     return [k for k, why in t.expressible(candidates).items() if why is None]
+
+
+def dilation_bounds(tcp: TransportConfig) -> tuple[float, float, str]:
+    """The dilations k under which every host's timers are expressible: ``(lo, hi, why)``.
+    MAX x k must lie in 1..120 s (``tcp_rto_max_ms``).
+
+    >>> dilation_bounds(TransportConfig(rto_min="200ms", rto_max="60s"))[:2]
+    (1.0, 2.0)
+    >>> round(dilation_bounds(TransportConfig(rto_min="5ms", rto_max_offset="100ms"))[0], 3)
+    9.524
+    """
+    mr = tcp.max_range()
+    if mr is None:
+        return 1.0, math.inf, ""
+    lo_ms, hi_ms = RTO_MAX_MS_RANGE
+    mx_lo, mx_hi = mr
+    lo, hi = bounds(mx_lo, mx_hi)
+    why = (f"MAX {fmt_duration(mx_lo)}" + (f"..{fmt_duration(mx_hi)}" if mx_hi > mx_lo else "")
+           + f" x k must lie in {lo_ms}..{hi_ms} ms (net.ipv4.tcp_rto_max_ms)")
+    return lo, hi, why
+
+
+def pick_dilation(tcp: TransportConfig, requested, prefer: float = 1.0) -> tuple[float, str]:
+    """The dilation a point runs at and why: a fixed ``requested`` k is checked; ``"auto"``
+    takes ``prefer`` if it expresses the settings, else the nearest whole k that does.
+
+    >>> pick_dilation(TransportConfig(rto_min="200ms", rto_max_offset="100ms"), "auto")
+    (4.0, 'auto: MAX 300ms x k must lie in 1000..120000 ms (net.ipv4.tcp_rto_max_ms): k in 3.33..400')
+    >>> pick_dilation(TransportConfig(rto_min="200ms", rto_max="60s"), "auto", prefer=10)[0]
+    2.0
+    """
+    lo, hi, why = dilation_bounds(tcp)
+    rng = f"k in {lo:.3g}..{hi:.3g}" if math.isfinite(hi) else f"k >= {lo:.3g}"
+    eps = 1e-9
+    if requested != "auto":
+        k = float(requested)
+        mr = tcp.max_range()
+        if k < lo - eps:
+            raise ConfigError(f"dilation {k:g} cannot express it: MAX {fmt_duration(mr[0])} x {k:g} is below the "
+                              f"{RTO_MAX_MS_RANGE[0]} ms net.ipv4.tcp_rto_max_ms accepts "
+                              f"({RTO_MAX_MS_RANGE[0]}..{RTO_MAX_MS_RANGE[1]} ms); needs dilation >= {lo:.3g}")
+        if k > hi + eps:
+            raise ConfigError(f"dilation {k:g} cannot express it: MAX {fmt_duration(mr[1])} x {k:g} is above the "
+                              f"{RTO_MAX_MS_RANGE[1]} ms net.ipv4.tcp_rto_max_ms accepts; needs dilation <= {hi:.3g}")
+        return k, "fixed" + (f": {why}: {rng}" if why else "")
+    k = float(prefer)
+    if k < lo - eps:
+        k = float(math.ceil(lo - eps))
+    if k > hi + eps:
+        k = float(math.floor(hi + eps))
+    if k < lo - eps or k < 1:
+        raise ConfigError(f"no dilation can express it: {why}, and k >= 1 leaves {rng}")
+    return k, "auto" + (f": {why}: {rng}" if why else "")

@@ -21,7 +21,7 @@ qdisc (the model is their buffer). Each host's ``eth0`` sends at the cell rate: 
 rate table counts each frame as the 53-byte cells it becomes (``linklayer atm``), with a
 bucket of one frame, so a host's frames leave when its link would have sent their cells.
 
-These functions only write the ``ip -batch`` / ``tc -batch`` lines; ``net.Testbed`` runs them.
+These functions only write the ``ip -batch`` / ``tc -batch`` lines; ``net.TestbedNetwork`` runs them.
 
 >>> from clusterlab.cluster.testbed.topo import StarTopo
 >>> t = StarTopo(hosts=2, rate="155Mbit", buffer="64KB")

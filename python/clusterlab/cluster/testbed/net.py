@@ -10,8 +10,8 @@ SIGKILL, ``clusterlab testbed clean`` removes it (see ``clean``).
 
 Example (needs root)::
 
-    from clusterlab.cluster.testbed import StarTopo, Testbed
-    with Testbed(StarTopo(hosts=8, rate="155Mbit", buffer="64KB")) as tb:
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+    with TestbedNetwork(StarTopo(hosts=8, rate="155Mbit", buffer="64KB")) as tb:
         print(tb.hosts[1].run(["ip", "-br", "addr"]).stdout)
 """
 
@@ -45,7 +45,7 @@ from clusterlab.net.transport_config import TransportConfig
 SWITCH_SYSCTLS = {f"net/bridge/bridge-nf-call-{t}": 0 for t in ("iptables", "ip6tables", "arptables")
                   if os.path.exists(f"/proc/sys/net/bridge/bridge-nf-call-{t}")}
 
-_live: dict[str, Testbed] = {}
+_live: dict[str, TestbedNetwork] = {}
 _live_lock = threading.Lock()
 _handlers_installed = False
 
@@ -99,7 +99,7 @@ def shutdown_all() -> None:
             tb.down()
 
 
-class Testbed:
+class TestbedNetwork:
     """A star network of namespaces: ``hosts`` (list of ``Host``) around one ``switch``.
 
     ``transport``: the TCP settings (a ``TransportConfig``, applied at ``place="testbed"``:
@@ -143,7 +143,7 @@ class Testbed:
         self.is_up = False
 
     # --- lifecycle --------------------------------------------------------------------------
-    def __enter__(self) -> Testbed:
+    def __enter__(self) -> TestbedNetwork:
         return self.up()
 
     def __exit__(self, *exc) -> None:
@@ -152,7 +152,7 @@ class Testbed:
     def namespaces(self) -> list[str]:
         return [h.ns for h in self.hosts] + [self.switch.ns] + ([self.router.ns] if self.router else [])
 
-    def up(self) -> Testbed:
+    def up(self) -> TestbedNetwork:
         """Build everything; on any failure remove what was built and raise ``TestbedError``."""
         require_root()
         if our_namespaces(self.name):
@@ -319,7 +319,7 @@ class Testbed:
                 "switch": self.switch.ns, "router": self.router.ns if self.router else None}
 
     @classmethod
-    def attach(cls, name: str) -> Testbed:
+    def attach(cls, name: str) -> TestbedNetwork:
         """The testbed ``name`` that another process brought up (for status/exec/down)."""
         path = os.path.join(STATE_DIR, f"{check_name(name)}.json")
         try:

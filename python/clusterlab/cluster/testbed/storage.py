@@ -39,9 +39,9 @@ driver (even SIGKILL) ``clean_storage(testbed)`` does the same from the state fi
 
 Example (needs root and tgt)::
 
-    from clusterlab.cluster.testbed import StarTopo, Testbed
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.cluster.testbed.storage import IscsiTarget
-    with Testbed(StarTopo(hosts=2, storage=True)) as tb, IscsiTarget(tb, initiators=2) as tgt:
+    with TestbedNetwork(StarTopo(hosts=2, storage=True)) as tb, IscsiTarget(tb, initiators=2) as tgt:
         print(tgt.luns[0])   # {'portal': '10.0.0.3:3260', 'iqn': ..., 'lun': 1, ...}
 """
 

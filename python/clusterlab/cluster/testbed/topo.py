@@ -1,6 +1,6 @@
 """What to build: hosts on one switch (or on two sites joined by a WAN line), the links' rate, port buffer and MTU (Mininet's ``Topo``).
 
-A topology is plain data: it can be checked, printed and saved without root. ``net.Testbed``
+A topology is plain data: it can be checked, printed and saved without root. ``net.TestbedNetwork``
 turns it into namespaces, veth pairs, a bridge and tc qdiscs.
 
 >>> t = StarTopo(hosts=16, rate="155Mbit", buffer="64KB")
@@ -123,6 +123,8 @@ class StarTopo:
     switch: str = "bridge"
     discard: str = "none"
     epd_threshold: str | int | None = None
+    # The MTU was not given: the switch's default (a study that changes the switch changes it too).
+    mtu_is_default: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.mtu is not None:
@@ -135,6 +137,7 @@ class StarTopo:
             raise ConfigError(f"switch must be one of {', '.join(SWITCHES)}, got {self.switch!r}")
         if self.mtu is None:
             object.__setattr__(self, "mtu", IP_OVER_ATM_MTU if self.switch == "atm" else DEFAULT_MTU)
+            object.__setattr__(self, "mtu_is_default", True)
         if isinstance(self.mtu, bool) or not isinstance(self.mtu, int):
             raise ConfigError(f"mtu must be a whole number 68..65000, got {self.mtu!r}")
         if self.switch == "atm":

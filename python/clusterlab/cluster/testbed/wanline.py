@@ -11,7 +11,7 @@ removes the file.
 The far side's receive work (a frame the line writes to ``a`` or ``b`` goes on through the
 switch's bridge, a host port's tbf and the receiving host's IP and TCP) runs, by default, in the
 context of the writer: the line's process, as if a real line also ran the receiving machine's
-network stack. ``Testbed(far_side_threads=True)`` moves it into threads of its own
+network stack. ``TestbedNetwork(far_side_threads=True)`` moves it into threads of its own
 (``far_side_threads``): GRO on the switch's WAN ports (which makes a veth receive through NAPI)
 and that NAPI threaded, one SCHED_FIFO kernel thread per port. That makes the line's process
 smaller (0.14 instead of 0.26 core at MTU 1500 and 135 Mbit/s) but costs the machine more and

@@ -132,6 +132,11 @@ class TcpCommunicator(Communicator):
         self._timeout = value
 
     # --- public extras -----------------------------------------------------------------------
+    def background_threads(self) -> list:
+        """The threads this communicator runs beside the program (the drainer), so that a
+        profile can tell their CPU from the program's (``mining.parallel.trace``)."""
+        return [self._drainer] if self._drainer is not None else []
+
     def stats(self) -> dict:
         """Per-peer traffic counters and the kernel's ``TCP_INFO`` for each connection, plus the
         transport settings in force on this rank."""

@@ -17,9 +17,14 @@ in the run cache and shared by every transport setting and repetition); each rep
 replays it (``replay_parallel(compute="cpu")``): the same messages over the point's real TCP
 while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
 the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
-``compute_scale`` (replay only) multiplies every recorded computation: 1 is this machine's
-CPU; c > 1 emulates a CPU c times slower against the same network (the seed's 200 MHz Pentium
-Pro), which sets the ratio of computation to communication that a speedup curve depends on.
+``compute_scale`` (replay only) multiplies the recorded mining computation: 1 is this
+machine's CPU; c > 1 emulates a CPU c times slower against the same network (the seed's 200 MHz
+Pentium Pro), which sets the ratio of computation to communication that a speedup curve depends
+on. The part of the recorded computation that is this implementation's runtime, not mining (the
+per-pass statistics, which read TCP_INFO once per peer connection and so grow with the ranks;
+HPA's prefix partitioning step, which the seed's hash partitioning does not have; the TCP mesh's
+drainer thread) is replayed at this machine's speed (times the dilation only): scaled along, it
+kept the per-rank computation from shrinking with the ranks (docs/studies.md, Fig. 6).
 
 Time attribution per pass (``time_compute``, ``time_transfer``, ``time_rto_wait``), the slowest
 rank's split so the parts add up to the pass: compute is its time outside communication calls
@@ -162,7 +167,8 @@ def execute(session, params: dict, reps: int, warmup: int):
                 s = max(p["ranks"], key=lambda x: x["t_total"])
                 p["time_compute"], p["time_transfer"], p["time_rto_wait"] = s["t_compute"], s["t_transfer"], s["t_rto"]
         else:
-            r = replay_parallel(trace, compute="cpu", scale=session.dilation * compute_scale, **kw)
+            r = replay_parallel(trace, compute="cpu", scale=session.dilation * compute_scale,
+                                runtime_scale=session.dilation, **kw)
             itemsets, passes, seconds = trace_itemsets(trace), r.passes, r.job_s
             for p in passes:
                 s = max(p["ranks"], key=lambda x: x["t_total"])
@@ -196,9 +202,12 @@ def recording(session, path: str, params: dict, config, kw: dict) -> str:
     import json
 
     from clusterlab.mining.parallel import run_parallel
+    from clusterlab.mining.parallel.trace import TRACE_FORMAT
 
+    # The trace format is part of the key: a recording without the runtime part of its gaps
+    # would replay with every gap scaled.
     key = json.dumps([os.path.abspath(path), os.path.getsize(path), params["algorithm"], params["min_support"],
-                      params["block_size"], session.ranks])
+                      params["block_size"], session.ranks, TRACE_FORMAT])
     d = os.path.join(session.cache_dir, "replay", f"{params['algorithm']}-{session.ranks}-"
                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}")
     if not os.path.exists(os.path.join(d, "job.json")):

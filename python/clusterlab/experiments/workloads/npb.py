@@ -24,12 +24,16 @@ recording run itself was CPU-bound (it is, with 8 ranks on 2 cores: that is why 
 replay's own row is ``row="replay"``) with the WAN line's Mbit/s and packets/s (both directions,
 what the line carried), drops, and packets per 64-byte length bucket (seed 004's traffic figures).
 
-``engine`` picks the TCP mesh's socket engine the ranks use (``rust``, the default, or the
-``python`` reference; ``comm.tcp.engine``): the launcher passes ``$CLUSTERLAB_ENGINE`` to every
-rank, and each row says which engine and congestion control the ranks' sockets actually had
-(read back from the ranks: ``engine``, ``congestion_in_force``). MPI is not an engine here: the
-testbed starts its ranks with clusterlab's own launcher only (no mpiexec placement into the
-hosts' namespaces).
+``engine`` picks what moves the ranks' messages: the TCP mesh's socket engine (``rust``, the
+default, or the ``python`` reference; ``comm.tcp.engine``: the launcher passes
+``$CLUSTERLAB_ENGINE`` to every rank), or ``mpi``: mpiexec starts the ranks in the hosts'
+namespaces and MPICH carries the messages over its own sockets (``clusterlab.cluster.Testbed``
+with ``mesh="mpi"``; kept off shared memory by the tool). Each row says which engine and
+congestion control the ranks actually had (read back from the ranks: ``engine``,
+``congestion_in_force``; under MPI the host's default, ``net.ipv4.tcp_congestion_control``,
+which the testbed sets from the point's ``congestion`` before mpiexec starts: the kernel lets a
+namespace's default be only one of ``net.ipv4.tcp_allowed_congestion_control``, so another is
+refused for MPI points when the study expands).
 
 >>> npb_wan(kernel="cg", cls="S").params["network"]
 'lan'
@@ -37,10 +41,10 @@ hosts' namespaces).
 Traceback (most recent call last):
 ...
 clusterlab.errors.ConfigError: unknown NPB kernel 'bt' (one of ep, is, cg, mg, ft)
->>> npb_wan(engine="mpi")
+>>> npb_wan(engine="ucx")
 Traceback (most recent call last):
 ...
-clusterlab.errors.ConfigError: engine 'mpi': the TCP mesh engine is one of python, rust
+clusterlab.errors.ConfigError: engine 'ucx': one of mpi, python, rust (the TCP mesh's engines, or MPI)
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int
     from clusterlab.comm.tcp.engine import ENGINES
     from clusterlab.npb import check
 
-    if engine not in ENGINES:
-        raise ConfigError(f"engine {engine!r}: the TCP mesh engine is one of {', '.join(sorted(ENGINES))}")
+    if engine not in (*ENGINES, "mpi"):
+        raise ConfigError(f"engine {engine!r}: one of {', '.join(sorted((*ENGINES, 'mpi')))} (the TCP mesh's "
+                          "engines, or MPI)")
 
     check(kernel, cls, int(nodes))
     if not float(compute_scale) > 0:
@@ -84,7 +89,7 @@ def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int
 
 def npb_replay(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, traffic: bool = False,
                compute_scale: float = 1.0, engine: str = "rust") -> Workload:
-    """``npb_wan`` for a study whose cluster is the ``Testbed`` (its ``sites``/``wan_*`` fields
+    """``npb_wan`` for a study whose cluster is a ``Testbed`` (its ``sites``/``wan_*`` fields
     declare the network; ``network`` names which one each point is and is checked against it).
 
     >>> sorted(npb_replay(kernel="ep").params)
@@ -98,10 +103,10 @@ def npb_replay(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: 
 def check_params(params: dict) -> None:
     """Refuse a point's settings (a grid or ``--set`` value) when the study expands.
 
-    >>> check_params({"kernel": "cg", "engine": "mpi"})
+    >>> check_params({"kernel": "cg", "engine": "ucx"})
     Traceback (most recent call last):
     ...
-    clusterlab.errors.ConfigError: engine 'mpi': the TCP mesh engine is one of python, rust
+    clusterlab.errors.ConfigError: engine 'ucx': one of mpi, python, rust (the TCP mesh's engines, or MPI)
     """
     npb_wan(**params)
 
@@ -159,8 +164,11 @@ def replay_on_engine(comm, events: str, compute_scale: float) -> dict:
 
     out = replay_rank(comm, events, compute_scale)
     stats = comm.stats() if hasattr(comm, "stats") else {}
-    return {**out, "engine": stats.get("engine"),
-            "congestion": (stats.get("transport") or {}).get("in_force", {}).get("congestion")}
+    cc = (stats.get("transport") or {}).get("in_force", {}).get("congestion")
+    if stats.get("backend") == "mpi":  # MPICH's sockets: the host's default congestion control
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            cc = f.read().strip()
+    return {**out, "engine": stats.get("engine") or stats.get("backend"), "congestion": cc}
 
 
 def _one(values: list, what: str):
@@ -171,7 +179,8 @@ def _one(values: list, what: str):
 
 
 def execute(session, params: dict, reps: int, warmup: int):
-    from clusterlab.cluster.testbed import Testbed
+    from clusterlab.cluster import Testbed
+    from clusterlab.cluster.testbed import TestbedNetwork
     from clusterlab.npb.replay import save_events
 
     kernel, cls, n = params["kernel"], params["cls"], int(params["nodes"])
@@ -190,13 +199,14 @@ def execute(session, params: dict, reps: int, warmup: int):
         bed = contextlib.nullcontext(session.testbed)
     else:
         topo = topology(params)
-        bed = Testbed(topo)
+        bed = TestbedNetwork(topo)
     with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, bed as tb:
         events = save_events(rec["events"], os.path.join(tmp, "events.json"))
         engine = params.get("engine", "rust")
-        env = {**os.environ, ENGINE_ENV: engine}
+        env = {**os.environ, ENGINE_ENV: engine} if engine != "mpi" else None
+        ranks = Testbed(tb, mesh="mpi" if engine == "mpi" else "tcp")
         for i in range(warmup + reps):
-            out = tb.run(replay_on_engine, n, events, scale, timeout=600, env=env)
+            out = ranks.run(replay_on_engine, n, events, scale, timeout=600, env=env)
             used = _one([o["engine"] for o in out], "the mesh engine")
             if used != engine:
                 raise ConfigError(f"engine {engine!r} asked for, the ranks used {used!r}")

@@ -243,6 +243,14 @@ def _progress_line(row: dict) -> None:
     sys.stderr.flush()
 
 
+def warm_up() -> None:
+    """What the interpreter does once per process on first use, done before the job's clock
+    starts, as launching is: numpy's first ``unique`` costs ~13 ms of CPU (lazy imports), which
+    every rank pays once, so a job of many small ranks counted it as computation that does not
+    shrink with the ranks (and a replay at a slower CPU's scale multiplied it)."""
+    np.unique(np.zeros(2, dtype=np.uint32))
+
+
 def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | None = None,
              format: str | None = None, shared_process: bool = False, record: str | None = None):
     """What one rank runs. Returns ``(table, passes, ranks)`` on rank 0 and ``(None, None,
@@ -251,6 +259,7 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     config = config or ParallelConfig()
     config.check()
     check_algorithm(algorithm, config)
+    warm_up()
     if comm.size > 1:
         # Start every rank's job clock together: process launch and mesh set-up skew is wall
         # time, not the job's (it showed up as 0.1-0.4 s of pass 1's t_sync).
@@ -443,9 +452,9 @@ class ReplayRun:
     scale: float
 
 
-def replay_job(comm, directory, compute="wall", scale=1.0):
+def replay_job(comm, directory, compute="wall", scale=1.0, runtime_scale=None):
     """Module-level entry of launched replay ranks (see ``trace.replay_rank``)."""
-    return replay_rank(comm, directory, compute, scale)
+    return replay_rank(comm, directory, compute, scale, runtime_scale)
 
 
 def combine_replay(per_rank: list[dict]) -> list[dict]:
@@ -465,14 +474,17 @@ def combine_replay(per_rank: list[dict]) -> list[dict]:
 
 
 def replay_parallel(directory, cluster=None, transport=None, compute: str = "wall", scale: float = 1.0,
-                    **options) -> ReplayRun:
+                    runtime_scale: float | None = None, **options) -> ReplayRun:
     """Replay a run recorded with ``run_parallel(..., record=DIR)``: as many ranks as it had
     send the same messages in the same order on ``cluster`` (a ``clusterlab.cluster.Cluster``:
     ``Local()``, this machine's loopback, or ``Testbed(NAME)``, a testbed's hosts, with
     ``transport``'s settings; ``InProcess()``, threads), each waiting its recorded
     computation (``compute="wall"``: as measured; ``"cpu"``: its CPU seconds, what a core of
     its own would take; ``"spin"``: those CPU seconds burnt on this machine's cores, loading
-    them as the real run did) times ``scale`` instead of computing (see ``trace.py``)."""
+    them as the real run did) times ``scale`` instead of computing (see ``trace.py``). The
+    part of each gap recorded as the job's runtime rather than its mining (per-pass statistics,
+    HPA's prefix partitioning step) is paid times ``runtime_scale`` instead (None: ``scale``),
+    so that a scale emulating a slower CPU multiplies only the work that CPU's program did."""
     if compute not in COMPUTE_MODES:
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
@@ -480,7 +492,8 @@ def replay_parallel(directory, cluster=None, transport=None, compute: str = "wal
     options.setdefault("timeout", 300.0)
     cluster = _cluster_or_job(cluster)
     t0 = time.perf_counter()
-    per_rank = cluster.run(replay_job, nodes, directory, compute, scale, transport=transport, **options)
+    per_rank = cluster.run(replay_job, nodes, directory, compute, scale, runtime_scale, transport=transport,
+                           **options)
     wall = time.perf_counter() - t0
     return ReplayRun(combine_replay(per_rank), [{"rank": r["rank"], "job_s": r["job_s"]} for r in per_rank],
                      max(r["job_s"] for r in per_rank), wall, compute, scale)

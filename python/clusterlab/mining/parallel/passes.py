@@ -16,6 +16,7 @@ in the list of frequent items (in id order for the Apriori family, in F-list ord
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any
@@ -48,7 +49,8 @@ class PassStats:
         self.comm = comm
         self.rows: list[dict] = []
         self.on_pass = on_pass
-        self._base = comm_counters(comm)
+        with runtime_region(comm):
+            self._base = comm_counters(comm)
 
     def start(self, k: int) -> dict:
         mark = getattr(self.comm, "mark_pass", None)
@@ -56,9 +58,10 @@ class PassStats:
             mark(k)
         row: dict = {f: 0.0 for f in STAT_FIELDS}
         row["pass"] = k
-        row["_t0"], row["_c0"], row["_comm0"] = time.perf_counter(), time.process_time(), getattr(self.comm, "comm_s", 0.0)
-        self._base = comm_counters(self.comm)
-        self._peer_base = peer_rto_state(self.comm)
+        with runtime_region(self.comm):  # statistics, not mining: see runtime_region
+            row["_t0"], row["_c0"], row["_comm0"] = time.perf_counter(), time.process_time(), getattr(self.comm, "comm_s", 0.0)
+            self._base = comm_counters(self.comm)
+            self._peer_base = peer_rto_state(self.comm)
         return row
 
     def end(self, row: dict) -> None:
@@ -69,10 +72,11 @@ class PassStats:
         row["cpu_s"] = time.process_time() - row.pop("_c0")
         row["t_comm"] = min(getattr(self.comm, "comm_s", 0.0) - row.pop("_comm0"), row["t_total"])
         row["t_compute"] = row["t_total"] - row["t_comm"]
-        now = comm_counters(self.comm)
-        for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
-            row[f] = now[f] - self._base[f]
-        row["peer_rto_ms"] = peer_rto_wait_ms(self.comm.size, self._peer_base, peer_rto_state(self.comm))
+        with runtime_region(self.comm):
+            now = comm_counters(self.comm)
+            for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
+                row[f] = now[f] - self._base[f]
+            row["peer_rto_ms"] = peer_rto_wait_ms(self.comm.size, self._peer_base, peer_rto_state(self.comm))
         self.rows.append(row)
         if self.on_pass is not None:
             self.on_pass(row)
@@ -82,6 +86,16 @@ class PassStats:
         p = self.comm.size
         rows = [[r[f] for f in STAT_FIELDS] + list(r.get("peer_rto_ms", np.zeros(p))) for r in self.rows]
         return np.array(rows, dtype=np.float64).reshape(-1, len(STAT_FIELDS) + p)
+
+
+def runtime_region(comm):
+    """A region of a rank's computation that is not the mining itself (statistics, the
+    implementation's own bookkeeping): a ``TracedComm`` logs its CPU apart so that a replay
+    scales it with ``runtime_scale``, not with the emulated CPU's ``scale`` (``trace.py``).
+    Reading every peer connection's TCP_INFO at each pass boundary costs this machine about
+    0.2 ms per peer, which grows with the ranks while the mining shrinks."""
+    region = getattr(comm, "runtime", None)
+    return region() if region is not None else contextlib.nullcontext()
 
 
 def comm_stats(comm) -> dict:

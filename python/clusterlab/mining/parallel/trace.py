@@ -2,9 +2,10 @@
 
 ``TracedComm`` wraps a rank's communicator: it adds up the time spent inside communication
 calls (the rest of a pass is computation, on the rank's own clock) and, when recording, logs
-every call in order: the computation gap before it (wall and CPU seconds), point-to-point
-sends (destination, tag, payload shape), receives, and collectives (operation, payload
-shapes). Pass boundaries are logged too.
+every call in order: the computation gap before it (wall and CPU seconds, and the part of
+that CPU the job spent on its own runtime rather than on mining: see ``runtime()``),
+point-to-point sends (destination, tag, payload shape), receives, and collectives
+(operation, payload shapes). Pass boundaries are logged too.
 
 ``replay_rank`` plays such a log back on a real communicator (the TCP mesh on loopback or on
 a testbed): it sends exactly the same messages and runs the same collectives with payloads of
@@ -12,6 +13,13 @@ the same sizes, in the same order, while it *waits* its recorded computation ins
 computing (``compute="wall"``: the gap as measured; ``"cpu"``: the CPU seconds the rank used
 in it, what it would take on a core of its own; times ``scale``). So a job recorded on this
 machine can be replayed on hosts whose CPUs this machine does not have.
+
+``scale`` stands for a slower CPU running the same program, so it multiplies the mining work
+only. The runtime part of a gap (the per-pass statistics: a TCP_INFO read per peer connection,
+which grows with the ranks; HPA's prefix partitioning step, which the seed's hash partitioning
+does not have; the CPU of the communicator's own threads, the TCP mesh's drainer) is work of
+this implementation, not of the program the scale emulates: it is paid times
+``runtime_scale`` (default: ``scale``, everything alike).
 
 >>> from clusterlab.comm.inproc import run_threads
 >>> import numpy as np, tempfile
@@ -35,6 +43,7 @@ machine can be replayed on hosts whose CPUs this machine does not have.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -45,7 +54,8 @@ import numpy as np
 from clusterlab.comm.errors import CommTimeout
 from clusterlab.errors import ConfigError
 
-TRACE_FORMAT = "clusterlab-mining-trace/1"
+TRACE_FORMAT = "clusterlab-mining-trace/2"  # /2: gaps carry their runtime CPU (a 4th field)
+TRACE_FORMATS = ("clusterlab-mining-trace/1", TRACE_FORMAT)  # what replay_rank reads
 # Computation owed below this many seconds is carried over instead of slept (see replay_rank).
 SLEEP_MIN = 0.002
 
@@ -77,8 +87,16 @@ class TracedComm:
         self.record = record
         self.comm_s = 0.0
         self.events: list = []
+        self.runtime_s = 0.0   # CPU seconds spent in runtime() regions so far
+        self._r = 0.0          # ... as of the last gap
+        # The communicator's own threads (the TCP mesh's drainer reads the sockets while the
+        # program is away from calls): their CPU in a gap is runtime too.
+        self._bg_clocks = [time.pthread_getcpuclockid(t.ident) for t in
+                           (getattr(inner, "background_threads", lambda: [])() if record else [])
+                           if t.ident is not None and hasattr(time, "pthread_getcpuclockid")]
         self._t = time.perf_counter()
         self._c = time.process_time()
+        self._b = self._background_cpu()
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -91,11 +109,34 @@ class TracedComm:
     def size(self):
         return self.inner.size
 
+    @contextlib.contextmanager
+    def runtime(self):
+        """A region of the rank's computation that is this implementation's runtime, not the
+        mining (statistics, Python bookkeeping): its CPU seconds (this thread's) are logged
+        apart in the gap, and a replay pays them times ``runtime_scale``, not ``scale``.
+        Regions hold no communication calls."""
+        c = time.thread_time()
+        try:
+            yield
+        finally:
+            self.runtime_s += time.thread_time() - c
+
+    def _background_cpu(self) -> float:
+        total = 0.0
+        for clock in self._bg_clocks:
+            try:
+                total += time.clock_gettime(clock)
+            except OSError:  # the thread ended (the communicator closed)
+                pass
+        return total
+
     def _gap(self) -> None:
-        t, c = time.perf_counter(), time.process_time()
+        t, c, b = time.perf_counter(), time.process_time(), self._background_cpu()
         if self.record and (t - self._t) > 0:
-            self.events.append(["gap", t - self._t, c - self._c])
-        self._t, self._c = t, c
+            # ["gap", wall, cpu, runtime cpu (part of cpu)]
+            runtime = (self.runtime_s - self._r) + max(0.0, b - self._b)
+            self.events.append(["gap", t - self._t, c - self._c, min(c - self._c, runtime)])
+        self._t, self._c, self._r, self._b = t, c, self.runtime_s, b
 
     def _timed(self, event: list, fn, *args, **kw):
         self._gap()
@@ -108,7 +149,7 @@ class TracedComm:
                 # The call's own wall and CPU seconds, last: what the replay compares itself with.
                 event += [t - self._t, time.process_time() - self._c]
                 self.events.append(event)
-            self._t, self._c = t, time.process_time()
+            self._t, self._c, self._b = t, time.process_time(), self._background_cpu()
 
     # --- pass boundaries -----------------------------------------------------------------
     def mark_pass(self, k: int) -> None:
@@ -181,7 +222,7 @@ def load_trace(directory, rank: int) -> dict:
         raise ConfigError(f"{p}: no recorded trace (record a run with record=DIR first)") from None
     except (OSError, ValueError) as e:
         raise ConfigError(f"{p}: not a readable trace: {e}") from None
-    if t.get("format") != TRACE_FORMAT or t.get("rank") != rank:
+    if t.get("format") not in TRACE_FORMATS or t.get("rank") != rank:
         raise ConfigError(f"{p}: not a {TRACE_FORMAT} trace of rank {rank}")
     return t
 
@@ -220,16 +261,20 @@ def burn_cpu(seconds: float) -> float:
     return time.thread_time() - c0
 
 
-def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0) -> dict:
-    """Play rank ``comm.rank``'s recorded log back on ``comm`` (see the module docstring).
-    Returns ``{"rank", "job_s", "passes": [{"pass", "t_total", "t_wait_compute", "t_comm",
+def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0,
+                runtime_scale: float | None = None) -> dict:
+    """Play rank ``comm.rank``'s recorded log back on ``comm`` (see the module docstring): each
+    gap's mining computation is paid times ``scale``, its runtime part times ``runtime_scale``
+    (None: ``scale``). Returns ``{"rank", "job_s", "passes": [{"pass", "t_total", "t_wait_compute", "t_comm",
     "bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"}]}``."""
     from clusterlab.mining.parallel.passes import comm_counters
 
     if compute not in COMPUTE_MODES:
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
-    if not (isinstance(scale, (int, float)) and np.isfinite(scale) and scale >= 0):
-        raise ConfigError(f"scale must be a finite number >= 0, got {scale!r}")
+    runtime_scale = scale if runtime_scale is None else runtime_scale
+    for name, v in (("scale", scale), ("runtime_scale", runtime_scale)):
+        if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+            raise ConfigError(f"{name} must be a finite number >= 0, got {v!r}")
     trace = load_trace(directory, comm.rank)
     if trace["size"] != comm.size:
         raise ConfigError(f"{directory} was recorded on {trace['size']} ranks; replay it on as many, not {comm.size}")
@@ -250,7 +295,10 @@ def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0) -> d
         kind = ev[0]
         t = time.perf_counter()
         if kind == "gap":
-            owed += ev[col] * scale
+            # The runtime part (CPU seconds; older traces have none) out of the gap's own
+            # measure, so the mining part alone takes the CPU's scale.
+            rt = min(ev[3], ev[col]) if len(ev) > 3 else 0.0
+            owed += (ev[col] - rt) * scale + rt * runtime_scale
             if owed >= SLEEP_MIN:
                 owed -= pay(owed)
             if row is not None:

@@ -2,11 +2,11 @@
 Solaris defaults, the two scales we run it at, the two switches and the two TCP stacks."""
 
 from clusterlab.experiments.claims import fmt, fmt_secs, groups, median_of
-from clusterlab.experiments.spec import Testbed, TransportConfig
+from clusterlab.experiments.spec import StarTopo, Testbed, TransportConfig
 
 # One 155 Mbit/s switch, 64 KB output buffer per port; a NIC-like host queue (1000 jumbo
 # frames) so that drops happen at the switch, as on the ATM switch, not in the hosts' own queues.
-SWITCH = Testbed(hosts=16, rate="155Mbit", buffer="64KB", host_queue="9MB", mtu=9000)
+SWITCH = Testbed(StarTopo(hosts=16, rate="155Mbit", buffer="64KB", host_queue="9MB", mtu=9000), dilation="auto")
 
 # The seed's network and today's: the ATM cell switch (an OC-3c line carries 149.76 Mbit/s of
 # cells; IP over ATM's MTU 9180; the same 64 KB of port memory, 1207 cells; plain UBR, cells

@@ -4,7 +4,6 @@ Every point at dilation 3: MAX 500 ms needs k >= 2 (the kernel's MAX is at least
 allows k <= 2 (at most 120 s), so no one k spans the seed's whole sweep; at k = 3 it ends at
 40 s, where a MIN of 200 ms has backed off eight times (0.2 .. 25.6 s) either way."""
 
-import dataclasses
 
 from clusterlab.experiments.claims import fmt, fmt_secs, groups, median_of
 from clusterlab.experiments.spec import DilationCheck, Grid, Study, TransportConfig, scatter, seed_numbers
@@ -14,7 +13,7 @@ from clusterlab.experiments.workloads import alltoall_broadcast
 STUDY = Study(
     name="seed000-fig2",
     title="Seed 000 Fig. 2: all-to-all broadcast time vs MAX (MIN = 200 ms)",
-    cluster=dataclasses.replace(SWITCH, dilation=3.0),
+    cluster=SWITCH.with_settings(dilation=3.0),
     workload=alltoall_broadcast(size="50KB"),
     transport=TransportConfig(rto_min="200ms"),
     grid=Grid(scale=SCALES, switch=SWITCHES, stack=STACKS, rto_max=["500ms", "1s", "2s", "5s", "10s", "20s", "40s"]),

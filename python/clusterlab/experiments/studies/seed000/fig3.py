@@ -1,7 +1,6 @@
 """Seed 000, Figs. 3 and 4: broadcast time and retransmissions per node against the minimum
 RTO, with MAX = MIN + 100 ms. Every point at dilation 10: MAX = 10 ms + 100 ms needs k >= 9.1."""
 
-import dataclasses
 
 from clusterlab.experiments.spec import DilationCheck, Grid, Study, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.studies.seed000 import NOTES, SCALES, SETUP, STACKS, SWITCH, SWITCHES, spread
@@ -10,7 +9,7 @@ from clusterlab.experiments.workloads import alltoall_broadcast
 STUDY = Study(
     name="seed000-fig3",
     title="Seed 000 Figs. 3-4: broadcast time and retransmissions vs MIN (MAX = MIN + 100 ms)",
-    cluster=dataclasses.replace(SWITCH, dilation=10.0),
+    cluster=SWITCH.with_settings(dilation=10.0),
     workload=alltoall_broadcast(size="50KB"),
     transport=TransportConfig(rto_min="200ms", rto_max_offset="100ms"),  # rto_min: the grid's
     grid=Grid(scale=SCALES, switch=SWITCHES, stack=STACKS,

@@ -2,7 +2,6 @@
 [X, X + 100 ms] and its own MAX = MIN + 100 ms, beside the same X fixed on every host (Fig. 4).
 Every point at dilation 10 (MAX = 10 ms + 100 ms needs k >= 9.1)."""
 
-import dataclasses
 import statistics
 
 from clusterlab.experiments.claims import fmt
@@ -13,7 +12,7 @@ from clusterlab.experiments.workloads import alltoall_broadcast
 STUDY = Study(
     name="seed000-fig5",
     title="Seed 000 Fig. 5: retransmissions vs X with MIN random in [X, X + 100 ms], MAX = MIN + 100 ms",
-    cluster=dataclasses.replace(SWITCH, dilation=10.0),
+    cluster=SWITCH.with_settings(dilation=10.0),
     workload=alltoall_broadcast(size="50KB"),
     transport=TransportConfig(rto_min="10ms", rto_min_jitter="100ms", rto_max_offset="100ms"),
     grid=Grid(scale=SCALES, switch=SWITCHES, stack=STACKS, rto_min=["10ms", "50ms", "100ms", "200ms", "300ms", "500ms"],

@@ -1,7 +1,6 @@
 """Seed 000, Fig. 6: speedup of HPA (10M transactions, 5000 items, minimum support 0.7%) against
 hosts, default vs tuned TCP retransmission timers, retransmissions and timeouts per pass."""
 
-import dataclasses
 import json
 import statistics
 
@@ -44,7 +43,7 @@ HUE = "timers" if COMPUTE == "replay" else "tcp"
 STUDY = Study(
     name="seed000-fig6",
     title="Seed 000 Fig. 6: HPA speedup, default vs tuned retransmission timers",
-    cluster=dataclasses.replace(SWITCH, hosts=None),  # hosts = max(2, ranks)
+    cluster=SWITCH.with_settings(hosts=None),  # hosts = max(2, ranks)
     workload=hpa_job(data="seed000:10M", min_support=0.007, compute=COMPUTE),
     grid=Grid(ranks=[1, 2, 4, 8, 16] + ([32, 64, 100] if COMPUTE == "replay" else []), switch=SWITCHES,
               **({"timers": TIMERS} if COMPUTE == "replay" else {"tcp": [SOLARIS, TUNED_REAL_TIME]}),

@@ -2,13 +2,13 @@
 Ethernet switch) as a testbed, and what differs from the paper."""
 
 from clusterlab.experiments.claims import fmt, median_of
-from clusterlab.experiments.spec import Testbed
+from clusterlab.experiments.spec import StarTopo, Testbed
 
 # Gigabit Ethernet; up to 8 initiators plus the target (the last host). Jumbo frames: with
 # standard 1500-byte frames this 2-core machine cannot carry 1 Gbit/s of iSCSI through the
 # emulated switch (seed001-fig4, 2026-11-23: one initiator moved 59 MB/s write, 69 MB/s read
 # at MTU 1500, against 115-123 MB/s at MTU 9000 in bench/storage.py).
-GIGABIT = Testbed(hosts=9, rate="1Gbit", buffer="256KB", host_queue="1000p", mtu=9000, dilation=1)
+GIGABIT = Testbed(StarTopo(hosts=9, rate="1Gbit", buffer="256KB", host_queue="1000p", mtu=9000), dilation=1)
 
 NOTES = ("Seed 001 ran an IET iSCSI target (Linux, SAS RAID0) and Open-iSCSI initiators on one Gigabit "
          "Ethernet switch. Here: Linux network namespaces on one 2-core machine, one bridge shaped to 1 Gbit/s "

@@ -1,11 +1,11 @@
 """Shared by the seed 002 studies: the ATM-like testbed, and what differs from the paper."""
 
-from clusterlab.experiments.spec import Grid, Study, Testbed, scatter
+from clusterlab.experiments.spec import Grid, StarTopo, Study, Testbed, scatter
 from clusterlab.experiments.workloads.collective import collective
 
 # The paper: SparcStations on a 155 Mbit/s ATM switch (and 10 Mbit/s Ethernet). Here: testbed
 # hosts on one switch at 155 Mbit/s with classical IP over ATM's 9180-byte MTU, undilated.
-ATM = Testbed(hosts=6, rate="155Mbit", buffer="256KB", mtu=9180, dilation=1)
+ATM = Testbed(StarTopo(hosts=6, rate="155Mbit", buffer="256KB", mtu=9180), dilation=1)
 MODES = Grid(op=["bcast", "scatter"], connections=["persistent", "per_call"])
 NOTES = ("Each point times the collective (median over calls of the slowest rank) with the persistent TCP mesh "
          "or with per-call connections (every call sets up and releases the full mesh, as ATM SVCs did), beside "

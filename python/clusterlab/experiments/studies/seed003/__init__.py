@@ -1,10 +1,10 @@
 """Shared by the seed 003 studies: the cluster, the buffer sweep and what differs from the paper."""
 
-from clusterlab.experiments.spec import Testbed
+from clusterlab.experiments.spec import StarTopo, Testbed
 
 # The paper: 12 nodes and a front-end on Gigabit Ethernet. Here: testbed hosts on one switch
 # at 1 Gbit/s with Ethernet's 1500-byte frames, undilated (no RTO setting needs dilation).
-GIGABIT = Testbed(hosts=8, rate="1Gbit", buffer="256KB", mtu=1500, dilation=1)
+GIGABIT = Testbed(StarTopo(hosts=8, rate="1Gbit", buffer="256KB", mtu=1500), dilation=1)
 # Buffers from 4 KiB doubling to 512 KiB, each as 'min default max' = the value (the buffer is
 # that size), then the kernel's own triple with autotuning on (None: not set).
 BUFFERS = [" ".join([str(4096 << k)] * 3) for k in range(8)]

@@ -3,7 +3,7 @@ looped-back 67M-ATM (both directions sharing one 135 Mbit/s), the seed's numbers
 
 import statistics
 
-from clusterlab.experiments.spec import Grid, Study, Testbed, scatter, seed_numbers
+from clusterlab.experiments.spec import Grid, StarTopo, Study, Testbed, scatter, seed_numbers
 from clusterlab.experiments.studies.seed004 import SETUP
 from clusterlab.experiments.workloads.npb import SEED_TABLE3, npb_replay
 
@@ -17,8 +17,7 @@ NETWORKS = [{"name": "lan", "network": "lan", "sites": None, "rate": "100Mbit"},
 STUDY = Study(
     name="seed004-table3",
     title="Seed 004 Table 3: NPB speedup at 8 ranks, 100M-LAN vs 135M-ATM vs 67M-ATM (shared)",
-    cluster=Testbed(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB",
-                    dilation=1.0),
+    cluster=Testbed(StarTopo(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB"), dilation=1.0),
     workload=npb_replay(cls="W"),
     grid=Grid(kernel=["cg", "ep", "ft", "is", "mg"], network=NETWORKS, compute_scale=[1, 30]),
     repeat=3, warmup=0, monitor=False,

@@ -3,15 +3,14 @@ per second, packets per 64-byte length bucket), class W, 8 ranks, 67M-ATM."""
 
 import statistics
 
-from clusterlab.experiments.spec import Grid, Study, Testbed, scatter, seed_numbers
+from clusterlab.experiments.spec import Grid, StarTopo, Study, Testbed, scatter, seed_numbers
 from clusterlab.experiments.studies.seed004 import SETUP
 from clusterlab.experiments.workloads.npb import npb_replay
 
 STUDY = Study(
     name="seed004-traffic",
     title="Seed 004 traffic patterns: WAN Mbit/s and packets per 0.1 s per NPB kernel (class W, 8 ranks, 67M-ATM)",
-    cluster=Testbed(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB",
-                    wan_shared=True, dilation=1.0),
+    cluster=Testbed(StarTopo(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB", wan_shared=True), dilation=1.0),
     workload=npb_replay(cls="W", network="67M", traffic=True),
     grid=Grid(kernel=["cg", "ep", "ft", "is", "mg"]),
     repeat=1, warmup=0, monitor=False,

@@ -1,0 +1,20 @@
+"""Where a run's time went, what removes the loss and what it would gain (``clusterlab diagnose``).
+
+``diagnose_dir(run_dir)``: read the run directory (``run.load``: nothing is rerun), apply the
+rules (``rules.diagnose``: pure functions of the parsed run) and the fidelity check of an
+emulated run (``fidelity.check``); ``render_text`` prints it. The report layer: it reads what
+every layer below records and nothing below imports it.
+"""
+
+from __future__ import annotations
+
+from clusterlab.diagnose.render import render_text
+from clusterlab.diagnose.rules import diagnose
+from clusterlab.diagnose.run import Job, load
+
+__all__ = ["Job", "diagnose", "diagnose_dir", "load", "render_text"]
+
+
+def diagnose_dir(run_dir) -> dict:
+    """``{"run_dir", "jobs": [diagnosis, ...]}`` for every job the directory records."""
+    return {"run_dir": str(run_dir), "jobs": [diagnose(j) for j in load(run_dir)]}

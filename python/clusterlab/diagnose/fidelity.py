@@ -1,0 +1,150 @@
+"""Whether an emulated (testbed) run can be believed: the fidelity check.
+
+Each check compares what the emulation was asked for with what the run recorded:
+
+* CPU: mean spare CPU (idle, I/O wait, niced work) and the share of monitor samples below
+  ``CPU_BOUND_SPARE`` (saturated): a starved host cannot keep its link's rate or its timers;
+* link rate: the highest per-interval send rate of any host's interface in an interval when its
+  shaper held packets back (``qdisc_overlimits``: demand above the rate) against the configured
+  rate divided by the dilation;
+* RTT: measured against configured where recorded (``rtt_ms`` of a row or the monitor);
+* drops where none are expected: interface drops outside the switch ports and host queues
+  (``rx_dropped``/``tx_dropped`` of a host: the emulation itself lost packets);
+* timer granularity: the kernel's HZ=250 jiffy (4 ms) against the RTO minimum as it runs
+  (dilated: times the dilation): an RTO min of a few jiffies is rounded by up to 4 ms.
+
+``check(job)`` returns ``{"ok": bool, "line": str, "checks": [...]}``; a local run (nothing
+emulated) says so and passes.
+"""
+
+from __future__ import annotations
+
+from clusterlab.errors import ConfigError
+from clusterlab.monitor.procfs import CPU_BOUND_SPARE
+
+JIFFY_S = 0.004  # HZ=250 (the lab kernels)
+JIFFY_SHARE_MAX = 0.25  # one jiffy above this share of the RTO min: the timer cannot be that fine
+RATE_SHARE_MIN = 0.5  # a link that queued data yet sent at under half its rate: the shaper lagged
+SATURATED_SHARE_MAX = 0.2
+SUSTAINED_INTERVALS = 10
+BUSY_SAMPLES_MIN = 3  # intervals with a host's shaper holding packets back before its send rate is judged
+LINUX_RTO_MIN_S = 0.2
+
+
+def read_monitor(path):
+    from clusterlab.monitor import read_table
+
+    try:
+        return read_table(path)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read ({' '.join(str(e).split())[:200]})") from None
+
+
+def monitor_facts(tbl, meta: dict, point=None) -> dict:
+    """What the fidelity check needs from a monitor table (one point's rows of a study's);
+    ``tbl``: a pyarrow table or its pandas frame (a study's, converted once for all points)."""
+    df = tbl if hasattr(tbl, "loc") else tbl.to_pandas()
+    if point is not None and "point" in df.columns:
+        df = df[df.point == point]
+    out: dict = {"samples": int((df.metric == "cpu_idle").sum())}
+    spare = df.loc[df.metric == "cpu_spare", "value"]
+    if not len(spare):
+        spare = df.loc[df.metric == "cpu_idle", "value"]
+    if len(spare):
+        out["mean_cpu_spare"] = round(float(spare.mean()), 3)
+        out["saturated_share"] = round(float((spare < CPU_BOUND_SPARE).mean()), 3)
+    hosts = df[(df.node != "switch") & (df.node != "machine") & (df.iface != "")]
+    ivl = df[df.metric == "interval_seconds"].set_index(["node", "t"])["value"]
+    # the send rate only counts in intervals when the host's queue held data (demand was there)
+    # (the shaper held packets back for tokens: qdisc_overlimits grew in the interval)
+    over = hosts[(hosts.metric == "qdisc_overlimits") & (hosts.value > 0)]
+    busy = set(zip(over.node, over.t, strict=True))
+    peak = 0.0
+    tx = hosts[hosts.metric == "tx_bytes"]
+    for node, t, v in zip(tx.node, tx.t, tx.value, strict=True):
+        dt = ivl.get((node, t), meta.get("interval") or 0.1)
+        if (node, t) in busy and dt and dt > 0:
+            peak = max(peak, float(v) / float(dt))
+    out["busy_samples"] = len(busy)
+    out["max_host_tx_bytes"] = float(tx.groupby("node").value.sum().max()) if len(tx) else 0.0
+    out["interval"] = float(meta.get("interval") or 0.1)
+    out["peak_tx_bytes_per_s"] = round(peak, 1)
+    out["unexpected_drops"] = int(hosts.loc[hosts.metric.isin(["rx_dropped"]), "value"].sum())
+    out["capture_drops"] = int((meta.get("capture") or {}).get("drops") or 0) if isinstance(meta.get("capture"), dict) else 0
+    out["dilation"] = float(meta.get("dilation") or 1.0)
+    # drops at the switch: the bridge's port queues, or frames the ATM switch lost (cells dropped)
+    out["switch_drops"] = int(df.loc[(df.node == "switch") & (df.metric.isin(["qdisc_drops", "atm_frames_lost"])),
+                                     "value"].sum())
+    out["host_queue_drops"] = int(hosts.loc[hosts.metric == "qdisc_drops", "value"].sum())
+    by_port = df[(df.node == "switch") & (df.metric.isin(["qdisc_drops", "atm_cells_dropped"]))]
+    out["switch_drops_by_port"] = {str(k): int(v) for k, v in by_port.groupby("iface").value.sum().items() if v}
+    return out
+
+
+def _rto_min_s(transport: dict) -> float:
+    from clusterlab.units import parse_duration
+
+    v = transport.get("rto_min")
+    if v in (None, ""):
+        return LINUX_RTO_MIN_S
+    try:
+        return float(v) if isinstance(v, (int, float)) else parse_duration(v, "rto_min")
+    except ConfigError:
+        return LINUX_RTO_MIN_S
+
+
+def check(job) -> dict:
+    """The fidelity verdict of ``job`` (a ``run.Job``)."""
+    cl = job.cluster or {}
+    if cl.get("kind") != "testbed":
+        return {"ok": True, "emulated": False, "checks": [],
+                "line": "fidelity: not emulated (a local run: the times are this machine's, nothing to check)"}
+    k = float(cl.get("dilation") or 1.0)
+    mon = job.monitor or {}
+    checks = []
+
+    def add(name, ok, text, **values):
+        checks.append({"check": name, "ok": ok, "text": text, **values})
+
+    spare = mon.get("mean_cpu_spare", job.cpu_spare)
+    sat = mon.get("saturated_share")
+    if spare is None:
+        add("cpu", True, "spare CPU not recorded (run with the monitor)")
+    else:
+        ok = spare >= CPU_BOUND_SPARE and (sat is None or sat <= SATURATED_SHARE_MAX)
+        add("cpu", ok, f"spare CPU {spare:.0%}" + (f", {sat:.0%} of samples saturated" if sat is not None else "")
+            + ("" if ok else f" (wanted spare >= {CPU_BOUND_SPARE:.0%} and at most {SATURATED_SHARE_MAX:.0%} saturated: "
+                             "a starved host cannot keep its link rate and timers)"),
+            mean_cpu_spare=spare, saturated_share=sat)
+    rate = cl.get("rate")
+    peak = mon.get("peak_tx_bytes_per_s")
+    # a sustained transfer: the busiest host sent at least SUSTAINED_INTERVALS intervals' worth at the rate
+    sustained = rate and mon.get("max_host_tx_bytes", 0) >= SUSTAINED_INTERVALS * mon.get("interval", 0.1) * rate / 8 / k
+    if rate and peak and sustained and mon.get("busy_samples", 0) >= BUSY_SAMPLES_MIN:
+        want = rate / 8.0 / k
+        share = peak / want
+        ok = share >= RATE_SHARE_MIN
+        add("link_rate", ok, f"peak link rate {share:.0%} of the configured {rate / 1e6:g} Mbit/s"
+            + (f" / {k:g}" if k != 1 else ""), achieved_share=round(share, 3))
+    else:
+        add("link_rate", True, "link rate not checked (no sustained transfer: fewer than 3 monitor samples with a "
+            f"host's shaper holding packets back, or under {SUSTAINED_INTERVALS} intervals' worth of data)")
+    if "rtt_ms" in mon:
+        add("rtt", True, f"RTT {mon['rtt_ms']:.3g} ms")
+    else:
+        add("rtt", True, "RTT not recorded")
+    drops = int(mon.get("unexpected_drops") or 0) + int(mon.get("capture_drops") or 0)
+    add("drops", drops == 0, "no drops outside the switch ports and host queues" if drops == 0 else
+        f"{drops} packets dropped outside the switch ports and host queues (the emulation lost them)",
+        unexpected_drops=drops)
+    rto_real = _rto_min_s(job.transport) * k
+    share = JIFFY_S / rto_real
+    add("timer", share <= JIFFY_SHARE_MAX,
+        f"RTO min {rto_real * 1000:g} ms as run ({k:g}x dilated) is {rto_real / JIFFY_S:.3g} jiffies of 4 ms (HZ=250)"
+        + ("" if share <= JIFFY_SHARE_MAX else ": rounded up to whole jiffies, the timer is off by up to "
+           f"{share:.0%}; dilate more"),
+        jiffy_share=round(share, 3))
+    bad = [c for c in checks if not c["ok"]]
+    head = "fidelity: PASS" if not bad else "fidelity: FAIL (" + "; ".join(c["text"] for c in bad) + ")"
+    detail = "; ".join(c["text"] for c in checks if c["ok"])
+    return {"ok": not bad, "emulated": True, "checks": checks, "line": f"{head}" + (f" - {detail}" if detail else "")}

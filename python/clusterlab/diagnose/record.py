@@ -1,0 +1,36 @@
+"""Run a parallel mining job and keep what ``diagnose`` reads: ``RUN_DIR/run.json`` in the
+format of ``clusterlab mine --nodes N --json`` (launch and job seconds, per-pass and per-rank
+statistics, options), plus the transport settings and the cluster it ran on. Used by the
+scenario corpus (``tests/test_diagnose_scenarios.py``, ``bench/diagnose_corpus.py``) and by
+``diagnose --verify`` to rerun a job with the recommended setting."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from clusterlab._atomic import atomic_open
+
+
+def record_mining(run_dir, path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01, config=None,
+                  transport=None, cluster=None, **kw) -> str:
+    """Mine ``path`` on ``nodes`` ranks (local TCP mesh unless ``cluster``) and write
+    ``run_dir/run.json``; returns its path."""
+    from clusterlab.cluster import Local
+    from clusterlab.mining.parallel import ParallelConfig, run_parallel
+
+    config = config or ParallelConfig()
+    os.makedirs(run_dir, exist_ok=True)
+    r = run_parallel(path, nodes=nodes, algorithm=algorithm, min_support=min_support, cluster=cluster or Local(),
+                     config=config, transport=transport, **kw)
+    kind = "testbed" if type(cluster).__name__ == "Testbed" else "local"
+    out = {"file": os.fspath(path), "algorithm": f"{algorithm} x{r.nodes} ({r.where})",
+           "seconds": {"mine": r.wall_s, "job": r.job_s}, "passes": r.passes, "ranks": r.ranks,
+           "options": {"nodes": nodes, "algorithm": algorithm, "min_support": min_support,
+                       "block_size": config.block_bytes, "partition": config.partition},
+           "transport": transport.to_dict() if transport is not None else {},
+           "cluster": {"kind": kind}}
+    dest = os.path.join(run_dir, "run.json")
+    with atomic_open(dest) as f:
+        json.dump(out, f, indent=1, default=float)
+    return dest

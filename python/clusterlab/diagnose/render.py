@@ -1,0 +1,48 @@
+"""The diagnosis as text: the fidelity line first, warnings, the dominant loss with its evidence,
+fix and predicted gain, then every cause with its seconds and share of the job."""
+
+from __future__ import annotations
+
+
+def _fmt(s: float) -> str:
+    return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def job_lines(d: dict) -> list[str]:
+    lines = [d["fidelity"]["line"]]
+    lines += [f"WARNING: {w}" for w in d["warnings"]]
+    total = d["seconds"]
+    lines.append(f"{d['job']}: {_fmt(total)} on {d['nodes']} ranks")
+    dom = d["dominant"]
+    if d.get("launch_first"):
+        la = d["launch"]
+        lines.append(f"named first: {la['title']}, {_fmt(la['seconds'])} outside the job")
+        lines.append(f"  fix: {la['fix']}")
+        lines.append(f"  predicted gain: {_fmt(la['predicted_gain_s'])} ({la['method']})")
+    if dom is None:
+        lines.append("dominant loss in the job: none found (the time is computation and transfer at line rate)")
+    else:
+        lines.append(f"dominant loss in the job: {dom['title']}, {_fmt(dom['seconds'])} ({dom['seconds'] / max(total, 1e-9):.0%} of the job)")
+        lines.append(f"  evidence: {dom['evidence']}")
+        if dom["fix"]:
+            lines.append(f"  fix: {dom['fix']}")
+        if dom["predicted_gain_s"] is not None:
+            lines.append(f"  predicted gain: {_fmt(dom['predicted_gain_s'])} "
+                         f"({dom['predicted_gain_s'] / max(total, 1e-9):.0%} of the job; {dom['method']})")
+        elif dom["method"]:
+            lines.append(f"  predicted gain: {dom['method']}")
+    lines.append("where the time went:")
+    for c in d["causes"]:
+        if c["seconds"] <= 0:
+            continue
+        lines.append(f"  {c['title']:<48} {_fmt(c['seconds']):>10} {c['seconds'] / max(total, 1e-9):>5.0%}"
+                     + ("" if c["loss"] else "  (not a loss)"))
+    if d.get("launch"):
+        lines.append(f"  outside the job: {d['launch']['title']:<31} {_fmt(d['launch']['seconds']):>10}")
+    return lines
+
+
+def render_text(result: dict) -> str:
+    """All jobs of a ``diagnose_dir`` result, one block each."""
+    blocks = ["\n".join(job_lines(d)) for d in result["jobs"]]
+    return "\n\n".join(blocks)

@@ -1,0 +1,341 @@
+"""The rules: pure functions from a parsed job (``run.Job``) to the causes of its time.
+
+Per pass, the pass's time T is split along its critical path: the computation of the rank
+that computed longest (``max compute``), of which the part above the ranks' mean is *skew*
+(the others wait for it) and the part its wall clock ran ahead of its CPU seconds is *CPU
+starvation* (it was ready but had no core); the RTO wait (the longest of any rank, from
+``tcpi_total_rto_time``; a stalled flow holds every rank up at the next synchronisation); and
+the rest of the communication, which is split into *transfer at line rate* (the busiest rank's
+bytes at the link's rate), per-message latency, and what is left: charged to host-queue drops
+or switch drops when the run recorded them, to Nagle + delayed ACKs (``nodelay`` off), to
+window-limited transfers (socket buffers set below ``WINDOW_LIMITED_BYTES``), to latency-bound
+small messages (``SMALL_MESSAGE_COUNT`` or more under ``SMALL_MESSAGE_BYTES``), else to queueing
+(emulated) or to ranks waiting for each other (local).
+
+Each cause has its seconds, the evidence (which pass, rank, port), the setting that removes it
+(one of the project's knobs) and a predicted gain with how it was predicted. The dominant loss
+is the loss whose removal is predicted to gain most (its seconds where nothing is predicted);
+compute and transfer at line rate are not losses. On a shared machine every rank computes
+slower than its CPU seconds: that is starvation, and it is named first when it costs more.
+The launch (process start and mesh set-up, outside the job) is reported apart, and named first
+when it costs more than ``LAUNCH_WARN_RATIO`` times the job.
+
+>>> from clusterlab.diagnose.run import Job, Pass, RankPass
+>>> job = Job("demo", "mining", 1.0, passes=[Pass(2, 1.0, [RankPass(0, 1.0, 0.9, 0.9, 0.1, 0.0),
+...                                                         RankPass(1, 1.0, 0.3, 0.3, 0.7, 0.0)])])
+>>> d = diagnose(job)
+>>> d["dominant"]["cause"], round(d["dominant"]["seconds"], 2)
+('skew', 0.3)
+"""
+
+from __future__ import annotations
+
+from clusterlab.diagnose import fidelity
+
+# Without a cost model (``Job.model``, set by ``run.load`` from ``comm.costmodel.current()``):
+LOOPBACK_BYTES_PER_S = 1.0e9  # a local run's "line rate": loopback copies, about 1 GB/s on the lab machines
+LOCAL_MESSAGE_LATENCY_S = 50e-6  # one message's half round trip on the local mesh (ping-pong)
+TESTBED_MESSAGE_LATENCY_S = 200e-6
+WINDOW_LIMITED_BYTES = 256 * 1024
+SMALL_MESSAGE_BYTES = 2048
+SMALL_MESSAGE_COUNT = 32  # a pass is latency-bound by its messages when one rank sends this many or more
+NAGLE_STALL_S = 0.04  # Linux's delayed-ACK timer (40 ms): what a Nagle-held segment waits for
+SOCKET_RTO_MIN_S = 0.005  # the lowest RTO min a socket can take (TCP_RTO_MIN_US)
+BACKOFF_RATIO = 4.0  # a wait per timeout above this many RTO mins: exponential backoff (1+2+4 = 7 over 3)
+RTO_MAX_FLOOR_S = 1.0  # the least TCP_RTO_MAX_MS / tcp_rto_max_ms takes
+LAUNCH_WARN_RATIO = 5.0  # the launch is named first when it costs this many times the job
+NOT_LOSSES = ("compute", "transfer")
+
+CAUSE_TITLES = {
+    "compute": "compute (balanced)",
+    "transfer": "transfer at line rate",
+    "skew": "skew between ranks (straggler)",
+    "cpu_starvation": "CPU starvation",
+    "rto_wait": "RTO waits",
+    "incast_switch_drops": "drops at the switch (incast): their RTO waits and recovery",
+    "host_queue_drops": "host-queue tail drops: their RTO and probe-timer waits",
+    "rto_backoff": "RTO waits with exponential backoff up to a long MAX",
+    "nagle": "Nagle + delayed ACK on small messages",
+    "window_limited": "window/buffer-limited transfers",
+    "small_messages": "latency-bound small messages",
+    "latency": "per-message latency",
+    "queueing": "queueing and recovery from drops",
+    "comm_wait": "waiting for other ranks' messages",
+    "launch": "launch and connection set-up",
+}
+
+
+def _rate_bytes(job) -> tuple[float, str]:
+    rate = (job.cluster or {}).get("rate")
+    if rate:
+        return rate / 8.0, f"{rate / 1e6:g} Mbit/s"
+    beta = (job.model or {}).get("beta")
+    if beta:
+        return 1.0 / beta, f"cost model ({job.model.get('source', 'default')}): 1/beta = {1e-9 / beta:.3g} GB/s"
+    return LOOPBACK_BYTES_PER_S, "loopback, taken as 1 GB/s"
+
+
+def _message_latency(job) -> float:
+    """One message's cost: the cost model's alpha + overhead on a local run, else the constants."""
+    if (job.cluster or {}).get("kind") == "testbed":
+        return TESTBED_MESSAGE_LATENCY_S
+    m = job.model or {}
+    return (m["alpha"] + m.get("overhead", 0.0)) if "alpha" in m else LOCAL_MESSAGE_LATENCY_S
+
+
+def _fmt(s: float) -> str:
+    return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def _work(r) -> float:
+    """A rank's computation at full speed: its wall compute, at most its CPU seconds."""
+    return min(r.compute, r.cpu) if r.cpu is not None and r.cpu > 0 else r.compute
+
+
+def _transport_bytes(v) -> int | None:
+    from clusterlab.errors import ConfigError
+    from clusterlab.units import parse_size
+
+    if v in (None, ""):
+        return None
+    try:
+        return int(v) if isinstance(v, (int, float)) else parse_size(v)
+    except ConfigError:
+        return None
+
+
+def _workload_bytes(job) -> float:
+    """Bytes one rank sends in a communication workload that records no byte counts: an
+    all-to-all broadcast of ``size`` to each of the other ranks."""
+    if job.options.get("workload") == "alltoall_broadcast" and job.nodes > 1:
+        size = _transport_bytes(job.options.get("size"))
+        return float(size * (job.nodes - 1)) if size else 0.0
+    return 0.0
+
+
+def pass_split(job, p) -> dict:
+    """One pass's seconds by part (see the module's doc), with the ranks that set each part."""
+    ranks = p.ranks or []
+    if not ranks:
+        return {"pass": p.number, "seconds": p.seconds}
+    slow = max(ranks, key=lambda r: r.compute)
+    work = [_work(r) for r in ranks]
+    mean_work = sum(work) / len(work)
+    starve = max(0.0, slow.compute - _work(slow)) if slow.cpu is not None else 0.0
+    skew = max(0.0, _work(slow) - mean_work)
+    # the RTO wait on the pass's critical path: the longest of any rank (a stalled flow holds up every
+    # rank at the pass's next synchronisation, the receiver's wait shows as transfer)
+    rto_rank = max(ranks, key=lambda r: r.rto)
+    rto = min(rto_rank.rto, max(0.0, p.seconds - slow.compute))
+    comm = max(0.0, p.seconds - slow.compute - rto)
+    busiest = max(ranks, key=lambda r: r.bytes)
+    rate, _ = _rate_bytes(job)
+    sent = busiest.bytes or _workload_bytes(job)
+    line = min(comm, sent / rate)
+    lat_each = _message_latency(job)
+    msgs = max(r.messages for r in ranks)
+    latency = min(comm - line, msgs * lat_each)
+    rest = max(0.0, comm - line - latency)
+    return {"pass": p.number, "seconds": p.seconds, "compute": mean_work, "skew": skew, "skew_rank": slow.rank,
+            "starvation": starve, "starved_rank": slow.rank, "rto": rto, "rto_rank": rto_rank.rank,
+            "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts,
+            "line": line, "latency": latency, "rest": rest,
+            "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
+            "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
+
+
+def _cause(name, seconds, evidence, fix=None, gain=None, method=None, apply=None) -> dict:
+    """One cause. ``apply``: the fix as settings a rerun can take (``{"transport": {...}}`` for
+    TransportConfig fields, ``{"options": {...}}`` for the job's, ``{"cluster": {...}}`` for the
+    testbed's), or None when the fix is not a setting (move the load, re-split the data)."""
+    return {"cause": name, "title": CAUSE_TITLES[name], "seconds": round(max(0.0, seconds), 6), "loss": name not in NOT_LOSSES,
+            "evidence": evidence, "fix": fix, "predicted_gain_s": None if gain is None else round(max(0.0, gain), 6),
+            "method": method, "apply": apply}
+
+
+def _worst(splits, key):
+    return max(splits, key=lambda s: s.get(key, 0.0)) if splits else {}
+
+
+def causes(job) -> list[dict]:
+    """Every cause of ``job``'s time with its seconds, evidence, fix and predicted gain."""
+    splits = [pass_split(job, p) for p in job.passes if p.ranks]
+    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "latency",
+                                                             "rest")}
+    out = []
+    _, rate_text = _rate_bytes(job)
+    out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
+    w = _worst(splits, "line")
+    out.append(_cause("transfer", tot["line"], f"the busiest rank's bytes at the line rate ({rate_text})"
+                      + (f"; most in pass {w['pass']} ({w['bytes'] / 1e6:.3g} MB from rank {w['busiest_rank']})" if w else "")))
+    if tot["skew"] > 0:
+        w = _worst(splits, "skew")
+        fix = ("partitioning: give each rank an equal share of the work, not of the transactions (shuffle or "
+               "re-split the input; with HPA try --partition " + ("itemset" if job.options.get("partition", "prefix")
+                                                                 == "prefix" else "prefix") + ")")
+        out.append(_cause("skew", tot["skew"], f"pass {w['pass']}: rank {w['skew_rank']} computed {_fmt(w['skew'])} "
+                          "longer than the ranks' mean (CPU seconds, so not starvation)", fix, tot["skew"],
+                          "fitted rule: a balanced split makes each pass's computation the ranks' mean"))
+    if tot["starvation"] > 0:
+        w = _worst(splits, "starvation")
+        out.append(_cause("cpu_starvation", tot["starvation"],
+                          f"pass {w['pass']}: rank {w['starved_rank']}'s computation took {_fmt(w['starvation'])} more "
+                          "wall time than CPU time (ready to run, no core free)",
+                          "give every rank a core of its own: fewer ranks per machine (--nodes), or stop the "
+                          "competing load", tot["starvation"], "fitted rule: computation at the rank's CPU seconds"))
+    if tot["rto"] > 0:
+        out.append(_rto_cause(job, splits, tot["rto"]))
+    if tot["latency"] > 0:
+        w = _worst(splits, "latency")
+        out.append(_cause("latency", tot["latency"], f"pass {w['pass']}: {w['messages']:.0f} messages from one rank"))
+    if tot["rest"] > 0:
+        out.append(_rest_cause(job, splits, tot["rest"]))
+    return out
+
+
+def _rto_cause(job, splits, seconds) -> dict:
+    w = _worst(splits, "rto")
+    rto_min = fidelity._rto_min_s(job.transport)
+    timeouts = sum(s.get("timeouts", 0.0) for s in splits) or (job.timeouts or 0)
+    ev = (f"pass {w['pass']}: rank {w['rto_rank']} waited {_fmt(w['rto'])} on retransmission timeouts"
+          + (f" ({timeouts:.0f} timeouts in all)" if timeouts else "") + f"; RTO min {rto_min * 1000:g} ms")
+    sw = job.switch_drops or 0
+    host = sum(job.host_drops_by_host or [])
+    mon = job.monitor or {}
+    sw = sw or mon.get("switch_drops", 0)
+    host = host or mon.get("host_queue_drops", 0)
+    name = "rto_wait"
+    ports = job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}
+    if sw and sw >= host:
+        port = max(ports, key=ports.get) if ports else None
+        name = "incast_switch_drops"
+        ev += f"; {sw} drops at the switch" + (f", most at port {port} ({ports[port]})" if port else "")
+    elif host:
+        return _cause("host_queue_drops", seconds, ev + _host_drops_text(job), HOST_QUEUE_FIX, seconds,
+                      "fitted rule: no tail drops, no timeouts", {"cluster": {"host_queue": "1000p"}})
+    # the worst rank's wait per timeout of its own: 1, 2, 4, 8... x the RTO min once one segment is lost again
+    own = w.get("rto_rank_timeouts") or 0
+    per_timeout = w["rto"] / own if own else 0.0
+    if own and per_timeout > BACKOFF_RATIO * rto_min:
+        name = "rto_backoff"
+        ev += (f"; rank {w['rto_rank']} waited {_fmt(per_timeout)} per timeout of its own ({own:.0f}), over "
+               f"{BACKOFF_RATIO:g}x the RTO min: the same segment lost again, the timer doubled")
+        if per_timeout > RTO_MAX_FLOOR_S:  # a MAX of 1 s (the kernel's least) cuts every wait beyond it
+            return _cause(name, seconds, ev, "TransportConfig rto_max=1s (cap the backoff)",
+                          seconds - own * RTO_MAX_FLOOR_S, "fitted rule: no single wait beyond the 1 s MAX "
+                          f"({own:.0f} timeouts x 1 s at most)", {"transport": {"rto_max": "1s"}})
+    target = SOCKET_RTO_MIN_S if (job.cluster or {}).get("kind") != "testbed" else 0.01
+    if rto_min <= target * 1.01:
+        fix = f"{_order_fix(job)} or larger port buffers (buffer=): the RTO min is already {rto_min * 1000:g} ms"
+        return _cause(name, seconds, ev, fix, None, "no prediction: the RTO min cannot go lower")
+    gain = seconds * (1.0 - target / rto_min)
+    return _cause(name, seconds, ev, f"TransportConfig rto_min={target * 1000:g}ms (with rto_min_jitter to "
+                  "spread synchronised timeouts)", gain, f"fitted rule: an RTO wait scales with the RTO min "
+                  f"({rto_min * 1000:g} -> {target * 1000:g} ms)", {"transport": {"rto_min": f"{target * 1000:g}ms"}})
+
+
+HOST_QUEUE_FIX = ("a host queue that holds a burst (host_queue=1000p, a NIC's txqueuelen) or send pacing "
+                  "(order=shifted)")
+
+
+def _host_drops(job) -> int:
+    return sum(job.host_drops_by_host or []) or (job.monitor or {}).get("host_queue_drops", 0)
+
+
+def _host_drops_text(job) -> str:
+    hosts = job.host_drops_by_host or []
+    h = max(range(len(hosts)), key=hosts.__getitem__) if hosts else None
+    return f"; {_host_drops(job)} tail drops in host queues" + (f", most at host h{h} ({hosts[h]})" if h is not None else "")
+
+
+def _rest_cause(job, splits, seconds) -> dict:
+    w = _worst(splits, "rest")
+    ev = f"pass {w['pass']}: {_fmt(w['rest'])} of communication beyond line rate and per-message latency"
+    if w.get("messages"):
+        ev += f" ({w['messages']:.0f} messages of {w['mean_message'] / 1024:.3g} KiB on average from rank {w['busiest_rank']})"
+    t = job.transport
+    nodelay = t.get("nodelay")
+    buf = [b for b in (_transport_bytes(t.get("sndbuf")), _transport_bytes(t.get("rcvbuf"))) if b is not None]
+    if nodelay in (False, "off", "false", 0):
+        stalls = max(1, round(seconds / NAGLE_STALL_S))
+        return _cause("nagle", seconds, ev + f"; nodelay off: about {stalls} delayed-ACK stalls of 40 ms",
+                      "TransportConfig nodelay=on", seconds,
+                      "cost model: line rate + per-message latency (the stalls go)", {"transport": {"nodelay": True}})
+    if buf and min(buf) < WINDOW_LIMITED_BYTES:
+        b = min(buf)
+        return _cause("window_limited", seconds, ev + f"; socket buffers {b / 1024:g} KiB (a window at most that per RTT)",
+                      "TransportConfig sndbuf/rcvbuf unset (autotuned) or at least the bandwidth-delay product",
+                      seconds, "cost model: line rate + per-message latency", {"transport": {"sndbuf": None, "rcvbuf": None}})
+    if w.get("messages", 0) >= SMALL_MESSAGE_COUNT and 0 < w.get("mean_message", 0) < SMALL_MESSAGE_BYTES:
+        bs = _transport_bytes(job.options.get("block_size")) or 8192
+        return _cause("small_messages", seconds, ev, f"larger message blocks (--block-size {bs * 8 // 1024}KiB)",
+                      seconds * 7 / 8, "fitted rule: the wait scales with the number of messages (8x fewer)",
+                      {"options": {"block_size": bs * 8}})
+    sw = job.switch_drops or (job.monitor or {}).get("switch_drops") or 0
+    if _host_drops(job) > sw:  # a refused send with nothing in flight waits the kernel's 200 ms probe timer
+        return _cause("host_queue_drops", seconds, ev + _host_drops_text(job) + " (a send the host queue refused "
+                      "waits for the 200 ms probe timer, not an RTO)", HOST_QUEUE_FIX, seconds,
+                      "fitted rule: no tail drops, no probe-timer waits", {"cluster": {"host_queue": "1000p"}})
+    if sw:  # the switch dropped: the waits beyond line rate are the incast's queueing and drop recovery
+        return _cause("incast_switch_drops", seconds, ev + _drops_text(job) + " (queueing at the port and "
+                      "recovery from the drops)", _order_fix(job) + " or larger port buffers (buffer=)", None,
+                      "no prediction for this part (replay with the change to measure it)")
+    if (job.cluster or {}).get("kind") != "testbed" and not _drops_text(job):
+        return _cause("comm_wait", seconds, ev + "; no drops or buffer limits recorded: ranks waiting for each "
+                      "other's messages (computation at different times)", None, None, None)
+    return _cause("queueing", seconds, ev + _drops_text(job), _order_fix(job) + " or larger port buffers (buffer=)",
+                  None, "no prediction (replay with the change to measure it)")
+
+
+def _order_fix(job) -> str:
+    """The send-order knob of the job's workload."""
+    if job.options.get("workload") == "alltoall_broadcast":
+        return "send order order=shifted (rank i starts at i+1: no port gets every sender at once)"
+    return "send order/pacing"
+
+
+def _drops_text(job) -> str:
+    mon = job.monitor or {}
+    sw = job.switch_drops or mon.get("switch_drops") or 0
+    ports = job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}
+    port = max(ports, key=ports.get) if ports else None
+    return (f"; {sw} drops at the switch" + (f", most at port {port} ({ports[port]})" if port else "")) if sw else ""
+
+
+def _merged(cs: list[dict]) -> list[dict]:
+    """Causes of the same name (a drop's RTO waits and its other waits) as one."""
+    out: dict[str, dict] = {}
+    for c in cs:
+        if c["cause"] not in out:
+            out[c["cause"]] = dict(c)
+            continue
+        m = out[c["cause"]]
+        m["seconds"] = round(m["seconds"] + c["seconds"], 6)
+        m["evidence"] += "; and " + c["evidence"]
+        m["apply"] = m["apply"] or c["apply"]
+        if m["predicted_gain_s"] is not None and c["predicted_gain_s"] is not None:
+            m["predicted_gain_s"] = round(m["predicted_gain_s"] + c["predicted_gain_s"], 6)
+    return list(out.values())
+
+
+def diagnose(job) -> dict:
+    """The diagnosis of one job: fidelity line, causes (largest first), dominant loss, launch."""
+    cs = sorted(_merged(causes(job)), key=lambda c: -c["seconds"])
+    # the dominant loss: the one whose removal gains most (its seconds where nothing is predicted)
+    losses = sorted((c for c in cs if c["loss"] and c["seconds"] > 0),
+                    key=lambda c: -(c["predicted_gain_s"] if c["predicted_gain_s"] is not None else c["seconds"]))
+    out = {"job": job.label, "kind": job.kind, "seconds": round(job.seconds, 6), "nodes": job.nodes,
+           "fidelity": fidelity.check(job), "causes": cs, "dominant": losses[0] if losses else None, "warnings": []}
+    if job.wall_seconds is not None and job.wall_seconds > job.seconds:
+        launch = job.wall_seconds - job.seconds
+        out["launch"] = _cause("launch", launch, f"{_fmt(launch)} of the run's {_fmt(job.wall_seconds)} was outside "
+                               f"the job ({_fmt(job.seconds)}): starting {job.nodes} ranks and connecting them",
+                               "run the job sequentially (no --nodes), or keep the ranks and connections: many "
+                               "jobs in one `clusterlab run -n N` job", launch, "measured: the launch is removed")
+        out["launch_first"] = launch > LAUNCH_WARN_RATIO * max(job.seconds, 1e-9)
+        if out["launch_first"]:
+            out["warnings"].append(f"launch and connection set-up ({_fmt(launch)}) cost {launch / max(job.seconds, 1e-9):.0f}x "
+                                   f"the job ({_fmt(job.seconds)}): the job is too small for {job.nodes} ranks")
+    for c in cs:  # an emulated time that the fidelity check does not trust is said beside every cause
+        c["trusted"] = out["fidelity"]["ok"]
+    return out

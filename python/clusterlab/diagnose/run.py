@@ -1,0 +1,279 @@
+"""A run directory parsed into what the rules need: one :class:`Job` per job it records.
+
+What is read (nothing is rerun):
+
+* a parallel mining run: a JSON file holding ``"passes"`` (``clusterlab mine --nodes N -o
+  DIR/sets.parquet --json > DIR/summary.json``, or ``record_mining``'s ``run.json``), else
+  ``*.passes.json`` (written beside ``mine -o``): per pass and per rank the time split
+  (compute, communication, RTO wait from ``tcpi_total_rto_time``), CPU seconds, bytes and
+  messages sent, retransmissions and timeouts; the summary adds the launch time, the options
+  (block size, partition) and the transport settings;
+* a study run (``meta.json`` + ``table.parquet``, from ``experiment run`` or ``bench
+  broadcast --run-dir``): one job per point (its median repetition): ``time_*`` parts,
+  per-rank RTO waits, drops per switch port and per host queue, spare CPU, the emulated
+  cluster (rate, buffers, dilation) and transport; ``monitor.parquet`` for the fidelity check;
+* a monitor directory (``monitor.parquet``/``monitor.csv`` only): the fidelity check.
+
+A directory with none of these is refused in one line (``ConfigError``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+
+from clusterlab.errors import ConfigError
+
+
+@dataclasses.dataclass
+class RankPass:
+    """One rank's share of one pass (seconds; bytes and messages it sent)."""
+
+    rank: int
+    total: float
+    compute: float
+    cpu: float | None
+    comm: float
+    rto: float
+    bytes: float = 0.0
+    messages: float = 0.0
+    timeouts: float = 0.0
+
+
+@dataclasses.dataclass
+class Pass:
+    number: int | str
+    seconds: float
+    ranks: list[RankPass]
+
+
+@dataclasses.dataclass
+class Job:
+    """One job of a run: what the rules read."""
+
+    label: str
+    kind: str  # "mining" | "study" | "monitor"
+    seconds: float  # the job's time (ranks' first read to result)
+    wall_seconds: float | None = None  # with process launch and mesh set-up
+    passes: list[Pass] = dataclasses.field(default_factory=list)
+    nodes: int = 0
+    options: dict = dataclasses.field(default_factory=dict)  # block_size, partition, algorithm, workload params
+    transport: dict = dataclasses.field(default_factory=dict)  # TransportConfig fields that were set
+    cluster: dict = dataclasses.field(default_factory=dict)  # kind, rate (bit/s), buffer, host_queue, dilation
+    switch_drops: int | None = None
+    switch_drops_by_port: dict = dataclasses.field(default_factory=dict)
+    host_drops_by_host: list = dataclasses.field(default_factory=list)
+    timeouts: int | None = None
+    retransmissions: int | None = None
+    cpu_spare: float | None = None
+    monitor: dict | None = None  # the fidelity check's inputs (``fidelity.monitor_facts``)
+    source: str = ""
+    model: dict = dataclasses.field(default_factory=dict)  # the cost model's alpha, beta, overhead, source
+
+
+def load(run_dir) -> list[Job]:
+    """The jobs of ``run_dir``; ``ConfigError`` (one line) when it holds none."""
+    d = Path(run_dir)
+    if not d.is_dir():
+        raise ConfigError(f"{run_dir}: no such directory (give a run directory: a study run, a `mine --nodes` "
+                          "run with its summary JSON or .passes.json, or a monitor directory)")
+    if (d / "meta.json").exists():
+        return _study_jobs(d)
+    found = _mining_json(d)
+    if found is not None:
+        return [with_cost_model(_mining_job(*found))]
+    for name in ("monitor.parquet", "monitor.csv"):
+        if (d / name).exists():
+            from clusterlab.diagnose.fidelity import monitor_facts, read_monitor
+
+            tbl, meta = read_monitor(d / name)
+            return [Job(label=d.name, kind="monitor", seconds=float(meta.get("duration") or 0.0),
+                        monitor=monitor_facts(tbl, meta), cluster=_cluster_of(meta.get("cluster") or {}),
+                        source=str(d / name))]
+    raise ConfigError(f"{run_dir}: nothing to diagnose (no meta.json, no JSON with \"passes\" from "
+                      "`clusterlab mine --nodes N --json`, no *.passes.json, no monitor.parquet)")
+
+
+def with_cost_model(job: Job) -> Job:
+    """``job`` with the communication cost model in force (``comm.costmodel.current()``: the
+    file of ``$CLUSTERLAB_COSTMODEL`` from ``clusterlab tune model``, else the default fit of the
+    loopback mesh): a local run's line rate (1 / beta) and per-message latency (alpha + overhead)."""
+    from clusterlab.comm.costmodel import current
+
+    if (job.cluster or {}).get("kind") != "testbed":
+        m = current()
+        job.model = {"alpha": m.alpha, "beta": m.beta, "overhead": m.overhead, "source": m.source}
+    return job
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ConfigError(f"{path}: not JSON ({e})") from None
+
+
+def _mining_json(d: Path):
+    """``(path, summary dict)`` of the mining record in ``d`` (a summary beats a bare passes list)."""
+    bare = None
+    for p in sorted(d.glob("*.json")):
+        if p.name.endswith(".passes.json"):
+            bare = bare or p
+            continue
+        try:
+            obj = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("passes"), list):
+            return p, obj
+    if bare is not None:
+        obj = _read_json(bare)
+        if not isinstance(obj, list):
+            raise ConfigError(f"{bare}: not a list of passes (written by `clusterlab mine --nodes N -o ...`)")
+        return bare, {"passes": obj}
+    return None
+
+
+def _num(v, default=0.0) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def _rank_pass(x: dict, i: int) -> RankPass:
+    total = _num(x.get("t_total"))
+    comm = _num(x.get("t_comm"))
+    return RankPass(rank=int(_num(x.get("rank"), i)), total=total, compute=_num(x.get("t_compute"), total - comm),
+                    cpu=_num(x.get("cpu_s"), None) if "cpu_s" in x else None, comm=comm,
+                    rto=_num(x.get("t_rto")), bytes=_num(x.get("bytes_sent")), messages=_num(x.get("messages_sent")),
+                    timeouts=_num(x.get("timeouts")))
+
+
+def mining_job(summary: dict, label: str = "job") -> Job:
+    """The job of a ``clusterlab mine --nodes N --json`` summary held in memory (the command's
+    own closing diagnosis)."""
+    return _mining_job(Path(label) / "summary.json", summary)
+
+
+def _mining_job(path: Path, s: dict) -> Job:
+    passes = []
+    for n, p in enumerate(s["passes"]):
+        if not isinstance(p, dict):
+            raise ConfigError(f"{path}: pass {n + 1} is not a JSON object")
+        ranks = [_rank_pass(x, i) for i, x in enumerate(p.get("ranks") or [p]) if isinstance(x, dict)]
+        passes.append(Pass(number=p.get("pass", n + 1), seconds=_num(p.get("t_total")), ranks=ranks))
+    secs = s.get("seconds") if isinstance(s.get("seconds"), dict) else {}
+    read = max((_num(r.get("read_s")) for r in s.get("ranks") or [] if isinstance(r, dict)), default=0.0)
+    job_s = _num(secs.get("job"), sum(p.seconds for p in passes) + read)
+    opts = dict(s.get("options") or {})
+    transport = {k: v for k, v in (s.get("transport") or {}).items() if v is not None}
+    return Job(label=path.parent.name, kind="mining", seconds=job_s, wall_seconds=_num(secs.get("mine"), None),
+               passes=passes, nodes=int(opts.get("nodes") or max((len(p.ranks) for p in passes), default=0)),
+               options=opts, transport=transport, cluster=_cluster_of(s.get("cluster") or {}), source=str(path))
+
+
+def _cluster_of(c: dict) -> dict:
+    from clusterlab.units import parse_rate, parse_size
+
+    out = {"kind": c.get("kind", "local"), "dilation": _num(c.get("dilation"), 1.0) or 1.0}
+    for key, parse in (("rate", parse_rate), ("buffer", parse_size), ("host_queue", parse_size)):
+        if c.get(key) not in (None, ""):
+            try:
+                out[key] = float(parse(c[key], key))
+            except ConfigError:
+                pass
+    return out
+
+
+def _study_jobs(d: Path) -> list[Job]:
+    from clusterlab.report.study import load_run
+
+    rows, meta = load_run(d)
+    if not rows:
+        raise ConfigError(f"{d}: a study run with no repetitions (nothing to diagnose)")
+    spec = meta.get("spec") or {}
+    mon_tbl = mon_meta = None
+    if (d / "monitor.parquet").exists():
+        from clusterlab.diagnose.fidelity import read_monitor
+
+        try:
+            mon_tbl, mon_meta = read_monitor(d / "monitor.parquet")
+            mon_tbl = mon_tbl.to_pandas()  # once, for every point
+        except ConfigError:
+            mon_tbl = None
+    jobs = []
+    by_point: dict = {}
+    for r in rows:
+        by_point.setdefault(r.get("point", 0), []).append(r)
+    for point, reps in sorted(by_point.items(), key=lambda kv: str(kv[0])):
+        med = statistics.median(_num(r.get("seconds")) for r in reps)
+        row = min(reps, key=lambda r: abs(_num(r.get("seconds")) - med))
+        jobs.append(_study_job(d, row, spec, mon_tbl, mon_meta, point))
+    return jobs
+
+
+def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
+    cluster = _cluster_of({**(spec.get("cluster") or {}), **{k: row[k] for k in ("kind", "rate", "buffer",
+                           "host_queue", "dilation") if row.get(k) is not None}, "kind": row.get("cluster", "local")})
+    per_rank = row.get("per_rank")
+    if isinstance(per_rank, str):
+        try:
+            per_rank = json.loads(per_rank)
+        except ValueError:
+            per_rank = None
+    seconds = _num(row.get("seconds"))
+    passes = []
+    by_pass = row.get("seconds_by_pass")
+    if isinstance(by_pass, list) and by_pass:  # a mining study: its per-pass split (slowest rank's)
+        comp = row.get("time_compute_by_pass") or [0.0] * len(by_pass)
+        rto = row.get("time_rto_wait_by_pass") or [0.0] * len(by_pass)
+        for i, t in enumerate(by_pass):
+            c, w = _num(comp[i]) if i < len(comp) else 0.0, _num(rto[i]) if i < len(rto) else 0.0
+            passes.append(Pass(i + 1, _num(t), [RankPass(0, _num(t), c, None, _num(t) - c, w)]))
+    elif isinstance(per_rank, list) and per_rank:  # a communication workload: one "pass"
+        ranks = []
+        for i, x in enumerate(per_rank):
+            t = _num(x.get("seconds"))
+            w = _num(x.get("rto_wait_s"))
+            tr = _num(x.get("transfer_s"), t - w)
+            ranks.append(RankPass(int(_num(x.get("rank"), i)), t, max(0.0, t - w - tr), None, w + tr, w,
+                                  timeouts=_num(x.get("rto"))))
+        passes.append(Pass("all", seconds, ranks))
+    else:
+        w, tr = _num(row.get("time_rto_wait")), _num(row.get("time_transfer"))
+        c = _num(row.get("time_compute"), max(0.0, seconds - w - tr))
+        passes.append(Pass("all", seconds, [RankPass(0, seconds, c, None, seconds - c, w)]))
+    ports = row.get("drops_per_port")
+    if isinstance(ports, str):
+        try:
+            ports = json.loads(ports)
+        except ValueError:
+            ports = {}
+    hosts = row.get("host_drops_per_host")
+    if isinstance(hosts, str):
+        try:
+            hosts = json.loads(hosts)
+        except ValueError:
+            hosts = []
+    transport = {k: row[k] for k in ("rto_min", "rto_min_jitter", "rto_max", "rto_max_offset", "sndbuf", "rcvbuf",
+                                      "nodelay", "stack", "congestion") if row.get(k) is not None}
+    workload = spec.get("workload") or {}
+    options = {**(workload.get("params") or {}), **{k: row[k] for k in ("size", "order", "algorithm", "block_size",
+                                                                        "partition") if row.get(k) is not None}}
+    options["workload"] = workload.get("name")
+    monitor = None
+    if mon_tbl is not None:
+        from clusterlab.diagnose.fidelity import monitor_facts
+
+        monitor = monitor_facts(mon_tbl, mon_meta, point=point)
+    return Job(label=str(row.get("label") or f"point {point}"), kind="study", seconds=seconds,
+               passes=passes, nodes=int(_num(row.get("ranks"), 0) or _num(row.get("hosts"), 0) or len(per_rank or [])),
+               options=options, transport=transport, cluster=cluster,
+               switch_drops=int(_num(row.get("drops"))) if row.get("drops") is not None else None,
+               switch_drops_by_port={str(k): int(_num(v)) for k, v in (ports or {}).items()},
+               host_drops_by_host=[int(_num(v)) for v in (hosts or [])],
+               timeouts=int(_num(row.get("timeouts"))) if row.get("timeouts") is not None else None,
+               retransmissions=int(_num(row.get("retransmissions"))) if row.get("retransmissions") is not None else None,
+               cpu_spare=_num(row.get("cpu_spare"), None), monitor=monitor, source=str(d))

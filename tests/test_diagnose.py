@@ -1,0 +1,173 @@
+"""``clusterlab diagnose``: the rules on synthetic runs (no network), the run-directory parser,
+the fidelity check and the command's errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from clusterlab.cli import cli
+from clusterlab.diagnose import diagnose, diagnose_dir, fidelity, render_text
+from clusterlab.diagnose.run import Job, Pass, RankPass, load
+from clusterlab.diagnose.scenarios import named_first
+from clusterlab.errors import ConfigError
+
+
+def rp(rank, total, compute, cpu=None, rto=0.0, bytes_=0.0, messages=0.0, timeouts=0.0):
+    return RankPass(rank, total, compute, compute if cpu is None else cpu, total - compute, rto, bytes_, messages, timeouts)
+
+
+def job(passes, **kw):
+    return Job("t", "mining", sum(p.seconds for p in passes), passes=passes, nodes=2, **kw)
+
+
+def test_a_straggler_is_named_with_its_pass_and_rank():
+    d = diagnose(job([Pass(3, 1.0, [rp(0, 1.0, 0.2), rp(1, 1.0, 0.95)])]))
+    assert named_first(d) == "skew"
+    assert "pass 3: rank 1" in d["dominant"]["evidence"]
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(0.375)  # (0.95 - 0.2) / 2
+    assert "partition" in d["dominant"]["fix"]
+
+
+def test_a_rank_without_a_core_is_starved_not_skewed():
+    d = diagnose(job([Pass(2, 1.0, [rp(0, 1.0, 0.9, cpu=0.3), rp(1, 1.0, 0.9, cpu=0.3)])]))
+    assert named_first(d) == "cpu_starvation"
+    assert d["dominant"]["seconds"] == pytest.approx(0.6)
+
+
+def test_rto_waits_scale_with_the_rto_min():
+    p = Pass(4, 1.0, [rp(0, 1.0, 0.1, rto=0.8, timeouts=4), rp(1, 1.0, 0.1)])
+    d = diagnose(job([p], transport={"rto_min": "200ms"}))
+    assert named_first(d) == "rto_wait"
+    assert "rto_min=5ms" in d["dominant"]["fix"]
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(0.8 * (1 - 5 / 200))
+
+
+def test_drops_at_a_switch_port_name_incast_and_the_port():
+    p = Pass("all", 0.3, [rp(0, 0.3, 0.0, rto=0.25, timeouts=1), rp(1, 0.3, 0.0)])
+    d = diagnose(Job("b", "study", 0.3, passes=[p], nodes=2, switch_drops=40, switch_drops_by_port={"p0": 5, "p3": 35},
+                     cluster={"kind": "testbed", "rate": 155e6, "dilation": 1.0}))
+    assert named_first(d) == "incast_switch_drops"
+    assert "port p3 (35)" in d["dominant"]["evidence"]
+
+
+def test_host_queue_drops_take_the_probe_timer_waits_too():
+    p = Pass("all", 0.45, [rp(0, 0.45, 0.0, rto=0.2, timeouts=1), rp(1, 0.45, 0.0)])
+    d = diagnose(Job("b", "study", 0.45, passes=[p], nodes=2, host_drops_by_host=[50, 3],
+                     cluster={"kind": "testbed", "rate": 155e6, "dilation": 1.0}))
+    assert named_first(d) == "host_queue_drops"
+    assert d["dominant"]["seconds"] == pytest.approx(0.45)  # the RTO and the 200 ms probe-timer waits, one cause
+    assert "host h0 (50)" in d["dominant"]["evidence"]
+
+
+def test_long_waits_per_timeout_are_backoff_capped_by_rto_max():
+    p = Pass("all", 3.2, [rp(0, 3.2, 0.0, rto=3.0, timeouts=2), rp(1, 3.2, 0.0)])
+    d = diagnose(Job("b", "study", 3.2, passes=[p], nodes=2, transport={"rto_min": "200ms", "rto_max": "60s"},
+                     cluster={"kind": "testbed"}))
+    assert named_first(d) == "rto_backoff"
+    assert "rto_max=1s" in d["dominant"]["fix"]
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("transport, cause", [({"nodelay": False}, "nagle"), ({"sndbuf": "4KiB"}, "window_limited"),
+                                              ({}, "comm_wait")])
+def test_communication_beyond_line_rate_is_charged_by_the_settings(transport, cause):
+    p = Pass(3, 0.2, [rp(0, 0.2, 0.01, bytes_=40e3, messages=10), rp(1, 0.2, 0.01, bytes_=40e3, messages=10)])
+    assert named_first(diagnose(job([p], transport=transport))) == cause
+
+
+def test_many_small_messages_ask_for_larger_blocks():
+    p = Pass(3, 0.2, [rp(0, 0.2, 0.01, bytes_=64e3, messages=500), rp(1, 0.2, 0.01, bytes_=64e3, messages=500)])
+    d = diagnose(job([p], options={"block_size": 8192}))
+    assert named_first(d) == "small_messages"
+    assert "--block-size 64KiB" in d["dominant"]["fix"]
+
+
+def test_a_launch_that_dwarfs_the_job_is_named_first():
+    j = job([Pass(2, 0.01, [rp(0, 0.01, 0.009), rp(1, 0.01, 0.002)])])
+    j.wall_seconds = 1.0
+    d = diagnose(j)
+    assert named_first(d) == "launch" and d["warnings"]
+    j.wall_seconds = 0.02
+    assert named_first(diagnose(j)) == "skew"
+
+
+def test_fidelity_passes_a_local_run_and_judges_an_emulated_one():
+    assert fidelity.check(job([]))["emulated"] is False
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    ok = fidelity.check(Job("b", "study", 1, cluster=tb, transport={"rto_min": "200ms"},
+                            monitor={"mean_cpu_spare": 0.8, "saturated_share": 0.0}))
+    assert ok["ok"] and ok["line"].startswith("fidelity: PASS")
+    starved = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={"mean_cpu_spare": 0.05, "saturated_share": 0.9}))
+    assert not starved["ok"] and "spare CPU 5%" in starved["line"]
+    coarse = fidelity.check(Job("b", "study", 1, cluster=tb, transport={"rto_min": "10ms"}))
+    assert not coarse["ok"] and "jiffies" in coarse["line"]
+    dilated = fidelity.check(Job("b", "study", 1, cluster={**tb, "dilation": 10.0}, transport={"rto_min": "10ms"}))
+    assert dilated["ok"]
+    slow = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={"peak_tx_bytes_per_s": 2e6, "busy_samples": 9,
+                                                                    "max_host_tx_bytes": 1e9, "interval": 0.1}))
+    assert not slow["ok"] and "peak link rate 10%" in slow["line"]
+
+
+def _summary(tmp_path, wall=0.05):
+    ranks = [{"rank": r, "t_total": 0.5, "t_comm": 0.5 - c, "t_compute": c, "cpu_s": c, "t_rto": 0.0,
+              "bytes_sent": 1000, "messages_sent": 2} for r, c in ((0, 0.1), (1, 0.45))]
+    s = {"seconds": {"mine": wall, "job": 0.5}, "passes": [{"pass": 2, "t_total": 0.5, "ranks": ranks}],
+         "options": {"nodes": 2, "block_size": 8192, "partition": "prefix"}}
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    return tmp_path
+
+
+def test_a_mine_summary_is_read_and_rendered(tmp_path):
+    r = diagnose_dir(_summary(tmp_path))
+    assert [named_first(j) for j in r["jobs"]] == ["skew"]
+    text = render_text(r)
+    assert text.splitlines()[0].startswith("fidelity:") and "skew between ranks" in text
+
+
+def test_a_bare_passes_file_is_enough(tmp_path):
+    s = json.loads(_summary(tmp_path).joinpath("summary.json").read_text())
+    (tmp_path / "summary.json").unlink()
+    (tmp_path / "sets.passes.json").write_text(json.dumps(s["passes"]))
+    assert named_first(diagnose_dir(tmp_path)["jobs"][0]) == "skew"
+
+
+@pytest.mark.parametrize("content, match", [(None, "no such directory"), ("", "nothing to diagnose"),
+                                            ("[1, 2]", "not a list of passes|pass 1 is not")])
+def test_bad_run_dirs_are_refused_in_one_line(tmp_path, content, match):
+    d = tmp_path / "run"
+    if content is not None:
+        d.mkdir()
+        if content:
+            (d / "x.passes.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(ConfigError, match=match):
+        diagnose_dir(d)
+
+
+def test_the_command_exits_2_with_one_line_and_prints_json(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "clusterlab", "diagnose", str(tmp_path / "missing")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "missing" in r.stderr
+    r = CliRunner().invoke(cli, ["diagnose", str(_summary(tmp_path)), "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["jobs"][0]["dominant"]["cause"] == "skew" and "fidelity" in out["jobs"][0]
+
+
+def test_verify_refuses_what_a_rerun_cannot_take(tmp_path):
+    from clusterlab.diagnose.verify import verify
+
+    run = _summary(tmp_path)
+    j = diagnose_dir(run)["jobs"][0]  # skew: its fix is re-splitting the data, not a setting
+    with pytest.raises(ConfigError, match="not a setting a rerun can take"):
+        verify(run, load(run)[0], j)
+    study = Job("b", "study", 1.0)
+    with pytest.raises(ConfigError, match="reruns parallel mining runs"):
+        verify(run, study, j)
+    nagle = {"dominant": {"cause": "nagle", "fix": "x", "apply": {"transport": {"nodelay": True}}}}
+    with pytest.raises(ConfigError, match="does not name"):  # a summary without the input file
+        verify(run, load(run)[0], nagle)
