@@ -33,8 +33,22 @@ from clusterlab.storage.source import (
 U32_MAX = 4294967295  # the largest item id the FIMI parser accepts
 items = st.one_of(st.integers(0, 1200), st.sampled_from([0, 1, 127, 128, 16383, 16384, U32_MAX - 1, U32_MAX]),
                   st.integers(0, U32_MAX))
-transactions = st.lists(st.lists(items, max_size=40) | st.lists(items, min_size=200, max_size=600, unique=True),
-                        max_size=60)
+
+
+def _long_transaction(seed: int) -> list[int]:
+    """200-600 distinct items of the same mix as ``items`` (small, varint-boundary and full-range
+    ids), drawn from ``seed``: Hypothesis draws a unique list item by item (about 2 s each)."""
+    rng = random.Random(seed)
+    edges = [0, 1, 127, 128, 16383, 16384, U32_MAX - 1, U32_MAX]
+    out: set[int] = set()
+    n = rng.randint(200, 600)
+    while len(out) < n:
+        kind = rng.randrange(3)
+        out.add(rng.randint(0, 1200) if kind == 0 else rng.choice(edges) if kind == 1 else rng.randint(0, U32_MAX))
+    return rng.sample(sorted(out), n)  # unsorted, as a caller may hand them over
+
+
+transactions = st.lists(st.lists(items, max_size=40) | st.integers(0, 2**32).map(_long_transaction), max_size=60)
 
 
 def _pack(b: Baskets) -> bytes:

@@ -123,13 +123,16 @@ def test_mining_from_the_target_equals_mining_the_file(tmp_path):
             for layout in ("packed", "fimi"):  # version 2 (the default) and version 1 still readable
                 with in_netns(tb.host("h0").ns):
                     regions = write_partitions(url, data, 3, layout=layout)
-                for algorithm in ("hpa", "pfp", "cd"):
+                # Every algorithm reads its share through the one driver reader (the layout is the
+                # reader's business): all three on the default layout, one on version 1.
+                for algorithm in ("hpa", "pfp") if layout == "packed" else ():
                     sets, _ = mine_parallel(url, nodes=3, algorithm=algorithm, min_support=0.02, cluster=OnTestbed(name))
                     assert sets.equals(seq), (layout, algorithm)
-                # larger commands, fewer in flight (the URL's options)
-                sets, _ = mine_parallel(url + "?block=1048576&connections=2", nodes=3, algorithm="cd",
-                                        min_support=0.02, cluster=OnTestbed(name))
-                assert sets.equals(seq)
+                # cd: on version 1 with the default URL; on version 2 with larger commands, fewer in
+                # flight (the URL's options)
+                sets, _ = mine_parallel(url + ("?block=1048576&connections=2" if layout == "packed" else ""), nodes=3,
+                                        algorithm="cd", min_support=0.02, cluster=OnTestbed(name))
+                assert sets.equals(seq), layout
                 # HPA rescanning the LUN every pass
                 sets, _ = mine_parallel(url, nodes=3, algorithm="hpa", min_support=0.02, cluster=OnTestbed(name),
                                         config=ParallelConfig(rescan=True))
