@@ -127,8 +127,8 @@ def test_two_sites_on_atm_switches(name):
 def test_tcp_incast_overflows_the_port_and_each_discard_policy_acts(name):
     """Four TCP flows of 8 MB into one port of 256 cells, MTU 9180. The goodput ordering of the
     policies (Floyd and Romanow) is a property of the model, tested in Rust with greedy senders;
-    with TCP on a shared machine it moves with the load (goodput shares of UBR 0.65-0.67 and EPD
-    0.76 on a quiet machine, both about 0.58 at load 6), so it is a bench result
+    with TCP it is decided by the flows that time out and spreads widely from round to round
+    (UBR 0.12-0.64 of the port over three rounds of the bench), so it is a bench result
     (bench/switch.py --incast), and this test checks what each policy does at the port."""
     if shutil.which("iperf3") is None:
         pytest.skip("iperf3 is not installed (make system-deps installs it)")
@@ -139,8 +139,9 @@ def test_tcp_incast_overflows_the_port_and_each_discard_policy_acts(name):
         r = incast(TestbedNetwork(topo, name=name, transport=TransportConfig(rto_max="1s")), 4, 8 << 20)
         assert r["stalled_flows"] == 0, r
         port = r["port"]
-        # iperf3's receivers count nearly all of the 4 x 8 MiB (the last interval can be cut)
-        assert r["bytes"] > 0.8 * 4 * (8 << 20) and 0.2 < r["goodput_share"] <= 1.02, r
+        # iperf3's receivers count nearly all of the 4 x 8 MiB (the last interval can be cut);
+        # the goodput is no faster than the cells allow (how much slower depends on timeouts)
+        assert r["bytes"] > 0.8 * 4 * (8 << 20) and 0 < r["goodput_share"] <= 1.02, r
         # the port overflowed and frames died at reassembly
         assert port["cells_dropped"] > 0 and port["frames_lost"] > 0, (discard, port)
         if discard == "none":  # every cell is offered: nothing discarded, dead frames' cells sent anyway
