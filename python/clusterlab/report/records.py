@@ -175,14 +175,12 @@ def claim_verdicts(meta: dict, rows: list[dict], papers: dict | None = None) -> 
     compares them: ``{"figure", "claim", "where", "ours", "verdict"}`` with verdict ``agrees``,
     ``differs``, ``not judged`` (the paper gives nothing to compare, or most points were
     CPU-bound so the times measure the CPU) or ``error`` (the rule failed on these rows)."""
-    from clusterlab.report.study import _partitions
+    from clusterlab.report.study import judged_claims
 
     if papers is None:
         from clusterlab.experiments.studies import papers as all_papers
 
         papers = all_papers()
-    points = [pm for pm in meta.get("points", []) if not pm.get("check")]
-    cpu_bound = bool(points) and sum(bool(pm.get("cpu_bound")) for pm in points) > len(points) / 2
     out = []
     for p in (meta.get("spec") or {}).get("report", []):
         if not isinstance(p, dict) or p.get("kind") != "seed_numbers":
@@ -190,16 +188,9 @@ def claim_verdicts(meta: dict, rows: list[dict], papers: dict | None = None) -> 
         fig = papers.get(p.get("seed"), {}).get(p.get("figure"))
         if fig is None:
             continue
-        for text, _seed_value, rule in fig["claims"]:
-            for where, words in _partitions(rows):
-                try:
-                    ours, ok = rule([r for r in rows if all(r.get(k) == v for k, v in where.items())])
-                except Exception as e:  # noqa: BLE001 - one rule's failure is reported, not fatal
-                    ours, verdict = f"{type(e).__name__}: {e}", "error"
-                else:
-                    verdict = ("not judged" if ok is None or cpu_bound else "agrees" if ok else "differs")
-                out.append({"figure": f"Seed {p['seed']}, {p['figure']}", "claim": text, "where": words,
-                            "ours": ours, "verdict": verdict})
+        for c in judged_claims(fig, meta, rows, catch=True):
+            out.append({"figure": f"Seed {p['seed']}, {p['figure']}", "claim": c["claim"], "where": c["where"],
+                        "ours": c["ours"], "verdict": "not judged" if c["verdict"] == "CPU-bound" else c["verdict"]})
     return out
 
 

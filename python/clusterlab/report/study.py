@@ -587,18 +587,10 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
             md += ["", f"## Seed {p['seed']}, {p['figure']}: the paper beside ours", "", f"*{fig['caption']}*", ""]
             mine = _our_setup(meta, rows)
             body = [[q, s, mine.get(q, "")] for q, s in fig["setup"]]
-            points = [pm for pm in meta.get("points", []) if not pm.get("check")]
-            cpu_bound = points and sum(bool(pm.get("cpu_bound")) for pm in points) > len(points) / 2
-            # a study with a ``switch`` or ``stack`` axis compares the seed with each switch and
-            # TCP stack on its own, side by side
-            for text, seed_value, fn in fig["claims"]:
-                for where, words in _partitions(rows):
-                    ours, ok = fn([r for r in rows if all(r.get(k) == v for k, v in where.items())])
-                    if ok is not None and cpu_bound:
-                        verdict = " (not judged: most points CPU-bound, the times measure the CPU)"
-                    else:
-                        verdict = "" if ok is None else (" (agrees)" if ok else " (**differs**)")
-                    body.append([text + (f" ({words})" if words else ""), seed_value, ours + verdict])
+            for c in judged_claims(fig, meta, rows):
+                verdict = {"agrees": " (agrees)", "differs": " (**differs**)", "CPU-bound":
+                           " (not judged: most points CPU-bound, the times measure the CPU)"}.get(c["verdict"], "")
+                body.append([c["claim"] + (f" ({c['where']})" if c["where"] else ""), c["seed"], c["ours"] + verdict])
             md += _table(["", "seed (from its text)", "ours"], body)
     if checks:
         md += ["", "## Dilation checks", "", "The same point at two dilations; the emulation is consistent when "
@@ -620,6 +612,27 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
            "Every repetition is a row of `table.parquet` / `table.csv`; the monitor's samples are in "
            "`monitor.parquet` (column `point`).", ""]
     return "\n".join(md)
+
+
+def judged_claims(fig: dict, meta: dict, rows: list[dict], catch: bool = False):
+    """Each of a paper figure's claims judged on a run's rows, per switch x TCP stack when the
+    run compares them (each on its own, side by side): dicts ``claim, seed, where, ours,
+    verdict``, verdict ``agrees``, ``differs``, ``not judged`` (the rule cannot say),
+    ``CPU-bound`` (most points were: the times measure the CPU) or, with ``catch``, ``error``
+    (the rule failed on these rows; without ``catch`` it raises)."""
+    points = [pm for pm in meta.get("points", []) if not pm.get("check")]
+    cpu_bound = bool(points) and sum(bool(pm.get("cpu_bound")) for pm in points) > len(points) / 2
+    for text, seed_value, rule in fig["claims"]:
+        for where, words in _partitions(rows):
+            try:
+                ours, ok = rule([r for r in rows if all(r.get(k) == v for k, v in where.items())])
+            except Exception as e:  # noqa: BLE001 - with catch, one rule's failure is reported, not fatal
+                if not catch:
+                    raise
+                ours, verdict = f"{type(e).__name__}: {e}", "error"
+            else:
+                verdict = "not judged" if ok is None else "CPU-bound" if cpu_bound else "agrees" if ok else "differs"
+            yield {"claim": text, "seed": seed_value, "where": words, "ours": ours, "verdict": verdict}
 
 
 def _partitions(rows) -> list[tuple[dict, str]]:
