@@ -339,13 +339,16 @@ def _find(mod: str):
 def staleness(commit: str | None, files: list[Path]) -> dict:
     """Which of ``files`` changed between ``commit`` and the working tree (committed or not):
     ``{"stale": bool | None, "changed": [paths]}``; None when git cannot tell (no repository,
-    or the commit is not in it)."""
+    a file outside it, or the commit is not in it)."""
     if not commit or not files:
         return {"stale": None, "changed": [], "why": "the record names no commit"}
     top = _repo_root(files[0].parent if files[0].is_file() else files[0])
     if top is None:
         return {"stale": None, "changed": [], "why": "not in a git repository"}
-    rel = [str(f.resolve().relative_to(top.resolve())) for f in files if f.resolve().is_relative_to(top.resolve())]
+    outside = [f for f in files if not f.resolve().is_relative_to(top.resolve())]
+    if outside:  # git cannot say whether a file outside the repository changed since the commit
+        return {"stale": None, "changed": [], "why": f"{outside[0]} is not in the git repository {top}"}
+    rel = [str(f.resolve().relative_to(top.resolve())) for f in files]
     # The whole tree with rename detection, then our files: a file only moved (R100: the study
     # folders were made by moving files) did not change what the record measured.
     r = subprocess.run(["git", "-C", str(top), "diff", "--name-status", "-M", commit],
