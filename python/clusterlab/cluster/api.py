@@ -41,9 +41,10 @@ from typing import Protocol, runtime_checkable
 
 from clusterlab.comm.places import InProcess, Launched, has_knobs, no_kwargs, started_as_rank
 from clusterlab.errors import ConfigError
+from clusterlab.rendezvous import contract
 
 BACKENDS = ("auto", "tcp", "mpi", "inproc", "world")  # the values of the commands' --backend
-MESHES = ("tcp", "mpi")  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
+MESHES = contract.MESHES  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
 
 __all__ = ["BACKENDS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
            "from_options", "started_as_rank"]
@@ -111,7 +112,7 @@ class Mpirun:
 
     def __init__(self, hostfile: str | None = None, mesh: str = "mpi", iface: str | None = None,
                  rendezvous_host: str | None = None, mpiexec_args=(), mpiexec: str | None = None):
-        if mesh not in ("mpi", "tcp"):
+        if mesh not in MESHES:
             raise ConfigError(f"mesh must be mpi or tcp, got {mesh!r}")
         self.hostfile, self.mesh, self.iface, self.rendezvous_host = hostfile, mesh, iface, rendezvous_host
         self.mpiexec_args = shlex.split(mpiexec_args) if isinstance(mpiexec_args, str) else list(mpiexec_args)

@@ -11,6 +11,7 @@ default to them without importing a launcher.
 from __future__ import annotations
 
 from clusterlab.errors import ConfigError
+from clusterlab.rendezvous import contract
 
 
 def has_knobs(transport) -> bool:
@@ -79,6 +80,4 @@ class Launched:
 
 def started_as_rank() -> bool:
     """True when this process is one rank of a job (clusterlab's launcher or mpiexec)."""
-    from clusterlab.comm.world import under_launcher, under_mpi
-
-    return under_launcher() or under_mpi()
+    return contract.started_by() is not None
