@@ -57,6 +57,22 @@ def test_the_launcher_names_the_mesh_and_the_rank_joins_it():
             contract.mesh(env)
 
 
+def test_ranks_on_this_machine_are_a_setting_of_the_cluster_itself():
+    """A study varies ``ranks`` on the cluster object a Python user runs on (one class each)."""
+    from clusterlab import experiments
+
+    assert experiments.InProcess is InProcess
+    for c, kind in ((InProcess(), "inprocess"), (Local(iface="lo"), "loopback"), (Mpirun(mesh="tcp"), "mpi")):
+        d = c.with_settings(ranks=3)
+        assert (c.kind, c.settings(), d.settings(), type(d), c.ranks) == (kind, {"ranks": 4}, {"ranks": 3}, type(c), None)
+        assert vars(d) == {**vars(c), "ranks": 3}  # the rest kept
+    assert InProcess(ranks=2).run(_example_sum, 3) == [3, 3, 3]  # run takes its own number of ranks
+    with pytest.raises(ConfigError, match="ranks must be 1..1024"):
+        InProcess(ranks=0).check()
+    with pytest.raises(ConfigError, match="no setting"):
+        Local().with_settings(hosts=2)
+
+
 def test_run_on_threads_and_on_local_processes():
     assert InProcess().run(_example_sum, 3) == [3, 3, 3]
     assert Local().run(_example_sum, 2, timeout=60) == [2, 2]
