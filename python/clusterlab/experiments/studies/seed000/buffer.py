@@ -42,14 +42,20 @@ def _per_buffer(y: str, expect_lower: bool, margin: float = 0.9, tolerance: floa
     the ratio of means, and which buffers give the seed's effect. The verdict is the one the
     buffers agree on, or none when they split (then the text says where each holds)."""
     def f(rows):
-        rs = [r for r in rows if not r.get("check") and isinstance(r.get(y), (int, float)) and r.get("buffer")]
+        every = [r for r in rows if not r.get("check") and r.get("buffer")]
+        rs = [r for r in every if isinstance(r.get(y), (int, float))]
         parts, oks = [], []
-        for st in sorted({r.get("stack") for r in rs}, key=str):
+        for st in sorted({r.get("stack") for r in every}, key=str):
             cells = []
-            for b in sorted({_cells(r) for r in rs if r.get("stack") == st}):
+            for b in sorted({_cells(r) for r in every if r.get("stack") == st}):
+                failed = sorted({"random" if r.get("rto_min_jitter_s") else "fixed" for r in every
+                                 if r.get("stack") == st and _cells(r) == b and r.get("failed")})
                 at = [r for r in rs if r.get("stack") == st and _cells(r) == b]
                 fixed = [r[y] for r in at if not r.get("rto_min_jitter_s")]
                 rand = [r[y] for r in at if r.get("rto_min_jitter_s")]
+                if failed:  # a round never finished: no ratio, but where it happens is the finding
+                    cells.append(f"{b}: the job failed with {' and '.join(failed)} MIN")
+                    continue
                 if not fixed or not rand or not statistics.mean(fixed):
                     continue
                 ratio = statistics.mean(rand) / statistics.mean(fixed)
