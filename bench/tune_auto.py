@@ -8,10 +8,14 @@ Each phase takes a few minutes and runs apart from the others, each on a fresh t
     .venv/bin/python bench/tune_auto.py grid     # every setting --runs times
     .venv/bin/python bench/tune_auto.py compare                         # -> bench/results/tune_auto.json
 
+``search`` and ``grid`` write ``runs/tune_auto/<stem>_search.json`` and ``<stem>_grid.json``
+(``--dir``; out of git); ``compare`` reads them and writes the record, which holds both in full
+(its ``search`` and ``grid`` keys), to ``bench/results/<stem>.json`` (``-o``).
+
 With ``--workload hpa`` the objective is an HPA job instead (issue 12's "an HPA job"): 6 hosts,
 the same links, seed000:200K at 0.7% support (about a second a job), the space
 ``HPA_SETUP["space"]`` (RTO minimum, congestion control, send buffer, allreduce algorithm: 16
-settings), results in ``tune_auto_hpa_*.json`` and ``tune_auto_hpa.json``:
+settings), the record in ``tune_auto_hpa.json``:
 
     .venv/bin/python bench/tune_auto.py search --workload hpa
     .venv/bin/python bench/tune_auto.py grid --workload hpa
@@ -32,7 +36,9 @@ from pathlib import Path
 from clusterlab._atomic import atomic_open
 from clusterlab.tune import auto
 
-HERE = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+PHASES = ROOT / "runs" / "tune_auto"
 SETUP = {"hosts": 16, "rate": "155Mbit", "buffer": "64KB", "mtu": 9000, "size": 50_000, "space": auto.DEFAULT_SPACE,
          "runs": 8}
 HPA_SETUP = {**SETUP, "hosts": 6, "space": "rto_min=5ms,200ms;congestion=cubic,reno;sndbuf=default,32KiB;"
@@ -46,7 +52,9 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=None)
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--space", default=None)
-    ap.add_argument("--dir", default=str(HERE))
+    ap.add_argument("--dir", default=str(PHASES), help="where search and grid write their JSON and compare reads it")
+    ap.add_argument("-o", "--output", default=None,
+                    help="compare's record (default bench/results/tune_auto.json, tune_auto_hpa.json with --workload hpa)")
     a = ap.parse_args()
     d = Path(a.dir)
     base = HPA_SETUP if a.workload == "hpa" else SETUP
@@ -62,13 +70,14 @@ def main() -> None:
                "replay": auto.replay(g["grid"], s["search"]["budget"], s["search"]["eta"])}
         c = out["comparison"]
         c["met"] = c["chosen_over_best"] <= 1.10 and c["runs_share"] <= 0.25
-        with atomic_open(d / f"{stem}.json") as f:
+        with atomic_open(Path(a.output or RESULTS / f"{stem}.json")) as f:
             json.dump(out, f, indent=1)
         print(json.dumps({**c, "replay": out["replay"]}, indent=1))
         return
     kw = {k: setup[k] for k in ("hosts", "rate", "buffer", "mtu", "size", "space", "runs", "workload", "data",
                                 "min_support") if k in setup}
     res = auto.tune_auto(**kw, grid=a.phase == "grid", search=a.phase == "search")
+    d.mkdir(parents=True, exist_ok=True)
     with atomic_open(d / f"{stem}_{a.phase}.json") as f:
         json.dump(res, f, indent=1)
     key = "search" if a.phase == "search" else "grid"
