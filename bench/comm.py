@@ -66,8 +66,10 @@ from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective as coll
 from clusterlab.bench import pingpong as pp
 from clusterlab.bench.setup import connection_setup_times
-from clusterlab.cluster import local
+from clusterlab.cluster import Local
 from clusterlab.comm import costmodel
+
+LOOPBACK = Local()  # clusterlab's ranks: local processes on the TCP mesh over loopback
 
 HERE = Path(__file__).resolve().parent
 TAG = 5
@@ -127,7 +129,7 @@ def latency_by_placement(upper: int = 16) -> dict:
         if max(cpus) >= (os.cpu_count() or 1):
             continue
         out[name] = {"cpus": list(cpus), "nptcp": nptcp(upper, cpus),
-                     "clusterlab": local.run(pinned_pingpong, 2, list(cpus), pp.sizes(1, upper), timeout=300)[0]}
+                     "clusterlab": LOOPBACK.run(pinned_pingpong, 2, list(cpus), pp.sizes(1, upper), timeout=300)[0]}
     return out
 
 
@@ -283,13 +285,12 @@ def mpich(n: int, ops: list[str], sizes: list[int], transport: str) -> list[dict
         return json.loads(Path(out).read_text())
 
 
-def clusterlab_collectives(n: int, ops: list[str], sizes: list[int], backend: str = "tcp",
-                           algorithm: str | None = None) -> list[dict]:
+def clusterlab_collectives(n: int, ops: list[str], sizes: list[int], algorithm: str | None = None) -> list[dict]:
     out = []
     for op in ops:
         for m in sizes:
             iters, warm = _iterations(m)
-            rows = local.run(coll.run, n, op, [m], algorithm, iters, warm, backend=backend, timeout=900)[0]
+            rows = LOOPBACK.run(coll.run, n, op, [m], algorithm, iters, warm, timeout=900)[0]
             out.extend({"op": op, **r} for r in rows)
     return out
 
@@ -387,14 +388,14 @@ def main() -> None:
         secs = 1.0 if a.quick else 3.0
         print("p2p bandwidth: iperf3 vs clusterlab stream ...", file=sys.stderr)
         res["iperf3"] = iperf3(secs)
-        res["clusterlab_stream"] = [local.run(stream, 2, m, secs, timeout=300)[0] for m in (MIB, 4 * MIB)]
+        res["clusterlab_stream"] = [LOOPBACK.run(stream, 2, m, secs, timeout=300)[0] for m in (MIB, 4 * MIB)]
 
         print("latency: NPtcp vs clusterlab ping-pong ...", file=sys.stderr)
         upper = 4 * MIB
         c0 = cpu_ticks()
         res["nptcp"] = nptcp(upper)
         res["nptcp_cpu"] = cpu_share(c0, cpu_ticks())
-        cal = local.run(pp.calibrate, 2, pp.sizes(1, upper), 0.02 if a.quick else 0.05, timeout=900)[0]
+        cal = LOOPBACK.run(pp.calibrate, 2, pp.sizes(1, upper), 0.02 if a.quick else 0.05, timeout=900)[0]
         res["clusterlab_pingpong"], res["clusterlab_overhead_us"] = cal["rows"], cal["overhead"] * 1e6
         res["latency_by_placement"] = latency_by_placement()
         # the collectives choose with a model fitted to this ping-pong (what `clusterlab tune model` does)

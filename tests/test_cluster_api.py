@@ -39,6 +39,40 @@ def test_the_flags_name_one_cluster_each():
             from_options(**bad)
 
 
+def test_the_launcher_names_the_mesh_and_the_rank_joins_it():
+    """Which mesh a rank joins is the launcher's word (``CLUSTERLAB_BACKEND``, read by the
+    contract); the rank side has one way to join each mesh the contract names, no list of its own."""
+    from clusterlab.cluster import api
+    from clusterlab.comm.world import JOIN
+    from clusterlab.rendezvous import contract
+
+    assert api.MESHES is contract.MESHES and set(JOIN) == set(contract.MESHES)
+    launcher = {contract.ENV_RDV: "127.0.0.1:1", contract.ENV_RANK: "0"}
+    assert contract.mesh(launcher) == "tcp" and contract.mesh({**launcher, contract.ENV_BACKEND: "tcp"}) == "tcp"
+    assert contract.mesh({"PMI_RANK": "1"}) == "mpi"
+    assert contract.mesh({"OMPI_COMM_WORLD_SIZE": "2", contract.ENV_BACKEND: "tcp"}) == "tcp"
+    for env, match in [({"PMI_RANK": "1", contract.ENV_BACKEND: "carrier-pigeon"}, "expected tcp or mpi"),
+                       ({**launcher, contract.ENV_BACKEND: "mpi"}, "needs MPI's launcher")]:
+        with pytest.raises(ConfigError, match=match):
+            contract.mesh(env)
+
+
+def test_ranks_on_this_machine_are_a_setting_of_the_cluster_itself():
+    """A study varies ``ranks`` on the cluster object a Python user runs on (one class each)."""
+    from clusterlab import experiments
+
+    assert experiments.InProcess is InProcess
+    for c, kind in ((InProcess(), "inprocess"), (Local(iface="lo"), "loopback"), (Mpirun(mesh="tcp"), "mpi")):
+        d = c.with_settings(ranks=3)
+        assert (c.kind, c.settings(), d.settings(), type(d), c.ranks) == (kind, {"ranks": 4}, {"ranks": 3}, type(c), None)
+        assert vars(d) == {**vars(c), "ranks": 3}  # the rest kept
+    assert InProcess(ranks=2).run(_example_sum, 3) == [3, 3, 3]  # run takes its own number of ranks
+    with pytest.raises(ConfigError, match="ranks must be 1..1024"):
+        InProcess(ranks=0).check()
+    with pytest.raises(ConfigError, match="no setting"):
+        Local().with_settings(hosts=2)
+
+
 def test_run_on_threads_and_on_local_processes():
     assert InProcess().run(_example_sum, 3) == [3, 3, 3]
     assert Local().run(_example_sum, 2, timeout=60) == [2, 2]

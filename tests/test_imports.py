@@ -5,13 +5,16 @@ algorithms on a Communicator -> clusters -> studies -> reports).
 Read from the source with ``ast``: every ``import`` (also inside functions, so a lazy import
 counts) and every ``importlib.import_module`` / ``importlib.util.find_spec`` / ``__import__`` of a
 literal name. ``from clusterlab import _core`` names the compiled extension module, not the
-package's ``__init__``.
+package's ``__init__``. Below the cluster layer even a string may not name a cluster module (a
+name kept for a later dynamic import, ``python -m clusterlab.cluster...`` in a child's argv, an
+f-string by its literal prefix); documentation and prose aside.
 """
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import sys
 
 import pytest
@@ -36,6 +39,7 @@ LAYERS = ["errors", "units", "_atomic", "_core", "data", "storage", "net", "rend
 NEVER_CLUSTER = ("comm", "mining", "npb", "bench", "monitor", "rendezvous")
 
 _IMPORTERS = {"import_module", "find_spec", "__import__"}
+_MODULE_NAME = re.compile(r"clusterlab(\.[A-Za-z_]\w*)+")  # a string that is a module's name
 
 
 def _modules() -> dict[str, pathlib.Path | None]:
@@ -191,6 +195,31 @@ def test_no_cluster_import_below_the_cluster_layer(package):
     assert bad == []
 
 
+def _named_modules(path: pathlib.Path) -> set[str]:
+    """The clusterlab modules a file names in strings other than documentation: a whole string
+    that is a module name (``"clusterlab.cluster.rank"``), or an f-string's literal
+    ``clusterlab.x.`` prefix."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
+                and _MODULE_NAME.fullmatch(node.value):
+            out.add(node.value)
+        elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            m = _MODULE_NAME.match(str(node.values[0].value))
+            if m:
+                out.add(m.group(0))
+    return out
+
+
+@pytest.mark.parametrize("package", NEVER_CLUSTER)
+def test_no_string_below_the_cluster_layer_names_a_cluster_module(package):
+    bad = sorted(f"{p.relative_to(ROOT)}: {name}" for p in (ROOT / "clusterlab" / package).rglob("*.py")
+                 for name in _named_modules(p) if _package(name) == "cluster")
+    assert bad == []
+
+
 def test_lazy_and_dynamic_imports_are_seen(tmp_path, monkeypatch):
     """A function-level import and an importlib call both count (the checks above would pass
     vacuously otherwise)."""
@@ -206,3 +235,14 @@ def test_lazy_and_dynamic_imports_are_seen(tmp_path, monkeypatch):
     edges = _graph()
     assert edges["clusterlab.mining.a"] == {"clusterlab.cluster.local"}
     assert edges["clusterlab.mining.b"] == {"clusterlab.cluster.local"}
+
+
+def test_module_names_in_strings_are_seen(tmp_path):
+    """A name built for a dynamic import or a child's ``-m`` counts; a docstring or a message
+    that mentions a module does not."""
+    f = tmp_path / "m.py"
+    f.write_text('"""Runs on clusterlab.cluster.local."""\nimport importlib\n'
+                 "ARGV = ['python', '-m', 'clusterlab.cluster.rank']\n"
+                 "def f(x):\n    \"\"\"see clusterlab.cluster\"\"\"\n"
+                 "    return importlib.import_module(f'clusterlab.cluster.{x}'), 'use clusterlab.cluster.Local()'\n")
+    assert _named_modules(f) == {"clusterlab.cluster.rank", "clusterlab.cluster"}

@@ -112,6 +112,7 @@ if sys.argv[2] == "kill":
     c.allreduce(total)
 mesh = [x for x in psutil.Process().net_connections(kind="tcp") if x.status == "ESTABLISHED"]
 st = c.stats()
+c.barrier()  # no rank says goodbye (closing its links) before every rank has looked at its own
 out = {"rank": c.rank, "backend": type(c).__name__, "sum": int(total[0]),
        "netns": os.stat("/proc/self/ns/net").st_ino, "host": os.environ.get("PMI_HOSTNAME"),
        "local": sorted({x.laddr.ip for x in mesh}), "remote": sorted({x.raddr.ip for x in mesh}),

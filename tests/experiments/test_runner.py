@@ -144,3 +144,38 @@ def test_replay_validation_line_for_the_report(tmp_path):
     line = replay_validation(p)
     assert "4 hosts 1.04, 16 hosts 0.80 (outside 15%)" in line and "load average 3-9 on 2 CPUs" in line
     assert "no validation results" in replay_validation(tmp_path / "missing.json")
+
+
+def test_a_job_that_fails_at_one_point_fails_that_point_not_the_study(tmp_path, monkeypatch):
+    """A sweep into a regime where the job cannot finish (a rank's connection timed out) records
+    the failure at that point and goes on; the report names it; a tool error still stops the run."""
+    from clusterlab.rendezvous.errors import PeerFailure
+    from clusterlab.report.study import render
+
+    def execute(session, params, reps, warmup):
+        for i in range(reps):
+            if params["n"] == 2 and i == 1:
+                raise PeerFailure(3, "connection error: Connection timed out (os error 110)")
+            yield {"rep": i, "seconds": 0.5 + i}
+
+    monkeypatch.setattr(wl, "get", lambda name: execute)
+    s = Study(name="fake", cluster=InProcess(ranks=1), workload=Workload("fake", {"n": 1}),
+              grid=Grid(n=[1, 2, 3]), repeat=3, monitor=False)
+    res = run_study(s, tmp_path)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert res.status == "complete" and meta["failed_points"] == [1] and meta["repetitions"] == 3 + 1 + 3
+    assert "after 1 repetition: rank 3 failed" in meta["points"][1]["failed"]
+    failed = [r for r in pq.read_table(tmp_path / "table.parquet").to_pylist() if r.get("failed")]
+    assert [(r["point"], r["seconds"]) for r in failed] == [(1, None)]
+    render(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "7 repetitions" in md and "The job failed at 1 point" in md and "**failed** after 1 repetition" in md
+
+    def broken(session, params, reps, warmup):
+        raise RuntimeError("a bug in the tool")
+        yield
+
+    monkeypatch.setattr(wl, "get", lambda name: broken)
+    with pytest.raises(RuntimeError):
+        run_study(s, tmp_path / "b")
+    assert json.loads((tmp_path / "b" / "meta.json").read_text())["status"] == "failed"

@@ -138,7 +138,8 @@ def test_set_and_quick_overrides():
 def test_a_study_cluster_is_the_cluster_a_python_user_builds():
     """``cluster=`` takes the cluster layer's own objects: ``Testbed(StarTopo(...))`` (settings
     by the topology's field names, every point's topology a StarTopo at its dilation) and
-    ``Local()``/``Mpirun()``/``cluster.InProcess()`` (ranks a setting, the object kept to run on)."""
+    ``Local()``/``Mpirun()``/``InProcess()`` (ranks a setting; the points run on copies of the
+    object, its other settings kept). ``experiments.InProcess`` is the cluster layer's class."""
     from clusterlab import cluster
 
     topo = StarTopo(hosts=4, rate="1Gbit", buffer="256KB", mtu=1500)
@@ -152,7 +153,12 @@ def test_a_study_cluster_is_the_cluster_a_python_user_builds():
     local = cluster.Local(iface="lo")
     s = Study(name="y", cluster=local, workload=alltoall_broadcast()).with_settings({"ranks": "3"})
     (p,) = s.points()
-    assert p.settings["cluster"] == "loopback" and p.cluster.ranks == 3 and p.cluster.cluster is local
+    assert p.settings["cluster"] == "loopback" and p.cluster.n_ranks() == 3
+    assert type(p.cluster) is cluster.Local and p.cluster.iface == "lo" and local.ranks is None  # a copy
+    assert InProcess is cluster.InProcess
+    s = Study(name="v", cluster=cluster.InProcess(), workload=alltoall_broadcast(), grid=Grid(ranks=[2, 3]))
+    assert [(type(p.cluster), p.cluster.n_ranks()) for p in s.points()] == [(cluster.InProcess, 2), (cluster.InProcess, 3)]
+    assert s.to_dict()["cluster"] == {"kind": "inprocess", "ranks": 4}
     assert Study(name="z", cluster=cluster.Mpirun(), workload=alltoall_broadcast()).cluster.kind == "mpi"
     with pytest.raises(ConfigError, match=r"cluster=Testbed\(StarTopo\(\.\.\.\)\), not a testbed that is up"):
         Study(name="w", cluster=cluster.Testbed("lab"), workload=alltoall_broadcast())

@@ -96,3 +96,28 @@ def assert_mover_dies_with_its_driver(name: str, topo: str, mover: str) -> None:
     finally:
         drv.kill()
         drv.wait()
+
+
+def networks_brought_up(monkeypatch) -> list[str]:
+    """The names of the testbeds this test brings up from now on (so that a test checks what
+    its own testbeds left, not the machine's: another test's testbed may be up meanwhile)."""
+    from clusterlab.cluster.testbed import TestbedNetwork
+
+    names: list[str] = []
+    up = TestbedNetwork.up
+
+    def recording_up(self):
+        names.append(self.name)
+        return up(self)
+
+    monkeypatch.setattr(TestbedNetwork, "up", recording_up)
+    return names
+
+
+def assert_nothing_left(names: list[str]) -> None:
+    from clusterlab.cluster.testbed import leftovers
+
+    assert names, "no testbed was brought up"
+    for n in names:
+        left = leftovers(n)
+        assert not left["namespaces"] and not left["processes"] and not left["state_files"], (n, left)

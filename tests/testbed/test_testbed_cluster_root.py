@@ -9,37 +9,37 @@ import os
 import pytest
 
 from clusterlab.cluster import Testbed
-from clusterlab.cluster.testbed import StarTopo, leftovers
+from clusterlab.cluster.testbed import StarTopo
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 from tests.comm.conftest import needs_mpi
 
-from .helpers import host_congestion, host_rto_min_us, require_netns
+from .helpers import assert_nothing_left, host_congestion, host_rto_min_us, networks_brought_up, require_netns
 
 pytestmark = pytest.mark.root
 
 
-def test_a_topology_comes_up_for_the_call_and_goes():
+def test_a_topology_comes_up_for_the_call_and_goes(monkeypatch):
     require_netns()
-    before = set(leftovers())
+    ours = networks_brought_up(monkeypatch)
     tb = Testbed(StarTopo(hosts=3, rate="1Gbit"), dilation="auto")
     tcp = TransportConfig(rto_min="200ms", rto_max_offset="100ms")  # MAX 300 ms needs k >= 3.34: k = 4
     out = tb.run(host_rto_min_us, None, transport=tcp)
     assert len(out) == 3 and len({o["netns"] for o in out}) == 3
     assert os.stat("/proc/self/ns/net").st_ino not in {o["netns"] for o in out}
     assert {o["rto_min_us"] for o in out} == {800_000}  # 200 ms x 4, each host's own sysctl
-    assert set(leftovers()) == before
+    assert_nothing_left(ours)
 
 
 @needs_mpi
-def test_mpi_ranks_of_a_rank_function_run_in_the_hosts():
+def test_mpi_ranks_of_a_rank_function_run_in_the_hosts(monkeypatch):
     """``mesh="mpi"``: mpiexec's ranks in the hosts, with the hosts' settings (the congestion
     control a transport names becomes each host's default, which MPICH's sockets get; one the
     kernel does not let a namespace default to is refused with the reason)."""
     from clusterlab.cluster.api import mpi_congestion_why_not
 
     require_netns()
-    before = set(leftovers())
+    ours = networks_brought_up(monkeypatch)
     tb = Testbed(StarTopo(hosts=2, rate="1Gbit"), mesh="mpi")
     out = tb.run(host_congestion, None, transport=TransportConfig(rto_min="20ms", congestion="reno"))  # reno: always allowed
     assert [o["size"] for o in out] == [2, 2] and len({o["netns"] for o in out}) == 2
@@ -47,4 +47,4 @@ def test_mpi_ranks_of_a_rank_function_run_in_the_hosts():
     with pytest.raises(ConfigError, match="sndbuf: MPI's sockets are MPICH's"):
         Testbed(tb.topo, mesh="mpi").run(host_congestion, None, transport=TransportConfig(sndbuf="1MiB"))
     assert "tcp_allowed_congestion_control" in mpi_congestion_why_not("nosuchcc")
-    assert set(leftovers()) == before
+    assert_nothing_left(ours)

@@ -41,9 +41,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
     """
     from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
-    from clusterlab.cluster import Testbed
+    from clusterlab.cluster import Local, Testbed
     from clusterlab.experiments.runner import run_study
-    from clusterlab.experiments.spec import Loopback, Study, scatter
+    from clusterlab.experiments.spec import Study, scatter
     from clusterlab.experiments.workloads import alltoall_broadcast
     from clusterlab.net.transport_config import TransportConfig
     from clusterlab.units import parse_rate, parse_size
@@ -66,7 +66,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
         n = ranks or 4
         if n < 2:
             raise ConfigError(f"need at least 2 ranks, got {n}")
-        cluster = Loopback(ranks=n)
+        cluster = Local(ranks=n)
         settings.update(cluster="local", ranks=n)
     else:
         cluster = Testbed(topo, ranks=ranks)  # at --dilation, the topology's own

@@ -75,6 +75,8 @@ class _Progress:
                 click.echo(text, err=True)
         elif event == "rep" and self.bar is not None:
             self.bar.advance(self.task)
+        elif event == "point_failed":
+            click.echo(f"    the job failed at this point (the study goes on): {info['error']}", err=True)
         elif event == "point_done" and self.bar is None:
             m = info["meta"]
             med = m.get("median_seconds")

@@ -39,11 +39,12 @@ import shutil
 import tempfile
 from typing import Protocol, runtime_checkable
 
-from clusterlab.comm.places import InProcess, Launched, has_knobs, no_kwargs, started_as_rank
+from clusterlab.comm.places import InProcess, Launched, OnThisMachine, has_knobs, no_kwargs, started_as_rank
 from clusterlab.errors import ConfigError
+from clusterlab.rendezvous import contract
 
 BACKENDS = ("auto", "tcp", "mpi", "inproc", "world")  # the values of the commands' --backend
-MESHES = ("tcp", "mpi")  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
+MESHES = contract.MESHES  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
 
 __all__ = ["BACKENDS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
            "from_options", "started_as_rank"]
@@ -62,19 +63,20 @@ class Cluster(Protocol):
     def launch(self, argv: list[str], n: int, *, transport=None, timeout: float | None = None, **options): ...
 
 
-class Local:
+class Local(OnThisMachine):
     """Processes on this machine, joined by clusterlab's TCP mesh. ``iface``: the interface (or
     address) every rank's mesh listens on (default loopback); ``rendezvous_host``: where the
-    launcher listens for its ranks."""
+    launcher listens for its ranks; ``ranks``: how many a study runs by default."""
 
     name = "tcp"
+    kind = "loopback"
     size = None
 
-    def __init__(self, iface: str | None = None, rendezvous_host: str = "127.0.0.1"):
-        self.iface, self.rendezvous_host = iface, rendezvous_host
+    def __init__(self, iface: str | None = None, rendezvous_host: str = "127.0.0.1", *, ranks: int | None = None):
+        self.iface, self.rendezvous_host, self.ranks = iface, rendezvous_host, ranks
 
     def __repr__(self) -> str:
-        return f"Local(iface={self.iface!r})" if self.iface else "Local()"
+        return self._ranks_repr(f"iface={self.iface!r}" if self.iface else "")
 
     def _hosts(self, n: int):
         if not self.iface:
@@ -100,29 +102,33 @@ class Local:
         return local.launch(argv, n, config=transport, timeout=timeout, hosts=self._hosts(n), **options)
 
 
-class Mpirun:
+class Mpirun(OnThisMachine):
     """Processes started by ``mpiexec``: on this machine, or on the hosts of ``hostfile``
     (``host[:slots]`` per line). ``mesh``: ``mpi`` (MPI's own transport, ``comm.mpi``) or
     ``tcp`` (clusterlab's mesh between the processes mpiexec started). ``iface``: the interface
     every rank's mesh listens on; ``rendezvous_host``: where the launcher listens;
-    ``mpiexec_args``: extra arguments (a list, or one string split as a shell would)."""
+    ``mpiexec_args``: extra arguments (a list, or one string split as a shell would);
+    ``ranks``: how many a study runs by default."""
 
+    kind = "mpi"
     size = None
 
     def __init__(self, hostfile: str | None = None, mesh: str = "mpi", iface: str | None = None,
-                 rendezvous_host: str | None = None, mpiexec_args=(), mpiexec: str | None = None):
-        if mesh not in ("mpi", "tcp"):
+                 rendezvous_host: str | None = None, mpiexec_args=(), mpiexec: str | None = None, *,
+                 ranks: int | None = None):
+        if mesh not in MESHES:
             raise ConfigError(f"mesh must be mpi or tcp, got {mesh!r}")
         self.hostfile, self.mesh, self.iface, self.rendezvous_host = hostfile, mesh, iface, rendezvous_host
         self.mpiexec_args = shlex.split(mpiexec_args) if isinstance(mpiexec_args, str) else list(mpiexec_args)
         self.mpiexec = mpiexec
+        self.ranks = ranks
 
     @property
     def name(self) -> str:
         return "mpi" if self.mesh == "mpi" else "tcp over mpiexec"
 
     def __repr__(self) -> str:
-        return f"Mpirun(hostfile={self.hostfile!r}, mesh={self.mesh!r})"
+        return self._ranks_repr(f"hostfile={self.hostfile!r}, mesh={self.mesh!r}")
 
     def _options(self, options: dict) -> dict:
         opts = dict(backend=self.mesh, hostfile=self.hostfile, iface=self.iface, rendezvous_host=self.rendezvous_host,

@@ -238,7 +238,7 @@ def run(fn, n: int, *args, backend: str = "tcp", config: TransportConfig | None 
 
         res = launch_mpi(argv, n, config=config, timeout=timeout, comm_timeout=comm_timeout, **kw)
     else:
-        raise ConfigError(f"unknown backend {backend!r} (tcp or mpi)")
+        raise ConfigError(f"unknown backend {backend!r} ({' or '.join(contract.MESHES)})")
     raise_for(res)
     return res.results
 

@@ -104,8 +104,8 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
         raise ConfigError(f"number of ranks must be at least 1 (got {n})")
     if not argv:
         raise ConfigError("no command to run")
-    if backend not in ("tcp", "mpi"):
-        raise ConfigError(f"unknown backend {backend!r} (tcp or mpi)")
+    if backend not in contract.MESHES:
+        raise ConfigError(f"unknown backend {backend!r} ({' or '.join(contract.MESHES)})")
     hosts = read_hostfile(hostfile) if hostfile else None
     if hosts is None:  # every rank on this machine
         check_capacity(n)

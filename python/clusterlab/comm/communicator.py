@@ -40,6 +40,7 @@ class Communicator(abc.ABC):
     size: int
     default_timeout: float = 60.0
     connections: str = "persistent"  # or "per_call": connections set up by every collective
+    shares_process: bool = False  # the ranks are threads of one process (their CPU, memory are one)
 
     # --- point to point (backends) ---------------------------------------------------------
     @abc.abstractmethod

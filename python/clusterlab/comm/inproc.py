@@ -86,6 +86,8 @@ class _World:
 class InprocCommunicator(Communicator):
     """One rank of an in-process world (create them with ``world(n)`` or ``run_threads``)."""
 
+    shares_process = True
+
     def __init__(self, world: _World, rank: int, default_timeout: float = 60.0):
         self._w = world
         self.rank = rank

@@ -4,13 +4,23 @@ implementations (``clusterlab.cluster`` exports them with the launchers); they l
 the communicators they run on, so that a layer below the clusters (mining, npb, bench) can
 default to them without importing a launcher.
 
+``OnThisMachine`` is what a study varies of a cluster on this machine (``InProcess`` here,
+``Local`` and ``Mpirun`` in ``clusterlab.cluster``): its ``ranks``, by name, as a testbed's
+settings are varied (``settings``/``with_settings``); a study's ``cluster=`` is the object itself.
+
 >>> InProcess().run(lambda c: c.size, 2)
 [2, 2]
+>>> c = InProcess(ranks=2)
+>>> c, c.n_ranks(), c.with_settings(ranks=3), InProcess().settings()
+(InProcess(ranks=2), 2, InProcess(ranks=3), {'ranks': 4})
 """
 
 from __future__ import annotations
 
+import copy
+
 from clusterlab.errors import ConfigError
+from clusterlab.rendezvous import contract
 
 
 def has_knobs(transport) -> bool:
@@ -23,14 +33,61 @@ def no_kwargs(kwargs, where: str) -> None:
         raise ConfigError(f"keyword arguments reach only in-process ranks, not {where} ones; pass them positionally")
 
 
-class InProcess:
-    """Ranks as threads of this process."""
+# Ranks one machine starts as processes or threads (the testbed's 100-host studies are the largest).
+MAX_LOCAL_RANKS = 1024
+
+
+class OnThisMachine:
+    """A cluster's ``ranks`` as a setting: how many ranks a study runs on it by default (None:
+    ``DEFAULT_RANKS``); ``kind`` names the place in a study's rows. ``run``/``launch`` still
+    take the number of ranks they start."""
+
+    kind = ""
+    DEFAULT_RANKS = 4
+    SETTINGS = ("ranks",)
+    ranks: int | None = None
+
+    def n_ranks(self) -> int:
+        return self.DEFAULT_RANKS if self.ranks is None else self.ranks
+
+    def settings(self) -> dict:
+        return {"ranks": self.n_ranks()}
+
+    def with_settings(self, **values):
+        """A copy with ``ranks`` changed (the only setting)."""
+        unknown = set(values) - set(self.SETTINGS)
+        if unknown:
+            raise ConfigError(f"{type(self).__name__} has no setting {sorted(unknown)} (has ranks)")
+        c = copy.copy(self)
+        c.ranks = values.get("ranks", self.ranks)
+        return c
+
+    def check(self) -> None:
+        """Ranks this machine can start (the launcher's own capacity check runs again)."""
+        n = self.n_ranks()
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_LOCAL_RANKS:
+            raise ConfigError(f"ranks must be 1..{MAX_LOCAL_RANKS} on one machine, got {n!r}")
+
+    def _ranks_repr(self, given: str = "") -> str:
+        parts = [given] if given else []
+        if self.ranks is not None:
+            parts.append(f"ranks={self.ranks!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+class InProcess(OnThisMachine):
+    """Ranks as threads of this process (``comm.inproc``): tests algorithms, says nothing of
+    networks. ``ranks``: how many a study runs by default (``OnThisMachine``)."""
 
     name = "inproc"
+    kind = "inprocess"
     size = None
 
+    def __init__(self, ranks: int | None = None):
+        self.ranks = ranks
+
     def __repr__(self) -> str:
-        return "InProcess()"
+        return self._ranks_repr()
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
         from clusterlab.comm.inproc import run_threads
@@ -79,6 +136,4 @@ class Launched:
 
 def started_as_rank() -> bool:
     """True when this process is one rank of a job (clusterlab's launcher or mpiexec)."""
-    from clusterlab.comm.world import under_launcher, under_mpi
-
-    return under_launcher() or under_mpi()
+    return contract.started_by() is not None

@@ -9,6 +9,9 @@
   ``clusterlab.rendezvous.address``);
 - started alone: a world of one rank.
 
+Which of these is not decided here: the launcher (``clusterlab.cluster``) chose it and said so
+in the environment, and ``clusterlab.rendezvous.contract`` reads it (``started_by``, ``mesh``);
+this module only joins the mesh named, by ``JOIN``, one entry per ``contract.MESHES``.
 What a launcher and its ranks say to each other is ``clusterlab.rendezvous.contract``. The same program
 therefore runs unchanged under ``clusterlab run -n 4`` and ``mpiexec -n 4``. At exit the
 communicator says goodbye to its peers; an uncaught exception instead tells every peer that
@@ -46,17 +49,17 @@ _LAUNCHER: socket.socket | None = None
 _RANK: int | None = None  # known before the communicator exists (error reports during set-up)
 _LOCK = threading.Lock()
 
-_MPI_ENV = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID", "HYDI_CONTROL_FD")
-_MPI_RANK_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
 DEFAULT_SETUP_TIMEOUT = 60.0
 
 
 def under_launcher() -> bool:
-    return contract.ENV_RDV in os.environ and contract.ENV_RANK in os.environ
+    """Started by clusterlab's local launcher (``contract.started_by``)."""
+    return contract.started_by() == "launcher"
 
 
 def under_mpi() -> bool:
-    return any(k in os.environ for k in _MPI_ENV)
+    """Started by mpiexec (``contract.started_by``; ``launch_mpi``'s jobs too)."""
+    return contract.started_by() == "mpiexec"
 
 
 def world(timeout: float | None = None) -> Communicator:
@@ -69,22 +72,15 @@ def world(timeout: float | None = None) -> Communicator:
             setup = timeout if timeout is not None else \
                 env_duration(contract.ENV_SETUP_TIMEOUT, DEFAULT_SETUP_TIMEOUT)
             _install_exit_hooks()
-            if under_launcher():
-                _WORLD = _join_launcher(int(_env(contract.ENV_RANK)), "tcp", setup)
-            elif under_mpi():
-                backend = os.environ.get(contract.ENV_BACKEND, "mpi")
-                if backend not in ("tcp", "mpi"):
-                    raise ConfigError(f"{contract.ENV_BACKEND}={backend!r}: expected tcp or mpi")
-                if contract.ENV_RDV in os.environ:  # started by launch_mpi: join its rendezvous
-                    _WORLD = _join_launcher(_mpi_rank(), backend, setup)
-                elif backend == "tcp":
-                    _WORLD = _tcp_over_mpi(setup)
-                else:
-                    from clusterlab.comm.mpi import MpiCommunicator
-
-                    _WORLD = MpiCommunicator()
-            else:
+            how = contract.started_by()
+            if how is None:
                 _WORLD = TcpCommunicator(0, 1, {}, drainer=False)
+            else:
+                join = JOIN[contract.mesh()]  # the mesh the launcher named
+                rank = int(_env(contract.ENV_RANK)) if how == "launcher" else _mpi_rank()
+                # a launcher (clusterlab's, or launch_mpi) has a rendezvous to join; a bare
+                # mpiexec's ranks find each other through MPI
+                _WORLD = join(rank, setup, contract.ENV_RDV in os.environ)
             t = env_duration(contract.ENV_TIMEOUT, None)
             if t is not None:
                 _WORLD.default_timeout = t
@@ -99,7 +95,7 @@ def _env(name: str) -> str:
 
 
 def _mpi_rank() -> int:
-    for k in _MPI_RANK_ENV:
+    for k in contract.MPI_RANK_ENV:
         if os.environ.get(k, "").isdigit():
             return int(os.environ[k])
     from mpi4py import MPI
@@ -169,9 +165,24 @@ def _rendezvous() -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _join_launcher(rank: int, backend: str, timeout: float) -> Communicator:
+def _join_tcp(rank: int, timeout: float, via_launcher: bool) -> Communicator:
+    """The TCP mesh: addresses through the launcher's rendezvous, else through MPI."""
+    return _join_launcher(rank, True, timeout) if via_launcher else _tcp_over_mpi(timeout)
+
+
+def _join_mpi(rank: int, timeout: float, via_launcher: bool) -> Communicator:
+    """MPI's own transport (under mpiexec); a launcher's rendezvous, if any, still hears this
+    rank check in (and its failure)."""
+    if via_launcher:
+        return _join_launcher(rank, False, timeout)
+    from clusterlab.comm.mpi import MpiCommunicator
+
+    return MpiCommunicator()
+
+
+def _join_launcher(rank: int, tcp: bool, timeout: float) -> Communicator:
     """Check in with the launcher's rendezvous (hello with this rank's mesh address); for the
-    TCP mesh wait for the address table and connect it."""
+    TCP mesh (``tcp``) wait for the address table and connect it; else the MPI communicator."""
     global _LAUNCHER, _RANK
     _RANK = rank
     size = int(_env(contract.ENV_SIZE))
@@ -181,7 +192,7 @@ def _join_launcher(rank: int, backend: str, timeout: float) -> Communicator:
     config = TransportConfig.from_json(os.environ.get(contract.ENV_TRANSPORT) or "{}")
     listener = s = None
     try:
-        if backend == "tcp":
+        if tcp:
             bind = address.choose(bind=os.environ.get(contract.ENV_BIND), iface=os.environ.get(contract.ENV_IFACE),
                                   towards=host)
             listener = listen(bind, 0, config, rank, backlog=max(size, 16))
@@ -195,7 +206,7 @@ def _join_launcher(rank: int, backend: str, timeout: float) -> Communicator:
         contract.send_all(s, contract.control_frame(rank, contract.hello(me[0], me[1], _node(), os.getpid())),
                           max(deadline - time.monotonic(), 0.1))
         _LAUNCHER = s
-        if backend != "tcp":
+        if not tcp:
             from clusterlab.comm.mpi import MpiCommunicator
 
             return MpiCommunicator()
@@ -257,6 +268,10 @@ def _tcp_over_mpi(timeout: float) -> Communicator:
         listener.close()
         raise
     return build_mesh(rank, size, table, listener, secret.tobytes(), config, timeout)
+
+
+# How a rank joins each mesh a launcher may name (``contract.MESHES``; a test checks they agree).
+JOIN = {"tcp": _join_tcp, "mpi": _join_mpi}
 
 
 # --- results and errors back to the launcher ------------------------------------------------------

@@ -16,14 +16,14 @@ def record_mining(run_dir, path, nodes: int = 2, algorithm: str = "hpa", min_sup
                   transport=None, cluster=None, **kw) -> str:
     """Mine ``path`` on ``nodes`` ranks (local TCP mesh unless ``cluster``) and write
     ``run_dir/run.json``; returns its path."""
-    from clusterlab.cluster import Local
+    from clusterlab.cluster import Local, Testbed
     from clusterlab.mining.parallel import ParallelConfig, run_parallel
 
     config = config or ParallelConfig()
     os.makedirs(run_dir, exist_ok=True)
     r = run_parallel(path, nodes=nodes, algorithm=algorithm, min_support=min_support, cluster=cluster or Local(),
                      config=config, transport=transport, **kw)
-    kind = "testbed" if type(cluster).__name__ == "Testbed" else "local"
+    kind = "testbed" if isinstance(cluster, Testbed) else "local"
     out = {"file": os.fspath(path), "algorithm": f"{algorithm} x{r.nodes} ({r.where})",
            "seconds": {"mine": r.wall_s, "job": r.job_s}, "passes": r.passes, "ranks": r.ranks,
            "options": {"nodes": nodes, "algorithm": algorithm, "min_support": min_support,

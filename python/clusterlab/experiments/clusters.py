@@ -100,7 +100,7 @@ def check_point(point: Point, kernel: bool = False) -> dict:
     elif kind != "inprocess":
         from clusterlab.cluster.supervisor import check_capacity
 
-        check_capacity(point.cluster.ranks)  # what the launcher checks, before anything runs
+        check_capacity(point.cluster.n_ranks())  # what the launcher checks, before anything runs
         why = transport_config(point, "socket").why_not(1.0)
         if why:
             raise ConfigError(why)
@@ -192,17 +192,16 @@ class Session:
 @contextlib.contextmanager
 def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
     """Bring the point's cluster up (a testbed is built and removed; local ranks start per run).
-    The ranks run on a ``clusterlab.cluster`` object: the study's own (``Local()``,
-    ``Mpirun()``...), the kind's default, or, on a testbed, ``Testbed`` around the network
-    brought up for this point."""
+    The ranks run on a ``clusterlab.cluster`` object: the point's own (``InProcess()``,
+    ``Local()``, ``Mpirun()``), or, on a testbed, ``Testbed`` around the network brought up for
+    this point."""
     from clusterlab import cluster
 
     s = Session(point, cache_dir)
     c = point.cluster
     if s.kind != "testbed":
         s._config = None if s.kind == "inprocess" else transport_config(point, "socket")
-        s.cluster = c.cluster or {"inprocess": cluster.InProcess, "loopback": cluster.Local,
-                                  "mpi": cluster.Mpirun}[s.kind]()
+        s.cluster = c
         yield s
         return
     from clusterlab.cluster.testbed import TestbedNetwork

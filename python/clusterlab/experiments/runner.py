@@ -42,6 +42,7 @@ from pathlib import Path
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Point, Study
 from clusterlab.monitor.procfs import CPU_BOUND_SPARE, cpu_bound, sched_autogroup
+from clusterlab.rendezvous.errors import CommError
 
 META_VERSION = 1
 TABLE_INTERVAL = 0.5  # seconds between table rewrites while rows arrive (each point's end writes too)
@@ -361,8 +362,8 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
             with open_cluster(p, cache) as session:
                 pm["applied"] = session.applied
                 mon = _open_monitor(session, study, execute) if study.monitor else None
+                n = 0
                 try:
-                    n = 0
                     for row in execute(session, dict(p.workload.params), study.repeat, study.warmup):
                         full = {"study": study.name, "point": p.index, "label": p.label, "check": p.check,
                                 "rep": row.pop("rep", n), **p.settings, **row, "load1": load1}
@@ -374,6 +375,16 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
                         writer.table(res.rows, at_most_every=TABLE_INTERVAL)
                         if progress:
                             progress("rep", index=p.index, row=full)
+                except CommError as e:
+                    # The job itself failed at this point (a rank gave up: e.g. its connection
+                    # timed out after the kernel's retries): a result of the point, as a sweep
+                    # into a regime where the job cannot finish must say, not a reason to drop
+                    # the rest of the study. Errors of the tool itself still stop the run.
+                    pm["failed"] = f"after {n} repetition{'s' if n != 1 else ''}: {e}"
+                    res.rows.append({"study": study.name, "point": p.index, "label": p.label, "check": p.check,
+                                     "rep": n, **p.settings, "failed": str(e), "load1": load1})
+                    if progress:
+                        progress("point_failed", index=p.index, error=str(e))
                 finally:
                     if mon is not None:
                         mon.stop()
@@ -406,6 +417,9 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
         raise
     else:
         res.status = meta["status"] = "complete"
+        failed = [pm["index"] for pm in meta["points"] if pm.get("failed")]
+        if failed:
+            meta["failed_points"] = failed
     finally:
         if not res.status.startswith("failed: disk full"):
             try:
@@ -416,7 +430,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
                 writer.table_fit(res.rows)
         meta["finished"] = time.time()
         meta["load_after"] = load_average()
-        meta["repetitions"] = len(res.rows)
+        meta["repetitions"] = sum(1 for r in res.rows if not r.get("failed"))
         # The rows the tables hold (after a full disk, the last one written), so that every
         # file agrees.
         if res.status.startswith("failed: disk full"):

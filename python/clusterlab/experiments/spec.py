@@ -43,16 +43,15 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-# A study's testbed is the cluster layer's own Testbed around its StarTopo (re-exported for studies).
-from clusterlab.cluster import Testbed  # noqa: F401
+# A study's cluster is the cluster layer's own object (re-exported for studies): a Testbed around
+# its StarTopo, or ranks on this machine (InProcess, Local, Mpirun: ``ranks`` their setting).
+from clusterlab.cluster import InProcess, Local, Mpirun, Testbed
 from clusterlab.cluster.testbed import StarTopo  # noqa: F401
 from clusterlab.cluster.testbed import dilation as _dilation
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig, check_name, fmt_duration
 from clusterlab.units import parse_duration, parse_float, parse_int
 
-# Ranks one machine starts as processes or threads (the testbed's 100-host studies are the largest).
-MAX_LOCAL_RANKS = 1024
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 # A study's transport settings: every field of the one TransportConfig except where it applies
 # (the cluster decides) and its label.
@@ -81,65 +80,33 @@ def setting_text(tcp: TransportConfig, name: str):
 
 
 # --- clusters ------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _OnThisMachine:
-    """``ranks`` ranks on this machine; ``kind`` says how they run; ``cluster``: the
-    ``clusterlab.cluster`` object they run on (None: the kind's default)."""
-
-    ranks: int = 4
-    cluster: Any = dataclasses.field(default=None, compare=False)
-    kind = ""
-    FIELDS = ("ranks",)
-
-    def check(self) -> None:
-        """Ranks this machine can start (the launcher's own capacity check runs again)."""
-        if not isinstance(self.ranks, int) or isinstance(self.ranks, bool) or not 1 <= self.ranks <= MAX_LOCAL_RANKS:
-            raise ConfigError(f"ranks must be 1..{MAX_LOCAL_RANKS} on one machine, got {self.ranks!r}")
-
-    def n_ranks(self) -> int:
-        return self.ranks
+def Loopback(ranks: int = 4) -> Local:  # noqa: N802  (a study's spelling of the cluster layer's Local)
+    """Processes on this machine connected by clusterlab's TCP mesh over loopback:
+    ``clusterlab.cluster.Local(ranks=ranks)``."""
+    return Local(ranks=ranks)
 
 
-class InProcess(_OnThisMachine):
-    """Threads of the driver process (``comm.inproc``): tests algorithms, says nothing of networks."""
-
-    kind = "inprocess"
-
-
-class Loopback(_OnThisMachine):
-    """Processes on this machine connected by clusterlab's TCP mesh over loopback."""
-
-    kind = "loopback"
-
-
-class Mpi(_OnThisMachine):
-    """Processes under mpiexec (MPICH through mpi4py) on this machine."""
-
-    kind = "mpi"
+def Mpi(ranks: int = 4) -> Mpirun:  # noqa: N802  (a study's spelling of the cluster layer's Mpirun)
+    """Processes under mpiexec (MPICH through mpi4py) on this machine:
+    ``clusterlab.cluster.Mpirun(ranks=ranks)``."""
+    return Mpirun(ranks=ranks)
 
 
 def study_cluster(c, study: str = "study"):
-    """A study's ``cluster=`` as the study holds it: ``InProcess``/``Loopback``/``Mpi`` (ranks on
-    this machine) as they are; a ``clusterlab.cluster`` object: ``Testbed(StarTopo(...))`` as it
-    is, ``cluster.InProcess()``/``Local()``/``Mpirun()`` as the kind they are with 4 ranks (a
-    setting, like every other).
+    """A study's ``cluster=``, checked: ``Testbed(StarTopo(...))``, or ``InProcess()``/``Local()``/
+    ``Mpirun()`` (ranks on this machine; ``ranks`` a setting like every other, 4 unless given).
+    The study holds the object itself (settings change copies of it).
 
-    >>> from clusterlab.cluster import Local
-    >>> study_cluster(Local()).kind, study_cluster(Local()).ranks
-    ('loopback', 4)
+    >>> study_cluster(Local()).kind, study_cluster(Local()).n_ranks(), study_cluster(InProcess(ranks=2)).n_ranks()
+    ('loopback', 4, 2)
     """
-    from clusterlab import cluster as places
-
-    if isinstance(c, (InProcess, Loopback, Mpi)):
-        return c
-    if isinstance(c, places.Testbed):
+    if isinstance(c, Testbed):
         if c.topo is None:
             raise ConfigError(f"{study}: a study brings its testbed up per point: cluster=Testbed(StarTopo(...)), "
                               f"not a testbed that is up ({c!r})")
         return c
-    for api, kind in ((places.InProcess, InProcess), (places.Local, Loopback), (places.Mpirun, Mpi)):
-        if isinstance(c, api):
-            return kind(cluster=c)
+    if isinstance(c, (InProcess, Local, Mpirun)):
+        return c
     raise ConfigError(f"{study}: cluster must be Testbed(StarTopo(...)), Local(), Mpirun(), InProcess() (from "
                       f"clusterlab.cluster) or Loopback/Mpi/InProcess(ranks=...), got {c!r}")
 
@@ -150,8 +117,9 @@ def kind_of(c) -> str:
 
 
 def cluster_settings(c) -> dict:
-    """The cluster's settings by name (a testbed's: its topology's, ranks, dilation...)."""
-    return c.settings() if kind_of(c) == "testbed" else {f: getattr(c, f) for f in type(c).FIELDS}
+    """The cluster's settings by name (a testbed's: its topology's, ranks, dilation...; on this
+    machine: ranks)."""
+    return c.settings()
 
 
 def cluster_with(c, values: dict):
@@ -159,7 +127,7 @@ def cluster_with(c, values: dict):
     changed = {k: v for k, v in values.items() if cluster_settings(c).get(k) != v}
     if not changed:
         return c
-    return c.with_settings(**changed) if kind_of(c) == "testbed" else dataclasses.replace(c, **changed)
+    return c.with_settings(**changed)
 
 
 def cluster_ranks(c) -> int:
@@ -315,7 +283,7 @@ class Study:
     seed's numbers; ``notes`` what differs from the paper and why."""
 
     name: str
-    cluster: Any  # a clusterlab.cluster object (Testbed(StarTopo(...)), Local()...) or InProcess/Loopback/Mpi
+    cluster: Any  # a clusterlab.cluster object: Testbed(StarTopo(...)), InProcess(), Local(), Mpirun()
     workload: Workload
     grid: Grid = dataclasses.field(default_factory=Grid)
     transport: TransportConfig = dataclasses.field(default_factory=TransportConfig)

@@ -16,8 +16,14 @@ Environment of a rank (set by ``cluster.local.launch`` or ``cluster.mpirun.launc
 ``CLUSTERLAB_TRANSPORT``    the ``TransportConfig`` as JSON
 ``CLUSTERLAB_TIMEOUT``      default timeout of blocking calls, seconds
 ``CLUSTERLAB_SETUP_TIMEOUT`` how long a rank may take to join the mesh, seconds
-``CLUSTERLAB_BACKEND``      ``tcp`` or ``mpi`` (under mpiexec)
+``CLUSTERLAB_BACKEND``      the mesh that joins the ranks (``MESHES``): ``tcp`` (clusterlab's TCP
+                           mesh) or ``mpi`` (MPI's own transport, under mpiexec only); unset:
+                           ``tcp`` under clusterlab's launcher, ``mpi`` under a bare mpiexec
 ========================== ==============================================================
+
+How a process was started (``started_by``) and which mesh it joins (``mesh``) are read here, so
+the launchers (``clusterlab.cluster``) choose and the rank (``clusterlab.comm.world``) follows;
+neither side keeps a list of its own.
 
 The launcher link, after the rank authenticated as itself to ``LAUNCHER`` (the handshake of
 ``rendezvous.handshake``), carries frames of ``rendezvous.frames`` (never pickle)::
@@ -41,9 +47,10 @@ names), so the launcher can tell a cause from its consequences.
 from __future__ import annotations
 
 import json
+import os
 import socket
 
-from clusterlab.errors import ClusterlabError
+from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.rendezvous import frames
 from clusterlab.rendezvous.errors import CommError, CommTimeout, PeerFailure, ProtocolError
 from clusterlab.rendezvous.handshake import LAUNCHER, recv_exact
@@ -61,14 +68,59 @@ ENV_SETUP_TIMEOUT = "CLUSTERLAB_SETUP_TIMEOUT"
 ENV_BACKEND = "CLUSTERLAB_BACKEND"
 ENV_LAUNCHER_PID = "CLUSTERLAB_LAUNCHER_PID"
 
+# What joins a job's processes: clusterlab's TCP mesh, or MPI's own transport (under mpiexec).
+MESHES = ("tcp", "mpi")
+# What mpiexec/mpirun (MPICH's hydra, Open MPI, PMIx) put in the environment of the ranks they start.
+MPI_ENV = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALRANKID", "HYDI_CONTROL_FD")
+MPI_RANK_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")
+
 RESULT_JSON_TAG = 1
 RESULT_BYTES_TAG = 2
 MAX_RESULT = 1 << 30          # a return value (run())
 MAX_CONTROL = 1 << 20         # a control message (frames.py refuses larger CONTROL frames)
 MAX_TRACEBACK = 8000          # characters of a traceback kept in an error report
 
-__all__ = ["LAUNCHER", "FrameReader", "control_frame", "error_report", "hello", "is_user_error",
-           "parse_control", "recv_control", "result_frame", "send_all"]
+__all__ = ["LAUNCHER", "MESHES", "FrameReader", "control_frame", "error_report", "hello", "is_user_error", "mesh",
+           "parse_control", "recv_control", "result_frame", "send_all", "started_by"]
+
+
+# --- how this process was started ------------------------------------------------------------
+
+def started_by(env=None) -> str | None:
+    """``"launcher"`` (clusterlab's local launcher: it names the rank and its rendezvous),
+    ``"mpiexec"`` (an MPI launcher's environment; ``launch_mpi`` adds its rendezvous), or None
+    (started alone).
+
+    >>> started_by({}), started_by({"PMI_RANK": "0"}), started_by({ENV_RDV: "h:1", ENV_RANK: "0"})
+    (None, 'mpiexec', 'launcher')
+    """
+    env = os.environ if env is None else env
+    if ENV_RDV in env and ENV_RANK in env:
+        return "launcher"
+    if any(k in env for k in MPI_ENV):
+        return "mpiexec"
+    return None
+
+
+def mesh(env=None) -> str:
+    """The mesh this rank joins, as its launcher said (``CLUSTERLAB_BACKEND``, one of
+    ``MESHES``); unset: ``tcp`` under clusterlab's launcher, ``mpi`` under a bare mpiexec.
+
+    >>> mesh({"PMI_RANK": "0"}), mesh({"PMI_RANK": "0", ENV_BACKEND: "tcp"})
+    ('mpi', 'tcp')
+    >>> mesh({ENV_RDV: "h:1", ENV_RANK: "0", ENV_BACKEND: "mpi"})
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: CLUSTERLAB_BACKEND=mpi needs MPI's launcher (mpiexec); clusterlab's starts TCP ranks
+    """
+    env = os.environ if env is None else env
+    how = started_by(env)
+    value = env.get(ENV_BACKEND) or ("mpi" if how == "mpiexec" else "tcp")
+    if value not in MESHES:
+        raise ConfigError(f"{ENV_BACKEND}={value!r}: expected {' or '.join(MESHES)}")
+    if value == "mpi" and how != "mpiexec":
+        raise ConfigError(f"{ENV_BACKEND}=mpi needs MPI's launcher (mpiexec); clusterlab's starts TCP ranks")
+    return value
 
 
 # --- messages ----------------------------------------------------------------------------------

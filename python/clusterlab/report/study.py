@@ -415,12 +415,13 @@ def dilation_checks(rows, meta) -> list[dict]:
 def point_rows(rows, meta) -> list[list[str]]:
     out = []
     for pm in meta.get("points", []):
-        rs = [r for r in rows if r.get("point") == pm["index"]]
+        rs = [r for r in rows if r.get("point") == pm["index"] and not r.get("failed")]
         secs = [r["seconds"] for r in rs if _num(r.get("seconds"))]
         rt = [r["retransmissions"] for r in rs if _num(r.get("retransmissions"))]
         k = pm.get("dilation", 1.0)
         mon = pm.get("monitor") or {}
-        out.append([str(pm["index"]), pm["label"] + (f" [check {pm['check']}]" if pm.get("check") else ""),
+        out.append([str(pm["index"]), pm["label"] + (f" [check {pm['check']}]" if pm.get("check") else "")
+                    + (f" **failed** {pm['failed']}" if pm.get("failed") else ""),
                     f"{k:g}" + (" (dilated)" if k != 1 else ""), str(len(rs)),
                     f"{statistics.median(secs):.4g}" if secs else "-",
                     f"{min(secs):.4g}..{max(secs):.4g}" if secs else "-",
@@ -550,10 +551,14 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     spec = meta.get("spec", {})
     md = [f"# {title}", ""]
     status = meta.get("status")
-    md.append(f"Study `{meta.get('study')}`, {len(rows)} repetitions, status **{status}**"
+    md.append(f"Study `{meta.get('study')}`, {sum(1 for r in rows if not r.get('failed'))} repetitions, status **{status}**"
               + (" (`--quick`: a smaller grid, not the full study)" if meta.get("quick") else "") + ".")
     if status != "complete":
         md.append(f"The run did not finish ({meta.get('error') or status}); the table holds the repetitions that did.")
+    failed = [pm for pm in meta.get("points", []) if pm.get("failed")]
+    if failed:
+        md.append(f"The job failed at {len(failed)} point{'s' if len(failed) > 1 else ''} (the study went on; a "
+                  "failed point has no time): " + "; ".join(f"{pm['label']}: {pm['failed']}" for pm in failed) + ".")
     lb, la = meta.get("load_before"), meta.get("load_after")
     mach = meta.get("machine", {})
     md += ["", f"Machine: {mach.get('cpus')} CPUs ({mach.get('cpu_model', '?')}), kernel {mach.get('kernel')}; "

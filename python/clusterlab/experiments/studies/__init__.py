@@ -8,7 +8,7 @@ measured, agrees)``. A study's name is its folder and module: ``seed000/fig3.py`
 is ``local-speedup``). Modules whose name starts with ``_`` are helpers, not studies.
 
 >>> [n for n in names() if n.startswith("seed000")]
-['seed000-fig2', 'seed000-fig3', 'seed000-fig4', 'seed000-fig5', 'seed000-fig6']
+['seed000-buffer', 'seed000-fig2', 'seed000-fig3', 'seed000-fig4', 'seed000-fig5', 'seed000-fig6']
 >>> module("seed000-fig3")
 'clusterlab.experiments.studies.seed000.fig3'
 """

@@ -23,20 +23,27 @@ import tempfile
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
-from clusterlab.units import parse_size
+from clusterlab.rendezvous.errors import CommError
+from clusterlab.units import parse_duration, parse_size
 
 # A round that waits out the longest backoff the kernel allows (MAX 120 s) still ends.
 ROUND_TIMEOUT = 300.0
 
 
-def alltoall_broadcast(size: str = "50KB", order: str = "same") -> Workload:
+def alltoall_broadcast(size: str = "50KB", order: str = "same", round_timeout: str = "300s") -> Workload:
     """Every rank sends ``size`` bytes to every other rank between two barriers. ``order``:
-    ``same`` (all start with rank 0: incast) or ``shifted`` (rank r starts with r+1)."""
+    ``same`` (all start with rank 0: incast) or ``shifted`` (rank r starts with r+1).
+    ``round_timeout`` (undilated): a round still unfinished then fails the point (a study that
+    sweeps into a regime where flows never recover, e.g. synchronised retransmissions that lose
+    the same cells every time, says so instead of waiting out the kernel's retries)."""
     if order not in ("same", "shifted"):
         raise ConfigError(f"order must be same or shifted, got {order!r}")
     if parse_size(size, "size") < 1:
         raise ConfigError(f"size must be at least 1 byte, got {size!r}")
-    return Workload("alltoall_broadcast", {"size": size, "order": order},
+    t = parse_duration(round_timeout, "round_timeout")
+    if not 0 < t <= ROUND_TIMEOUT:
+        raise ConfigError(f"round_timeout must be above 0 and at most {ROUND_TIMEOUT:g}s, got {round_timeout!r}")
+    return Workload("alltoall_broadcast", {"size": size, "order": order, "round_timeout": round_timeout},
                     check=lambda p: alltoall_broadcast(**p) and None)
 
 
@@ -71,13 +78,13 @@ def execute(session, params: dict, reps: int, warmup: int):
     if session.ranks < 2:
         raise ConfigError(f"the broadcast needs at least 2 ranks, got {session.ranks}")
     k = session.dilation
-    per_round = ROUND_TIMEOUT * k
+    per_round = parse_duration(params.get("round_timeout", "300s"), "round_timeout") * k
     fd, progress = tempfile.mkstemp(prefix="clusterlab-broadcast-", suffix=".jsonl")
     os.close(fd)
     try:
         out = session.run(rank_fn, nbytes, reps, params["order"], warmup, session.per_host_counters,
                           session.switch_ns, per_round, progress, timeout=60 + per_round * (reps + warmup))[0]
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the repetitions rank 0 finished, then stop
+    except (KeyboardInterrupt, CommError):  # Ctrl-C, SIGTERM or a failed rank: the rounds rank 0 finished
         yield from _rows(_finished(progress), k, session)
         raise
     finally:

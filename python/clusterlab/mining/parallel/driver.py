@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from clusterlab.comm.places import Launched
+from clusterlab.comm.places import Launched, started_as_rank
 from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
@@ -326,11 +326,9 @@ def rank_job(comm, path, algorithm, min_support, config: dict, format=None, reco
     """Module-level entry of launched ranks (arguments arrive as JSON): rank 0 returns the
     result as Arrow IPC bytes (nothing is pickled), the others None; an input error every rank
     agreed on comes back as its record (no rank prints a traceback for it)."""
-    from clusterlab.comm.inproc import InprocCommunicator
-
     try:
         table, passes, ranks = rank_run(comm, path, algorithm, min_support, ParallelConfig(**config), format,
-                                        shared_process=isinstance(comm, InprocCommunicator), record=record)
+                                        shared_process=comm.shares_process, record=record)
     except ClusterlabError as e:
         if not getattr(e, "agreed_by_ranks", False):
             raise  # one rank's own failure: the launcher names that rank
@@ -340,9 +338,7 @@ def rank_job(comm, path, algorithm, min_support, config: dict, format=None, reco
 
 def launched_job():
     """The communicator of the job this process runs in (`clusterlab run`, mpiexec), else None."""
-    from clusterlab.comm.world import under_launcher, under_mpi
-
-    if not (under_launcher() or under_mpi()):
+    if not started_as_rank():
         return None
     from clusterlab.comm import world
 
