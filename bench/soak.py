@@ -16,11 +16,13 @@ least-squares slope of the samples (not last minus first, which one noisy sample
 and a verdict: ``flat``, under ``--limit-kb`` (50 KB per 100 rounds: issue 25's bound); ``one
 step``, over it only because of one rise between two samples (without it, under): a high-water
 mark reached once and kept, such as more of a round's blocks waiting in a rank at the same time
-than ever before (a round in which all 15 blocks of 50 KB arrived before rank 0 asked for them
-raised it by 732 KB, once; a second such round by nothing); ``grows``, over it even without its
-largest step. Writes ``bench/results/soak.json`` atomically, a section per cluster
+than ever before (the mesh keeps freed receive buffers for reuse: a round in which all 15 blocks
+of 50 KB arrived before rank 0 asked for them raised it by 732 KB, once; a second such round by
+nothing; 128 KB with ``CLUSTERLAB_MALLOC_TUNE=0``); ``grows``, over it even without its largest
+step. Writes ``bench/results/soak.json`` atomically, a section per cluster
 (``loopback``, ``testbed``; a cluster not run keeps the record's), with commit, date, machine,
-load before/after and the samples. Exit status 1 when a process grows.
+load before/after, the ranks' ``CLUSTERLAB_MALLOC_TUNE`` and the samples. Exit status 1 when a
+process grows.
 
 Usage: ``.venv/bin/python bench/soak.py [--ranks 16] [--rounds 300] [--every 10] [--testbed]``
 """
@@ -217,7 +219,9 @@ def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: 
 
     settings = {"ranks": ranks, "rounds": rounds, "size": size, "every": every, "warmup_rounds": warmup,
                 "limit_kb_per_100_rounds": limit_kb, "workload": "alltoall_broadcast, order same",
-                "cluster": "loopback" if topo is None else "testbed"}
+                "cluster": "loopback" if topo is None else "testbed",
+                # 0: the ranks leave glibc's thresholds alone, so freed receive buffers go back
+                "CLUSTERLAB_MALLOC_TUNE": os.environ.get("CLUSTERLAB_MALLOC_TUNE", "1")}
     with tempfile.TemporaryDirectory(prefix="clusterlab-soak-") as tmp:
         progress = os.path.join(tmp, "progress.jsonl")
         os.chmod(tmp, 0o755)  # ranks in namespaces run as this user too; the file is rank 0's
