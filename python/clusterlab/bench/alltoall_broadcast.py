@@ -115,7 +115,11 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
     peers = [j for j in range(comm.size) if j != comm.rank]
     read_counters = per_host_counters or comm.rank == 0
     host_queue = _host_queue_drops() if per_host_counters else None
-    results = []
+    # Rank 0's record of the measured rounds, allocated (and written, so resident) before the
+    # first round: what each rank sent at the gather, the machine's CPU and the switch's drops per
+    # port. The result's dicts (6 KB a round at 16 ranks) are built once, at the end: kept per
+    # round they grew rank 0 by 0.7 MB per 100 rounds (a 300-round soak, bench/soak.py).
+    store = _Rounds(reps, comm.size) if comm.rank == 0 else None
     for rep in range(warmup + reps):
         c0 = tcp_counters() if read_counters else None
         d0 = drops() if (drops is not None and comm.rank == 0) else None
@@ -146,19 +150,55 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
         allv = comm.gather(np.array(mine, dtype=np.float64), root=0)
         if comm.rank != 0 or rep < warmup:
             continue
-        m = np.vstack([np.asarray(v, dtype=np.float64) for v in allv])
+        i = rep - warmup
+        for r, v in enumerate(allv):
+            store.m[i, r] = np.asarray(v, dtype=np.float64)
         ticks = max(1, cpu1[2] - cpu0[2])
-        row = {"rep": rep - warmup, "seconds": float(m[:, 0].max()), "rank0_seconds": float(m[0, 0]),
-               "cpu_idle": round((cpu1[0] - cpu0[0]) / ticks, 3), "cpu_spare": round((cpu1[1] - cpu0[1]) / ticks, 3)}
+        store.cpu[i] = (round((cpu1[0] - cpu0[0]) / ticks, 3), round((cpu1[1] - cpu0[1]) / ticks, 3))
+        if d0 is not None:
+            store.put_drops(i, {p: int(d1.get(p, 0) - d0.get(p, 0)) for p in d1})
+        if progress:
+            with open(progress, "a") as f:  # one write per line: a kill leaves whole lines
+                f.write(json.dumps(store.row(i, per_host_counters)) + "\n")
+    return [store.row(i, per_host_counters) for i in range(reps)] if comm.rank == 0 else None
+
+
+class _Rounds:
+    """Rank 0's record of ``reps`` rounds of ``size`` ranks in arrays allocated at the start
+    (``m``: what each rank gathered, ``1 + len(COUNTERS) + 6`` numbers; ``cpu``: idle and spare
+    shares; the switch's drops per port), and the row of the result each round becomes."""
+
+    def __init__(self, reps: int, size: int):
+        self.m = np.full((reps, size, len(COUNTERS) + 7), np.nan)  # full, not empty: its pages resident now
+        self.cpu = np.full((reps, 2), np.nan)
+        self.ports: tuple | None = None  # the switch's ports, as the first round's drops named them
+        self.drops: np.ndarray | None = None
+        self.other_drops: dict[int, dict] = {}  # a round whose ports differ from the first's (not seen)
+
+    def put_drops(self, i: int, per_port: dict[str, int]) -> None:
+        if self.ports is None:
+            self.ports = tuple(per_port)
+            self.drops = np.full((len(self.m), len(self.ports)), -1, dtype=np.int64)
+        if tuple(per_port) == self.ports:
+            self.drops[i] = list(per_port.values())
+        else:
+            self.other_drops[i] = per_port
+
+    def row(self, i: int, per_host_counters: bool) -> dict:
+        m = self.m[i]
+        row = {"rep": i, "seconds": float(m[:, 0].max()), "rank0_seconds": float(m[0, 0]),
+               "cpu_idle": float(self.cpu[i, 0]), "cpu_spare": float(self.cpu[i, 1])}
         rows = m if per_host_counters else m[:1]
-        for i, k in enumerate(COUNTERS, start=1):
+        for j, k in enumerate(COUNTERS, start=1):
             name = {"TcpRetransSegs": "retransmissions", "TcpExtTCPTimeouts": "timeouts",
                     "TcpExtTCPLossProbes": "loss_probes", "TcpOutSegs": "segments"}[k]
-            row[name] = int(rows[:, i].sum())
+            row[name] = int(rows[:, j].sum())
             if per_host_counters and name in ("retransmissions", "timeouts"):
-                row[f"{name}_per_host"] = [int(x) for x in rows[:, i]]
-        if d0 is not None:
-            per_port = {p: int(d1.get(p, 0) - d0.get(p, 0)) for p in d1}
+                row[f"{name}_per_host"] = [int(x) for x in rows[:, j]]
+        per_port = self.other_drops.get(i)
+        if per_port is None and self.ports is not None:
+            per_port = {p: int(x) for p, x in zip(self.ports, self.drops[i], strict=True)}
+        if per_port is not None:
             row["drops"] = sum(per_port.values())
             row["drops_per_port"] = per_port
         n = len(COUNTERS) + 1
@@ -169,11 +209,7 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
                          "transfer_s": round(max(0.0, float(v[0] - v[n])), 6), "rto": int(v[n + 1]),
                          "rto_recoveries": int(v[n + 2]), "rto_time_ms": int(v[n + 3]), "retrans": int(v[n + 4])}
                         for r, v in enumerate(m)]
-        results.append(row)
-        if progress:
-            with open(progress, "a") as f:  # one write per line: a kill leaves whole lines
-                f.write(json.dumps(row) + "\n")
-    return results if comm.rank == 0 else None
+        return row
 
 
 def summarize(reps: list[dict]) -> dict:
