@@ -110,6 +110,9 @@ RECORDS = (
     Record("seed002_phases_64k.json", "the same A/B at 64 KiB",
            f"{PY} bench/seed002_phases.py --bytes 65536 -o bench/results/seed002_phases_64k.json",
            doc="docs/studies.md, tests/comm/test_bcast_scatter_allgather.py"),
+    Record("soak.json", "300 all-to-all rounds of 50 KB on 16 ranks (loopback, and 16 testbed hosts): each "
+           "process's resident memory, its slope per 100 rounds after the warm-up and a verdict (flat, steps, grows)",
+           f"{PY} bench/soak.py && sudo {PY} bench/soak.py --testbed", doc="docs/testbed.md"),
     Record("storage.json", "iSCSI (tgt + libiscsi) sequential write/read on the testbed vs local, per link rate, "
            "initiator count and connections", f"sudo {PY} bench/storage.py --size 16MB", doc="docs/storage.md"),
     Record("storage_1gbit.json", "the same at 1 Gbit/s (the seed's rate), 64 MB per initiator",
