@@ -48,9 +48,10 @@ rust-test:
 	cargo test -p clusterlab-core -p clusterlab-net -p clusterlab-wan -p clusterlab-atm --release
 
 # Two workers: much of the suite waits on dilated networks and timeouts, not the CPU (on 2 cores:
-# 869 s serial, 550 s on two workers under load).
+# 869 s serial, 440 s on two workers with a study running beside); then the `serial` tests alone.
 py-test: setup
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 test: system-deps setup lint rust-test py-test
 

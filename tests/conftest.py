@@ -30,19 +30,17 @@ def shared(name: str) -> Path:
 is_root = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-# `make test` runs the suite on two xdist workers (--dist loadgroup). Tests that start MPICH
-# ranks inside testbed hosts run one at a time (on one worker): two such jobs at once on two
-# loaded cores once failed UCX's address exchange at MPI_Init ("Destination is unreachable").
-SERIAL_GROUPS = {
-    "mpi-in-testbed": ("tests/comm/test_mpi.py", "tests/testbed/test_run_mpi_root.py",
-                       "tests/testbed/test_testbed_cluster_root.py", "tests/npb/test_stack.py"),
-}
+# `make test` runs the suite on two xdist workers, then the tests marked `serial` on their own.
+# Serial: tests that start MPICH ranks inside testbed hosts. On two workers (another test's
+# testbed or ranks running beside it) one of them failed twice at MPI_Init, UCX's address
+# exchange saying "Destination is unreachable"; alone it passes (not yet explained: a user
+# running an MPI job on a testbed while the machine is busy may meet it too).
+SERIAL_FILES = ("tests/comm/test_mpi.py", "tests/testbed/test_run_mpi_root.py",
+                "tests/testbed/test_testbed_cluster_root.py", "tests/npb/test_stack.py")
 
 
 def pytest_collection_modifyitems(config, items):
     root = Path(__file__).resolve().parents[1]
     for item in items:
-        rel = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
-        for group, files in SERIAL_GROUPS.items():
-            if rel in files:
-                item.add_marker(pytest.mark.xdist_group(group))
+        if Path(str(item.fspath)).resolve().relative_to(root).as_posix() in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
