@@ -184,12 +184,27 @@ def test_official_binary_report_is_read(tmp_path):
     from clusterlab.npb.official import SAMPLE, parse_report
 
     fake = tmp_path / "is.S.2"
-    fake.write_text("#!/bin/sh\n[ \"${PMI_RANK:-0}\" = 0 ] && cat <<'EOF'\n" + SAMPLE + "EOF\nexit 0\n")
+    # NPB reads its input files from the working directory: the binary's own
+    fake.write_text(f"#!/bin/sh\n[ \"$(pwd)\" = {tmp_path.resolve()} ] || {{ echo wrong cwd $(pwd) >&2; exit 4; }}\n"
+                    "[ \"${PMI_RANK:-0}\" = 0 ] && cat <<'EOF'\n" + SAMPLE + "EOF\nexit 0\n")
     fake.chmod(0o755)
-    p = _cli("official", str(fake), "-n", "2", "--json")
+    p = _cli("official", str(fake), "-n", "2", "--json", cwd="/")
     assert p.returncode == 0, p.stderr
     rec = json.loads(p.stdout)
     assert rec["kernel"] == "IS" and rec["verified"] and rec["nprocs"] == 2 and rec["backend"] == "npb-mpi"
+    # from Python the cluster starts the ranks; its own mpiexec arguments and the call's both reach mpiexec
+    from clusterlab.npb.official import run_binary
+
+    marked = tmp_path / "marked"
+    marked.write_text(fake.read_text().replace("exit 0", "[ \"$NPB_MARK\" = 7 ] || exit 5\nexit 0"))
+    marked.chmod(0o755)
+    assert run_binary(str(marked), 2, cluster=Mpirun(mpiexec_args=["-genv", "NPB_MARK", "7"])).verified
+    # a rank that fails is named
+    bad = tmp_path / "bad"
+    bad.write_text("#!/bin/sh\n[ \"$PMI_RANK\" = 1 ] && exit 3\nexit 0\n")
+    bad.chmod(0o755)
+    p = _cli("official", str(bad), "-n", "2")
+    assert p.returncode == 2 and "rank 1 failed" in p.stderr and "exited with status 3" in p.stderr, p.stderr
     with pytest.raises(ConfigError, match="no NPB report"):
         parse_report("Segmentation fault", backend="npb-mpi")
     p = _cli("official", str(tmp_path / "missing"))

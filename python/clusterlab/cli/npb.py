@@ -100,14 +100,11 @@ def official_cmd(binary, n, timeout, testbed_name, as_json):
       clusterlab npb official NPB3.3-MPI/bin/is.S.2 -n 2
       clusterlab npb official NPB3.3-MPI/bin/is.S.8 -n 8 --testbed twosite   # on a testbed's hosts
     """
+    from clusterlab.cluster import from_options
     from clusterlab.npb.official import run_binary
 
-    cluster = None
-    if testbed_name:
-        from clusterlab.cluster import from_options
-
-        cluster = from_options("mpi", testbed=testbed_name)
-    res = run_binary(binary, n, timeout=timeout, cluster=cluster)
+    # mpiexec on this machine (Mpirun), or with --testbed in the testbed's hosts
+    res = run_binary(binary, n, cluster=from_options("mpi", testbed=testbed_name), timeout=timeout)
     click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
     if not res.verified:
         raise SystemExit(1)

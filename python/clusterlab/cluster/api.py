@@ -131,9 +131,12 @@ class Mpirun(OnThisMachine):
         return self._ranks_repr(f"hostfile={self.hostfile!r}, mesh={self.mesh!r}")
 
     def _options(self, options: dict) -> dict:
+        """``launch_mpi``'s keywords: this cluster's, then the call's (a call's ``mpiexec_args``
+        follow this cluster's rather than replace them)."""
         opts = dict(backend=self.mesh, hostfile=self.hostfile, iface=self.iface, rendezvous_host=self.rendezvous_host,
-                    mpiexec_args=self.mpiexec_args, mpiexec=self.mpiexec)
+                    mpiexec=self.mpiexec)
         opts.update(options)
+        opts["mpiexec_args"] = [*self.mpiexec_args, *options.get("mpiexec_args", ())]
         return opts
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
