@@ -151,8 +151,12 @@ def test_cli_json_trace_and_errors(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "1, 2, 4 or 8" in p.stderr
     p = _cli("run", "cg", "--class", "Q")
     assert p.returncode == 2 and "S, W, A" in p.stderr
+    # TCP settings: the cluster that cannot apply them refuses (the command asks it, not its type)
     p = _cli("run", "ep", "--backend", "inproc", "--rto-min", "5ms")
-    assert p.returncode == 2 and "only to --backend tcp" in p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not to in-process ranks" in p.stderr, p.stderr
+    if mpiexec_path() is not None:
+        p = _cli("run", "ep", "-n", "2", "--backend", "mpi", "--rto-min", "5ms")
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not to MPI's own transport" in p.stderr, p.stderr
     p = _cli("run", "is", "--class", "s", "-n", "2")
     assert p.returncode == 0 and "SUCCESSFUL" in p.stdout and "tcp" in p.stdout
 
