@@ -45,8 +45,9 @@ from clusterlab.rendezvous import contract
 
 BACKENDS = ("auto", "tcp", "mpi", "inproc", "world")  # the values of the commands' --backend
 MESHES = contract.MESHES  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
+LAUNCHERS = ("local", "mpiexec")  # the values of `clusterlab run --launcher`: what starts the processes
 
-__all__ = ["BACKENDS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
+__all__ = ["BACKENDS", "LAUNCHERS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
            "from_options", "started_as_rank"]
 
 
@@ -526,7 +527,7 @@ def from_options(backend: str = "auto", *, testbed: str | None = None, hostfile:
         if hostfile or mpiexec_args:
             raise ConfigError("--hostfile and --mpiexec-args need --launcher mpiexec")
         return Local(iface=iface, rendezvous_host=rendezvous_host or "127.0.0.1")
-    if launcher != "mpiexec":
-        raise ConfigError(f"unknown launcher {launcher!r} (local or mpiexec)")
+    if launcher not in LAUNCHERS:
+        raise ConfigError(f"unknown launcher {launcher!r} ({' or '.join(LAUNCHERS)})")
     return Mpirun(hostfile=hostfile, mesh=backend, iface=iface, rendezvous_host=rendezvous_host,
                   mpiexec_args=mpiexec_args or ())
