@@ -151,8 +151,12 @@ def test_cli_json_trace_and_errors(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "1, 2, 4 or 8" in p.stderr
     p = _cli("run", "cg", "--class", "Q")
     assert p.returncode == 2 and "S, W, A" in p.stderr
+    # TCP settings: the cluster that cannot apply them refuses (the command asks it, not its type)
     p = _cli("run", "ep", "--backend", "inproc", "--rto-min", "5ms")
-    assert p.returncode == 2 and "only to --backend tcp" in p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not to in-process ranks" in p.stderr, p.stderr
+    if mpiexec_path() is not None:
+        p = _cli("run", "ep", "-n", "2", "--backend", "mpi", "--rto-min", "5ms")
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not to MPI's own transport" in p.stderr, p.stderr
     p = _cli("run", "is", "--class", "s", "-n", "2")
     assert p.returncode == 0 and "SUCCESSFUL" in p.stdout and "tcp" in p.stdout
 
@@ -184,12 +188,27 @@ def test_official_binary_report_is_read(tmp_path):
     from clusterlab.npb.official import SAMPLE, parse_report
 
     fake = tmp_path / "is.S.2"
-    fake.write_text("#!/bin/sh\n[ \"${PMI_RANK:-0}\" = 0 ] && cat <<'EOF'\n" + SAMPLE + "EOF\nexit 0\n")
+    # NPB reads its input files from the working directory: the binary's own
+    fake.write_text(f"#!/bin/sh\n[ \"$(pwd)\" = {tmp_path.resolve()} ] || {{ echo wrong cwd $(pwd) >&2; exit 4; }}\n"
+                    "[ \"${PMI_RANK:-0}\" = 0 ] && cat <<'EOF'\n" + SAMPLE + "EOF\nexit 0\n")
     fake.chmod(0o755)
-    p = _cli("official", str(fake), "-n", "2", "--json")
+    p = _cli("official", str(fake), "-n", "2", "--json", cwd="/")
     assert p.returncode == 0, p.stderr
     rec = json.loads(p.stdout)
     assert rec["kernel"] == "IS" and rec["verified"] and rec["nprocs"] == 2 and rec["backend"] == "npb-mpi"
+    # from Python the cluster starts the ranks; its own mpiexec arguments and the call's both reach mpiexec
+    from clusterlab.npb.official import run_binary
+
+    marked = tmp_path / "marked"
+    marked.write_text(fake.read_text().replace("exit 0", "[ \"$NPB_MARK\" = 7 ] || exit 5\nexit 0"))
+    marked.chmod(0o755)
+    assert run_binary(str(marked), 2, cluster=Mpirun(mpiexec_args=["-genv", "NPB_MARK", "7"])).verified
+    # a rank that fails is named
+    bad = tmp_path / "bad"
+    bad.write_text("#!/bin/sh\n[ \"$PMI_RANK\" = 1 ] && exit 3\nexit 0\n")
+    bad.chmod(0o755)
+    p = _cli("official", str(bad), "-n", "2")
+    assert p.returncode == 2 and "rank 1 failed" in p.stderr and "exited with status 3" in p.stderr, p.stderr
     with pytest.raises(ConfigError, match="no NPB report"):
         parse_report("Segmentation fault", backend="npb-mpi")
     p = _cli("official", str(tmp_path / "missing"))

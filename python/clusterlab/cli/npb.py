@@ -57,7 +57,7 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
       clusterlab npb run is --class S -n 2 --backend inproc
     """
     from clusterlab import npb as lib
-    from clusterlab.cluster import Local, from_options
+    from clusterlab.cluster import from_options
 
     cluster = from_options(backend)
     if n is None:
@@ -66,9 +66,7 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
     if transport:
         from clusterlab.net.transport_config import TransportConfig
 
-        config = TransportConfig.parse(transport, place="socket")
-    if config is not None and not isinstance(cluster, Local):
-        raise ConfigError("TCP settings (--sndbuf, --rto-min, ...) apply only to --backend tcp")
+        config = TransportConfig.parse(transport, place="socket")  # a cluster that cannot apply them refuses
     if timeout <= 0:
         raise ConfigError(f"--timeout must be > 0, got {timeout}")
     res = lib.run(kernel, cls, n=n, cluster=cluster, transport=config, timeout=timeout, events=bool(trace_path))
@@ -100,14 +98,11 @@ def official_cmd(binary, n, timeout, testbed_name, as_json):
       clusterlab npb official NPB3.3-MPI/bin/is.S.2 -n 2
       clusterlab npb official NPB3.3-MPI/bin/is.S.8 -n 8 --testbed twosite   # on a testbed's hosts
     """
+    from clusterlab.cluster import from_options
     from clusterlab.npb.official import run_binary
 
-    cluster = None
-    if testbed_name:
-        from clusterlab.cluster import from_options
-
-        cluster = from_options("mpi", testbed=testbed_name)
-    res = run_binary(binary, n, timeout=timeout, cluster=cluster)
+    # mpiexec on this machine (Mpirun), or with --testbed in the testbed's hosts
+    res = run_binary(binary, n, cluster=from_options("mpi", testbed=testbed_name), timeout=timeout)
     click.echo(json.dumps(res.to_dict(), indent=1) if as_json else res.report())
     if not res.verified:
         raise SystemExit(1)

@@ -11,7 +11,7 @@ import sys
 import click
 
 from clusterlab.cli.options import Duration, Int, transport_options
-from clusterlab.cluster.api import MESHES
+from clusterlab.cluster.api import LAUNCHERS, MESHES
 from clusterlab.errors import ConfigError
 from clusterlab.units import parse_duration
 
@@ -35,7 +35,7 @@ def _dur(v):
               help="After a rank fails, how long the others get to exit before they are killed.")
 @click.option("--setup-timeout", default="60s", show_default=True, type=Duration(),
               help="Every rank must have joined the mesh within this long.")
-@click.option("--launcher", type=click.Choice(["local", "mpiexec"]),
+@click.option("--launcher", type=click.Choice(LAUNCHERS),
               help="Who starts the ranks: local (this machine; default for tcp) or mpiexec "
                    "(default for --backend mpi and with --hostfile).")
 @click.option("--hostfile", type=click.Path(dir_okay=False),

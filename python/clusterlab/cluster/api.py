@@ -45,8 +45,9 @@ from clusterlab.rendezvous import contract
 
 BACKENDS = ("auto", "tcp", "mpi", "inproc", "world")  # the values of the commands' --backend
 MESHES = contract.MESHES  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
+LAUNCHERS = ("local", "mpiexec")  # the values of `clusterlab run --launcher`: what starts the processes
 
-__all__ = ["BACKENDS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
+__all__ = ["BACKENDS", "LAUNCHERS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
            "from_options", "started_as_rank"]
 
 
@@ -131,9 +132,12 @@ class Mpirun(OnThisMachine):
         return self._ranks_repr(f"hostfile={self.hostfile!r}, mesh={self.mesh!r}")
 
     def _options(self, options: dict) -> dict:
+        """``launch_mpi``'s keywords: this cluster's, then the call's (a call's ``mpiexec_args``
+        follow this cluster's rather than replace them)."""
         opts = dict(backend=self.mesh, hostfile=self.hostfile, iface=self.iface, rendezvous_host=self.rendezvous_host,
-                    mpiexec_args=self.mpiexec_args, mpiexec=self.mpiexec)
+                    mpiexec=self.mpiexec)
         opts.update(options)
+        opts["mpiexec_args"] = [*self.mpiexec_args, *options.get("mpiexec_args", ())]
         return opts
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
@@ -523,7 +527,7 @@ def from_options(backend: str = "auto", *, testbed: str | None = None, hostfile:
         if hostfile or mpiexec_args:
             raise ConfigError("--hostfile and --mpiexec-args need --launcher mpiexec")
         return Local(iface=iface, rendezvous_host=rendezvous_host or "127.0.0.1")
-    if launcher != "mpiexec":
-        raise ConfigError(f"unknown launcher {launcher!r} (local or mpiexec)")
+    if launcher not in LAUNCHERS:
+        raise ConfigError(f"unknown launcher {launcher!r} ({' or '.join(LAUNCHERS)})")
     return Mpirun(hostfile=hostfile, mesh=backend, iface=iface, rendezvous_host=rendezvous_host,
                   mpiexec_args=mpiexec_args or ())

@@ -1,6 +1,7 @@
-"""Official NPB-MPI binaries (NPB 3.x, built by the user) run under the project's
-``mpiexec``, their report read into the same record as clusterlab's own kernels, so the two
-can be compared side by side on the same ranks.
+"""Official NPB-MPI binaries (NPB 3.x, built by the user) run as the MPI ranks of a cluster the
+caller gives (``Mpirun()``: the project's ``mpiexec``; ``Testbed(NAME, mesh="mpi")``: a
+testbed's hosts), their report read into the same record as clusterlab's own kernels, so the
+two can be compared side by side on the same ranks.
 
 The binary is only run, never built here; its report (NPB's ``print_results``) gives class,
 size, iterations, time, Mop/s and verification. Per-rank compute and traffic are not known
@@ -14,7 +15,6 @@ for it (``ranks`` is empty).
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 from clusterlab.errors import ConfigError
@@ -52,44 +52,29 @@ def parse_report(text: str, backend: str) -> NpbResult:
                      verification={}, ranks=[])
 
 
-def run_binary(binary: str, n: int, mpiexec: str | None = None, timeout: float = 1800.0, cluster=None) -> NpbResult:
-    """``mpiexec -n n BINARY`` (in the binary's directory, where NPB looks for its input
-    files) and its report. ConfigError if it is missing, fails or prints no report.
-    ``cluster``: a ``clusterlab.cluster.Cluster`` whose ``launch`` starts MPI ranks (e.g.
-    ``Testbed("lab", mesh="mpi")``: the ranks in a testbed's hosts, over its links); default
-    mpiexec on this machine."""
-    from clusterlab.comm.mpi import mpiexec_path
+def run_binary(binary: str, n: int, *, cluster, timeout: float = 1800.0) -> NpbResult:
+    """``BINARY`` as ``n`` MPI ranks started by ``cluster`` (in the binary's directory, where
+    NPB looks for its input files) and its report. ``cluster``: a ``clusterlab.cluster.Cluster``
+    whose ``launch`` starts MPI ranks: ``Mpirun()`` (mpiexec on this machine, or a hostfile's
+    hosts) or ``Testbed(NAME, mesh="mpi")`` (the ranks in a testbed's hosts, over its links).
+    ConfigError if the binary is missing, fails or prints no report."""
+    import tempfile
 
     path = Path(binary)
     if not path.is_file():
         raise ConfigError(f"{binary}: no such NPB binary")
-    if cluster is not None:
-        return _on_cluster(path.resolve(), n, cluster, timeout)
-    launcher = mpiexec or mpiexec_path()
-    if launcher is None:
-        raise ConfigError("mpiexec not found (pip install 'clusterlab[mpi]')")
     if n < 1:
         raise ConfigError(f"number of ranks must be at least 1, got {n}")
-    try:
-        p = subprocess.run([launcher, "-n", str(n), str(path.resolve())], capture_output=True, text=True,
-                           timeout=timeout, cwd=path.resolve().parent)
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"{binary}: did not finish within {timeout:g} s") from None
-    if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise ConfigError(f"{binary}: exited with status {p.returncode}: {tail[0]}")
-    return parse_report(p.stdout, backend="npb-mpi")
-
-
-def _on_cluster(path: Path, n: int, cluster, timeout: float) -> NpbResult:
-    import tempfile
-
-    if n < 1:
-        raise ConfigError(f"number of ranks must be at least 1, got {n}")
+    path = path.resolve()
     with tempfile.TemporaryFile("w+") as out:
-        res = cluster.launch([str(path)], n, timeout=timeout, stdout=out, mpiexec_args=["-wdir", str(path.parent)])
+        # program=True: each rank runs the binary under the wrapper that checks in for it and
+        # names the rank that died (the binary knows nothing of clusterlab)
+        res = cluster.launch([str(path)], n, timeout=timeout, stdout=out, program=True,
+                             mpiexec_args=["-wdir", str(path.parent)])
         out.seek(0)
         text = out.read()
     if not res.ok:
-        raise ConfigError(f"{path.name}: {res.reason or 'failed'}")
-    return parse_report(text, backend=f"npb-mpi on {cluster.name}")
+        raise ConfigError(f"{binary}: {res.reason or 'failed'}")
+    # the record's backend: the official binary, and where it ran unless that is plain mpiexec
+    where = "" if cluster.name == "mpi" else f" on {cluster.name}"
+    return parse_report(text, backend=f"npb-mpi{where}")
