@@ -7,7 +7,7 @@ sizes the seed's claim appears, not whether the seed was right."""
 import statistics
 
 from clusterlab.experiments.claims import fmt
-from clusterlab.experiments.spec import Grid, Study, TransportConfig, scatter
+from clusterlab.experiments.spec import Grid, Study, TransportConfig, scatter, seed_numbers
 from clusterlab.experiments.studies.seed000 import NOTES, SETUP, STACKS, SWITCH
 from clusterlab.experiments.workloads import alltoall_broadcast
 
@@ -27,7 +27,8 @@ STUDY = Study(
     repeat=5, warmup=1, monitor=True,
     quick={"hosts": "8", "buffer": "1024cells,8192cells", "stack": "seed-era", "repeat": "1"},
     report=[scatter(x="buffer", y="retransmissions_per_node", hue="rto_min_jitter+stack"),
-            scatter(x="buffer", y="seconds", hue="rto_min_jitter+stack")],
+            scatter(x="buffer", y="seconds", hue="rto_min_jitter+stack"),
+            seed_numbers("000", "Fig. 5, port buffer")],
     notes=NOTES + " This study varies the port buffer (the paper does not give it); 16 hosts, the all-to-all "
                   "broadcast of Figs. 3-5, MIN 200 ms fixed or random in [200, 300 ms], MAX = MIN + 100 ms.",
 )
