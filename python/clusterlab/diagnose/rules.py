@@ -6,7 +6,9 @@ that computed longest (``max compute``), of which the part above the ranks' mean
 starvation* (it was ready but had no core); the RTO wait (the longest of any rank, from
 ``tcpi_total_rto_time``; a stalled flow holds every rank up at the next synchronisation); and
 the rest of the communication, which is split into *transfer at line rate* (the busiest rank's
-bytes at the link's rate), per-message latency, and what is left: charged to host-queue drops
+bytes at the link's rate), a *slow link* (a host whose link the emulation runs below the others'
+rate, ``host_rates``: that rank's bytes at its own rate, beyond the line-rate part), per-message
+latency, and what is left: charged to host-queue drops
 or switch drops when the run recorded them, to Nagle + delayed ACKs (``nodelay`` off), to
 window-limited transfers (socket buffers set below ``WINDOW_LIMITED_BYTES``), to latency-bound
 small messages (``SMALL_MESSAGE_COUNT`` or more under ``SMALL_MESSAGE_BYTES``), else to queueing
@@ -58,6 +60,7 @@ CAUSE_TITLES = {
     "nagle": "Nagle + delayed ACK on small messages",
     "window_limited": "window/buffer-limited transfers",
     "small_messages": "latency-bound small messages",
+    "slow_link": "one host's link slower than the others'",
     "latency": "per-message latency",
     "queueing": "queueing and recovery from drops",
     "comm_wait": "waiting for other ranks' messages",
@@ -132,16 +135,36 @@ def pass_split(job, p) -> dict:
     rate, _ = _rate_bytes(job)
     sent = busiest.bytes or _workload_bytes(job)
     line = min(comm, sent / rate)
+    _, slow_host, slow_line = _slow_link(job, ranks, rate)
+    slow_extra = min(comm - line, max(0.0, slow_line - line))
     lat_each = _message_latency(job)
     msgs = max(r.messages for r in ranks)
-    latency = min(comm - line, msgs * lat_each)
-    rest = max(0.0, comm - line - latency)
+    latency = min(comm - line - slow_extra, msgs * lat_each)
+    rest = max(0.0, comm - line - slow_extra - latency)
     return {"pass": p.number, "seconds": p.seconds, "compute": mean_work, "skew": skew, "skew_rank": slow.rank,
             "starvation": starve, "starved_rank": slow.rank, "rto": rto, "rto_rank": rto_rank.rank,
             "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts,
-            "line": line, "latency": latency, "rest": rest,
+            "line": line, "slow": slow_extra, "slow_host": slow_host, "slow_line": slow_line, "latency": latency, "rest": rest,
             "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
             "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
+
+
+def _slow_link(job, ranks, rate_bytes: float) -> tuple[float, str | None, float]:
+    """``(rate in bytes/s, host, seconds)`` of the slowest link a rank's traffic crosses: a host of
+    ``host_rates`` below the cluster's rate (rank i runs in host hi), its rank's bytes (or the
+    workload's per-rank bytes) at that rate; ``(0, None, 0)`` without one. A link is full duplex:
+    what the rank sends and what it receives take the same time when they are equal (the
+    all-to-all broadcast), so its own bytes stand for both."""
+    rates = (job.cluster or {}).get("host_rates") or {}
+    best = (0.0, None, 0.0)
+    for r in ranks:
+        bps = rates.get(f"h{r.rank}")
+        if bps is None or bps / 8.0 >= rate_bytes:
+            continue
+        t = (r.bytes or _workload_bytes(job)) / (bps / 8.0)
+        if t > best[2]:
+            best = (bps / 8.0, f"h{r.rank}", t)
+    return best
 
 
 def _cause(name, seconds, evidence, fix=None, gain=None, method=None, apply=None) -> dict:
@@ -160,8 +183,8 @@ def _worst(splits, key):
 def causes(job) -> list[dict]:
     """Every cause of ``job``'s time with its seconds, evidence, fix and predicted gain."""
     splits = [pass_split(job, p) for p in job.passes if p.ranks]
-    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "latency",
-                                                             "rest")}
+    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "slow",
+                                                             "latency", "rest")}
     out = []
     _, rate_text = _rate_bytes(job)
     out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
@@ -183,6 +206,17 @@ def causes(job) -> list[dict]:
                           "wall time than CPU time (ready to run, no core free)",
                           "give every rank a core of its own: fewer ranks per machine (--nodes), or stop the "
                           "competing load", tot["starvation"], "fitted rule: computation at the rank's CPU seconds"))
+    if tot["slow"] > 0:
+        w = _worst(splits, "slow")
+        host, rates = w["slow_host"], (job.cluster or {}).get("host_rates") or {}
+        rate = (job.cluster or {}).get("rate")
+        share = f", 1/{rate / rates[host]:.3g} of the others' {rate / 1e6:g} Mbit/s" if rate else ""
+        out.append(_cause("slow_link", tot["slow"], f"pass {w['pass']}: host {host}'s link runs at "
+                          f"{rates[host] / 1e6:g} Mbit/s{share}: rank {host[1:]}'s {w['bytes'] / 1e6:.3g} MB take "
+                          f"{_fmt(w['slow_line'])} there against {_fmt(w['line'])} at the cluster's rate",
+                          f"give host {host}'s link the others' rate (a link negotiated down or a bad cable: host_rates "
+                          f"unset), or move work off rank {host[1:]}", tot["slow"],
+                          "fitted rule: the transfer at the cluster's line rate", {"cluster": {"host_rates": None}}))
     if tot["rto"] > 0:
         out.append(_rto_cause(job, splits, tot["rto"]))
     if tot["latency"] > 0:
