@@ -142,7 +142,10 @@ def test_testbed_up_refuses_instead_of_clamping():
     (["--hosts", "4", "--host-rate", "h3"], "host_rates: 'h3' is not host=rate"),
     (["--hosts", "4", "--host-rate", "h3=1Mbit", "--host-rate", "h3=2Mbit"], "host_rates: h3 given twice"),
     (["--hosts", "4", "--switch", "atm", "--host-rate", "h3=15Mbit"], "the atm switch's cell model runs every port"),
-    (["--host-rate", "h1=15Mbit"], "--host-rate need --hosts"),
+    (["--host-rate", "h1=15Mbit"], "--host-rate and --loss need --hosts"),
+    (["--switch", "atm", "--loss", "h1:1%"], "--host-rate and --loss need --hosts"),
+    (["--hosts", "4", "--loss", "h1:1%"], "loss is the atm switch's"),
+    (["--hosts", "4", "--switch", "atm", "--loss", "h1:2"], "loss: h1's 2 is outside 0..50%"),
 ])
 def test_bench_broadcast_refuses_a_bad_host_rate_in_one_line(args, msg, capsys):
     from clusterlab.cli import main

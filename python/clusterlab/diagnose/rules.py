@@ -12,7 +12,9 @@ latency, and what is left: charged to host-queue drops
 or switch drops when the run recorded them, to Nagle + delayed ACKs (``nodelay`` off), to
 window-limited transfers (socket buffers set below ``WINDOW_LIMITED_BYTES``), to latency-bound
 small messages (``SMALL_MESSAGE_COUNT`` or more under ``SMALL_MESSAGE_BYTES``), else to queueing
-(emulated) or to ranks waiting for each other (local).
+(emulated) or to ranks waiting for each other (local). An emulated cluster with a lossy link
+(``loss``, the atm switch) whose losses outnumber the switch's and the host queues' drops has its
+RTO waits and the rest charged to the *lossy link*.
 
 Each cause has its seconds, the evidence (which pass, rank, port), the setting that removes it
 (one of the project's knobs) and a predicted gain with how it was predicted. The dominant loss
@@ -61,6 +63,7 @@ CAUSE_TITLES = {
     "window_limited": "window/buffer-limited transfers",
     "small_messages": "latency-bound small messages",
     "slow_link": "one host's link slower than the others'",
+    "lossy_link": "a lossy link: its lost frames' RTO waits and recovery",
     "latency": "per-message latency",
     "queueing": "queueing and recovery from drops",
     "comm_wait": "waiting for other ranks' messages",
@@ -238,6 +241,9 @@ def _rto_cause(job, splits, seconds) -> dict:
     mon = job.monitor or {}
     sw = sw or mon.get("switch_drops", 0)
     host = host or mon.get("host_queue_drops", 0)
+    lossy = _lossy_link(job, sw, host)
+    if lossy:
+        return lossy(seconds, ev)
     name = "rto_wait"
     ports = job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}
     if sw and sw >= host:
@@ -300,6 +306,9 @@ def _rest_cause(job, splits, seconds) -> dict:
         return _cause("window_limited", seconds, ev + f"; socket buffers {b / 1024:g} KiB (a window at most that per RTT)",
                       "TransportConfig sndbuf/rcvbuf unset (autotuned) or at least the bandwidth-delay product",
                       seconds, "cost model: line rate + per-message latency", {"transport": {"sndbuf": None, "rcvbuf": None}})
+    lossy = _lossy_link(job, job.switch_drops or (job.monitor or {}).get("switch_drops") or 0, _host_drops(job))
+    if lossy:
+        return lossy(seconds, ev + " (fast retransmissions and their recovery)")
     if w.get("messages", 0) >= SMALL_MESSAGE_COUNT and 0 < w.get("mean_message", 0) < SMALL_MESSAGE_BYTES:
         bs = _transport_bytes(job.options.get("block_size")) or 8192
         return _cause("small_messages", seconds, ev, f"larger message blocks (--block-size {bs * 8 // 1024}KiB)",
@@ -319,6 +328,34 @@ def _rest_cause(job, splits, seconds) -> dict:
                       "other's messages (computation at different times)", None, None, None)
     return _cause("queueing", seconds, ev + _drops_text(job), _order_fix(job) + " or larger port buffers (buffer=)",
                   None, "no prediction (replay with the change to measure it)")
+
+
+def _lossy_link(job, switch_drops: int, host_drops: int):
+    """With a lossy link configured (``loss``) whose losses (the monitor's frames lost on a link,
+    or, unmonitored, any retransmission) outnumber the switch's and the host queues' drops: a
+    function ``(seconds, evidence) -> cause``; else None."""
+    loss = (job.cluster or {}).get("loss") or {}
+    if not loss:
+        return None
+    mon = job.monitor or {}
+    line = mon.get("line_losses")
+    if line is None:
+        line = job.retransmissions or job.timeouts or 0
+    if not line or line <= max(switch_drops or 0, host_drops or 0):
+        return None
+    links = ", ".join(f"{h}'s link loses {p:.3%} of its cells" for h, p in loss.items())
+    by_port = mon.get("line_losses_by_port") or {}
+    port = max(by_port, key=by_port.get) if by_port else None
+    hosts = " ".join(loss)
+
+    def cause(seconds, ev):
+        text = (f"{ev}; {links}: {line} frames lost on links" + (f" (most cells lost on the way to port {port}: "
+                                                                   f"{by_port[port]})" if port else "")
+                + f", {switch_drops or 0} at the switch's buffers, {host_drops or 0} in host queues")
+        return _cause("lossy_link", seconds, text, f"a link without errors for {hosts} (a bad cable, NIC or "
+                      "fibre: loss unset); TCP only recovers faster (rto_min lower, the linux stack's SACK/RACK)",
+                      seconds, "fitted rule: no losses, no timeouts or recovery", {"cluster": {"loss": None}})
+    return cause
 
 
 def _order_fix(job) -> str:
