@@ -82,7 +82,7 @@ def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
                      "seed_era_backoff": ["--buffer", "10KB", "--transport", "stack=seed-era,rto_min=200ms,rto_max=60s"],
                      "slow_link": ["--buffer", "4MB", "--host-rate", "h3=15.5Mbit"],
                      "lossy_link": ["--switch", "atm", "--rate", "155.52Mbit", "--buffer", "100000cells", "--loss",
-                                    "h3:0.05%"]}
+                                    "h3:0.1%"]}
         base = base_args[s.name]
         fixed = list(base)
 
