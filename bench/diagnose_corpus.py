@@ -5,7 +5,7 @@ as recorded: predicted against measured gain. A script, not a test.
 Reruns: a transport or block-size fix by ``diagnose.verify`` (both settings rerun one after the
 other); the skewed partition with its input shuffled (the fix: an equal share of the work); the
 CPU-starved run without the busy loop; the tiny job sequentially (the launch fix); testbed runs
-with the fix's setting (``--transport``/``--host-queue``). The load average is recorded beside
+with the fix's setting (``--transport``/``--host-queue``, no ``--host-rate``/``--loss``). The load average is recorded beside
 every scenario (2 CPUs shared with other users: starvation is part of what is measured).
 
     python bench/diagnose_corpus.py [--quick-only] [-o bench/results/diagnose_corpus.json]
@@ -79,7 +79,10 @@ def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
         apply = dom.get("apply") or {}
         base_args = {"incast": ["--buffer", "16KB", "--rto-min", "200ms"],
                      "host_queue_drops": ["--buffer", "4MB", "--host-queue", "4p", "--rto-min", "200ms"],
-                     "seed_era_backoff": ["--buffer", "10KB", "--transport", "stack=seed-era,rto_min=200ms,rto_max=60s"]}
+                     "seed_era_backoff": ["--buffer", "10KB", "--transport", "stack=seed-era,rto_min=200ms,rto_max=60s"],
+                     "slow_link": ["--buffer", "4MB", "--host-rate", "h3=15.5Mbit"],
+                     "lossy_link": ["--switch", "atm", "--rate", "155.52Mbit", "--buffer", "100000cells", "--loss",
+                                    "h3:0.1%"]}
         base = base_args[s.name]
         fixed = list(base)
 
@@ -99,8 +102,12 @@ def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
                 fixed[i] = ",".join([*kept, f"{k}={v}"])
             else:
                 put("--transport", f"{k}={v}")
-        if "cluster" in apply:
+        if "host_queue" in apply.get("cluster", {}):
             put("--host-queue", apply["cluster"]["host_queue"])
+        for key, opt in (("host_rates", "--host-rate"), ("loss", "--loss")):  # the fix: every link at --rate, none lossy
+            if key in apply.get("cluster", {}) and opt in fixed:
+                i = fixed.index(opt)
+                del fixed[i:i + 2]
         if not apply:
             put("--order", "shifted")
         again = sc._broadcast(work, s.name + "_again", *base)

@@ -64,6 +64,43 @@ def test_host_queue_drops_take_the_probe_timer_waits_too():
     assert "host h0 (50)" in d["dominant"]["evidence"]
 
 
+def test_a_slower_link_takes_its_ranks_bytes_at_its_own_rate():
+    # rank 3 sends 150 KB: 7.7 ms at 155 Mbit/s, 77.4 ms on its 15.5 Mbit/s link; the pass took 85 ms
+    ranks = [rp(i, 0.085, 0.0, bytes_=150e3) for i in range(4)]
+    cl = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    d = diagnose(Job("b", "study", 0.085, passes=[Pass("all", 0.085, ranks)], nodes=4,
+                     cluster={**cl, "host_rates": {"h3": 15.5e6}}))
+    assert named_first(d) == "slow_link"
+    assert d["dominant"]["seconds"] == pytest.approx(150e3 * 8 / 15.5e6 - 150e3 * 8 / 155e6, abs=1e-6)  # (rounded to us)
+    assert "host h3's link runs at 15.5 Mbit/s, 1/10 of the others' 155 Mbit/s" in d["dominant"]["evidence"]
+    assert d["dominant"]["apply"] == {"cluster": {"host_rates": None}}
+    # the same run without the slower link: the wait is queueing, no slow link named
+    d = diagnose(Job("b", "study", 0.085, passes=[Pass("all", 0.085, ranks)], nodes=4, cluster=cl))
+    assert "slow_link" not in [c["cause"] for c in d["causes"]]
+    # a host_rates entry at or above the cluster's rate is no slow link; nor one for a host without a rank
+    for rates in ({"h3": 1e9}, {"h7": 1e6}):
+        d = diagnose(Job("b", "study", 0.085, passes=[Pass("all", 0.085, ranks)], nodes=4,
+                         cluster={**cl, "host_rates": rates}))
+        assert "slow_link" not in [c["cause"] for c in d["causes"]], rates
+
+
+def test_a_lossy_links_losses_are_its_own_not_the_switchs():
+    p = Pass("all", 0.23, [rp(0, 0.23, 0.0, rto=0.209, timeouts=1), rp(1, 0.23, 0.0)])
+    cl = {"kind": "testbed", "rate": 155.52e6, "dilation": 1.0, "loss": {"h1": 0.001}}
+    mon = {"line_losses": 19, "line_losses_by_port": {"p1": 12}, "switch_drops": 0, "host_queue_drops": 0}
+    d = diagnose(Job("b", "study", 0.23, passes=[p], nodes=2, cluster=cl, monitor=mon))
+    assert named_first(d) == "lossy_link"
+    assert d["dominant"]["seconds"] == pytest.approx(0.23)  # the RTO wait and the recovery, one cause
+    assert "19 frames lost on links" in d["dominant"]["evidence"] and "port p1: 12" in d["dominant"]["evidence"]
+    assert d["dominant"]["apply"] == {"cluster": {"loss": None}}
+    # the switch dropped more than the link lost: incast, not the link
+    d = diagnose(Job("b", "study", 0.23, passes=[p], nodes=2, cluster=cl, monitor={**mon, "switch_drops": 40}))
+    assert named_first(d) == "incast_switch_drops"
+    # no lossy link configured: losses on links are not looked for
+    d = diagnose(Job("b", "study", 0.23, passes=[p], nodes=2, cluster={**cl, "loss": {}}, monitor=mon))
+    assert named_first(d) == "rto_wait"
+
+
 def test_long_waits_per_timeout_are_backoff_capped_by_rto_max():
     p = Pass("all", 3.2, [rp(0, 3.2, 0.0, rto=3.0, timeouts=2), rp(1, 3.2, 0.0)])
     d = diagnose(Job("b", "study", 3.2, passes=[p], nodes=2, transport={"rto_min": "200ms", "rto_max": "60s"},

@@ -42,9 +42,27 @@ def test_atm_settings_are_checked_and_round_trip():
                        (dict(switch="atm", epd_threshold="10cells"), "epd_threshold goes with discard='epd'"),
                        (dict(switch="atm", tbf_bucket="100us"), "tbf_bucket is the bridge's shaper"),
                        (dict(discard="ppd"), "the atm switch's (switch='atm')"),
-                       (dict(switch="atm", rate="8kbit", dilation=1e6), "a cell would take")]:
+                       (dict(switch="atm", rate="8kbit", dilation=1e6), "a cell would take"),
+                       (dict(loss="h1:1%"), "loss is the atm switch's"),
+                       (dict(switch="atm", loss="h9:1%"), "loss: no host 'h9'"),
+                       (dict(switch="atm", loss="h1:lots"), "loss: h1's 'lots' is not a percentage"),
+                       (dict(switch="atm", loss="h1:0.7"), "loss: h1's 0.7 is outside 0..50%"),
+                       (dict(switch="atm", loss="h1"), "loss: 'h1' is not host:value"),
+                       (dict(switch="atm", loss="h1:1%", loss_seed=-1), "loss_seed must be")]:
         with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
             StarTopo(hosts=4, **bad)
+
+
+def test_lossy_links_reach_the_switch_and_round_trip():
+    t = StarTopo(hosts=3, switch="atm", loss={"h2": 0.001, "h0": "0.02%"}, loss_seed=9, storage=True)
+    assert t.loss == "h0:0.02% h2:0.001" and t.line_loss() == {0: 0.0002, 2: 0.001}
+    back = StarTopo.from_dict(t.to_dict())
+    assert (back.loss, back.loss_seed) == (t.loss, 9)
+    s = switch_settings(t)  # ports p0 p1 p2 p3(st) pc
+    assert s["line_loss"] == [0.0002, 0.0, 0.001, 0.0, 0.0] and s["loss_seed"] == 9
+    assert "lossy links losing cells in both directions (h0:0.02%, h2:0.001, seed 9)" in \
+        TestbedCluster(t).switch_description()
+    assert StarTopo(hosts=3, switch="atm", loss="h1:0%").loss is None  # nothing lost: no lossy link
 
 
 def test_atm_ports_entries_and_settings():
@@ -166,6 +184,21 @@ def test_the_monitor_records_the_ports_counts(name):
     assert sum(p["cells_out"] for p in ports.values()) > 0
     # 2 hosts sending at once into each port of 64 cells overflow it
     assert sum(p["cells_dropped"] for p in ports.values()) > 0, ports
+
+
+@pytest.mark.root
+def test_a_lossy_link_loses_frames_on_the_line_not_in_the_buffer(name):
+    from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
+
+    topo = StarTopo(hosts=3, rate="155.52Mbit", switch="atm", buffer="100000cells", loss="h2:0.1%")
+    with TestbedNetwork(topo, name=name) as tb:
+        tb.run(alltoall_broadcast, 3, 256 << 10, 3, timeout=120)
+    t = tb.atm_totals
+    # about 2 x 3 x 4 x 256 KB through h2's link, a 9180-byte frame lost with p = 1 - 0.999^192 = 17%
+    assert sum(t["frames_line_lost"]) > 0 and sum(t["cells_dropped"]) == 0, t
+    assert sum(t["frames_line_lost"]) == sum(t["frames_lost"]), t  # every loss was the line's
+    # only frames crossing h2's link: to its port p2, or from it (counted at p0 and p1)
+    assert t["cells_line_lost"][3] == 0, t  # pc: the switch's own port, no lossy link on the way
 
 
 @pytest.mark.root

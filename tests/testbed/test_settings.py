@@ -136,6 +136,46 @@ def test_testbed_up_refuses_instead_of_clamping():
         assert re.search(msg, str(r.exception)), str(r.exception)
 
 
+@pytest.mark.parametrize("args, msg", [
+    (["--hosts", "4", "--host-rate", "h4=15Mbit"], "host_rates: no host 'h4' (hosts h0..h3)"),
+    (["--hosts", "4", "--host-rate", "h3=fast"], "host_rates: h3: cannot read rate 'fast'"),
+    (["--hosts", "4", "--host-rate", "h3"], "host_rates: 'h3' is not host=rate"),
+    (["--hosts", "4", "--host-rate", "h3=1Mbit", "--host-rate", "h3=2Mbit"], "host_rates: h3 given twice"),
+    (["--hosts", "4", "--switch", "atm", "--host-rate", "h3=15Mbit"], "the atm switch's cell model runs every port"),
+    (["--host-rate", "h1=15Mbit"], "--host-rate and --loss need --hosts"),
+    (["--switch", "atm", "--loss", "h1:1%"], "--host-rate and --loss need --hosts"),
+    (["--hosts", "4", "--loss", "h1:1%"], "loss is the atm switch's"),
+    (["--hosts", "4", "--switch", "atm", "--loss", "h1:2"], "loss: h1's 2 is outside 0..50%"),
+])
+def test_bench_broadcast_refuses_a_bad_host_rate_in_one_line(args, msg, capsys):
+    from clusterlab.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "broadcast", "--reps", "1", *args])
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert e.value.code == 2 and len(lines) == 1 and msg in lines[0], err
+
+
+def test_testbed_up_names_the_slower_link_and_its_shaper_lines():
+    from clusterlab.cli.testbed import make_topo
+    from clusterlab.cluster.testbed import link
+
+    t = make_topo(4, "155Mbit", "64KB", "1000p", None, 10.0, False, host_rates=("h3=15.5Mbit", "h1=100Mbit"))
+    assert t.host_rates == "h1=100Mbit h3=15.5Mbit"
+    ports = link.port_qdisc_lines(t)
+    assert [ln.split()[7] for ln in ports] == ["15500000bit", "10000000bit", "15500000bit", "1550000bit"]
+    assert link.host_qdisc_lines(t, 3)[0].split()[7] == "1550000bit"
+    assert link.host_qdisc_lines(t, 0)[0].split()[7] == "15500000bit"
+    from clusterlab.cluster import Testbed
+    from clusterlab.cluster.testbed import StarTopo
+
+    back = StarTopo.from_dict(t.to_dict())  # the testbed's state file: `testbed status|exec|down` see it
+    assert back.host_rates == t.host_rates and [back.link_rate_bps(i) for i in range(4)] == [155e6, 100e6, 155e6, 15.5e6]
+    assert "(at their own rate: h1=100Mbit, h3=15.5Mbit)" in Testbed(t).switch_description()
+    assert Testbed(t).with_settings(host_rates=None).topo.host_rates is None
+
+
 def test_testbed_clean_needs_a_name_or_all():
     r = CliRunner().invoke(cli, ["testbed", "clean"])
     assert r.exit_code != 0 and "name the testbed to clean" in str(r.exception)

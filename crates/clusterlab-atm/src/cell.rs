@@ -26,6 +26,15 @@
 //! Point-to-multipoint: a frame offered with several outputs is replicated by the switch; each
 //! copy has its own fate at its port.
 //!
+//! A lossy link (`set_line_loss`): each port's link loses a cell with its own probability, in
+//! either direction, drawn from a generator seeded by the caller (the same offers and seed give
+//! the same losses). A cell lost on its input link never reaches the switch (it takes no buffer
+//! place); one lost on its output link was sent (it used the link) and never arrives. Either way
+//! its frame is thrown away at reassembly, and a lost end-of-message takes the next frame of that
+//! input on that port with it, as a buffer's loss does. Line losses are counted apart
+//! (`cells_line_lost`, `frames_line_lost`) from the buffer's. The draws of a replicated frame's
+//! copies are independent (a flooded frame's input-link loss is drawn per copy).
+//!
 //! ```
 //! use clusterlab_atm::cell::{cells_for, CellSwitch, Discard, Outcome, SwitchConfig};
 //! // 2 ports, cells of 1 us, room for 100 cells.
@@ -139,6 +148,10 @@ pub struct PortStats {
     /// Cells of lost frames that used the link.
     pub cells_wasted: u64,
     pub max_queue_cells: u32,
+    /// Cells of frames for this port lost on a link (its input's or its own), not in the buffer.
+    pub cells_line_lost: u64,
+    /// Frames lost at reassembly that lost no cell but on a link (included in `frames_lost`).
+    pub frames_line_lost: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +173,8 @@ struct Active {
     n: u32,
     enqueued: u32,
     lost: bool,
+    /// Lost only to line losses so far (for `frames_line_lost`).
+    line_only: bool,
     state: State,
     last_departure: u64,
 }
@@ -186,9 +201,28 @@ pub struct CellSwitch {
     /// Ports with frames arriving, and a flag per port.
     busy_ports: Vec<u16>,
     is_busy: Vec<bool>,
-    /// Per (output, input): the last frame lost its end-of-message cell, so the next one dies too.
-    eom_lost: Vec<bool>,
+    /// Per (output, input): the last frame lost its end-of-message cell, so the next one dies too
+    /// (`EOM_BUFFER` in the buffer, `EOM_LINE` on a link; 0: not lost).
+    eom_lost: Vec<u8>,
     late_offers: u64,
+    /// Per port: the probability that its link loses a cell, as a threshold of a 64-bit draw.
+    line_loss: Vec<u64>,
+    rng: u64,
+}
+
+const EOM_BUFFER: u8 = 1;
+const EOM_LINE: u8 = 2;
+
+/// Most a link may lose: half its cells.
+pub const MAX_LINE_LOSS: f64 = 0.5;
+
+/// splitmix64: a small, well-mixed generator; the model's only randomness.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl CellSwitch {
@@ -204,9 +238,42 @@ impl CellSwitch {
             pending: BinaryHeap::new(),
             busy_ports: Vec::new(),
             is_busy: vec![false; cfg.ports],
-            eom_lost: vec![false; cfg.ports * cfg.ports],
+            eom_lost: vec![0; cfg.ports * cfg.ports],
             late_offers: 0,
+            line_loss: vec![0; cfg.ports],
+            rng: 0,
         })
+    }
+
+    /// Make port i's link lose each cell with probability `loss[i]` (0 ..= `MAX_LINE_LOSS`), in
+    /// both directions, with draws from a generator seeded by `seed`.
+    ///
+    /// ```
+    /// use clusterlab_atm::cell::{CellSwitch, Discard, SwitchConfig};
+    /// let cfg = SwitchConfig { ports: 2, cell_ps: 1_000_000, buffer_cells: 100, discard: Discard::None };
+    /// let mut sw = CellSwitch::new(cfg).unwrap();
+    /// assert!(sw.set_line_loss(&[0.0, 0.01], 1).is_ok());
+    /// assert!(sw.set_line_loss(&[0.0, 0.9], 1).unwrap_err().contains("port 1"));
+    /// ```
+    pub fn set_line_loss(&mut self, loss: &[f64], seed: u64) -> Result<(), String> {
+        if loss.len() != self.cfg.ports {
+            return Err(format!("line loss for {} ports: the switch has {}", loss.len(), self.cfg.ports));
+        }
+        for (i, &p) in loss.iter().enumerate() {
+            if !(0.0..=MAX_LINE_LOSS).contains(&p) {
+                return Err(format!("line loss {p} on port {i}: accepted 0 ..= {MAX_LINE_LOSS} of its cells"));
+            }
+        }
+        // p as a threshold on a uniform 64-bit draw (p = 0: never)
+        self.line_loss = loss.iter().map(|&p| (p * 18_446_744_073_709_551_616.0) as u64).collect();
+        self.rng = seed;
+        Ok(())
+    }
+
+    /// Whether port `p`'s link loses the next cell (no draw on a lossless link).
+    fn line_drops(&mut self, p: usize) -> bool {
+        let t = self.line_loss[p];
+        t != 0 && splitmix64(&mut self.rng) < t
     }
 
     pub fn config(&self) -> SwitchConfig {
@@ -274,7 +341,7 @@ impl CellSwitch {
             }
             any = true;
             let a = Active { tag, input: input as u16, at: first_slot, next: 0, n, enqueued: 0, lost: false,
-                             state: State::Whole, last_departure: 0 };
+                             line_only: true, state: State::Whole, last_departure: 0 };
             let port = &mut self.ports[o];
             port.stats.frames_in += 1;
             insert_sorted(&mut port.active, a, c, self.cfg.ports);
@@ -323,9 +390,13 @@ impl CellSwitch {
             let last = a.next + 1 == a.n;
             let port = &mut self.ports[o];
             port.stats.cells_in += 1;
-            if first && std::mem::take(&mut self.eom_lost[o * nports + a.input as usize]) {
+            let eom = if first { std::mem::take(&mut self.eom_lost[o * nports + a.input as usize]) } else { 0 };
+            if eom != 0 {
                 a.lost = true; // reassembled together with the frame whose end was lost
+                a.line_only &= eom == EOM_LINE;
             }
+            let up_lost = self.line_drops(a.input as usize);
+            let port = &mut self.ports[o];
             let take = match a.state {
                 State::Refused => false,
                 State::Dropping => last,
@@ -338,28 +409,48 @@ impl CellSwitch {
                     _ => true,
                 },
             };
-            if take && occ < cap {
+            if take && up_lost {
+                // lost on its input link: it never came (no buffer place); its frame dies
+                port.stats.cells_line_lost += 1;
+                a.lost = true;
+                if last {
+                    self.eom_lost[o * nports + a.input as usize] = EOM_LINE;
+                }
+            } else if take && occ < cap {
                 let dep = t.max(port.busy) + c;
                 port.busy = dep;
                 a.enqueued += 1;
                 a.last_departure = dep;
                 port.stats.cells_out += 1;
                 port.stats.max_queue_cells = port.stats.max_queue_cells.max(occ + 1);
+                if self.line_loss[o] != 0 && splitmix64(&mut self.rng) < self.line_loss[o] {
+                    // sent, lost on the output link
+                    port.stats.cells_line_lost += 1;
+                    a.lost = true;
+                    if last {
+                        self.eom_lost[o * nports + a.input as usize] = EOM_LINE;
+                    }
+                }
             } else if take {
                 port.stats.cells_dropped += 1;
                 a.lost = true;
+                a.line_only = false;
                 if discard != Discard::None {
                     a.state = State::Dropping;
                 }
                 if last {
-                    self.eom_lost[o * nports + a.input as usize] = true;
+                    self.eom_lost[o * nports + a.input as usize] = EOM_BUFFER;
                 }
             } else {
                 port.stats.cells_discarded += 1;
+                a.line_only = false;
             }
             if last {
                 if a.lost {
                     port.stats.frames_lost += 1;
+                    if a.line_only {
+                        port.stats.frames_line_lost += 1;
+                    }
                     port.stats.cells_wasted += a.enqueued as u64;
                     out.push(Outcome::Lost { tag: a.tag, output: o as u16, wasted_cells: a.enqueued });
                 } else {
@@ -546,6 +637,55 @@ mod tests {
         s.advance(50_000, &mut out);
         assert_eq!(s.offer(10_000, 0, &[1], 48, 1), 52_000);
         assert_eq!(s.late_offers(), 1);
+    }
+
+    /// 2000 frames of 10 cells from input 0 to port 1, one every 20 us (the port never queues).
+    fn lossy(loss: [f64; 3], seed: u64) -> (PortStats, Vec<u64>) {
+        let mut s = sw(3, 1000, Discard::None);
+        s.set_line_loss(&loss, seed).unwrap();
+        let mut out = vec![];
+        for k in 0..2000u64 {
+            s.offer(k * 20_000, 0, &[1], 10 * 48 - 8, k);
+            s.advance(k * 20_000 + 19_000, &mut out);
+        }
+        s.advance(u64::MAX / 2000, &mut out);
+        let lost = out.iter().filter_map(|o| match o { Outcome::Lost { tag, .. } => Some(*tag), _ => None }).collect();
+        (s.stats(1), lost)
+    }
+
+    #[test]
+    fn a_lossy_link_loses_cells_at_its_rate_the_same_ones_for_the_same_seed() {
+        // 1% of cells on the output link: a 10-cell frame survives with 0.99^10 = 90.4%
+        let (st, lost) = lossy([0.0, 0.01, 0.0], 7);
+        assert_eq!(st.cells_dropped, 0);
+        assert!((150..=260).contains(&st.cells_line_lost), "{st:?}"); // 200 expected
+        assert_eq!(st.frames_lost, lost.len() as u64);
+        assert_eq!(st.frames_line_lost, st.frames_lost);
+        assert!((140..=250).contains(&st.frames_lost), "{st:?}"); // 191 expected (+ a few EOM losses)
+        assert_eq!(st.cells_out, st.cells_in); // sent, then lost on the wire: every cell used the link
+        assert_eq!(lossy([0.0, 0.01, 0.0], 7), (st, lost.clone()));
+        assert_ne!(lossy([0.0, 0.01, 0.0], 8).1, lost);
+        // on the input link: the lost cells never take a place in the buffer
+        let (up, _) = lossy([0.01, 0.0, 0.0], 7);
+        assert!((150..=260).contains(&up.cells_line_lost) && up.cells_out == up.cells_in - up.cells_line_lost, "{up:?}");
+        // a lossless link draws nothing: the same as no loss set
+        assert_eq!(lossy([0.0, 0.0, 0.0], 7).0, {
+            let mut s = sw(3, 1000, Discard::None);
+            for k in 0..2000u64 {
+                s.offer(k * 20_000, 0, &[1], 10 * 48 - 8, k);
+                s.advance(k * 20_000 + 19_000, &mut vec![]);
+            }
+            s.advance(u64::MAX / 2000, &mut vec![]);
+            s.stats(1)
+        });
+    }
+
+    #[test]
+    fn line_loss_is_refused_outside_its_range() {
+        let mut s = sw(3, 10, Discard::None);
+        assert!(s.set_line_loss(&[0.0, 0.6, 0.0], 1).unwrap_err().contains("port 1"));
+        assert!(s.set_line_loss(&[0.0, f64::NAN, 0.0], 1).is_err());
+        assert!(s.set_line_loss(&[0.0, 0.1], 1).unwrap_err().contains("2 ports"));
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct RunConfig {
     /// flooded to the ingress port's site.
     pub fdb: Vec<(u8, [u8; 6], u16)>,
     pub model: SwitchConfig,
+    /// Per port: the probability that its link loses a cell (empty: none), and the draws' seed.
+    pub line_loss: Vec<f64>,
+    pub loss_seed: u64,
     pub control: Control,
 }
 
@@ -172,6 +175,9 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     let ctl = &cfg.control;
     let mut trace_file = ctl.open_trace()?;
     let mut model = CellSwitch::new(cfg.model).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    if !cfg.line_loss.is_empty() {
+        model.set_line_loss(&cfg.line_loss, cfg.loss_seed).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    }
     let mut port_of: HashMap<i32, u16> = HashMap::new();
     let mut ifindex = Vec::with_capacity(n);
     for (p, name) in cfg.ports.iter().enumerate() {
@@ -371,7 +377,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
 }
 
 /// One line per port that saw cells in the interval:
-/// `P <unix time> <port> <cells in> <cells out> <cells dropped> <cells discarded> <frames delivered> <frames lost> <cells wasted> <max queue>`
+/// `P <unix time> <port> <cells in> <cells out> <cells dropped> <cells discarded> <frames delivered> <frames lost> <cells wasted> <max queue> <cells line lost> <frames line lost>`
 /// (counts of the interval; the max queue since the start). An idle port writes nothing.
 fn write_trace(f: &mut File, model: &CellSwitch, last: &mut [PortStats]) -> io::Result<()> {
     let t = unix_seconds();
@@ -379,10 +385,11 @@ fn write_trace(f: &mut File, model: &CellSwitch, last: &mut [PortStats]) -> io::
     for (p, prev) in last.iter_mut().enumerate() {
         let s = model.stats(p);
         if s.cells_in != prev.cells_in || s.frames_lost != prev.frames_lost {
-            text += &format!("P {t:.6} {p} {} {} {} {} {} {} {} {}\n", s.cells_in - prev.cells_in, s.cells_out - prev.cells_out,
-                             s.cells_dropped - prev.cells_dropped, s.cells_discarded - prev.cells_discarded,
-                             s.frames_delivered - prev.frames_delivered, s.frames_lost - prev.frames_lost,
-                             s.cells_wasted - prev.cells_wasted, s.max_queue_cells);
+            text += &format!("P {t:.6} {p} {} {} {} {} {} {} {} {} {} {}\n", s.cells_in - prev.cells_in,
+                             s.cells_out - prev.cells_out, s.cells_dropped - prev.cells_dropped,
+                             s.cells_discarded - prev.cells_discarded, s.frames_delivered - prev.frames_delivered,
+                             s.frames_lost - prev.frames_lost, s.cells_wasted - prev.cells_wasted, s.max_queue_cells,
+                             s.cells_line_lost - prev.cells_line_lost, s.frames_line_lost - prev.frames_line_lost);
             *prev = s;
         }
     }

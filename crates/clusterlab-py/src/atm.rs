@@ -25,15 +25,18 @@ fn parse_mac(s: &str) -> PyResult<[u8; 6]> {
 /// Switch frames between `ports` (interfaces of this namespace; `sites[i]` is port i's site)
 /// through the cell model: `cell_ps` per cell on every link, `buffer_cells` per output port,
 /// `discard` one of none, ppd, epd (with `epd_threshold` cells). `fdb`: (site, MAC, port)
-/// static entries. Returns the totals: per port the model's counts (lists indexed by port),
+/// static entries. `line_loss`: per port, the probability that its link loses a cell (both
+/// directions; empty: none), drawn from `loss_seed`. Returns the totals: per port the model's counts (lists indexed by port),
 /// frames read, send errors, lateness of departures (ns), kernel drops, late offers.
 #[pyfunction]
 #[pyo3(signature = (ports, sites, fdb, cell_ps, buffer_cells, discard="none", epd_threshold=0, trace_path=None,
-                    interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true))]
+                    interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true, line_loss=Vec::new(),
+                    loss_seed=1))]
 #[allow(clippy::too_many_arguments)]
 fn atm_switch<'py>(py: Python<'py>, ports: Vec<String>, sites: Vec<u8>, fdb: Vec<(u8, String, u16)>, cell_ps: u64,
                    buffer_cells: u32, discard: &str, epd_threshold: u32, trace_path: Option<String>, interval_ns: u64,
-                   watch_fd: i32, ready_fd: i32, realtime: bool) -> PyResult<Bound<'py, PyDict>> {
+                   watch_fd: i32, ready_fd: i32, realtime: bool, line_loss: Vec<f64>,
+                   loss_seed: u64) -> PyResult<Bound<'py, PyDict>> {
     let discard = match discard {
         "none" => Discard::None,
         "ppd" => Discard::Ppd,
@@ -46,7 +49,11 @@ fn atm_switch<'py>(py: Python<'py>, ports: Vec<String>, sites: Vec<u8>, fdb: Vec
     }
     let fdb = fdb.into_iter().map(|(s, m, p)| Ok((s, parse_mac(&m)?, p))).collect::<PyResult<Vec<_>>>()?;
     let control = Control { trace_path, interval_ns, watch_fd, ready_fd, realtime };
-    let cfg = RunConfig { ports, sites, fdb, model, control };
+    if !line_loss.is_empty() {
+        let mut probe = clusterlab_atm::CellSwitch::new(model).map_err(PyValueError::new_err)?;
+        probe.set_line_loss(&line_loss, loss_seed).map_err(PyValueError::new_err)?;
+    }
+    let cfg = RunConfig { ports, sites, fdb, model, line_loss, loss_seed, control };
     let stop = AtomicBool::new(false);
     let t = py.detach(|| run(&cfg, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
@@ -60,6 +67,8 @@ fn atm_switch<'py>(py: Python<'py>, ports: Vec<String>, sites: Vec<u8>, fdb: Vec
     d.set_item("frames_lost", col(|s| s.frames_lost))?;
     d.set_item("cells_wasted", col(|s| s.cells_wasted))?;
     d.set_item("max_queue_cells", col(|s| s.max_queue_cells as u64))?;
+    d.set_item("cells_line_lost", col(|s| s.cells_line_lost))?;
+    d.set_item("frames_line_lost", col(|s| s.frames_line_lost))?;
     d.set_item("frames_read", t.frames_read.clone())?;
     d.set_item("foreign_frames", t.foreign_frames)?;
     d.set_item("flooded", t.flooded)?;

@@ -30,7 +30,7 @@ from clusterlab.errors import ConfigError
 @click.option("--run-dir", default=None, type=OutputPath(directory=True),
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
-def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, discard, epd_threshold, host_queue, mtu,
+def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates, loss, loss_seed, buffer, discard, epd_threshold, host_queue, mtu,
               dilation, storage, no_rps, offloads, transport, use_monitor, interval, run_dir, as_json):
     """Barrier, every rank sends SIZE bytes to every other rank, barrier; REPS times.
 
@@ -39,6 +39,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
       clusterlab bench broadcast --size 50KB --reps 10
       clusterlab bench broadcast --hosts 16 --rate 155Mbit --buffer 64KB --reps 10 --json
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
+      clusterlab bench broadcast --hosts 4 --buffer 4MB --host-rate h3=15.5Mbit --run-dir runs/slow
     """
     from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
     from clusterlab.cluster import Local, Testbed
@@ -55,14 +56,16 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
         raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
     from clusterlab.cli.testbed import make_topo
 
-    topo = make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold)  # checked even unused
+    topo = make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold,
+                     host_rates, loss, loss_seed)  # checked even unused
     config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
     settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:
         if dilation != 1.0:
             raise ConfigError("--dilation needs --hosts (the local cluster has no links to slow down)")
-        if switch != "bridge" or discard != "none" or epd_threshold is not None:
-            raise ConfigError("--switch, --discard and --epd-threshold need --hosts (the local cluster has no switch)")
+        if switch != "bridge" or discard != "none" or epd_threshold is not None or host_rates or loss:
+            raise ConfigError("--switch, --discard, --epd-threshold, --host-rate and --loss need --hosts (the local "
+                              "cluster has no switch)")
         n = ranks or 4
         if n < 2:
             raise ConfigError(f"need at least 2 ranks, got {n}")
@@ -94,7 +97,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, buffer, dis
         star = star_topo(point)
         applied = res.meta["points"][0].get("applied", {})
         settings.update(cluster="testbed", hosts=hosts, ranks=topo.n_ranks(), rate=rate,
-                        buffer_bytes=star.buffer_bytes, host_queue_bytes=star.host_queue_bytes, mtu=mtu,
+                        host_rates=star.host_rates, loss=star.loss, buffer_bytes=star.buffer_bytes, host_queue_bytes=star.host_queue_bytes, mtu=mtu,
                         dilation=point.dilation, rps=True, offloads_off=True, testbed=applied.get("testbed"),
                         rto_min_us_per_host=applied.get("rto_min_us_per_host"),
                         rto_max_ms_per_host=applied.get("rto_max_ms_per_host"),

@@ -20,6 +20,15 @@ def topo_options(f):
                      help="bridge: a Linux bridge, tbf per port, whole packets dropped. atm: an ATM cell switch "
                           "(AAL5 cells interleaved at output ports, a cell buffer per port, frames lost at "
                           "reassembly; --rate is the line rate, 26/27 of it carries cells)."),
+        click.option("--host-rate", "host_rates", multiple=True, metavar="HOST=RATE",
+                     help="One host's link at its own rate (both directions), e.g. --host-rate h3=15.5Mbit; "
+                          "repeatable. Bridge switch only."),
+        click.option("--loss", multiple=True, metavar="HOST:P",
+                     help="A lossy link: each cell on HOST's link (either direction) lost with probability P, e.g. "
+                          "--loss h3:0.02% (a 9180-byte frame is 192 cells: 3.8% of them lost); repeatable. ATM "
+                          "switch only."),
+        click.option("--loss-seed", default=1, show_default=True, type=Int(lo=0, hi=2**63 - 1),
+                     help="Seed of the lossy links' draws."),
         click.option("--buffer", default="64KB", show_default=True,
                      help="Switch output buffer per port: bytes (64KB), packets (100p) or ATM cells (1000cells)."),
         click.option("--discard", type=click.Choice(["none", "ppd", "epd"]), default="none", show_default=True,
@@ -61,9 +70,9 @@ def wan_options(f):
 
 
 def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch="bridge", discard="none",
-              epd_threshold=None, **wan):
+              epd_threshold=None, host_rates=(), loss=(), loss_seed=1, **wan):
     """The topology; ``wan``: ``sites``, ``wan_rate``, ``wan_delay``, ``wan_queue``, ``wan_shared``
-    (unused without ``sites``, but checked all the same)."""
+    (unused without ``sites``, but checked all the same); ``host_rates``: ``--host-rate`` values."""
     from clusterlab.cluster.testbed import StarTopo
 
     if wan.get("sites") is None:  # given, even empty, it is checked
@@ -72,7 +81,8 @@ def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch="b
             StarTopo(hosts=2, sites="1+1", **rest)  # the WAN options' own checks
         wan = {}
     return StarTopo(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, dilation=dilation,
-                    storage=storage, switch=switch, discard=discard, epd_threshold=epd_threshold, **wan)
+                    storage=storage, switch=switch, discard=discard, epd_threshold=epd_threshold,
+                    host_rates=" ".join(host_rates) or None, loss=" ".join(loss) or None, loss_seed=loss_seed, **wan)
 
 
 @click.group()
@@ -96,7 +106,7 @@ def testbed():
 @wan_options
 @transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--json", "as_json", is_flag=True)
-def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mtu, dilation, storage, no_rps, offloads,
+def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, epd_threshold, host_queue, mtu, dilation, storage, no_rps, offloads,
        sites, wan_rate, wan_delay, wan_queue, wan_shared, transport, as_json):
     """Bring a testbed up and leave it running (take it down with ``down``).
 
@@ -110,6 +120,8 @@ def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mt
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-delay 6ms --name wan
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-shared --name atm67
       clusterlab testbed up --hosts 16 --rate 155.52Mbit --switch atm --buffer 1000cells --discard none --name atm
+      clusterlab testbed up --hosts 4 --rate 155Mbit --host-rate h3=15.5Mbit --name slow
+      clusterlab testbed up --hosts 4 --rate 155.52Mbit --switch atm --loss h3:0.02% --name lossy
     """
     from clusterlab.cluster.testbed import TestbedNetwork
     from clusterlab.net.transport_config import TransportConfig
@@ -119,7 +131,7 @@ def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mt
 
         check_name(name)
     topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch, discard, epd_threshold,
-                     sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
+                     host_rates, loss, loss_seed, sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
     config = TransportConfig.parse(transport, place="testbed")
     tb = TestbedNetwork(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
     info = {"name": tb.name, "hosts": len(tb.hosts), "seconds": round(tb.timings["up"], 3),
@@ -131,6 +143,12 @@ def up(hosts, name, rate, switch, buffer, discard, epd_threshold, host_queue, mt
                    if topo.switch == "atm" else f"{topo.buffer_bytes} B port buffers")
         click.echo(f"testbed {tb.name}: {len(tb.hosts)} hosts up in {tb.timings['up']:.2f} s "
                    f"({topo.rate} links, {buffers}, MTU {topo.mtu})")
+        if topo.host_rates:
+            click.echo(f"links at their own rate: {topo.host_rates.replace(' ', ', ')}"
+                       + (f" (/ {topo.dilation:g} by dilation)" if topo.dilation != 1 else ""))
+        for i, p in topo.line_loss().items():
+            click.echo(f"lossy link: {topo.host_names()[i]} loses {p:.3%} of its cells each way (an MTU frame: "
+                       f"{topo.frame_loss(i):.2%}), seed {topo.loss_seed}")
         if topo.has_wan:
             click.echo(f"sites {'+'.join(map(str, topo.site_sizes))} joined by a WAN line: {topo.wan_rate} "
                        f"{'shared by both directions' if topo.wan_shared else 'per direction'}, "
@@ -237,7 +255,10 @@ def status(name, as_json):
             wan = (f", sites {'+'.join(map(str, topo['sites']))}, WAN {topo['wan_rate_bps'] / 1e6:g} Mbit/s"
                    f"{' shared' if topo['wan_shared'] else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way")
         click.echo(f"{d['name']}: {d['namespaces']} namespaces, {d.get('hosts', '?')} hosts, "
-                   f"{topo.get('rate', '?')} links, buffer {topo.get('buffer_bytes', '?')} B{wan}"
+                   f"{topo.get('rate', '?')} links"
+                   + (f" ({topo['host_rates'].replace(' ', ', ')})" if topo.get("host_rates") else "")
+                   + (f" (lossy: {topo['loss'].replace(' ', ', ')} of cells)" if topo.get("loss") else "")
+                   + f", buffer {topo.get('buffer_bytes', '?')} B{wan}"
                    + (f"  ({d['note']})" if "note" in d else ""))
 
 

@@ -200,7 +200,8 @@ class Testbed:
     # The topology's settings a study varies by name (StarTopo's own fields; its dilation is
     # the study's ``prefer_dilation``), then the cluster's own.
     TOPO_SETTINGS = ("hosts", "rate", "buffer", "host_queue", "mtu", "sites", "wan_rate", "wan_delay", "wan_queue",
-                     "wan_shared", "switch", "discard", "epd_threshold")
+                     "wan_shared", "switch", "discard", "epd_threshold", "host_rates", "loss",
+                     "loss_seed")
     SETTINGS = (*TOPO_SETTINGS[:5], "ranks", "dilation", "prefer_dilation", *TOPO_SETTINGS[5:])
 
     def __init__(self, where=None, mesh: str = "tcp", *, ranks: int | None = None, dilation=None,
@@ -311,13 +312,16 @@ class Testbed:
         """The switch in words (a report's "What was emulated")."""
         t = self._need_topo()
         if t.switch == "bridge":
-            return (f"a Linux bridge switch, links shaped by tbf at {t.rate} with {t.buffer} output buffer "
+            own = f" (at their own rate: {t.host_rates.replace(' ', ', ')})" if t.host_rates else ""
+            return (f"a Linux bridge switch, links shaped by tbf at {t.rate}{own} with {t.buffer} output buffer "
                     f"per switch port (whole packets dropped when full), MTU {t.mtu}")
         policy = {"none": "plain UBR, no discard policy", "ppd": "partial packet discard",
                   "epd": f"early packet discard above {t.epd_threshold_cells} cells"}[t.discard]
+        lossy = (f"; lossy links losing cells in both directions ({t.loss.replace(' ', ', ')}, seed {t.loss_seed})"
+                 if t.loss else "")
         return (f"an ATM cell switch (clusterlab-atm): AAL5 cells of 53 bytes at {t.cell_rate_bps / 1e6:g} Mbit/s "
                 f"per link, {t.buffer_cells}-cell output buffer per port, cells lost when it is full ({policy}), "
-                f"IP over ATM with MTU {t.mtu}")
+                f"IP over ATM with MTU {t.mtu}{lossy}")
 
     def wan_description(self) -> str | None:
         """The WAN line in words (None with one switch)."""

@@ -73,8 +73,12 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     out["capture_drops"] = int((meta.get("capture") or {}).get("drops") or 0) if isinstance(meta.get("capture"), dict) else 0
     out["dilation"] = float(meta.get("dilation") or 1.0)
     # drops at the switch: the bridge's port queues, or frames the ATM switch lost (cells dropped)
-    out["switch_drops"] = int(df.loc[(df.node == "switch") & (df.metric.isin(["qdisc_drops", "atm_frames_lost"])),
-                                     "value"].sum())
+    # (less the frames a lossy link lost: the line's, not the switch's)
+    sw = df[df.node == "switch"]
+    out["line_losses"] = int(sw.loc[sw.metric == "atm_frames_line_lost", "value"].sum())
+    out["switch_drops"] = int(sw.loc[sw.metric.isin(["qdisc_drops", "atm_frames_lost"]), "value"].sum()) - out["line_losses"]
+    lost = sw[sw.metric == "atm_cells_line_lost"]
+    out["line_losses_by_port"] = {str(k): int(v) for k, v in lost.groupby("iface").value.sum().items() if v}
     out["host_queue_drops"] = int(hosts.loc[hosts.metric == "qdisc_drops", "value"].sum())
     by_port = df[(df.node == "switch") & (df.metric.isin(["qdisc_drops", "atm_cells_dropped"]))]
     out["switch_drops_by_port"] = {str(k): int(v) for k, v in by_port.groupby("iface").value.sum().items() if v}

@@ -6,11 +6,15 @@ that computed longest (``max compute``), of which the part above the ranks' mean
 starvation* (it was ready but had no core); the RTO wait (the longest of any rank, from
 ``tcpi_total_rto_time``; a stalled flow holds every rank up at the next synchronisation); and
 the rest of the communication, which is split into *transfer at line rate* (the busiest rank's
-bytes at the link's rate), per-message latency, and what is left: charged to host-queue drops
+bytes at the link's rate), a *slow link* (a host whose link the emulation runs below the others'
+rate, ``host_rates``: that rank's bytes at its own rate, beyond the line-rate part), per-message
+latency, and what is left: charged to host-queue drops
 or switch drops when the run recorded them, to Nagle + delayed ACKs (``nodelay`` off), to
 window-limited transfers (socket buffers set below ``WINDOW_LIMITED_BYTES``), to latency-bound
 small messages (``SMALL_MESSAGE_COUNT`` or more under ``SMALL_MESSAGE_BYTES``), else to queueing
-(emulated) or to ranks waiting for each other (local).
+(emulated) or to ranks waiting for each other (local). An emulated cluster with a lossy link
+(``loss``, the atm switch) whose losses outnumber the switch's and the host queues' drops has its
+RTO waits and the rest charged to the *lossy link*.
 
 Each cause has its seconds, the evidence (which pass, rank, port), the setting that removes it
 (one of the project's knobs) and a predicted gain with how it was predicted. The dominant loss
@@ -58,6 +62,8 @@ CAUSE_TITLES = {
     "nagle": "Nagle + delayed ACK on small messages",
     "window_limited": "window/buffer-limited transfers",
     "small_messages": "latency-bound small messages",
+    "slow_link": "one host's link slower than the others'",
+    "lossy_link": "a lossy link: its lost frames' RTO waits and recovery",
     "latency": "per-message latency",
     "queueing": "queueing and recovery from drops",
     "comm_wait": "waiting for other ranks' messages",
@@ -132,16 +138,36 @@ def pass_split(job, p) -> dict:
     rate, _ = _rate_bytes(job)
     sent = busiest.bytes or _workload_bytes(job)
     line = min(comm, sent / rate)
+    _, slow_host, slow_line = _slow_link(job, ranks, rate)
+    slow_extra = min(comm - line, max(0.0, slow_line - line))
     lat_each = _message_latency(job)
     msgs = max(r.messages for r in ranks)
-    latency = min(comm - line, msgs * lat_each)
-    rest = max(0.0, comm - line - latency)
+    latency = min(comm - line - slow_extra, msgs * lat_each)
+    rest = max(0.0, comm - line - slow_extra - latency)
     return {"pass": p.number, "seconds": p.seconds, "compute": mean_work, "skew": skew, "skew_rank": slow.rank,
             "starvation": starve, "starved_rank": slow.rank, "rto": rto, "rto_rank": rto_rank.rank,
             "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts,
-            "line": line, "latency": latency, "rest": rest,
+            "line": line, "slow": slow_extra, "slow_host": slow_host, "slow_line": slow_line, "latency": latency, "rest": rest,
             "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
             "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
+
+
+def _slow_link(job, ranks, rate_bytes: float) -> tuple[float, str | None, float]:
+    """``(rate in bytes/s, host, seconds)`` of the slowest link a rank's traffic crosses: a host of
+    ``host_rates`` below the cluster's rate (rank i runs in host hi), its rank's bytes (or the
+    workload's per-rank bytes) at that rate; ``(0, None, 0)`` without one. A link is full duplex:
+    what the rank sends and what it receives take the same time when they are equal (the
+    all-to-all broadcast), so its own bytes stand for both."""
+    rates = (job.cluster or {}).get("host_rates") or {}
+    best = (0.0, None, 0.0)
+    for r in ranks:
+        bps = rates.get(f"h{r.rank}")
+        if bps is None or bps / 8.0 >= rate_bytes:
+            continue
+        t = (r.bytes or _workload_bytes(job)) / (bps / 8.0)
+        if t > best[2]:
+            best = (bps / 8.0, f"h{r.rank}", t)
+    return best
 
 
 def _cause(name, seconds, evidence, fix=None, gain=None, method=None, apply=None) -> dict:
@@ -160,8 +186,8 @@ def _worst(splits, key):
 def causes(job) -> list[dict]:
     """Every cause of ``job``'s time with its seconds, evidence, fix and predicted gain."""
     splits = [pass_split(job, p) for p in job.passes if p.ranks]
-    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "latency",
-                                                             "rest")}
+    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "slow",
+                                                             "latency", "rest")}
     out = []
     _, rate_text = _rate_bytes(job)
     out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
@@ -183,6 +209,17 @@ def causes(job) -> list[dict]:
                           "wall time than CPU time (ready to run, no core free)",
                           "give every rank a core of its own: fewer ranks per machine (--nodes), or stop the "
                           "competing load", tot["starvation"], "fitted rule: computation at the rank's CPU seconds"))
+    if tot["slow"] > 0:
+        w = _worst(splits, "slow")
+        host, rates = w["slow_host"], (job.cluster or {}).get("host_rates") or {}
+        rate = (job.cluster or {}).get("rate")
+        share = f", 1/{rate / rates[host]:.3g} of the others' {rate / 1e6:g} Mbit/s" if rate else ""
+        out.append(_cause("slow_link", tot["slow"], f"pass {w['pass']}: host {host}'s link runs at "
+                          f"{rates[host] / 1e6:g} Mbit/s{share}: rank {host[1:]}'s {w['bytes'] / 1e6:.3g} MB take "
+                          f"{_fmt(w['slow_line'])} there against {_fmt(w['line'])} at the cluster's rate",
+                          f"give host {host}'s link the others' rate (a link negotiated down or a bad cable: host_rates "
+                          f"unset), or move work off rank {host[1:]}", tot["slow"],
+                          "fitted rule: the transfer at the cluster's line rate", {"cluster": {"host_rates": None}}))
     if tot["rto"] > 0:
         out.append(_rto_cause(job, splits, tot["rto"]))
     if tot["latency"] > 0:
@@ -204,6 +241,9 @@ def _rto_cause(job, splits, seconds) -> dict:
     mon = job.monitor or {}
     sw = sw or mon.get("switch_drops", 0)
     host = host or mon.get("host_queue_drops", 0)
+    lossy = _lossy_link(job, sw, host)
+    if lossy:
+        return lossy(seconds, ev)
     name = "rto_wait"
     ports = job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}
     if sw and sw >= host:
@@ -266,6 +306,9 @@ def _rest_cause(job, splits, seconds) -> dict:
         return _cause("window_limited", seconds, ev + f"; socket buffers {b / 1024:g} KiB (a window at most that per RTT)",
                       "TransportConfig sndbuf/rcvbuf unset (autotuned) or at least the bandwidth-delay product",
                       seconds, "cost model: line rate + per-message latency", {"transport": {"sndbuf": None, "rcvbuf": None}})
+    lossy = _lossy_link(job, job.switch_drops or (job.monitor or {}).get("switch_drops") or 0, _host_drops(job))
+    if lossy:
+        return lossy(seconds, ev + " (fast retransmissions and their recovery)")
     if w.get("messages", 0) >= SMALL_MESSAGE_COUNT and 0 < w.get("mean_message", 0) < SMALL_MESSAGE_BYTES:
         bs = _transport_bytes(job.options.get("block_size")) or 8192
         return _cause("small_messages", seconds, ev, f"larger message blocks (--block-size {bs * 8 // 1024}KiB)",
@@ -285,6 +328,34 @@ def _rest_cause(job, splits, seconds) -> dict:
                       "other's messages (computation at different times)", None, None, None)
     return _cause("queueing", seconds, ev + _drops_text(job), _order_fix(job) + " or larger port buffers (buffer=)",
                   None, "no prediction (replay with the change to measure it)")
+
+
+def _lossy_link(job, switch_drops: int, host_drops: int):
+    """With a lossy link configured (``loss``) whose losses (the monitor's frames lost on a link,
+    or, unmonitored, any retransmission) outnumber the switch's and the host queues' drops: a
+    function ``(seconds, evidence) -> cause``; else None."""
+    loss = (job.cluster or {}).get("loss") or {}
+    if not loss:
+        return None
+    mon = job.monitor or {}
+    line = mon.get("line_losses")
+    if line is None:
+        line = job.retransmissions or job.timeouts or 0
+    if not line or line <= max(switch_drops or 0, host_drops or 0):
+        return None
+    links = ", ".join(f"{h}'s link loses {p:.3%} of its cells" for h, p in loss.items())
+    by_port = mon.get("line_losses_by_port") or {}
+    port = max(by_port, key=by_port.get) if by_port else None
+    hosts = " ".join(loss)
+
+    def cause(seconds, ev):
+        text = (f"{ev}; {links}: {line} frames lost on links" + (f" (most cells lost on the way to port {port}: "
+                                                                   f"{by_port[port]})" if port else "")
+                + f", {switch_drops or 0} at the switch's buffers, {host_drops or 0} in host queues")
+        return _cause("lossy_link", seconds, text, f"a link without errors for {hosts} (a bad cable, NIC or "
+                      "fibre: loss unset); TCP only recovers faster (rto_min lower, the linux stack's SACK/RACK)",
+                      seconds, "fitted rule: no losses, no timeouts or recovery", {"cluster": {"loss": None}})
+    return cause
 
 
 def _order_fix(job) -> str:

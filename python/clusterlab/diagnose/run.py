@@ -184,6 +184,15 @@ def _cluster_of(c: dict) -> dict:
                 out[key] = float(parse(c[key], key))
             except ConfigError:
                 pass
+    if isinstance(c.get("loss"), str) and c["loss"].strip():  # StarTopo's canonical "h3:0.02% ..."
+        from clusterlab.cluster.testbed.topo import _probability
+
+        out["loss"] = {h: _probability(v) for h, v in (p.split(":", 1) for p in c["loss"].split())}
+    if isinstance(c.get("host_rates"), str) and c["host_rates"].strip():  # StarTopo's canonical "h3=15.5Mbit ..."
+        try:
+            out["host_rates"] = {h: parse_rate(r, h) for h, r in (p.split("=", 1) for p in c["host_rates"].split())}
+        except (ConfigError, ValueError):
+            pass
     return out
 
 
@@ -216,7 +225,8 @@ def _study_jobs(d: Path) -> list[Job]:
 
 def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
     cluster = _cluster_of({**(spec.get("cluster") or {}), **{k: row[k] for k in ("kind", "rate", "buffer",
-                           "host_queue", "dilation") if row.get(k) is not None}, "kind": row.get("cluster", "local")})
+                           "host_queue", "dilation", "host_rates", "loss") if row.get(k) is not None},
+                           "kind": row.get("cluster", "local")})
     per_rank = row.get("per_rank")
     if isinstance(per_rank, str):
         try:

@@ -157,6 +157,20 @@ def seed_era_backoff(workdir: str) -> str:
                       "stack=seed-era,rto_min=200ms,rto_max=60s")
 
 
+def slow_link(workdir: str) -> str:
+    """Host h3's link at a tenth of the others' 155 Mbit/s, port buffers deep enough (4 MB) that
+    nothing is dropped: every transfer to and from h3 waits for its link."""
+    return _broadcast(workdir, "slow_link", "--buffer", "4MB", "--host-rate", "h3=15.5Mbit")
+
+
+def lossy_link(workdir: str) -> str:
+    """The atm switch with host h3's link losing 0.1% of its cells each way (a 9180-byte frame:
+    17.5%; a repetition sends about 34 of them across that link, so one without a loss is rare,
+    0.825^34 = 0.14%), port buffers deep enough (100000 cells) that the switch itself loses nothing."""
+    return _broadcast(workdir, "lossy_link", "--switch", "atm", "--rate", "155.52Mbit", "--buffer", "100000cells",
+                      "--loss", "h3:0.1%")
+
+
 SCENARIOS = [
     Scenario("skewed_partition", "skew", "rank 1 holds every long transaction (CD)", skewed_partition),
     Scenario("cpu_starved", "cpu_starvation", "ranks and a busy loop share one CPU", cpu_starved),
@@ -165,6 +179,8 @@ SCENARIOS = [
     Scenario("tiny_job", "launch", "200 transactions on 2 ranks", tiny_job),
     Scenario("incast", "incast_switch_drops", "4-host all-to-all into 16 KB port buffers", incast, root=True),
     Scenario("host_queue_drops", "host_queue_drops", "4-packet host queues", host_queue_drops, root=True),
+    Scenario("slow_link", "slow_link", "h3's link at 15.5 Mbit/s, the others at 155 Mbit/s", slow_link, root=True),
+    Scenario("lossy_link", "lossy_link", "atm switch, h3's link loses 0.1% of its cells", lossy_link, root=True),
     # A 4-host, 2-repetition broadcast does not lose one segment often enough for the backoff to
     # build up (the diagnosis names the incast): kept for the bench corpus, out of the suite.
     Scenario("seed_era_backoff", "rto_backoff", "seed-era stack, MAX 60 s, 10 KB port buffers", seed_era_backoff,

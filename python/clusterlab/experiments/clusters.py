@@ -233,7 +233,8 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
         t = tb.atm_totals
         s.applied["atm_switch"] = {
             "frames_lost": sum(t["frames_lost"]), "frames_delivered": sum(t["frames_delivered"]),
-            "cells_wasted": sum(t["cells_wasted"]), "late_mean_us": round(t["late_mean_ns"] / 1e3, 1),
+            "cells_wasted": sum(t["cells_wasted"]), "frames_line_lost": sum(t.get("frames_line_lost") or [0]),
+            "late_mean_us": round(t["late_mean_ns"] / 1e3, 1),
             "late_max_us": round(t["late_max_ns"] / 1e3, 1), "read_wait_mean_us": round(t["read_wait_mean_ns"] / 1e3, 1),
             "input_wait_mean_us": round(t["input_wait_mean_ns"] / 1e3, 1),
             "kernel_drops": t["kernel_drops"], "send_errors": t["send_errors"], "late_offers": t["late_offers"]}

@@ -1,18 +1,19 @@
 """The ATM switch's own counts per output port, as its cell model kept them: cells that came in,
 cells sent, cells lost to a full buffer, cells the discard policy threw away, frames delivered,
-frames lost at reassembly and the cells of lost frames that used the link ("wasted").
+frames lost at reassembly and the cells of lost frames that used the link ("wasted"), and the
+cells and frames of them lost on a lossy link (``StarTopo.loss``), not in the buffer.
 
 The switch (``clusterlab-atm``, started by a testbed with ``switch="atm"``) appends to
 ``/run/clusterlab/testbed/<testbed>.atm.trace``: one header line ``S <unix seconds> <settings
 JSON>`` (``ports``: the port names in order), then every interval, per port that saw a cell,
 ``P <unix seconds> <port> <cells in> <cells out> <dropped> <discarded> <frames delivered>
-<frames lost> <cells wasted> <max queue cells>`` (the interval's counts; the maximum queue since
-the start). An interval without a line had no cells.
+<frames lost> <cells wasted> <max queue cells> <cells line lost> <frames line lost>`` (the
+interval's counts; the maximum queue since the start; frames line lost are among frames lost). An interval without a line had no cells.
 
 >>> import io
 >>> text = ('S 100.0 {"interval_ns": 100000000, "ports": ["p0", "p1", "pc"]}\\n'
-...         'P 100.1 0 500 400 100 0 1 2 150 250\\n'
-...         'P 100.2 1 10 10 0 0 1 0 0 3\\n')
+...         'P 100.1 0 500 400 100 0 1 2 150 250 0 0\\n'
+...         'P 100.2 1 10 10 0 0 1 0 0 3 1 1\\n')
 >>> tr = AtmTrace.parse(io.StringIO(text))
 >>> [(r["t"], r["port"], r["cells_dropped"], r["frames_lost"], r["cells_wasted"]) for r in tr.records]
 [(100.1, 'p0', 100, 2, 150), (100.2, 'p1', 0, 0, 0)]
@@ -26,7 +27,7 @@ import json
 import os
 
 FIELDS = ("cells_in", "cells_out", "cells_dropped", "cells_discarded", "frames_delivered", "frames_lost",
-          "cells_wasted", "max_queue_cells")
+          "cells_wasted", "max_queue_cells", "cells_line_lost", "frames_line_lost")
 METRICS = tuple(f"atm_{f}" for f in FIELDS if f != "max_queue_cells")
 """The monitor's metric names (per interval, node ``switch``, interface = port)."""
 

@@ -27,7 +27,7 @@ row means zero):
   told; the table's meta names it as ``storage_host``);
 * the ATM switch (a testbed with ``switch="atm"``), node ``switch``, per port: ``atm_cells_in
   atm_cells_out atm_cells_dropped atm_cells_discarded atm_frames_delivered atm_frames_lost
-  atm_cells_wasted`` (the cell model's counts per 0.1 s x dilation; ``clusterlab.monitor.atm``),
+  atm_cells_wasted atm_cells_line_lost atm_frames_line_lost`` (the cell model's counts per 0.1 s x dilation; ``clusterlab.monitor.atm``),
   and the monitored span's totals per port in the meta (``atm_ports``);
 * packet-length histogram: ``len_packets`` and ``len_bytes`` with ``bucket`` b meaning
   frames of 64*b .. 64*b+63 bytes, per sending interface; ``capture_drops`` if the capture

@@ -8,7 +8,8 @@ through the cell model: AAL5 segmentation into 53-byte cells, cells of frames th
 once interleaved at the output port, a cell buffer per port, a frame delivered only if all its
 cells got through (when its last cell leaves), discard none / PPD / EPD. Every 0.1 s (x
 dilation) it appends each busy port's counts to ``/run/clusterlab/testbed/<tb>.atm.trace``
-(format: ``clusterlab.monitor.atm``); ``clean`` removes the file.
+(format: ``clusterlab.monitor.atm``); ``clean`` removes the file. A host in ``StarTopo.loss`` has a
+lossy link: the model loses each of its cells with that probability, either direction.
 """
 
 from __future__ import annotations
@@ -35,15 +36,20 @@ def switch_settings(topo) -> dict:
 
     >>> from clusterlab.cluster.testbed.topo import StarTopo
     >>> s = switch_settings(StarTopo(hosts=2, rate="155.52Mbit", switch="atm", buffer="500cells", dilation=2))
-    >>> s["cell_ps"], s["buffer_cells"], s["discard"], s["ports"]
-    (5662393, 500, 'none', ['p0', 'p1', 'pc'])
+    >>> s["cell_ps"], s["buffer_cells"], s["discard"], s["ports"], s["line_loss"]
+    (5662393, 500, 'none', ['p0', 'p1', 'pc'], [])
+    >>> switch_settings(StarTopo(hosts=2, switch="atm", loss="h1:0.1%", loss_seed=5))["line_loss"]
+    [0.0, 0.001, 0.0]
     """
     ports = atm_ports(topo)
+    lossy = topo.line_loss()
     return {"ports": [p for p, _ in ports], "sites": [s for _, s in ports],
             "fdb": [list(e) for e in atm_fdb(topo)],
             "cell_ps": int(round(topo.cell_seconds * 1e12)), "buffer_cells": topo.buffer_cells,
             "discard": topo.discard, "epd_threshold": topo.epd_threshold_cells if topo.discard == "epd" else 0,
-            "interval_ns": int(TRACE_INTERVAL * topo.dilation * 1e9)}
+            "interval_ns": int(TRACE_INTERVAL * topo.dilation * 1e9),
+            # per port, the probability its link loses a cell (node i's port is i); empty: none
+            "line_loss": [lossy.get(i, 0.0) for i in range(len(ports))] if lossy else [], "loss_seed": topo.loss_seed}
 
 
 def start(testbed: str, switch_ns: str, topo, keep: bool, timeout: float = 15.0) -> mover.Mover:
@@ -67,7 +73,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     totals = _core.atm_switch(cfg["ports"], cfg["sites"], [tuple(e) for e in cfg["fdb"]], int(cfg["cell_ps"]),
                               int(cfg["buffer_cells"]), cfg["discard"], int(cfg["epd_threshold"]), cfg.get("trace"),
-                              int(cfg["interval_ns"]), 0 if cfg["watch"] else -1, 1, True)
+                              int(cfg["interval_ns"]), 0 if cfg["watch"] else -1, 1, True,
+                              [float(p) for p in cfg.get("line_loss") or []], int(cfg.get("loss_seed", 1)))
     print(json.dumps(totals), flush=True)
     return 0
 

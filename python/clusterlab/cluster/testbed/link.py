@@ -43,7 +43,7 @@ BURST_SECONDS = 100e-6
 """Above it, the bucket holds this long of the rate."""
 
 
-def burst_bytes(topo: StarTopo) -> int:
+def burst_bytes(topo: StarTopo, rate: float | None = None) -> int:
     """tbf bucket: at least two full frames (tbf drops frames larger than its bucket). Up to
     ``FRAME_EXACT_BPS`` exactly that, so bursts leave at the link rate, frame by frame. Faster
     links get ``BURST_SECONDS`` of the rate: with a two-frame bucket at 10 Gbit/s tbf re-arms a
@@ -51,7 +51,7 @@ def burst_bytes(topo: StarTopo) -> int:
     iSCSI read of its 3 MB partition, median 0.124 s with two frames, 0.102 s with 100 us;
     ``bench/results/storage_mining_transfer.json``). The cost: a burst up to the bucket leaves
     at veth speed, so queues see arrivals up to 100 us early. ``topo.tbf_bucket`` sets the
-    duration.
+    duration. ``rate``: the link's effective rate (bit/s) when it is not the topology's.
 
     >>> burst_bytes(StarTopo(rate="1Gbit")), burst_bytes(StarTopo(rate="10Gbit"))
     (18028, 125000)
@@ -59,7 +59,7 @@ def burst_bytes(topo: StarTopo) -> int:
     19375
     """
     frames = 2 * (int(topo.mtu) + ETH_HLEN)
-    rate = topo.effective_rate_bps
+    rate = topo.effective_rate_bps if rate is None else rate
     if topo.tbf_bucket is not None:
         seconds = parse_duration(topo.tbf_bucket)
     elif rate > FRAME_EXACT_BPS:
@@ -218,25 +218,32 @@ def _atm_tbf(dev: str, topo: StarTopo, limit: int) -> str:
             "linklayer atm overhead 2")
 
 
-def _tbf(dev: str, topo: StarTopo, limit: int) -> str:
-    rate = int(round(topo.effective_rate_bps))
-    return f"qdisc replace dev {dev} root tbf rate {rate}bit burst {burst_bytes(topo)} limit {limit}"
+def _tbf(dev: str, topo: StarTopo, limit: int, index: int | None = None) -> str:
+    """A bridge link's shaper: node ``index``'s link rate (``host_rates``), the topology's without it."""
+    eff = topo.effective_rate_bps if index is None else topo.effective_link_rate_bps(index)
+    return f"qdisc replace dev {dev} root tbf rate {int(round(eff))}bit burst {burst_bytes(topo, eff)} limit {limit}"
 
 
 def port_qdisc_lines(topo: StarTopo) -> list[str]:
     """``tc -n <switch> -batch`` lines: each port's output buffer (none with the atm switch,
-    whose model is the buffer)."""
+    whose model is the buffer). A host in ``host_rates`` gets its own rate.
+
+    >>> port_qdisc_lines(StarTopo(hosts=2, rate="155Mbit", host_rates="h1=15.5Mbit"))[1]
+    'qdisc replace dev p1 root tbf rate 15500000bit burst 18028 limit 64000'
+    """
     if topo.switch == "atm":
         return []
-    return [_tbf(f"p{i}", topo, topo.buffer_bytes) for i in range(topo.n_nodes)]
+    return [_tbf(f"p{i}", topo, topo.buffer_bytes, i) for i in range(topo.n_nodes)]
 
 
-def host_qdisc_lines(topo: StarTopo) -> list[str]:
-    """``tc -n <host> -batch`` lines: the host's egress queue.
+def host_qdisc_lines(topo: StarTopo, index: int | None = None) -> list[str]:
+    """``tc -n <host> -batch`` lines: the host's egress queue (node ``index``'s rate when given).
 
     >>> host_qdisc_lines(StarTopo(hosts=2, rate="155.52Mbit", switch="atm"))[0]
     'qdisc replace dev eth0 root tbf rate 149760000bit burst 10282 limit 9194000 linklayer atm overhead 2'
+    >>> host_qdisc_lines(StarTopo(hosts=2, host_rates="h1=15.5Mbit", dilation=2), 1)[0]
+    'qdisc replace dev eth0 root tbf rate 7750000bit burst 18028 limit 9014000'
     """
     if topo.switch == "atm":
         return [_atm_tbf("eth0", topo, topo.host_queue_bytes)]
-    return [_tbf("eth0", topo, topo.host_queue_bytes)]
+    return [_tbf("eth0", topo, topo.host_queue_bytes, index)]

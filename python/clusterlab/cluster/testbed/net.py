@@ -278,13 +278,12 @@ class TestbedNetwork:
 
     def _addresses_and_qdiscs(self) -> None:
         topo = self.topo
-        host_q = link.host_qdisc_lines(topo)
 
         route = self.transport.route_attributes()
 
         def host_job(h: Host):
             _run(["ip", "-n", h.ns], link.host_lines(topo, h.index, self.static_neigh, route), f"configure {h.name}")
-            _run(["tc", "-n", h.ns], host_q, f"shape {h.name}")
+            _run(["tc", "-n", h.ns], link.host_qdisc_lines(topo, h.index), f"shape {h.name}")
 
         def router_job():
             _run(["ip", "-n", self.router.ns], link.router_lines(topo), "build the WAN router")

@@ -40,6 +40,38 @@ buffers in cells, SONET's 26/27 of the 155.52 Mbit/s line rate carrying cells.
 Traceback (most recent call last):
 ...
 clusterlab.errors.ConfigError: discard and epd_threshold are the atm switch's (switch='atm'); the bridge drops whole packets at a full buffer
+
+A lossy link (atm switch only): host h3's link loses each cell with probability 0.02% in either
+direction, the draws seeded by ``loss_seed``; a 9180-byte frame is 192 cells.
+
+>>> s = StarTopo(hosts=4, switch="atm", loss="h3:0.02%")
+>>> s.loss, s.line_loss(), round(s.frame_loss(3), 4)
+('h3:0.02%', {3: 0.0002}, 0.0377)
+>>> StarTopo(hosts=4, loss="h3:0.02%")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: loss is the atm switch's (switch='atm'): its cell model loses cells on a link; this kernel's tc has no netem or gact to drop on the bridge's links
+>>> StarTopo(hosts=4, switch="atm", loss="h3:60%")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: loss: h3's 60% is outside 0..50% of its cells (e.g. loss='h3:0.02%')
+
+One host's link at its own rate (both directions: its switch port and its egress), the others at
+``rate``; dilation divides it like the others.
+
+>>> s = StarTopo(hosts=4, rate="155Mbit", host_rates="h3=15.5Mbit", dilation=2)
+>>> s.host_rates, s.link_rate_bps(3), s.link_rate_bps(0), s.effective_link_rate_bps(3)
+('h3=15.5Mbit', 15500000.0, 155000000.0, 7750000.0)
+>>> StarTopo(hosts=4, host_rates={"h2": "1Gbit", "h1": 10e6}).host_rates   # a mapping, kept in host order
+'h1=10000000bit h2=1Gbit'
+>>> StarTopo(hosts=4, host_rates="h7=15Mbit")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: host_rates: no host 'h7' (hosts h0..h3); e.g. host_rates='h3=15.5Mbit'
+>>> StarTopo(hosts=4, switch="atm", host_rates="h3=15.5Mbit")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: host_rates is the bridge's: the atm switch's cell model runs every port at one cell time (rate), so one slower link is not modelled
 """
 
 from __future__ import annotations
@@ -85,7 +117,13 @@ class StarTopo:
     interface MTU (9000 by default; classical IP over ATM uses 9180). ``dilation``: divide
     rates by k (and multiply timers by k elsewhere) so large runs fit on few cores.
     ``storage``: add one more host named ``st`` (a storage target) on the same switch.
-    ``tbf_bucket``: the shapers' token bucket as a duration of the link rate (``100us``); by
+    ``host_rates``: links whose rate differs from ``rate``, ``"h3=15.5Mbit"`` (several joined by
+    spaces or commas, or a mapping ``{"h3": "15.5Mbit"}``): the host's egress shaper and its
+    switch port's both run at that rate (the bridge only). ``loss``: links that lose cells, the
+    atm switch only: ``"h3:0.02%"`` (a percentage or a fraction, several joined by spaces or
+    commas, or ``{"h3": 0.0002}``): each cell on that host's link, either direction, is lost with
+    that probability (drawn by the cell model from ``loss_seed``), and its frame with it at
+    reassembly (``frame_loss``). ``tbf_bucket``: the shapers' token bucket as a duration of the link rate (``100us``); by
     default two frames up to 1 Gbit/s and 100 us of rate above (``link.burst_bytes``).
 
     ``switch="atm"``: an output-buffered ATM cell switch (``clusterlab-atm``) instead of the
@@ -123,6 +161,9 @@ class StarTopo:
     switch: str = "bridge"
     discard: str = "none"
     epd_threshold: str | int | None = None
+    host_rates: str | dict | None = None
+    loss: str | dict | None = None
+    loss_seed: int = 1
     # The MTU was not given: the switch's default (a study that changes the switch changes it too).
     mtu_is_default: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
@@ -173,6 +214,115 @@ class StarTopo:
                                   f"got {self.tbf_bucket!r}")
         if self.sites is not None:
             self._check_wan()
+        if self.host_rates is not None:
+            object.__setattr__(self, "host_rates", self._check_host_rates())
+        if self.loss is not None:
+            object.__setattr__(self, "loss", self._check_loss())
+
+    def _pairs(self, what: str, value, sep: str, example: str) -> list[tuple[int, object]]:
+        """``value`` (``"h3<sep>x h5<sep>y"`` or a mapping) as (node index, x) pairs, hosts checked."""
+        if isinstance(value, dict):
+            items = [(str(k), v) for k, v in value.items()]
+        elif isinstance(value, str):
+            items = []
+            for part in re.split(r"[,\s]+", value.strip()):
+                if not part:
+                    continue
+                if sep not in part:
+                    raise ConfigError(f"{what}: {part!r} is not host{sep}value (e.g. {what}={example!r})")
+                items.append(tuple(x.strip() for x in part.split(sep, 1)))
+        else:
+            raise ConfigError(f"{what} must be text like {example!r} or a mapping, got {value!r}")
+        names, seen, out = self.host_names(), set(), []
+        for host, v in items:
+            if host not in names:
+                raise ConfigError(f"{what}: no host {host!r} (hosts h0..h{self.hosts - 1}"
+                                  + (", st" if self.storage else "") + f"); e.g. {what}={example!r}")
+            if host in seen:
+                raise ConfigError(f"{what}: {host} given twice")
+            seen.add(host)
+            out.append((names.index(host), v))
+        return sorted(out, key=lambda kv: kv[0])
+
+    def _check_loss(self) -> str | None:
+        if self.switch != "atm":
+            raise ConfigError("loss is the atm switch's (switch='atm'): its cell model loses cells on a link; this "
+                              "kernel's tc has no netem or gact to drop on the bridge's links")
+        if isinstance(self.loss_seed, bool) or not isinstance(self.loss_seed, int) or not 0 <= self.loss_seed < 2**64:
+            raise ConfigError(f"loss_seed must be a whole number 0..2^64-1, got {self.loss_seed!r}")
+        names, out = self.host_names(), []
+        for i, v in self._pairs("loss", self.loss, ":", "h3:0.02%"):
+            p = _probability(v)
+            if p is None or not 0 <= p <= 0.5:
+                raise ConfigError(f"loss: {names[i]}'s {v} is outside 0..50% of its cells (e.g. loss='h3:0.02%')"
+                                  if p is not None else f"loss: {names[i]}'s {v!r} is not a percentage or a "
+                                  "fraction (e.g. loss='h3:0.02%' or 'h3:0.0002')")
+            if p > 0:
+                out.append(f"{names[i]}:{v}" if isinstance(v, str) else f"{names[i]}:{p:g}")
+        return " ".join(out) or None
+
+    def line_loss(self) -> dict[int, float]:
+        """Lossy links: node index -> probability that a cell on it is lost (each direction)."""
+        if not self.loss:
+            return {}
+        names = self.host_names()
+        return {names.index(h): _probability(v) for h, v in (p.split(":", 1) for p in self.loss.split())}
+
+    def frame_loss(self, index: int) -> float:
+        """The probability that an MTU-sized frame crossing node ``index``'s link (one direction)
+        loses a cell there, and so is lost: 1 - (1 - p) ** cells."""
+        p = self.line_loss().get(index, 0.0)
+        cells = -(-(int(self.mtu) + 8 + 8) // 48)  # IP packet + LLC/SNAP + AAL5 trailer, in 48-byte payloads
+        return 1.0 - (1.0 - p) ** cells
+
+    def _check_host_rates(self) -> str | None:
+        """``host_rates`` as its canonical text (hosts in order), checked; None when empty."""
+        if self.switch == "atm":
+            raise ConfigError("host_rates is the bridge's: the atm switch's cell model runs every port at one cell "
+                              "time (rate), so one slower link is not modelled")
+        if isinstance(self.host_rates, dict):
+            items = [(str(k), v) for k, v in self.host_rates.items()]
+        elif isinstance(self.host_rates, str):
+            items = []
+            for part in re.split(r"[,\s]+", self.host_rates.strip()):
+                if not part:
+                    continue
+                if "=" not in part:
+                    raise ConfigError(f"host_rates: {part!r} is not host=rate (e.g. host_rates='h3=15.5Mbit')")
+                items.append(tuple(x.strip() for x in part.split("=", 1)))
+        else:
+            raise ConfigError(f"host_rates must be text like 'h3=15.5Mbit' or a mapping, got {self.host_rates!r}")
+        names = self.host_names()
+        out: dict[int, str] = {}
+        for host, rate in items:
+            if host not in names:
+                raise ConfigError(f"host_rates: no host {host!r} (hosts h0..h{self.hosts - 1}"
+                                  + (", st" if self.storage else "") + "); e.g. host_rates='h3=15.5Mbit'")
+            i = names.index(host)
+            if i in out:
+                raise ConfigError(f"host_rates: {host} given twice")
+            try:
+                bps = parse_rate(rate, host)
+            except ConfigError as e:
+                raise ConfigError(f"host_rates: {e}") from None
+            if not 8_000 <= bps <= MAX_RATE_BPS:
+                raise ConfigError(f"host_rates: {host}'s rate must be 8kbit..{MAX_RATE_BPS / 1e9:g}Gbit, got {rate!r}")
+            out[i] = rate if isinstance(rate, str) else (f"{bps:.0f}bit" if bps == int(bps) else f"{bps}bit")
+        return " ".join(f"{names[i]}={out[i]}" for i in sorted(out)) or None
+
+    def host_rates_bps(self) -> dict[str, float]:
+        """Links at their own rate: host name -> bit/s (before dilation)."""
+        if not self.host_rates:
+            return {}
+        return {h: parse_rate(r) for h, r in (p.split("=", 1) for p in self.host_rates.split())}
+
+    def link_rate_bps(self, index: int) -> float:
+        """Node ``index``'s link rate (before dilation): its ``host_rates`` entry or ``rate``."""
+        return self.host_rates_bps().get(self.host_names()[index], self.rate_bps)
+
+    def effective_link_rate_bps(self, index: int) -> float:
+        """The rate tc enforces on node ``index``'s link (both ends): its rate / dilation."""
+        return self.link_rate_bps(index) / self.dilation
 
     def _check_atm(self) -> None:
         if self.discard not in DISCARDS:
@@ -330,6 +480,10 @@ class StarTopo:
                      wan_shared=bool(self.wan_shared))
         if self.tbf_bucket is not None:
             d["tbf_bucket_seconds"] = parse_duration(self.tbf_bucket)
+        if self.host_rates:
+            d["host_rates"] = self.host_rates
+        if self.loss:
+            d.update(loss=self.loss, loss_seed=self.loss_seed)
         if self.switch == "atm":
             d.update(switch="atm", buffer_cells=self.buffer_cells, discard=self.discard,
                      cell_rate_bps=self.cell_rate_bps)
@@ -352,7 +506,20 @@ class StarTopo:
         return cls(hosts=int(d["hosts"]), rate=d.get("rate_bps", d.get("rate", "155Mbit")),
                    buffer=buffer, host_queue=int(d["host_queue_bytes"]),
                    mtu=int(d["mtu"]), dilation=float(d["dilation"]), storage=bool(d["storage"]),
-                   tbf_bucket=d.get("tbf_bucket_seconds"), **wan, **atm)
+                   tbf_bucket=d.get("tbf_bucket_seconds"), host_rates=d.get("host_rates"),
+                   loss=d.get("loss"), loss_seed=int(d.get("loss_seed", 1)), **wan, **atm)
+
+
+def _probability(v) -> float | None:
+    """``0.02%`` or ``0.0002`` (or a number) as a fraction; None when it is neither."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v) if v == v else None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(%?)\s*", str(v))
+    if not m:
+        return None
+    return float(m.group(1)) / (100.0 if m.group(2) else 1.0)
 
 
 def _cells(v) -> int | None:
