@@ -6,7 +6,7 @@
 //! need no clock and no network; `tests/reference.rs` checks it against a brute-force
 //! simulation of the same rules. [`line`] is the WAN line's cell model (a
 //! `clusterlab_wan::Model`, run by the WAN line's loop): the same AAL5 arithmetic on one queue per
-//! direction.
+//! direction, checked by `tests/reference_line.rs` against cell-by-cell AAL5 reassembly.
 
 pub mod cell;
 pub mod line;
