@@ -55,6 +55,34 @@ def test_two_sites_round_trip_and_wiring():
     assert not one.has_wan and "sites" not in one.to_dict() and "br1" not in " ".join(link.switch_lines(one))
 
 
+def test_a_cell_line_checks_its_settings_and_says_what_it_emulates():
+    from clusterlab.cluster import Testbed
+    from clusterlab.cluster.testbed.wanline import line_settings
+
+    with pytest.raises(ConfigError, match="^wan_cells is the WAN line's: it needs two sites"):
+        StarTopo(hosts=4, wan_cells=True)
+    with pytest.raises(ConfigError, match="^wan_cells must be True or False"):
+        StarTopo(hosts=2, sites="1+1", wan_cells="yes")
+    with pytest.raises(ConfigError, match=r"^wan_queue of 31 cells cannot hold one 1500-byte packet \(32 cells\)"):
+        StarTopo(hosts=2, sites="1+1", mtu=1500, wan_cells=True, wan_queue="31cells")
+    StarTopo(hosts=2, sites="1+1", mtu=1500, wan_cells=True, wan_queue="32cells")
+    t = StarTopo(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_queue="256KiB", wan_cells=True,
+                 dilation=2)
+    assert t.wan_queue_cells == 262144 // 53
+    back = StarTopo.from_dict(t.to_dict())
+    assert back == StarTopo.from_dict(back.to_dict()) and back.wan_cells and back.wan_queue_cells == 4946
+    assert "wan_cells" not in StarTopo(hosts=2, sites="1+1").to_dict()
+    # 135 Mbit/s of cells carry 9000 of every 188 * 53 bytes (the byte line: 9000 of 9014)
+    assert round(t.wan_ip_rate_bps() / 1e6, 2) == 121.94 and round(t.wan_ip_rate_bps(1500) / 1e6, 2) == 119.40
+    assert round(StarTopo(hosts=2, sites="1+1").wan_ip_rate_bps() / 1e6, 2) == 134.79
+    s = line_settings(t)
+    assert (s["limit_cells"], s["rate_bps"], s["delay_ns"]) == (4946, 67.5e6, 12_000_000)
+    assert "limit_cells" not in line_settings(StarTopo(hosts=2, sites="1+1"))
+    d = Testbed(t).wan_description()
+    assert "AAL5 cells" in d and "135Mbit of 53-byte cells per direction" in d and "4946-cell queue" in d, d
+    assert "121.9 Mbit/s of IP at MTU 9000" in d, d
+
+
 # --- the line for real (root) ----------------------------------------------------------------
 ECHO = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind((sys.argv[1],7))\n"
         "print('ready',flush=True)\nwhile True:\n d,a=s.recvfrom(9000);s.sendto(d,a)")
@@ -168,3 +196,52 @@ def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     assert t["wakeups"] < t["delivered"][0], t
     window_ns = 3 * 1442 * 8 / 100e6 * 1e9
     assert -window_ns < t["late_mean_ns"][0] < 150_000, t
+
+
+SINK = ("import socket,sys,time\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+        "s.bind((sys.argv[1],5001));s.listen(1);print('ready',flush=True)\nc,_=s.accept();n=0;total=int(sys.argv[2])\n"
+        "half=None\nwhile n<total:\n d=c.recv(1<<20)\n if not d: break\n n+=len(d)\n"
+        " if half is None and n>=total//2: half=(time.monotonic(),n)\n"
+        "print((n-half[1])*8/(time.monotonic()-half[0]))")
+SOURCE = ("import socket,sys\ns=socket.create_connection((sys.argv[1],5001));s.sendall(b'x'*int(sys.argv[2]));"
+          "s.close()")
+
+
+@pytest.mark.root
+def test_a_cell_line_carries_a_job_at_its_cells_payload_rate(name):
+    """``wan_cells``: a job runs across the line, and a TCP stream across it gets the cells'
+    payload (1448 bytes of every 32 cells of 53 at MTU 1500: 34.15 Mbit/s of a 40 Mbit/s
+    line), not the byte line's (1448 of every 1514 bytes: 38.26 Mbit/s); the line's own
+    counts agree. Measured over the stream's second half (after slow start): 33.17 Mbit/s (the
+    byte line, same test: 38.22) at load 2.9. Then overdriven, it loses frames and wastes cells."""
+    topo = StarTopo(hosts=4, rate="1Gbit", sites="2+2", wan_rate="40Mbit", wan_delay="2ms", wan_queue="2000cells",
+                    mtu=1500, wan_cells=True)
+    total = 16_000_000
+    with TestbedNetwork(topo, name=name) as tb:
+        assert tb.wan.settings["limit_cells"] == 2000
+        res = tb.run(where_am_i, 4, timeout=120)
+        assert [r["sum"] for r in res] == [10, 10, 10, 10] and len({r["netns"] for r in res}) == 4
+        far = tb.hosts[2]
+        sink = far.popen([PYTHON, "-c", SINK, far.addr, str(total)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert sink.stdout.readline().strip() == "ready"
+            tb.hosts[0].run([PYTHON, "-c", SOURCE, far.addr, str(total)], timeout=60)
+            got = float(sink.stdout.readline())
+        finally:
+            sink.kill()
+            sink.wait()
+        # overdriven (a burst of 2000 datagrams of 32 cells into 2000 cells of queue): frames
+        # are lost whole, and cells of lost frames used the line
+        tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                         f"[s.sendto(b'x' * 1400, ('{far.addr}', 9)) for _ in range(2000)]"], timeout=30)
+        time.sleep(0.5)
+    cells_payload = 40e6 * 1448 / (32 * 53)
+    bytes_payload = 40e6 * 1448 / 1514
+    load = open("/proc/loadavg").read().split()[0]
+    assert 0.9 * cells_payload <= got <= 1.02 * cells_payload < 0.95 * bytes_payload, (got, cells_payload, load)
+    t = tb.wan_totals
+    assert t is not None and t["cells_out"][0] >= total // 1448 * 32, t
+    # every cell that used the line belongs to a delivered frame or is counted wasted
+    assert t["cells_in"][0] == t["cells_out"][0] + t["cells_dropped"][0], t
+    assert t["frames_lost"][0] == t["drops"][0] > 0 and t["max_queue_cells"][0] == 2000, t
+    assert 0 < t["cells_wasted"][0] <= 32 * t["frames_lost"][0] and t["cells_dropped"][0] > 0, t

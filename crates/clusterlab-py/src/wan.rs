@@ -1,7 +1,8 @@
 //! The WAN delay line (clusterlab-wan): run it in the calling thread with the GIL released
 //! until the watched descriptor closes. The testbed starts it in the router namespace.
 
-use clusterlab_wan::run::{run, Control, RunConfig};
+use clusterlab_atm::{CellLine, CellLineConfig};
+use clusterlab_wan::run::{run, run_model, Control, RunConfig};
 use clusterlab_wan::LineConfig;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -11,22 +12,45 @@ use std::sync::atomic::AtomicBool;
 /// Move frames between `iface_a` and `iface_b` with the line's delay, rate and queue; returns
 /// per-direction totals (packets, bytes, drops, send_errors, delivered; late_mean_ns, late_sd_ns,
 /// late_max_ns: departure minus due time, negative when early).
+///
+/// `limit_cells` given: the line carries AAL5 cells (clusterlab-atm's `CellLine`): `rate_bps` is
+/// the rate of its 53-byte cells, its queue `limit_cells` cells (`limit_bytes` unused), and the
+/// totals add per direction frames_lost, cells_in, cells_out, cells_dropped, cells_wasted
+/// (cells of lost frames that used the line) and max_queue_cells.
 #[pyfunction]
 #[pyo3(signature = (iface_a, iface_b, rate_bps, delay_ns, limit_bytes, shared=false, trace_path=None,
-                    interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true))]
+                    interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true, limit_cells=None))]
 #[allow(clippy::too_many_arguments)]
 fn wan_delay_line<'py>(py: Python<'py>, iface_a: String, iface_b: String, rate_bps: f64, delay_ns: u64,
                        limit_bytes: u64, shared: bool, trace_path: Option<String>, interval_ns: u64, watch_fd: i32,
-                       ready_fd: i32, realtime: bool) -> PyResult<Bound<'py, PyDict>> {
-    let line = LineConfig { rate_bps, delay_ns, limit_bytes, shared };
-    if let Some(why) = line.why_not() {
-        return Err(PyValueError::new_err(why));
-    }
+                       ready_fd: i32, realtime: bool, limit_cells: Option<u32>) -> PyResult<Bound<'py, PyDict>> {
     let control = Control { trace_path, interval_ns, watch_fd, ready_fd, realtime };
-    let cfg = RunConfig { ifaces: [iface_a, iface_b], line, control };
+    let ifaces = [iface_a, iface_b];
     let stop = AtomicBool::new(false);
-    let t = py.detach(|| run(&cfg, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let mut cells = None;
+    let t = if let Some(limit_cells) = limit_cells {
+        let mut line = CellLine::new(CellLineConfig { cell_rate_bps: rate_bps, delay_ns, limit_cells, shared })
+            .map_err(PyValueError::new_err)?;
+        let t = py.detach(|| run_model(&ifaces, &control, &mut line, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?;
+        cells = Some([line.stats(0), line.stats(1)]);
+        t
+    } else {
+        let line = LineConfig { rate_bps, delay_ns, limit_bytes, shared };
+        if let Some(why) = line.why_not() {
+            return Err(PyValueError::new_err(why));
+        }
+        let cfg = RunConfig { ifaces, line, control };
+        py.detach(|| run(&cfg, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?
+    };
     let d = PyDict::new(py);
+    if let Some(s) = cells {
+        d.set_item("frames_lost", s.map(|s| s.frames_lost).to_vec())?;
+        d.set_item("cells_in", s.map(|s| s.cells_in).to_vec())?;
+        d.set_item("cells_out", s.map(|s| s.cells_out).to_vec())?;
+        d.set_item("cells_dropped", s.map(|s| s.cells_dropped).to_vec())?;
+        d.set_item("cells_wasted", s.map(|s| s.cells_wasted).to_vec())?;
+        d.set_item("max_queue_cells", s.map(|s| s.max_queue_cells).to_vec())?;
+    }
     d.set_item("packets", t.packets.to_vec())?;
     d.set_item("bytes", t.bytes.to_vec())?;
     d.set_item("drops", t.drops.to_vec())?;

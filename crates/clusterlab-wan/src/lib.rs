@@ -15,4 +15,4 @@ pub mod afpacket;
 pub mod run;
 
 pub use hist::Histogram;
-pub use line::{Line, LineConfig, Verdict};
+pub use line::{Line, LineConfig, Model, Verdict};

@@ -35,6 +35,20 @@ pub enum Verdict {
     Deliver(u64),
 }
 
+/// A line model the frame mover ([`crate::run`]) can drive: this byte line, or another that
+/// decides the same questions differently (clusterlab-atm's `CellLine`, which carries cells).
+pub trait Model {
+    /// Offer a frame of `len` bytes (the Ethernet frame: 14-byte header, no FCS) in direction
+    /// `dir` (0 or 1) at `now` (ns, the caller's clock).
+    fn offer(&mut self, dir: usize, len: usize, now: u64) -> Verdict;
+    /// The rate the line sends at (bit/s): sets the mover's coalescing window.
+    fn rate_bps(&self) -> f64;
+    /// One-way delay (ns): how long the mover may go without reading its ports.
+    fn delay_ns(&self) -> u64;
+    /// The queue in bytes: sets the mover's socket buffers.
+    fn queue_bytes(&self) -> u64;
+}
+
 /// Longest one-way delay accepted (a geostationary hop is 0.25 s).
 pub const MAX_DELAY_NS: u64 = 10_000_000_000;
 
@@ -102,6 +116,21 @@ impl Line {
         let end = start + len as f64 * self.ns_per_byte;
         self.busy_until[lane] = end;
         Verdict::Deliver(end.ceil() as u64 + self.cfg.delay_ns)
+    }
+}
+
+impl Model for Line {
+    fn offer(&mut self, dir: usize, len: usize, now: u64) -> Verdict {
+        Line::offer(self, dir, len, now)
+    }
+    fn rate_bps(&self) -> f64 {
+        self.cfg.rate_bps
+    }
+    fn delay_ns(&self) -> u64 {
+        self.cfg.delay_ns
+    }
+    fn queue_bytes(&self) -> u64 {
+        self.cfg.limit_bytes
     }
 }
 

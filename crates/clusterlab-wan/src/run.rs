@@ -1,4 +1,5 @@
-//! The delay line's loop: read frames from both ports, decide with [`Line`], hold them, and
+//! The delay line's loop: read frames from both ports, decide with a [`Model`] (the byte [`Line`],
+//! or clusterlab-atm's cell line), hold them, and
 //! write each one to the other port when its time comes. One thread; it sleeps in `ppoll`
 //! until the next departure (nanosecond timeout, 1 ns timer slack) and, when allowed, runs
 //! SCHED_FIFO so a loaded machine does not add its scheduling delay to the line's RTT.
@@ -10,7 +11,7 @@
 
 use crate::afpacket::{Port, VNET_HDR_LEN};
 use crate::hist::Histogram;
-use crate::line::{Line, LineConfig, Verdict};
+use crate::line::{Line, LineConfig, Model, Verdict};
 use crate::trace;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -165,14 +166,19 @@ struct Held {
     frame: Vec<u8>,
 }
 
-/// Run until `stop` is set or the watched descriptor closes.
+/// Run the byte line until `stop` is set or the watched descriptor closes.
 pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     let mut line = Line::new(cfg.line).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let ctl = &cfg.control;
+    run_model(&cfg.ifaces, &cfg.control, &mut line, stop)
+}
+
+/// Move frames between `ifaces` through any line `model` (the caller keeps it, and so its own
+/// counters) until `stop` is set or the watched descriptor closes.
+pub fn run_model<M: Model>(ifaces: &[String; 2], ctl: &Control, line: &mut M, stop: &AtomicBool) -> io::Result<Totals> {
     let mut trace_file = ctl.open_trace()?;
     // Room for what arrives while the line does not listen (up to MAX_DEAF_NS at a site's rate).
-    let buffer = (4 * cfg.line.limit_bytes as usize).clamp(4 << 20, 64 << 20);
-    let ports = [Port::open(&cfg.ifaces[0], buffer)?, Port::open(&cfg.ifaces[1], buffer)?];
+    let buffer = (4 * line.queue_bytes() as usize).clamp(4 << 20, 64 << 20);
+    let ports = [Port::open(&ifaces[0], buffer)?, Port::open(&ifaces[1], buffer)?];
     let mut totals = Totals { realtime: ctl.start(), ..Default::default() };
     let mut held: [VecDeque<Held>; 2] = [VecDeque::new(), VecDeque::new()];
     let mut pool: Vec<Vec<u8>> = Vec::new();
@@ -191,8 +197,8 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
     ];
     let mut early = 0.0f64; // running mean of timer lateness (ns)
     let mut planned: Option<u64> = None; // the wakeup the last ppoll timeout aimed at
-    let deaf_allowed = cfg.line.delay_ns >= MIN_DEAF_DELAY_NS;
-    let window = coalesce_ns(cfg.line.rate_bps);
+    let deaf_allowed = line.delay_ns() >= MIN_DEAF_DELAY_NS;
+    let window = coalesce_ns(line.rate_bps());
     while !stop.load(Ordering::Relaxed) {
         let now = mono_ns();
         if let Some(p) = planned.take() {
@@ -252,7 +258,7 @@ pub fn run(cfg: &RunConfig, stop: &AtomicBool) -> io::Result<Totals> {
         // the line once per frame. Listen again at least every min(delay, MAX_DEAF_NS).
         let deaf = deaf_allowed && departure;
         if deaf {
-            let listen_by = now + cfg.line.delay_ns.min(MAX_DEAF_NS);
+            let listen_by = now + line.delay_ns().min(MAX_DEAF_NS);
             if listen_by < wake {
                 wake = listen_by;
                 departure = false;

@@ -61,9 +61,13 @@ def wan_options(f):
         click.option("--wan-rate", default="135Mbit", show_default=True, help="WAN line rate per direction."),
         click.option("--wan-delay", default="6ms", show_default=True, help="WAN one-way delay (RTT = 2x)."),
         click.option("--wan-queue", default="256KiB", show_default=True,
-                     help="WAN drop-tail queue per direction: bytes or packets (e.g. 30p)."),
+                     help="WAN drop-tail queue per direction: bytes, packets (e.g. 30p) or cells (e.g. 5000cells; "
+                          "with --wan-cells the queue is counted in cells, bytes / 53)."),
         click.option("--wan-shared", is_flag=True, help="Both directions share one --wan-rate and one queue, "
                      "losing what exceeds it (67M-ATM: the line looped back)."),
+        click.option("--wan-cells", is_flag=True, help="The WAN line carries AAL5 cells of 53 bytes: --wan-rate "
+                     "is its cells' rate, the queue counts cells, a frame is lost whole when one of its cells "
+                     "finds the queue full (its other cells still use the line)."),
     ]):
         f = opt(f)
     return f
@@ -71,15 +75,16 @@ def wan_options(f):
 
 def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch="bridge", discard="none",
               epd_threshold=None, host_rates=(), loss=(), loss_seed=1, **wan):
-    """The topology; ``wan``: ``sites``, ``wan_rate``, ``wan_delay``, ``wan_queue``, ``wan_shared``
-    (unused without ``sites``, but checked all the same); ``host_rates``: ``--host-rate`` values."""
+    """The topology; ``wan``: ``sites``, ``wan_rate``, ``wan_delay``, ``wan_queue``, ``wan_shared``,
+    ``wan_cells`` (unused without ``sites``, but checked all the same; ``wan_cells`` without
+    ``sites`` is refused); ``host_rates``: ``--host-rate`` values; ``loss``: ``--loss`` values."""
     from clusterlab.cluster.testbed import StarTopo
 
     if wan.get("sites") is None:  # given, even empty, it is checked
         rest = {k: v for k, v in wan.items() if k != "sites"}
         if rest:
             StarTopo(hosts=2, sites="1+1", **rest)  # the WAN options' own checks
-        wan = {}
+        wan = {"wan_cells": True} if rest.get("wan_cells") else {}  # asked for without sites: refused
     return StarTopo(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, dilation=dilation,
                     storage=storage, switch=switch, discard=discard, epd_threshold=epd_threshold,
                     host_rates=" ".join(host_rates) or None, loss=" ".join(loss) or None, loss_seed=loss_seed, **wan)
@@ -106,8 +111,8 @@ def testbed():
 @wan_options
 @transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--json", "as_json", is_flag=True)
-def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, epd_threshold, host_queue, mtu, dilation, storage, no_rps, offloads,
-       sites, wan_rate, wan_delay, wan_queue, wan_shared, transport, as_json):
+def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, epd_threshold, host_queue, mtu, dilation,
+       storage, no_rps, offloads, sites, wan_rate, wan_delay, wan_queue, wan_shared, wan_cells, transport, as_json):
     """Bring a testbed up and leave it running (take it down with ``down``).
 
     \b
@@ -119,6 +124,7 @@ def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, 
       clusterlab testbed up --hosts 16 --dilation 4 --rto-min 200ms --rto-max-offset 100ms --name lab
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-delay 6ms --name wan
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-shared --name atm67
+      clusterlab testbed up --hosts 8 --rate 1Gbit --sites 4+4 --wan-rate 135Mbit --wan-cells --name cells
       clusterlab testbed up --hosts 16 --rate 155.52Mbit --switch atm --buffer 1000cells --discard none --name atm
       clusterlab testbed up --hosts 4 --rate 155Mbit --host-rate h3=15.5Mbit --name slow
       clusterlab testbed up --hosts 4 --rate 155.52Mbit --switch atm --loss h3:0.02% --name lossy
@@ -131,7 +137,8 @@ def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, 
 
         check_name(name)
     topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch, discard, epd_threshold,
-                     host_rates, loss, loss_seed, sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue, wan_shared=wan_shared)
+                     host_rates, loss, loss_seed, sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue,
+                     wan_shared=wan_shared, wan_cells=wan_cells)
     config = TransportConfig.parse(transport, place="testbed")
     tb = TestbedNetwork(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
     info = {"name": tb.name, "hosts": len(tb.hosts), "seconds": round(tb.timings["up"], 3),
@@ -150,9 +157,11 @@ def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, 
             click.echo(f"lossy link: {topo.host_names()[i]} loses {p:.3%} of its cells each way (an MTU frame: "
                        f"{topo.frame_loss(i):.2%}), seed {topo.loss_seed}")
         if topo.has_wan:
+            queue = (f"{topo.wan_queue_cells}-cell queue, AAL5 cells of 53 bytes ({topo.wan_ip_rate_bps() / 1e6:.1f} "
+                     f"Mbit/s of IP at MTU {topo.mtu})" if topo.wan_cells else f"{topo.wan_queue_bytes} B queue")
             click.echo(f"sites {'+'.join(map(str, topo.site_sizes))} joined by a WAN line: {topo.wan_rate} "
                        f"{'shared by both directions' if topo.wan_shared else 'per direction'}, "
-                       f"{topo.wan_delay} one way, {topo.wan_queue_bytes} B queue")
+                       f"{topo.wan_delay} one way, {queue}")
         for w in tb.warnings:
             click.echo(f"warning: {w}", err=True)
 
@@ -253,7 +262,8 @@ def status(name, as_json):
         wan = ""
         if topo.get("sites"):
             wan = (f", sites {'+'.join(map(str, topo['sites']))}, WAN {topo['wan_rate_bps'] / 1e6:g} Mbit/s"
-                   f"{' shared' if topo['wan_shared'] else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way")
+                   f"{' shared' if topo['wan_shared'] else ''}"
+                   f"{' of cells' if topo.get('wan_cells') else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way")
         click.echo(f"{d['name']}: {d['namespaces']} namespaces, {d.get('hosts', '?')} hosts, "
                    f"{topo.get('rate', '?')} links"
                    + (f" ({topo['host_rates'].replace(' ', ', ')})" if topo.get("host_rates") else "")

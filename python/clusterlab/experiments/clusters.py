@@ -238,3 +238,28 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
             "late_max_us": round(t["late_max_ns"] / 1e3, 1), "read_wait_mean_us": round(t["read_wait_mean_ns"] / 1e3, 1),
             "input_wait_mean_us": round(t["input_wait_mean_ns"] / 1e3, 1),
             "kernel_drops": t["kernel_drops"], "send_errors": t["send_errors"], "late_offers": t["late_offers"]}
+    if tb.wan_totals:  # the WAN line's own account, once it stopped
+        s.applied["wan_line"] = wan_line_account(tb.wan_totals)
+
+
+def wan_line_account(t: dict) -> dict:
+    """What a point records of its WAN line's totals (per direction, 0: site A to B): frames
+    offered, delivered and lost, how late departures were; a line of cells (``wan_cells``) adds
+    its cells offered, sent, dropped and wasted (cells of lost frames that used the line).
+
+    >>> wan_line_account({"packets": [10, 4], "delivered": [8, 4], "drops": [2, 0], "send_errors": [0, 0],
+    ...                   "late_mean_ns": [1500.0, -200.0], "late_max_ns": [9000, 100], "frames_lost": [2, 0],
+    ...                   "cells_in": [320, 8], "cells_out": [300, 8], "cells_dropped": [20, 0],
+    ...                   "cells_wasted": [44, 0], "max_queue_cells": [100, 2]})["cells_wasted"]
+    [44, 0]
+    >>> sorted(wan_line_account({"packets": [1, 0], "delivered": [1, 0], "drops": [0, 0], "send_errors": [0, 0],
+    ...                          "late_mean_ns": [0.0, 0.0], "late_max_ns": [0, 0]}))
+    ['frames', 'frames_delivered', 'frames_lost', 'late_max_us', 'late_mean_us', 'send_errors']
+    """
+    out = {"frames": list(t["packets"]), "frames_delivered": list(t["delivered"]), "frames_lost": list(t["drops"]),
+           "send_errors": list(t["send_errors"]), "late_mean_us": [round(v / 1e3, 1) for v in t["late_mean_ns"]],
+           "late_max_us": [round(v / 1e3, 1) for v in t["late_max_ns"]]}
+    for k in ("cells_in", "cells_out", "cells_dropped", "cells_wasted", "max_queue_cells"):
+        if k in t:
+            out[k] = list(t[k])
+    return out

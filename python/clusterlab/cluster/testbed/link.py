@@ -210,10 +210,10 @@ def _atm_tbf(dev: str, topo: StarTopo, limit: int) -> str:
     table was measured to count TCP's frames by their bytes (a veth pair, tbf at 37.44 Mbit/s:
     9194-byte TCP frames left 1966 us apart, the byte rate, where UDP's left 2175 us apart, the
     cell rate); the rate table holds both at 2174-2175 us, as the switch's model expects."""
-    from clusterlab.cluster.testbed.topo import CELL_BYTES
+    from clusterlab.cluster.testbed.topo import CELL_BYTES, aal5_cells
 
     rate = int(round(topo.cell_rate_bps / topo.dilation / 8)) * 8
-    cells = -(-(int(topo.mtu) + 16) // 48)
+    cells = aal5_cells(int(topo.mtu))
     return (f"qdisc replace dev {dev} root tbf rate {rate}bit burst {(cells + 2) * CELL_BYTES} limit {limit} "
             "linklayer atm overhead 2")
 

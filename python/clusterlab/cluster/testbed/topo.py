@@ -19,6 +19,13 @@ turns it into namespaces, veth pairs, a bridge and tc qdiscs.
 >>> w = StarTopo(hosts=8, rate="100Mbit", sites="4+4", wan_rate="135Mbit", wan_delay="6ms")
 >>> w.site_sizes, w.site_of(3), w.site_of(4), w.wan_rate_bps, w.wan_delay_seconds, w.wan_queue_bytes
 ((4, 4), 0, 1, 135000000.0, 0.006, 262144)
+>>> c = StarTopo(hosts=8, rate="1Gbit", sites="4+4", wan_rate="135Mbit", wan_cells=True, wan_queue="5000cells")
+>>> c.wan_queue_cells, c.wan_queue_bytes, aal5_cells(9000), round(c.wan_ip_rate_bps() / 1e6, 2)
+(5000, 265000, 188, 121.94)
+>>> StarTopo(hosts=8, sites="4+4", wan_cells=True, wan_queue="100cells")
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: wan_queue of 100 cells cannot hold one 9000-byte packet (188 cells); use at least '188cells'
 >>> StarTopo(hosts=8, sites="4+3")
 Traceback (most recent call last):
 ...
@@ -143,6 +150,15 @@ class StarTopo:
     direction; ``wan_shared``: both directions draw from one ``wan_rate`` and one queue, and
     lose what exceeds it (67M-ATM: the fibre looped back). The storage host is on site A.
     Dilation divides the WAN rate and multiplies its delay, as for the links.
+
+    ``wan_cells=True``: the line carries AAL5 cells (``clusterlab-atm``'s cell line) instead
+    of bytes: ``wan_rate`` is the rate of its 53-byte cells (every header and pad byte
+    included: seed 004's "135 Mbit/s" taken so, which leaves 121.9 Mbit/s of IP at MTU 9000
+    and 119.4 at 1500, the seed's "cells lost above about 120 Mbit/s"; an OC-3c is
+    ``149.76Mbit``), each frame goes as ``aal5_cells(IP length)`` cells, ``wan_queue`` is
+    counted in cells (``5000cells``, or bytes / 53), and a frame one of whose cells finds the
+    queue full is lost whole while its cells that got in still use the line (and the next
+    frame of that direction is lost with it: its end of message was one of the lost cells).
     """
 
     hosts: int = 4
@@ -157,6 +173,7 @@ class StarTopo:
     wan_delay: str | float = "6ms"
     wan_queue: str | int = "256KiB"
     wan_shared: bool = False
+    wan_cells: bool = False
     tbf_bucket: str | float | None = None
     switch: str = "bridge"
     discard: str = "none"
@@ -212,8 +229,12 @@ class StarTopo:
             if not 0 < b <= 1.0:
                 raise ConfigError(f"tbf_bucket must be a duration above 0 up to 1s (e.g. '100us'), "
                                   f"got {self.tbf_bucket!r}")
+        if not isinstance(self.wan_cells, bool):
+            raise ConfigError(f"wan_cells must be True or False, got {self.wan_cells!r}")
         if self.sites is not None:
             self._check_wan()
+        elif self.wan_cells:
+            raise ConfigError("wan_cells is the WAN line's: it needs two sites (e.g. sites='4+4')")
         if self.host_rates is not None:
             object.__setattr__(self, "host_rates", self._check_host_rates())
         if self.loss is not None:
@@ -381,7 +402,13 @@ class StarTopo:
             raise ConfigError(f"wan_rate must be 8kbit..100Gbit (after dilation), got {self.wan_rate!r}")
         if not 0 <= self.wan_delay_seconds * self.dilation <= 10:
             raise ConfigError(f"wan_delay must be 0..10 s one way (after dilation), got {self.wan_delay!r}")
-        if self.wan_queue_bytes < self.mtu + ETH_HLEN:
+        if self.wan_cells:
+            need = aal5_cells(int(self.mtu))
+            if not need <= self.wan_queue_cells <= 10_000_000:
+                raise ConfigError(f"wan_queue of {self.wan_queue_cells} cells cannot hold one {self.mtu}-byte packet "
+                                  f"({need} cells); use at least '{need}cells'" if self.wan_queue_cells < need else
+                                  f"wan_queue of {self.wan_queue_cells} cells: accepted up to 10000000 cells")
+        elif self.wan_queue_bytes < self.mtu + ETH_HLEN:
             raise ConfigError(f"wan_queue of {self.wan_queue_bytes} bytes cannot hold one {self.mtu}-byte "
                               f"packet; use at least {self.mtu + ETH_HLEN} bytes")
 
@@ -418,7 +445,22 @@ class StarTopo:
 
     @property
     def wan_queue_bytes(self) -> int:
-        return self._queue_bytes(self.wan_queue, "wan_queue")
+        cells = _cells(self.wan_queue)
+        return cells * CELL_BYTES if cells is not None else self._queue_bytes(self.wan_queue, "wan_queue")
+
+    @property
+    def wan_queue_cells(self) -> int:
+        """The WAN queue in cells (``5000cells``, or bytes / 53): the cell line's (``wan_cells``)."""
+        cells = _cells(self.wan_queue)
+        return cells if cells is not None else self.wan_queue_bytes // CELL_BYTES
+
+    def wan_ip_rate_bps(self, ip_len: int | None = None) -> float:
+        """IP bits per second a saturated WAN line carries in packets of ``ip_len`` bytes (the
+        MTU by default), before dilation: the cell line's cells' share, the byte line's
+        Ethernet frames' share."""
+        n = int(self.mtu if ip_len is None else ip_len)
+        wire = aal5_cells(n) * CELL_BYTES if self.wan_cells else n + ETH_HLEN
+        return self.wan_rate_bps * n / wire
 
     @property
     def rate_bps(self) -> float:
@@ -478,6 +520,8 @@ class StarTopo:
             d.update(sites=list(self.site_sizes), wan_rate_bps=self.wan_rate_bps,
                      wan_delay_seconds=self.wan_delay_seconds, wan_queue_bytes=self.wan_queue_bytes,
                      wan_shared=bool(self.wan_shared))
+            if self.wan_cells:
+                d.update(wan_cells=True, wan_queue_cells=self.wan_queue_cells)
         if self.tbf_bucket is not None:
             d["tbf_bucket_seconds"] = parse_duration(self.tbf_bucket)
         if self.host_rates:
@@ -498,6 +542,8 @@ class StarTopo:
             wan = dict(sites=tuple(d["sites"]), wan_rate=float(d["wan_rate_bps"]),
                        wan_delay=float(d["wan_delay_seconds"]), wan_queue=int(d["wan_queue_bytes"]),
                        wan_shared=bool(d["wan_shared"]))
+            if d.get("wan_cells"):
+                wan.update(wan_cells=True, wan_queue=f"{int(d['wan_queue_cells'])}cells")
         atm = {}
         if d.get("switch") == "atm":
             atm = dict(switch="atm", discard=d["discard"], epd_threshold=(
@@ -520,6 +566,13 @@ def _probability(v) -> float | None:
     if not m:
         return None
     return float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+
+
+def aal5_cells(ip_len: int) -> int:
+    """Cells of the AAL5 frame carrying an IP packet of ``ip_len`` bytes over ATM: the packet,
+    LLC/SNAP's 8 bytes and AAL5's 8-byte trailer in 48-byte payloads (as ``clusterlab-atm``'s
+    ``cells_for``, which the Rust models use)."""
+    return -(-(ip_len + 8 + 8) // 48)
 
 
 def _cells(v) -> int | None:

@@ -8,6 +8,11 @@ bytes per 64-byte IP length bucket of the packets it carried, and its drops) to
 ``/run/clusterlab/testbed/<tb>.wan.trace`` (format: ``clusterlab.monitor.wan``); ``clean``
 removes the file.
 
+With ``wan_cells`` the line is ``clusterlab-atm``'s cell line (``limit_cells`` in its settings):
+frames go as AAL5 cells, its totals add per direction ``frames_lost``, ``cells_in``,
+``cells_out``, ``cells_dropped``, ``cells_wasted`` (cells of lost frames that used the line)
+and ``max_queue_cells``; the trace's drops are its lost frames.
+
 The far side's receive work (a frame the line writes to ``a`` or ``b`` goes on through the
 switch's bridge, a host port's tbf and the receiving host's IP and TCP) runs, by default, in the
 context of the writer: the line's process, as if a real line also ran the receiving machine's
@@ -40,11 +45,15 @@ TRACE_INTERVAL = 0.1
 
 
 def line_settings(topo) -> dict:
-    """What the delay line emulates (after dilation), as the line's process takes it."""
-    return {"rate_bps": topo.wan_rate_bps / topo.dilation,
-            "delay_ns": int(round(topo.wan_delay_seconds * topo.dilation * 1e9)),
-            "limit_bytes": int(topo.wan_queue_bytes), "shared": bool(topo.wan_shared),
-            "interval_ns": int(TRACE_INTERVAL * topo.dilation * 1e9)}
+    """What the delay line emulates (after dilation), as the line's process takes it; with
+    ``wan_cells``, ``limit_cells`` (the cell line: ``rate_bps`` is then its cells' rate)."""
+    d = {"rate_bps": topo.wan_rate_bps / topo.dilation,
+         "delay_ns": int(round(topo.wan_delay_seconds * topo.dilation * 1e9)),
+         "limit_bytes": int(topo.wan_queue_bytes), "shared": bool(topo.wan_shared),
+         "interval_ns": int(TRACE_INTERVAL * topo.dilation * 1e9)}
+    if topo.wan_cells:
+        d["limit_cells"] = int(topo.wan_queue_cells)
+    return d
 
 
 NAPI_PRIORITY = 10  # SCHED_FIFO, as the line's own thread
@@ -131,7 +140,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     totals = _core.wan_delay_line(ROUTER_IFACES[0], ROUTER_IFACES[1], float(cfg["rate_bps"]), int(cfg["delay_ns"]),
                                   int(cfg["limit_bytes"]), bool(cfg["shared"]), cfg.get("trace"),
-                                  int(cfg["interval_ns"]), 0 if cfg["watch"] else -1, 1, True)
+                                  int(cfg["interval_ns"]), 0 if cfg["watch"] else -1, 1, True,
+                                  cfg.get("limit_cells"))
     print(json.dumps(totals), flush=True)
     return 0
 
