@@ -31,7 +31,8 @@ is_root = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 # `make test` runs the suite on two xdist workers, then the tests marked `serial` on their own.
-# Serial: tests that start MPICH ranks inside testbed hosts. On two workers (another test's
+# Serial: tests that share fixed names (marked where they are) and, here, tests that start
+# MPICH ranks inside testbed hosts. On two workers (another test's
 # testbed or ranks running beside it) one of them failed twice at MPI_Init, UCX's address
 # exchange saying "Destination is unreachable"; alone it passes (not yet explained: a user
 # running an MPI job on a testbed while the machine is busy may meet it too).

@@ -46,7 +46,9 @@ TRANSPORT = {"--transport": ["rto_min=1e400ms", "nope=1", "x", "rto_min=", "sndb
 TESTBED_KNOBS = {"--initcwnd": INT, "--rmem": SIZE + ["1 2"], "--wmem": SIZE + ["1 2"]}
 TOPO = {"--rate": RATE, "--buffer": POS_SIZE, "--host-queue": POS_SIZE + ["-1p"], "--mtu": POS_INT + ["67", "65001"],
         "--dilation": FLOAT + ["0", "0.5"], "--switch": CHOICE, "--discard": CHOICE,
-        "--epd-threshold": ["", "-1", "nan", "1e400", "abc"]}
+        "--epd-threshold": ["", "-1", "nan", "1e400", "abc"],
+        "--host-rate": ["", "h9=10Mbit", "h0", "h0=fast", "h0=-1Mbit", "h0=1e400bit", "h0=1Mbit h0=2Mbit"],
+        "--loss": ["", "h9:1%", "h0", "h0:nan", "h0:60%", "h0:-1%"], "--loss-seed": INT}
 
 
 @pytest.fixture(scope="module")
@@ -287,6 +289,7 @@ def test_hostile_value_is_one_line_exit_2(cmd, base, opt, value, files, workdir,
 @pytest.mark.root
 @pytest.mark.timeout(60)  # a value that got through would build and run a testbed
 @pytest.mark.skipif(not is_root, reason="needs root (testbed commands)")
+@pytest.mark.serial  # alone (make test): the cases share the testbed name zzhost and the state file zzcorr
 @pytest.mark.parametrize(("cmd", "base", "opt", "value"), list(_cases(ROOT_TABLE)))
 def test_hostile_value_on_testbed_commands(cmd, base, opt, value, files, workdir, capsys):
     from clusterlab.cluster.testbed import clean, leftovers

@@ -47,7 +47,7 @@ def test_atm_settings_are_checked_and_round_trip():
                        (dict(switch="atm", loss="h9:1%"), "loss: no host 'h9'"),
                        (dict(switch="atm", loss="h1:lots"), "loss: h1's 'lots' is not a percentage"),
                        (dict(switch="atm", loss="h1:0.7"), "loss: h1's 0.7 is outside 0..50%"),
-                       (dict(switch="atm", loss="h1"), "loss: 'h1' is not host:value"),
+                       (dict(switch="atm", loss="h1"), "loss: 'h1' is not host:probability"),
                        (dict(switch="atm", loss="h1:1%", loss_seed=-1), "loss_seed must be")]:
         with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
             StarTopo(hosts=4, **bad)

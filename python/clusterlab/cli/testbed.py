@@ -87,7 +87,8 @@ def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch="b
         wan = {"wan_cells": True} if rest.get("wan_cells") else {}  # asked for without sites: refused
     return StarTopo(hosts=hosts, rate=rate, buffer=buffer, host_queue=host_queue, mtu=mtu, dilation=dilation,
                     storage=storage, switch=switch, discard=discard, epd_threshold=epd_threshold,
-                    host_rates=" ".join(host_rates) or None, loss=" ".join(loss) or None, loss_seed=loss_seed, **wan)
+                    host_rates=" ".join(host_rates) if host_rates else None, loss=" ".join(loss) if loss else None,
+                    loss_seed=loss_seed, **wan)
 
 
 @click.group()

@@ -240,17 +240,19 @@ class StarTopo:
         if self.loss is not None:
             object.__setattr__(self, "loss", self._check_loss())
 
-    def _pairs(self, what: str, value, sep: str, example: str) -> list[tuple[int, object]]:
+    def _pairs(self, what: str, value, sep: str, example: str, noun: str) -> list[tuple[int, object]]:
         """``value`` (``"h3<sep>x h5<sep>y"`` or a mapping) as (node index, x) pairs, hosts checked."""
         if isinstance(value, dict):
             items = [(str(k), v) for k, v in value.items()]
         elif isinstance(value, str):
+            if not value.strip():
+                raise ConfigError(f"{what} is empty: give host{sep}{noun} (e.g. {what}={example!r})")
             items = []
             for part in re.split(r"[,\s]+", value.strip()):
                 if not part:
                     continue
                 if sep not in part:
-                    raise ConfigError(f"{what}: {part!r} is not host{sep}value (e.g. {what}={example!r})")
+                    raise ConfigError(f"{what}: {part!r} is not host{sep}{noun} (e.g. {what}={example!r})")
                 items.append(tuple(x.strip() for x in part.split(sep, 1)))
         else:
             raise ConfigError(f"{what} must be text like {example!r} or a mapping, got {value!r}")
@@ -272,7 +274,7 @@ class StarTopo:
         if isinstance(self.loss_seed, bool) or not isinstance(self.loss_seed, int) or not 0 <= self.loss_seed < 2**64:
             raise ConfigError(f"loss_seed must be a whole number 0..2^64-1, got {self.loss_seed!r}")
         names, out = self.host_names(), []
-        for i, v in self._pairs("loss", self.loss, ":", "h3:0.02%"):
+        for i, v in self._pairs("loss", self.loss, ":", "h3:0.02%", "probability"):
             p = _probability(v)
             if p is None or not 0 <= p <= 0.5:
                 raise ConfigError(f"loss: {names[i]}'s {v} is outside 0..50% of its cells (e.g. loss='h3:0.02%')"
@@ -301,27 +303,10 @@ class StarTopo:
         if self.switch == "atm":
             raise ConfigError("host_rates is the bridge's: the atm switch's cell model runs every port at one cell "
                               "time (rate), so one slower link is not modelled")
-        if isinstance(self.host_rates, dict):
-            items = [(str(k), v) for k, v in self.host_rates.items()]
-        elif isinstance(self.host_rates, str):
-            items = []
-            for part in re.split(r"[,\s]+", self.host_rates.strip()):
-                if not part:
-                    continue
-                if "=" not in part:
-                    raise ConfigError(f"host_rates: {part!r} is not host=rate (e.g. host_rates='h3=15.5Mbit')")
-                items.append(tuple(x.strip() for x in part.split("=", 1)))
-        else:
-            raise ConfigError(f"host_rates must be text like 'h3=15.5Mbit' or a mapping, got {self.host_rates!r}")
         names = self.host_names()
         out: dict[int, str] = {}
-        for host, rate in items:
-            if host not in names:
-                raise ConfigError(f"host_rates: no host {host!r} (hosts h0..h{self.hosts - 1}"
-                                  + (", st" if self.storage else "") + "); e.g. host_rates='h3=15.5Mbit'")
-            i = names.index(host)
-            if i in out:
-                raise ConfigError(f"host_rates: {host} given twice")
+        for i, rate in self._pairs("host_rates", self.host_rates, "=", "h3=15.5Mbit", "rate"):
+            host = names[i]
             try:
                 bps = parse_rate(rate, host)
             except ConfigError as e:
