@@ -36,8 +36,11 @@ is_root = hasattr(os, "geteuid") and os.geteuid() == 0
 # testbed or ranks running beside it) one of them failed twice at MPI_Init, UCX's address
 # exchange saying "Destination is unreachable"; alone it passes (not yet explained: a user
 # running an MPI job on a testbed while the machine is busy may meet it too).
+# And the storage study panels: on two workers the throttled backing store's read counter came
+# out without a sample once (not explained; alone it passes).
 SERIAL_FILES = ("tests/comm/test_mpi.py", "tests/testbed/test_run_mpi_root.py",
-                "tests/testbed/test_testbed_cluster_root.py", "tests/npb/test_stack.py")
+                "tests/testbed/test_testbed_cluster_root.py", "tests/npb/test_stack.py",
+                "tests/storage/test_study_panels.py")
 
 
 def pytest_collection_modifyitems(config, items):
