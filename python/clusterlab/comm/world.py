@@ -17,7 +17,9 @@ therefore runs unchanged under ``clusterlab run -n 4`` and ``mpiexec -n 4``. At 
 communicator says goodbye to its peers; an uncaught exception instead tells every peer that
 this rank failed (they raise ``PeerFailure`` naming it) and the launcher what it was: the
 launcher prints it once (one line for a clusterlab error in the input or settings, the
-traceback of a bug), so the rank itself prints nothing.
+traceback of a bug), so the rank itself prints nothing. With ``CLUSTERLAB_RUN_DIR`` set
+(``clusterlab run --run-dir``) the communicator's calls are timed and the rank's record written
+into the run directory when it closes (``comm.rank_record``).
 
 >>> c = world()
 >>> (c.rank, c.size) if not (under_launcher() or under_mpi()) else (0, 1)
@@ -84,6 +86,10 @@ def world(timeout: float | None = None) -> Communicator:
             t = env_duration(contract.ENV_TIMEOUT, None)
             if t is not None:
                 _WORLD.default_timeout = t
+            if how is not None and os.environ.get(contract.ENV_RUN_DIR):
+                from clusterlab.comm import rank_record
+
+                rank_record.attach(_WORLD, os.environ[contract.ENV_RUN_DIR], _node())
         return _WORLD
 
 
