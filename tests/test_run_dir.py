@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.comm.conftest import needs_mpi
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Rank 0 computes (sleeps) 0.3 s, then sends 200 kB to every other rank, which wait in recv;
@@ -169,3 +171,42 @@ def test_python_form_of_a_rank_function_records_results_and_failures(tmp_path):
     assert e.value.rank == 1
     meta = load(d)["meta"]
     assert meta["status"] == "failed" and meta["failed_rank"] == 1 and "gives up" in meta["reason"]
+
+
+MPI4PY_PROGRAM = """
+import numpy as np
+from mpi4py import MPI
+c = MPI.COMM_WORLD
+t = np.empty(1)
+for _ in range(20):
+    c.Allreduce(np.ones(1), t)
+"""
+
+
+@needs_mpi
+def test_mpi_runs_say_what_they_lack(tmp_path, prog):
+    # a world() program on MPI's own transport: timed calls, but no TCP_INFO (RTO wait unknown)
+    d = tmp_path / "world"
+    p = _cli("run", "--backend", "mpi", "-n", "2", "--run-dir", str(d), "--", "python", str(prog))
+    assert p.returncode == 0, p.stderr[-3000:]
+    recs = [json.loads((d / "ranks" / f"rank-{r}.json").read_text()) for r in range(2)]
+    assert [r["mesh"] for r in recs] == ["mpi", "mpi"] and all(r["rto_wait_s"] is None for r in recs)
+    assert recs[1]["transfer_s"] >= 0.25 and meta_of(d)["transport"] == {}
+    text = _cli("diagnose", str(d)).stdout
+    assert "MPI's own transport, no TCP_INFO" in text
+
+    # an mpi4py program: no records at all, the monitor's per-host TCP counters instead
+    mp = tmp_path / "mpi_prog.py"
+    mp.write_text(MPI4PY_PROGRAM)
+    d = tmp_path / "mpi4py"
+    p = _cli("run", "--backend", "mpi", "-n", "2", "--run-dir", str(d), "--", "python", str(mp))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert meta_of(d)["rank_records"] == 0 and meta_of(d)["returncodes"] == [0, 0]
+    assert _cli("report", str(d)).returncode == 0
+    assert "No rank records" in (d / "report.md").read_text()
+    text = _cli("diagnose", str(d)).stdout
+    assert "per rank: no records" in text and "segments out" in text
+
+
+def meta_of(d):
+    return json.loads((d / "meta.json").read_text())

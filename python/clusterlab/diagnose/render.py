@@ -59,8 +59,11 @@ def per_rank_lines(d: dict) -> list[str]:
            "  rank       wall    compute   transfer   RTO wait        CPU   bytes sent  timeouts"]
     for r in d["per_rank"]:
         cpu = "-" if r["cpu_s"] is None else _fmt(r["cpu_s"])
+        rto = "-" if r["rto_wait_s"] is None else _fmt(r["rto_wait_s"])
         out.append(f"  {r['rank']:>4} {_fmt(r['wall_s']):>10} {_fmt(r['compute_s']):>10} {_fmt(r['transfer_s']):>10} "
-                   f"{_fmt(r['rto_wait_s']):>10} {cpu:>10} {r['bytes_sent']:>12,} {r['timeouts']:>9}")
+                   f"{rto:>10} {cpu:>10} {r['bytes_sent']:>12,} {'-' if r['timeouts'] is None else r['timeouts']:>9}")
+    if any(r["rto_wait_s"] is None for r in d["per_rank"]):
+        out.append("  (-: MPI's own transport, no TCP_INFO of its sockets: its RTO waits are inside transfer)")
     return out
 
 

@@ -318,7 +318,9 @@ def _program_job(d: Path) -> Job:
     known = [r for r in recs if r.get("timeouts") is not None]
     return Job(label=d.name, kind="program", seconds=seconds, wall_seconds=_num(meta.get("elapsed_s"), None),
                passes=[Pass("all", seconds, ranks)] if ranks else [], nodes=int(_num(meta.get("ranks"))),
-               options={"command": meta.get("command"), "hosts_tcp": hosts_tcp}, transport=transport,
+               options={"command": meta.get("command"), "hosts_tcp": hosts_tcp,
+                        "no_tcp_info": [int(_num(r.get("rank"))) for r in recs if r.get("rto_wait_s") is None]},
+               transport=transport,
                cluster=_cluster_of(meta.get("cluster") or {}),
                timeouts=sum(int(r["timeouts"]) for r in known) if known else None,
                retransmissions=sum(int(r.get("retransmissions") or 0) for r in known) if known else None,
