@@ -1,6 +1,6 @@
 """`clusterlab run --run-dir`: a user's program recorded (meta, monitor, each rank's split of its
 wall time into compute, transfer and RTO wait), then `clusterlab report` and `clusterlab diagnose`
-on the directory; the Python form (``experiments.program_run.launch``). Loopback, no root."""
+on the directory; the Python form (``cluster.record.launch``). Loopback, no root."""
 
 from __future__ import annotations
 
@@ -122,12 +122,12 @@ def test_run_dir_is_checked_before_anything_runs(tmp_path, prog):
 
 def test_python_form_records_the_same(tmp_path, prog):
     from clusterlab.cluster import Local
-    from clusterlab.experiments.program_run import launch, load
+    from clusterlab.cluster.record import load
     from clusterlab.net.transport_config import TransportConfig
 
     d = tmp_path / "api"
-    res = launch(Local(), [sys.executable, str(prog)], 2, d, transport=TransportConfig(rto_min="5ms"),
-                 monitor=False, env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
+    res = Local().launch([sys.executable, str(prog)], 2, run_dir=d, transport=TransportConfig(rto_min="5ms"),
+                         monitor=False, env=dict(os.environ, PYTHONPATH=str(ROOT / "python")))
     assert res.ok
     run = load(d)
     assert [r["rank"] for r in run["ranks"]] == [0, 1]
@@ -155,22 +155,32 @@ def _returns_rank(comm, seconds):
 
 
 def test_python_form_of_a_rank_function_records_results_and_failures(tmp_path):
-    from clusterlab.cluster import Local
+    from clusterlab.cluster import InProcess, Launched, Local
+    from clusterlab.cluster.record import load
     from clusterlab.comm.errors import PeerFailure
-    from clusterlab.experiments.program_run import load, run
+    from clusterlab.errors import ConfigError
 
     d = tmp_path / "ok"
-    assert run(Local(), _returns_rank, 3, 0.2, run_dir=d, monitor=False) == [0, 1, 2]
+    assert Local().run(_returns_rank, 3, 0.2, run_dir=d, monitor=False) == [0, 1, 2]
     got = load(d)
     assert got["meta"]["status"] == "ok" and [r["rank"] for r in got["ranks"]] == [0, 1, 2]
     assert all(r["compute_s"] >= 0.15 for r in got["ranks"])  # the sleep is outside communication calls
 
     d = tmp_path / "fails"
     with pytest.raises(PeerFailure) as e:
-        run(Local(), _fails_on_rank_1, 3, 0.0, run_dir=d, monitor=False)
+        Local().run(_fails_on_rank_1, 3, 0.0, run_dir=d, monitor=False)
     assert e.value.rank == 1
     meta = load(d)["meta"]
     assert meta["status"] == "failed" and meta["failed_rank"] == 1 and "gives up" in meta["reason"]
+
+    # where nothing could be recorded, run_dir is refused rather than ignored
+    with pytest.raises(ConfigError, match="run_dir"):
+        InProcess().run(_returns_rank, 2, 0.0, run_dir=tmp_path / "x")
+    with pytest.raises(ConfigError, match="clusterlab run --run-dir"):
+        Launched().run(_returns_rank, None, 0.0, run_dir=tmp_path / "x")
+    with pytest.raises(ConfigError, match="go with run_dir"):
+        Local().run(_returns_rank, 2, 0.0, monitor_interval=0.5)
+    assert not (tmp_path / "x").exists()
 
 
 MPI4PY_PROGRAM = """

@@ -38,7 +38,7 @@ def report(run_dir, title):
     from clusterlab._atomic import check_output
 
     check_output(d, "report directory", directory=True)  # the report is written into it
-    from clusterlab.experiments.program_run import is_program_run
+    from clusterlab.cluster.record import is_program_run
 
     program = is_program_run(d)  # `clusterlab run --run-dir`
     study = (d / "meta.json").exists() and not program

@@ -109,9 +109,7 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
                 setup_timeout=_dur(setup_timeout))
     try:
         if run_dir:
-            from clusterlab.experiments import program_run
-
-            res = program_run.launch(cluster, argv, n, run_dir, monitor_interval=monitor_interval, **opts)
+            res = cluster.launch(argv, n, run_dir=run_dir, monitor_interval=monitor_interval, **opts)
             click.echo(f"clusterlab run: recorded in {run_dir} (meta.json, monitor.parquet, ranks/): "
                        f"clusterlab report {shlex.quote(run_dir)}", err=True)
         else:

@@ -84,7 +84,7 @@ def load(run_dir) -> list[Job]:
         raise ConfigError(f"{run_dir}: no such directory (give a run directory: a study run, a `mine --nodes` "
                           "run with its summary JSON or .passes.json, or a monitor directory)")
     if (d / "meta.json").exists():
-        from clusterlab.experiments.program_run import is_program_run
+        from clusterlab.cluster.record import is_program_run
 
         if is_program_run(d):
             return [with_cost_model(_program_job(d))]
@@ -292,8 +292,8 @@ HOST_TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts")
 
 
 def _program_job(d: Path) -> Job:
-    """The job of a program run (``experiments.program_run``): each rank's record as one pass."""
-    from clusterlab.experiments.program_run import load as load_program
+    """The job of a program run (``cluster.record``): each rank's record as one pass."""
+    from clusterlab.cluster.record import load as load_program
 
     run = load_program(d)
     meta, recs = run["meta"], run["ranks"]

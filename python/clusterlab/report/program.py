@@ -1,4 +1,4 @@
-"""The report of a program run (``clusterlab run --run-dir``, ``experiments.program_run``):
+"""The report of a program run (``clusterlab run --run-dir``, ``cluster.record``):
 ``report.md`` with the command, the cluster, the TCP settings in force, the outcome, and each
 rank's time split (wall = compute + transfer + RTO wait, from its record); the monitor's plots
 go to ``monitor/`` (``clusterlab report`` draws them) and the diagnosis is appended."""
@@ -27,7 +27,7 @@ def _rate(v) -> str:
 
 def render(run_dir) -> dict:
     """Write ``run_dir/report.md``; ``{"ranks": records found, "status"}``."""
-    from clusterlab.experiments.program_run import load
+    from clusterlab.cluster.record import load
 
     d = Path(run_dir)
     run = load(d)

@@ -51,12 +51,10 @@ def cluster_info(cluster) -> dict:
 def _transport_in_force(cluster, transport) -> dict:
     """The TCP settings the ranks' sockets run under: the call's, else an attached testbed's;
     on MPI's own transport only the hosts' (MPICH opens its sockets, per-socket knobs miss them)."""
-    from clusterlab.cluster.api import SOCKET_ONLY
-
     attached = getattr(cluster, "kind", None) == "testbed" and getattr(cluster, "topo", None) is None
     if getattr(cluster, "mesh", "tcp") == "mpi":
         d = cluster.testbed.transport.to_dict() if attached else {}
-        return {k: v for k, v in d.items() if k not in SOCKET_ONLY}
+        return {k: v for k, v in d.items() if k not in getattr(cluster, "socket_only", ())}
     if transport is not None:
         return transport.to_dict()
     return cluster.testbed.transport.to_dict() if attached else {}
@@ -86,7 +84,7 @@ class _Recording:
     def __init__(self, cluster, run_dir, n: int, command: list[str], transport, monitor: bool,
                  monitor_interval: float, env: dict | None):
         from clusterlab._atomic import check_output
-        from clusterlab.experiments.runner import _version, git_revision, load_average, machine
+        from clusterlab.monitor.provenance import git_revision, load_average, machine, version
 
         d = self.dir = Path(run_dir)
         check_output(d, "run directory", directory=True)
@@ -99,7 +97,7 @@ class _Recording:
         self.env[contract.ENV_RUN_DIR] = str(d.resolve())
         self.meta = {"format": FORMAT, "kind": KIND, "argv": sys.argv, "command": list(command), "ranks": n,
                      "cluster": cluster_info(cluster), "transport": _transport_in_force(cluster, transport),
-                     "version": _version(), "git": git_revision(), "machine": machine(),
+                     "version": version(), "git": git_revision(), "machine": machine(),
                      "load_before": load_average(), "started": time.time(), "status": "running",
                      "monitor": {"interval": monitor_interval} if self.mon is not None else
                      {"none": "not asked for" if not monitor else "the testbed is brought up by the call"}}
@@ -117,7 +115,7 @@ class _Recording:
         self.meta.update(returncodes=list(res.returncodes), failed_rank=res.failed_rank, reason=res.reason or None)
 
     def __exit__(self, tp, ex, tb) -> None:
-        from clusterlab.experiments.runner import load_average
+        from clusterlab.monitor.provenance import load_average
 
         meta, d = self.meta, self.dir
         meta["elapsed_s"] = round(time.monotonic() - self.t0, 6)
@@ -146,7 +144,7 @@ def launch(cluster, argv: list[str], n: int, run_dir, *, transport=None, monitor
     >>> from clusterlab.cluster import Local
     >>> d = tempfile.mkdtemp()
     >>> prog = "from clusterlab.comm import world; c = world(); c.barrier(); c.close()"
-    >>> res = launch(Local(), [sys.executable, "-c", prog], 2, d, monitor=False)
+    >>> res = Local().launch([sys.executable, "-c", prog], 2, run_dir=d, monitor=False)
     >>> res.ok, sorted(os.listdir(os.path.join(d, "ranks"))), load(d)["ranks"][1]["rank"]
     (True, ['rank-0.json', 'rank-1.json'], 1)
     """
@@ -167,7 +165,7 @@ def run(cluster, fn, n: int, *args, run_dir, transport=None, monitor: bool = Tru
     >>> from clusterlab.cluster import Local
     >>> from clusterlab.cluster.local import _example_sum
     >>> d = tempfile.mkdtemp()
-    >>> r = run(Local(), _example_sum, 2, run_dir=d, monitor=False)
+    >>> r = Local().run(_example_sum, 2, run_dir=d, monitor=False)
     >>> r, load(d)["meta"]["status"], [x["rank"] for x in load(d)["ranks"]]
     ([2, 2], 'ok', [0, 1])
     """
