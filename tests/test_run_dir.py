@@ -172,6 +172,8 @@ def test_python_form_of_a_rank_function_records_results_and_failures(tmp_path):
     assert e.value.rank == 1
     meta = load(d)["meta"]
     assert meta["status"] == "failed" and meta["failed_rank"] == 1 and "gives up" in meta["reason"]
+    recs = {r["rank"]: r for r in load(d)["ranks"]}
+    assert "gives up" in recs[1]["error"] and recs[1]["calls"] >= 1  # its split up to the failure
 
     # where nothing could be recorded, run_dir is refused rather than ignored
     with pytest.raises(ConfigError, match="run_dir"):

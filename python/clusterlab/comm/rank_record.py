@@ -4,7 +4,8 @@ When the launcher sets ``CLUSTERLAB_RUN_DIR`` (``rendezvous.contract.ENV_RUN_DIR
 hands its communicator to :func:`attach`: every public communication call (``send``, ``recv``,
 ``recv_any``, ``sendrecv`` and the collectives) is timed, the outermost call only (a collective's
 own sends are inside it), and the rank's record is written when the communicator closes (the
-program's ``close()`` or the exit hook), to ``RUN_DIR/ranks/rank-N.json`` (atomically):
+program's ``close()`` or the exit hook; a rank failing with an uncaught exception writes it
+before telling its peers, with ``error``), to ``RUN_DIR/ranks/rank-N.json`` (atomically):
 
 * ``wall_s``: from the mesh being joined (``world()`` returned) to the close;
   ``setup_s``: from the process's start to that point (interpreter, imports, mesh set-up);
@@ -110,8 +111,8 @@ class RankRecorder:
             return {}
         return {p: v["tcp_info"] for p, v in peers.items() if isinstance(v.get("tcp_info"), dict)}
 
-    def record(self) -> dict:
-        """The rank's record now (see the module)."""
+    def record(self, error: str | None = None) -> dict:
+        """The rank's record now (see the module); ``error``: why the rank is failing."""
         from clusterlab.net import tcp_info
 
         wall = time.perf_counter() - self._t0
@@ -125,7 +126,7 @@ class RankRecorder:
                "mesh": st.get("backend"), "started": self._epoch0,
                "setup_s": round(self.setup_s, 6) if self.setup_s is not None else None,
                "wall_s": round(wall, 6), "comm_s": round(comm_s, 6), "calls": self.calls,
-               "cpu_s": round(time.process_time() - self._c0, 6)}
+               "cpu_s": round(time.process_time() - self._c0, 6), "error": error}
         for k in ("bytes_sent", "bytes_recv", "msgs_sent", "msgs_recv"):
             out[k] = int(st.get(k, 0))
         out["transport_in_force"] = (st.get("transport") or {}).get("in_force")
@@ -143,9 +144,10 @@ class RankRecorder:
         out.update(compute_s=round(wall - comm_s, 6), transfer_s=round(comm_s - rto, 6))
         return out
 
-    def write(self) -> str | None:
-        """Write the record (the first call only); its path, or None when it could not be written
-        (the rank's exit is not failed for it: the launcher notices the missing record)."""
+    def write(self, error: str | None = None) -> str | None:
+        """Write the record (the first call only; ``error``: the rank is failing, its split is up
+        to the failure); its path, or None when it could not be written (the rank's exit is not
+        failed for it: the run's meta counts the records)."""
         import json
 
         from clusterlab._atomic import atomic_open
@@ -155,7 +157,7 @@ class RankRecorder:
         path = record_path(self.run_dir, self.comm.rank)
         self.written = path
         try:
-            rec = self.record()
+            rec = self.record(error)
             with atomic_open(path) as f:
                 json.dump(rec, f, indent=1)
         except OSError as e:

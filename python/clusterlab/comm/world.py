@@ -47,6 +47,7 @@ from clusterlab.rendezvous import address, contract, handshake
 from clusterlab.units import env_duration
 
 _WORLD: Communicator | None = None
+_RECORDER = None  # comm.rank_record's recorder of _WORLD, in a run with a run directory
 _LAUNCHER: socket.socket | None = None
 _RANK: int | None = None  # known before the communicator exists (error reports during set-up)
 _LOCK = threading.Lock()
@@ -89,7 +90,8 @@ def world(timeout: float | None = None) -> Communicator:
             if how is not None and os.environ.get(contract.ENV_RUN_DIR):
                 from clusterlab.comm import rank_record
 
-                rank_record.attach(_WORLD, os.environ[contract.ENV_RUN_DIR], _node())
+                global _RECORDER
+                _RECORDER = rank_record.attach(_WORLD, os.environ[contract.ENV_RUN_DIR], _node())
         return _WORLD
 
 
@@ -302,6 +304,8 @@ def _fail(report: dict) -> bool:
     """Tell the launcher and every peer that this rank failed; True if the launcher heard it."""
     global _ABORTED
     _ABORTED = True
+    if _RECORDER is not None:  # the split up to the failure, before the connections go
+        _RECORDER.write(error=str(report.get("detail", "")))
     told = _tell_launcher(report)
     abort = getattr(_WORLD, "abort", None)
     if abort is not None:

@@ -59,6 +59,8 @@ def render(run_dir) -> dict:
                       f"{_ms(r.get('setup_s'))} | {r.get('bytes_sent', 0):,} | {r.get('bytes_recv', 0):,} | "
                       f"{'-' if r.get('retransmissions') is None else r['retransmissions']} | "
                       f"{'-' if r.get('timeouts') is None else r['timeouts']} |")
+        md += [f"\nRank {r['rank']} failed: {r['error']} (its split is up to the failure)."
+               for r in recs if r.get("error")]
         missing = sorted(set(range(int(meta.get("ranks") or 0))) - {int(r["rank"]) for r in recs})
         if missing:
             md += ["", f"No record from ranks {missing} (they failed, or did not join clusterlab's mesh)."]
