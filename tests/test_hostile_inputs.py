@@ -170,7 +170,8 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "--nodes": POS_INT, "--backend": CHOICE, **TRANSPORT, "--seed": INT[1:], "--timeout": DURATION,
             "--comm-timeout": DURATION, "--grace": DURATION, "--setup-timeout": DURATION, "--launcher": CHOICE,
             "--hostfile": ["/nonexistent", "@hostfile", "@dir"], "--iface": [], "--rendezvous": [],
-            "--mpiexec-args": [], "COMMAND": ["/nonexistent/cmd", ""], "--testbed": ["", "UPPER", "../x"]}),
+            "--mpiexec-args": [], "COMMAND": ["/nonexistent/cmd", ""], "--testbed": ["", "UPPER", "../x"],
+            "--run-dir": UNWRITABLE_DIR, "--monitor-interval": [*POS_FLOAT, "0.001", "61"]}),
         ("tune", "model"): (["tune", "model", "--backend", "inproc", "-o", "{out}/m.json"], {
             "--ranks": POS_INT, "--output": UNWRITABLE_FILE, "--sizes": ["", "8:2", "1:1e400", "nan"],
             "--trial-time": POS_FLOAT, "--backend": CHOICE, "--concurrency": FLOAT}),

@@ -94,6 +94,28 @@ def test_mpi4py_program_runs_in_the_hosts_over_the_links(testbed4, tmp_path):
     assert len({o["netns"] for o in ranks}) == 4
 
 
+def test_an_mpi_program_on_the_testbed_is_recorded_with_the_hosts_counters(testbed4, tmp_path):
+    """`--run-dir` with an MPI program: no rank records (MPI's own sockets), the hosts' settings
+    (not per-socket knobs) in meta.json, and the monitor's per-host TCP counters in diagnose."""
+    tb, prog = testbed4
+    out, d = tmp_path / "out", tmp_path / "run"
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "run", "--testbed", tb.name, "--backend", "mpi",
+                        "-n", "4", "--timeout", "120s", "--run-dir", str(d), "--", "python", str(prog), str(out), "ok"],
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["cluster"]["mesh"] == "mpi" and meta["rank_records"] == 0 and meta["returncodes"] == [0] * 4
+    assert meta["transport"]["rto_min"] == 0.005 and "nodelay" not in meta["transport"]
+    p = subprocess.run([sys.executable, "-m", "clusterlab", "diagnose", str(d), "--json"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    hosts = json.loads(p.stdout)["jobs"][0]["hosts_tcp"]
+    # 5 Allreduces of 1 MiB: every host sent hundreds of segments over its link
+    assert all(hosts[f"h{i}"]["TcpOutSegs"] >= 100 for i in range(4)), hosts
+
+
 def test_a_killed_rank_is_named_and_nothing_is_left(testbed4, tmp_path):
     from clusterlab.cluster.testbed import leftovers
 

@@ -24,7 +24,8 @@ def diagnose(run_dir, as_json, verify):
     its fidelity line: spare CPU, achieved link rate, drops where none are expected, timer
     granularity against the dilated RTO min.
 
-    RUN_DIR: a study run (meta.json), a directory with the JSON summary of
+    RUN_DIR: a study run (meta.json), a program run (`clusterlab run --run-dir`: each rank's
+    split of its time is printed after the causes), a directory with the JSON summary of
     `clusterlab mine --nodes N -o DIR/sets.parquet --json` (or its .passes.json), or a monitor
     directory (fidelity only).
 
@@ -33,6 +34,7 @@ def diagnose(run_dir, as_json, verify):
       clusterlab mine t.dat -s 0.01 --nodes 2 -q -o run/sets.parquet --json > run/summary.json
       clusterlab diagnose run
       clusterlab diagnose runs/b16 --json
+      clusterlab run -n 4 --run-dir runs/p4 -- python prog.py && clusterlab diagnose runs/p4
       clusterlab diagnose run --verify
     """
     from clusterlab.diagnose import diagnose, load, render_text

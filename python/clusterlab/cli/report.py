@@ -1,5 +1,6 @@
-"""``clusterlab report RUN_DIR``: a study run's report (plots, seed numbers, report.md/html), or
-the monitor report of a directory that holds only a monitor table."""
+"""``clusterlab report RUN_DIR``: a study run's report (plots, seed numbers, report.md/html), a
+program run's (``clusterlab run --run-dir``: the per-rank split), or the monitor report of a
+directory that holds only a monitor table."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from clusterlab.errors import ConfigError
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--title", default=None, help="Title of the monitor report (default: the directory name).")
 def report(run_dir, title):
-    """Report RUN_DIR. A study run (meta.json, from `experiment run` or `bench broadcast
+    """Report RUN_DIR. A program run (`clusterlab run --run-dir`) gets report.md with each
+    rank's time split (wall = compute + transfer + RTO wait), the monitor's plots in
+    RUN_DIR/monitor/ and the diagnosis. A study run (meta.json, from `experiment run` or `bench broadcast
     --run-dir`) gets its figures, the seed's numbers beside ours and report.md/report.html, ending
     with the diagnosis (`clusterlab diagnose`: where the time went, what removes the loss); its
     monitor table (the last point's) gets traffic.png, packet_sizes.png, tcp.png, switch.png,
@@ -26,6 +29,7 @@ def report(run_dir, title):
     Examples:
       clusterlab bench broadcast --hosts 16 --reps 10 --run-dir runs/b16
       clusterlab report runs/b16
+      clusterlab run -n 4 --run-dir runs/p4 -- python prog.py && clusterlab report runs/p4
       clusterlab monitor --duration 5 -o runs/m/monitor.parquet && clusterlab report runs/m
     """
     d = Path(run_dir)
@@ -34,7 +38,15 @@ def report(run_dir, title):
     from clusterlab._atomic import check_output
 
     check_output(d, "report directory", directory=True)  # the report is written into it
-    study = (d / "meta.json").exists()
+    from clusterlab.cluster.record import is_program_run
+
+    program = is_program_run(d)  # `clusterlab run --run-dir`
+    study = (d / "meta.json").exists() and not program
+    if program:
+        from clusterlab.report.program import render as render_program
+
+        r = render_program(d)
+        click.echo(f"{d}/report.md: {r['ranks']} rank records ({r['status']})")
     if study:
         from clusterlab.report.study import render
 
@@ -45,9 +57,14 @@ def report(run_dir, title):
         _diagnosis(d, d)
     src = next((c for c in (d / "monitor.parquet", d / "monitor.csv") if c.exists()), None)
     if src is None:
-        if not study:
+        if not (study or program):
             raise ConfigError(f"{run_dir}: no meta.json, monitor.parquet or monitor.csv (record one with "
-                              "clusterlab experiment run, bench broadcast --run-dir or clusterlab monitor)")
+                              "clusterlab experiment run, bench broadcast --run-dir, run --run-dir or "
+                              "clusterlab monitor)")
+        if program:
+            from clusterlab.cli.experiment import _diagnosis
+
+            _diagnosis(d, d)
         return
     try:
         from clusterlab.report.monitor_plots import write_report
@@ -65,6 +82,8 @@ def report(run_dir, title):
         tbl = tbl.filter(pc.equal(tbl.column("point"), last)).drop_columns(["point"])
         out = d / "monitor"
         title = title or f"{d.name}, point {last}"
+    elif program:  # report.md is the program's; the monitor's goes beside its plots
+        out = d / "monitor"
     extra = None
     if (d / "bench.json").exists():
         try:
@@ -80,7 +99,7 @@ def report(run_dir, title):
                f"{s['timeouts']} timeouts, {s['switch_drops']} switch drops"
                + (f", {s['atm_cells_dropped']} ATM cells dropped ({s['atm_frames_lost']} frames lost at reassembly)"
                   if s.get("atm_cells_dropped") else "") + ("; CPU-bound" if s["cpu_bound"] else ""))
-    if not study:  # a monitor directory: its diagnosis is the fidelity check
+    if not study:  # a program run: the split per rank and the causes; a monitor directory: the fidelity check
         from clusterlab.cli.experiment import _diagnosis
 
-        _diagnosis(d, out)
+        _diagnosis(d, d if program else out)

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from clusterlab.cli.options import Duration, Int, transport_options
+from clusterlab.cli.options import Duration, Finite, Int, OutputPath, transport_options
 from clusterlab.cluster.api import LAUNCHERS, MESHES
 from clusterlab.errors import ConfigError
 from clusterlab.units import parse_duration
@@ -46,9 +46,14 @@ def _dur(v):
               help="Address the launcher listens on for its ranks (default: loopback; with --hostfile "
                    "the address of --iface or of the route towards the hosts).")
 @click.option("--mpiexec-args", help="Extra mpiexec arguments, e.g. '-launcher ssh' (one string).")
+@click.option("--run-dir", type=OutputPath(directory=True), default=None,
+              help="Record the run here (a new directory): meta.json, the monitor's monitor.parquet and each "
+                   "rank's time split in ranks/rank-N.json; then `clusterlab report DIR`, `clusterlab diagnose DIR`.")
+@click.option("--monitor-interval", type=Finite(lo=0.005, hi=60), default=0.1, show_default=True,
+              help="Seconds between the monitor's samples (with --run-dir).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup_timeout, launcher, hostfile, iface,
-        rendezvous_host, mpiexec_args, command):
+        rendezvous_host, mpiexec_args, run_dir, monitor_interval, command):
     """Run COMMAND on N ranks: `clusterlab run -n 4 -- mine data.dat -a hpa`.
 
     \b
@@ -65,6 +70,15 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
       clusterlab run -n 4 -- mine data.dat -a hpa -s 0.007
       clusterlab run -n 4 --rto-min 5ms --rto-min-jitter 20ms -- python prog.py
       clusterlab run -n 4 --backend mpi -- python prog.py        # the same program under mpiexec
+      clusterlab run -n 4 --run-dir runs/p4 -- python prog.py    # then: clusterlab report runs/p4
+
+    \b
+    --run-dir DIR records the run: meta.json (command, cluster, TCP settings in force, exit
+    codes, elapsed, machine, load), the monitor's samples (monitor.parquet; on a testbed every
+    host and switch port) and, for each rank that joined clusterlab's mesh (world()), its wall
+    time split into compute, transfer and RTO wait (TCP_INFO) with its bytes, in
+    ranks/rank-N.json. An MPI program on MPI's own transport has the monitor's per-host TCP
+    counters only. `clusterlab report DIR` and `clusterlab diagnose DIR` read it.
 
     \b
     On a namespace testbed (root; `clusterlab testbed up --name lab --hosts 8 --rto-min 5ms`):
@@ -91,9 +105,15 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
         config = TransportConfig()
     from clusterlab.cluster.program import MpiProgramRefused
 
+    opts = dict(transport=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout), grace=_dur(grace),
+                setup_timeout=_dur(setup_timeout))
     try:
-        res = cluster.launch(argv, n, transport=config, timeout=_dur(timeout), comm_timeout=_dur(comm_timeout),
-                             grace=_dur(grace), setup_timeout=_dur(setup_timeout))
+        if run_dir:
+            res = cluster.launch(argv, n, run_dir=run_dir, monitor_interval=monitor_interval, **opts)
+            click.echo(f"clusterlab run: recorded in {run_dir} (meta.json, monitor.parquet, ranks/): "
+                       f"clusterlab report {shlex.quote(run_dir)}", err=True)
+        else:
+            res = cluster.launch(argv, n, **opts)
     except MpiProgramRefused as e:  # say it with the command that works
         where = f"--testbed {testbed_name} " if testbed_name else ""
         raise ConfigError(f"{e.why}: under clusterlab's launcher each of the {n} ranks would be its own one-rank MPI "

@@ -22,6 +22,11 @@ cannot reach refuses it rather than ignore it.
 
 ``launch(argv, n, ...)`` starts a program as ranks 0..n-1 and returns the ``JobResult``.
 
+``run_dir=`` (``Local``, ``Mpirun``, ``Testbed``; with ``monitor=``, ``monitor_interval=``) records
+either call as ``clusterlab run --run-dir`` does (``cluster.record``): ``meta.json``, the monitor's
+samples, and each rank's wall time split into compute, transfer and RTO wait; ``clusterlab
+report`` and ``clusterlab diagnose`` read the directory.
+
 >>> from clusterlab.cluster.local import _example_sum
 >>> InProcess().run(_example_sum, 3), Local().run(_example_sum, 2)
 ([3, 3, 3], [2, 2])
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import shlex
 import shutil
@@ -64,6 +70,27 @@ class Cluster(Protocol):
     def launch(self, argv: list[str], n: int, *, transport=None, timeout: float | None = None, **options): ...
 
 
+def _records(method):
+    """A cluster's ``run``/``launch`` that also takes ``run_dir=`` (with ``monitor=True`` and
+    ``monitor_interval=0.1``): the call recorded there by ``cluster.record`` (meta.json, the
+    monitor's samples, each rank's time split), as ``clusterlab run --run-dir`` does."""
+
+    @functools.wraps(method)
+    def call(self, what, n, *args, run_dir=None, monitor=None, monitor_interval=None, **options):
+        if run_dir is None:
+            if monitor is not None or monitor_interval is not None:
+                raise ConfigError("monitor and monitor_interval go with run_dir= (where the samples are kept)")
+            return method(self, what, n, *args, **options)
+        from clusterlab.cluster import record
+
+        return getattr(record, method.__name__)(self, what, n, *args, run_dir=run_dir,
+                                                monitor=True if monitor is None else monitor,
+                                                monitor_interval=0.1 if monitor_interval is None else monitor_interval,
+                                                **options)
+
+    return call
+
+
 class Local(OnThisMachine):
     """Processes on this machine, joined by clusterlab's TCP mesh. ``iface``: the interface (or
     address) every rank's mesh listens on (default loopback); ``rendezvous_host``: where the
@@ -87,6 +114,7 @@ class Local(OnThisMachine):
 
         return [RankHost(bind=choose(iface=self.iface)) for _ in range(n)]
 
+    @_records
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
         from clusterlab.cluster import local
 
@@ -94,6 +122,7 @@ class Local(OnThisMachine):
         options.setdefault("rendezvous_host", self.rendezvous_host)
         return local.run(fn, n, *args, config=transport, timeout=timeout, hosts=self._hosts(n), **options)
 
+    @_records
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
         from clusterlab.cluster import local
         from clusterlab.cluster.program import refuse_mpi_program
@@ -140,6 +169,7 @@ class Mpirun(OnThisMachine):
         opts["mpiexec_args"] = [*self.mpiexec_args, *options.get("mpiexec_args", ())]
         return opts
 
+    @_records
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
         from clusterlab.cluster import local
 
@@ -155,6 +185,7 @@ class Mpirun(OnThisMachine):
 
         return launch_mpi(argv, n, **self._options(options))
 
+    @_records
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
         """``argv`` as n ranks under mpiexec; an MPI program that knows nothing of clusterlab
         (``program.mpi_program``) runs under the wrapper that names a rank that died."""
@@ -163,6 +194,10 @@ class Mpirun(OnThisMachine):
         # under mpiexec an MPI program gets its real world whichever mesh clusterlab's ranks use
         options.setdefault("program", mpi_program(argv) is not None)
         return self._launch(argv, n, config=transport, timeout=timeout, **options)
+
+
+# Settings a testbed applies only on the sockets clusterlab opens (every other one is a host sysctl).
+SOCKET_ONLY = ("sndbuf", "rcvbuf", "nodelay")
 
 
 class Testbed:
@@ -196,6 +231,7 @@ class Testbed:
 
     size = None
     kind = "testbed"  # what a study calls this place (``experiments.spec.kind_of``)
+    socket_only = SOCKET_ONLY  # what MPI's sockets (MPICH's own) never get
     __test__ = False  # not a pytest class
     # The topology's settings a study varies by name (StarTopo's own fields; its dilation is
     # the study's ``prefer_dilation``), then the cluster's own.
@@ -364,6 +400,7 @@ class Testbed:
         with TestbedNetwork(dataclasses.replace(self.topo, dilation=k), transport=transport) as net:
             yield net, None
 
+    @_records
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
         """``fn(comm, *args)`` with rank i in host i; ``mesh="mpi"``: the ranks started by
         mpiexec in the hosts and joined by MPI (``launch_mpi_on_testbed``), so their traffic is
@@ -384,6 +421,7 @@ class Testbed:
     def _default_n(self, net) -> int:
         return self.ranks if self.ranks is not None and self.topo is not None else len(net.hosts)
 
+    @_records
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
         from clusterlab.cluster.local import RankHost, launch
         from clusterlab.net.netns import in_netns
@@ -409,9 +447,6 @@ class Testbed:
                 return launch(argv, n, hosts=hosts, config=config, timeout=timeout,
                               rendezvous_host=tb.topo.switch_address, **options)
 
-
-# Settings a testbed applies only on the sockets clusterlab opens (every other one is a host sysctl).
-SOCKET_ONLY = ("sndbuf", "rcvbuf", "nodelay")
 
 
 # Hydra starts its proxy on each host as `ssh -x HOST "PROXY" ARGS...`; this launcher enters the

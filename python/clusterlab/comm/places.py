@@ -128,6 +128,8 @@ class Launched:
             raise ConfigError(f"this job has {comm.size} ranks, not -n {n}")
         if has_knobs(transport):
             raise ConfigError("a launched job's TCP settings are its launcher's (clusterlab run --rto-min ...)")
+        if options.get("run_dir") is not None:
+            raise ConfigError("a launched job is recorded by its launcher (clusterlab run --run-dir DIR)")
         return [fn(comm, *args, **(kwargs or {}))]
 
     def launch(self, argv, n, **options):

@@ -17,7 +17,9 @@ therefore runs unchanged under ``clusterlab run -n 4`` and ``mpiexec -n 4``. At 
 communicator says goodbye to its peers; an uncaught exception instead tells every peer that
 this rank failed (they raise ``PeerFailure`` naming it) and the launcher what it was: the
 launcher prints it once (one line for a clusterlab error in the input or settings, the
-traceback of a bug), so the rank itself prints nothing.
+traceback of a bug), so the rank itself prints nothing. With ``CLUSTERLAB_RUN_DIR`` set
+(``clusterlab run --run-dir``) the communicator's calls are timed and the rank's record written
+into the run directory when it closes (``comm.rank_record``).
 
 >>> c = world()
 >>> (c.rank, c.size) if not (under_launcher() or under_mpi()) else (0, 1)
@@ -45,6 +47,7 @@ from clusterlab.rendezvous import address, contract, handshake
 from clusterlab.units import env_duration
 
 _WORLD: Communicator | None = None
+_RECORDER = None  # comm.rank_record's recorder of _WORLD, in a run with a run directory
 _LAUNCHER: socket.socket | None = None
 _RANK: int | None = None  # known before the communicator exists (error reports during set-up)
 _LOCK = threading.Lock()
@@ -84,6 +87,11 @@ def world(timeout: float | None = None) -> Communicator:
             t = env_duration(contract.ENV_TIMEOUT, None)
             if t is not None:
                 _WORLD.default_timeout = t
+            if how is not None and os.environ.get(contract.ENV_RUN_DIR):
+                from clusterlab.comm import rank_record
+
+                global _RECORDER
+                _RECORDER = rank_record.attach(_WORLD, os.environ[contract.ENV_RUN_DIR], _node())
         return _WORLD
 
 
@@ -296,6 +304,8 @@ def _fail(report: dict) -> bool:
     """Tell the launcher and every peer that this rank failed; True if the launcher heard it."""
     global _ABORTED
     _ABORTED = True
+    if _RECORDER is not None:  # the split up to the failure, before the connections go
+        _RECORDER.write(error=str(report.get("detail", "")))
     told = _tell_launcher(report)
     abort = getattr(_WORLD, "abort", None)
     if abort is not None:

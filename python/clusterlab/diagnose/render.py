@@ -39,7 +39,32 @@ def job_lines(d: dict) -> list[str]:
                      + ("" if c["loss"] else "  (not a loss)"))
     if d.get("launch"):
         lines.append(f"  outside the job: {d['launch']['title']:<31} {_fmt(d['launch']['seconds']):>10}")
+    if "per_rank" in d:
+        lines += per_rank_lines(d)
     return lines
+
+
+def per_rank_lines(d: dict) -> list[str]:
+    """A program run's per-rank split (wall = compute + transfer + RTO wait), or what it has
+    instead: the monitor's TCP counters per host."""
+    if not d["per_rank"]:
+        out = ["per rank: no records (the ranks did not join clusterlab's mesh: an MPI program on MPI's own "
+               "transport); the hosts' TCP counters from the monitor instead:"]
+        out += [f"  {h:<10} {c.get('TcpOutSegs', 0):>10,} segments out {c.get('TcpRetransSegs', 0):>6,} retransmitted "
+                f"{c.get('TcpExtTCPTimeouts', 0):>4,} timeouts" for h, c in sorted(d.get("hosts_tcp", {}).items())]
+        if not d.get("hosts_tcp"):
+            out.append("  (no monitor table either)")
+        return out
+    out = ["per rank (wall = compute + transfer + RTO wait):",
+           "  rank       wall    compute   transfer   RTO wait        CPU   bytes sent  timeouts"]
+    for r in d["per_rank"]:
+        cpu = "-" if r["cpu_s"] is None else _fmt(r["cpu_s"])
+        rto = "-" if r["rto_wait_s"] is None else _fmt(r["rto_wait_s"])
+        out.append(f"  {r['rank']:>4} {_fmt(r['wall_s']):>10} {_fmt(r['compute_s']):>10} {_fmt(r['transfer_s']):>10} "
+                   f"{rto:>10} {cpu:>10} {r['bytes_sent']:>12,} {'-' if r['timeouts'] is None else r['timeouts']:>9}")
+    if any(r["rto_wait_s"] is None for r in d["per_rank"]):
+        out.append("  (-: MPI's own transport, no TCP_INFO of its sockets: its RTO waits are inside transfer)")
+    return out
 
 
 def render_text(result: dict) -> str:

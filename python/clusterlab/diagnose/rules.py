@@ -409,4 +409,13 @@ def diagnose(job) -> dict:
                                    f"the job ({_fmt(job.seconds)}): the job is too small for {job.nodes} ranks")
     for c in cs:  # an emulated time that the fidelity check does not trust is said beside every cause
         c["trusted"] = out["fidelity"]["ok"]
+    if job.kind == "program":  # a user's program: each rank's own split, and the hosts' counters
+        blind = set(job.options.get("no_tcp_info") or ())  # MPI's own transport: no TCP_INFO of ours
+        out["per_rank"] = [{"rank": r.rank, "wall_s": round(r.total, 6), "compute_s": round(r.compute, 6),
+                            "transfer_s": round(r.comm - r.rto, 6),
+                            "rto_wait_s": None if r.rank in blind else round(r.rto, 6),
+                            "cpu_s": None if r.cpu is None else round(r.cpu, 6), "bytes_sent": int(r.bytes),
+                            "timeouts": None if r.rank in blind else int(r.timeouts)}
+                           for p in job.passes for r in p.ranks]
+        out["hosts_tcp"] = job.options.get("hosts_tcp") or {}
     return out

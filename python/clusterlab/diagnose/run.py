@@ -12,6 +12,10 @@ What is read (nothing is rerun):
   broadcast --run-dir``): one job per point (its median repetition): ``time_*`` parts,
   per-rank RTO waits, drops per switch port and per host queue, spare CPU, the emulated
   cluster (rate, buffers, dilation) and transport; ``monitor.parquet`` for the fidelity check;
+* a program run (``clusterlab run --run-dir``: ``meta.json`` with ``"kind": "program"``,
+  ``ranks/rank-N.json``, ``monitor.parquet``): one job, one "pass" of the whole program, each
+  rank's wall time split into compute, transfer and RTO wait (``comm.rank_record``); a program
+  without records (MPI's own transport) has the monitor's per-host counters only;
 * a monitor directory (``monitor.parquet``/``monitor.csv`` only): the fidelity check.
 
 A directory with none of these is refused in one line (``ConfigError``).
@@ -54,7 +58,7 @@ class Job:
     """One job of a run: what the rules read."""
 
     label: str
-    kind: str  # "mining" | "study" | "monitor"
+    kind: str  # "mining" | "study" | "program" | "monitor"
     seconds: float  # the job's time (ranks' first read to result)
     wall_seconds: float | None = None  # with process launch and mesh set-up
     passes: list[Pass] = dataclasses.field(default_factory=list)
@@ -80,6 +84,10 @@ def load(run_dir) -> list[Job]:
         raise ConfigError(f"{run_dir}: no such directory (give a run directory: a study run, a `mine --nodes` "
                           "run with its summary JSON or .passes.json, or a monitor directory)")
     if (d / "meta.json").exists():
+        from clusterlab.cluster.record import is_program_run
+
+        if is_program_run(d):
+            return [with_cost_model(_program_job(d))]
         return _study_jobs(d)
     found = _mining_json(d)
     if found is not None:
@@ -287,3 +295,43 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
                timeouts=int(_num(row.get("timeouts"))) if row.get("timeouts") is not None else None,
                retransmissions=int(_num(row.get("retransmissions"))) if row.get("retransmissions") is not None else None,
                cpu_spare=_num(row.get("cpu_spare"), None), monitor=monitor, source=str(d))
+
+
+# The monitor's per-host TCP counters a program run shows (all a program on MPI's own transport has).
+HOST_TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts")
+
+
+def _program_job(d: Path) -> Job:
+    """The job of a program run (``cluster.record``): each rank's record as one pass."""
+    from clusterlab.cluster.record import load as load_program
+
+    run = load_program(d)
+    meta, recs = run["meta"], run["ranks"]
+    ranks = [RankPass(rank=int(_num(r.get("rank"))), total=_num(r.get("wall_s")), compute=_num(r.get("compute_s")),
+                      cpu=_num(r.get("cpu_s"), None), comm=_num(r.get("comm_s")), rto=_num(r.get("rto_wait_s")),
+                      bytes=_num(r.get("bytes_sent")), messages=_num(r.get("msgs_sent")),
+                      timeouts=_num(r.get("timeouts"))) for r in recs]
+    seconds = max((x.total for x in ranks), default=_num(meta.get("elapsed_s")))
+    monitor = None
+    if (d / "monitor.parquet").exists():
+        from clusterlab.diagnose.fidelity import monitor_facts, read_monitor
+
+        tbl, mmeta = read_monitor(d / "monitor.parquet")
+        monitor = monitor_facts(tbl, mmeta)
+        df = tbl.to_pandas()
+        tcp = df[df.metric.isin(HOST_TCP_COUNTERS) & (df.node != "switch")]
+        hosts_tcp = {str(n): {str(m): int(v) for m, v in g.groupby("metric").value.sum().items()}
+                     for n, g in tcp.groupby("node")}
+    else:
+        hosts_tcp = {}
+    transport = {k: v for k, v in (meta.get("transport") or {}).items() if v is not None and k not in ("place", "seed")}
+    known = [r for r in recs if r.get("timeouts") is not None]
+    return Job(label=d.name, kind="program", seconds=seconds, wall_seconds=_num(meta.get("elapsed_s"), None),
+               passes=[Pass("all", seconds, ranks)] if ranks else [], nodes=int(_num(meta.get("ranks"))),
+               options={"command": meta.get("command"), "hosts_tcp": hosts_tcp,
+                        "no_tcp_info": [int(_num(r.get("rank"))) for r in recs if r.get("rto_wait_s") is None]},
+               transport=transport,
+               cluster=_cluster_of(meta.get("cluster") or {}),
+               timeouts=sum(int(r["timeouts"]) for r in known) if known else None,
+               retransmissions=sum(int(r.get("retransmissions") or 0) for r in known) if known else None,
+               monitor=monitor, source=str(d))

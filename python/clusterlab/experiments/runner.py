@@ -31,9 +31,7 @@ import dataclasses
 import errno
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -41,7 +39,9 @@ from pathlib import Path
 
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Point, Study
-from clusterlab.monitor.procfs import CPU_BOUND_SPARE, cpu_bound, sched_autogroup
+from clusterlab.monitor.procfs import CPU_BOUND_SPARE, cpu_bound
+from clusterlab.monitor.provenance import git_revision, load_average, machine
+from clusterlab.monitor.provenance import version as _version
 from clusterlab.rendezvous.errors import CommError
 
 META_VERSION = 1
@@ -57,58 +57,6 @@ class RunResult:
     run_dir: Path | None
     meta: dict
     status: str = "running"
-
-
-def load_average() -> list[float] | None:
-    try:
-        with open("/proc/loadavg") as f:
-            return [float(x) for x in f.read().split()[:3]]
-    except (OSError, ValueError):
-        return None
-
-
-def git_revision() -> dict:
-    """The commit of the clusterlab source in use, and whether it had local changes."""
-    src = Path(__file__).resolve().parents[1]
-    try:
-        rev = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10)
-        if rev.returncode != 0:
-            return {"revision": None}
-        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-        return {"revision": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
-    except (OSError, subprocess.TimeoutExpired):
-        return {"revision": None}
-
-
-def machine() -> dict:
-    u = platform.uname()
-    out = {"host": u.node, "system": u.system, "kernel": u.release, "machine": u.machine,
-           "cpus": os.cpu_count(), "python": platform.python_version()}
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    out["cpu_model"] = line.split(":", 1)[1].strip()
-                    break
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/meminfo") as f:
-            out["memory_bytes"] = int(f.readline().split()[1]) * 1024
-    with contextlib.suppress(AttributeError):
-        out["affinity"] = len(os.sched_getaffinity(0))
-    # With autogroup on, "nice 19" background work takes an equal share beside this run.
-    out["sched_autogroup"] = sched_autogroup()
-    return out
-
-
-def _version() -> str:
-    try:
-        from clusterlab import __version__
-
-        return __version__
-    except ImportError:  # the Rust core is not built: still record the runs
-        return "unknown"
 
 
 def prepare(study: Study, quick: bool = False, overrides: dict[str, str] | None = None) -> tuple[Study, list[Point]]:

@@ -19,6 +19,9 @@ Environment of a rank (set by ``cluster.local.launch`` or ``cluster.mpirun.launc
 ``CLUSTERLAB_BACKEND``      the mesh that joins the ranks (``MESHES``): ``tcp`` (clusterlab's TCP
                            mesh) or ``mpi`` (MPI's own transport, under mpiexec only); unset:
                            ``tcp`` under clusterlab's launcher, ``mpi`` under a bare mpiexec
+``CLUSTERLAB_RUN_DIR``      a run directory (``clusterlab run --run-dir``): each rank that joins
+                           ``world()`` times its communication calls and writes its record,
+                           ``RUN_DIR/ranks/rank-N.json`` (``comm.rank_record``), at exit
 ========================== ==============================================================
 
 How a process was started (``started_by``) and which mesh it joins (``mesh``) are read here, so
@@ -67,6 +70,7 @@ ENV_TIMEOUT = "CLUSTERLAB_TIMEOUT"
 ENV_SETUP_TIMEOUT = "CLUSTERLAB_SETUP_TIMEOUT"
 ENV_BACKEND = "CLUSTERLAB_BACKEND"
 ENV_LAUNCHER_PID = "CLUSTERLAB_LAUNCHER_PID"
+ENV_RUN_DIR = "CLUSTERLAB_RUN_DIR"
 
 # What joins a job's processes: clusterlab's TCP mesh, or MPI's own transport (under mpiexec).
 MESHES = ("tcp", "mpi")
