@@ -43,8 +43,22 @@ SERIAL_FILES = ("tests/comm/test_mpi.py", "tests/testbed/test_run_mpi_root.py",
                 "tests/storage/test_study_panels.py")
 
 
+# An open bug, not understood yet: right after a testbed comes up, an MPICH job in its hosts
+# sometimes fails at MPI_Init, all ranks aborting with UCX "Destination is unreachable" (UCX
+# 1.18 and 1.20 alike; about 1 run in 3 of test_mpi_c_program_built_with_mpicc_runs_in_the_hosts
+# alone, none in 9 runs on a testbed that had been up a while; UCX's debug log of one failure:
+# a rank said "network device 'eth0' is not available, please use one or more of: 'lo'"). These
+# tests are rerun (twice at most) on that failure only, so that the rest of what they check is
+# still checked; the bug stays open (docs/testbed.md, MPI programs).
+MPI_IN_TESTBED = SERIAL_FILES[:4]
+UCX_START_FAILURE = r"Destination is unreachable|a rank exited with 15 or was killed by SIGTERM"
+
+
 def pytest_collection_modifyitems(config, items):
     root = Path(__file__).resolve().parents[1]
     for item in items:
-        if Path(str(item.fspath)).resolve().relative_to(root).as_posix() in SERIAL_FILES:
+        rel = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
+        if rel in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
+        if rel in MPI_IN_TESTBED:
+            item.add_marker(pytest.mark.flaky(reruns=2, only_rerun=[UCX_START_FAILURE]))
