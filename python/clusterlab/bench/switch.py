@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import time
 
-from clusterlab.errors import ConfigError
+from clusterlab.errors import ClusterlabError, ConfigError
 
 TCP_IP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps 12
 
@@ -42,6 +42,22 @@ def ideal_mbps(topo) -> float:
         cells = -(-(topo.mtu + 16) // 48)
         return topo.cell_rate_bps / topo.dilation * payload / (cells * 53) / 1e6
     return topo.effective_rate_bps * payload / (topo.mtu + 14) / 1e6
+
+
+def _wait_listening(ns: str, ports: list[int], timeout: float = 10.0) -> None:
+    """Until every iperf3 server in namespace ``ns`` listens (a fixed sleep was too short on a
+    loaded machine: a client found no server and iperf3 gave no result)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-ltnH"], capture_output=True, text=True,
+                             timeout=10).stdout
+        listening = {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines() if len(line.split()) > 3}
+        if set(ports) <= listening:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterlabError(f"incast: iperf3 servers not listening on {sorted(set(ports) - listening)} "
+                                  f"after {timeout:g} s")
+        time.sleep(0.05)
 
 
 def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
@@ -62,7 +78,7 @@ def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
         servers = [dst.popen(["iperf3", "-s", "-1", "-B", dst.addr, "-p", str(5201 + i)], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL) for i in range(senders)]
         try:
-            time.sleep(0.3)  # the servers listen
+            _wait_listening(dst.ns, [5201 + i for i in range(senders)])
             t0 = time.monotonic()
             clients = [tb.hosts[i + 1].popen(["iperf3", "-c", dst.addr, "-p", str(5201 + i), "-n", str(nbytes), "-J"],
                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -81,6 +97,9 @@ def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
             for p in servers:
                 p.kill()
                 p.wait(5)
+    failed = [o["error"] for o in outs if o.get("error") or "sum_received" not in o.get("end", {})]
+    if failed:
+        raise ClusterlabError(f"incast: iperf3 failed: {failed[0] if isinstance(failed[0], str) else 'no result'}")
     received = sum(o["end"]["sum_received"]["bytes"] for o in outs)
     res = {"senders": senders, "nbytes": nbytes, "seconds": wall, "bytes": received, "stalled_flows": stalled,
            "goodput_mbps": received * 8 / wall / 1e6, "ideal_mbps": ideal_mbps(topo),
