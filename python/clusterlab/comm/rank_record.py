@@ -104,23 +104,26 @@ class RankRecorder:
 
         return timed
 
-    def _tcp_infos(self) -> dict:
+    def _stats(self) -> dict:
         try:
-            peers = self.comm.stats().get("peers") or {}
+            return self.comm.stats()
         except Exception:  # a closed or failed communicator: no counters
             return {}
-        return {p: v["tcp_info"] for p, v in peers.items() if isinstance(v.get("tcp_info"), dict)}
+
+    @staticmethod
+    def _infos_of(st: dict) -> dict:
+        return {p: v["tcp_info"] for p, v in (st.get("peers") or {}).items() if isinstance(v.get("tcp_info"), dict)}
+
+    def _tcp_infos(self) -> dict:
+        return self._infos_of(self._stats())
 
     def record(self, error: str | None = None) -> dict:
         """The rank's record now (see the module); ``error``: why the rank is failing."""
         from clusterlab.net import tcp_info
 
         wall = time.perf_counter() - self._t0
-        try:
-            st = self.comm.stats()
-        except Exception:
-            st = {}
-        infos = {p: v["tcp_info"] for p, v in (st.get("peers") or {}).items() if isinstance(v.get("tcp_info"), dict)}
+        st = self._stats()
+        infos = self._infos_of(st)
         comm_s = min(self.comm_s, wall)
         out = {"rank": self.comm.rank, "size": self.comm.size, "node": self.node, "pid": os.getpid(),
                "mesh": st.get("backend"), "started": self._epoch0,

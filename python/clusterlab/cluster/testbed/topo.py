@@ -295,8 +295,7 @@ class StarTopo:
         """The probability that an MTU-sized frame crossing node ``index``'s link (one direction)
         loses a cell there, and so is lost: 1 - (1 - p) ** cells."""
         p = self.line_loss().get(index, 0.0)
-        cells = -(-(int(self.mtu) + 8 + 8) // 48)  # IP packet + LLC/SNAP + AAL5 trailer, in 48-byte payloads
-        return 1.0 - (1.0 - p) ** cells
+        return 1.0 - (1.0 - p) ** aal5_cells(int(self.mtu))
 
     def _check_host_rates(self) -> str | None:
         """``host_rates`` as its canonical text (hosts in order), checked; None when empty."""
