@@ -30,27 +30,20 @@ def shared(name: str) -> Path:
 is_root = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-# `make test` runs the suite on two xdist workers, then the tests marked `serial` on their own.
-# Serial: tests that share fixed names (marked where they are) and, here, tests that start
-# MPICH ranks inside testbed hosts. On two workers (another test's
-# testbed or ranks running beside it) one of them failed twice at MPI_Init, UCX's address
-# exchange saying "Destination is unreachable"; alone it passes (not yet explained: a user
-# running an MPI job on a testbed while the machine is busy may meet it too).
-# And the storage study panels: on two workers the throttled backing store's read counter came
-# out without a sample once (not explained; alone it passes).
-SERIAL_FILES = ("tests/comm/test_mpi.py", "tests/testbed/test_run_mpi_root.py",
-                "tests/testbed/test_testbed_cluster_root.py", "tests/npb/test_stack.py",
-                "tests/storage/test_study_panels.py")
-
-
-# An open bug, not understood yet: right after a testbed comes up, an MPICH job in its hosts
-# sometimes fails at MPI_Init, all ranks aborting with UCX "Destination is unreachable" (UCX
-# 1.18 and 1.20 alike; about 1 run in 3 of test_mpi_c_program_built_with_mpicc_runs_in_the_hosts
-# alone, none in 9 runs on a testbed that had been up a while; UCX's debug log of one failure:
-# a rank said "network device 'eth0' is not available, please use one or more of: 'lo'"). These
-# tests are rerun (twice at most) on that failure only, so that the rest of what they check is
-# still checked; the bug stays open (docs/testbed.md, MPI programs).
-MPI_IN_TESTBED = SERIAL_FILES[:4]
+# `make test` runs the suite on two xdist workers, then the tests marked `serial` on their own:
+# tests that share fixed names (marked where they are), the storage study panels (on two
+# workers the throttled backing store's read counter came out without a sample once; alone it
+# passes) and the tests that start MPICH ranks in testbed hosts.
+#
+# An open bug, not understood yet (docs/comm.md): right after a testbed comes up, an MPICH job
+# in its hosts sometimes fails at MPI_Init, every rank aborting with UCX "Destination is
+# unreachable" (about 1 run in 3 of test_mpi_c_program_built_with_mpicc_runs_in_the_hosts, also
+# alone; UCX 1.18 and 1.20 alike; one failure's UCX debug log: a rank said "network device
+# 'eth0' is not available, please use one or more of: 'lo'"). Those tests are rerun (twice at
+# most) on that failure only, so that the rest of what they check is still checked.
+MPI_IN_TESTBED = ("tests/comm/test_mpi.py", "tests/testbed/test_run_mpi_root.py",
+                  "tests/testbed/test_testbed_cluster_root.py", "tests/npb/test_stack.py")
+SERIAL_FILES = (*MPI_IN_TESTBED, "tests/storage/test_study_panels.py")
 UCX_START_FAILURE = r"Destination is unreachable|a rank exited with 15 or was killed by SIGTERM"
 
 
