@@ -40,6 +40,38 @@ def test_cgroup_v2_io_max_is_written_and_read_back(tmp_path, monkeypatch):
     assert st._cgroup_path("t1") is None
 
 
+def test_backing_counters_survive_the_target_that_made_them(tmp_path, monkeypatch):
+    """A study's point monitor outlives the workload's target: when the target's cgroup goes,
+    its counts are carried on (a reader that saw them fall to zero lost the last interval's
+    reads: CI saw a short job's reads vanish), and a next target on the testbed adds to them."""
+    v2 = tmp_path / "cgroup"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("io\n")
+    monkeypatch.setattr(st, "CGROUP_V1", str(tmp_path / "no-blkio"))
+    monkeypatch.setattr(st, "CGROUP_V2", str(v2))
+    monkeypatch.setattr(st, "STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(st, "STORAGE_DIR", str(tmp_path / "files"))
+    monkeypatch.setattr(st, "_RETIRED", {})
+    rmdir = os.rmdir
+
+    def rmdir_cgroup(p, *a, **kw):  # a cgroup's directory goes with its files
+        for f in Path(p).glob("io.*"):
+            f.unlink()
+        rmdir(p, *a, **kw)
+
+    monkeypatch.setattr(os, "rmdir", rmdir_cgroup)
+    cg = Path(st._cgroup_path("t2"))
+    cg.mkdir()
+    (cg / "io.stat").write_text("8:0 rbytes=818688 wbytes=278528 rios=3 wios=1\n")
+    assert st.backing_io("t2") == {"read_bytes": 818688, "write_bytes": 278528}
+    assert st.clean_storage("t2", grace=0)["cgroups"] == 1 and not cg.exists()
+    assert st.backing_io("t2") == {"read_bytes": 818688, "write_bytes": 278528}
+    cg.mkdir()
+    (cg / "io.stat").write_text("8:0 rbytes=12 wbytes=0\n")
+    assert st.backing_io("t2") == {"read_bytes": 818700, "write_bytes": 278528}
+    assert st.backing_io("t3") == {"read_bytes": 0, "write_bytes": 0}
+
+
 def test_cgroup_v2_io_max_on_this_kernel():
     try:
         controllers = Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()

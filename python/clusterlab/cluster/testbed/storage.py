@@ -125,12 +125,20 @@ def _throttle(cg: str, device: str, bps: int, pid: int) -> None:
         f.write(str(pid))
 
 
+# what the cgroups of this process's stopped targets had counted, per testbed: a monitor that
+# outlives the target (a study's point monitor) must not see the counters fall to zero and lose
+# the target's last interval
+_RETIRED: dict[str, dict[str, int]] = {}
+
+
 def backing_io(testbed: str) -> dict[str, int]:
     """Bytes read and written so far by testbed ``testbed``'s throttled tgtd on its backing
-    disk (its cgroup's counters; zeros when it has no cgroup)."""
-    out = {"read_bytes": 0, "write_bytes": 0}
-    cg = _cgroup_path(check_name(testbed))
-    if cg is None:
+    disk: its cgroup's counters plus those of the targets this process stopped before on that
+    testbed (a monotonic count over the testbed's life; zeros when it never had a cgroup)."""
+    name = check_name(testbed)
+    out = dict(_RETIRED.get(name, {"read_bytes": 0, "write_bytes": 0}))
+    cg = _cgroup_path(name)
+    if cg is None or not os.path.isdir(cg):
         return out
     with contextlib.suppress(OSError):
         if cg.startswith(CGROUP_V1):
@@ -475,6 +483,7 @@ def clean_storage(testbed: str, grace: float = 5.0) -> dict:
                     removed["killed"] += 1
     cg = st.get("cgroup") or _cgroup_path(name)
     if cg and os.path.isdir(cg) and os.path.basename(cg) == f"clusterlab-storage-{name}":
+        _RETIRED[name] = backing_io(name)  # tgtd is gone: these are the cgroup's final counts
         deadline = time.monotonic() + grace  # a killed tgtd leaves the cgroup when it is reaped
         while True:
             try:
