@@ -34,9 +34,28 @@ def test_a_straggler_is_named_with_its_pass_and_rank():
 
 
 def test_a_rank_without_a_core_is_starved_not_skewed():
-    d = diagnose(job([Pass(2, 1.0, [rp(0, 1.0, 0.9, cpu=0.3), rp(1, 1.0, 0.9, cpu=0.3)])]))
+    # rank 1 computed 0.3 CPU seconds in 0.9 s, rank 0 the same work at full speed
+    d = diagnose(job([Pass(2, 1.0, [rp(0, 1.0, 0.32, cpu=0.3), rp(1, 1.0, 0.9, cpu=0.3)])]))
     assert named_first(d) == "cpu_starvation"
-    assert d["dominant"]["seconds"] == pytest.approx(0.6)
+    assert d["dominant"]["seconds"] == pytest.approx(0.9 - 0.3 * 0.32 / 0.3)  # beyond rank 0's own 1.07x
+    assert "rank 1" in d["dominant"]["evidence"] and d["fidelity"]["ok"]
+
+
+def test_every_rank_slowed_down_is_the_machines_load_flagged_not_the_jobs_loss():
+    # both ranks at a third of a core (other users' work); rank 1 also holds twice the work
+    passes = [Pass(2, 1.0, [rp(0, 1.0, 0.45, cpu=0.15), rp(1, 1.0, 0.9, cpu=0.3)])]
+    d = diagnose(job(passes))
+    assert not d["fidelity"]["ok"] and "33% of a core" in d["fidelity"]["line"]
+    load = next(c for c in d["causes"] if c["cause"] == "machine_load")
+    assert load["seconds"] == pytest.approx(0.6)  # (3 - 1) x rank 1's 0.3 CPU seconds
+    assert named_first(d) == "skew"  # the job's own loss, its gain at the machine's speed: 3 x 0.075
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(0.225)
+    # the same slowdown with more ranks than the CPUs they were given is the job's own starvation
+    d = diagnose(job([Pass(2, 1.0, [rp(0, 1.0, 0.9, cpu=0.3), rp(1, 1.0, 0.9, cpu=0.3)])],
+                     options={"machine": {"cpus": 1}}))
+    assert named_first(d) == "cpu_starvation"
+    # 3x in all, 2x of it from 2 ranks on 1 CPU (the job's), 1.5x the machine's: 0.9 - 1.5 x 0.3 is the job's
+    assert d["dominant"]["seconds"] == pytest.approx(0.9 - 1.5 * 0.3)
 
 
 def test_rto_waits_scale_with_the_rto_min():
@@ -106,8 +125,16 @@ def test_long_waits_per_timeout_are_backoff_capped_by_rto_max():
     d = diagnose(Job("b", "study", 3.2, passes=[p], nodes=2, transport={"rto_min": "200ms", "rto_max": "60s"},
                      cluster={"kind": "testbed"}))
     assert named_first(d) == "rto_backoff"
-    assert "rto_max=1s" in d["dominant"]["fix"]
-    assert d["dominant"]["predicted_gain_s"] == pytest.approx(1.0)
+    # the whole chain scales with the RTO min (95% of it goes), more than capping it at 1 s would gain
+    assert "rto_min=10ms" in d["dominant"]["fix"]
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(3.0 * (1 - 10 / 200))
+    assert "capping at 1 s alone would gain 600.0 ms" in d["dominant"]["method"]  # 0.2+0.4+0.8+1.6 -> 0.2+0.4+0.8+1
+    # at an RTO min that cannot go lower, the cap is the fix: 10+20+...+640 ms, then 1 s for 1.28 s, 1 s for 0.45 s
+    p = Pass("all", 3.2, [rp(0, 3.2, 0.0, rto=3.0, timeouts=2), rp(1, 3.2, 0.0)])
+    d = diagnose(Job("b", "study", 3.2, passes=[p], nodes=2, transport={"rto_min": "10ms", "rto_max": "60s"},
+                     cluster={"kind": "testbed"}))
+    assert named_first(d) == "rto_backoff" and "rto_max=1s" in d["dominant"]["fix"]
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(3.0 - (1.27 + 1.0 + 0.45))
 
 
 @pytest.mark.parametrize("transport, cause", [({"nodelay": False}, "nagle"), ({"sndbuf": "4KiB"}, "window_limited"),

@@ -45,16 +45,26 @@ SMALL_MESSAGE_BYTES = 2048
 SMALL_MESSAGE_COUNT = 32  # a pass is latency-bound by its messages when one rank sends this many or more
 NAGLE_STALL_S = 0.04  # Linux's delayed-ACK timer (40 ms): what a Nagle-held segment waits for
 SOCKET_RTO_MIN_S = 0.005  # the lowest RTO min a socket can take (TCP_RTO_MIN_US)
-BACKOFF_RATIO = 4.0  # a wait per timeout above this many RTO mins: exponential backoff (1+2+4 = 7 over 3)
+# A wait per counted timeout above this many RTO mins: exponential backoff. tcpi_total_rto counts a
+# recovery episode once, not each expiry in it (8 hosts, seed-era stack: rto == rto_recoveries on every
+# rank), and one expiry waits one RTO, about the RTO min on a LAN (srtt is far below it); an episode of
+# two expiries waits 1 + 2 = 3 of them. Over a rank's connections the longest wait is divided by all its
+# episodes, so this underestimates the doubling, never invents it.
+BACKOFF_RATIO = 2.0
 RTO_MAX_FLOOR_S = 1.0  # the least TCP_RTO_MAX_MS / tcp_rto_max_ms takes
 LAUNCH_WARN_RATIO = 5.0  # the launch is named first when it costs this many times the job
+MACHINE_CPU_MIN_S = 0.005  # a rank's CPU seconds over the job below this (or a tenth of the busiest's) say nothing of its speed
 NOT_LOSSES = ("compute", "transfer")
+EXTERNAL = ("machine_load",)  # losses that are this machine's, not the job's: shown, never named as the job's
 
 CAUSE_TITLES = {
     "compute": "compute (balanced)",
     "transfer": "transfer at line rate",
     "skew": "skew between ranks (straggler)",
     "cpu_starvation": "CPU starvation",
+    "machine_load": "this machine's other load (every rank slowed down)",
+    "connection_setup": "connection set-up per call",
+    "wan_latency": "a WAN between the ranks (its round trips)",
     "rto_wait": "RTO waits",
     "incast_switch_drops": "drops at the switch (incast): their RTO waits and recovery",
     "host_queue_drops": "host-queue tail drops: their RTO and probe-timer waits",
@@ -119,21 +129,74 @@ def _workload_bytes(job) -> float:
     return 0.0
 
 
-def pass_split(job, p) -> dict:
-    """One pass's seconds by part (see the module's doc), with the ranks that set each part."""
+def machine_factor(job) -> tuple[float, str | None]:
+    """``(f, how)``: the wall seconds per CPU second every rank of ``job`` was slowed down to by
+    this machine's other load (at least 1), and how it was found; ``(1.0, None)`` when nothing
+    tells. What a rank lost beyond ``f`` is its own starvation (a competing process on its core,
+    more ranks than cores).
+
+    * From the ranks: the least starved rank's wall computation per CPU second over the job,
+      when two ranks or more computed long enough to tell (``MACHINE_CPU_MIN_S``, and a tenth
+      of the busiest rank's CPU). When the run recorded the CPUs its ranks could use
+      (``options["machine"]["cpus"]``), the slowdown of ranks sharing them (``nodes / cpus``)
+      is the job's own and is taken out.
+    * Else from the load average recorded before the job (``options["machine"]``): a rank that
+      becomes runnable among ``load`` other tasks on ``cpus`` CPUs gets ``cpus / (load + 1)``
+      of a core (fair share), so ``f = (load + 1) / cpus`` when that is above 1, at most the
+      slowdown of the most starved rank."""
+    mach = (job.options or {}).get("machine") or {}
+    cpus = mach.get("cpus")
+    per: dict[int, list[float]] = {}
+    for p in job.passes:
+        for r in p.ranks or []:
+            if r.cpu is None:
+                continue
+            acc = per.setdefault(r.rank, [0.0, 0.0])
+            acc[0] += r.compute
+            acc[1] += _work(r)
+    if not per:
+        return 1.0, None
+    top = max(c for _, c in per.values())
+    cand = [(w / c, k) for k, (w, c) in per.items() if c >= max(MACHINE_CPU_MIN_S, 0.1 * top)]
+    if len(cand) >= 2:
+        f, k = min(cand)
+        own = max(1.0, job.nodes / cpus) if isinstance(cpus, (int, float)) and cpus > 0 and job.nodes else 1.0
+        return max(1.0, f / own), f"rank {k}, the least starved: {f:.3g} wall seconds per CPU second"
+    la = mach.get("load_before_after")
+    if isinstance(cpus, (int, float)) and cpus > 0 and isinstance(la, list) and la:
+        # never more than the most starved rank saw (the load average is of the last minute, not the job's)
+        f = min((float(la[0]) + 1.0) / cpus, max((w / c for w, c in per.values() if c >= max(MACHINE_CPU_MIN_S, 0.1 * top)), default=1.0))
+        if f > 1.0:
+            return f, f"the load average before the job, {float(la[0]):g} on {cpus:g} CPUs: a runnable rank's fair share"
+    return 1.0, None
+
+
+def pass_split(job, p, factor: float = 1.0) -> dict:
+    """One pass's seconds by part (see the module's doc), with the ranks that set each part;
+    ``factor``: the machine's slowdown (``machine_factor``), charged apart from the job's starvation."""
     ranks = p.ranks or []
     if not ranks:
         return {"pass": p.number, "seconds": p.seconds}
     slow = max(ranks, key=lambda r: r.compute)
     work = [_work(r) for r in ranks]
     mean_work = sum(work) / len(work)
-    starve = max(0.0, slow.compute - _work(slow)) if slow.cpu is not None else 0.0
+    starved = max(0.0, slow.compute - _work(slow)) if slow.cpu is not None else 0.0
+    machine = min(starved, (factor - 1.0) * _work(slow)) if slow.cpu is not None else 0.0
+    starve = starved - machine
     skew = max(0.0, _work(slow) - mean_work)
+    # what the skew costs at the speed the machine gave the straggler (never above its own speed)
+    skew_gain = skew * (min(factor, slow.compute / _work(slow)) if slow.cpu is not None and _work(slow) > 0 else 1.0)
     # the RTO wait on the pass's critical path: the longest of any rank (a stalled flow holds up every
     # rank at the pass's next synchronisation, the receiver's wait shows as transfer)
     rto_rank = max(ranks, key=lambda r: r.rto)
     rto = min(rto_rank.rto, max(0.0, p.seconds - slow.compute))
+    # the rank that waited longest per timeout of its own (a backoff: the same segment lost again)
+    timed = [(min(r.rto, p.seconds) / r.timeouts, r) for r in ranks if r.timeouts > 0 and r.rto > 0]
+    per_timeout, backoff_rank = max(timed, key=lambda t: t[0]) if timed else (0.0, None)
     comm = max(0.0, p.seconds - slow.compute - rto)
+    setup_rank = max(ranks, key=lambda r: r.setup)
+    setup = min(comm, setup_rank.setup)
+    comm -= setup
     busiest = max(ranks, key=lambda r: r.bytes)
     rate, _ = _rate_bytes(job)
     sent = busiest.bytes or _workload_bytes(job)
@@ -144,9 +207,13 @@ def pass_split(job, p) -> dict:
     msgs = max(r.messages for r in ranks)
     latency = min(comm - line - slow_extra, msgs * lat_each)
     rest = max(0.0, comm - line - slow_extra - latency)
-    return {"pass": p.number, "seconds": p.seconds, "compute": mean_work, "skew": skew, "skew_rank": slow.rank,
-            "starvation": starve, "starved_rank": slow.rank, "rto": rto, "rto_rank": rto_rank.rank,
+    return {"pass": p.number, "seconds": p.seconds, "compute": mean_work, "skew": skew, "skew_gain": max(skew, skew_gain), "skew_rank": slow.rank,
+            "starvation": starve, "starved_rank": slow.rank, "machine": machine, "factor": factor,
+            "setup": setup, "setup_rank": setup_rank.rank, "rto": rto, "rto_rank": rto_rank.rank,
             "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts,
+            "per_timeout": per_timeout, "backoff_rank": None if backoff_rank is None else backoff_rank.rank,
+            "backoff_wait": 0.0 if backoff_rank is None else min(backoff_rank.rto, p.seconds),
+            "backoff_timeouts": 0.0 if backoff_rank is None else backoff_rank.timeouts,
             "line": line, "slow": slow_extra, "slow_host": slow_host, "slow_line": slow_line, "latency": latency, "rest": rest,
             "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
             "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
@@ -185,9 +252,10 @@ def _worst(splits, key):
 
 def causes(job) -> list[dict]:
     """Every cause of ``job``'s time with its seconds, evidence, fix and predicted gain."""
-    splits = [pass_split(job, p) for p in job.passes if p.ranks]
-    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "starvation", "rto", "line", "slow",
-                                                             "latency", "rest")}
+    factor, fast_rank = machine_factor(job)
+    splits = [pass_split(job, p, factor) for p in job.passes if p.ranks]
+    tot = {k: sum(s.get(k, 0.0) for s in splits) for k in ("compute", "skew", "skew_gain", "starvation", "machine", "setup", "rto",
+                                                             "line", "slow", "latency", "rest")}
     out = []
     _, rate_text = _rate_bytes(job)
     out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
@@ -199,16 +267,39 @@ def causes(job) -> list[dict]:
         fix = ("partitioning: give each rank an equal share of the work, not of the transactions (shuffle or "
                "re-split the input; with HPA try --partition " + ("itemset" if job.options.get("partition", "prefix")
                                                                  == "prefix" else "prefix") + ")")
+        speed = (f", at the {factor:.3g} wall seconds per CPU second this machine gave every rank" if factor > 1.0
+                 else "")
         out.append(_cause("skew", tot["skew"], f"pass {w['pass']}: rank {w['skew_rank']} computed {_fmt(w['skew'])} "
-                          "longer than the ranks' mean (CPU seconds, so not starvation)", fix, tot["skew"],
-                          "fitted rule: a balanced split makes each pass's computation the ranks' mean"))
+                          "longer than the ranks' mean (CPU seconds, so not starvation)", fix, tot["skew_gain"],
+                          "fitted rule: a balanced split makes each pass's computation the ranks' mean" + speed))
     if tot["starvation"] > 0:
         w = _worst(splits, "starvation")
+        base = (f" beyond the {factor:.3g}x every rank ran at (the machine's load; {fast_rank})" if factor > 1.0
+                else "")
         out.append(_cause("cpu_starvation", tot["starvation"],
                           f"pass {w['pass']}: rank {w['starved_rank']}'s computation took {_fmt(w['starvation'])} more "
-                          "wall time than CPU time (ready to run, no core free)",
-                          "give every rank a core of its own: fewer ranks per machine (--nodes), or stop the "
-                          "competing load", tot["starvation"], "fitted rule: computation at the rank's CPU seconds"))
+                          f"wall time than CPU time{base} (ready to run, no core free: a competing process on its "
+                          "core, or more ranks than cores)",
+                          "give every rank a core of its own: fewer ranks per machine (--nodes), or move the "
+                          "competing process off the rank's core", tot["starvation"],
+                          "fitted rule: the rank computes at the speed of the least starved rank"))
+    if tot["machine"] > 0:
+        w = _worst(splits, "machine")
+        out.append(_cause("machine_load", tot["machine"],
+                          f"every rank computed at {1 / factor:.0%} of a core or less ({fast_rank}); most in pass "
+                          f"{w['pass']}",
+                          "rerun on a quiet machine (this load is not the job's: the fidelity check flags it)",
+                          tot["machine"], "fitted rule: computation at the ranks' CPU seconds"))
+    if tot["setup"] > 0:
+        w = _worst(splits, "setup")
+        calls = f" ({job.options['calls']} calls)" if job.options.get("calls") else ""
+        out.append(_cause("connection_setup", tot["setup"],
+                          f"connections=per_call: every collective set up and tore down its connections{calls}; "
+                          f"rank {w['setup_rank']} spent {_fmt(w['setup'])} connecting in pass {w['pass']}",
+                          "persistent connections (connections=persistent, $CLUSTERLAB_CONNECTIONS unset): the mesh "
+                          "is set up once, at launch", tot["setup"],
+                          "measured: the set-up time the ranks recorded is removed",
+                          {"env": {"CLUSTERLAB_CONNECTIONS": "persistent"}}))
     if tot["slow"] > 0:
         w = _worst(splits, "slow")
         host, rates = w["slow_host"], (job.cluster or {}).get("host_rates") or {}
@@ -253,18 +344,33 @@ def _rto_cause(job, splits, seconds) -> dict:
     elif host:
         return _cause("host_queue_drops", seconds, ev + _host_drops_text(job), HOST_QUEUE_FIX, seconds,
                       "fitted rule: no tail drops, no timeouts", {"cluster": {"host_queue": "1000p"}})
-    # the worst rank's wait per timeout of its own: 1, 2, 4, 8... x the RTO min once one segment is lost again
-    own = w.get("rto_rank_timeouts") or 0
-    per_timeout = w["rto"] / own if own else 0.0
-    if own and per_timeout > BACKOFF_RATIO * rto_min:
-        name = "rto_backoff"
-        ev += (f"; rank {w['rto_rank']} waited {_fmt(per_timeout)} per timeout of its own ({own:.0f}), over "
-               f"{BACKOFF_RATIO:g}x the RTO min: the same segment lost again, the timer doubled")
-        if per_timeout > RTO_MAX_FLOOR_S:  # a MAX of 1 s (the kernel's least) cuts every wait beyond it
-            return _cause(name, seconds, ev, "TransportConfig rto_max=1s (cap the backoff)",
-                          seconds - own * RTO_MAX_FLOOR_S, "fitted rule: no single wait beyond the 1 s MAX "
-                          f"({own:.0f} timeouts x 1 s at most)", {"transport": {"rto_max": "1s"}})
+    # a rank's wait per timeout of its own: 1, 2, 4, 8... x the RTO min once one segment is lost again
+    b = _worst(splits, "per_timeout")
     target = SOCKET_RTO_MIN_S if (job.cluster or {}).get("kind") != "testbed" else 0.01
+    if b.get("per_timeout", 0.0) > BACKOFF_RATIO * rto_min:
+        name = "rto_backoff"
+        own, wait = b["backoff_timeouts"], b["backoff_wait"]
+        ev += (f"; pass {b['pass']}: rank {b['backoff_rank']} waited {_fmt(wait)} on {own:.0f} timeout(s) of its own, "
+               f"{_fmt(b['per_timeout'])} each, over {BACKOFF_RATIO:g}x the RTO min: the same segment lost again, "
+               "the timer doubled" + (f" (RTO max {_rto_max_text(job)})" if _rto_max_text(job) else ""))
+        # a chain of doublings from the RTO min, as long as the wait: capped at a MAX of 1 s (the kernel's least)
+        capped = _capped_chain(seconds, rto_min, RTO_MAX_FLOOR_S)
+        gain_min = seconds * (1.0 - target / rto_min) if rto_min > target * 1.01 else 0.0
+        if seconds - capped > gain_min:
+            return _cause(name, seconds, ev, "TransportConfig rto_max=1s (cap the backoff)", seconds - capped,
+                          f"cost model of the backoff: a {_fmt(seconds)} chain of doubling waits from the "
+                          f"{rto_min * 1000:g} ms RTO min, each capped at 1 s, takes {_fmt(capped)}",
+                          {"transport": {"rto_max": "1s"}})
+        if gain_min:
+            return _cause(name, seconds, ev, f"TransportConfig rto_min={target * 1000:g}ms (the whole chain of doubling "
+                          "waits scales with it; rto_max=1s caps it, rto_min_jitter spreads synchronised "
+                          "retransmissions)", gain_min, f"fitted rule: an RTO wait, doubled or not, scales with the RTO "
+                          f"min ({rto_min * 1000:g} -> {target * 1000:g} ms); capping at 1 s alone would gain "
+                          f"{_fmt(seconds - capped)}", {"transport": {"rto_min": f"{target * 1000:g}ms"}})
+    elif name == "incast_switch_drops":
+        burst = _incast_buffer(job)
+        if burst:
+            return _cause(name, seconds, ev, burst[0], seconds, INCAST_METHOD, burst[1])
     if rto_min <= target * 1.01:
         fix = f"{_order_fix(job)} or larger port buffers (buffer=): the RTO min is already {rto_min * 1000:g} ms"
         return _cause(name, seconds, ev, fix, None, "no prediction: the RTO min cannot go lower")
@@ -274,6 +380,24 @@ def _rto_cause(job, splits, seconds) -> dict:
                   f"({rto_min * 1000:g} -> {target * 1000:g} ms)", {"transport": {"rto_min": f"{target * 1000:g}ms"}})
 
 
+def _capped_chain(wait: float, rto_min: float, cap: float) -> float:
+    """A wait of ``wait`` seconds made of timeouts doubling from ``rto_min`` (rto_min, 2x, 4x...;
+    the last one cut short), as long as it would take with each timeout capped at ``cap``."""
+    left, t, out = wait, rto_min, 0.0
+    while left > 1e-9 and t > 0:
+        step = min(left, t)
+        out += min(step, cap)
+        left -= step
+        t *= 2
+    return out
+
+
+def _rto_max_text(job) -> str:
+    v = (job.transport or {}).get("rto_max")
+    return str(v) if v not in (None, "") else ""
+
+
+INCAST_METHOD = "fitted rule: no drops at the switch, no RTO waits or recovery"
 HOST_QUEUE_FIX = ("a host queue that holds a burst (host_queue=1000p, a NIC's txqueuelen) or send pacing "
                   "(order=shifted)")
 
@@ -309,6 +433,15 @@ def _rest_cause(job, splits, seconds) -> dict:
     lossy = _lossy_link(job, job.switch_drops or (job.monitor or {}).get("switch_drops") or 0, _host_drops(job))
     if lossy:
         return lossy(seconds, ev + " (fast retransmissions and their recovery)")
+    cl = job.cluster or {}
+    if cl.get("sites") and cl.get("wan_delay"):
+        d = cl["wan_delay"]
+        return _cause("wan_latency", seconds, ev + f"; the ranks span two sites ({cl['sites']}) joined by a WAN of "
+                      f"{d * 1000:g} ms one way (RTT {2 * d * 1000:g} ms): every exchange and synchronisation "
+                      f"across it waits its round trips ({seconds / (2 * d):.3g} RTTs here)",
+                      "place the job's ranks in one site (sites unset), or overlap the transfers across the WAN "
+                      "with computation", seconds, "fitted rule: in one site the exchange runs at the line rate",
+                      {"cluster": {"sites": None}})
     if w.get("messages", 0) >= SMALL_MESSAGE_COUNT and 0 < w.get("mean_message", 0) < SMALL_MESSAGE_BYTES:
         bs = _transport_bytes(job.options.get("block_size")) or 8192
         return _cause("small_messages", seconds, ev, f"larger message blocks (--block-size {bs * 8 // 1024}KiB)",
@@ -320,6 +453,10 @@ def _rest_cause(job, splits, seconds) -> dict:
                       "waits for the 200 ms probe timer, not an RTO)", HOST_QUEUE_FIX, seconds,
                       "fitted rule: no tail drops, no probe-timer waits", {"cluster": {"host_queue": "1000p"}})
     if sw:  # the switch dropped: the waits beyond line rate are the incast's queueing and drop recovery
+        burst = _incast_buffer(job)
+        if burst:
+            return _cause("incast_switch_drops", seconds, ev + _drops_text(job) + " (queueing at the port and "
+                          "recovery from the drops)", burst[0], seconds, INCAST_METHOD, burst[1])
         return _cause("incast_switch_drops", seconds, ev + _drops_text(job) + " (queueing at the port and "
                       "recovery from the drops)", _order_fix(job) + " or larger port buffers (buffer=)", None,
                       "no prediction for this part (replay with the change to measure it)")
@@ -358,6 +495,26 @@ def _lossy_link(job, switch_drops: int, host_drops: int):
     return cause
 
 
+def _incast_buffer(job):
+    """``(fix, apply)`` for switch drops in a workload whose burst per port is known
+    (the all-to-all broadcast: ``nodes - 1`` senders of ``size`` at once into one port): port
+    buffers that hold the burst; None otherwise (the burst is not known)."""
+    if job.options.get("workload") != "alltoall_broadcast" or job.nodes < 2:
+        return None
+    size = _transport_bytes(job.options.get("size"))
+    if not size:
+        return None
+    burst = size * (job.nodes - 1)
+    want = 1 << max(16, (2 * burst - 1).bit_length())  # a power of two at least twice the burst
+    have = (job.cluster or {}).get("buffer")
+    if have and have >= want:
+        return None
+    text = f"{want // 1024}KB" if want < 1 << 20 else f"{want >> 20}MB"
+    had = f" (now {have / 1024:g} KB)" if have else ""
+    return (f"port buffers that hold the burst: buffer={text}{had}, over twice the {job.nodes - 1} senders x "
+            f"{size / 1000:g} KB arriving at one port at once; or {_order_fix(job)}", {"cluster": {"buffer": text}})
+
+
 def _order_fix(job) -> str:
     """The send-order knob of the job's workload."""
     if job.options.get("workload") == "alltoall_broadcast":
@@ -393,7 +550,7 @@ def diagnose(job) -> dict:
     """The diagnosis of one job: fidelity line, causes (largest first), dominant loss, launch."""
     cs = sorted(_merged(causes(job)), key=lambda c: -c["seconds"])
     # the dominant loss: the one whose removal gains most (its seconds where nothing is predicted)
-    losses = sorted((c for c in cs if c["loss"] and c["seconds"] > 0),
+    losses = sorted((c for c in cs if c["loss"] and c["seconds"] > 0 and c["cause"] not in EXTERNAL),
                     key=lambda c: -(c["predicted_gain_s"] if c["predicted_gain_s"] is not None else c["seconds"]))
     out = {"job": job.label, "kind": job.kind, "seconds": round(job.seconds, 6), "nodes": job.nodes,
            "fidelity": fidelity.check(job), "causes": cs, "dominant": losses[0] if losses else None, "warnings": []}
