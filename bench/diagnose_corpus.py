@@ -2,10 +2,12 @@
 as root), whether the injected cause is named first, and the dominant fix rerun beside the run
 as recorded: predicted against measured gain. A script, not a test.
 
-Reruns: a transport or block-size fix by ``diagnose.verify`` (both settings rerun one after the
-other); the skewed partition with its input shuffled (the fix: an equal share of the work); the
+Reruns (local ones as three alternating pairs, as recorded then with the fix, medians
+compared; testbed ones as the median of their 5 repetitions): a transport or block-size fix by
+``diagnose.verify`` (both settings rerun one after the other); the skewed partition with its input shuffled (the fix: an equal share of the work); the
 CPU-starved rank without its cgroup's CPU limit; the per-call program with persistent
-connections; the tiny job sequentially (the launch fix); testbed runs with the fix's setting
+connections; the job reading from the iSCSI target rerun, then on the local file (the study's
+``compare_local``); the tiny job sequentially (the launch fix); testbed runs with the fix's setting
 (``--transport``/``--host-queue``/``--buffer``, no ``--host-rate``/``--loss``/``--sites``). The
 load average is recorded beside every scenario and for the whole run, with the machine's spare
 CPU (2 CPUs shared with other users: their load is part of what is measured; the fidelity
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -49,45 +52,74 @@ def _median_s(d) -> float:
     return float(load(d)[0].seconds)
 
 
+PAIRS = 3  # local reruns: as recorded, then with the fix, this many times; the medians are compared
+
+
+def _pairs(before, after) -> tuple[float, float]:
+    """Median seconds of ``before(i)`` and ``after(i)`` run alternately ``PAIRS`` times (a local
+    run's seconds move with this shared machine's load from one run to the next)."""
+    a, b = [], []
+    for i in range(PAIRS):
+        a.append(before(i))
+        b.append(after(i))
+    return statistics.median(a), statistics.median(b)
+
+
 def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
     """(as recorded, with the fix) rerun seconds for the fix of the injected cause as diagnosed
     (the dominant loss's when the injected cause was not found)."""
+    from clusterlab.diagnose.record import record_mining
+
     dom = next((c for c in diag["causes"] if c["cause"] == s.cause), diag["dominant"])
+    w = Path(work)
     if s.name == "tiny_job":  # the launch's share is of the whole run (launch + job)
         import clusterlab
-        from clusterlab.diagnose.record import record_mining
 
         path = os.path.join(work, "tiny.dat")
-        record_mining(os.path.join(work, "tiny_again"), path, min_support=0.05)
-        wall = float(json.loads((Path(work) / "tiny_again" / "run.json").read_text())["seconds"]["mine"])
-        t = time.perf_counter()
-        clusterlab.mine(path, min_support=0.05)
-        return {"rerun_as_recorded_s": wall, "rerun_with_fix_s": time.perf_counter() - t,
-                "predicted_gain_s": diag["launch"]["predicted_gain_s"], "fix": "sequential (no --nodes)",
-                "recorded_s": diag["seconds"] + diag["launch"]["seconds"]}
-    if s.name == "skewed_partition":
-        from clusterlab.diagnose.record import record_mining
 
+        def before(i):
+            record_mining(w / f"tiny_again{i}", path, min_support=0.05)
+            return float(json.loads((w / f"tiny_again{i}" / "run.json").read_text())["seconds"]["mine"])
+
+        def after(i):
+            t = time.perf_counter()
+            clusterlab.mine(path, min_support=0.05)
+            return time.perf_counter() - t
+
+        a, b = _pairs(before, after)
+        return {"rerun_as_recorded_s": a, "rerun_with_fix_s": b, "predicted_gain_s": diag["launch"]["predicted_gain_s"],
+                "fix": "sequential (no --nodes)", "recorded_s": diag["seconds"] + diag["launch"]["seconds"]}
+    if s.name == "skewed_partition":
         lines = Path(work, "skewed.dat").read_text().splitlines()
         random.Random(0).shuffle(lines)
         Path(work, "shuffled.dat").write_text("\n".join(lines) + "\n")
-        record_mining(os.path.join(work, "skew_again"), os.path.join(work, "skewed.dat"), algorithm="cd", min_support=0.01)
-        record_mining(os.path.join(work, "skew_fixed"), os.path.join(work, "shuffled.dat"), algorithm="cd",
-                      min_support=0.01)
-        return {"rerun_as_recorded_s": _job_s(os.path.join(work, "skew_again")),
-                "rerun_with_fix_s": _job_s(os.path.join(work, "skew_fixed")), "predicted_gain_s": dom["predicted_gain_s"],
+
+        def run(name, data):
+            def one(i):
+                record_mining(w / f"{name}{i}", w / data, algorithm="cd", min_support=0.01)
+                return _job_s(w / f"{name}{i}")
+            return one
+
+        a, b = _pairs(run("skew_again", "skewed.dat"), run("skew_fixed", "shuffled.dat"))
+        return {"rerun_as_recorded_s": a, "rerun_with_fix_s": b, "predicted_gain_s": dom["predicted_gain_s"],
                 "fix": "input shuffled (an equal share of the work)"}
     if s.name == "cpu_starved":
-        again = sc.starved_rank_job(work, "again", starved=True)
-        fixed = sc.starved_rank_job(work, "unstarved", starved=False)
-        return {"rerun_as_recorded_s": _job_s(again), "rerun_with_fix_s": _job_s(fixed),
-                "predicted_gain_s": dom["predicted_gain_s"], "fix": "rank 1 without its CPU limit"}
+        a, b = _pairs(lambda i: _job_s(sc.starved_rank_job(work, f"again{i}", starved=True)),
+                      lambda i: _job_s(sc.starved_rank_job(work, f"unstarved{i}", starved=False)))
+        return {"rerun_as_recorded_s": a, "rerun_with_fix_s": b, "predicted_gain_s": dom["predicted_gain_s"],
+                "fix": "rank 1 without its CPU limit"}
     if s.name == "per_call_connections":
-        again = sc.program_run(work, "again", "per_call")
-        fixed = sc.program_run(work, "persistent", (dom.get("apply") or {}).get("env", {}).get("CLUSTERLAB_CONNECTIONS")
-                               or "per_call")
-        return {"rerun_as_recorded_s": _median_s(again), "rerun_with_fix_s": _median_s(fixed),
-                "predicted_gain_s": dom["predicted_gain_s"], "fix": "CLUSTERLAB_CONNECTIONS=persistent"}
+        mode = (dom.get("apply") or {}).get("env", {}).get("CLUSTERLAB_CONNECTIONS") or "per_call"
+        a, b = _pairs(lambda i: _median_s(sc.program_run(work, f"again{i}", "per_call")),
+                      lambda i: _median_s(sc.program_run(work, f"fixed{i}", mode)))
+        return {"rerun_as_recorded_s": a, "rerun_with_fix_s": b, "predicted_gain_s": dom["predicted_gain_s"],
+                "fix": f"CLUSTERLAB_CONNECTIONS={mode}"}
+    if s.name == "storage_reads":  # one more repetition: from the target, then the same job on the local file
+        from clusterlab.report.study import load_run
+
+        rows, _ = load_run(sc.storage_job(work, "again"))
+        return {"rerun_as_recorded_s": float(rows[0]["seconds"]), "rerun_with_fix_s": float(rows[0]["local_seconds"]),
+                "predicted_gain_s": dom["predicted_gain_s"], "fix": "the same job reading the local file"}
     if s.root:
         apply = dom.get("apply") or {}
         base = sc.BROADCAST_ARGS[s.name]
@@ -128,8 +160,10 @@ def rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
         fix = sc._broadcast(work, s.name + "_fixed", *fixed)
         return {"rerun_as_recorded_s": _median_s(again), "rerun_with_fix_s": _median_s(fix),
                 "predicted_gain_s": dom["predicted_gain_s"], "fix": " ".join(fixed)}
-    v = verify(d, load(d)[0], {**diag, "dominant": dom}, out_dir=os.path.join(work, "verify"))
-    return {k: v[k] for k in ("rerun_as_recorded_s", "rerun_with_fix_s", "predicted_gain_s", "fix")}
+    vs = [verify(d, load(d)[0], {**diag, "dominant": dom}, out_dir=os.path.join(work, f"verify{i}")) for i in range(PAIRS)]
+    return {"rerun_as_recorded_s": statistics.median(v["rerun_as_recorded_s"] for v in vs),
+            "rerun_with_fix_s": statistics.median(v["rerun_with_fix_s"] for v in vs),
+            "predicted_gain_s": vs[0]["predicted_gain_s"], "fix": vs[0]["fix"]}
 
 
 def main() -> None:

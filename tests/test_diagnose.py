@@ -235,3 +235,48 @@ def test_verify_refuses_what_a_rerun_cannot_take(tmp_path):
     nagle = {"dominant": {"cause": "nagle", "fix": "x", "apply": {"transport": {"nodelay": True}}}}
     with pytest.raises(ConfigError, match="does not name"):  # a summary without the input file
         verify(run, load(run)[0], nagle)
+
+
+def test_per_call_connections_their_set_up_is_named_and_removed_by_persistent_ones():
+    ranks = [RankPass(r, 1.0, 0.01, 0.5, 0.99, 0.0, 6e3, 600, 0.0, setup=0.8 - 0.1 * r) for r in range(2)]
+    d = diagnose(Job("p", "program", 1.0, passes=[Pass("all", 1.0, ranks)], nodes=2))
+    assert named_first(d) == "connection_setup"
+    assert d["dominant"]["seconds"] == pytest.approx(0.8) and d["dominant"]["predicted_gain_s"] == pytest.approx(0.8)
+    assert d["dominant"]["apply"] == {"env": {"CLUSTERLAB_CONNECTIONS": "persistent"}}
+    assert "rank 0 spent 800.0 ms connecting" in d["dominant"]["evidence"]
+
+
+def test_a_wan_between_two_sites_takes_the_waits_beyond_line_rate():
+    ranks = [rp(i, 0.04, 0.0, bytes_=150e3) for i in range(4)]
+    cl = {"kind": "testbed", "rate": 155e6, "dilation": 1.0, "sites": "2+2", "wan_delay": 0.012}
+    d = diagnose(Job("b", "study", 0.04, passes=[Pass("all", 0.04, ranks)], nodes=4, cluster=cl))
+    assert named_first(d) == "wan_latency"
+    assert d["dominant"]["seconds"] == pytest.approx(0.04 - 150e3 * 8 / 155e6, abs=1e-6)  # beyond line rate
+    assert "RTT 24 ms" in d["dominant"]["evidence"] and d["dominant"]["apply"] == {"cluster": {"sites": None}}
+    # one site: the same waits are queueing, no WAN named
+    d = diagnose(Job("b", "study", 0.04, passes=[Pass("all", 0.04, ranks)], nodes=4,
+                     cluster={k: v for k, v in cl.items() if k not in ("sites", "wan_delay")}))
+    assert "wan_latency" not in [c["cause"] for c in d["causes"]]
+
+
+def test_incast_of_a_known_burst_is_fixed_by_buffers_that_hold_it():
+    p = Pass("all", 0.24, [rp(0, 0.24, 0.0, rto=0.2, timeouts=1), rp(1, 0.24, 0.0), rp(2, 0.24, 0.0), rp(3, 0.24, 0.0)])
+    d = diagnose(Job("b", "study", 0.24, passes=[p], nodes=4, switch_drops=11, switch_drops_by_port={"p0": 6},
+                     options={"workload": "alltoall_broadcast", "size": 50000},
+                     cluster={"kind": "testbed", "rate": 155e6, "dilation": 1.0, "buffer": 65536.0}))
+    assert named_first(d) == "incast_switch_drops"
+    assert d["dominant"]["apply"] == {"cluster": {"buffer": "512KB"}}  # over twice 3 x 50 KB
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(d["dominant"]["seconds"])  # the RTO wait and the rest
+
+
+def test_reads_from_the_storage_target_are_taken_out_of_the_computation():
+    p = Pass("all", 0.45, [RankPass(0, 0.45, 0.45, None, 0.0, 0.0)])
+    st = {"read_seconds": 0.13, "rescan_seconds": 0.29, "passes": 3, "rescan": True, "stored_bytes": 268e3,
+          "backing_rate": "2MB", "local_read_seconds": 0.01}
+    d = diagnose(Job("s", "study", 0.45, passes=[p], nodes=2, options={"storage": st},
+                     cluster={"kind": "testbed", "rate": 1e9, "dilation": 1.0}))
+    assert named_first(d) == "storage_reads"
+    assert d["dominant"]["seconds"] == pytest.approx(0.42)
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(0.42 - 3 * 0.01)  # 3 local reads instead
+    assert "268 KB x 3 read(s) take 402.0 ms" in d["dominant"]["evidence"]
+    assert next(c for c in d["causes"] if c["cause"] == "compute")["seconds"] == pytest.approx(0.03)

@@ -65,6 +65,7 @@ CAUSE_TITLES = {
     "machine_load": "this machine's other load (every rank slowed down)",
     "connection_setup": "connection set-up per call",
     "wan_latency": "a WAN between the ranks (its round trips)",
+    "storage_reads": "reading the data from the storage target",
     "rto_wait": "RTO waits",
     "incast_switch_drops": "drops at the switch (incast): their RTO waits and recovery",
     "host_queue_drops": "host-queue tail drops: their RTO and probe-timer waits",
@@ -199,11 +200,16 @@ def pass_split(job, p, factor: float = 1.0) -> dict:
     comm -= setup
     busiest = max(ranks, key=lambda r: r.bytes)
     rate, _ = _rate_bytes(job)
+    local = (job.cluster or {}).get("kind") != "testbed"
+    # a local run's "line rate" and per-message cost are the loopback's copies and system calls (the cost
+    # model, fitted on a quiet machine): CPU work, slowed down as much as the ranks' computation was
+    slow_cpu = factor if local else 1.0
+    rate /= slow_cpu
     sent = busiest.bytes or _workload_bytes(job)
     line = min(comm, sent / rate)
     _, slow_host, slow_line = _slow_link(job, ranks, rate)
     slow_extra = min(comm - line, max(0.0, slow_line - line))
-    lat_each = _message_latency(job)
+    lat_each = _message_latency(job) * slow_cpu
     msgs = max(r.messages for r in ranks)
     latency = min(comm - line - slow_extra, msgs * lat_each)
     rest = max(0.0, comm - line - slow_extra - latency)
@@ -258,8 +264,14 @@ def causes(job) -> list[dict]:
                                                              "line", "slow", "latency", "rest")}
     out = []
     _, rate_text = _rate_bytes(job)
+    st = _storage_cause(job)
+    if st is not None:  # the job's reads are inside its computation time as recorded: taken out of it
+        tot["compute"] = max(0.0, tot["compute"] - st["seconds"])
+        out.append(st)
     out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
     w = _worst(splits, "line")
+    if factor > 1.0 and (job.cluster or {}).get("kind") != "testbed":
+        rate_text += f", {factor:.3g}x slower on this loaded machine (loopback copies are CPU work)"
     out.append(_cause("transfer", tot["line"], f"the busiest rank's bytes at the line rate ({rate_text})"
                       + (f"; most in pass {w['pass']} ({w['bytes'] / 1e6:.3g} MB from rank {w['busiest_rank']})" if w else "")))
     if tot["skew"] > 0:
@@ -319,6 +331,38 @@ def causes(job) -> list[dict]:
     if tot["rest"] > 0:
         out.append(_rest_cause(job, splits, tot["rest"]))
     return out
+
+
+def _storage_cause(job) -> dict | None:
+    """A job that read its data from the iSCSI target (``options["storage"]``: the slowest rank's
+    read and rescan seconds), or None."""
+    st = (job.options or {}).get("storage")
+    if not st:
+        return None
+    io = min(job.seconds, float(st.get("read_seconds") or 0.0) + float(st.get("rescan_seconds") or 0.0))
+    if io <= 0:
+        return None
+    reads = 1 + (max(0, int(st.get("passes") or 1) - 1) if st.get("rescan") else 0)
+    ev = (f"the slowest rank waited {_fmt(float(st.get('read_seconds') or 0.0))} reading its partition from the iSCSI "
+          f"target" + (f" and {_fmt(float(st['rescan_seconds']))} rescanning it in {reads - 1} more passes"
+                       if reads > 1 and st.get("rescan_seconds") else "")
+          + f" ({io / job.seconds:.0%} of the job)")
+    rate = _transport_bytes(st.get("backing_rate")) if st.get("backing_rate") not in (None, "none") else None
+    if rate and st.get("stored_bytes"):
+        ev += (f"; the target's backing store reads {rate / 1e6:g} MB/s: {st['stored_bytes'] / 1e3:.0f} KB x {reads} "
+               f"read(s) take {_fmt(st['stored_bytes'] * reads / rate)} at that rate")
+    if st.get("bottleneck"):
+        ev += f"; the monitor's bottleneck: {st['bottleneck']}"
+    fix = ("read the data from a local copy on each host (or keep each partition in memory after the first read: "
+           "rescan off, or PFP/CD, which read once), or a faster backing store")
+    local = st.get("local_read_seconds")
+    if local is None:
+        return _cause("storage_reads", io, ev, fix, None, "no prediction: no local run to compare with "
+                      "(compare_local)", None)
+    gain = io - float(local) * reads
+    return _cause("storage_reads", io, ev, fix, gain, f"fitted rule: each of the {reads} read(s) takes what the same "
+                  f"job's read of the local file took ({_fmt(float(local))}, measured in the same repetition)",
+                  {"options": {"source": "local"}})
 
 
 def _rto_cause(job, splits, seconds) -> dict:

@@ -289,6 +289,11 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
     options = {**(workload.get("params") or {}), **{k: row[k] for k in ("size", "order", "algorithm", "block_size",
                                                                         "partition") if row.get(k) is not None}}
     options["workload"] = workload.get("name")
+    if row.get("read_seconds") is not None:  # a job reading its data from the iSCSI target (storage workloads)
+        options["storage"] = {k: row[k] for k in ("read_seconds", "rescan_seconds", "io_share", "passes", "stored_bytes",
+                                                   "bytes", "backing_mbps", "bottleneck", "local_seconds",
+                                                   "local_read_seconds", "layout", "rescan") if row.get(k) is not None}
+        options["storage"]["backing_rate"] = (workload.get("params") or {}).get("backing_rate")
     monitor = None
     if mon_tbl is not None:
         from clusterlab.diagnose.fidelity import monitor_facts

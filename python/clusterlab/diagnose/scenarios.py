@@ -249,6 +249,35 @@ def wan(workdir: str) -> str:
     return _broadcast(workdir, "wan", *BROADCAST_ARGS["wan"])
 
 
+STORAGE_DATA = "T10I4N1000D100K:20K"
+STORAGE_BACKING_RATE = "2MB"  # bytes/s the target's backing store reads (and writes), all LUNs together
+
+
+def storage_job(workdir: str, name: str, backing_rate: str = STORAGE_BACKING_RATE) -> str:
+    """HPA on 2 hosts reading its partitions from the iSCSI target on a third (tgt, a file-backed
+    LUN throttled to ``backing_rate``), rescanning them every pass as seed 001's did, and the same
+    job on the local file right after (``compare_local``): a one-point study run."""
+    from clusterlab.cluster import Testbed
+    from clusterlab.cluster.testbed import StarTopo
+    from clusterlab.experiments.runner import run_study
+    from clusterlab.experiments.spec import Study
+    from clusterlab.experiments.workloads.storage import mining_from_target
+
+    d = os.path.join(workdir, name)
+    study = Study(name="diagnose-" + name.replace("_", "-"), cluster=Testbed(StarTopo(hosts=3, rate="1Gbit", buffer="256KB"), ranks=2),
+                  workload=mining_from_target(data=STORAGE_DATA, min_support=0.01, algorithm="hpa",
+                                              backing_rate=backing_rate, compare_local=True, rescan=True),
+                  repeat=1, warmup=0, monitor=True)
+    run_study(study, d, cache_dir=os.path.join(workdir, "cache"))
+    return d
+
+
+def storage_reads(workdir: str) -> str:
+    """HPA reading its data from an iSCSI target whose backing store gives 2 MB/s (a slow disk
+    shared by the initiators), rescanning it every pass: the job waits for the target."""
+    return storage_job(workdir, "storage_reads")
+
+
 # The bench broadcast options of each testbed scenario (bench/diagnose_corpus.py reruns them with the fix).
 BROADCAST_ARGS = {
     "incast": ["--buffer", "64KB", "--rto-min", "200ms"],
@@ -272,6 +301,8 @@ SCENARIOS = [
     Scenario("host_queue_drops", "host_queue_drops", "4-packet host queues", host_queue_drops, root=True),
     Scenario("slow_link", "slow_link", "h3's link at 15.5 Mbit/s, the others at 155 Mbit/s", slow_link, root=True),
     Scenario("lossy_link", "lossy_link", "atm switch, h3's link loses 0.1% of its cells", lossy_link, root=True),
+    Scenario("storage_reads", "storage_reads", "HPA rescanning from an iSCSI target throttled to 2 MB/s",
+             storage_reads, root=True),
     Scenario("wan", "wan_latency", "sites 2+2 joined by a 12 ms (one way) WAN", wan, root=True),
     Scenario("seed_era_backoff", "rto_backoff", "seed-era stack, MAX 60 s, 8 hosts, 10 KB port buffers",
              seed_era_backoff, root=True),
