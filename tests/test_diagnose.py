@@ -280,3 +280,15 @@ def test_reads_from_the_storage_target_are_taken_out_of_the_computation():
     assert d["dominant"]["predicted_gain_s"] == pytest.approx(0.42 - 3 * 0.01)  # 3 local reads instead
     assert "268 KB x 3 read(s) take 402.0 ms" in d["dominant"]["evidence"]
     assert next(c for c in d["causes"] if c["cause"] == "compute")["seconds"] == pytest.approx(0.03)
+
+
+def test_a_recovery_longer_than_the_rto_min_is_a_doubled_timer():
+    # 0.7 s: rank 1's connections had 4 recoveries (0.17 s of wait each on average: no backoff by that
+    # count), but one connection spent 0.48 s in its recovery after the first timeout: a second expiry
+    ranks = [RankPass(0, 0.7, 0.0, None, 0.7, 0.0), RankPass(1, 0.7, 0.0, None, 0.7, 0.7, timeouts=4, recovery=0.48)]
+    job_ = Job("b", "study", 0.7, passes=[Pass("all", 0.7, ranks)], nodes=2, switch_drops=40,
+               transport={"rto_min": "200ms", "rto_max": "60s"}, cluster={"kind": "testbed"})
+    d = diagnose(job_)
+    assert named_first(d) == "rto_backoff" and "480.0 ms per recovery" in d["dominant"]["evidence"]
+    ranks[1].recovery = 0.01  # the retransmission got through: incast, no backoff
+    assert named_first(diagnose(job_)) == "incast_switch_drops"

@@ -194,6 +194,9 @@ def pass_split(job, p, factor: float = 1.0) -> dict:
     # the rank that waited longest per timeout of its own (a backoff: the same segment lost again)
     timed = [(min(r.rto, p.seconds) / r.timeouts, r) for r in ranks if r.timeouts > 0 and r.rto > 0]
     per_timeout, backoff_rank = max(timed, key=lambda t: t[0]) if timed else (0.0, None)
+    # where recorded, the longest recovery after a first timeout (a second expiry waits 2 RTOs first)
+    rec = [(r.recovery, r) for r in ranks if r.recovery]
+    recovery, recovery_rank = max(rec, key=lambda t: t[0]) if rec else (0.0, None)
     comm = max(0.0, p.seconds - slow.compute - rto)
     setup_rank = max(ranks, key=lambda r: r.setup)
     setup = min(comm, setup_rank.setup)
@@ -217,7 +220,8 @@ def pass_split(job, p, factor: float = 1.0) -> dict:
             "starvation": starve, "starved_rank": slow.rank, "machine": machine, "factor": factor,
             "setup": setup, "setup_rank": setup_rank.rank, "rto": rto, "rto_rank": rto_rank.rank,
             "timeouts": sum(r.timeouts for r in ranks), "rto_rank_timeouts": rto_rank.timeouts,
-            "per_timeout": per_timeout, "backoff_rank": None if backoff_rank is None else backoff_rank.rank,
+            "per_timeout": per_timeout, "recovery": recovery,
+            "recovery_rank": None if recovery_rank is None else recovery_rank.rank, "backoff_rank": None if backoff_rank is None else backoff_rank.rank,
             "backoff_wait": 0.0 if backoff_rank is None else min(backoff_rank.rto, p.seconds),
             "backoff_timeouts": 0.0 if backoff_rank is None else backoff_rank.timeouts,
             "line": line, "slow": slow_extra, "slow_host": slow_host, "slow_line": slow_line, "latency": latency, "rest": rest,
@@ -390,13 +394,20 @@ def _rto_cause(job, splits, seconds) -> dict:
                       "fitted rule: no tail drops, no timeouts", {"cluster": {"host_queue": "1000p"}})
     # a rank's wait per timeout of its own: 1, 2, 4, 8... x the RTO min once one segment is lost again
     b = _worst(splits, "per_timeout")
+    rc = _worst(splits, "recovery")
     target = SOCKET_RTO_MIN_S if (job.cluster or {}).get("kind") != "testbed" else 0.01
-    if b.get("per_timeout", 0.0) > BACKOFF_RATIO * rto_min:
+    backoff_ev = None
+    if rc.get("recovery", 0.0) > rto_min:
+        backoff_ev = (f"; pass {rc['pass']}: a connection of rank {rc['recovery_rank']} spent {_fmt(rc['recovery'])} "
+                      f"per recovery after its first timeout, over the {rto_min * 1000:g} ms RTO min (a retransmission "
+                      "that gets through ends it within a round trip): the same segment lost again, the timer doubled")
+    elif b.get("per_timeout", 0.0) > BACKOFF_RATIO * rto_min:
+        backoff_ev = (f"; pass {b['pass']}: rank {b['backoff_rank']} waited {_fmt(b['backoff_wait'])} on "
+                      f"{b['backoff_timeouts']:.0f} timeout(s) of its own, {_fmt(b['per_timeout'])} each, over "
+                      f"{BACKOFF_RATIO:g}x the RTO min: the same segment lost again, the timer doubled")
+    if backoff_ev:
         name = "rto_backoff"
-        own, wait = b["backoff_timeouts"], b["backoff_wait"]
-        ev += (f"; pass {b['pass']}: rank {b['backoff_rank']} waited {_fmt(wait)} on {own:.0f} timeout(s) of its own, "
-               f"{_fmt(b['per_timeout'])} each, over {BACKOFF_RATIO:g}x the RTO min: the same segment lost again, "
-               "the timer doubled" + (f" (RTO max {_rto_max_text(job)})" if _rto_max_text(job) else ""))
+        ev += backoff_ev + (f" (RTO max {_rto_max_text(job)})" if _rto_max_text(job) else "")
         # a chain of doublings from the RTO min, as long as the wait: capped at a MAX of 1 s (the kernel's least)
         capped = _capped_chain(seconds, rto_min, RTO_MAX_FLOOR_S)
         gain_min = seconds * (1.0 - target / rto_min) if rto_min > target * 1.01 else 0.0

@@ -45,6 +45,7 @@ class RankPass:
     messages: float = 0.0
     timeouts: float = 0.0
     setup: float = 0.0  # connection set-up and teardown inside its communication (per-call connections)
+    recovery: float | None = None  # the longest time one connection spent per RTO recovery after its first timeout
 
 
 @dataclasses.dataclass
@@ -265,7 +266,7 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
             w = _num(x.get("rto_wait_s"))
             tr = _num(x.get("transfer_s"), t - w)
             ranks.append(RankPass(int(_num(x.get("rank"), i)), t, max(0.0, t - w - tr), None, w + tr, w,
-                                  timeouts=_num(x.get("rto"))))
+                                  timeouts=_num(x.get("rto")), recovery=_num(x.get("rto_time_per_recovery_s"), None)))
         passes.append(Pass("all", seconds, ranks))
     else:
         w, tr = _num(row.get("time_rto_wait")), _num(row.get("time_transfer"))
