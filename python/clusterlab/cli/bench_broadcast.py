@@ -58,6 +58,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
         raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
     from clusterlab.cli.testbed import make_topo
 
+    if hosts is None and wan["sites"]:
+        raise ConfigError("--sites needs --hosts (the local cluster has no WAN line)")
+
     topo = make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold,
                      host_rates, loss, loss_seed, **wan)  # checked even unused
     config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
@@ -65,9 +68,9 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
     if hosts is None:
         if dilation != 1.0:
             raise ConfigError("--dilation needs --hosts (the local cluster has no links to slow down)")
-        if switch != "bridge" or discard != "none" or epd_threshold is not None or host_rates or loss or wan["sites"]:
-            raise ConfigError("--switch, --discard, --epd-threshold, --host-rate, --loss and --sites need --hosts (the "
-                              "local cluster has no switch)")
+        if switch != "bridge" or discard != "none" or epd_threshold is not None or host_rates or loss:
+            raise ConfigError("--switch, --discard, --epd-threshold, --host-rate and --loss need --hosts (the local "
+                              "cluster has no switch)")
         n = ranks or 4
         if n < 2:
             raise ConfigError(f"need at least 2 ranks, got {n}")
