@@ -62,7 +62,7 @@ CAUSE_TITLES = {
     "transfer": "transfer at line rate",
     "skew": "skew between ranks (straggler)",
     "cpu_starvation": "CPU starvation",
-    "machine_load": "this machine's other load (every rank slowed down)",
+    "machine_load": "this machine's other load (all ranks slowed)",
     "connection_setup": "connection set-up per call",
     "wan_latency": "a WAN between the ranks (its round trips)",
     "storage_reads": "reading the data from the storage target",
