@@ -15,7 +15,7 @@ Each check compares what the emulation was asked for with what the run recorded:
 
 ``check(job)`` returns ``{"ok": bool, "line": str, "checks": [...]}``. A local run has nothing
 emulated, but its times are still this machine's: it fails when the machine was loaded, i.e.
-every rank computed at under ``MACHINE_SHARE_MIN`` of a core (``rules.machine_factor``: the
+every rank computed at under ``MACHINE_SHARE_MIN`` of a core (``machine.machine_factor``: the
 least starved rank's wall seconds per CPU second, else the load average recorded before the job). That slowdown is then charged apart (``machine_load``), never named as the job's loss.
 """
 
@@ -158,7 +158,7 @@ def check(job) -> dict:
 
 def _local(job) -> dict:
     """A local run: nothing emulated; was the machine loaded (every rank slowed down)?"""
-    from clusterlab.diagnose.rules import machine_factor
+    from clusterlab.diagnose.machine import machine_factor
 
     f, how = machine_factor(job)
     load = (job.options or {}).get("machine") or {}
@@ -166,8 +166,8 @@ def _local(job) -> dict:
     lt = (f"; load average {la[0]:g} before, {la[1]:g} after on {load.get('cpus', '?')} CPUs" if la else "")
     if how is None and f == 1.0 and not la:
         return {"ok": True, "emulated": False, "checks": [],
-                "line": "fidelity: not emulated (a local run: the times are this machine's; too little computation "
-                        "on two ranks to tell the machine's load, and no load average recorded)"}
+                "line": "fidelity: not emulated (a local run: the times are this machine's; its load not told: "
+                        "fewer than two ranks with CPU seconds to compare, no load average recorded)"}
     share = 1.0 / f
     ok = share >= MACHINE_SHARE_MIN
     text = (f"every rank computed at {share:.0%} of a core or more ({how or 'no slowdown seen'}){lt}" + ("" if ok else

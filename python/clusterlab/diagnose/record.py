@@ -31,7 +31,7 @@ def record_mining(run_dir, path, nodes: int = 2, algorithm: str = "hpa", min_sup
                        "block_size": config.block_bytes, "partition": config.partition},
            "transport": transport.to_dict() if transport is not None else {},
            "cluster": {"kind": kind}}
-    if kind == "local":  # the fidelity check of a local run: was the machine loaded (rules.machine_factor)
+    if kind == "local":  # the fidelity check of a local run: was the machine loaded (machine.machine_factor)
         out["options"]["machine"] = {"cpus": len(os.sched_getaffinity(0)),
                                      "load_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)]}
     dest = os.path.join(run_dir, "run.json")

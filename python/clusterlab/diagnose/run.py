@@ -317,7 +317,7 @@ HOST_TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts")
 
 def _machine_of(meta: dict) -> dict:
     """``{"machine": {cpus, load_before_after}}`` from a run's meta.json (the fidelity check of a
-    local run, ``rules.machine_factor``); {} when it recorded neither."""
+    local run, ``machine.machine_factor``); {} when it recorded neither."""
     m = meta.get("machine") if isinstance(meta.get("machine"), dict) else {}
     cpus = m.get("affinity") or m.get("cpus")
     b, a = meta.get("load_before"), meta.get("load_after")
