@@ -2,8 +2,12 @@
 
 Per pass, the pass's time T is split along its critical path: the computation of the rank
 that computed longest (``max compute``), of which the part above the ranks' mean is *skew*
-(the others wait for it) and the part its wall clock ran ahead of its CPU seconds is *CPU
-starvation* (it was ready but had no core); the RTO wait (the longest of any rank, from
+(the others wait for it) and the part its wall clock ran ahead of its CPU seconds is split into
+*this machine's load* (the slowdown every rank saw, ``machine.machine_factor``: shown and
+flagged by the fidelity check, never named as the job's loss) and *CPU starvation* beyond it
+(the rank was ready but had no core); with per-call connections, the ranks' *connection set-up*
+(recorded by ``clusterlab run --run-dir``); a job reading from the iSCSI target has its
+*storage reads* taken out of its computation; the RTO wait (the longest of any rank, from
 ``tcpi_total_rto_time``; a stalled flow holds every rank up at the next synchronisation); and
 the rest of the communication, which is split into *transfer at line rate* (the busiest rank's
 bytes at the link's rate), a *slow link* (a host whose link the emulation runs below the others'
@@ -14,7 +18,11 @@ window-limited transfers (socket buffers set below ``WINDOW_LIMITED_BYTES``), to
 small messages (``SMALL_MESSAGE_COUNT`` or more under ``SMALL_MESSAGE_BYTES``), else to queueing
 (emulated) or to ranks waiting for each other (local). An emulated cluster with a lossy link
 (``loss``, the atm switch) whose losses outnumber the switch's and the host queues' drops has its
-RTO waits and the rest charged to the *lossy link*.
+RTO waits and the rest charged to the *lossy link*; a cluster of two sites (``sites``,
+``wan_delay``) has the rest charged to the *WAN*. RTO waits are *backoff* when a connection's
+recovery outlasted the RTO min after its first timeout (a second expiry), or a rank waited over
+``BACKOFF_RATIO`` RTO mins per timeout; switch drops of a known burst (the all-to-all
+broadcast) are fixed by port buffers that hold it.
 
 Each cause has its seconds, the evidence (which pass, rank, port), the setting that removes it
 (one of the project's knobs) and a predicted gain with how it was predicted. The dominant loss
