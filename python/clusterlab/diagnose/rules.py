@@ -173,6 +173,10 @@ def pass_split(job, p, factor: float = 1.0) -> dict:
     sent = busiest.bytes or _workload_bytes(job)
     line = min(comm, sent / rate)
     _, slow_host, slow_line = _slow_link(job, ranks, rate)
+    sched = _alltoall_schedule(job, rate) if not local else None
+    if sched is not None:  # the workload's own schedule at the links' rates (its send order's queueing)
+        line = min(comm, sched[0])
+        slow_line = sched[1] if slow_host else 0.0
     slow_extra = min(comm - line, max(0.0, slow_line - line))
     lat_each = _message_latency(job) * slow_cpu
     msgs = max(r.messages for r in ranks)
@@ -189,6 +193,53 @@ def pass_split(job, p, factor: float = 1.0) -> dict:
             "line": line, "slow": slow_extra, "slow_host": slow_host, "slow_line": slow_line, "latency": latency, "rest": rest,
             "messages": msgs, "bytes": sent, "busiest_rank": busiest.rank,
             "mean_message": (busiest.bytes / busiest.messages) if busiest.messages else 0.0}
+
+
+def alltoall_makespan(n: int, size: float, order: str, rate_of) -> float:
+    """Seconds the all-to-all broadcast of ``size`` bytes on ``n`` hosts takes at its links' rates
+    (``rate_of(host)``: bytes/s of host i's link, both directions), with port buffers deep enough
+    to drop nothing: each sender sends its blocks back to back at its link's rate in the order
+    (``same``: to 0, 1, 2...; ``shifted``: to i+1, i+2...), each switch port drains what arrives
+    for its host at that host's rate, first come first served (a fluid queue: it finishes at the
+    latest ``t + (bytes arriving after t) / rate``). With ``same`` every sender starts at host 0,
+    and the last port gets all its blocks at once: (2n - 3) blocks' time at one rate, against
+    n - 1 with ``shifted``.
+
+    >>> b = 50e3 / (155e6 / 8)
+    >>> round(alltoall_makespan(4, 50e3, "same", lambda h: 155e6 / 8) / b, 6), \\
+    ...     round(alltoall_makespan(4, 50e3, "shifted", lambda h: 155e6 / 8) / b, 6)
+    (5.0, 3.0)
+    """
+    arrivals: dict[int, list[tuple[float, float, float]]] = {d: [] for d in range(n)}
+    for src in range(n):
+        dests = ([(src + k) % n for k in range(1, n)] if order == "shifted" else [d for d in range(n) if d != src])
+        t = 0.0
+        for d in dests:
+            dt = size / rate_of(src)
+            arrivals[d].append((t, t + dt, size))
+            t += dt
+    finish = 0.0
+    for d, segs in arrivals.items():
+        total = sum(x for _, _, x in segs)
+        for t in sorted({p for a, e, _ in segs for p in (a, e)}):
+            got = sum(x * min(1.0, max(0.0, (t - a) / (e - a))) for a, e, x in segs)
+            finish = max(finish, t + (total - got) / rate_of(d))
+    return finish
+
+
+def _alltoall_schedule(job, rate_bytes: float) -> tuple[float, float] | None:
+    """``(at the cluster's rate, at each host's own rate)``: ``alltoall_makespan`` of an
+    all-to-all broadcast job (rank i in host hi); None for other workloads."""
+    if job.options.get("workload") != "alltoall_broadcast" or job.nodes < 2:
+        return None
+    size = _transport_bytes(job.options.get("size"))
+    if not size:
+        return None
+    order = str(job.options.get("order") or "same")
+    rates = (job.cluster or {}).get("host_rates") or {}
+    base = alltoall_makespan(job.nodes, size, order, lambda h: rate_bytes)
+    own = alltoall_makespan(job.nodes, size, order, lambda h: min(rate_bytes, rates.get(f"h{h}", 8 * rate_bytes) / 8))
+    return base, own
 
 
 def _slow_link(job, ranks, rate_bytes: float) -> tuple[float, str | None, float]:
@@ -236,7 +287,11 @@ def causes(job) -> list[dict]:
         out.append(st)
     out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
     w = _worst(splits, "line")
-    if factor > 1.0 and (job.cluster or {}).get("kind") != "testbed":
+    local_job = (job.cluster or {}).get("kind") != "testbed"
+    if not local_job and job.options.get("workload") == "alltoall_broadcast":
+        rate_text += (f"; the all-to-all's schedule in its send order ({job.options.get('order') or 'same'}): each "
+                      "sender's blocks back to back, each port draining what arrives")
+    if factor > 1.0 and local_job:
         rate_text += f", {factor:.3g}x slower on this loaded machine (loopback copies are CPU work)"
     out.append(_cause("transfer", tot["line"], f"the busiest rank's bytes at the line rate ({rate_text})"
                       + (f"; most in pass {w['pass']} ({w['bytes'] / 1e6:.3g} MB from rank {w['busiest_rank']})" if w else "")))
@@ -284,8 +339,11 @@ def causes(job) -> list[dict]:
         rate = (job.cluster or {}).get("rate")
         share = f", 1/{rate / rates[host]:.3g} of the others' {rate / 1e6:g} Mbit/s" if rate else ""
         out.append(_cause("slow_link", tot["slow"], f"pass {w['pass']}: host {host}'s link runs at "
-                          f"{rates[host] / 1e6:g} Mbit/s{share}: rank {host[1:]}'s {w['bytes'] / 1e6:.3g} MB take "
-                          f"{_fmt(w['slow_line'])} there against {_fmt(w['line'])} at the cluster's rate",
+                          f"{rates[host] / 1e6:g} Mbit/s{share}: "
+                          + (f"the all-to-all's schedule takes {_fmt(w['slow_line'])} with it against "
+                             if job.options.get("workload") == "alltoall_broadcast" else
+                             f"rank {host[1:]}'s {w['bytes'] / 1e6:.3g} MB take {_fmt(w['slow_line'])} there against ")
+                          + f"{_fmt(w['line'])} at the cluster's rate",
                           f"give host {host}'s link the others' rate (a link negotiated down or a bad cable: host_rates "
                           f"unset), or move work off rank {host[1:]}", tot["slow"],
                           "fitted rule: the transfer at the cluster's line rate", {"cluster": {"host_rates": None}}))
@@ -346,7 +404,7 @@ def _rto_cause(job, splits, seconds) -> dict:
     if lossy:
         return lossy(seconds, ev)
     name = "rto_wait"
-    ports = job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}
+    ports = {k: v for k, v in (job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}).items() if v}
     if sw and sw >= host:
         port = max(ports, key=ports.get) if ports else None
         name = "incast_switch_drops"
@@ -542,7 +600,7 @@ def _order_fix(job) -> str:
 def _drops_text(job) -> str:
     mon = job.monitor or {}
     sw = job.switch_drops or mon.get("switch_drops") or 0
-    ports = job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}
+    ports = {k: v for k, v in (job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}).items() if v}
     port = max(ports, key=ports.get) if ports else None
     return (f"; {sw} drops at the switch" + (f", most at port {port} ({ports[port]})" if port else "")) if sw else ""
 
