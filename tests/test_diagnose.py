@@ -235,6 +235,10 @@ def test_verify_refuses_what_a_rerun_cannot_take(tmp_path):
     nagle = {"dominant": {"cause": "nagle", "fix": "x", "apply": {"transport": {"nodelay": True}}}}
     with pytest.raises(ConfigError, match="does not name"):  # a summary without the input file
         verify(run, load(run)[0], nagle)
+    per_call = {"dominant": {"cause": "connection_setup", "fix": "persistent connections",
+                             "apply": {"env": {"CLUSTERLAB_CONNECTIONS": "persistent"}}}}
+    with pytest.raises(ConfigError, match="not this fix"):
+        verify(run, load(run)[0], per_call)
 
 
 def test_per_call_connections_their_set_up_is_named_and_removed_by_persistent_ones():
