@@ -134,7 +134,7 @@ class Simulated:
     def describe(self) -> str:
         """What is simulated, in words (a report's "What was simulated")."""
         f = self.engine_config()
-        return (f"SimGrid {self.topo.hosts} hosts, flow model (max-min sharing, no packet loss): links "
+        return (f"SimGrid's flow model (max-min sharing, no packet loss): links "
                 f"{self.topo.rate} split duplex, {self.latency} each, non-blocking switch backplane"
                 + (f", two sites joined by a {self.topo.wan_rate} line of {self.topo.wan_delay}" if self.topo.sites else "")
                 + f"; latency factor {f['network/latency-factor']:g}, bandwidth factor {f['network/bandwidth-factor']:g}"
@@ -197,7 +197,9 @@ class Simulated:
         for rep in range(reps):
             row = {"rep": rep, "seconds": max(per), "rank0_seconds": per[0], "simulated": True,
                    "engine_wall_seconds": out["engine"]["wall_seconds"],
-                   "ranks": [{"rank": r, "seconds": round(s, 9), "rto_wait_s": 0.0, "transfer_s": round(s, 9)}
+                   # the flow model never loses a byte: no timeouts, no retransmissions, by construction
+                   "ranks": [{"rank": r, "seconds": round(s, 9), "rto_wait_s": 0.0, "transfer_s": round(s, 9),
+                              "rto": 0, "rto_recoveries": 0, "rto_time_ms": 0, "retrans": 0}
                              for r, s in enumerate(per)]}
             rows.append(row)
             if progress:
