@@ -84,6 +84,10 @@ def run_engine(platform_xml: str, hosts: list[str], work: dict, config: dict, ti
                                cwd=d)
         except subprocess.TimeoutExpired:
             raise EngineFailed(f"the simulation did not finish in {timeout:g} s") from None
+        if (p.returncode != 0 or not os.path.exists(out)) and os.environ.get("CLUSTERLAB_SIM_KEEP_FAILED"):
+            import shutil
+
+            shutil.copytree(d, os.environ["CLUSTERLAB_SIM_KEEP_FAILED"], dirs_exist_ok=True)
         if p.returncode != 0 or not os.path.exists(out):
             tail = " | ".join(line for line in p.stderr.strip().splitlines()[-3:] if "xbt_cfg/INFO" not in line)
             raise EngineFailed(f"the simulation engine failed (exit {p.returncode}): {tail or 'no message'}")
