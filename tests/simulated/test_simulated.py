@@ -100,3 +100,27 @@ def test_wan_line_is_the_bottleneck():
     t2 = two.run(alltoall_broadcast, 8, size, 1)[0][0]["seconds"]
     # 16 blocks cross the line each way at 100 Mbit/s
     assert t2 > 16 * size * 8 / 100e6 > 5 * t1
+
+
+def test_blocking_backplane_slows_the_round():
+    needs_engine()
+    from clusterlab.cluster.simulated.platform import Platform
+
+    s = Simulated(StarTopo(hosts=8, rate="155Mbit"), bandwidth_factor=1.0)
+    full = s.run(alltoall_broadcast, 8, 100_000, 1)[0][0]["seconds"]
+    s.platform = Platform.of(s.topo, latency=s.latency, backplane=0.25)  # a switch carrying 2 links' worth
+    quarter = s.run(alltoall_broadcast, 8, 100_000, 1)[0][0]["seconds"]
+    assert quarter == pytest.approx(4 * full, rel=0.05)
+
+
+def test_overhead_is_paid_per_message():
+    needs_engine()
+    n, o = 8, 100e-6
+    base = Simulated(StarTopo(hosts=n, rate="10Gbit"), bandwidth_factor=1.0)
+    slow = Simulated(StarTopo(hosts=n, rate="10Gbit"), bandwidth_factor=1.0, overhead="100us")
+    t0 = base.run(alltoall_broadcast, n, 100, 1)[0][0]["seconds"]
+    t1 = slow.run(alltoall_broadcast, n, 100, 1)[0][0]["seconds"]
+    # n-1 sends and n-1 receives, then the closing barrier's 3 steps of a send and a receive
+    assert t1 - t0 == pytest.approx((2 * (n - 1) + 2 * 3) * o, rel=0.01)
+    # the ping-pong has none (its per-message time is in its calibrated latency)
+    assert slow.run(pingpong, 2, [1])[0][0]["usec"] == base.run(pingpong, 2, [1])[0][0]["usec"]

@@ -2,9 +2,10 @@
 
 Each host is a SimGrid host attached by its own split-duplex link (up and down apart, as a
 switch port and the host's egress are) at the topology's link rate (``host_rates``: that
-host's own), with ``latency`` one way; the switch is the backplane every route between two
-hosts of a site crosses (a shared link of ``backplane`` x the links' total rate: the bridge is
-non-blocking, 1.0). Two sites (``sites="4+4"``) are two such zones, each with its gateway,
+host's own), with ``latency`` one way. The switch: a backplane every route between two hosts
+of a site crosses (a shared link of ``backplane`` x the links' total rate) when that is below 1;
+at 1 (the bridge: non-blocking, the default) none, as it could never be the bottleneck and a
+link every flow shares costs the solver work per flow at every event. Two sites (``sites="4+4"``) are two such zones, each with its gateway,
 joined by the WAN line: ``wan_rate`` per direction (split duplex) or one rate for both
 (``wan_shared``), ``wan_delay`` one way. The atm switch's links and a line of cells
 (``wan_cells``) are given at their cell rate; ``payload_fraction`` says how much of a link's
@@ -89,7 +90,7 @@ class Platform:
 
     def xml(self) -> str:
         """SimGrid's platform XML (version 4.1): a ``Cluster`` zone per site (hosts, their
-        split-duplex links, the backplane, a gateway), and with two sites a ``Full`` zone
+        split-duplex links, a blocking switch's backplane, a gateway), and with two sites a ``Full`` zone
         joining them by the WAN link."""
         out = ["<?xml version='1.0'?>", '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
                '<platform version="4.1">', '<zone id="world" routing="Full">']
@@ -103,7 +104,11 @@ class Platform:
                            f'latency="{self.latency_s:.17g}s" sharing_policy="SPLITDUPLEX"/>')
                 out.append(f'    <host_link id="{h}" up="{h}-link_UP" down="{h}-link_DOWN"/>')
             out.append(f'    <router id="site{s}-gw"/>')
-            out.append(f'    <backbone id="site{s}-switch" bandwidth="{self.backplane_bps[s]:.17g}bps" latency="0s"/>')
+            if self.backplane_bps[s] < sum(self.link_bps[i] for i in members):
+                # a blocking switch; a non-blocking one (the bridge) can never be the bottleneck,
+                # and a link every flow shares would cost the solver O(flows) per event
+                out.append(f'    <backbone id="site{s}-switch" bandwidth="{self.backplane_bps[s]:.17g}bps" '
+                           'latency="0s"/>')
             out.append("  </zone>")
         if len(self.sites) == 2:
             policy = "SHARED" if self.wan_shared else "SPLITDUPLEX"

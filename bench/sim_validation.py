@@ -1,0 +1,99 @@
+"""The simulated cluster against the testbed: seed 000's all-to-all broadcast at 8 and 16 hosts.
+
+Each host count: a namespace testbed (``StarTopo(hosts=N, rate="155Mbit", buffer="64KB")``,
+the bridge, default TCP settings: the kernel's 200 ms minimum RTO) runs ``--reps`` timed rounds
+of the broadcast (``--size`` to every other host, send order ``same``) after one warm-up, and
+the simulated cluster runs the same call, calibrated (``bench/results/sim_calibration.json``,
+from ``clusterlab tune sim``) and uncalibrated. Per point: the testbed's median round, the
+simulated round, the error (simulated / testbed median - 1), and what the testbed's rounds
+lost to TCP's timers (rounds with a timeout, the slowest rank's RTO wait): the flow model has
+no loss, so a point whose rounds wait on RTOs is "timeout-dominated" (median RTO wait of the
+slowest rank over half its round), the issue's 25% target; the others, 15%. The testbed
+medians of rounds without retransmissions (when there are any) are compared too.
+
+Needs root. The machine is shared: the load is recorded before and after each point.
+
+    sudo .venv/bin/python bench/sim_validation.py [--hosts 8,16] [--size 50KB] [--reps 10]
+
+Writes bench/results/sim_validation.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+from pathlib import Path
+
+from clusterlab._atomic import atomic_open
+from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
+from clusterlab.cluster import Simulated, Testbed
+from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, require_root
+from clusterlab.monitor.provenance import git_revision, load_average, machine, version
+from clusterlab.units import parse_size
+
+ROOT = Path(__file__).resolve().parents[1]
+CALIBRATION = ROOT / "bench" / "results" / "sim_calibration.json"
+
+
+def point(n: int, size: int, reps: int, name: str) -> dict:
+    topo = StarTopo(hosts=n, rate="155Mbit", buffer="64KB")
+    load0 = load_average()
+    with TestbedNetwork(topo, name=name) as net:
+        rows = Testbed(net).run(alltoall_broadcast, None, size, reps, "same", 1, True, net.switch.ns, 120.0)[0]
+    load1 = load_average()
+    secs = [r["seconds"] for r in rows]
+    slow_rto = [max(r["ranks"], key=lambda x: x["seconds"])["rto_wait_s"] for r in rows]
+    clean = [r["seconds"] for r in rows if not r.get("retransmissions")]
+    tb_median = statistics.median(secs)
+    out = {"hosts": n, "testbed": {"median_s": tb_median, "seconds": secs,
+                                   "retransmissions": [r.get("retransmissions") for r in rows],
+                                   "timeouts": [r.get("timeouts") for r in rows],
+                                   "drops": [r.get("drops") for r in rows],
+                                   "slowest_rank_rto_wait_s": slow_rto,
+                                   "rounds_with_timeouts": sum(1 for r in rows if r.get("timeouts")),
+                                   "median_lossless_s": statistics.median(clean) if clean else None,
+                                   "lossless_rounds": len(clean)},
+           "load_before": load0, "load_after": load1}
+    out["timeout_dominated"] = statistics.median(slow_rto) > 0.5 * tb_median
+    out["target"] = 0.25 if out["timeout_dominated"] else 0.15
+    for label, cal in (("calibrated", str(CALIBRATION)), ("uncalibrated", None)):
+        sim = Simulated(topo, calibration=cal)
+        s = sim.run(alltoall_broadcast, n, size, 1, "same")[0][0]["seconds"]
+        out[label] = {"seconds": s, "error": s / tb_median - 1,
+                      "error_vs_lossless": (s / out["testbed"]["median_lossless_s"] - 1) if clean else None,
+                      "within_target": abs(s / tb_median - 1) <= out["target"], "settings": sim.describe()}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hosts", default="8,16")
+    ap.add_argument("--size", default="50KB")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sim_validation.json"))
+    a = ap.parse_args(argv)
+    require_root()
+    size = parse_size(a.size, "--size", lo=1)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    points = []
+    for n in [int(x) for x in a.hosts.split(",")]:
+        p = point(n, size, a.reps, f"s28v{n}")
+        points.append(p)
+        c = p["calibrated"]
+        print(f"{n} hosts: testbed median {p['testbed']['median_s'] * 1e3:.1f} ms "
+              f"({p['testbed']['rounds_with_timeouts']}/{a.reps} rounds with timeouts), simulated "
+              f"{c['seconds'] * 1e3:.1f} ms: error {c['error']:+.1%} (target {p['target']:.0%}); "
+              f"uncalibrated {p['uncalibrated']['error']:+.1%}", flush=True)
+    rec = {"what": "simulated (SimGrid flow model) vs testbed: median all-to-all broadcast round, default TCP timers",
+           "size_bytes": size, "reps": a.reps, "order": "same", "rate": "155Mbit", "buffer": "64KB",
+           "switch": "bridge", "calibration": str(CALIBRATION.relative_to(ROOT)), "points": points,
+           "provenance": {"started": started, "clusterlab": version(), **git_revision(), "machine": machine()}}
+    with atomic_open(a.out) as f:
+        json.dump(rec, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
