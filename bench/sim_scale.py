@@ -54,6 +54,7 @@ def main(argv=None) -> int:
                    "wall time and peak memory of the engine process, by hosts",
            "size_bytes": size, "rate": "155Mbit", "calibration": sim.calibration, "engine": out["engine"],
            "rows": rows, "target": "1,000 hosts in under 10 minutes (issue 28)",
+           "load_before": rows[0]["load_before"], "load_after": rows[-1]["load_after"],
            "provenance": {"started": started, "clusterlab": version(), **git_revision(), "machine": machine()}}
     with atomic_open(a.out) as f:
         json.dump(rec, f, indent=1)

@@ -6,14 +6,15 @@ of the broadcast (``--size`` to every other host, send order ``same``) after one
 the simulated cluster runs the same call, calibrated (``bench/results/sim_calibration.json``,
 from ``clusterlab tune sim``) and uncalibrated. Per point: the testbed's median round, the
 simulated round, the error (simulated / testbed median - 1), and what the testbed's rounds
-lost to TCP's timers (rounds with a timeout, the slowest rank's RTO wait): the flow model has
-no loss, so a point whose rounds wait on RTOs is "timeout-dominated" (median RTO wait of the
-slowest rank over half its round), the issue's 25% target; the others, 15%. The testbed
+lost (rounds that retransmitted, had a timeout, the slowest rank's RTO wait): the flow model
+has no loss, so a point most of whose rounds retransmitted is "timeout-dominated" (it waits on
+TCP's loss recovery), the issue's 25% target; the others, 15%. Sizes: seed 000's 50 KB, and
+2 KB, whose rounds mostly do not lose (the flow model's own ground). The testbed
 medians of rounds without retransmissions (when there are any) are compared too.
 
 Needs root. The machine is shared: the load is recorded before and after each point.
 
-    sudo .venv/bin/python bench/sim_validation.py [--hosts 8,16] [--size 50KB] [--reps 10]
+    sudo .venv/bin/python bench/sim_validation.py [--hosts 8,16] [--sizes 50KB,2KB] [--reps 10]
 
 Writes bench/results/sim_validation.json.
 """
@@ -56,8 +57,13 @@ def point(n: int, size: int, reps: int, name: str) -> dict:
                                    "median_lossless_s": statistics.median(clean) if clean else None,
                                    "lossless_rounds": len(clean)},
            "load_before": load0, "load_after": load1}
-    out["timeout_dominated"] = statistics.median(slow_rto) > 0.5 * tb_median
+    # the flow model has no loss: a point most of whose rounds retransmitted waits on TCP's loss
+    # recovery (timeouts, probes); the issue's 25% target applies there, 15% elsewhere
+    lossy = sum(1 for r in rows if r.get("retransmissions"))
+    out["rounds_with_retransmissions"] = lossy
+    out["timeout_dominated"] = 2 * lossy >= len(rows)
     out["target"] = 0.25 if out["timeout_dominated"] else 0.15
+    out["size_bytes"] = size
     for label, cal in (("calibrated", str(CALIBRATION)), ("uncalibrated", None)):
         sim = Simulated(topo, calibration=cal)
         s = sim.run(alltoall_broadcast, n, size, 1, "same")[0][0]["seconds"]
@@ -70,24 +76,27 @@ def point(n: int, size: int, reps: int, name: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", default="8,16")
-    ap.add_argument("--size", default="50KB")
+    ap.add_argument("--sizes", default="50KB,2KB",
+                    help="block sizes (50KB: seed 000's, lossy here; 2KB: rounds that mostly do not lose)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sim_validation.json"))
     a = ap.parse_args(argv)
     require_root()
-    size = parse_size(a.size, "--size", lo=1)
+    sizes = [parse_size(x, "--sizes", lo=1) for x in a.sizes.split(",")]
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     points = []
-    for n in [int(x) for x in a.hosts.split(",")]:
-        p = point(n, size, a.reps, f"s28v{n}")
-        points.append(p)
-        c = p["calibrated"]
-        print(f"{n} hosts: testbed median {p['testbed']['median_s'] * 1e3:.1f} ms "
-              f"({p['testbed']['rounds_with_timeouts']}/{a.reps} rounds with timeouts), simulated "
-              f"{c['seconds'] * 1e3:.1f} ms: error {c['error']:+.1%} (target {p['target']:.0%}); "
-              f"uncalibrated {p['uncalibrated']['error']:+.1%}", flush=True)
+    for size in sizes:
+        for n in [int(x) for x in a.hosts.split(",")]:
+            p = point(n, size, a.reps, f"s28v{n}")
+            points.append(p)
+            c = p["calibrated"]
+            print(f"{size} B, {n} hosts: testbed median {p['testbed']['median_s'] * 1e3:.1f} ms "
+                  f"({p['rounds_with_retransmissions']}/{a.reps} rounds retransmitted, "
+                  f"{p['testbed']['rounds_with_timeouts']} had timeouts), simulated "
+                  f"{c['seconds'] * 1e3:.1f} ms: error {c['error']:+.1%} (target {p['target']:.0%}); "
+                  f"uncalibrated {p['uncalibrated']['error']:+.1%}", flush=True)
     rec = {"what": "simulated (SimGrid flow model) vs testbed: median all-to-all broadcast round, default TCP timers",
-           "size_bytes": size, "reps": a.reps, "order": "same", "rate": "155Mbit", "buffer": "64KB",
+           "sizes_bytes": sizes, "reps": a.reps, "order": "same", "rate": "155Mbit", "buffer": "64KB",
            "switch": "bridge", "calibration": str(CALIBRATION.relative_to(ROOT)), "points": points,
            "provenance": {"started": started, "clusterlab": version(), **git_revision(), "machine": machine()}}
     with atomic_open(a.out) as f:

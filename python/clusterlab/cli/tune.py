@@ -293,8 +293,11 @@ def sim(hosts, rate, buffer, mtu, switch, sizes, reps, name, refit, output, as_j
         return
     f, d = rec["fit"], rec["fit_details"]
     click.echo(f"fitted: latency {f['latency']} per link, bandwidth factor {f['bandwidth_factor']}, "
-               f"overhead {f['overhead']} per message" + (" (at its bound)" if d["overhead_at_bound"] else ""))
+               f"overhead {f['overhead']} per message and {f['overhead_per_byte'] * 1e9:.3g} ns per byte"
+               + (" (at a bound of the search)" if d["overhead_at_bound"] else ""))
     for s, c in d["broadcast_check"].items():
         click.echo(f"  broadcast {s} B: testbed {c['testbed_median_s'] * 1e3:.3f} ms, simulated "
                    f"{c['simulated_s'] * 1e3:.3f} ms ({c['error']:+.1%})"
-                   + ("" if c["fitted"] else f"; not fitted: {c['retransmissions']} retransmissions on the testbed"))
+                   + (f"; not fitted: {c['retransmissions']} retransmissions on the testbed" if not c["fitted"] else
+                      f"; fitted: {c['fitted_median_s'] * 1e3:.3f} ms, the median of its {c['fitted_rounds']} rounds "
+                      "without retransmissions" if c["retransmissions"] else ""))

@@ -52,8 +52,9 @@ class Simulated:
     network factors: ``latency_factor`` (every route's latency x it, the WAN's too) and
     ``bandwidth_factor`` (every flow's share of a link x it; None: the payload share of a full
     segment, ``platform.payload_fraction``). ``overhead``: a rank's own time per message sent or
-    received in a broadcast round (seconds or ``30us``), one message after the other (the
-    ping-pong has none: its per-message time is in the latency it was calibrated with). ``calibration``: a record
+    received in a broadcast round (seconds or ``30us``), and ``overhead_per_byte`` (seconds per
+    byte) more, one message after the other (LogGP's o and G; the ping-pong has neither: its
+    per-message time is in the latency it was calibrated with). ``calibration``: a record
     ``clusterlab tune sim`` wrote (its fitted latency, factors and overhead), which sets them. ``ranks``: how many ranks run by
     default (one per host). ``timeout``: the engine's wall-clock limit per call, seconds."""
 
@@ -65,11 +66,13 @@ class Simulated:
     # dilation is accepted and has no effect: the simulation runs undilated), then its own.
     from clusterlab.cluster.api import Testbed as _Testbed
 
-    SETTINGS = (*_Testbed.SETTINGS, "latency", "latency_factor", "bandwidth_factor", "overhead")
+    OWN = ("latency", "latency_factor", "bandwidth_factor", "overhead", "overhead_per_byte")
+    SETTINGS = (*_Testbed.SETTINGS, *OWN)
     del _Testbed
 
     def __init__(self, topo: StarTopo, *, ranks: int | None = None, latency=None, latency_factor=None,
-                 bandwidth_factor=None, overhead=None, calibration=None, timeout: float = 3600.0):
+                 bandwidth_factor=None, overhead=None, overhead_per_byte=None, calibration=None,
+                 timeout: float = 3600.0):
         if not isinstance(topo, StarTopo):
             raise ConfigError(f"Simulated(topo): topo must be a StarTopo (from clusterlab.cluster.testbed), got {topo!r}")
         self.calibration = None
@@ -81,6 +84,7 @@ class Simulated:
             latency_factor = fit["latency_factor"] if latency_factor is None else latency_factor
             bandwidth_factor = fit["bandwidth_factor"] if bandwidth_factor is None else bandwidth_factor
             overhead = fit.get("overhead", 0.0) if overhead is None else overhead
+            overhead_per_byte = fit.get("overhead_per_byte", 0.0) if overhead_per_byte is None else overhead_per_byte
         self.topo = topo
         self.latency = DEFAULT_LATENCY if latency is None else latency
         parse_duration(self.latency, "latency")
@@ -89,6 +93,10 @@ class Simulated:
         self.overhead = 0.0 if overhead is None else parse_duration(overhead, "overhead")
         if not 0 <= self.overhead <= 1.0:
             raise ConfigError(f"overhead must be 0..1s per message, got {overhead!r}")
+        g = 0.0 if overhead_per_byte is None else overhead_per_byte
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1e-3:
+            raise ConfigError(f"overhead_per_byte must be 0..1e-3 seconds per byte, got {overhead_per_byte!r}")
+        self.overhead_per_byte = float(g)
         if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= topo.hosts):
             raise ConfigError(f"ranks must be 1..hosts ({topo.hosts}), got {ranks!r}")
         self.ranks, self.timeout = ranks, float(timeout)
@@ -115,24 +123,25 @@ class Simulated:
 
         d = Testbed(self.topo, ranks=self.ranks).settings()
         d.update(latency=self.latency, latency_factor=self.latency_factor, bandwidth_factor=self.bandwidth_factor,
-                 overhead=self.overhead)
+                 overhead=self.overhead, overhead_per_byte=self.overhead_per_byte)
         return {k: d[k] for k in self.SETTINGS}
 
     def with_settings(self, **values) -> Simulated:
         """A copy with settings changed by name (the testbed's, checked by ``Testbed``, and
-        ``latency``, ``latency_factor``, ``bandwidth_factor``, ``overhead``)."""
+        ``latency``, ``latency_factor``, ``bandwidth_factor``, ``overhead``, ``overhead_per_byte``)."""
         from clusterlab.cluster.api import Testbed
 
         unknown = set(values) - set(self.SETTINGS)
         if unknown:
             raise ConfigError(f"a simulated cluster has no setting {sorted(unknown)} (has {', '.join(self.SETTINGS)})")
-        own = {k: values.pop(k) for k in ("latency", "latency_factor", "bandwidth_factor", "overhead") if k in values}
+        own = {k: values.pop(k) for k in self.OWN if k in values}
         tb = Testbed(self.topo, ranks=self.ranks).with_settings(**values) if values else None
         c = Simulated(tb.topo if tb else self.topo, ranks=tb.ranks if tb else self.ranks,
                       latency=own.get("latency", self.latency),
                       latency_factor=own.get("latency_factor", self.latency_factor),
                       bandwidth_factor=own.get("bandwidth_factor", self.bandwidth_factor),
-                      overhead=own.get("overhead", self.overhead), timeout=self.timeout)
+                      overhead=own.get("overhead", self.overhead),
+                      overhead_per_byte=own.get("overhead_per_byte", self.overhead_per_byte), timeout=self.timeout)
         c.calibration = self.calibration if not own else None
         return c
 
@@ -146,7 +155,8 @@ class Simulated:
                 f"{self.topo.rate} split duplex, {self.latency} each, non-blocking switch backplane"
                 + (f", two sites joined by a {self.topo.wan_rate} line of {self.topo.wan_delay}" if self.topo.sites else "")
                 + f"; latency factor {f['network/latency-factor']:g}, bandwidth factor {f['network/bandwidth-factor']:g}"
-                + f", {self.overhead * 1e6:.3g} us per message and rank"
+                + f", {self.overhead * 1e6:.3g} us per message and {self.overhead_per_byte * 1e9:.3g} ns per byte "
+                  "and rank in a broadcast"
                 + (f" (calibration {self.calibration})" if self.calibration else " (uncalibrated)"))
 
     def engine_config(self) -> dict:
@@ -164,8 +174,9 @@ class Simulated:
         if not 2 <= n <= self.topo.hosts:
             raise ConfigError(f"ranks must be 2..hosts ({self.topo.hosts}), got {n}")
         return run_engine(self.platform.xml(), list(self.platform.hosts[:n]),
-                          {"header": MESSAGE_HEADER, "overhead": self.overhead if work["kind"] != "pingpong" else 0.0,
-                           **work},
+                          {"header": MESSAGE_HEADER, **({"overhead": self.overhead,
+                                                         "overhead_per_byte": self.overhead_per_byte}
+                                                        if work["kind"] != "pingpong" else {}), **work},
                           self.engine_config(), timeout=self.timeout)
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:

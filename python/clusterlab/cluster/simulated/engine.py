@@ -18,9 +18,9 @@ Jobs (``job["kind"]``):
   first barrier to leaving the second (``seconds``: one list per round).
 
 Every message carries ``header`` bytes more than its payload (the mesh's frame header), and
-costs its sender ``overhead`` seconds before it leaves and its receiver as much once it arrived
-(the rank's own time per message: the mesh's Python and system calls), one message after the
-other on each rank (with more than ``batches`` peers, 16 unless given, a rank pays it per group
+costs its sender ``overhead`` seconds plus ``overhead_per_byte`` per byte before it leaves and
+its receiver as much once it arrived (the rank's own time per message: the mesh's Python and
+system calls, copies), one message after the other on each rank (with more than ``batches`` peers, 16 unless given, a rank pays it per group
 of messages: its sends leave in ``batches`` groups, each after the group's overhead).
 """
 
@@ -36,10 +36,10 @@ PINNED = "3.32"  # the SimGrid this engine is written for (Debian bookworm's pyt
 def _barrier(mbox, me, n, payload, header, cost):
     d = 1
     while d < n:
-        cost()
+        cost(1, header)
         c = mbox(f"b{(me + d) % n}.{d}").put_async(payload, header)
         mbox(f"b{me}.{d}").get()
-        cost()
+        cost(1, header)
         c.wait()
         d <<= 1
 
@@ -67,11 +67,13 @@ def main(argv):
     w = job["work"]
     header = int(w.get("header", 0))
     o = float(w.get("overhead", 0.0))
+    g = float(w.get("overhead_per_byte", 0.0))
     out = {}
 
-    def cost(k=1):
-        if o > 0:
-            this_actor.sleep_for(k * o)
+    def cost(k=1, nbytes=0):
+        t = k * o + nbytes * g
+        if t > 0:
+            this_actor.sleep_for(t)
 
     def mbox(name):
         return Mailbox.by_name(name)
@@ -125,13 +127,13 @@ def main(argv):
                 sends = []
                 for i in range(0, n - 1, group):
                     batch = dests[i:i + group]
-                    cost(len(batch))
+                    cost(len(batch), len(batch) * (size + header))
                     sends += [mbox(f"d{d}.{me}").put_async(me, size + header) for d in batch]
                 for i in range(0, n - 1, group):
                     batch = peers[i:i + group]
                     for j in batch:
                         inbox[j].get()
-                    cost(len(batch))
+                    cost(len(batch), len(batch) * (size + header))
                 Comm.wait_all(sends)
                 _barrier(mbox, me, n, me, header, cost)
                 times[r][me] = Engine.clock - t0
