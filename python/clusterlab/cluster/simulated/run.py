@@ -3,7 +3,8 @@
 SimGrid's Python module comes from Debian's ``python3-simgrid`` (3.32), built for Debian's
 ``/usr/bin/python3``, not for the project's venv: the engine runs there as a child process,
 reads a JSON job and writes a JSON result (nothing pickled), and clusterlab never imports
-``simgrid`` itself. ``CLUSTERLAB_SIMGRID_PYTHON`` names another Python that has the module.
+``simgrid`` itself. ``CLUSTERLAB_SIMGRID_PYTHON`` names another Python that has the module;
+``CLUSTERLAB_SIM_KEEP_FAILED=DIR`` keeps a failed run's job directory in DIR.
 """
 
 from __future__ import annotations
