@@ -49,3 +49,24 @@ def test_study_runs_simulated(tmp_path):
     assert t8 / t4 == pytest.approx(7 / 3, rel=0.05)
     assert all(r["cluster"] == "simulated" and r["time_rto_wait"] == 0.0 for r in res.rows)
     assert (tmp_path / "run" / "meta.json").exists()
+
+
+@pytest.mark.root
+def test_mixed_study_reports_the_error(tmp_path):
+    """cluster: [testbed, simulated] on 4 hosts: both run, the report pairs them."""
+    from ..testbed.helpers import require_netns
+
+    require_netns()
+    why = why_no_engine()
+    if why:
+        pytest.skip(why)
+    from clusterlab.experiments.runner import run_study
+    from clusterlab.report.study import render
+
+    s = Study(name="mixed", cluster=Testbed(StarTopo(hosts=4, rate="155Mbit")), workload=alltoall_broadcast(size="2KB"),
+              grid=Grid(cluster=["testbed", "simulated"]), repeat=3, monitor=False)
+    res = run_study(s, tmp_path / "run")
+    assert res.status == "complete" and {r["cluster"] for r in res.rows} == {"testbed", "simulated"}
+    render(tmp_path / "run")
+    md = (tmp_path / "run" / "report.md").read_text()
+    assert "## Simulated beside the testbed" in md and "%" in md.split("## Simulated beside the testbed")[1]

@@ -458,6 +458,8 @@ def _stacks(points) -> str:
     from clusterlab.experiments.clusters import transport_config
 
     def words(p) -> str:
+        if p.cluster.kind == "simulated":
+            return "no TCP (SimGrid's flows: no loss, no timers)"
         try:
             name = transport_config(p, "testbed").stack_name()
         except ConfigError as e:  # the runner refuses such a point before it runs; say why here too
