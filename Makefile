@@ -15,9 +15,11 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml pyp
 
 setup: $(VENV)/.built
 
-# System packages some parts need (storage: the tgt iSCSI target, libiscsi, bonnie++, iperf3). Installed
-# only when root and one is missing, so `make test` stays idempotent; tests skip without them.
-SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++ strace iperf3
+# System packages some parts need (storage: the tgt iSCSI target, libiscsi, bonnie++, iperf3; the simulated
+# cluster: SimGrid 3.32's Python module, python3-simgrid, bound to Debian's /usr/bin/python3 and run there as
+# a separate engine process, docs/simulation.md says why). Installed only when root and one is missing, so
+# `make test` stays idempotent; tests skip without them.
+SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++ strace iperf3 python3-simgrid
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then :; \

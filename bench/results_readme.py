@@ -110,6 +110,14 @@ RECORDS = (
     Record("seed002_phases_64k.json", "the same A/B at 64 KiB",
            f"{PY} bench/seed002_phases.py --bytes 65536 -o bench/results/seed002_phases_64k.json",
            doc="docs/studies.md, tests/comm/test_bcast_scatter_allgather.py"),
+    Record("sim_calibration.json", "the simulated cluster (SimGrid) calibrated from an 8-host testbed: ping-pong and "
+           "small broadcast rounds, the fitted latency, bandwidth factor and per-message overhead",
+           "sudo clusterlab tune sim --hosts 8 --rate 155Mbit -o bench/results/sim_calibration.json",
+           doc="docs/simulation.md"),
+    Record("sim_scale.json", "one all-to-all broadcast round simulated on 100, 300 and 1,000 hosts: wall time and "
+           "peak memory of the engine", f"{PY} bench/sim_scale.py", doc="docs/simulation.md"),
+    Record("sim_validation.json", "simulated (calibrated in the same run) vs testbed median broadcast round (50 KB "
+           "and 2 KB, default timers) at 8, 16 and 32 hosts, the error per point", f"sudo {PY} bench/sim_validation.py", doc="docs/simulation.md"),
     Record("soak.json", "300 all-to-all rounds of 50 KB on 16 ranks (loopback, and 16 testbed hosts): each "
            "process's resident memory, its slope per 100 rounds after the warm-up and a verdict (flat, steps, grows)",
            f"{PY} bench/soak.py && sudo {PY} bench/soak.py --testbed", doc="docs/testbed.md"),

@@ -28,6 +28,7 @@ def tune():
       clusterlab tune model -n 2 -o model.json
       clusterlab tune buffers --config tune.toml -o tune-out
       clusterlab tune auto --hosts 16 --rate 155Mbit --buffer 64KB -o auto.json
+      clusterlab tune sim --hosts 8 --rate 155Mbit -o calibration.json
     """
 
 
@@ -215,3 +216,88 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
         c = res["comparison"]
         click.echo(f"full grid: {res['grid']['runs']} runs, best {c['grid_best']}; the search's choice is "
                    f"{c['chosen_over_best']:.2f}x the best with {c['runs_share']:.0%} of the runs")
+
+
+@tune.command("sim")
+@click.option("--hosts", default=8, show_default=True, type=Int(lo=2, hi=1000),
+              help="Testbed hosts (a fresh testbed; root): the broadcast rounds run on all of them.")
+@click.option("--rate", default="155Mbit", show_default=True, help="Link rate of every host.")
+@click.option("--buffer", default="64KB", show_default=True, help="The switch's output buffer per port.")
+@click.option("--mtu", default=None, type=Int(lo=68, hi=65000), help="Interface MTU (default: the switch's own).")
+@click.option("--switch", default="bridge", show_default=True, type=click.Choice(["bridge", "atm"]),
+              help="The testbed's switch.")
+@click.option("--sizes", default="1KB,2KB,4KB,8KB", show_default=True,
+              help="Block sizes of the broadcast rounds (small: rounds that retransmit are not fitted).")
+@click.option("--reps", default=10, show_default=True, type=Int(lo=1, hi=10**5),
+              help="Timed broadcast rounds per size (their median is fitted).")
+@click.option("--name", default=None, help="The testbed's name (1-8 lowercase letters/digits; default: a fresh one).")
+@click.option("--refit", "refit", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Fit again what a record (an earlier -o) measured, on its topology: no testbed, no root.")
+@click.option("-o", "--output", default=None, type=OutputPath(),
+              help="Write the calibration record (JSON; Simulated(topo, calibration=FILE) reads it).")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+def sim(hosts, rate, buffer, mtu, switch, sizes, reps, name, refit, output, as_json):
+    """Calibrate the simulated cluster (SimGrid) from a namespace testbed (root).
+
+    Runs the ping-pong between two hosts and broadcast rounds of small blocks on a fresh
+    testbed with default TCP settings, then fits the simulated cluster's bandwidth factor
+    (large ping-pong sizes), link latency and per-message overhead (small sizes and the
+    broadcast rounds). See docs/simulation.md.
+
+    \b
+    Examples:
+      clusterlab tune sim --hosts 8 --rate 155Mbit -o calibration.json
+      clusterlab tune sim --refit calibration.json -o calibration.json
+    """
+    from clusterlab._atomic import atomic_open
+    from clusterlab.cluster.simulated.run import engine_python
+    from clusterlab.cluster.testbed import StarTopo
+    from clusterlab.cluster.testbed.net import require_root
+    from clusterlab.tune.sim import calibrate
+    from clusterlab.units import parse_size
+
+    bsizes = [parse_size(s.strip(), "--sizes", lo=1) for s in sizes.split(",") if s.strip()]
+    if not bsizes:
+        raise ConfigError("--sizes needs at least one block size, e.g. 1KB,2KB,4KB,8KB")
+    measured = None
+    if refit is not None:
+        try:
+            with open(refit) as f:
+                old = json.load(f)
+        except ValueError:
+            raise ConfigError(f"--refit {refit}: not JSON (a record `clusterlab tune sim -o` wrote)") from None
+        if not isinstance(old, dict) or "measured" not in old or "topology_args" not in old:
+            raise ConfigError(f"--refit {refit}: no 'measured' and 'topology_args' (a record `clusterlab tune sim -o` "
+                              "wrote)")
+        measured, topo = old["measured"], StarTopo(**old["topology_args"])
+    else:
+        topo = StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, switch=switch)
+    if name is not None:
+        from clusterlab.cluster.testbed.topo import check_name
+
+        check_name(name)
+    engine_python()  # the engine first: no testbed brought up for a fit that cannot run
+    if measured is None:
+        require_root()
+    def save(partial):  # the measurements first: a fit that fails can be redone with --refit
+        if output:
+            with atomic_open(output) as f:
+                json.dump(partial, f, indent=1)
+
+    rec = calibrate(topo, bcast_sizes=bsizes, reps=reps, name=name, measured=measured, save_measured=save)
+    if output:
+        with atomic_open(output) as f:
+            json.dump(rec, f, indent=1)
+    if as_json:
+        click.echo(json.dumps(rec))
+        return
+    f, d = rec["fit"], rec["fit_details"]
+    click.echo(f"fitted: latency {f['latency']} per link, bandwidth factor {f['bandwidth_factor']}, "
+               f"overhead {f['overhead']} per message and {f['overhead_per_byte'] * 1e9:.3g} ns per byte"
+               + (" (at a bound of the search)" if d["overhead_at_bound"] else ""))
+    for s, c in d["broadcast_check"].items():
+        click.echo(f"  broadcast {s} B: testbed {c['testbed_median_s'] * 1e3:.3f} ms, simulated "
+                   f"{c['simulated_s'] * 1e3:.3f} ms ({c['error']:+.1%})"
+                   + (f"; not fitted: {c['retransmissions']} retransmissions on the testbed" if not c["fitted"] else
+                      f"; fitted: {c['fitted_median_s'] * 1e3:.3f} ms, the median of its {c['fitted_rounds']} rounds "
+                      "without retransmissions" if c["retransmissions"] else ""))

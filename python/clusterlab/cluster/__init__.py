@@ -1,6 +1,6 @@
 """Where ranks run: one ``Cluster`` protocol (``run`` a rank function, ``launch`` a program) with
 its implementations: threads (``InProcess``), local processes on loopback (``Local``), mpiexec
-(``Mpirun``), a namespace testbed (``Testbed``), or the job this process is in (``Launched``).
+(``Mpirun``), a namespace testbed (``Testbed``), a simulated one (``Simulated``), or the job this process is in (``Launched``).
 See ``cluster.api``."""
 
 from clusterlab.cluster.api import (
@@ -15,6 +15,7 @@ from clusterlab.cluster.api import (
     from_options,
     started_as_rank,
 )
+from clusterlab.cluster.simulated.cluster import Simulated
 
-__all__ = ["BACKENDS", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current", "from_options",
+__all__ = ["BACKENDS", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Simulated", "Testbed", "current", "from_options",
            "started_as_rank"]

@@ -9,6 +9,8 @@ is already in is made here (``from_options`` maps the command-line flags to one)
 ``Mpirun``      processes started by ``mpiexec`` (MPICH's hydra), on this machine or the hosts of
                 a hostfile; ``mesh="mpi"`` (MPI's own transport) or ``"tcp"`` (clusterlab's mesh)
 ``Testbed``     rank i in host i of a namespace testbed (``cluster.testbed``): the emulated network
+``Simulated``   the same topology in SimGrid's flow model (``cluster.simulated``): models of the
+                bench's broadcast and ping-pong, to 1,000 hosts, no packet loss
 ``Launched``    this process already is one rank of a job (``clusterlab run``, ``mpiexec``)
 ============== ===============================================================================
 

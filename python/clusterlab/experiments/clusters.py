@@ -68,7 +68,7 @@ def check_point(point: Point, kernel: bool = False) -> dict:
     study runs. Returns what was checked."""
     out: dict = {"point": point.index}
     kind = kind_of(point.cluster)
-    if point.workload.name == "alltoall_broadcast" and kind != "inprocess":
+    if point.workload.name == "alltoall_broadcast" and kind not in ("inprocess", "simulated"):
         from clusterlab.experiments.workloads.broadcast import check_memory
 
         ranks = point.cluster.n_ranks()
@@ -97,6 +97,9 @@ def check_point(point: Point, kernel: bool = False) -> dict:
         if kernel:
             kernel_accepts(sysctls)
             out["kernel"] = True
+    elif kind == "simulated":
+        out["topology"] = point.cluster.topo.to_dict()
+        out["engine"] = point.cluster.engine_config()
     elif kind != "inprocess":
         from clusterlab.cluster.supervisor import check_capacity
 
@@ -199,6 +202,13 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
 
     s = Session(point, cache_dir)
     c = point.cluster
+    if s.kind == "simulated":  # nothing to bring up: each run is one engine process
+        s.cluster = c
+        s._config = transport_config(point, "socket")  # default (spec refuses others); Simulated.run checks again
+        s.applied = {"simulated": c.describe(), "engine": c.engine_config()}
+        s.notes.append(c.describe())
+        yield s
+        return
     if s.kind != "testbed":
         s._config = None if s.kind == "inprocess" else transport_config(point, "socket")
         s.cluster = c

@@ -309,7 +309,8 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
             load1 = (pm["load_before"] or [None])[0]
             with open_cluster(p, cache) as session:
                 pm["applied"] = session.applied
-                mon = _open_monitor(session, study, execute) if study.monitor else None
+                # a simulated point has no machine of its own to watch
+                mon = _open_monitor(session, study, execute) if study.monitor and session.kind != "simulated" else None
                 n = 0
                 try:
                     for row in execute(session, dict(p.workload.params), study.repeat, study.warmup):
@@ -403,12 +404,15 @@ def _emulated(study: Study, points=()) -> dict:
     c = study.cluster
     out = {"cluster": c.kind}
     if c.kind == "testbed":
-        out["network"] = _per_point(points, lambda p: _testbed_words(p.cluster)) or _testbed_words(c)
+        out["network"] = _per_point(points, lambda p: p.cluster.describe() if p.cluster.kind == "simulated"
+                                    else _testbed_words(p.cluster)) or _testbed_words(c)
         out["dilation"] = ("per point (see each point's dilation): rates / k, RTO bounds x k, times / k; fixed kernel "
                            "timers (delayed ACK, loss probe, 4 ms jiffies) unscaled")
         out["tcp stack"] = _stacks(points)
     elif c.kind in ("loopback", "mpi"):
         out["network"] = "loopback on one machine: no link rate, no switch; TCP settings per socket"
+    elif c.kind == "simulated":
+        out["network"] = _per_point(points, lambda p: p.cluster.describe()) or c.describe()
     else:
         out["network"] = "none (threads of one process)"
     compute = study.workload.params.get("compute")
@@ -454,6 +458,8 @@ def _stacks(points) -> str:
     from clusterlab.experiments.clusters import transport_config
 
     def words(p) -> str:
+        if p.cluster.kind == "simulated":
+            return "no TCP (SimGrid's flows: no loss, no timers)"
         try:
             name = transport_config(p, "testbed").stack_name()
         except ConfigError as e:  # the runner refuses such a point before it runs; say why here too

@@ -45,7 +45,7 @@ from typing import Any
 
 # A study's cluster is the cluster layer's own object (re-exported for studies): a Testbed around
 # its StarTopo, or ranks on this machine (InProcess, Local, Mpirun: ``ranks`` their setting).
-from clusterlab.cluster import InProcess, Local, Mpirun, Testbed
+from clusterlab.cluster import InProcess, Local, Mpirun, Simulated, Testbed
 from clusterlab.cluster.testbed import StarTopo  # noqa: F401
 from clusterlab.cluster.testbed import dilation as _dilation
 from clusterlab.errors import ConfigError
@@ -105,15 +105,39 @@ def study_cluster(c, study: str = "study"):
             raise ConfigError(f"{study}: a study brings its testbed up per point: cluster=Testbed(StarTopo(...)), "
                               f"not a testbed that is up ({c!r})")
         return c
-    if isinstance(c, (InProcess, Local, Mpirun)):
+    if isinstance(c, (InProcess, Local, Mpirun, Simulated)):
         return c
-    raise ConfigError(f"{study}: cluster must be Testbed(StarTopo(...)), Local(), Mpirun(), InProcess() (from "
+    raise ConfigError(f"{study}: cluster must be Testbed(StarTopo(...)), Simulated(StarTopo(...)), Local(), Mpirun(), "
+                      f"InProcess() (from "
                       f"clusterlab.cluster) or Loopback/Mpi/InProcess(ranks=...), got {c!r}")
 
 
 def kind_of(c) -> str:
-    """``inprocess``, ``loopback``, ``mpi`` or ``testbed``: where a study's ranks run."""
+    """``inprocess``, ``loopback``, ``mpi``, ``testbed`` or ``simulated``: where a study's ranks run."""
     return c.kind
+
+
+CLUSTER_KINDS = ("testbed", "simulated")  # the values of a grid axis ``cluster``
+
+
+def cluster_as(c, kind: str):
+    """The study's cluster ``c`` as ``kind`` (a grid axis ``cluster: [testbed, simulated]``): the
+    same topology and ranks on the testbed, or simulated (with ``c``'s own simulation settings
+    when ``c`` is a ``Simulated``, uncalibrated otherwise).
+
+    >>> t = Testbed(StarTopo(hosts=8), ranks=4)
+    >>> cluster_as(t, "simulated"), cluster_as(cluster_as(t, "simulated"), "testbed")
+    (Simulated(StarTopo(hosts=8, rate='155Mbit', switch='bridge'), ranks=4), Testbed(StarTopo(hosts=8, rate='155Mbit', switch='bridge'), ranks=4))
+    """
+    if kind not in CLUSTER_KINDS:
+        raise ConfigError(f"grid axis cluster: each value must be one of {', '.join(CLUSTER_KINDS)}, got {kind!r}")
+    if kind_of(c) == kind:
+        return c
+    if isinstance(c, Simulated):
+        return Testbed(c.topo, ranks=c.ranks)
+    if isinstance(c, Testbed) and c.topo is not None:
+        return Simulated(c.topo, ranks=c.ranks)
+    raise ConfigError(f"grid axis cluster swaps a Testbed(StarTopo(...)) and a Simulated one, not {c!r}")
 
 
 def cluster_settings(c) -> dict:
@@ -310,6 +334,10 @@ class Study:
         owners = self._owners()
         for k in self.grid.axes:
             check_name(k.removeprefix("_fixed_"), f"study {self.name}: grid axis")
+            if k == "cluster":
+                for v in self.grid.axes[k]:
+                    cluster_as(self.cluster, v)
+                continue
             if (k != "tcp" and not k.startswith("_fixed_") and k not in owners
                     and not all(isinstance(v, dict) for v in self.grid.axes[k])):
                 raise ConfigError(f"study {self.name}: grid axis {k!r} is not a setting ({self.known_settings()})")
@@ -326,7 +354,7 @@ class Study:
         return owners
 
     def known_settings(self) -> str:
-        return ", ".join(sorted([*self._owners(), "tcp"]))
+        return ", ".join(sorted([*self._owners(), "tcp", "cluster"]))
 
     def defaults(self) -> dict:
         """Every setting's value before the grid: cluster, transport, workload."""
@@ -349,6 +377,10 @@ class Study:
                 s = dataclasses.replace(s, **{key: coerce(value, getattr(self, key), f"{source} {key}")})
             elif key == "tcp":
                 axes["tcp"] = [tcp_of(v) for v in _split_list(value, ";")]
+            elif key == "cluster":
+                axes["cluster"] = _split_list(value, ",")
+                for v in axes["cluster"]:
+                    cluster_as(self.cluster, v)
             elif key in axes and all(isinstance(v, dict) for v in axes[key]):  # pick bundles by name
                 want = _split_list(value, ",")
                 kept = [v for v in axes[key] if v.get("name") in want]
@@ -406,7 +438,7 @@ class Study:
         for k, v in combo.items():
             if isinstance(v, dict):
                 assigned += [(a, b) for a, b in v.items() if a != "name"]
-            elif k != "tcp":
+            elif k not in ("tcp", "cluster"):
                 assigned.append((k.removeprefix("_fixed_"), v))
         assigned += list(forced.items())
         desc = ", ".join(f"{k.removeprefix('_fixed_')}={v.get('name', v) if isinstance(v, dict) else v}"
@@ -421,6 +453,8 @@ class Study:
             if changed:  # the same settings with these changed (a changed setting makes the label wrong)
                 tcp = dataclasses.replace(tcp, **changed, label=None)
             cluster = cluster_with(self.cluster, {f: values[f] for f in cluster_settings(self.cluster)})
+            if "cluster" in combo:
+                cluster = cluster_as(cluster, combo["cluster"])
             workload = self.workload.with_params(**{f: values[f] for f in self.workload.params})
             dilation, note = self._dilation(cluster, tcp, workload)
             if kind_of(cluster) == "testbed":
@@ -436,6 +470,8 @@ class Study:
         for k, v in {**combo, **forced}.items():
             if k == "tcp":
                 shown["tcp"] = tcp.describe()
+            elif k == "cluster":
+                shown["cluster"] = kind_of(cluster)
             elif isinstance(v, dict):
                 over = [a for a in v if a != "name" and values[a] != v[a]]
                 name = v.get("name") or ", ".join(f"{a}={b}" for a, b in v.items())
@@ -457,6 +493,10 @@ class Study:
             if kind_of(cluster) == "inprocess":
                 if not tcp.is_default():
                     raise ConfigError("the in-process cluster has no TCP to set")
+            elif kind_of(cluster) == "simulated":
+                if not tcp.is_default():
+                    raise ConfigError("the simulated cluster's flow model has no TCP timers, buffers or stacks (its "
+                                      "flows never lose a packet): transport settings would be ignored")
             else:
                 tcp.with_place("socket")  # socket options: refused here with the kernel's range
             return 1.0, "no dilation (not a testbed)"

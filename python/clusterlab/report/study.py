@@ -433,6 +433,46 @@ def point_rows(rows, meta) -> list[list[str]]:
     return out
 
 
+# Settings that differ between a point and its twin on the other cluster without making it another
+# point: which cluster, the label, the testbed's dilation and TCP placement, the simulation's own.
+_NOT_THE_POINT = {"cluster", "label", "dilation", "tcp", "latency", "latency_factor", "bandwidth_factor", "overhead",
+                  "overhead_per_byte"}
+
+
+def simulated_vs_testbed(rows, meta) -> list[dict]:
+    """Points run on both the testbed and the simulated cluster (a grid axis ``cluster``): each
+    pair's median ``seconds`` and the error of the simulated one (simulated / testbed - 1).
+
+    >>> meta = {"points": [{"index": i, "label": f"cluster={c}, hosts={h}", "settings": {"cluster": c, "hosts": h,
+    ...          "dilation": 1.0}} for i, (c, h) in enumerate([("testbed", 8), ("simulated", 8), ("testbed", 16)])]}
+    >>> rows = [{"point": 0, "seconds": 0.2}, {"point": 0, "seconds": 0.4}, {"point": 1, "seconds": 0.27},
+    ...         {"point": 2, "seconds": 1.0}]
+    >>> [(p["testbed_s"], p["simulated_s"], round(p["error"], 3)) for p in simulated_vs_testbed(rows, meta)]
+    [(0.30000000000000004, 0.27, -0.1)]
+    """
+    by_key: dict[tuple, dict[str, dict]] = {}
+    for pm in meta.get("points", []):
+        st = pm.get("settings") or {}
+        if pm.get("check") or st.get("cluster") not in ("testbed", "simulated"):
+            continue
+        key = tuple(sorted((k, repr(v)) for k, v in st.items() if k not in _NOT_THE_POINT and not k.endswith("_s")))
+        by_key.setdefault(key, {})[st["cluster"]] = pm
+    out = []
+    for pair in by_key.values():
+        if len(pair) != 2:
+            continue
+        med = {}
+        for kind, pm in pair.items():
+            secs = [r["seconds"] for r in rows if r.get("point") == pm["index"] and not r.get("failed")
+                    and _num(r.get("seconds"))]
+            med[kind] = statistics.median(secs) if secs else None
+        if med["testbed"] and med["simulated"] is not None:
+            label = ", ".join(x for x in pair["testbed"]["label"].split(", ") if not x.startswith("cluster="))
+            out.append({"point": label or "defaults", "testbed_s": med["testbed"], "simulated_s": med["simulated"],
+                        "error": med["simulated"] / med["testbed"] - 1})
+    return out
+
+
 def render(run_dir) -> dict:
     """Write the plots, ``report.md`` and ``report.html`` into ``run_dir``; returns what was
     written and the checks."""
@@ -604,6 +644,14 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
                      [[json.dumps(c["point"]), ", ".join(f"k={k:g}: {v:.4g} s" for k, v in c["medians"].items()),
                        f"{c['within']:.0%}", {True: "yes", False: "**no**", None: "not measured"}[c["agree"]]]
                       for c in checks])
+    pairs = simulated_vs_testbed(rows, meta)
+    if pairs:
+        md += ["", "## Simulated beside the testbed", "", "Points run on both (grid axis `cluster`): the median round "
+               "and the simulated one's error. The simulation's flows never lose a packet: a testbed point that "
+               "waits on retransmission timeouts is not reproduced (docs/simulation.md).", ""]
+        md += _table(["point", "testbed median s", "simulated s", "error"],
+                     [[p["point"], f"{p['testbed_s']:.4g}", f"{p['simulated_s']:.4g}", f"{p['error']:+.1%}"]
+                      for p in pairs])
     md += ["", "## Figures", ""]
     for name, t in pngs:
         md += [f"![{t}]({name})", ""]

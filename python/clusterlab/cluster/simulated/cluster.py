@@ -1,0 +1,258 @@
+"""``Simulated``: a testbed topology run in SimGrid's flow-level network model instead of
+namespaces (see docs/simulation.md).
+
+The same ``Cluster`` interface as the others: ``run(fn, n, *args)`` returns what ``fn`` returns
+on each rank. A simulated rank runs no Python of the caller's: the cluster knows the rank
+functions it has a model of (``MODELS``: the all-to-all broadcast and the ping-pong of
+``clusterlab.bench``), runs that model in the engine, and returns rows of the same shape the
+real function returns (rank 0's rows, None on the other ranks). Any other function is refused
+by name. ``launch`` (a program) is refused: there is no program to run.
+
+>>> from clusterlab.cluster.testbed import StarTopo
+>>> s = Simulated(StarTopo(hosts=8, rate="155Mbit"))
+>>> s, s.n_ranks(), s.kind
+(Simulated(StarTopo(hosts=8, rate='155Mbit', switch='bridge')), 8, 'simulated')
+>>> s.with_settings(hosts=16, bandwidth_factor=0.9).settings()["bandwidth_factor"]
+0.9
+>>> s.engine_config()["network/bandwidth-factor"]   # uncalibrated: the payload share of a 9000-byte MTU
+0.9927
+>>> Simulated(StarTopo(hosts=4), latency_factor=0)
+Traceback (most recent call last):
+...
+clusterlab.errors.ConfigError: latency_factor must be a number above 0 (up to 1000), got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from clusterlab.cluster.simulated.platform import DEFAULT_LATENCY, Platform, payload_fraction
+from clusterlab.cluster.testbed.topo import StarTopo
+from clusterlab.errors import ConfigError
+from clusterlab.units import parse_duration
+
+# The mesh's frame header before each payload (rendezvous.frames.HEADER, 24 bytes, and an
+# array's dtype and shape): what every simulated message carries besides its bytes.
+MESSAGE_HEADER = 40
+BROADCAST = "clusterlab.bench.alltoall_broadcast:alltoall_broadcast"
+PINGPONG = "clusterlab.bench.pingpong:pingpong"
+MODELS = (BROADCAST, PINGPONG)
+
+
+def _factor(v, name: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1000:
+        raise ConfigError(f"{name} must be a number above 0 (up to 1000), got {v!r}")
+    return float(v)
+
+
+class Simulated:
+    """Rank i on host i of ``topo`` (a ``StarTopo``), simulated. ``latency``: each link's one-way
+    latency (the topology names none; a veth hop plus the switch's forwarding). The engine's
+    network factors: ``latency_factor`` (every route's latency x it, the WAN's too) and
+    ``bandwidth_factor`` (every flow's share of a link x it; None: the payload share of a full
+    segment, ``platform.payload_fraction``). ``overhead``: a rank's own time per message sent or
+    received in a broadcast round (seconds or ``30us``), and ``overhead_per_byte`` (seconds per
+    byte) more, one message after the other (LogGP's o and G; the ping-pong has neither: its
+    per-message time is in the latency it was calibrated with). ``calibration``: a record
+    ``clusterlab tune sim`` wrote (its fitted latency, factors and overhead), which sets them. ``ranks``: how many ranks run by
+    default (one per host). ``timeout``: the engine's wall-clock limit per call, seconds."""
+
+    kind = "simulated"
+    name = "simulated"
+    size = None
+    __test__ = False
+    # The testbed's settings by name (a study's grid may swap one cluster for the other;
+    # dilation is accepted and has no effect: the simulation runs undilated), then its own.
+    from clusterlab.cluster.api import Testbed as _Testbed
+
+    OWN = ("latency", "latency_factor", "bandwidth_factor", "overhead", "overhead_per_byte")
+    SETTINGS = (*_Testbed.SETTINGS, *OWN)
+    del _Testbed
+
+    def __init__(self, topo: StarTopo, *, ranks: int | None = None, latency=None, latency_factor=None,
+                 bandwidth_factor=None, overhead=None, overhead_per_byte=None, calibration=None,
+                 timeout: float = 3600.0):
+        if not isinstance(topo, StarTopo):
+            raise ConfigError(f"Simulated(topo): topo must be a StarTopo (from clusterlab.cluster.testbed), got {topo!r}")
+        self.calibration = None
+        if calibration is not None:
+            cal = load_calibration(calibration)
+            self.calibration = cal.get("source", str(calibration))
+            fit = cal["fit"]
+            latency = fit["latency"] if latency is None else latency
+            latency_factor = fit["latency_factor"] if latency_factor is None else latency_factor
+            bandwidth_factor = fit["bandwidth_factor"] if bandwidth_factor is None else bandwidth_factor
+            overhead = fit.get("overhead", 0.0) if overhead is None else overhead
+            overhead_per_byte = fit.get("overhead_per_byte", 0.0) if overhead_per_byte is None else overhead_per_byte
+        self.topo = topo
+        self.latency = DEFAULT_LATENCY if latency is None else latency
+        parse_duration(self.latency, "latency")
+        self.latency_factor = 1.0 if latency_factor is None else _factor(latency_factor, "latency_factor")
+        self.bandwidth_factor = None if bandwidth_factor is None else _factor(bandwidth_factor, "bandwidth_factor")
+        self.overhead = 0.0 if overhead is None else parse_duration(overhead, "overhead")
+        if not 0 <= self.overhead <= 1.0:
+            raise ConfigError(f"overhead must be 0..1s per message, got {overhead!r}")
+        g = 0.0 if overhead_per_byte is None else overhead_per_byte
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1e-3:
+            raise ConfigError(f"overhead_per_byte must be 0..1e-3 seconds per byte, got {overhead_per_byte!r}")
+        self.overhead_per_byte = float(g)
+        if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= topo.hosts):
+            raise ConfigError(f"ranks must be 1..hosts ({topo.hosts}), got {ranks!r}")
+        self.ranks, self.timeout = ranks, float(timeout)
+        self.platform = Platform.of(topo, latency=self.latency)
+
+    def __repr__(self) -> str:
+        t = self.topo
+        defaults = {f.name: f.default for f in dataclasses.fields(t) if f.init}
+        shown = ", ".join(f"{k}={getattr(t, k)!r}" for k in defaults
+                          if k in ("hosts", "rate", "switch") or (getattr(t, k) != defaults[k] and k != "mtu"))
+        extra = "".join(f", {k}={v!r}" for k, v in (("ranks", self.ranks), ("calibration", self.calibration))
+                        if v is not None)
+        return f"Simulated(StarTopo({shown}){extra})"
+
+    # --- settings by name (as the testbed's) ------------------------------------------------
+    def n_hosts(self) -> int:
+        return self.topo.hosts
+
+    def n_ranks(self) -> int:
+        return self.ranks if self.ranks is not None else self.n_hosts()
+
+    def settings(self) -> dict:
+        from clusterlab.cluster.api import Testbed
+
+        d = Testbed(self.topo, ranks=self.ranks).settings()
+        d.update(latency=self.latency, latency_factor=self.latency_factor, bandwidth_factor=self.bandwidth_factor,
+                 overhead=self.overhead, overhead_per_byte=self.overhead_per_byte)
+        return {k: d[k] for k in self.SETTINGS}
+
+    def with_settings(self, **values) -> Simulated:
+        """A copy with settings changed by name (the testbed's, checked by ``Testbed``, and
+        ``latency``, ``latency_factor``, ``bandwidth_factor``, ``overhead``, ``overhead_per_byte``)."""
+        from clusterlab.cluster.api import Testbed
+
+        unknown = set(values) - set(self.SETTINGS)
+        if unknown:
+            raise ConfigError(f"a simulated cluster has no setting {sorted(unknown)} (has {', '.join(self.SETTINGS)})")
+        own = {k: values.pop(k) for k in self.OWN if k in values}
+        tb = Testbed(self.topo, ranks=self.ranks).with_settings(**values) if values else None
+        c = Simulated(tb.topo if tb else self.topo, ranks=tb.ranks if tb else self.ranks,
+                      latency=own.get("latency", self.latency),
+                      latency_factor=own.get("latency_factor", self.latency_factor),
+                      bandwidth_factor=own.get("bandwidth_factor", self.bandwidth_factor),
+                      overhead=own.get("overhead", self.overhead),
+                      overhead_per_byte=own.get("overhead_per_byte", self.overhead_per_byte), timeout=self.timeout)
+        c.calibration = self.calibration if not own else None
+        return c
+
+    def check(self) -> None:
+        """Nothing to start on this machine: the topology and factors were checked when made."""
+
+    def describe(self) -> str:
+        """What is simulated, in words (a report's "What was simulated")."""
+        f = self.engine_config()
+        return (f"SimGrid's flow model (max-min sharing, no packet loss): links "
+                f"{self.topo.rate} split duplex, {self.latency} each, non-blocking switch backplane"
+                + (f", two sites joined by a {self.topo.wan_rate} line of {self.topo.wan_delay}" if self.topo.sites else "")
+                + f"; latency factor {f['network/latency-factor']:g}, bandwidth factor {f['network/bandwidth-factor']:g}"
+                + f", {self.overhead * 1e6:.3g} us per message and {self.overhead_per_byte * 1e9:.3g} ns per byte "
+                  "and rank in a broadcast"
+                + (f" (calibration {self.calibration})" if self.calibration else " (uncalibrated)"))
+
+    def engine_config(self) -> dict:
+        """SimGrid's ``--cfg`` settings for this cluster: the CM02 max-min model with the
+        network factors, no reverse (ACK) traffic."""
+        bw = self.bandwidth_factor if self.bandwidth_factor is not None else round(payload_fraction(self.topo), 4)
+        return {"network/model": "CM02", "network/latency-factor": self.latency_factor,
+                "network/bandwidth-factor": bw, "network/crosstraffic": 0}
+
+    # --- running ----------------------------------------------------------------------------
+    def simulate(self, work: dict, n: int) -> dict:
+        """Run one engine job (``engine.py``'s kinds) on hosts 0..n-1; the engine's result."""
+        from clusterlab.cluster.simulated.run import run_engine
+
+        if not 2 <= n <= self.topo.hosts:
+            raise ConfigError(f"ranks must be 2..hosts ({self.topo.hosts}), got {n}")
+        return run_engine(self.platform.xml(), list(self.platform.hosts[:n]),
+                          {"header": MESSAGE_HEADER, **({"overhead": self.overhead,
+                                                         "overhead_per_byte": self.overhead_per_byte}
+                                                        if work["kind"] != "pingpong" else {}), **work},
+                          self.engine_config(), timeout=self.timeout)
+
+    def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
+        """``fn``'s result on each rank, from its model (``MODELS``); ``n`` None: ``n_ranks()``.
+        ``transport`` must set nothing: the flow model has no TCP timers or buffers."""
+        from clusterlab.comm.places import has_knobs
+
+        if has_knobs(transport):
+            raise ConfigError(f"the simulated cluster's flow model has no TCP timers, buffers or stacks (its flows "
+                              f"never lose a packet), so transport settings ({transport.describe()}) would be ignored: "
+                              "run it with the default transport")
+        if kwargs:
+            raise ConfigError("a simulated rank function takes its arguments positionally")
+        name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+        if name not in MODELS:
+            raise ConfigError(f"the simulated cluster runs only the rank functions it has a model of "
+                              f"({', '.join(MODELS)}), not {name}")
+        n = n or self.n_ranks()
+        if name == BROADCAST:
+            rows = self._broadcast(n, *args)
+        else:
+            rows = self._pingpong(n, *args)
+        return [rows] + [None] * (n - 1)
+
+    def launch(self, argv, n, *, transport=None, timeout=None, **options):
+        raise ConfigError("a simulated cluster runs models of rank functions (Simulated.run), not programs")
+
+    def _broadcast(self, n, size, reps, order="same", warmup=1, per_host_counters=True, drops=None, timeout=120.0,
+                   progress=None):
+        from clusterlab.bench.alltoall_broadcast import ORDERS
+
+        if order not in ORDERS:
+            raise ConfigError(f"send order must be one of {', '.join(ORDERS)}, got {order!r}")
+        if size < 0 or reps < 1 or warmup < 0:
+            raise ConfigError(f"need size >= 0, reps >= 1, warmup >= 0 (got {size}, {reps}, {warmup})")
+        # the model is deterministic: the warm-up rounds change nothing, so one round stands for all
+        out = self.simulate({"kind": "alltoall_broadcast", "size": int(size), "rounds": 1, "order": order}, n)
+        per = out["seconds"][0]
+        rows = []
+        for rep in range(reps):
+            row = {"rep": rep, "seconds": max(per), "rank0_seconds": per[0], "simulated": True,
+                   "engine_wall_seconds": out["engine"]["wall_seconds"],
+                   # the flow model never loses a byte: no timeouts, no retransmissions, by construction
+                   "ranks": [{"rank": r, "seconds": round(s, 9), "rto_wait_s": 0.0, "transfer_s": round(s, 9),
+                              "rto": 0, "rto_recoveries": 0, "rto_time_ms": 0, "retrans": 0}
+                             for r, s in enumerate(per)]}
+            rows.append(row)
+            if progress:
+                with open(progress, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+        return rows
+
+    def _pingpong(self, n, sizes, trial_time=0.05, trials=3, min_reps=2, max_reps=20000, peer=1):
+        if peer != 1:
+            raise ConfigError("the simulated ping-pong runs between ranks 0 and 1 (peer=1)")
+        out = self.simulate({"kind": "pingpong", "sizes": [int(s) for s in sizes]}, 2)
+        return [{"bytes": r["bytes"], "mbps": r["bytes"] * 8 / r["seconds"] / 1e6, "usec": r["seconds"] * 1e6,
+                 "reps": 1} for r in out["rows"]]
+
+
+def load_calibration(source) -> dict:
+    """A calibration record (``clusterlab tune sim``'s JSON: ``fit`` holds ``latency``,
+    ``latency_factor``, ``bandwidth_factor``), from a path or as a dict."""
+    if isinstance(source, dict):
+        cal = source
+    else:
+        try:
+            with open(source) as f:
+                cal = json.load(f)
+        except OSError as e:
+            raise ConfigError(f"calibration {source}: {e.strerror}") from None
+        except ValueError:
+            raise ConfigError(f"calibration {source}: not JSON (a record `clusterlab tune sim` writes)") from None
+        cal = {**cal, "source": str(source)}
+    fit = cal.get("fit") if isinstance(cal, dict) else None
+    if not isinstance(fit, dict) or not {"latency", "latency_factor", "bandwidth_factor"} <= set(fit):
+        raise ConfigError(f"calibration {source}: no 'fit' with latency, latency_factor and bandwidth_factor "
+                          "(a record `clusterlab tune sim` writes)")
+    return cal
