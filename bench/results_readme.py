@@ -49,6 +49,9 @@ RECORDS = (
            "measured gain of the fix", f"sudo {PY} bench/diagnose_corpus.py", doc="docs/diagnose.md"),
     Record("fim.json", "frequent itemset mining vs pyfim, mlxtend and efficient-apriori: time and peak memory per row",
            f"{PY} bench/fim.py", ("fim.png",), doc="docs/mining.md"),
+    Record("first_call.json", "the fixed cost of a first mining call: `clusterlab mine T10I4D100K.dat -s 0.01` (a fresh "
+           "process each run) vs later calls in one process, the first call split into its parts",
+           f"{PY} bench/first_call.py", doc="docs/mining.md"),
     Record("fuzz_parsers.json", "a long fuzz of the FIMI and CSV basket parsers (runs, crashes)",
            f"{PY} bench/fuzz_parsers.py --seconds 120"),
     Record("generate.json", "generating the seed000 workload and parsing it back, against issue targets",
