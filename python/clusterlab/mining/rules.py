@@ -46,6 +46,27 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
     """
     if not isinstance(itemsets, pa.Table) or "items" not in itemsets.column_names or "count" not in itemsets.column_names:
         raise ConfigError("rules() needs an itemset table with 'items' and 'count' columns (from clusterlab.mine)")
+    check_rule_args(min_confidence, min_lift, consequents)
+    n = rules_n_transactions(table_info(itemsets), n_transactions)
+    offsets, items, counts, labels = table_csr(itemsets)
+    offsets, items, counts = _core.canonical_itemsets(offsets, items, counts)
+    try:
+        ao, ai, ac, co, ci, cc, rc = _core.association_rules(offsets, items, counts, float(min_confidence),
+                                                             consequents == "multi")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    def lists(o, i):
+        values = numpy_array(i)
+        if labels is not None:
+            values = pa.array(labels, type=pa.string()).take(values)
+        return list_array(o, values)
+
+    table = rule_table(lists(ao, ai), lists(co, ci), rc, ac, cc, n, min_lift)
+    return table.replace_schema_metadata(rule_metadata(n, min_confidence, min_lift, consequents))
+
+
+def check_rule_args(min_confidence, min_lift, consequents: str = "single") -> None:
+    """The checks of ``rules`` and the out-of-core ``rules_to_parquet``: one ConfigError each."""
     if isinstance(min_confidence, bool) or not isinstance(min_confidence, (int, float, np.integer, np.floating)) \
             or not 0 <= min_confidence <= 1:
         raise ConfigError(f"min_confidence must be a number in [0, 1], got {min_confidence!r}")
@@ -55,24 +76,27 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
         raise ConfigError(f"min_lift must be a finite number >= 0 (or None for no lift filter), got {min_lift!r}")
     if consequents not in ("single", "multi"):
         raise ConfigError(f"consequents must be 'single' or 'multi', got {consequents!r}")
-    info = table_info(itemsets)
+
+
+def rules_n_transactions(info: dict, n_transactions=None) -> int:
+    """The transactions rules are measured over, after checking that the itemsets (``info``:
+    their metadata) are all frequent itemsets."""
     if info.get("target", "all") != "all":
         raise ConfigError(f"rules need all frequent itemsets; this table holds {info['target']} itemsets "
                           "(mine with target='all')")
-    if info.get("min_len", 1) > 1:
+    if (info.get("min_len") or 1) > 1:
         raise ConfigError("rules need all frequent itemsets; this table was mined with min_len > 1")
     n = n_transactions if n_transactions is not None else info.get("n_transactions")
     if n is None:
         raise ConfigError("the itemset table carries no n_transactions; pass n_transactions=")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ConfigError(f"n_transactions must be a positive integer, got {n!r}")
-    offsets, items, counts, labels = table_csr(itemsets)
-    offsets, items, counts = _core.canonical_itemsets(offsets, items, counts)
-    try:
-        ao, ai, ac, co, ci, cc, rc = _core.association_rules(offsets, items, counts, float(min_confidence),
-                                                             consequents == "multi")
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    return int(n)
+
+
+def rule_table(antecedent, consequent, rc, ac, cc, n: int, min_lift=None) -> pa.Table:
+    """The rule columns from the list columns and the counts of rule, antecedent, consequent;
+    only rules with lift >= ``min_lift`` when it is given."""
     n = float(n)
     support = rc / n
     confidence = rc / ac
@@ -81,23 +105,15 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
     leverage = support - (ac / n) * cons_support
     with np.errstate(divide="ignore", invalid="ignore"):
         conviction = np.where(confidence >= 1.0, np.inf, (1.0 - cons_support) / (1.0 - confidence))
-    keep = None
-    if min_lift is not None:
-        keep = lift >= min_lift
-
-    def lists(o, i):
-        values = numpy_array(i)
-        if labels is not None:
-            values = pa.array(labels, type=pa.string()).take(values)
-        return list_array(o, values)
-
     table = pa.table({
-        "antecedent": lists(ao, ai), "consequent": lists(co, ci), "count": numpy_array(rc, np.int64),
+        "antecedent": antecedent, "consequent": consequent, "count": numpy_array(rc, np.int64),
         "support": numpy_array(support), "confidence": numpy_array(confidence), "lift": numpy_array(lift),
         "leverage": numpy_array(leverage), "conviction": numpy_array(conviction),
     })
-    if keep is not None:
-        table = table.filter(numpy_array(keep))
+    return table if min_lift is None else table.filter(numpy_array(lift >= min_lift))
+
+
+def rule_metadata(n: int, min_confidence, min_lift, consequents: str) -> dict:
     meta = {"n_transactions": int(n), "min_confidence": float(min_confidence), "min_lift": min_lift,
             "consequents": consequents}
-    return table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
+    return {META_KEY: json.dumps(meta).encode()}
