@@ -79,8 +79,9 @@ RECORDS = (
            "Linux vs seed-era TCP (per-round results of `clusterlab bench broadcast --json`)",
            "clusterlab bench broadcast --json --hosts N [--dilation k] --rto-min 200ms --rto-max {1s,60s} "
            "[--transport stack=seed-era] (one run per tag in the JSON)", doc="docs/studies.md"),
-    Record("seed000_sequential.json", "sequential mining of the full seed000 file: read + mine time and peak memory "
-           "per kernel", f"{PY} bench/seed000_sequential.py /work/data/seed000.dat"),
+    Record("seed000_sequential.json", "sequential mining of the full seed000 file against Count Distribution on one "
+           "rank (issue 30, item 2): read + mine time, CPU and peak memory per kernel, interleaved rounds",
+           f"{PY} bench/seed000_sequential.py /work/data/seed000.dat --repeat 3", doc="docs/mining.md"),
     Record("seed002.json", "seed 002 Figs. 1-3 on the testbed: bcast/scatter time vs size (6 hosts) and vs hosts "
            "(2-16), persistent and per-call connections, against the cost model", f"{PY} bench/seed002.py",
            ("seed002.png",), doc="docs/collectives.md"),

@@ -14,9 +14,12 @@
 //! to the pairs the transactions hold), all pair counts are taken in one pass first; then a
 //! conditional database keeps only items that form a frequent pair with `i`, and only
 //! transactions with two or more of them (a single one only adds to a pair count, which is
-//! already known). The databases are delivered from the transactions in one pass (occurrence
-//! delivery, LCM-style) into exactly sized buffers, in batches that fit a memory budget (a
-//! fraction of the input's size), so a 10M-transaction input is never copied whole.
+//! already known). The databases are delivered from the transactions (occurrence delivery,
+//! LCM-style): all of them in one pass into growing buffers when they fit the size of the
+//! input's item array (Count Distribution's rank holds as much: its shrunk transactions);
+//! else from a copy of the input holding only the paired codes, or from the input itself, in
+//! batches of exactly sized buffers that fit a budget (an eighth of the input's size), so a
+//! 10M-transaction input is never copied whole.
 
 use super::itemsets::{Emitter, Itemsets, Limit, MineParams};
 use super::BasketsRef;
