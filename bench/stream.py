@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fim import data_path  # noqa: E402
 
 ROWS = {
+    "chess50": ("chess.dat", 0.50),
     "chess40": ("chess.dat", 0.40),
     "chess30": ("chess.dat", 0.30),
     "chess20": ("chess.dat", 0.20),

@@ -143,6 +143,18 @@ def test_rules_out_of_core_equal_in_memory(tmp_path_factory, txs, min_count, con
     assert sorted(p.name for p in d.iterdir()) == ["rules.parquet", "sets.parquet"]  # no spill left
 
 
+def test_rules_out_of_core_survive_hash_collisions(tmp_path, monkeypatch):
+    """Every itemset hashed alike (one bucket, one hash): the matching falls back to raw keys."""
+    import clusterlab.mining.stream as stream
+
+    chess = shared_data("chess.dat")
+    mine_to_parquet(chess, tmp_path / "s.parquet", min_support=0.85)
+    monkeypatch.setattr(stream, "_hash", lambda rows: np.zeros(rows.shape[0], dtype=np.uint64))
+    rules_to_parquet(tmp_path / "s.parquet", tmp_path / "r.parquet", min_confidence=0.9)
+    ref = clusterlab.rules(clusterlab.mine(chess, 0.85), min_confidence=0.9)
+    assert ref.num_rows > 100 and rule_rows(pq.read_table(tmp_path / "r.parquet")) == rule_rows(ref)
+
+
 def test_rules_out_of_core_refuse_what_is_not_all_itemsets(tmp_path):
     import pyarrow as pa
 

@@ -153,15 +153,47 @@ _POW = np.array([pow(0x9E3779B97F4A7C15, j + 1, 1 << 64) for j in range(256)], d
 RULES_BUCKET_BYTES = 256 << 20
 
 
-def _bucket_of(rows: np.ndarray, buckets: int) -> np.ndarray:
-    """Bucket of every row (itemset codes, ascending) of a 2-D uint32 array."""
-    if buckets == 1 or rows.shape[0] == 0:
-        return np.zeros(rows.shape[0], dtype=np.int64)
+def _hash(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of every row (itemset codes, ascending) of a 2-D uint32 array."""
     h = (rows.astype(np.uint64) * _POW[:rows.shape[1]]).sum(axis=1, dtype=np.uint64)
     h ^= h >> np.uint64(31)
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(29)
-    return (h % np.uint64(buckets)).astype(np.int64)
+    return h
+
+
+def _bucket_of(rows: np.ndarray, buckets: int) -> np.ndarray:
+    """Bucket of every row of a 2-D uint32 array."""
+    if buckets == 1 or rows.shape[0] == 0:
+        return np.zeros(rows.shape[0], dtype=np.int64)
+    return (_hash(rows) % np.uint64(buckets)).astype(np.int64)
+
+
+def _match(sets: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Index in ``sets`` of every row of ``want`` (2-D uint32 arrays of one width), -1 where
+    absent: by sorted 64-bit hashes, each match checked item by item; the rows a hash does not
+    settle (a collision, or absent) by sorted raw keys."""
+    at = np.full(want.shape[0], -1, dtype=np.int64)
+    if sets.shape[0] == 0 or want.shape[0] == 0:
+        return at
+    keys = _hash(sets)
+    order = np.argsort(keys)
+    keys = keys[order]
+    h = _hash(want)
+    pos = np.minimum(np.searchsorted(keys, h), keys.size - 1)
+    cand = order[pos]
+    ok = (keys[pos] == h) & (sets[cand] == want).all(axis=1)
+    at[ok] = cand[ok]
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        raw = _as_keys(sets)
+        order = np.argsort(raw)
+        raw = raw[order]
+        w = _as_keys(want[rest])
+        pos = np.minimum(np.searchsorted(raw, w), raw.size - 1)
+        found = raw[pos] == w
+        at[rest[found]] = order[pos[found]]
+    return at
 
 
 def _as_keys(rows: np.ndarray) -> np.ndarray:
@@ -373,19 +405,14 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                     rc = spill.load("R2", b, k, np.uint64)
                     sets = spill.load("I0", b, k, np.uint32, k)
                     set_counts = spill.load("I1", b, k, np.uint64)
-                    keys = _as_keys(sets)
-                    order = np.argsort(keys, kind="stable")
-                    keys = keys[order]
-                    want = _as_keys(ante)
-                    at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
-                    found = keys[at] == want if keys.size else np.zeros(want.size, dtype=bool)
-                    if not found.all():
-                        miss = ante[np.flatnonzero(~found)[0]]
+                    at = _match(sets, ante)
+                    if (at < 0).any():
+                        miss = ante[np.flatnonzero(at < 0)[0]]
                         shown = (vocab.take(numpy_array(miss)).to_pylist() if labelled else ids[miss].tolist())
                         raise ConfigError(f"{itemsets_path}: itemset {shown} (a subset of a frequent itemset) is "
                                           "missing: rules need all frequent itemsets (target all, min_len 1)")
-                    ac = set_counts[order[at]]
-                    del keys, want, at, found, sets, set_counts, order
+                    ac = set_counts[at]
+                    del at, sets, set_counts
                     keep = np.flatnonzero(rc.astype(np.float64) / ac.astype(np.float64) >= min_confidence)
                     if keep.size == 0:
                         continue
