@@ -139,6 +139,9 @@ RECORDS = (
            doc="docs/storage.md, cluster/testbed/link.py"),
     Record("stream.json", "mining results larger than memory (`--memory`) vs in memory vs pyfim: time, peak memory",
            f"{PY} bench/stream.py", doc="docs/mining.md"),
+    Record("stream_rules.json", "the same with association rules (`--rules`, confidence 0.9): out of core from the "
+           "streamed itemset file vs rules() in memory", f"{PY} bench/stream.py --rows chess50,t10-0.005 --rules 0.9 "
+           "-o bench/results/stream_rules.json", doc="docs/mining.md"),
     Record("switch.json", "the ATM cell switch: UBR/PPD/EPD ordering under a TCP incast, and what it costs the machine",
            f"sudo {PY} bench/switch.py --incast 3 --cost 3", doc="docs/atm.md"),
     Record("testbed.json", "the namespace testbed against issue 10's targets: bring-up/teardown, the 16-host incast "
