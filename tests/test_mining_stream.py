@@ -141,6 +141,9 @@ def test_rules_out_of_core_equal_in_memory(tmp_path_factory, txs, min_count, con
     assert got.schema.metadata == ref.schema.metadata
     assert rule_rows(got) == rule_rows(ref) and s["rules"] == ref.num_rows
     assert sorted(p.name for p in d.iterdir()) == ["rules.parquet", "sets.parquet"]  # no spill left
+    # rules() of the file's path: out of core, the same table as of the table in memory.
+    of_path = clusterlab.rules(d / "sets.parquet", min_confidence=conf, min_lift=lift)
+    assert of_path.schema == ref.schema and rule_rows(of_path) == rule_rows(ref)
 
 
 def test_rules_out_of_core_survive_hash_collisions(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -27,12 +28,16 @@ from clusterlab.mining.result import META_KEY, list_array, numpy_array, table_cs
 RULE_COLUMNS = ("antecedent", "consequent", "count", "support", "confidence", "lift", "leverage", "conviction")
 
 
-def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | None = None,
+def rules(itemsets, min_confidence: float = 0.8, min_lift: float | None = None,
           consequents: str = "single", n_transactions: int | None = None) -> pa.Table:
     """Association rules with confidence >= ``min_confidence`` (and lift >= ``min_lift``).
 
     ``itemsets`` is a table from :func:`clusterlab.mine` with ``target="all"`` (every subset
-    of a frequent itemset must be present to know its count). ``consequents="single"`` gives
+    of a frequent itemset must be present to know its count), or the path of such a table in
+    a Parquet file (``clusterlab mine -o X.parquet``, streamed or not): with one-item
+    consequents the rules are then derived out of core
+    (:func:`clusterlab.mining.stream.rules_to_parquet`, spilling to the temporary directory)
+    and only they are held in memory, in another row order; ``"multi"`` reads the file whole. ``consequents="single"`` gives
     one-item consequents (pyfim and Spark behaviour), ``"multi"`` every non-empty proper
     subset as consequent (mlxtend behaviour). ``n_transactions`` defaults to the table's
     metadata. Columns: antecedent, consequent (lists like the ``items`` column), count,
@@ -44,6 +49,8 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
     >>> [(a, c) for a, c in zip(r["antecedent"].to_pylist(), r["consequent"].to_pylist())][-3:]
     [([3], [1, 2]), ([2], [1, 3]), ([1], [2, 3])]
     """
+    if isinstance(itemsets, (str, os.PathLike)):
+        return _rules_of_file(itemsets, min_confidence, min_lift, consequents, n_transactions)
     if not isinstance(itemsets, pa.Table) or "items" not in itemsets.column_names or "count" not in itemsets.column_names:
         raise ConfigError("rules() needs an itemset table with 'items' and 'count' columns (from clusterlab.mine)")
     check_rule_args(min_confidence, min_lift, consequents)
@@ -63,6 +70,32 @@ def rules(itemsets: pa.Table, min_confidence: float = 0.8, min_lift: float | Non
 
     table = rule_table(lists(ao, ai), lists(co, ci), rc, ac, cc, n, min_lift)
     return table.replace_schema_metadata(rule_metadata(n, min_confidence, min_lift, consequents))
+
+
+def _rules_of_file(path, min_confidence, min_lift, consequents: str, n_transactions) -> pa.Table:
+    """``rules`` of the itemset Parquet file ``path``."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    check_rule_args(min_confidence, min_lift, consequents)
+    if consequents == "multi":
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException) as e:
+            raise ConfigError(f"cannot read itemsets from {path}: {str(e).splitlines()[0]}") from None
+        return rules(table, min_confidence, min_lift, consequents, n_transactions)
+    from clusterlab.mining.stream import rules_to_parquet
+
+    with tempfile.TemporaryDirectory(prefix="clusterlab-rules-") as d:
+        out = os.path.join(d, "rules.parquet")
+        rules_to_parquet(path, out, min_confidence=min_confidence, min_lift=min_lift, n_transactions=n_transactions)
+        table = pq.read_table(out)
+    # Parquet names a list's child "element": back to the in-memory table's types.
+    types = [pa.large_list(f.type.value_type) if pa.types.is_large_list(f.type) else f.type for f in table.schema]
+    schema = pa.schema([pa.field(f.name, t) for f, t in zip(table.schema, types, strict=True)],
+                       metadata=table.schema.metadata)
+    return table.cast(schema)
 
 
 def check_rule_args(min_confidence, min_lift, consequents: str = "single") -> None:

@@ -6,6 +6,7 @@ input, the kernel's working set and those chunks, whatever the number of itemset
 are in the order the kernel finds them, not sorted (one mining thread: the same file every
 run); the set of rows, counts and metadata is the in-memory ``mine()``'s. Only all frequent
 itemsets stream (closed and maximal sets are judged against all of them).
+:func:`rules_to_parquet` derives the rules from such a file out of core.
 
 >>> import tempfile, os, pyarrow.parquet as pq
 >>> import clusterlab
