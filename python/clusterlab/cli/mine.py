@@ -408,6 +408,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine ../shared/data/chess.dat -s 80% --target closed -o chess.txt
       clusterlab mine baskets.csv -s 0.05 --rules --min-confidence 0.6 -o sets.csv
       clusterlab mine ../shared/data/chess.dat -s 40% -o chess.parquet --memory 2GB   # streamed
+      clusterlab mine ../shared/data/chess.dat -s 80% -o c.parquet --memory 1GB --rules   # + c.rules.parquet
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
       clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
