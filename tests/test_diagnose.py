@@ -34,9 +34,28 @@ def test_a_straggler_is_named_with_its_pass_and_rank():
 
 
 def test_a_rank_without_a_core_is_starved_not_skewed():
-    d = diagnose(job([Pass(2, 1.0, [rp(0, 1.0, 0.9, cpu=0.3), rp(1, 1.0, 0.9, cpu=0.3)])]))
+    # rank 1 computed 0.3 CPU seconds in 0.9 s, rank 0 the same work at full speed
+    d = diagnose(job([Pass(2, 1.0, [rp(0, 1.0, 0.32, cpu=0.3), rp(1, 1.0, 0.9, cpu=0.3)])]))
     assert named_first(d) == "cpu_starvation"
-    assert d["dominant"]["seconds"] == pytest.approx(0.6)
+    assert d["dominant"]["seconds"] == pytest.approx(0.9 - 0.3 * 0.32 / 0.3)  # beyond rank 0's own 1.07x
+    assert "rank 1" in d["dominant"]["evidence"] and d["fidelity"]["ok"]
+
+
+def test_every_rank_slowed_down_is_the_machines_load_flagged_not_the_jobs_loss():
+    # both ranks at a third of a core (other users' work); rank 1 also holds twice the work
+    passes = [Pass(2, 1.0, [rp(0, 1.0, 0.45, cpu=0.15), rp(1, 1.0, 0.9, cpu=0.3)])]
+    d = diagnose(job(passes))
+    assert not d["fidelity"]["ok"] and "33% of a core" in d["fidelity"]["line"]
+    load = next(c for c in d["causes"] if c["cause"] == "machine_load")
+    assert load["seconds"] == pytest.approx(0.6)  # (3 - 1) x rank 1's 0.3 CPU seconds
+    assert named_first(d) == "skew"  # the job's own loss, its gain at the machine's speed: 3 x 0.075
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(0.225)
+    # the same slowdown with more ranks than the CPUs they were given is the job's own starvation
+    d = diagnose(job([Pass(2, 1.0, [rp(0, 1.0, 0.9, cpu=0.3), rp(1, 1.0, 0.9, cpu=0.3)])],
+                     options={"machine": {"cpus": 1}}))
+    assert named_first(d) == "cpu_starvation"
+    # 3x in all, 2x of it from 2 ranks on 1 CPU (the job's), 1.5x the machine's: 0.9 - 1.5 x 0.3 is the job's
+    assert d["dominant"]["seconds"] == pytest.approx(0.9 - 1.5 * 0.3)
 
 
 def test_rto_waits_scale_with_the_rto_min():
@@ -106,8 +125,16 @@ def test_long_waits_per_timeout_are_backoff_capped_by_rto_max():
     d = diagnose(Job("b", "study", 3.2, passes=[p], nodes=2, transport={"rto_min": "200ms", "rto_max": "60s"},
                      cluster={"kind": "testbed"}))
     assert named_first(d) == "rto_backoff"
-    assert "rto_max=1s" in d["dominant"]["fix"]
-    assert d["dominant"]["predicted_gain_s"] == pytest.approx(1.0)
+    # the whole chain scales with the RTO min (95% of it goes), more than capping it at 1 s would gain
+    assert "rto_min=10ms" in d["dominant"]["fix"]
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(3.0 * (1 - 10 / 200))
+    assert "capping at 1 s alone would gain 600.0 ms" in d["dominant"]["method"]  # 0.2+0.4+0.8+1.6 -> 0.2+0.4+0.8+1
+    # at an RTO min that cannot go lower, the cap is the fix: 10+20+...+640 ms, then 1 s for 1.28 s, 1 s for 0.45 s
+    p = Pass("all", 3.2, [rp(0, 3.2, 0.0, rto=3.0, timeouts=2), rp(1, 3.2, 0.0)])
+    d = diagnose(Job("b", "study", 3.2, passes=[p], nodes=2, transport={"rto_min": "10ms", "rto_max": "60s"},
+                     cluster={"kind": "testbed"}))
+    assert named_first(d) == "rto_backoff" and "rto_max=1s" in d["dominant"]["fix"]
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(3.0 - (1.27 + 1.0 + 0.45))
 
 
 @pytest.mark.parametrize("transport, cause", [({"nodelay": False}, "nagle"), ({"sndbuf": "4KiB"}, "window_limited"),
@@ -208,3 +235,64 @@ def test_verify_refuses_what_a_rerun_cannot_take(tmp_path):
     nagle = {"dominant": {"cause": "nagle", "fix": "x", "apply": {"transport": {"nodelay": True}}}}
     with pytest.raises(ConfigError, match="does not name"):  # a summary without the input file
         verify(run, load(run)[0], nagle)
+    per_call = {"dominant": {"cause": "connection_setup", "fix": "persistent connections",
+                             "apply": {"env": {"CLUSTERLAB_CONNECTIONS": "persistent"}}}}
+    with pytest.raises(ConfigError, match="not this fix"):
+        verify(run, load(run)[0], per_call)
+
+
+def test_per_call_connections_their_set_up_is_named_and_removed_by_persistent_ones():
+    ranks = [RankPass(r, 1.0, 0.01, 0.5, 0.99, 0.0, 6e3, 600, 0.0, setup=0.8 - 0.1 * r) for r in range(2)]
+    d = diagnose(Job("p", "program", 1.0, passes=[Pass("all", 1.0, ranks)], nodes=2))
+    assert named_first(d) == "connection_setup"
+    assert d["dominant"]["seconds"] == pytest.approx(0.8) and d["dominant"]["predicted_gain_s"] == pytest.approx(0.8)
+    assert d["dominant"]["apply"] == {"env": {"CLUSTERLAB_CONNECTIONS": "persistent"}}
+    assert "rank 0 spent 800.0 ms connecting" in d["dominant"]["evidence"]
+
+
+def test_a_wan_between_two_sites_takes_the_waits_beyond_line_rate():
+    ranks = [rp(i, 0.04, 0.0, bytes_=150e3) for i in range(4)]
+    cl = {"kind": "testbed", "rate": 155e6, "dilation": 1.0, "sites": "2+2", "wan_delay": 0.012}
+    d = diagnose(Job("b", "study", 0.04, passes=[Pass("all", 0.04, ranks)], nodes=4, cluster=cl))
+    assert named_first(d) == "wan_latency"
+    assert d["dominant"]["seconds"] == pytest.approx(0.04 - 150e3 * 8 / 155e6, abs=1e-6)  # beyond line rate
+    assert "RTT 24 ms" in d["dominant"]["evidence"] and d["dominant"]["apply"] == {"cluster": {"sites": None}}
+    # one site: the same waits are queueing, no WAN named
+    d = diagnose(Job("b", "study", 0.04, passes=[Pass("all", 0.04, ranks)], nodes=4,
+                     cluster={k: v for k, v in cl.items() if k not in ("sites", "wan_delay")}))
+    assert "wan_latency" not in [c["cause"] for c in d["causes"]]
+
+
+def test_incast_of_a_known_burst_is_fixed_by_buffers_that_hold_it():
+    p = Pass("all", 0.24, [rp(0, 0.24, 0.0, rto=0.2, timeouts=1), rp(1, 0.24, 0.0), rp(2, 0.24, 0.0), rp(3, 0.24, 0.0)])
+    d = diagnose(Job("b", "study", 0.24, passes=[p], nodes=4, switch_drops=11, switch_drops_by_port={"p0": 6},
+                     options={"workload": "alltoall_broadcast", "size": 50000},
+                     cluster={"kind": "testbed", "rate": 155e6, "dilation": 1.0, "buffer": 65536.0}))
+    assert named_first(d) == "incast_switch_drops"
+    assert d["dominant"]["apply"] == {"cluster": {"buffer": "512KB"}}  # over twice 3 x 50 KB
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(d["dominant"]["seconds"])  # the RTO wait and the rest
+
+
+def test_reads_from_the_storage_target_are_taken_out_of_the_computation():
+    p = Pass("all", 0.45, [RankPass(0, 0.45, 0.45, None, 0.0, 0.0)])
+    st = {"read_seconds": 0.13, "rescan_seconds": 0.29, "passes": 3, "rescan": True, "stored_bytes": 268e3,
+          "backing_rate": "2MB", "local_read_seconds": 0.01}
+    d = diagnose(Job("s", "study", 0.45, passes=[p], nodes=2, options={"storage": st},
+                     cluster={"kind": "testbed", "rate": 1e9, "dilation": 1.0}))
+    assert named_first(d) == "storage_reads"
+    assert d["dominant"]["seconds"] == pytest.approx(0.42)
+    assert d["dominant"]["predicted_gain_s"] == pytest.approx(0.42 - 3 * 0.01)  # 3 local reads instead
+    assert "268 KB x 3 read(s) take 402.0 ms" in d["dominant"]["evidence"]
+    assert next(c for c in d["causes"] if c["cause"] == "compute")["seconds"] == pytest.approx(0.03)
+
+
+def test_a_recovery_longer_than_the_rto_min_is_a_doubled_timer():
+    # 0.7 s: rank 1's connections had 4 recoveries (0.17 s of wait each on average: no backoff by that
+    # count), but one connection spent 0.48 s in its recovery after the first timeout: a second expiry
+    ranks = [RankPass(0, 0.7, 0.0, None, 0.7, 0.0), RankPass(1, 0.7, 0.0, None, 0.7, 0.7, timeouts=4, recovery=0.48)]
+    job_ = Job("b", "study", 0.7, passes=[Pass("all", 0.7, ranks)], nodes=2, switch_drops=40,
+               transport={"rto_min": "200ms", "rto_max": "60s"}, cluster={"kind": "testbed"})
+    d = diagnose(job_)
+    assert named_first(d) == "rto_backoff" and "480.0 ms per recovery" in d["dominant"]["evidence"]
+    ranks[1].recovery = 0.01  # the retransmission got through: incast, no backoff
+    assert named_first(diagnose(job_)) == "incast_switch_drops"

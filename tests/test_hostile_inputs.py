@@ -130,7 +130,8 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
         ("bench", "broadcast"): (["bench", "broadcast", "--reps", "1", "--warmup", "0"], {
             "--size": [*POS_SIZE, "1000GB"], "--reps": POS_INT, "--warmup": INT, "--order": CHOICE,
             "--ranks": [*POS_INT, "1", "100000"], "--hosts": [*POS_INT, "1", "100000"], "--interval": POS_FLOAT,
-            "--run-dir": UNWRITABLE_DIR,
+            "--run-dir": UNWRITABLE_DIR, "--sites": ["", "4+3", "a+b", "0+2", "2+2"], "--wan-rate": RATE,
+            "--wan-delay": DURATION, "--wan-queue": POS_SIZE,
             **TOPO, **TRANSPORT, **TESTBED_KNOBS, "--seed": INT[1:]}),
         ("experiment", "run"): (["experiment", "run", "local-speedup", "--quick", "--dry-run"], {
             "NAME": ["", "nope", "../x"],

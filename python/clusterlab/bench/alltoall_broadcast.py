@@ -16,7 +16,9 @@ on the namespace testbed and on a real cluster. What each repetition reports (at
   ``rto_wait_s`` (the longest time one of its connections waited on retransmission timeouts,
   from the TCP_INFO deltas ``total_rto_time`` and ``total_rto_recoveries``; see
   ``clusterlab.net.tcp_info.rto_delta``), ``transfer_s`` (the rest), ``rto``,
-  ``rto_recoveries``, ``rto_time_ms``, ``retrans`` (TCP_INFO deltas over its connections).
+  ``rto_recoveries``, ``rto_time_ms``, ``retrans`` (TCP_INFO deltas over its connections),
+  ``rto_time_per_recovery_s`` (the longest time one of its connections spent per recovery after
+  the first timeout: above one RTO, the timer doubled).
 
 Send order: ``same`` (every rank sends to 0, 1, 2, ... in turn, so all start by flooding the
 same receiver) or ``shifted`` (rank r sends to r+1, r+2, ...: one sender per receiver at a
@@ -146,7 +148,7 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
         t = rd["total"]
         mine = ([elapsed] + ([c1[k] - c0[k] for k in COUNTERS] if read_counters else [-1] * len(COUNTERS))
                 + [rd["rto_wait_s"], t["total_rto"], t["total_rto_recoveries"], t["total_rto_time_ms"],
-                   t["total_retrans"], h1 - h0])
+                   t["total_retrans"], h1 - h0, rd["rto_time_per_recovery_s"]])
         allv = comm.gather(np.array(mine, dtype=np.float64), root=0)
         if comm.rank != 0 or rep < warmup:
             continue
@@ -165,11 +167,11 @@ def alltoall_broadcast(comm, size: int, reps: int, order: str = "same", warmup: 
 
 class _Rounds:
     """Rank 0's record of ``reps`` rounds of ``size`` ranks in arrays allocated at the start
-    (``m``: what each rank gathered, ``1 + len(COUNTERS) + 6`` numbers; ``cpu``: idle and spare
+    (``m``: what each rank gathered, ``1 + len(COUNTERS) + 7`` numbers; ``cpu``: idle and spare
     shares; the switch's drops per port), and the row of the result each round becomes."""
 
     def __init__(self, reps: int, size: int):
-        self.m = np.full((reps, size, len(COUNTERS) + 7), np.nan)  # full, not empty: its pages resident now
+        self.m = np.full((reps, size, len(COUNTERS) + 8), np.nan)  # full, not empty: its pages resident now
         self.cpu = np.full((reps, 2), np.nan)
         self.ports: tuple | None = None  # the switch's ports, as the first round's drops named them
         self.drops: np.ndarray | None = None
@@ -207,7 +209,8 @@ class _Rounds:
             row["host_drops"] = int(m[:, n + 5].sum())
         row["ranks"] = [{"rank": r, "seconds": round(float(v[0]), 6), "rto_wait_s": round(float(v[n]), 6),
                          "transfer_s": round(max(0.0, float(v[0] - v[n])), 6), "rto": int(v[n + 1]),
-                         "rto_recoveries": int(v[n + 2]), "rto_time_ms": int(v[n + 3]), "retrans": int(v[n + 4])}
+                         "rto_recoveries": int(v[n + 2]), "rto_time_ms": int(v[n + 3]), "retrans": int(v[n + 4]),
+                         "rto_time_per_recovery_s": round(float(v[n + 6]), 6)}
                         for r, v in enumerate(m)]
         return row
 

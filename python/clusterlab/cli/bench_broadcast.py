@@ -9,7 +9,7 @@ import os
 import click
 
 from clusterlab.cli.options import Finite, Int, OutputPath, transport_options
-from clusterlab.cli.testbed import topo_options
+from clusterlab.cli.testbed import topo_options, wan_options
 from clusterlab.errors import ConfigError
 
 
@@ -23,6 +23,7 @@ from clusterlab.errors import ConfigError
               "without it the ranks run on the local loopback cluster.")
 @click.option("--ranks", default=None, type=Int(lo=1, hi=1024), help="Ranks (default: --hosts, or 4 locally).")
 @topo_options
+@wan_options
 @transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--monitor/--no-monitor", "use_monitor", default=True, show_default=True,
               help="Record the monitor table (with --run-dir).")
@@ -31,7 +32,7 @@ from clusterlab.errors import ConfigError
               help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
 def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates, loss, loss_seed, buffer, discard, epd_threshold, host_queue, mtu,
-              dilation, storage, no_rps, offloads, transport, use_monitor, interval, run_dir, as_json):
+              dilation, storage, no_rps, offloads, transport, use_monitor, interval, run_dir, as_json, **wan):
     """Barrier, every rank sends SIZE bytes to every other rank, barrier; REPS times.
 
     \b
@@ -40,6 +41,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
       clusterlab bench broadcast --hosts 16 --rate 155Mbit --buffer 64KB --reps 10 --json
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
       clusterlab bench broadcast --hosts 4 --buffer 4MB --host-rate h3=15.5Mbit --run-dir runs/slow
+      clusterlab bench broadcast --hosts 4 --sites 2+2 --wan-delay 12ms --run-dir runs/wan
     """
     from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
     from clusterlab.cluster import Local, Testbed
@@ -56,8 +58,11 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
         raise ConfigError("--storage, --no-rps and --offloads are not broadcast settings (use clusterlab testbed up)")
     from clusterlab.cli.testbed import make_topo
 
+    if hosts is None and wan["sites"]:
+        raise ConfigError("--sites needs --hosts (the local cluster has no WAN line)")
+
     topo = make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold,
-                     host_rates, loss, loss_seed)  # checked even unused
+                     host_rates, loss, loss_seed, **wan)  # checked even unused
     config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
     settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:
@@ -97,7 +102,8 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
         star = star_topo(point)
         applied = res.meta["points"][0].get("applied", {})
         settings.update(cluster="testbed", hosts=hosts, ranks=topo.n_ranks(), rate=rate,
-                        host_rates=star.host_rates, loss=star.loss, buffer_bytes=star.buffer_bytes, host_queue_bytes=star.host_queue_bytes, mtu=mtu,
+                        host_rates=star.host_rates, loss=star.loss, sites=star.sites,
+                        wan_delay=star.wan_delay if star.sites else None, buffer_bytes=star.buffer_bytes, host_queue_bytes=star.host_queue_bytes, mtu=mtu,
                         dilation=point.dilation, rps=True, offloads_off=True, testbed=applied.get("testbed"),
                         rto_min_us_per_host=applied.get("rto_min_us_per_host"),
                         rto_max_ms_per_host=applied.get("rto_max_ms_per_host"),

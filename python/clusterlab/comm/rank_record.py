@@ -11,6 +11,9 @@ before telling its peers, with ``error``), to ``RUN_DIR/ranks/rank-N.json`` (ato
   ``setup_s``: from the process's start to that point (interpreter, imports, mesh set-up);
 * ``comm_s``: time blocked in communication calls (at most ``wall_s``); ``calls``: their number;
 * ``bytes_sent``/``bytes_recv``/``msgs_sent``/``msgs_recv``: the communicator's counters;
+* ``connections``: ``persistent`` or ``per_call``; with per-call connections
+  ``connection_setup_s``: the time the collectives spent setting up and tearing down their
+  connections (inside ``comm_s``);
 * ``retransmissions``, ``timeouts``, ``rto_time_ms``: summed over the rank's connections from
   their ``TCP_INFO`` (``tcpi_total_retrans``, ``tcpi_total_rto``, ``tcpi_total_rto_time``,
   Linux 6.7+ for the last two); ``rto_wait_s``: the longest wait of one connection on RTOs
@@ -133,6 +136,10 @@ class RankRecorder:
         for k in ("bytes_sent", "bytes_recv", "msgs_sent", "msgs_recv"):
             out[k] = int(st.get(k, 0))
         out["transport_in_force"] = (st.get("transport") or {}).get("in_force")
+        out["connections"] = st.get("connections", "persistent")
+        if "setup_seconds" in st:  # per-call connections: set up and torn down inside every collective
+            out["connection_setup_s"] = round(min(float(st["setup_seconds"]) + float(st.get("teardown_seconds") or 0.0),
+                                                  comm_s), 6)
         if infos:
             after = tcp_info.rto_counters(infos)
             d = tcp_info.rto_delta(self._rto0, after)

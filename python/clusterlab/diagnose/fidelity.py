@@ -13,8 +13,10 @@ Each check compares what the emulation was asked for with what the run recorded:
 * timer granularity: the kernel's HZ=250 jiffy (4 ms) against the RTO minimum as it runs
   (dilated: times the dilation): an RTO min of a few jiffies is rounded by up to 4 ms.
 
-``check(job)`` returns ``{"ok": bool, "line": str, "checks": [...]}``; a local run (nothing
-emulated) says so and passes.
+``check(job)`` returns ``{"ok": bool, "line": str, "checks": [...]}``. A local run has nothing
+emulated, but its times are still this machine's: it fails when the machine was loaded, i.e.
+every rank computed at under ``MACHINE_SHARE_MIN`` of a core (``machine.machine_factor``: the
+least starved rank's wall seconds per CPU second, else the load average recorded before the job). That slowdown is then charged apart (``machine_load``), never named as the job's loss.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ SATURATED_SHARE_MAX = 0.2
 SUSTAINED_INTERVALS = 10
 BUSY_SAMPLES_MIN = 3  # intervals with a host's shaper holding packets back before its send rate is judged
 LINUX_RTO_MIN_S = 0.2
+MACHINE_SHARE_MIN = 2 / 3  # a local run whose least starved rank got less of a core than this: a loaded machine
 
 
 def read_monitor(path):
@@ -101,8 +104,7 @@ def check(job) -> dict:
     """The fidelity verdict of ``job`` (a ``run.Job``)."""
     cl = job.cluster or {}
     if cl.get("kind") != "testbed":
-        return {"ok": True, "emulated": False, "checks": [],
-                "line": "fidelity: not emulated (a local run: the times are this machine's, nothing to check)"}
+        return _local(job)
     k = float(cl.get("dilation") or 1.0)
     mon = job.monitor or {}
     checks = []
@@ -152,3 +154,26 @@ def check(job) -> dict:
     head = "fidelity: PASS" if not bad else "fidelity: FAIL (" + "; ".join(c["text"] for c in bad) + ")"
     detail = "; ".join(c["text"] for c in checks if c["ok"])
     return {"ok": not bad, "emulated": True, "checks": checks, "line": f"{head}" + (f" - {detail}" if detail else "")}
+
+
+def _local(job) -> dict:
+    """A local run: nothing emulated; was the machine loaded (every rank slowed down)?"""
+    from clusterlab.diagnose.machine import machine_factor
+
+    f, how = machine_factor(job)
+    load = (job.options or {}).get("machine") or {}
+    la = load.get("load_before_after")
+    lt = (f"; load average {la[0]:g} before, {la[1]:g} after on {load.get('cpus', '?')} CPUs" if la else "")
+    if how is None and f == 1.0 and not la:
+        return {"ok": True, "emulated": False, "checks": [],
+                "line": "fidelity: not emulated (a local run: the times are this machine's; its load not told: "
+                        "fewer than two ranks with CPU seconds to compare, no load average recorded)"}
+    share = 1.0 / f
+    ok = share >= MACHINE_SHARE_MIN
+    text = (f"every rank computed at {share:.0%} of a core or more ({how or 'no slowdown seen'}){lt}" + ("" if ok else
+            f" (wanted >= {MACHINE_SHARE_MIN:.0%}: the machine was loaded by other work; that slowdown of every rank "
+            "is charged apart, as the machine's load, and the job's gains are predicted at this speed)"))
+    check = {"check": "machine_load", "ok": ok, "text": text, "core_share": round(share, 3)}
+    head = "fidelity: PASS" if ok else f"fidelity: FAIL ({text})"
+    return {"ok": ok, "emulated": False, "checks": [check],
+            "line": head + (" - not emulated (a local run: the times are this machine's); " + text if ok else "")}

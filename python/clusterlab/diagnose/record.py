@@ -21,6 +21,7 @@ def record_mining(run_dir, path, nodes: int = 2, algorithm: str = "hpa", min_sup
 
     config = config or ParallelConfig()
     os.makedirs(run_dir, exist_ok=True)
+    load0 = os.getloadavg()[0]
     r = run_parallel(path, nodes=nodes, algorithm=algorithm, min_support=min_support, cluster=cluster or Local(),
                      config=config, transport=transport, **kw)
     kind = "testbed" if isinstance(cluster, Testbed) else "local"
@@ -30,6 +31,9 @@ def record_mining(run_dir, path, nodes: int = 2, algorithm: str = "hpa", min_sup
                        "block_size": config.block_bytes, "partition": config.partition},
            "transport": transport.to_dict() if transport is not None else {},
            "cluster": {"kind": kind}}
+    if kind == "local":  # the fidelity check of a local run: was the machine loaded (machine.machine_factor)
+        out["options"]["machine"] = {"cpus": len(os.sched_getaffinity(0)),
+                                     "load_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)]}
     dest = os.path.join(run_dir, "run.json")
     with atomic_open(dest) as f:
         json.dump(out, f, indent=1, default=float)

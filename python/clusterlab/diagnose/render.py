@@ -3,6 +3,8 @@ fix and predicted gain, then every cause with its seconds and share of the job."
 
 from __future__ import annotations
 
+from clusterlab.diagnose.rules import EXTERNAL
+
 
 def _fmt(s: float) -> str:
     return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
@@ -36,7 +38,7 @@ def job_lines(d: dict) -> list[str]:
         if c["seconds"] <= 0:
             continue
         lines.append(f"  {c['title']:<48} {_fmt(c['seconds']):>10} {c['seconds'] / max(total, 1e-9):>5.0%}"
-                     + ("" if c["loss"] else "  (not a loss)"))
+                     + ("" if c["loss"] else "  (not a loss)") + ("  (not the job's)" if c["cause"] in EXTERNAL else ""))
     if d.get("launch"):
         lines.append(f"  outside the job: {d['launch']['title']:<31} {_fmt(d['launch']['seconds']):>10}")
     if "per_rank" in d:

@@ -44,6 +44,8 @@ class RankPass:
     bytes: float = 0.0
     messages: float = 0.0
     timeouts: float = 0.0
+    setup: float = 0.0  # connection set-up and teardown inside its communication (per-call connections)
+    recovery: float | None = None  # the longest time one connection spent per RTO recovery after its first timeout
 
 
 @dataclasses.dataclass
@@ -183,15 +185,21 @@ def _mining_job(path: Path, s: dict) -> Job:
 
 
 def _cluster_of(c: dict) -> dict:
-    from clusterlab.units import parse_rate, parse_size
+    from clusterlab.units import parse_duration, parse_rate, parse_size
 
     out = {"kind": c.get("kind", "local"), "dilation": _num(c.get("dilation"), 1.0) or 1.0}
-    for key, parse in (("rate", parse_rate), ("buffer", parse_size), ("host_queue", parse_size)):
+    for key, parse in (("rate", parse_rate), ("buffer", parse_size), ("host_queue", parse_size),
+                       ("wan_rate", parse_rate), ("wan_delay", parse_duration)):
         if c.get(key) not in (None, ""):
             try:
                 out[key] = float(parse(c[key], key))
             except ConfigError:
                 pass
+    if isinstance(c.get("sites"), str) and c["sites"].strip():  # two sites joined by a WAN line ("2+2")
+        out["sites"] = c["sites"].strip()
+    else:
+        out.pop("wan_rate", None)
+        out.pop("wan_delay", None)
     if isinstance(c.get("loss"), str) and c["loss"].strip():  # StarTopo's canonical "h3:0.02% ..."
         from clusterlab.cluster.testbed.topo import _probability
 
@@ -233,7 +241,8 @@ def _study_jobs(d: Path) -> list[Job]:
 
 def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
     cluster = _cluster_of({**(spec.get("cluster") or {}), **{k: row[k] for k in ("kind", "rate", "buffer",
-                           "host_queue", "dilation", "host_rates", "loss") if row.get(k) is not None},
+                           "host_queue", "dilation", "host_rates", "loss", "sites", "wan_rate", "wan_delay")
+                           if row.get(k) is not None},
                            "kind": row.get("cluster", "local")})
     per_rank = row.get("per_rank")
     if isinstance(per_rank, str):
@@ -257,7 +266,7 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
             w = _num(x.get("rto_wait_s"))
             tr = _num(x.get("transfer_s"), t - w)
             ranks.append(RankPass(int(_num(x.get("rank"), i)), t, max(0.0, t - w - tr), None, w + tr, w,
-                                  timeouts=_num(x.get("rto"))))
+                                  timeouts=_num(x.get("rto")), recovery=_num(x.get("rto_time_per_recovery_s"), None)))
         passes.append(Pass("all", seconds, ranks))
     else:
         w, tr = _num(row.get("time_rto_wait")), _num(row.get("time_transfer"))
@@ -281,6 +290,11 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
     options = {**(workload.get("params") or {}), **{k: row[k] for k in ("size", "order", "algorithm", "block_size",
                                                                         "partition") if row.get(k) is not None}}
     options["workload"] = workload.get("name")
+    if row.get("read_seconds") is not None:  # a job reading its data from the iSCSI target (storage workloads)
+        options["storage"] = {k: row[k] for k in ("read_seconds", "rescan_seconds", "io_share", "passes", "stored_bytes",
+                                                   "bytes", "backing_mbps", "bottleneck", "local_seconds",
+                                                   "local_read_seconds", "layout", "rescan") if row.get(k) is not None}
+        options["storage"]["backing_rate"] = (workload.get("params") or {}).get("backing_rate")
     monitor = None
     if mon_tbl is not None:
         from clusterlab.diagnose.fidelity import monitor_facts
@@ -301,6 +315,17 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
 HOST_TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts")
 
 
+def _machine_of(meta: dict) -> dict:
+    """``{"machine": {cpus, load_before_after}}`` from a run's meta.json (the fidelity check of a
+    local run, ``machine.machine_factor``); {} when it recorded neither."""
+    m = meta.get("machine") if isinstance(meta.get("machine"), dict) else {}
+    cpus = m.get("affinity") or m.get("cpus")
+    b, a = meta.get("load_before"), meta.get("load_after")
+    if not isinstance(cpus, (int, float)) or not isinstance(b, list) or not b:
+        return {}
+    return {"machine": {"cpus": cpus, "load_before_after": [b[0], (a or b)[0]]}}
+
+
 def _program_job(d: Path) -> Job:
     """The job of a program run (``cluster.record``): each rank's record as one pass."""
     from clusterlab.cluster.record import load as load_program
@@ -310,7 +335,7 @@ def _program_job(d: Path) -> Job:
     ranks = [RankPass(rank=int(_num(r.get("rank"))), total=_num(r.get("wall_s")), compute=_num(r.get("compute_s")),
                       cpu=_num(r.get("cpu_s"), None), comm=_num(r.get("comm_s")), rto=_num(r.get("rto_wait_s")),
                       bytes=_num(r.get("bytes_sent")), messages=_num(r.get("msgs_sent")),
-                      timeouts=_num(r.get("timeouts"))) for r in recs]
+                      timeouts=_num(r.get("timeouts")), setup=_num(r.get("connection_setup_s"))) for r in recs]
     seconds = max((x.total for x in ranks), default=_num(meta.get("elapsed_s")))
     monitor = None
     if (d / "monitor.parquet").exists():
@@ -329,6 +354,8 @@ def _program_job(d: Path) -> Job:
     return Job(label=d.name, kind="program", seconds=seconds, wall_seconds=_num(meta.get("elapsed_s"), None),
                passes=[Pass("all", seconds, ranks)] if ranks else [], nodes=int(_num(meta.get("ranks"))),
                options={"command": meta.get("command"), "hosts_tcp": hosts_tcp,
+                        "connections": sorted({str(r.get("connections") or "persistent") for r in recs}),
+                        **_machine_of(meta),
                         "no_tcp_info": [int(_num(r.get("rank"))) for r in recs if r.get("rto_wait_s") is None]},
                transport=transport,
                cluster=_cluster_of(meta.get("cluster") or {}),

@@ -47,6 +47,9 @@ def verify(run_dir, job, diagnosis: dict, out_dir=None) -> dict:
     apply = dom["apply"]
     if "cluster" in apply:
         raise ConfigError(f"{run_dir}: --verify cannot change the cluster ({dom['fix']}); rerun on a testbed with it")
+    if set(apply) - {"transport", "options"}:
+        raise ConfigError(f"{run_dir}: --verify reruns transport settings and the block size, not this fix "
+                          f"({dom['fix']}); rerun the job with it")
     summary = json.loads(Path(job.source).read_text())
     path = _input_path(summary, run_dir)
     opts = summary.get("options", {})

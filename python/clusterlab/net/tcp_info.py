@@ -119,6 +119,10 @@ def rto_delta(before: dict, after: dict) -> dict:
     ``total_rto_time`` increase, which the kernel counts from the first timeout of a recovery
     to its end, plus one current RTO per recovery for the wait before that first timeout).
     Connections send in parallel, so the longest one, not the sum, is what delays the sender.
+    ``rto_time_per_recovery_s``: the longest time a connection spent per recovery after its first
+    timeout (``total_rto_time`` over ``total_rto_recoveries``): a retransmission that gets through
+    ends its recovery within a round trip; one that times out again waits twice the RTO first
+    (exponential backoff), so a recovery longer than one RTO had a doubled timer.
 
     >>> b = {1: {"total_retrans": 2, "total_rto": 1, "total_rto_recoveries": 1, "total_rto_time_ms": 0, "rto_us": 8000}}
     >>> a = {1: {"total_retrans": 5, "total_rto": 3, "total_rto_recoveries": 2, "total_rto_time_ms": 30, "rto_us": 8000}}
@@ -126,7 +130,7 @@ def rto_delta(before: dict, after: dict) -> dict:
     >>> d["total"]["total_rto"], d["total"]["total_rto_time_ms"], d["rto_wait_s"]
     (2, 30, 0.038)
     """
-    per, total, wait = {}, dict.fromkeys(RTO_COUNTERS, 0), 0.0
+    per, total, wait, episode = {}, dict.fromkeys(RTO_COUNTERS, 0), 0.0, 0.0
     for key, a in after.items():
         b = before.get(key, {})
         d = {k: a[k] - b.get(k, 0) for k in RTO_COUNTERS if k in a}
@@ -135,4 +139,7 @@ def rto_delta(before: dict, after: dict) -> dict:
             total[k] += v
         w = d.get("total_rto_time_ms", 0) / 1e3 + d.get("total_rto_recoveries", 0) * a.get("rto_us", 0) / 1e6
         wait = max(wait, w)
-    return {"per_connection": per, "total": total, "rto_wait_s": round(wait, 6)}
+        if d.get("total_rto_recoveries", 0) > 0:
+            episode = max(episode, max(0, d.get("total_rto_time_ms", 0)) / 1e3 / d["total_rto_recoveries"])
+    return {"per_connection": per, "total": total, "rto_wait_s": round(wait, 6),
+            "rto_time_per_recovery_s": round(episode, 6)}
