@@ -14,16 +14,14 @@ conviction = (1 - support(Y)) / (1 - confidence) (inf when confidence is 1).
 
 from __future__ import annotations
 
-import json
-import math
 import os
 
-import numpy as np
 import pyarrow as pa
 
 from clusterlab import _core
 from clusterlab.errors import ConfigError
-from clusterlab.mining.result import META_KEY, list_array, numpy_array, table_csr, table_info
+from clusterlab.mining.result import list_array, numpy_array, table_csr, table_info
+from clusterlab.mining.rule_columns import check_rule_args, rule_metadata, rule_table, rules_n_transactions
 
 RULE_COLUMNS = ("antecedent", "consequent", "count", "support", "confidence", "lift", "leverage", "conviction")
 
@@ -96,57 +94,3 @@ def _rules_of_file(path, min_confidence, min_lift, consequents: str, n_transacti
     schema = pa.schema([pa.field(f.name, t) for f, t in zip(table.schema, types, strict=True)],
                        metadata=table.schema.metadata)
     return table.cast(schema)
-
-
-def check_rule_args(min_confidence, min_lift, consequents: str = "single") -> None:
-    """The checks of ``rules`` and the out-of-core ``rules_to_parquet``: one ConfigError each."""
-    if isinstance(min_confidence, bool) or not isinstance(min_confidence, (int, float, np.integer, np.floating)) \
-            or not 0 <= min_confidence <= 1:
-        raise ConfigError(f"min_confidence must be a number in [0, 1], got {min_confidence!r}")
-    if min_lift is not None and (isinstance(min_lift, bool)
-                                 or not isinstance(min_lift, (int, float, np.integer, np.floating))
-                                 or not math.isfinite(min_lift) or min_lift < 0):
-        raise ConfigError(f"min_lift must be a finite number >= 0 (or None for no lift filter), got {min_lift!r}")
-    if consequents not in ("single", "multi"):
-        raise ConfigError(f"consequents must be 'single' or 'multi', got {consequents!r}")
-
-
-def rules_n_transactions(info: dict, n_transactions=None) -> int:
-    """The transactions rules are measured over, after checking that the itemsets (``info``:
-    their metadata) are all frequent itemsets."""
-    if info.get("target", "all") != "all":
-        raise ConfigError(f"rules need all frequent itemsets; this table holds {info['target']} itemsets "
-                          "(mine with target='all')")
-    if (info.get("min_len") or 1) > 1:
-        raise ConfigError("rules need all frequent itemsets; this table was mined with min_len > 1")
-    n = n_transactions if n_transactions is not None else info.get("n_transactions")
-    if n is None:
-        raise ConfigError("the itemset table carries no n_transactions; pass n_transactions=")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ConfigError(f"n_transactions must be a positive integer, got {n!r}")
-    return int(n)
-
-
-def rule_table(antecedent, consequent, rc, ac, cc, n: int, min_lift=None) -> pa.Table:
-    """The rule columns from the list columns and the counts of rule, antecedent, consequent;
-    only rules with lift >= ``min_lift`` when it is given."""
-    n = float(n)
-    support = rc / n
-    confidence = rc / ac
-    cons_support = cc / n
-    lift = confidence / cons_support
-    leverage = support - (ac / n) * cons_support
-    with np.errstate(divide="ignore", invalid="ignore"):
-        conviction = np.where(confidence >= 1.0, np.inf, (1.0 - cons_support) / (1.0 - confidence))
-    table = pa.table({
-        "antecedent": antecedent, "consequent": consequent, "count": numpy_array(rc, np.int64),
-        "support": numpy_array(support), "confidence": numpy_array(confidence), "lift": numpy_array(lift),
-        "leverage": numpy_array(leverage), "conviction": numpy_array(conviction),
-    })
-    return table if min_lift is None else table.filter(numpy_array(lift >= min_lift))
-
-
-def rule_metadata(n: int, min_confidence, min_lift, consequents: str) -> dict:
-    meta = {"n_transactions": int(n), "min_confidence": float(min_confidence), "min_lift": min_lift,
-            "consequents": consequents}
-    return {META_KEY: json.dumps(meta).encode()}

@@ -263,7 +263,12 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
 
     from clusterlab._atomic import atomic_path
     from clusterlab.mining.result import array_numpy, list_column_csr
-    from clusterlab.mining.rules import check_rule_args, rule_metadata, rule_table, rules_n_transactions
+    from clusterlab.mining.rule_columns import (
+        check_rule_args,
+        rule_metadata,
+        rule_table,
+        rules_n_transactions,
+    )
 
     check_rule_args(min_confidence, min_lift)
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
