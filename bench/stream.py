@@ -103,7 +103,8 @@ def main() -> None:
     a = ap.parse_args()
     res = {"machine": {"cpus": os.cpu_count()}, "memory": a.memory, "rules_min_confidence": a.rules,
            "loadavg_before": os.getloadavg(), "rows": {}}
-    tmp = Path(tempfile.mkdtemp(prefix="clusterlab-stream-"))
+    tmp_dir = tempfile.TemporaryDirectory(prefix="clusterlab-stream-")  # removed at exit, whatever happens
+    tmp = Path(tmp_dir.name)
     for key in a.rows.split(","):
         name, supp = ROWS[key]
         path = data_path(name)
@@ -119,6 +120,7 @@ def main() -> None:
             print(f"{key:10s} {tool:9s} {json.dumps(row[tool])}", flush=True)
         res["rows"][key] = row
     res["loadavg_after"] = os.getloadavg()
+    tmp_dir.cleanup()
     out = Path(a.output)
     t = out.with_suffix(".tmp")
     t.write_text(json.dumps(res, indent=1))
