@@ -139,6 +139,9 @@ RECORDS = (
            doc="docs/storage.md, cluster/testbed/link.py"),
     Record("stream.json", "mining results larger than memory (`--memory`) vs in memory vs pyfim: time, peak memory",
            f"{PY} bench/stream.py", doc="docs/mining.md"),
+    Record("stream_chess_low.json", "the same at chess 20% and 15% (0.29 and 1.0 billion itemsets): streamed within "
+           "`--memory 2GB`, the in-memory run at its cap, pyfim given 120 s", f"{PY} bench/stream.py --rows chess20,chess15 "
+           "--timeout 1800 --pyfim-timeout 120 -o bench/results/stream_chess_low.json", doc="docs/mining.md"),
     Record("stream_rules.json", "the same with association rules (`--rules`, confidence 0.9): out of core from the "
            "streamed itemset file vs rules() in memory", f"{PY} bench/stream.py --rows chess50,t10-0.005 --rules 0.9 "
            "-o bench/results/stream_rules.json", doc="docs/mining.md"),
