@@ -138,7 +138,7 @@ def seed000_parallel(path: Path, min_support: float, spec: tuple, reference) -> 
     alg, nodes, cfg = spec
     t0 = time.perf_counter()
     # A generous timeout: on the shared machine a loaded run can take minutes.
-    r = run_parallel(path, nodes=nodes, algorithm=alg, min_support=min_support,
+    r = run_parallel(path, nodes=nodes, algorithm=alg, min_support=min_support, cluster=Local(),
                      config=ParallelConfig(timeout=900, **cfg))
     wall = time.perf_counter() - t0
     same = (r.table.schema.remove_metadata() == reference.schema.remove_metadata()

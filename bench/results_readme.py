@@ -49,6 +49,9 @@ RECORDS = (
            "measured gain of the fix", f"sudo {PY} bench/diagnose_corpus.py", doc="docs/diagnose.md"),
     Record("fim.json", "frequent itemset mining vs pyfim, mlxtend and efficient-apriori: time and peak memory per row",
            f"{PY} bench/fim.py", ("fim.png",), doc="docs/mining.md"),
+    Record("first_call.json", "the fixed cost of a first mining call: `clusterlab mine T10I4D100K.dat -s 0.01` (a fresh "
+           "process each run) vs later calls in one process, the first call split into its parts",
+           f"{PY} bench/first_call.py", doc="docs/mining.md"),
     Record("fuzz_parsers.json", "a long fuzz of the FIMI and CSV basket parsers (runs, crashes)",
            f"{PY} bench/fuzz_parsers.py --seconds 120"),
     Record("generate.json", "generating the seed000 workload and parsing it back, against issue targets",
@@ -76,8 +79,9 @@ RECORDS = (
            "Linux vs seed-era TCP (per-round results of `clusterlab bench broadcast --json`)",
            "clusterlab bench broadcast --json --hosts N [--dilation k] --rto-min 200ms --rto-max {1s,60s} "
            "[--transport stack=seed-era] (one run per tag in the JSON)", doc="docs/studies.md"),
-    Record("seed000_sequential.json", "sequential mining of the full seed000 file: read + mine time and peak memory "
-           "per kernel", f"{PY} bench/seed000_sequential.py /work/data/seed000.dat"),
+    Record("seed000_sequential.json", "sequential mining of the full seed000 file against Count Distribution on one "
+           "rank (issue 30, item 2): read + mine time, CPU and peak memory per kernel, interleaved rounds",
+           f"{PY} bench/seed000_sequential.py /work/data/seed000.dat --repeat 3", doc="docs/mining.md"),
     Record("seed002.json", "seed 002 Figs. 1-3 on the testbed: bcast/scatter time vs size (6 hosts) and vs hosts "
            "(2-16), persistent and per-call connections, against the cost model", f"{PY} bench/seed002.py",
            ("seed002.png",), doc="docs/collectives.md"),
@@ -143,6 +147,12 @@ RECORDS = (
            doc="docs/storage.md, cluster/testbed/link.py"),
     Record("stream.json", "mining results larger than memory (`--memory`) vs in memory vs pyfim: time, peak memory",
            f"{PY} bench/stream.py", doc="docs/mining.md"),
+    Record("stream_chess_low.json", "the same at chess 20% and 15% (0.29 and 1.0 billion itemsets): streamed within "
+           "`--memory 2GB`, the in-memory run at its cap, pyfim given 120 s", f"{PY} bench/stream.py --rows chess20,chess15 "
+           "--timeout 1800 --pyfim-timeout 120 -o bench/results/stream_chess_low.json", doc="docs/mining.md"),
+    Record("stream_rules.json", "the same with association rules (`--rules`, confidence 0.9): out of core from the "
+           "streamed itemset file vs rules() in memory", f"{PY} bench/stream.py --rows chess50,t10-0.005 --rules 0.9 "
+           "-o bench/results/stream_rules.json", doc="docs/mining.md"),
     Record("switch.json", "the ATM cell switch: UBR/PPD/EPD ordering under a TCP incast, and what it costs the machine",
            f"sudo {PY} bench/switch.py --incast 3 --cost 3", doc="docs/atm.md"),
     Record("testbed.json", "the namespace testbed against issue 10's targets: bring-up/teardown, the 16-host incast "

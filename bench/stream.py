@@ -4,10 +4,13 @@ in-memory run and pyfim, time and peak memory, each in its own process.
 Not a test. Per row: the streamed run (one mining thread, the itemsets written as Parquet row
 groups as found), the in-memory run (``clusterlab mine -o``: the whole table, then one write;
 it stops at the default cap of 20M itemsets) and pyfim's ``fpgrowth`` (a list of every
-itemset in memory; ``--pyfim-timeout`` seconds at most). Peak RSS is each process's
-``ru_maxrss``; the load average is recorded before each run. Writes bench/results/stream.json.
+itemset in memory; ``--pyfim-timeout`` seconds at most). With ``--rules CONF`` both
+clusterlab runs also derive the rules (one-item consequents, confidence >= CONF): the streamed
+run out of core from its itemset file (``rules_to_parquet``), the in-memory one with
+``rules()`` (pyfim is not asked for rules). Peak RSS is each process's ``ru_maxrss``; the load
+average is recorded before each run. Writes bench/results/stream.json.
 
-    python bench/stream.py [--rows chess40,t10-0.005] [--memory 2GB] [--pyfim-timeout 300]
+    python bench/stream.py [--rows chess40,t10-0.005] [--memory 2GB] [--rules 0.9] [--pyfim-timeout 300]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fim import data_path  # noqa: E402
 
 ROWS = {
+    "chess50": ("chess.dat", 0.50),
     "chess40": ("chess.dat", 0.40),
     "chess30": ("chess.dat", 0.30),
     "chess20": ("chess.dat", 0.20),
@@ -44,10 +48,12 @@ print(n, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_ma
 """
 
 
-def cli(path: Path, supp: float, out: Path, memory: str | None, timeout: float) -> dict:
+def cli(path: Path, supp: float, out: Path, memory: str | None, timeout: float, rules: float | None = None) -> dict:
     cmd = [sys.executable, "-m", "clusterlab", "mine", str(path), "-s", repr(supp), "-o", str(out), "--json", "-q"]
     if memory:
         cmd += ["--memory", memory]
+    if rules is not None:
+        cmd += ["--rules", "--min-confidence", repr(rules)]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
     t = time.perf_counter()
     try:
@@ -60,9 +66,13 @@ def cli(path: Path, supp: float, out: Path, memory: str | None, timeout: float) 
     s = json.loads(r.stdout)
     size = out.stat().st_size if out.exists() else 0
     out.unlink(missing_ok=True)
+    rules_out = Path(s["rules_output"]) if s.get("rules_output") else None
+    rules_size = rules_out.stat().st_size if rules_out is not None and rules_out.exists() else 0
+    if rules_out is not None:
+        rules_out.unlink(missing_ok=True)
     return {"status": "ok", "wall_s": wall, "itemsets": s["itemsets"], "seconds": s["seconds"],
             "peak_rss_bytes": s["peak_rss_bytes"], "file_bytes": size, "algorithm": s["algorithm"],
-            "row_groups": s.get("row_groups")}
+            "row_groups": s.get("row_groups"), "rules": s.get("rules"), "rules_file_bytes": rules_size}
 
 
 def pyfim(path: Path, supp: float, timeout: float) -> dict:
@@ -87,10 +97,14 @@ def main() -> None:
     ap.add_argument("--memory", default="2GB")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--pyfim-timeout", type=float, default=300)
+    ap.add_argument("--rules", type=float, default=None, metavar="CONF",
+                    help="also derive rules with confidence >= CONF (streamed: out of core)")
     ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "stream.json"))
     a = ap.parse_args()
-    res = {"machine": {"cpus": os.cpu_count()}, "memory": a.memory, "rows": {}}
-    tmp = Path(tempfile.mkdtemp(prefix="clusterlab-stream-"))
+    res = {"machine": {"cpus": os.cpu_count()}, "memory": a.memory, "rules_min_confidence": a.rules,
+           "loadavg_before": os.getloadavg(), "rows": {}}
+    tmp_dir = tempfile.TemporaryDirectory(prefix="clusterlab-stream-")  # removed at exit, whatever happens
+    tmp = Path(tmp_dir.name)
     for key in a.rows.split(","):
         name, supp = ROWS[key]
         path = data_path(name)
@@ -100,10 +114,13 @@ def main() -> None:
             if tool == "pyfim":
                 r = pyfim(path, supp, a.pyfim_timeout)
             else:
-                r = cli(path, supp, tmp / f"{key}.parquet", a.memory if tool == "streamed" else None, a.timeout)
+                r = cli(path, supp, tmp / f"{key}.parquet", a.memory if tool == "streamed" else None, a.timeout,
+                        a.rules)
             row[tool] = {**r, "load": round(load, 2)}
             print(f"{key:10s} {tool:9s} {json.dumps(row[tool])}", flush=True)
         res["rows"][key] = row
+    res["loadavg_after"] = os.getloadavg()
+    tmp_dir.cleanup()
     out = Path(a.output)
     t = out.with_suffix(".tmp")
     t.write_text(json.dumps(res, indent=1))

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import clusterlab
@@ -16,7 +16,7 @@ from clusterlab import _core
 from clusterlab.cli import main
 from clusterlab.errors import ConfigError, TooManyItemsets
 from clusterlab.mining.result import table_csr
-from clusterlab.mining.stream import mine_to_parquet
+from clusterlab.mining.stream import mine_to_parquet, rules_to_parquet
 from tests.test_mining import ALGOS, shared_data
 
 
@@ -107,6 +107,80 @@ def test_memory_limit_is_a_clear_error(tmp_path, monkeypatch):
     assert not (tmp_path / "x.parquet").exists()
 
 
+def rule_rows(table):
+    """Every rule as (antecedent set, consequent, count, support, confidence, lift, leverage, conviction)."""
+    d = table.to_pydict()
+    return sorted((tuple(sorted(map(str, a))), tuple(map(str, c)), *rest) for a, c, *rest in
+                  zip(d["antecedent"], d["consequent"], d["count"], d["support"], d["confidence"], d["lift"],
+                      d["leverage"], d["conviction"], strict=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(txs=baskets, min_count=st.integers(1, 4), conf=st.sampled_from([0.0, 0.3, 0.5, 0.8, 1.0]),
+       lift=st.sampled_from([None, 0.0, 1.0, 1.5]), bucket_bytes=st.sampled_from([1, 200, 1 << 28]),
+       labelled=st.booleans())
+def test_rules_out_of_core_equal_in_memory(tmp_path_factory, txs, min_count, conf, lift, bucket_bytes, labelled):
+    """Rules derived from the streamed itemset file through buckets on disk (a budget of one
+    byte: a bucket per itemset's row at most) are rules() on the same itemsets."""
+    import clusterlab.mining.stream as stream
+
+    assume(txs)  # no transactions: no rules either way (both refuse n_transactions 0)
+    if labelled:
+        txs = [[f"i{x}" for x in t] for t in txs]
+    d = tmp_path_factory.mktemp("r")
+    mine_to_parquet(txs, d / "sets.parquet", min_support=min_count)
+    old, stream.RULES_BUCKET_BYTES = stream.RULES_BUCKET_BYTES, bucket_bytes
+    try:
+        s = rules_to_parquet(d / "sets.parquet", d / "rules.parquet", min_confidence=conf, min_lift=lift)
+    finally:
+        stream.RULES_BUCKET_BYTES = old
+    ref = clusterlab.rules(clusterlab.mine(txs, min_count), min_confidence=conf, min_lift=lift)
+    got = pq.read_table(d / "rules.parquet")
+    assert [(f.name, str(f.type).replace("element", "item")) for f in got.schema] == \
+        [(f.name, str(f.type)) for f in ref.schema]
+    assert got.schema.metadata == ref.schema.metadata
+    assert rule_rows(got) == rule_rows(ref) and s["rules"] == ref.num_rows
+    assert sorted(p.name for p in d.iterdir()) == ["rules.parquet", "sets.parquet"]  # no spill left
+    # rules() of the file's path: out of core, the same table as of the table in memory.
+    of_path = clusterlab.rules(d / "sets.parquet", min_confidence=conf, min_lift=lift)
+    assert of_path.schema == ref.schema and rule_rows(of_path) == rule_rows(ref)
+
+
+def test_rules_out_of_core_survive_hash_collisions(tmp_path, monkeypatch):
+    """Every itemset hashed alike (one bucket, one hash): the matching falls back to raw keys."""
+    import clusterlab.mining.stream as stream
+
+    chess = shared_data("chess.dat")
+    mine_to_parquet(chess, tmp_path / "s.parquet", min_support=0.85)
+    monkeypatch.setattr(stream, "_hash", lambda rows: np.zeros(rows.shape[0], dtype=np.uint64))
+    rules_to_parquet(tmp_path / "s.parquet", tmp_path / "r.parquet", min_confidence=0.9)
+    ref = clusterlab.rules(clusterlab.mine(chess, 0.85), min_confidence=0.9)
+    assert ref.num_rows > 100 and rule_rows(pq.read_table(tmp_path / "r.parquet")) == rule_rows(ref)
+
+
+def test_rules_out_of_core_refuse_what_is_not_all_itemsets(tmp_path):
+    import pyarrow as pa
+
+    txs = [[1, 2, 3], [1, 2, 3], [1, 2], [3]]
+    clusterlab.mining.stream.mine_to_parquet(txs, tmp_path / "all.parquet", min_support=2)
+    full = pq.read_table(tmp_path / "all.parquet")
+    # A subset of a frequent itemset left out: named, nothing written.
+    drop = [i for i, x in enumerate(full["items"].to_pylist()) if sorted(x) == [1, 3]]
+    pq.write_table(full.filter(pa.array([i not in drop for i in range(full.num_rows)])), tmp_path / "gap.parquet")
+    with pytest.raises(ConfigError, match=r"itemset \[1, 3\].*missing"):
+        rules_to_parquet(tmp_path / "gap.parquet", tmp_path / "r.parquet")
+    pq.write_table(clusterlab.mine(txs, 2, target="closed"), tmp_path / "closed.parquet")
+    with pytest.raises(ConfigError, match="closed"):
+        rules_to_parquet(tmp_path / "closed.parquet", tmp_path / "r.parquet")
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    with pytest.raises(ConfigError, match="cannot read itemsets"):
+        rules_to_parquet(tmp_path / "junk.parquet", tmp_path / "r.parquet")
+    with pytest.raises(ConfigError, match="min_confidence"):
+        rules_to_parquet(tmp_path / "all.parquet", tmp_path / "r.parquet", min_confidence=2)
+    assert not (tmp_path / "r.parquet").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["all.parquet", "closed.parquet", "gap.parquet", "junk.parquet"]
+
+
 def run(capsys, *args):
     with pytest.raises(SystemExit) as e:
         main(list(args))
@@ -126,13 +200,31 @@ def test_cli_memory_streams_to_parquet(capsys, tmp_path):
     assert np.array_equal(np.sort(pq.read_table(out)["count"].to_numpy()), np.sort(ref["count"].to_numpy()))
 
 
+def test_cli_memory_rules_out_of_core(capsys, tmp_path):
+    t10 = shared_data("T10I4D100K.dat")
+    out = tmp_path / "t10.parquet"
+    code, stdout, _ = run(capsys, "mine", str(t10), "-s", "0.5%", "-o", str(out), "--memory", "1GB", "--rules",
+                          "--min-confidence", "0.3", "--json")
+    assert code == 0
+    s = json.loads(stdout)
+    ref = clusterlab.rules(clusterlab.mine(str(t10), 0.005), min_confidence=0.3)
+    assert s["rules_output"] == str(tmp_path / "t10.rules.parquet") and s["rules"] == ref.num_rows > 0
+    assert rule_rows(pq.read_table(tmp_path / "t10.rules.parquet")) == rule_rows(ref)
+
+
 @pytest.mark.parametrize("args, msg", [
     (["-o", "x.csv"], "give -o FILE.parquet"),
     ([], "give -o FILE.parquet"),
     (["-o", "x.parquet", "--target", "closed"], "drop --target"),
-    (["-o", "x.parquet", "--rules"], "does not derive rules"),
+    (["-o", "x.parquet", "--rules", "--consequents", "multi"], "drop --consequents"),
+    (["-o", "x.parquet", "--rules", "--rules-output", "x.csv"], "give --rules-output FILE.parquet"),
     (["-o", "x.parquet", "--nodes", "2"], "drop --nodes"),
-    (["-o", "x.parquet", "--memory", "lots"], "memory"),
+    (["-o", "x.parquet", "--memory", "lots"], "--memory: cannot read size 'lots'"),
+    (["-o", "x.parquet", "--memory", "100MB"], "--memory 100MB: give at least 256 MiB"),
+    (["-o", "x.parquet", "--memory", "0"], "--memory: '0' is below"),
+    (["-o", "x.parquet", "--memory", "-2GB"], "--memory: '-2GB' must not be negative"),
+    (["-o", "x.parquet", "--memory", "nan"], "--memory: 'nan' is not a finite"),
+    (["-o", "x.parquet", "--memory", "1e99"], "--memory: '1e99' is too large"),
 ])
 def test_cli_memory_refusals_are_one_line(capsys, tmp_path, args, msg):
     (tmp_path / "b.dat").write_text("1 2\n1 2\n")

@@ -183,13 +183,29 @@ def run_streamed(opts: MineOptions, status) -> dict:
     status(f"mining {len(b):,} transactions into {opts.output}")
     r = mine_to_parquet(b, opts.output, opts.min_support, algorithm=opts.algorithm, min_len=opts.min_len,
                         max_len=opts.max_len, memory=opts.memory, progress=progress)
+    del b  # the rules need only the itemset file
+    seconds = {"read": round(read_s, 4), "mine+write": round(r["seconds"], 4)}
+    n_rules = rules_out = None
+    if opts.rules:
+        from clusterlab.mining.stream import rules_to_parquet
+
+        rules_out = rules_path(opts)
+
+        def rule_progress(n: int, seconds: float, rss: int) -> None:
+            status(f"{n:,} rules written ({n / max(seconds, 1e-9):,.0f}/s), {rss / 2**20:,.0f} MiB "
+                   f"of {opts.memory / 2**20:,.0f} MiB")
+
+        status(f"deriving rules from {r['itemsets']:,} itemsets into {rules_out}")
+        rr = rules_to_parquet(opts.output, rules_out, min_confidence=opts.min_confidence, min_lift=opts.min_lift,
+                              memory=opts.memory, progress=rule_progress)
+        n_rules = rr["rules"]
+        seconds["rules"] = round(rr["seconds"], 4)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     return {"file": opts.file, "transactions": r["n_transactions"], "algorithm": r["algorithm"],
             "target": opts.target, "min_support": opts.min_support, "itemsets": r["itemsets"],
-            "itemsets_by_length": r["itemsets_by_length"], "rules": None,
-            "seconds": {"read": round(read_s, 4), "mine+write": round(r["seconds"], 4)},
+            "itemsets_by_length": r["itemsets_by_length"], "rules": n_rules, "seconds": seconds,
             "peak_rss_bytes": rss, "memory_bytes": opts.memory, "row_groups": r["row_groups"],
-            "output": opts.output, "rules_output": None}
+            "output": opts.output, "rules_output": rules_out}
 
 
 def run_sequential(opts: MineOptions, status) -> MineResult:
@@ -366,8 +382,10 @@ def _testbed_name(_ctx, _param, value):
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
 @click.option("--memory", default=None, metavar="SIZE", type=Size(keep_text=True, lo=1),
               help="Stream the itemsets into the -o .parquet file as they are found (one mining thread), "
-                   "stopping with an error if this process passes SIZE (e.g. 2GB): the result never has "
-                   "to fit in memory. Rows are in the order found; all frequent itemsets only.")
+                   "stopping with an error if this process passes SIZE (e.g. 2GB, at least 256MiB): the result "
+                   "never has to fit in memory. Rows are in the order found; all frequent itemsets only. With "
+                   "--rules, rules (one-item consequents) are derived from that file out of core into "
+                   "NAME.rules.parquet.")
 @click.option("--nodes", "-n", default=None, type=Int(lo=1, hi=1024),
               help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a names another "
                    "parallel one; CSV and Parquet input too).")
@@ -390,6 +408,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine ../shared/data/chess.dat -s 80% --target closed -o chess.txt
       clusterlab mine baskets.csv -s 0.05 --rules --min-confidence 0.6 -o sets.csv
       clusterlab mine ../shared/data/chess.dat -s 40% -o chess.parquet --memory 2GB   # streamed
+      clusterlab mine ../shared/data/chess.dat -s 80% -o c.parquet --memory 1GB --rules   # + c.rules.parquet
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
       clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
@@ -404,12 +423,16 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
                        consequents=consequents, rules_output=rules_output,
                        quiet=quiet or not sys.stderr.isatty())
     if memory is not None:
+        from clusterlab.mining.stream import MIN_MEMORY
         from clusterlab.units import parse_size
 
         try:
             opts.memory = parse_size(memory)
         except ConfigError as e:
             raise ConfigError(f"--memory {memory!r}: {e}") from None
+        if opts.memory < MIN_MEMORY:
+            raise ConfigError(f"--memory {memory}: give at least {MIN_MEMORY >> 20} MiB (the interpreter and its "
+                              "libraries alone take ~170 MB), e.g. --memory 2GB")
         if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:
             raise ConfigError("--memory streams a sequential run: drop --nodes/--testbed and the parallel -a")
         if not output or output_kind(output) != "parquet":
@@ -417,9 +440,11 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         if target != "all":
             raise ConfigError("--memory streams all frequent itemsets: drop --target (closed/maximal sets are "
                               "judged against all of them)")
-        if rules:
-            raise ConfigError("--memory does not derive rules: mine to the Parquet file, then run clusterlab.rules "
-                              "on it where it fits in memory")
+        if rules and consequents != "single":
+            raise ConfigError("--memory derives rules with one-item consequents out of core: drop --consequents "
+                              "multi (or drop --memory where the rules fit in memory)")
+        if rules and output_kind(rules_path(opts)) != "parquet":
+            raise ConfigError("--memory writes the rules as they are found: give --rules-output FILE.parquet")
     if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:  # parallel options
         from clusterlab.units import parse_size
 

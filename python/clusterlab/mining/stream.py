@@ -6,6 +6,7 @@ input, the kernel's working set and those chunks, whatever the number of itemset
 are in the order the kernel finds them, not sorted (one mining thread: the same file every
 run); the set of rows, counts and metadata is the in-memory ``mine()``'s. Only all frequent
 itemsets stream (closed and maximal sets are judged against all of them).
+:func:`rules_to_parquet` derives the rules from such a file out of core.
 
 >>> import tempfile, os, pyarrow.parquet as pq
 >>> import clusterlab
@@ -143,3 +144,303 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
     return {"itemsets": state["itemsets"], "itemsets_by_length": {int(k): int(v) for k, v in enumerate(lengths) if v},
             "n_transactions": n, "algorithm": algo, "row_groups": state["row_groups"],
             "peak_rss_bytes": max(state["peak"], current_rss()), "seconds": time.perf_counter() - t0}
+
+
+# ---- association rules from an itemset Parquet file, out of core ---------------------------
+
+#: Multipliers of the bucket hash (the powers of an odd 64-bit constant).
+_POW = np.array([pow(0x9E3779B97F4A7C15, j + 1, 1 << 64) for j in range(256)], dtype=np.uint64)
+#: Bytes one bucket of one length may take in memory when no ``memory`` is given.
+RULES_BUCKET_BYTES = 256 << 20
+
+
+def _hash(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of every row (itemset codes, ascending) of a 2-D uint32 array."""
+    h = (rows.astype(np.uint64) * _POW[:rows.shape[1]]).sum(axis=1, dtype=np.uint64)
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(29)
+    return h
+
+
+def _bucket_of(rows: np.ndarray, buckets: int) -> np.ndarray:
+    """Bucket of every row of a 2-D uint32 array."""
+    if buckets == 1 or rows.shape[0] == 0:
+        return np.zeros(rows.shape[0], dtype=np.int64)
+    return (_hash(rows) % np.uint64(buckets)).astype(np.int64)
+
+
+def _match(sets: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Index in ``sets`` of every row of ``want`` (2-D uint32 arrays of one width), -1 where
+    absent: by sorted 64-bit hashes, each match checked item by item; the rows a hash does not
+    settle (a collision, or absent) by sorted raw keys."""
+    at = np.full(want.shape[0], -1, dtype=np.int64)
+    if sets.shape[0] == 0 or want.shape[0] == 0:
+        return at
+    keys = _hash(sets)
+    order = np.argsort(keys)
+    keys = keys[order]
+    h = _hash(want)
+    pos = np.minimum(np.searchsorted(keys, h), keys.size - 1)
+    cand = order[pos]
+    ok = (keys[pos] == h) & (sets[cand] == want).all(axis=1)
+    at[ok] = cand[ok]
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        raw = _as_keys(sets)
+        order = np.argsort(raw)
+        raw = raw[order]
+        w = _as_keys(want[rest])
+        pos = np.minimum(np.searchsorted(raw, w), raw.size - 1)
+        found = raw[pos] == w
+        at[rest[found]] = order[pos[found]]
+    return at
+
+
+def _as_keys(rows: np.ndarray) -> np.ndarray:
+    """Each row of a 2-D uint32 array as one opaque key (sortable, comparable)."""
+    rows = np.ascontiguousarray(rows, dtype=np.uint32)
+    return rows.view(np.dtype((np.void, 4 * rows.shape[1]))).ravel()
+
+
+class _Spill:
+    """Arrays appended to files per (kind, bucket, length) in a temporary directory."""
+
+    def __init__(self, directory: str):
+        self.dir = directory
+        self.bytes = 0
+
+    def path(self, kind: str, bucket: int, length: int) -> str:
+        return os.path.join(self.dir, f"{kind}-{bucket}-{length}.bin")
+
+    def append(self, kind: str, buckets: np.ndarray, n_buckets: int, length: int, *arrays: np.ndarray) -> None:
+        order = np.argsort(buckets, kind="stable")
+        ends = np.cumsum(np.bincount(buckets, minlength=n_buckets))
+        start = 0
+        for b in range(n_buckets):
+            end = int(ends[b])
+            if end > start:
+                sel = order[start:end]
+                for j, a in enumerate(arrays):
+                    part = np.ascontiguousarray(a[sel])
+                    with open(self.path(f"{kind}{j}", b, length), "ab") as f:
+                        part.tofile(f)
+                    self.bytes += part.nbytes
+            start = end
+
+    def load(self, kind: str, bucket: int, length: int, dtype, width: int | None = None) -> np.ndarray:
+        """What was appended (and forget it): rows of ``width`` values, or a flat array."""
+        p = self.path(kind, bucket, length)
+        if not os.path.exists(p):
+            return np.zeros(0 if width is None else (0, width), dtype=dtype)
+        a = np.fromfile(p, dtype=dtype)
+        os.unlink(p)
+        return a if width is None else a.reshape(-1, width)
+
+
+def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift: float | None = None,
+                     memory: int | None = None, progress=None, n_transactions: int | None = None) -> dict:
+    """Association rules with one-item consequents of the itemset Parquet file
+    ``itemsets_path`` (all frequent itemsets, in any row order: ``mine_to_parquet``'s or
+    ``mine()``'s written out), written to the Parquet file ``path`` (atomically) without
+    holding the itemsets or the rules in memory.
+
+    The itemsets and every rule's antecedent (an itemset less one item) are spilled into
+    hash buckets on disk (a temporary directory beside ``path``), sized so that one bucket of
+    one length fits a small part of ``memory``; each bucket's antecedents are then matched to
+    their itemsets' counts by sorting, and the rules that pass ``min_confidence`` (and
+    ``min_lift``) are written as row groups. The rows, columns and metadata are ``rules()``'s
+    (``consequents="single"``) on the same itemsets, in another order. ``memory`` (bytes):
+    the run stops with an error naming it once this process's resident memory passes it.
+    ``progress(rules, seconds, rss_bytes)`` is called after every row group. Returns a
+    summary: ``rules``, ``itemsets``, ``buckets``, ``spilled_bytes``, ``row_groups``,
+    ``peak_rss_bytes``, ``seconds``.
+    """
+    import tempfile
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from clusterlab._atomic import atomic_path
+    from clusterlab.mining.result import array_numpy, list_column_csr
+    from clusterlab.mining.rule_columns import (
+        check_rule_args,
+        rule_metadata,
+        rule_table,
+        rules_n_transactions,
+    )
+
+    check_rule_args(min_confidence, min_lift)
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
+                               or memory < MIN_MEMORY):
+        raise ConfigError(f"memory must be at least {MIN_MEMORY >> 20} MiB (the interpreter alone takes ~170 MB), "
+                          f"got {memory!r}")
+    try:
+        pf = pq.ParquetFile(itemsets_path)
+    except (OSError, pa.ArrowException) as e:
+        raise ConfigError(f"cannot read itemsets from {itemsets_path}: {str(e).splitlines()[0]}") from None
+    schema = pf.schema_arrow
+    if "items" not in schema.names or "count" not in schema.names:
+        raise ConfigError(f"{itemsets_path}: an itemset file needs 'items' and 'count' columns (from clusterlab mine)")
+    md = schema.metadata or {}
+    info = json.loads(md[META_KEY]) if META_KEY in md else {}
+    n = rules_n_transactions(info, n_transactions)
+    value_type = schema.field("items").type.value_type
+    labelled = pa.types.is_string(value_type) or pa.types.is_large_string(value_type)
+    t0 = time.perf_counter()
+    peak = [0]
+
+    def check_memory():
+        rss = current_rss()
+        peak[0] = max(peak[0], rss)
+        if memory is not None and rss > memory:
+            raise ConfigError(f"memory: deriving rules reached {rss / 2**20:,.0f} MiB, over the --memory of "
+                              f"{memory / 2**20:,.0f} MiB: raise it")
+        return rss
+
+    def batches():
+        for batch in pf.iter_batches(batch_size=CHUNK, columns=["items", "count"]):
+            offsets, values = list_column_csr(batch.column(0))
+            count = batch.column(1)
+            yield offsets, values, np.asarray(array_numpy(count), dtype=np.uint64)
+
+    # Pass 1: the single items (every item of a frequent itemset is one) and the rows per length.
+    single_values, single_counts, per_length = [], [], np.zeros(1, dtype=np.int64)
+    for offsets, values, counts in batches():
+        lens = np.diff(offsets)
+        one = np.flatnonzero(lens == 1)
+        if one.size:
+            single_values.append(values.take(numpy_array(offsets[one])) if labelled
+                                 else array_numpy(values)[offsets[one]])
+            single_counts.append(counts[one])
+        bc = np.bincount(lens)
+        if bc.size > per_length.size:
+            bc[:per_length.size] += per_length
+            per_length = bc
+        else:
+            per_length[:bc.size] += bc
+    counts1 = np.concatenate(single_counts) if single_counts else np.zeros(0, dtype=np.uint64)
+    if labelled:
+        vocab = pa.concat_arrays(single_values) if single_values else pa.array([], type=pa.string())
+        order = np.asarray(array_numpy(pc.sort_indices(vocab)), dtype=np.int64)
+        vocab = vocab.take(numpy_array(order))
+        ids = None
+    else:
+        ids = np.concatenate(single_values).astype(np.uint32) if single_values else np.zeros(0, dtype=np.uint32)
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+    counts1 = counts1[order]
+    n_single = counts1.size
+    if (np.diff(ids) == 0).any() if ids is not None else len(pc.unique(vocab)) != len(vocab):  # noqa: SIM108
+        raise ConfigError(f"{itemsets_path}: an itemset appears twice (not a mining result)")
+
+    def codes_of(values) -> np.ndarray:
+        if labelled:
+            c = pc.index_in(values, value_set=vocab)
+            if c.null_count:
+                missing = values.filter(pc.is_null(c))[0].as_py()
+                raise ConfigError(f"{itemsets_path}: item {missing!r} has no itemset of its own: rules need all "
+                                  "frequent itemsets (target all, min_len 1)")
+            return np.asarray(array_numpy(c), dtype=np.uint32)
+        v = array_numpy(values)
+        c = np.minimum(np.searchsorted(ids, v), max(n_single - 1, 0))
+        bad = np.flatnonzero(ids[c] != v) if n_single else np.arange(v.size)
+        if bad.size:
+            raise ConfigError(f"{itemsets_path}: item {int(v[bad[0]])} has no itemset of its own: rules need all "
+                              "frequent itemsets (target all, min_len 1)")
+        return c.astype(np.uint32)
+
+    # Buckets: one length's itemsets and the antecedents of that length (from the itemsets one
+    # longer) take about 12 + 4 * length bytes each; sorting holds about twice that.
+    budget = RULES_BUCKET_BYTES if memory is None else max(16 << 20, memory // 8)
+    need = 0
+    for k in range(1, per_length.size):
+        rows = int(per_length[k]) + (k + 1) * int(per_length[k + 1] if k + 1 < per_length.size else 0)
+        need = max(need, 2 * rows * (12 + 4 * k))
+    n_buckets = max(1, -(-need // budget))
+    out_schema = pa.schema([("antecedent", pa.large_list(value_type if labelled else pa.uint32())),
+                            ("consequent", pa.large_list(value_type if labelled else pa.uint32())),
+                            ("count", pa.int64()), ("support", pa.float64()), ("confidence", pa.float64()),
+                            ("lift", pa.float64()), ("leverage", pa.float64()), ("conviction", pa.float64())],
+                           metadata=rule_metadata(n, min_confidence, min_lift, "single"))
+    state = {"rules": 0, "row_groups": 0}
+    directory = os.path.dirname(os.path.abspath(os.fspath(path)))
+    with tempfile.TemporaryDirectory(prefix=".rules-", dir=directory) as tmpdir, atomic_path(path) as tmp:
+        spill = _Spill(tmpdir)
+        # Pass 2: every itemset to its bucket; every rule's antecedent to the bucket of that itemset.
+        for offsets, values, counts in batches():
+            codes = codes_of(values)
+            lens = np.diff(offsets)
+            for k in np.unique(lens):
+                k = int(k)
+                if k == 0:
+                    continue
+                sel = np.flatnonzero(lens == k)
+                rows = np.sort(codes[offsets[sel][:, None] + np.arange(k)], axis=1)
+                if k + 1 < per_length.size:  # the longest itemsets are no rule's antecedent
+                    spill.append("I", _bucket_of(rows, n_buckets), n_buckets, k, rows, counts[sel])
+                if k >= 2:
+                    cols = np.arange(k)
+                    ante = np.concatenate([rows[:, cols != p] for p in range(k)])
+                    cons = np.concatenate([rows[:, p] for p in range(k)])
+                    spill.append("R", _bucket_of(ante, n_buckets), n_buckets, k - 1, ante, cons,
+                                 np.tile(counts[sel], k))
+            check_memory()
+        # Pass 3: per bucket and length, the antecedents' counts by sorted matching; rules out.
+        writer = pq.ParquetWriter(tmp, out_schema)
+        pending: list = []
+        pending_rows = [0]
+
+        def flush():
+            if pending:
+                writer.write_table(pa.Table.from_batches(pending, schema=out_schema), row_group_size=1 << 30)
+                pending.clear()
+                pending_rows[0] = 0
+                state["row_groups"] += 1
+                rss = check_memory()
+                if progress is not None:
+                    progress(state["rules"], time.perf_counter() - t0, rss)
+
+        try:
+            for b in range(n_buckets):
+                for k in range(1, per_length.size - 1):
+                    ante = spill.load("R0", b, k, np.uint32, k)
+                    if ante.shape[0] == 0:
+                        continue
+                    cons = spill.load("R1", b, k, np.uint32)
+                    rc = spill.load("R2", b, k, np.uint64)
+                    sets = spill.load("I0", b, k, np.uint32, k)
+                    set_counts = spill.load("I1", b, k, np.uint64)
+                    at = _match(sets, ante)
+                    if (at < 0).any():
+                        miss = ante[np.flatnonzero(at < 0)[0]]
+                        shown = (vocab.take(numpy_array(miss)).to_pylist() if labelled else ids[miss].tolist())
+                        raise ConfigError(f"{itemsets_path}: itemset {shown} (a subset of a frequent itemset) is "
+                                          "missing: rules need all frequent itemsets (target all, min_len 1)")
+                    ac = set_counts[at]
+                    del at, sets, set_counts
+                    keep = np.flatnonzero(rc.astype(np.float64) / ac.astype(np.float64) >= min_confidence)
+                    if keep.size == 0:
+                        continue
+                    ante, cons, rc, ac = ante[keep], cons[keep], rc[keep], ac[keep]
+                    cc = counts1[cons]
+                    a_vals = ante.ravel()
+                    a_vals = vocab.take(numpy_array(a_vals)) if labelled else numpy_array(ids[a_vals])
+                    c_vals = vocab.take(numpy_array(cons)) if labelled else numpy_array(ids[cons])
+                    a_off = np.arange(0, (keep.size + 1) * k, k, dtype=np.int64)
+                    c_off = np.arange(keep.size + 1, dtype=np.int64)
+                    table = rule_table(list_array(a_off, a_vals), list_array(c_off, c_vals), rc, ac, cc, n, min_lift)
+                    for batch in table.to_batches():
+                        pending.append(batch)
+                        pending_rows[0] += batch.num_rows
+                    state["rules"] += table.num_rows
+                    if pending_rows[0] >= CHUNK:
+                        flush()
+                    check_memory()
+            flush()
+        finally:
+            writer.close()
+        spilled = spill.bytes
+    return {"rules": state["rules"], "itemsets": int(per_length.sum()), "buckets": n_buckets,
+            "spilled_bytes": spilled, "row_groups": state["row_groups"],
+            "peak_rss_bytes": max(peak[0], current_rss()), "seconds": time.perf_counter() - t0}

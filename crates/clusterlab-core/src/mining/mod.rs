@@ -279,7 +279,9 @@ mod tests {
         let extra = random_baskets(22, 3000, 40, 3);
         b = crate::Baskets::from_lists(b.iter().zip(extra.iter()).map(|(x, y)| [x.to_vec(), y.iter().map(|i| i + 100).collect()].concat()));
         let db = BasketsRef::from_baskets(&b);
-        for budget in [1usize, 2_000, 60_000, 400_000] {
+        let taken = || prep::PATHS_FOR_TESTS.iter().map(|x| x.load(std::sync::atomic::Ordering::Relaxed)).collect::<Vec<_>>();
+        let before = taken();
+        for budget in [1usize, 2_000, 20_000, 60_000, 400_000] {
             prep::BUDGET_FOR_TESTS.store(budget, std::sync::atomic::Ordering::Relaxed);
             for min_count in [2u64, 60, 400] {
                 let bf = brute_force(&b, min_count);
@@ -291,6 +293,8 @@ mod tests {
                 }
             }
         }
+        // Every delivery of the first level ran: all at once, from the paired copy, in batches.
+        assert!(taken().iter().zip(&before).all(|(a, b)| a > b), "paths {:?} -> {:?}", before, taken());
         // Many items in short transactions: too few pairs for a triangle, delivery unfiltered.
         let wide = random_baskets(23, 2000, 400, 4);
         let db = BasketsRef::from_baskets(&wide);

@@ -14,9 +14,12 @@
 //! to the pairs the transactions hold), all pair counts are taken in one pass first; then a
 //! conditional database keeps only items that form a frequent pair with `i`, and only
 //! transactions with two or more of them (a single one only adds to a pair count, which is
-//! already known). The databases are delivered from the transactions in one pass (occurrence
-//! delivery, LCM-style) into exactly sized buffers, in batches that fit a memory budget (a
-//! fraction of the input's size), so a 10M-transaction input is never copied whole.
+//! already known). The databases are delivered from the transactions (occurrence delivery,
+//! LCM-style): all of them in one pass into growing buffers when they fit the size of the
+//! input's item array (Count Distribution's rank holds as much: its shrunk transactions);
+//! else from a copy of the input holding only the paired codes, or from the input itself, in
+//! batches of exactly sized buffers that fit a budget (an eighth of the input's size), so a
+//! 10M-transaction input is never copied whole.
 
 use super::itemsets::{Emitter, Itemsets, Limit, MineParams};
 use super::BasketsRef;
@@ -529,6 +532,32 @@ pub(crate) fn budget_of(db: BasketsRef<'_>) -> usize {
     (input / 8).max(32 << 20)
 }
 
+/// Bytes the copy of the input reduced to the codes of frequent pairs may take: as much as
+/// the input's item array, the bound the level-wise path puts on its transaction-id lists
+/// (`levelwise.rs`). On seed000 (10M transactions) the copy holds 37.5M of the 150M input
+/// items, and the first level's databases (~42M entries, five batches at [`budget_of`])
+/// are then delivered from it in one batch instead of one pass over the input per batch.
+pub(crate) fn paired_budget_of(db: BasketsRef<'_>) -> usize {
+    #[cfg(test)]
+    {
+        let b = BUDGET_FOR_TESTS.load(std::sync::atomic::Ordering::Relaxed);
+        if b > 0 {
+            return b;
+        }
+    }
+    budget_of(db).max(db.items.len() * 4)
+}
+
+/// Which first-level delivery ran, counted for tests: all databases in one pass, from the
+/// paired copy, from the input in batches.
+#[cfg(test)]
+pub(crate) static PATHS_FOR_TESTS: [std::sync::atomic::AtomicUsize; 3] = [const { std::sync::atomic::AtomicUsize::new(0) }; 3];
+
+#[cfg(test)]
+fn path_taken(i: usize) {
+    PATHS_FOR_TESTS[i].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Tests set a small budget to take the paths that large inputs take (0: the real budget).
 #[cfg(test)]
 pub(crate) static BUDGET_FOR_TESTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -551,7 +580,7 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
     if p.max_len < 2 || m == 1 {
         return (0..m).map(|i| emit_single(i, &[]).finish()).collect();
     }
-    if let Some(outs) = root_in_memory(db, prep, p, limit, miner, None) {
+    if let Some(outs) = root_in_memory(db, prep, p, limit, miner) {
         return outs;
     }
     // Pair counts first when the triangle is small next to the pairs the transactions hold.
@@ -625,45 +654,108 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
         }
         prep.lookup_by_code(|c| if has[c as usize] { c } else { NONE })
     });
-    // The copy holds at most the occurrences of the paired codes (less the transactions
-    // holding one of them): try it only when that bound fits the budget.
-    let paired_entries: u64 = paired.as_ref().map_or(0, |l| (0..m).filter(|&c| l.get(prep.out_ids[prep.rank[c] as usize]) != NONE).map(|c| prep.counts[c]).sum());
-    if let Some(outs) = paired.as_ref().filter(|_| paired_entries as usize * 10 <= budget_of(db)).and_then(|l| root_in_memory(db, prep, p, limit, miner, Some(l))) {
-        return outs;
+    // Mine the delivered databases of codes lo.. (in parallel over codes).
+    let mine_batch = |lo: usize, batch: Vec<Delivered>| -> Vec<Itemsets> {
+        batch
+            .into_par_iter()
+            .with_max_len(1)
+            .enumerate()
+            .map(|(k, mut d)| {
+                let i = lo + k;
+                SCRATCH.with(|cell| {
+                    let scratch = &mut *cell.borrow_mut();
+                    let mut pe = pe_of[i].clone();
+                    match &pairs {
+                        None => reduce(&mut d, weighted, prep, i, p.min_count, &mut pe, scratch),
+                        Some(pc) => localize(&mut d, prep, i, pc, &keep_bits[i * words..(i + 1) * words], scratch),
+                    }
+                    let mut em = emit_single(i, &pe);
+                    if !scratch.counts.is_empty() && em.prefix.len() < p.max_len && !limit.stopped() {
+                        let cond = Cond { items: &d.items, offs: &d.offs, weights: weighted.then_some(&d.weights[..]), counts: &scratch.counts, orig: &scratch.orig };
+                        miner.mine(cond, &mut em, p);
+                    }
+                    em.finish()
+                })
+            })
+            .collect()
+    };
+    // With pair counts, all the databases at once in one pass over the input when they fit the
+    // budget of a copy of the paired codes (below): no sizing pass, no copy (seed000 at 0.7%:
+    // 39.5M entries against 150M input items).
+    if let Some(l) = &paired {
+        let code_paired = |t: &[u32], out: &mut Vec<u32>| {
+            out.clear();
+            l.extend_mapped(t, out);
+            sort_small(out);
+        };
+        if let Some(all) = deliver_all(db, &code_paired, m, &kept_before, min_tx_len, paired_budget_of(db)) {
+            #[cfg(test)]
+            path_taken(0);
+            return mine_batch(0, all);
+        }
     }
-    let code_of = |t: &[u32], out: &mut Vec<u32>| match &paired {
-        Some(l) => {
+    // Else the databases are delivered from a copy of the input that holds only
+    // the paired codes of the transactions with three or more of them (the others add to no
+    // count the pairs do not give), when it fits its budget: each delivery batch then reads
+    // the copy, not the whole input (Count Distribution's rank shrinks its transactions the
+    // same way). The copy holds at most the occurrences of the paired codes.
+    // The copy's pass also takes the databases' sizes (entries and transactions, per chunk).
+    let add_sizes = |code: &[u32], sz: &mut [(u32, u32)], with: &mut Vec<u32>| {
+        for q in 1..code.len() {
+            kept_before(code, q, with);
+            let l = with.len() as u32;
+            if l >= min_tx_len {
+                let e = &mut sz[code[q] as usize];
+                e.0 += l;
+                e.1 += 1;
+            }
+        }
+    };
+    let mut budget = budget_of(db);
+    let copy = paired.as_ref().and_then(|l| {
+        let paired_entries: u64 = (0..m).filter(|&c| l.get(prep.out_ids[prep.rank[c] as usize]) != NONE).map(|c| prep.counts[c]).sum();
+        let copy_budget = paired_budget_of(db);
+        let copy = (paired_entries as usize * 4 <= copy_budget).then(|| paired_copy(db, l, copy_budget, m, &add_sizes)).flatten()?;
+        budget = budget.max(copy_budget.saturating_sub(copy.0.bytes()));
+        Some(copy)
+    });
+    let (copy, sizes, chunks) = match copy {
+        Some((c, sizes, ranges)) => (Some(c), Some(sizes), ranges),
+        None => (None, None, chunks),
+    };
+    let src = copy.as_ref().map_or(db, |c| c.as_ref());
+    #[cfg(test)]
+    path_taken(if copy.is_some() { 1 } else { 2 });
+    let code_of = |t: &[u32], out: &mut Vec<u32>| match (&copy, &paired) {
+        (Some(_), _) => {
+            out.clear();
+            out.extend_from_slice(t);
+        }
+        (None, Some(l)) => {
             out.clear();
             l.extend_mapped(t, out);
             sort_small(out);
         }
-        None => prep.code_tx(t, out),
+        (None, None) => prep.code_tx(t, out),
     };
     // Sizes of every conditional database, per chunk (entries and transactions).
-    let sizes: Vec<Vec<(u32, u32)>> = chunks
-        .par_iter()
-        .map_init(|| (Vec::new(), Vec::new()), |(code, with), &(a, b)| {
-            let mut sz = vec![(0u32, 0u32); m];
-            for t in a..b {
-                code_of(db.transaction(t), code);
-                for q in 1..code.len() {
-                    let i = code[q];
-                    kept_before(code, q, with);
-                    let l = with.len() as u32;
-                    if l >= min_tx_len {
-                        sz[i as usize].0 += l;
-                        sz[i as usize].1 += 1;
-                    }
+    let sizes: Vec<Vec<(u32, u32)>> = sizes.unwrap_or_else(|| {
+        chunks
+            .par_iter()
+            .map_init(|| (Vec::new(), Vec::new()), |(code, with), &(a, b)| {
+                let mut sz = vec![(0u32, 0u32); m];
+                for t in a..b {
+                    code_of(src.transaction(t), code);
+                    add_sizes(code, &mut sz, with);
                 }
-            }
-            sz
-        })
-        .collect();
+                sz
+            })
+            .collect()
+    });
     let bytes_of = |i: usize| -> usize {
         let (e, t) = sizes.iter().fold((0usize, 0usize), |acc, s| (acc.0 + s[i].0 as usize, acc.1 + s[i].1 as usize));
         e * 4 + (t + 1) * (4 + if weighted { 8 } else { 0 })
     };
-    let budget = budget_of(db);
     let mut outs: Vec<Itemsets> = Vec::with_capacity(m);
     let mut lo = 0;
     while lo < m {
@@ -673,54 +765,178 @@ fn first_level<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit
             bytes += bytes_of(hi);
             hi += 1;
         }
-        let batch = deliver(db, &code_of, &chunks, &sizes, lo, hi, &kept_before, min_tx_len);
-        let mut part: Vec<Itemsets> = batch
-            .into_par_iter()
-            .with_max_len(1)
-            .enumerate()
-            .map(|(k, mut d)| {
-                let i = lo + k;
-                SCRATCH.with(|cell| {
-                let scratch = &mut *cell.borrow_mut();
-                let mut pe = pe_of[i].clone();
-                match &pairs {
-                    None => reduce(&mut d, weighted, prep, i, p.min_count, &mut pe, scratch),
-                    Some(pc) => localize(&mut d, prep, i, pc, &keep_bits[i * words..(i + 1) * words], scratch),
-                }
-                let mut em = emit_single(i, &pe);
-                if !scratch.counts.is_empty() && em.prefix.len() < p.max_len && !limit.stopped() {
-                    let cond = Cond { items: &d.items, offs: &d.offs, weights: weighted.then_some(&d.weights[..]), counts: &scratch.counts, orig: &scratch.orig };
-                    miner.mine(cond, &mut em, p);
-                }
-                em.finish()
-                })
-            })
-            .collect();
-        outs.append(&mut part);
+        let batch = deliver(src, &code_of, &chunks, &sizes, lo, hi, &kept_before, min_tx_len);
+        outs.append(&mut mine_batch(lo, batch));
         lo = hi;
     }
     outs
 }
 
+/// Occurrence delivery of every code's database in one pass over `db` into growing buffers
+/// (each chunk of transactions fills its own, joined per code in transaction order): no pass
+/// to size them first. None once they would take more than `budget` bytes.
+#[allow(clippy::too_many_arguments)]
+fn deliver_all(
+    db: BasketsRef<'_>, code_of: &(dyn Fn(&[u32], &mut Vec<u32>) + Sync), m: usize, kept_before: &KeptBefore<'_>,
+    min_tx_len: u32, budget: usize,
+) -> Option<Vec<Delivered>> {
+    let weighted = db.weights.is_some();
+    let per_tx = 4 + if weighted { 8 } else { 0 };
+    let used = std::sync::atomic::AtomicUsize::new(0);
+    let over = || used.load(std::sync::atomic::Ordering::Relaxed) > budget;
+    let parts: Vec<Vec<Delivered>> = chunk_ranges(db.len(), 4)
+        .into_par_iter()
+        .map_init(|| (Vec::new(), Vec::new()), |(code, with), (a, b)| {
+            let mut dbs: Vec<Delivered> = (0..m).map(|_| Delivered { items: Vec::new(), offs: Vec::new(), weights: Vec::new() }).collect();
+            let (mut bytes, mut counted) = (0usize, 0usize);
+            for t in a..b {
+                code_of(db.transaction(t), code);
+                for q in 1..code.len() {
+                    kept_before(code, q, with);
+                    if (with.len() as u32) < min_tx_len {
+                        continue;
+                    }
+                    let d = &mut dbs[code[q] as usize];
+                    d.items.extend_from_slice(with);
+                    d.offs.push(d.items.len() as u32);
+                    if weighted {
+                        d.weights.push(db.weight(t));
+                    }
+                    bytes += with.len() * 4 + per_tx;
+                }
+                if t % 4096 == 0 {
+                    used.fetch_add(bytes - counted, std::sync::atomic::Ordering::Relaxed);
+                    counted = bytes;
+                    if over() {
+                        break;
+                    }
+                }
+            }
+            used.fetch_add(bytes - counted, std::sync::atomic::Ordering::Relaxed);
+            dbs
+        })
+        .collect();
+    if over() {
+        return None;
+    }
+    let mut parts: Vec<std::vec::IntoIter<Delivered>> = parts.into_iter().map(Vec::into_iter).collect();
+    Some(
+        (0..m)
+            .map(|_| {
+                let pieces: Vec<Delivered> = parts.iter_mut().map(|p| p.next().expect("one database per code")).collect();
+                let (e, t) = pieces.iter().fold((0, 0), |acc, d| (acc.0 + d.items.len(), acc.1 + d.offs.len()));
+                let mut out = Delivered { items: Vec::with_capacity(e), offs: Vec::with_capacity(t + 1), weights: Vec::with_capacity(if weighted { t } else { 0 }) };
+                out.offs.push(0);
+                for d in pieces {
+                    let base = out.items.len() as u32;
+                    out.items.extend_from_slice(&d.items);
+                    out.offs.extend(d.offs.iter().map(|&o| base + o));
+                    out.weights.extend_from_slice(&d.weights);
+                }
+                out
+            })
+            .collect(),
+    )
+}
+
+/// The input reduced to the codes of frequent pairs (ascending in each transaction), only
+/// transactions with three or more of them, with their weights.
+pub(crate) struct PairedCopy {
+    offsets: Vec<i64>,
+    items: Vec<u32>,
+    weights: Option<Vec<u64>>,
+}
+
+impl PairedCopy {
+    fn as_ref(&self) -> BasketsRef<'_> {
+        BasketsRef { offsets: &self.offsets, items: &self.items, weights: self.weights.as_deref() }
+    }
+
+    fn bytes(&self) -> usize {
+        self.items.len() * 4 + self.offsets.len() * 8 + self.weights.as_ref().map_or(0, |w| w.len() * 8)
+    }
+}
+
+/// Per chunk of transactions, the entries and transactions each of `m` codes' conditional
+/// database takes.
+type Sizes = Vec<Vec<(u32, u32)>>;
+
+/// The [`PairedCopy`] of `db` (`paired` maps an id to its code, `NONE` for the others), the
+/// sizes `add_sizes` takes of each of its transactions per chunk, and the chunks (ranges of
+/// the copy's transactions); None once the copy would take more than `budget` bytes (each
+/// thread's share stops there).
+#[allow(clippy::type_complexity)]
+fn paired_copy(
+    db: BasketsRef<'_>, paired: &IdLookup, budget: usize, m: usize, add_sizes: &(dyn Fn(&[u32], &mut [(u32, u32)], &mut Vec<u32>) + Sync),
+) -> Option<(PairedCopy, Sizes, Vec<(usize, usize)>)> {
+    let weighted = db.weights.is_some();
+    let per_tx = 8 + if weighted { 8 } else { 0 };
+    let used = std::sync::atomic::AtomicUsize::new(0);
+    let over = || used.load(std::sync::atomic::Ordering::Relaxed) > budget;
+    let parts: Vec<(Vec<u32>, Vec<u32>, Vec<u64>, Vec<(u32, u32)>)> = chunk_ranges(db.len(), 4)
+        .into_par_iter()
+        .map_init(|| (Vec::new(), Vec::new()), |(code, with), (a, b)| {
+            let (mut items, mut ends, mut w) = (Vec::new(), Vec::new(), Vec::new());
+            let mut sz = vec![(0u32, 0u32); m];
+            let mut counted = 0;
+            for t in a..b {
+                code.clear();
+                paired.extend_mapped(db.transaction(t), code);
+                if code.len() >= 3 {
+                    sort_small(code);
+                    add_sizes(code, &mut sz, with);
+                    items.extend_from_slice(code);
+                    ends.push(items.len() as u32);
+                    if weighted {
+                        w.push(db.weight(t));
+                    }
+                }
+                if t % 4096 == 0 {
+                    let bytes = items.len() * 4 + ends.len() * per_tx;
+                    used.fetch_add(bytes - counted, std::sync::atomic::Ordering::Relaxed);
+                    counted = bytes;
+                    if over() {
+                        break;
+                    }
+                }
+            }
+            used.fetch_add(items.len() * 4 + ends.len() * per_tx - counted, std::sync::atomic::Ordering::Relaxed);
+            (items, ends, w, sz)
+        })
+        .collect();
+    if over() {
+        return None;
+    }
+    let n_items = parts.iter().map(|p| p.0.len()).sum();
+    let n_tx = parts.iter().map(|p| p.1.len()).sum::<usize>();
+    let mut c = PairedCopy { offsets: Vec::with_capacity(n_tx + 1), items: Vec::with_capacity(n_items), weights: weighted.then(|| Vec::with_capacity(n_tx)) };
+    c.offsets.push(0);
+    let (mut sizes, mut ranges) = (Vec::with_capacity(parts.len()), Vec::with_capacity(parts.len()));
+    for (items, ends, w, sz) in parts {
+        let first = c.offsets.len() - 1;
+        ranges.push((first, first + ends.len()));
+        sizes.push(sz);
+        let base = c.items.len() as i64;
+        c.items.extend_from_slice(&items);
+        c.offsets.extend(ends.iter().map(|&e| base + e as i64));
+        if let Some(cw) = c.weights.as_mut() {
+            cw.extend_from_slice(&w);
+        }
+    }
+    Some((c, sizes, ranges))
+}
+
 /// The first level when the recoded input fits the budget: recode once (frequent codes only,
 /// transactions with two or more), list every code's occurrences, and project each code's
 /// conditional database from them (in parallel over codes). None when it does not fit.
-///
-/// `paired` (given once pair counts are known) keeps only the codes that form a frequent
-/// pair: the others join no itemset of two or more, and a transaction holding two codes of
-/// a frequent pair holds both in the copy, so every count taken from it is exact.
-fn root_in_memory<M: Extend>(
-    db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit: &Limit, miner: &M, paired: Option<&IdLookup>,
-) -> Option<Vec<Itemsets>> {
+fn root_in_memory<M: Extend>(db: BasketsRef<'_>, prep: &Prep, p: &MineParams, limit: &Limit, miner: &M) -> Option<Vec<Itemsets>> {
     let weighted = db.weights.is_some();
     let budget = budget_of(db);
     let per_tx = 4 + if weighted { 8 } else { 0 };
-    if paired.is_none() {
-        // Frequent entries, exactly when unweighted; the input size bounds them otherwise.
-        let entries = if weighted { db.items.len() as u64 } else { prep.counts.iter().sum::<u64>() };
-        if entries as usize * 8 + db.len() * per_tx > budget {
-            return None;
-        }
+    // Frequent entries, exactly when unweighted; the input size bounds them otherwise.
+    let entries = if weighted { db.items.len() as u64 } else { prep.counts.iter().sum::<u64>() };
+    if entries as usize * 8 + db.len() * per_tx > budget {
+        return None;
     }
     // Bytes of the copy and its occurrence lists so far; past the budget every chunk stops.
     let used = std::sync::atomic::AtomicUsize::new(0);
@@ -731,14 +947,7 @@ fn root_in_memory<M: Extend>(
             let mut d = CondBuf { offs: vec![0], weighted, ..Default::default() };
             let mut counted = 0;
             for t in a..b {
-                match paired {
-                    None => prep.code_tx(db.transaction(t), code),
-                    Some(l) => {
-                        code.clear();
-                        l.extend_mapped(db.transaction(t), code);
-                        sort_small(code);
-                    }
-                }
+                prep.code_tx(db.transaction(t), code);
                 if code.len() >= 2 {
                     d.items.extend_from_slice(code);
                     d.offs.push(d.items.len() as u32);
@@ -755,6 +964,7 @@ fn root_in_memory<M: Extend>(
                     }
                 }
             }
+            used.fetch_add(d.items.len() * 8 + d.offs.len() * per_tx - counted, std::sync::atomic::Ordering::Relaxed);
             d
         })
         .collect();
