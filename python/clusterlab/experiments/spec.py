@@ -272,7 +272,8 @@ class Point:
 
 STUDY_FIELDS = ("repeat", "warmup", "monitor", "monitor_interval")
 # Settings whose default (None) does not show their type: an example value of it.
-TYPE_OF = {"hosts": 1, "ranks": 1, "mtu": 1, "prefer_dilation": 1.0, "dilation": "auto", "seed": 1}
+# ``algorithm`` is a name whose default may be "auto" (the cost model's pick), not dilation's "auto".
+TYPE_OF = {"hosts": 1, "ranks": 1, "mtu": 1, "prefer_dilation": 1.0, "dilation": "auto", "seed": 1, "algorithm": "name"}
 
 
 @dataclasses.dataclass(frozen=True)
