@@ -370,8 +370,11 @@ class Study:
             axes = {**axes, **{f"_fixed_{k}": [v] for k, v in fixed.items()}}
         return dataclasses.replace(s, grid=Grid(axes))
 
-    def with_quick(self) -> Study:
-        return self.with_settings(self.quick, source="--quick") if self.quick else self
+    def with_quick(self, skip=()) -> Study:
+        """``quick`` applied, leaving out the settings in ``skip`` (those ``--set`` gives: a
+        quick run with ``--set network=ethernet-10`` runs that network, not the quick one)."""
+        quick = {k: v for k, v in self.quick.items() if k not in set(skip)}
+        return self.with_settings(quick, source="--quick") if quick else self
 
     # --- expansion -------------------------------------------------------------------------------
     def points(self) -> list[Point]:
