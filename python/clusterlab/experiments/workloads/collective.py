@@ -5,9 +5,10 @@ connections, each row beside the cost model's prediction (fitted on the same tes
 
 ``algorithm``: ``auto`` (the cost model's pick per size, as ``collectives.run`` makes it) or
 one of the operation's algorithms by name (``clusterlab.comm.collectives.ALGORITHMS``: for
-bcast ``flat``, seed 002's IP baseline, ``binomial``, ``scatter_allgather``, and ``paced``,
-the rate-paced broadcast to the slowest receiver); a grid axis ``algorithm=[...]`` compares
-them. Each row's prediction prices the algorithm that ran.
+bcast ``flat``, seed 002's IP baseline, ``binomial``, ``scatter_allgather``, ``paced``,
+the rate-paced broadcast to the slowest receiver, and ``p2mp``, each frame sent once to a
+multicast group the switch replicates); a grid axis ``algorithm=[...]`` compares them. Each
+row's prediction prices the algorithm that ran.
 
 Rows: ``bytes``, ``seconds`` (median over calls of the slowest rank), ``predicted_seconds``,
 ``relative_error`` (measured / predicted - 1), ``algorithm``.

@@ -29,7 +29,7 @@ NOTES = ("Each point times the collective (median over calls of the slowest rank
          "CPUs). Networks: ip-atm is 155 Mbit/s links at MTU 9180 on the Linux bridge; ethernet-10 is 10 Mbit/s "
          "links at MTU 1500 on the bridge (switched; the seed's Ethernet was likely one shared segment). TCP has "
          "no point-to-multipoint connection: the seed's MPI-over-ATM line is the p2mp bcast on the cell switch "
-         "(seed002-algorithms). The hosts share 2 CPUs, which bounds per-call set-up and many simultaneous "
+         "(seed002-p2mp). The hosts share 2 CPUs, which bounds per-call set-up and many simultaneous "
          "senders (bcast's allgather at 16 hosts); see docs/collectives.md for the measured errors.")
 
 
