@@ -47,3 +47,28 @@ def test_a_bad_algorithm_on_the_command_line_is_one_line_and_exit_2(capsys):
     r = CliRunner().invoke(cli, ["experiment", "run", "seed002-fig1", "--quick", "--set", "algorithm=flat",
                                  "--dry-run"])
     assert r.exit_code == 0 and "algorithm=flat" in r.output and "every setting accepted" in r.output
+
+
+def test_the_ethernet_line_is_a_network_choice_also_in_a_quick_run():
+    from clusterlab.experiments.clusters import star_topo
+    from clusterlab.experiments.runner import prepare
+
+    for name in ("seed002-fig1", "seed002-fig2", "seed002-fig3", "seed002-algorithms"):
+        _, points = prepare(load(name), quick=True, overrides={"network": "ethernet-10"})
+        topos = [star_topo(p) for p in points]
+        assert points and all(t.rate_bps == 10e6 and t.mtu == 1500 and t.switch == "bridge" for t in topos), name
+        assert all("network=ethernet-10" in p.label for p in points)
+    _, points = prepare(load("seed002-fig2"), quick=True)
+    assert {star_topo(p).rate_bps for p in points} == {155e6}  # the quick run: the records' network
+    with pytest.raises(ConfigError, match="choose among"):
+        prepare(load("seed002-fig2"), overrides={"network": "ethernet-100"})
+
+
+def test_the_p2mp_study_compares_lines_on_the_cell_switch():
+    from clusterlab.experiments.clusters import star_topo
+
+    points = load("seed002-p2mp").points()
+    assert {star_topo(p).switch for p in points} == {"atm"}
+    lines = {(p.workload.params["algorithm"], p.workload.params["connections"]) for p in points}
+    assert lines == {("flat", "persistent"), ("auto", "persistent"), ("p2mp", "per_call"), ("p2mp", "persistent")}
+    assert sorted({star_topo(p).hosts for p in points}) == [2, 4, 6, 8, 16]
