@@ -72,3 +72,19 @@ def test_the_p2mp_study_compares_lines_on_the_cell_switch():
     lines = {(p.workload.params["algorithm"], p.workload.params["connections"]) for p in points}
     assert lines == {("flat", "persistent"), ("auto", "persistent"), ("p2mp", "per_call"), ("p2mp", "persistent")}
     assert sorted({star_topo(p).hosts for p in points}) == [2, 4, 6, 8, 16]
+
+
+def test_the_p2mp_claims_compare_the_lines_at_every_host_count():
+    from clusterlab.experiments.studies.seed002.p2mp import PAPER
+
+    def rows(p2mp, flat, nbytes):
+        return [{"line": ln, "hosts": h, "bytes": nbytes, "seconds": t}
+                for ln, ts in (("p2mp-per-call", p2mp), ("p2p-flat", flat)) for h, t in zip((2, 6), ts, strict=True)]
+
+    slower = PAPER["Fig. 2"]["claims"][0][2]
+    faster = PAPER["Fig. 3"]["claims"][0][2]
+    assert slower(rows([2.0, 3.0], [1.0, 1.0], 65536))[1] is True
+    text, ok = slower(rows([0.5, 3.0], [1.0, 1.0], 65536))
+    assert ok is False and "2 hosts 0.5x" in text and "6 hosts 3x" in text
+    assert faster(rows([0.5, 0.2], [1.0, 1.0], 1048576))[1] is True
+    assert faster(rows([0.5, 0.2], [1.0, 1.0], 65536)) == ("not measured", None)
