@@ -162,7 +162,11 @@ def algorithms(a) -> int:
                         print(f"{n:3d} hosts {name:18s} {mode:10s} {r['bytes']:8d} B  p50 {r['p50_us'] / 1e3:8.2f} ms"
                               f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  load {r['load']:.1f}", flush=True)
                     rows += got
-    out = {"switch": a.switch, "topology": {k: v for k, v in kw.items() if v is not None}, "hosts": hosts,
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
+    out = {"date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": head.stdout.strip() or None,
+           "switch": a.switch, "topology": {k: v for k, v in kw.items() if v is not None}, "hosts": hosts,
            "algorithms": names, "modes": modes, "model": model.to_dict(), "rows": rows,
            "p50_ms": {f"{r['hosts']} hosts {r['algorithm']} {r['connections']} {r['bytes']}": round(r["p50_us"] / 1e3, 3)
                       for r in rows},
