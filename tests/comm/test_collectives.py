@@ -159,7 +159,7 @@ def test_float_sums_exact_where_documented(backend):
 def test_mixed_sequence_on_one_communicator(backend):
     """Many collectives of different kinds and algorithms back to back share one tag safely."""
     n = 6
-    seq = [(op, name) for op, name in CASES]
+    seq = [(op, name) for op, name in CASES if backend == "inproc" or (op, name) not in MULTICAST]
 
     def job(c):
         out = []

@@ -85,6 +85,7 @@ class _InprocGroup(Group):
                     box.append(data)
             w.cond.notify_all()
         self.counters["sent"] += 1
+        self.counters["bytes_sent"] += len(data)
 
     def recv(self, timeout: float) -> bytes | None:
         w = self._w

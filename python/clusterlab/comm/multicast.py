@@ -52,7 +52,8 @@ class Group(abc.ABC):
     calls: int = 0  # algorithms number their calls on the group with it (every rank alike)
 
     def __init__(self) -> None:
-        self.counters = {"sent": 0, "received": 0, "rejected": 0, "resent_multicast": 0, "resent_direct": 0}
+        self.counters = {"sent": 0, "bytes_sent": 0, "received": 0, "rejected": 0, "resent_multicast": 0,
+                         "resent_direct": 0}
 
     @abc.abstractmethod
     def send(self, *parts) -> None:

@@ -137,6 +137,7 @@ class UdpGroup(Group):
             h.update(v)
         self._sock.sendmsg([h.digest(), *views], [], 0, self._dest)
         self.counters["sent"] += 1
+        self.counters["bytes_sent"] += size
 
     def recv(self, timeout: float) -> bytes | None:
         s = self._sock
