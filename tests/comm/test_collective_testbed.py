@@ -148,3 +148,25 @@ def test_per_call_modes_fixed_cost_is_an_empty_calls_excess_beyond_its_connectio
         m.predict("bcast", "binomial", 4096, 2) + 5e-3)
     assert ct.fixed_per_call(6e-3, 1e-3, m) == pytest.approx(4e-3)  # the model's own fixed part not counted twice
     assert CostModel.from_dict(m.to_dict()).call_setup == pytest.approx(fixed)
+
+
+def test_the_slowest_ranks_warm_up_sets_the_iterations():
+    """A fan-out's root returns once its sends are buffered: its own warm-up time would ask for
+    far more calls than fit ``time_per_size`` when a receiver is slow (a 10 Mbit/s link)."""
+    import time
+
+    from clusterlab.bench.collective import run
+    from clusterlab.comm.inproc import run_threads
+
+    def job(c):
+        if c.rank == 2:
+            real = c.recv
+
+            def slow(*a, **k):
+                time.sleep(0.01)
+                return real(*a, **k)
+            c.recv = slow
+        return run(c, "bcast", [64], algorithm="flat", time_per_size=0.05)
+
+    rows = run_threads(job, 3)[0]
+    assert 3 <= rows[0]["iterations"] <= 10  # ~0.05 s / 10 ms, not the root's ~1000
