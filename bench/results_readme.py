@@ -98,6 +98,10 @@ RECORDS = (
     Record("seed002_in_situ_scatter.json", "the same for the 16-host scatter",
            f"{PY} bench/seed002_in_situ.py --only scatter -o bench/results/seed002_in_situ_scatter.json",
            doc="docs/studies.md"),
+    Record("seed002_paced.json", "every point-to-point bcast (flat, binomial, scatter-allgather, the rate-paced one) "
+           "on 6 hosts with one slow receiver (h1 at 15.5 Mbit/s, the others 155), 64 KiB and 1 MiB",
+           f"sudo {PY} bench/seed002.py --algorithms flat,binomial,scatter_allgather,paced --hosts 6 "
+           "--host-rates h1=15.5Mbit -o bench/results/seed002_paced.json", doc="docs/collectives.md"),
     Record("seed002_noise.json", "noise or model error: the 16-host persistent bcast timed from its barrier and back "
            "to back, interleaved rounds, with the load and the busiest other processes", f"{PY} bench/seed002_noise.py",
            doc="docs/collectives.md"),

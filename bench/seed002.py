@@ -7,6 +7,13 @@ Run as root:
     .venv/bin/python bench/seed002.py            # ~5 min
     .venv/bin/python bench/seed002.py --quick                           # 2..4 hosts, a smoke test
 
+``--algorithms flat,paced,...`` times bcast with each named algorithm instead (every one in each
+of ``--modes``), on the bridge or the ATM cell switch (``--switch``), optionally with slower
+links for some hosts (``--host-rates h1=15.5Mbit``: the slowest receiver the paced broadcast
+matches); rows, the median per line and the loadavg go to ``-o``:
+    .venv/bin/python bench/seed002.py --algorithms flat,binomial,scatter_allgather,paced \
+        --hosts 6 --host-rates h1=15.5Mbit -o bench/results/seed002_paced.json
+
 Writes bench/results/seed002.json (rows, models, median |error| per (hosts, op, mode), load)
 and bench/results/seed002.png.
 """
@@ -39,7 +46,7 @@ def main() -> int:
     ap.add_argument("--mtu", type=int, default=9180, help="MTU (classical IP over ATM: 9180)")
     ap.add_argument("--fig1-hosts", type=int, default=6)
     ap.add_argument("--hosts", default="2,4,6,8,16", help="host counts of Figs. 2-3")
-    ap.add_argument("--sizes", default="1024,4096,16384,65536,262144,1048576", help="Fig. 1 sizes (bytes)")
+    ap.add_argument("--sizes", default=ap_default_sizes(), help="Fig. 1 sizes (bytes)")
     ap.add_argument("--time-per-size", type=float, default=0.4)
     ap.add_argument("--all-sizes", action="store_true", help="every size at every host count (default: "
                     "the sizes at --fig1-hosts only, 64 KiB and 1 MiB elsewhere)")
@@ -48,8 +55,15 @@ def main() -> int:
     ap.add_argument("--batched", action="store_true", help="also time the calls back to back between two "
                     "barriers (collective_testbed.batched), beside each call timed from its own barrier")
     ap.add_argument("--quick", action="store_true", help="2..4 hosts, two sizes")
+    ap.add_argument("--algorithms", help="bcast with each of these algorithms (comma list) at every --hosts count, "
+                    "64 KiB and 1 MiB unless --sizes is given, instead of Figs. 1-3")
+    ap.add_argument("--modes", default="persistent", help="with --algorithms: connection modes (comma list)")
+    ap.add_argument("--switch", default="bridge", choices=("bridge", "atm"), help="with --algorithms: the switch")
+    ap.add_argument("--host-rates", help="with --algorithms: slower links, e.g. h1=15.5Mbit")
     ap.add_argument("-o", "--out", default=str(RESULTS / "seed002.json"))
     a = ap.parse_args()
+    if a.algorithms:
+        return algorithms(a)
     if a.quick:
         a.fig1_hosts, a.hosts, a.sizes, a.time_per_size = 4, "2,4", "65536,1048576", 0.2
     sizes = [int(s) for s in a.sizes.split(",")]
@@ -117,6 +131,56 @@ def main() -> int:
                                                 else ""))
     print(f"-> {a.out} ({out['seconds']:.0f} s, load {started} -> {out['loadavg_end']})")
     return 0
+
+
+def algorithms(a) -> int:
+    """``--algorithms``: bcast with each named algorithm in each mode at each host count."""
+    from clusterlab.comm import collectives
+
+    names = [x for x in a.algorithms.split(",") if x]
+    modes = [x for x in a.modes.split(",") if x]
+    bad = [x for x in names if x not in collectives.ALGORITHMS["bcast"]] + [m for m in modes if m not in ct.MODES]
+    if bad:
+        print(f"seed002.py: --algorithms/--modes: {', '.join(bad)} unknown (bcast: "
+              f"{', '.join(sorted(collectives.ALGORITHMS['bcast']))}; modes: {', '.join(ct.MODES)})", file=sys.stderr)
+        return 2
+    sizes = [int(x) for x in a.sizes.split(",")] if a.sizes != ap_default_sizes() else [65536, 1048576]
+    hosts = sorted({int(h) for h in a.hosts.split(",")})
+    kw = {"switch": "atm", "rate": "155.52Mbit", "buffer": "1000cells"} if a.switch == "atm" else \
+        {"rate": a.rate, "mtu": a.mtu, "buffer": "256KB", "host_rates": a.host_rates}
+    t0, started = time.perf_counter(), loadavg()
+    rows: list[dict] = []
+    with TestbedNetwork(StarTopo(hosts=max(hosts), **kw)) as tb:
+        model = ct.fit_model(tb)
+        for n in hosts:
+            for name in names:
+                for mode in modes:
+                    got = ct.measure(tb, "bcast", sizes, mode, model, nranks=n, time_per_size=a.time_per_size,
+                                     algorithm=name)
+                    for r in got:
+                        r["load"] = loadavg()[0]
+                        print(f"{n:3d} hosts {name:18s} {mode:10s} {r['bytes']:8d} B  p50 {r['p50_us'] / 1e3:8.2f} ms"
+                              f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  load {r['load']:.1f}", flush=True)
+                    rows += got
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
+    out = {"date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": head.stdout.strip() or None,
+           "switch": a.switch, "topology": {k: v for k, v in kw.items() if v is not None}, "hosts": hosts,
+           "algorithms": names, "modes": modes, "model": model.to_dict(), "rows": rows,
+           "p50_ms": {f"{r['hosts']} hosts {r['algorithm']} {r['connections']} {r['bytes']}": round(r["p50_us"] / 1e3, 3)
+                      for r in rows},
+           "loadavg_start": started, "loadavg_end": loadavg(), "seconds": time.perf_counter() - t0,
+           "note": "p50 over calls of the slowest rank, each call timed from its own barrier (bench.collective), "
+                   "bcast with the named algorithm; predicted_us: the cost model fitted on the same testbed"}
+    with atomic_open(a.out) as f:
+        json.dump(out, f, indent=1)
+    print(f"-> {a.out} ({out['seconds']:.0f} s, load {started} -> {out['loadavg_end']})")
+    return 0
+
+
+def ap_default_sizes() -> str:
+    return "1024,4096,16384,65536,262144,1048576"
 
 
 def plot(out: dict, path: Path) -> None:

@@ -148,3 +148,45 @@ def test_per_call_modes_fixed_cost_is_an_empty_calls_excess_beyond_its_connectio
         m.predict("bcast", "binomial", 4096, 2) + 5e-3)
     assert ct.fixed_per_call(6e-3, 1e-3, m) == pytest.approx(4e-3)  # the model's own fixed part not counted twice
     assert CostModel.from_dict(m.to_dict()).call_setup == pytest.approx(fixed)
+
+
+def test_the_slowest_ranks_warm_up_sets_the_iterations():
+    """A fan-out's root returns once its sends are buffered: its own warm-up time would ask for
+    far more calls than fit ``time_per_size`` when a receiver is slow (a 10 Mbit/s link)."""
+    import time
+
+    from clusterlab.bench.collective import run
+    from clusterlab.comm.inproc import run_threads
+
+    def job(c):
+        if c.rank == 2:
+            real = c.recv
+
+            def slow(*a, **k):
+                time.sleep(0.01)
+                return real(*a, **k)
+            c.recv = slow
+        return run(c, "bcast", [64], algorithm="flat", time_per_size=0.05)
+
+    rows = run_threads(job, 3)[0]
+    assert 3 <= rows[0]["iterations"] <= 10  # ~0.05 s / 10 ms, not the root's ~1000
+
+
+@pytest.mark.root
+def test_paced_and_flat_with_one_slow_receiver_take_its_link_time():
+    """The quick version of bench/results/seed002_paced.json: h1's link at a tenth of the others'
+    bounds every broadcast; the paced one (each receiver's speed measured, the root at the
+    slowest rate) gets every byte through in about that time, as the flat fan-out does."""
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+
+    size = 1 << 18
+    with TestbedNetwork(StarTopo(hosts=3, rate="155Mbit", mtu=9180, buffer="256KB", host_rates="h1=15.5Mbit")) as tb:
+        model = ct.fit_model(tb, sizes=(1, 1 << 18), trial_time=0.005, calibrate_hosts=None, lateness_hosts=None)
+        got = {a: ct.measure(tb, "bcast", [size], "persistent", model, time_per_size=0.1, algorithm=a)[0]
+               for a in ("flat", "paced")}
+    link = size * 8 / 15.5e6  # 135 ms on h1's link
+    for a, row in got.items():
+        assert row["algorithm"] == a and 0.9 * link < row["p50_us"] * 1e-6 < 2.0 * link, (a, row["p50_us"])

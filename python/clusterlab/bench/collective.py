@@ -104,8 +104,8 @@ def run(comm, op: str, sizes: list[int], algorithm: str | None = None, iteration
         warmup: int | None = None, time_per_size: float = 0.5, max_iterations: int = 1000) -> list[dict] | None:
     """Benchmark ``op`` over ``sizes`` on every rank of ``comm``; rank 0 returns the rows.
 
-    Without ``iterations``, each size runs about ``time_per_size`` seconds (from the warm-up
-    calls' time; 3..``max_iterations`` iterations), decided by rank 0 and broadcast."""
+    Without ``iterations``, each size runs about ``time_per_size`` seconds (from the slowest
+    rank's warm-up calls; 3..``max_iterations`` iterations), decided by rank 0 and broadcast."""
     if op not in collectives.OPS:
         raise ConfigError(f"unknown collective {op!r} (one of {', '.join(collectives.OPS)})")
     if algorithm is not None and algorithm not in collectives.ALGORITHMS[op]:
@@ -125,7 +125,12 @@ def run(comm, op: str, sizes: list[int], algorithm: str | None = None, iteration
             collectives.run(op, comm, algorithm, **kw)
         per_call = (time.perf_counter() - t0) / max(1, nwarm)
         if iterations is None:
-            want = int(min(max_iterations, max(3, time_per_size / max(per_call, 1e-7))))
+            # the slowest rank's warm-up decides: a fan-out's root returns once its sends are
+            # buffered, long before the receivers have the data (on a 10 Mbit/s link its own
+            # time asked for ~100x the calls that fit time_per_size)
+            every_warm = comm.gather(np.array([per_call]), 0, "linear")
+            warm = max(float(np.asarray(w).ravel()[0]) for w in every_warm) if rank == 0 else per_call
+            want = int(min(max_iterations, max(3, time_per_size / max(warm, 1e-7))))
             got = comm.bcast(np.array([want], dtype=np.int64) if rank == 0 else None, 0, "binomial")
             iters = int(got[0])
         else:

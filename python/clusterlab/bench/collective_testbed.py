@@ -328,8 +328,9 @@ def announced(model: costmodel.CostModel, op: str, label: str, n: int) -> bool:
 
 
 def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel, nranks: int | None = None,
-            time_per_size: float = 0.5) -> list[dict]:
-    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``. Each
+            time_per_size: float = 0.5, algorithm: str | None = None) -> list[dict]:
+    """``bench.collective.run`` on the testbed's hosts in connection ``mode`` under ``model``,
+    with ``algorithm`` by name (None: the model's pick, ``auto:NAME``). Each
     call is timed from its own barrier, so ``predicted_us`` is ``CostModel.predict_from_barrier``'s
     plus, for an ``announced`` pick, ``announce_time`` (``predicted_call_us``: without the
     barrier's term, what back-to-back calls pay)."""
@@ -342,7 +343,7 @@ def measure(tb, op: str, sizes: list[int], mode: str, model: costmodel.CostModel
         path = os.path.join(d, "model.json")
         model.save(path)
         env = dict(os.environ, CLUSTERLAB_COSTMODEL=path, **{CONNECTIONS_ENV: mode})
-        rows = tb.run(bench_run, nranks, op, sizes, None, None, None, time_per_size, timeout=900, env=env)[0]
+        rows = tb.run(bench_run, nranks, op, sizes, algorithm, None, None, time_per_size, timeout=900, env=env)[0]
     n = nranks or len(tb.placement())
     linked = dataclasses.replace(model, cpus=0.0)  # the same model without the shared CPUs' step term
     late = model.barrier_lateness(n)  # every call is timed from its own barrier: the root leaves it late

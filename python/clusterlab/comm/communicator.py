@@ -110,6 +110,29 @@ class Communicator(abc.ABC):
             time.sleep(p[1] - now)
         p[1] = max(p[1], now) + n / p[0]
 
+    # --- point-to-multipoint (what seed 002's broadcast over a p2mp VC asks of the transport) ---
+    def multicast(self):
+        """This rank's end of the communicator's point-to-multipoint group
+        (``clusterlab.comm.multicast.Group``: one datagram to every other rank, the network
+        replicating it), opened on first use: every rank must call it at the same point, as
+        collectives do. Raises ``CommError`` where the backend has none."""
+        g = self.__dict__.get("_group")
+        if g is None:
+            g = self._open_multicast()
+            self._group = g
+        return g
+
+    def _open_multicast(self):
+        from clusterlab.comm.errors import CommError
+
+        raise CommError(f"point-to-multipoint: the {type(self).__name__} backend has no multicast group "
+                        "(the TCP mesh on a testbed and the in-process backend have one)")
+
+    def _close_multicast(self) -> None:
+        g = self.__dict__.pop("_group", None)
+        if g is not None:
+            g.close()
+
     def receive_buffer(self, source: int) -> int | None:
         """Bytes the transport can hold for us from ``source`` before the sender must stop
         (the socket receive buffer on TCP); None when the backend does not say."""

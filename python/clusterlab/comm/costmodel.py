@@ -180,8 +180,9 @@ class CostModel:
         return {name: self.predict(op, name, m, n, connected) for name in sorted(_ALGORITHMS[_op(op)])}
 
     def pick(self, op: str, m: float, n: int, exact: bool = False, connected: bool = True) -> str:
-        """The fastest algorithm (ties: alphabetical); ``exact`` keeps only algorithms whose
-        floating-point sums are the rank-order sum bit for bit. Cached: collectives call it
+        """The fastest algorithm (ties: alphabetical) among those a module does not exclude
+        (``AUTO = False``: the point-to-multipoint bcast, which needs a multicast channel);
+        ``exact`` keeps only algorithms whose floating-point sums are the rank-order sum bit for bit. Cached: collectives call it
         on every operation. An operation in ``fixed`` always gets that algorithm.
 
         >>> CostModel(fixed={"allreduce": "ring"}).pick("allreduce", 8, 4)
@@ -195,7 +196,7 @@ class CostModel:
         hit = _picks.get(key)
         if hit is not None:
             return hit
-        names = sorted(_ALGORITHMS[_op(op)])
+        names = [x for x in sorted(_ALGORITHMS[_op(op)]) if getattr(_ALGORITHMS[op][x], "AUTO", True)]
         if exact:
             names = [x for x in names if getattr(_ALGORITHMS[op][x], "EXACT", True)] or names
         best = min(names, key=lambda x: (self.predict(op, x, m, n, connected), x))

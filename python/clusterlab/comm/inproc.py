@@ -37,6 +37,7 @@ import numpy as np
 
 from clusterlab.comm.communicator import Communicator, Payload
 from clusterlab.comm.errors import CommTimeout, PeerFailure
+from clusterlab.comm.multicast import Group, open_group
 
 
 def _copy_payload(data: Payload) -> Any:
@@ -59,8 +60,54 @@ class _Mailbox:
         self.arrivals: dict[int, deque] = {}
 
 
+class _InprocGroup(Group):
+    """A multicast group of an in-process world: a queue of datagrams per member; each copy is
+    lost with the world's ``multicast_loss`` probability (seeded draws), for testing what an
+    algorithm does about loss."""
+
+    max_payload = 9000
+
+    def __init__(self, world: _World, rank: int, key: tuple):
+        super().__init__()
+        self._w, self._rank = world, rank
+        self._boxes = world.groups.setdefault(key, {})
+        self._boxes[rank] = deque()
+        self.receive_buffer = 1 << 24
+
+    def send(self, *parts) -> None:
+        data = b"".join(bytes(p) for p in parts)
+        if len(data) > self.max_payload:
+            raise ValueError(f"a datagram of {len(data)} bytes is above the group's {self.max_payload}")
+        w = self._w
+        with w.cond:
+            for r, box in self._boxes.items():
+                if r != self._rank and not (w.multicast_loss and w.rng.random() < w.multicast_loss):
+                    box.append(data)
+            w.cond.notify_all()
+        self.counters["sent"] += 1
+        self.counters["bytes_sent"] += len(data)
+
+    def recv(self, timeout: float) -> bytes | None:
+        w = self._w
+        box = self._boxes[self._rank]
+        deadline = time.monotonic() + timeout
+        with w.cond:
+            while not box:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                w.cond.wait(left)
+            self.counters["received"] += 1
+            return box.popleft()
+
+
 class _World:
-    def __init__(self, n: int):
+    def __init__(self, n: int, multicast_loss: float = 0.0, seed: int = 1):
+        import random
+
+        self.groups: dict = {}
+        self.multicast_loss = multicast_loss
+        self.rng = random.Random(seed)
         self.n = n
         self.cond = threading.Condition()
         self.boxes = [_Mailbox() for _ in range(n)]
@@ -173,7 +220,11 @@ class InprocCommunicator(Communicator):
 
         return self._wait(ready, gone, timeout, f"from any rank with tag {tag}")
 
+    def _open_multicast(self):
+        return open_group(self, lambda: None, lambda group, port, key: _InprocGroup(self._w, self.rank, (group, port)))
+
     def close(self) -> None:
+        self._close_multicast()
         self._w.close(self.rank)
 
     def stats(self) -> dict:
@@ -186,22 +237,27 @@ def _nbytes(msg: Any) -> int:
     return msg.nbytes if isinstance(msg, np.ndarray) else len(msg)
 
 
-def world(n: int, default_timeout: float = 60.0) -> list[InprocCommunicator]:
-    """``n`` connected communicators (rank order), to be driven by ``n`` threads."""
+def world(n: int, default_timeout: float = 60.0, multicast_loss: float = 0.0, seed: int = 1) -> list[InprocCommunicator]:
+    """``n`` connected communicators (rank order), to be driven by ``n`` threads; their
+    multicast group loses each datagram copy with probability ``multicast_loss`` (draws seeded
+    by ``seed``)."""
     if n < 1:
         raise ValueError(f"need at least one rank, got {n}")
-    w = _World(n)
+    if not 0.0 <= multicast_loss < 1.0:
+        raise ValueError(f"multicast_loss must be in [0, 1), got {multicast_loss}")
+    w = _World(n, multicast_loss, seed)
     return [InprocCommunicator(w, r, default_timeout) for r in range(n)]
 
 
 def run_threads(fn: Callable[..., Any], n: int, *args, timeout: float = 60.0, return_exceptions: bool = False,
-                **kwargs) -> list:
+                multicast_loss: float = 0.0, **kwargs) -> list:
     """Run ``fn(comm, *args, **kwargs)`` on ``n`` ranks (threads); return each rank's result.
 
     A rank whose ``fn`` raises is marked failed, so the others raise ``PeerFailure`` instead of
     waiting. Unless ``return_exceptions``, the first failing rank's exception is re-raised
     (``PeerFailure`` of other ranks only when nothing else failed). ``timeout`` bounds every
     wait and the whole run: a rank still running after ``timeout`` seconds gives ``CommTimeout``.
+    ``multicast_loss``: the probability that the ranks' multicast group loses a datagram copy.
 
     >>> run_threads(lambda c: c.bcast(b"x" if c.rank == 1 else None, root=1), 4)
     [b'x', b'x', b'x', b'x']
@@ -212,7 +268,7 @@ def run_threads(fn: Callable[..., Any], n: int, *args, timeout: float = 60.0, re
     >>> [type(e).__name__ for e in run_threads(boom, 3, return_exceptions=True)]
     ['PeerFailure', 'PeerFailure', 'RuntimeError']
     """
-    comms = world(n, default_timeout=timeout)
+    comms = world(n, default_timeout=timeout, multicast_loss=multicast_loss)
     results: list[Any] = [None] * n
     errors: list[BaseException | None] = [None] * n
 

@@ -60,12 +60,13 @@ class RunResult:
 
 
 def prepare(study: Study, quick: bool = False, overrides: dict[str, str] | None = None) -> tuple[Study, list[Point]]:
-    """Apply ``--quick`` then ``--set`` and expand; every point is built (topology, socket
-    settings, per-host sysctls) so an impossible one is refused before anything runs."""
+    """Apply ``--quick`` then ``--set`` (a setting both give: ``--set``'s) and expand; every
+    point is built (topology, socket settings, per-host sysctls) so an impossible one is refused
+    before anything runs."""
     from clusterlab.experiments.clusters import check_point
 
     if quick:
-        study = study.with_quick()
+        study = study.with_quick(skip=overrides or ())
     if overrides:
         study = study.with_settings(overrides)
     points = study.points()

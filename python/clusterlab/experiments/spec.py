@@ -296,7 +296,8 @@ class Point:
 
 STUDY_FIELDS = ("repeat", "warmup", "monitor", "monitor_interval")
 # Settings whose default (None) does not show their type: an example value of it.
-TYPE_OF = {"hosts": 1, "ranks": 1, "mtu": 1, "prefer_dilation": 1.0, "dilation": "auto", "seed": 1}
+# ``algorithm`` is a name whose default may be "auto" (the cost model's pick), not dilation's "auto".
+TYPE_OF = {"hosts": 1, "ranks": 1, "mtu": 1, "prefer_dilation": 1.0, "dilation": "auto", "seed": 1, "algorithm": "name"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -401,8 +402,11 @@ class Study:
             axes = {**axes, **{f"_fixed_{k}": [v] for k, v in fixed.items()}}
         return dataclasses.replace(s, grid=Grid(axes))
 
-    def with_quick(self) -> Study:
-        return self.with_settings(self.quick, source="--quick") if self.quick else self
+    def with_quick(self, skip=()) -> Study:
+        """``quick`` applied, leaving out the settings in ``skip`` (those ``--set`` gives: a
+        quick run with ``--set network=ethernet-10`` runs that network, not the quick one)."""
+        quick = {k: v for k, v in self.quick.items() if k not in set(skip)}
+        return self.with_settings(quick, source="--quick") if quick else self
 
     # --- expansion -------------------------------------------------------------------------------
     def points(self) -> list[Point]:

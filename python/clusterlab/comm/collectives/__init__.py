@@ -23,7 +23,7 @@ the largest size first (a dissemination max, ``ceil(log2 n)`` tiny messages).
 >>> run_threads(lambda c: run("allgather", c, "ring", data=bytes([c.rank]) * c.rank), 3)[0]
 [b'', b'\\x01', b'\\x02\\x02']
 >>> sorted(ALGORITHMS["bcast"])
-['binomial', 'flat', 'paced', 'scatter_allgather']
+['binomial', 'flat', 'p2mp', 'paced', 'scatter_allgather']
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from clusterlab.comm.collectives import (
     barrier_dissemination,
     bcast_binomial,
     bcast_flat,
+    bcast_p2mp,
     bcast_paced,
     bcast_scatter_allgather,
     gather_binomial,
@@ -60,7 +61,7 @@ from clusterlab.comm.collectives import (
 from clusterlab.comm.collectives._common import TAG, ceil_log2, check_chunks, check_root, nbytes
 from clusterlab.comm.errors import ProtocolError
 
-_ALL = [bcast_flat, bcast_binomial, bcast_paced, bcast_scatter_allgather, scatter_linear, scatter_binomial, gather_linear,
+_ALL = [bcast_flat, bcast_binomial, bcast_p2mp, bcast_paced, bcast_scatter_allgather, scatter_linear, scatter_binomial, gather_linear,
         gather_binomial, allgather_ring, allgather_recursive_doubling, alltoall_all_at_once, alltoall_pairwise,
         barrier_central, barrier_dissemination, reduce_binomial, reduce_linear, reduce_gather, reduce_scatter_gather,
         allreduce_ring, allreduce_reduce_scatter_allgather, allreduce_reduce_bcast, allreduce_allgather]

@@ -179,6 +179,21 @@ class TcpCommunicator(Communicator):
         c = self._conns[source]
         return c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2 if c.open else None
 
+    def _open_multicast(self):
+        """The mesh's point-to-multipoint group (``tcp.multicast``): UDP to an IP multicast group
+        on the testbed's switch, only inside a testbed host (``multicast.why_not``)."""
+        from clusterlab.comm import multicast as mc
+        from clusterlab.comm.tcp import multicast as udp
+
+        local = peer = None
+        for c in self._conns.values():
+            if c.open:
+                local, peer = c.sock.getsockname()[0], c.sock.getpeername()[0]
+                break
+        if local is None:
+            return mc.open_group(self, lambda: "no open connection to find this rank's address", None)
+        return mc.open_group(self, lambda: udp.why_not(local), udp.opener(local, peer))
+
     def abort(self, detail: str = "") -> None:
         """Fail the job from this rank: tell every peer (so they raise ``PeerFailure`` naming
         this rank with ``detail``) and drop the connections."""
@@ -476,6 +491,7 @@ class TcpCommunicator(Communicator):
                     time.sleep(_IDLE_CHECK)
 
     def _shutdown(self) -> None:
+        self._close_multicast()
         self._closed = True
         self._stop_fast()
         if self._wake_w >= 0:
