@@ -54,7 +54,7 @@ def test_run_dir_records_each_ranks_split_and_report_and_diagnose_read_it(tmp_pa
     assert p.returncode == 0, p.stderr[-3000:]
     assert "clusterlab report" in p.stderr
     end = p.stderr.strip().splitlines()  # it ends with the fidelity line and the diagnosis in one line
-    assert end[-1].startswith("diagnosis: ") and "fix:" in end[-1]
+    assert end[-1].startswith("diagnosis: ") and ("fix:" in end[-1] or "none found" in end[-1])
     assert any(ln.startswith("fidelity: ") for ln in end[-4:])
     meta = json.loads((d / "meta.json").read_text())
     assert meta["kind"] == "program" and meta["status"] == "ok" and meta["ranks"] == 3

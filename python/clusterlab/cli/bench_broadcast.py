@@ -29,7 +29,8 @@ from clusterlab.errors import ConfigError
               help="Record the monitor table (with --run-dir).")
 @click.option("--interval", default=0.1, show_default=True, type=Finite(lo=0.001, hi=3600), help="Monitor interval [s].")
 @click.option("--run-dir", default=None, type=OutputPath(directory=True),
-              help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
+              help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR); the output then ends "
+                   "with the run's fidelity line and diagnosis.")
 @click.option("--auto-dilation", is_flag=True,
               help="With --hosts: when the run fails the fidelity check (docs/diagnose.md), rerun it at the smallest "
                    "dilation that passes, from --dilation up (the monitor is on; with --run-dir each run in "
@@ -143,6 +144,12 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
             if run_dir:
                 kept_dir = os.path.join(run_dir, f"dilation-{auto['dilation']:g}")
                 click.echo(f"auto-dilation: the kept run is {kept_dir} (clusterlab report {kept_dir})")
+        if run_dir and status == "complete":  # the last lines: the run's fidelity line and its diagnosis
+            from clusterlab.diagnose import diagnose_dir
+            from clusterlab.diagnose.report_section import closing_lines
+
+            rdir = os.path.join(run_dir, f"dilation-{auto['dilation']:g}") if auto is not None else run_dir
+            click.echo("\n".join(closing_lines(diagnose_dir(rdir))))
     if status != "complete":
         click.echo(f"interrupted: {len(result['reps'])} finished repetitions kept"
                    + (f" in {run_dir} (bench.json, table.parquet, meta.json)" if run_dir else ""), err=True)
