@@ -97,3 +97,19 @@ def test_bench_group_exposes_other_benchmarks_lazily(capsys, monkeypatch):
     monkeypatch.setitem(bench.LAZY, "broadcast", ("clusterlab.cli.no_such_module", "broadcast"))
     code, out, _ = cli(capsys, "bench", "--help")
     assert code == 0 and "storage" in out and "broadcast" not in out and "pingpong" in out
+
+
+def test_bench_broadcast_with_a_run_dir_ends_with_the_fidelity_line_and_the_diagnosis(tmp_path):
+    """A local bench broadcast recorded in a run directory: its last lines judge the run and
+    name its dominant loss (the same as `clusterlab diagnose` of the directory)."""
+    import subprocess
+    import sys
+
+    d = tmp_path / "b"
+    r = subprocess.run([sys.executable, "-m", "clusterlab", "bench", "broadcast", "--reps", "2", "--ranks", "2",
+                        "--size", "2KB", "--run-dir", str(d)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[-2].startswith("fidelity: ") and lines[-1].startswith("diagnosis: ")
+    assert "fix:" in lines[-1] or "none found" in lines[-1]
+    assert (d / "meta.json").exists() and (d / "bench.json").exists()

@@ -296,3 +296,23 @@ def test_a_recovery_longer_than_the_rto_min_is_a_doubled_timer():
     assert named_first(d) == "rto_backoff" and "480.0 ms per recovery" in d["dominant"]["evidence"]
     ranks[1].recovery = 0.01  # the retransmission got through: incast, no backoff
     assert named_first(diagnose(job_)) == "incast_switch_drops"
+
+
+def test_auto_dilation_climbs_to_the_smallest_dilation_that_passes():
+    from clusterlab.diagnose.dilation import auto_dilation, timer_dilation
+
+    assert timer_dilation(0.005) == 4 and timer_dilation(0.016) == 1 and timer_dilation(0.0159) == 2
+
+    def fake(passes_at, timer_from=1.0):
+        def run_at(k):
+            checks = [{"check": "timer", "ok": k >= timer_from}, {"check": "cpu", "ok": k >= passes_at}]
+            ok = all(c["ok"] for c in checks)
+            return {"k": k}, {"ok": ok, "checks": checks, "line": "fidelity: " + ("PASS" if ok else "FAIL")}
+        return run_at
+
+    a = auto_dilation(fake(1.0, timer_from=4.0), 1.0, 0.005)  # only the timer fails: straight to 4
+    assert [x["dilation"] for x in a["attempts"]] == [1.0, 4.0] and a["ok"] and a["result"] == {"k": 4.0}
+    a = auto_dilation(fake(3.0), 1.0, 0.2)  # the CPU fails: doubling
+    assert [x["dilation"] for x in a["attempts"]] == [1.0, 2.0, 4.0] and a["dilation"] == 4.0
+    a = auto_dilation(fake(100.0), 2.0, 0.2, max_dilation=16)  # never passes: stops at the bound, keeps the last
+    assert [x["dilation"] for x in a["attempts"]] == [2.0, 4.0, 8.0, 16.0] and not a["ok"]

@@ -132,6 +132,7 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "--ranks": [*POS_INT, "1", "100000"], "--hosts": [*POS_INT, "1", "100000"], "--interval": POS_FLOAT,
             "--run-dir": UNWRITABLE_DIR, "--sites": ["", "4+3", "a+b", "0+2", "2+2"], "--wan-rate": RATE,
             "--wan-delay": DURATION, "--wan-queue": POS_SIZE,
+            "--max-dilation": [*FLOAT, "0", "0.5"],
             **TOPO, **TRANSPORT, **TESTBED_KNOBS, "--seed": INT[1:]}),
         ("experiment", "run"): (["experiment", "run", "local-speedup", "--quick", "--dry-run"], {
             "NAME": ["", "nope", "../x"],

@@ -187,6 +187,28 @@ def test_summary_reports_each_ranks_share_and_the_time_split(small):
     assert "time split" in r.stdout and "as CSR" in r.stdout
 
 
+def test_mine_nodes_ends_with_the_fidelity_line_and_the_diagnosis(small, tmp_path):
+    """The run's last lines: its fidelity line, then the dominant loss (or the launch, named first
+    when it costs many times the job) with its fix and predicted gain; --json carries the same."""
+    r = _cli("mine", small, "-s", "0.02", "--nodes", "2", "-q", "--rules")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    last = lines[-1]
+    assert last.startswith("diagnosis: ") and "fix:" in last and ("predicted gain:" in last or "none found" in last)
+    fid = next(ln for ln in reversed(lines) if ln.startswith("fidelity: "))
+    assert lines.index(fid) > max(i for i, ln in enumerate(lines) if "rules" in ln)  # after everything else
+    assert "not emulated" in fid or "load average" in fid  # a local run: the machine's load judged
+    r = _cli("mine", small, "-s", "0.02", "--nodes", "2", "-q", "--json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["cluster"]["kind"] == "local" and s["options"]["machine"]["cpus"] >= 1 and 0 <= s["cpu_spare"] <= 1
+    assert s["diagnosis"]["fidelity"]["line"].startswith("fidelity: ") and "causes" in s["diagnosis"]
+    (tmp_path / "summary.json").write_text(r.stdout)  # `clusterlab diagnose` of the saved summary: the same verdict
+    d = _cli("diagnose", tmp_path, "--json")
+    assert d.returncode == 0, d.stderr
+    assert json.loads(d.stdout)["jobs"][0]["fidelity"] == s["diagnosis"]["fidelity"]
+
+
 def test_progress_on_a_terminal_only_and_not_with_q(small):
     """Passes are shown as they complete when stderr is a terminal (it was silent for minutes)."""
     import os

@@ -53,6 +53,9 @@ def test_run_dir_records_each_ranks_split_and_report_and_diagnose_read_it(tmp_pa
     p = _cli("run", "-n", "3", "--run-dir", str(d), "--monitor-interval", "0.05", "--", "python", str(prog))
     assert p.returncode == 0, p.stderr[-3000:]
     assert "clusterlab report" in p.stderr
+    end = p.stderr.strip().splitlines()  # it ends with the fidelity line and the diagnosis in one line
+    assert end[-1].startswith("diagnosis: ") and ("fix:" in end[-1] or "none found" in end[-1])
+    assert any(ln.startswith("fidelity: ") for ln in end[-4:])
     meta = json.loads((d / "meta.json").read_text())
     assert meta["kind"] == "program" and meta["status"] == "ok" and meta["ranks"] == 3
     assert meta["returncodes"] == [0, 0, 0] and meta["failed_rank"] is None
@@ -74,6 +77,7 @@ def test_run_dir_records_each_ranks_split_and_report_and_diagnose_read_it(tmp_pa
 
     p = _cli("report", str(d))
     assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip().splitlines()[-1] == end[-1]  # `report` ends with the same diagnosis
     md = (d / "report.md").read_text()
     for r in range(3):
         assert f"\n| {r} | " in md

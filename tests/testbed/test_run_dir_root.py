@@ -48,6 +48,10 @@ def test_program_on_a_testbed_recorded_reported_and_diagnosed(name, tmp_path):
         out.mkdir()
         p = _cli("run", "--testbed", name, "-n", "3", "--run-dir", str(d), "--", "python", str(prog), str(out))
         assert p.returncode == 0, p.stderr[-3000:]
+        # it ends with the fidelity line (the testbed's RTO min reached it) and the diagnosis
+        end = p.stderr.strip().splitlines()
+        assert end[-1].startswith("diagnosis: ")
+        assert any(ln.startswith("fidelity: ") and "RTO min 5 ms" in ln for ln in end[-4:]), end[-4:]
     finally:
         tb.down()
     assert len({(out / f"ns{r}").read_text() for r in range(3)}) == 3  # three hosts' namespaces

@@ -29,10 +29,18 @@ from clusterlab.errors import ConfigError
               help="Record the monitor table (with --run-dir).")
 @click.option("--interval", default=0.1, show_default=True, type=Finite(lo=0.001, hi=3600), help="Monitor interval [s].")
 @click.option("--run-dir", default=None, type=OutputPath(directory=True),
-              help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR).")
+              help="Write bench.json and monitor.parquet here (then: clusterlab report RUN_DIR); the output then ends "
+                   "with the run's fidelity line and diagnosis.")
+@click.option("--auto-dilation", is_flag=True,
+              help="With --hosts: when the run fails the fidelity check (docs/diagnose.md), rerun it at the smallest "
+                   "dilation that passes, from --dilation up (the monitor is on; with --run-dir each run in "
+                   "RUN_DIR/dilation-K).")
+@click.option("--max-dilation", default=16.0, show_default=True, type=Finite(lo=1, hi=1e6),
+              help="The highest dilation --auto-dilation tries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")
 def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates, loss, loss_seed, buffer, discard, epd_threshold, host_queue, mtu,
-              dilation, storage, no_rps, offloads, transport, use_monitor, interval, run_dir, as_json, **wan):
+              dilation, storage, no_rps, offloads, transport, use_monitor, interval, auto_dilation, max_dilation, run_dir,
+              as_json, **wan):
     """Barrier, every rank sends SIZE bytes to every other rank, barrier; REPS times.
 
     \b
@@ -42,14 +50,13 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
       clusterlab bench broadcast --hosts 16 --rto-min 5ms --run-dir runs/b16 && clusterlab report runs/b16
       clusterlab bench broadcast --hosts 4 --buffer 4MB --host-rate h3=15.5Mbit --run-dir runs/slow
       clusterlab bench broadcast --hosts 4 --sites 2+2 --wan-delay 12ms --run-dir runs/wan
+      clusterlab bench broadcast --hosts 4 --rto-min 5ms --auto-dilation --run-dir runs/auto
     """
-    from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
     from clusterlab.cluster import Local, Testbed
-    from clusterlab.experiments.runner import run_study
     from clusterlab.experiments.spec import Study, scatter
     from clusterlab.experiments.workloads import alltoall_broadcast
     from clusterlab.net.transport_config import TransportConfig
-    from clusterlab.units import parse_rate, parse_size
+    from clusterlab.units import parse_size
 
     nbytes = parse_size(size, "--size", lo=1)
     if reps < 1:
@@ -61,26 +68,107 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
     if hosts is None and wan["sites"]:
         raise ConfigError("--sites needs --hosts (the local cluster has no WAN line)")
 
-    topo = make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold,
-                     host_rates, loss, loss_seed, **wan)  # checked even unused
+    make_topo(hosts or 2, rate, buffer, host_queue, mtu, dilation, False, switch, discard, epd_threshold,
+              host_rates, loss, loss_seed, **wan)  # checked even unused
     config = TransportConfig.parse(transport, place="socket" if hosts is None else "testbed")
     settings = {"size": nbytes, "reps": reps, "warmup": warmup, "order": order, "transport": config.to_text()}
     if hosts is None:
         if dilation != 1.0:
             raise ConfigError("--dilation needs --hosts (the local cluster has no links to slow down)")
+        if auto_dilation:
+            raise ConfigError("--auto-dilation needs --hosts (the local cluster has nothing emulated to dilate)")
         if switch != "bridge" or discard != "none" or epd_threshold is not None or host_rates or loss:
             raise ConfigError("--switch, --discard, --epd-threshold, --host-rate and --loss need --hosts (the local "
                               "cluster has no switch)")
         n = ranks or 4
         if n < 2:
             raise ConfigError(f"need at least 2 ranks, got {n}")
-        cluster = Local(ranks=n)
         settings.update(cluster="local", ranks=n)
+    if auto_dilation and max_dilation < dilation:
+        raise ConfigError(f"--max-dilation {max_dilation:g} is below --dilation {dilation:g} (the ladder starts there)")
+
+    def once(k: float, rdir, monitor: bool):
+        """The bench at dilation ``k`` into ``rdir``: ``(result, status)``."""
+        if hosts is None:
+            cluster = Local(ranks=settings["ranks"])
+        else:  # at dilation k, the topology's own
+            cluster = Testbed(make_topo(hosts, rate, buffer, host_queue, mtu, k, False, switch, discard, epd_threshold,
+                                        host_rates, loss, loss_seed, **wan), ranks=ranks)
+        study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
+                      transport=config, repeat=reps, warmup=warmup, monitor=monitor,
+                      monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
+        return _run(study, rdir, dict(settings), hosts, rate, mtu, nbytes)
+
+    if not auto_dilation:
+        result, status = once(dilation, run_dir, bool(run_dir and use_monitor))
+        auto = None
     else:
-        cluster = Testbed(topo, ranks=ranks)  # at --dilation, the topology's own
-    study = Study(name="bench-broadcast", cluster=cluster, workload=alltoall_broadcast(size=str(nbytes), order=order),
-                  transport=config, repeat=reps, warmup=warmup, monitor=bool(run_dir and use_monitor),
-                  monitor_interval=interval, report=[scatter(x="rep", y="seconds"), scatter(x="rep", y="retransmissions")])
+        import tempfile
+
+        from clusterlab.diagnose import diagnose_dir
+        from clusterlab.diagnose.dilation import auto_dilation as ladder
+        from clusterlab.diagnose.fidelity import _rto_min_s
+
+        def run_at(k: float):
+            with tempfile.TemporaryDirectory(prefix="clusterlab-dilation-") as tmp:
+                rdir = os.path.join(run_dir, f"dilation-{k:g}") if run_dir else tmp
+                res, st = once(k, rdir, True)  # the fidelity check reads the monitor's samples
+                if st != "complete":
+                    raise _Interrupted(res)
+                fid = diagnose_dir(rdir)["jobs"][0]["fidelity"]
+            res["fidelity"] = fid
+            return res, fid
+
+        try:
+            auto = ladder(run_at, dilation, _rto_min_s(config.to_dict()), max_dilation)
+            result, status = auto["result"], "complete"
+        except _Interrupted as e:
+            result, status, auto = e.result, "interrupted", None
+        if auto is not None:
+            result["auto_dilation"] = {"attempts": auto["attempts"], "dilation": auto["dilation"], "ok": auto["ok"],
+                                       "max_dilation": max_dilation}
+            if run_dir:
+                from clusterlab._atomic import atomic_open
+
+                with atomic_open(os.path.join(run_dir, "auto_dilation.json")) as f:
+                    json.dump(result["auto_dilation"], f, indent=1)
+    cpu_bound = result["settings"]["cpu_bound_reps"]
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        _print(result, nbytes, order, cpu_bound)
+        if auto is not None:
+            from clusterlab.diagnose.dilation import attempt_lines
+
+            click.echo("\n".join(attempt_lines(auto, max_dilation)))
+            if run_dir:
+                kept_dir = os.path.join(run_dir, f"dilation-{auto['dilation']:g}")
+                click.echo(f"auto-dilation: the kept run is {kept_dir} (clusterlab report {kept_dir})")
+        if run_dir and status == "complete":  # the last lines: the run's fidelity line and its diagnosis
+            from clusterlab.diagnose import diagnose_dir
+            from clusterlab.diagnose.report_section import closing_lines
+
+            rdir = os.path.join(run_dir, f"dilation-{auto['dilation']:g}") if auto is not None else run_dir
+            click.echo("\n".join(closing_lines(diagnose_dir(rdir))))
+    if status != "complete":
+        click.echo(f"interrupted: {len(result['reps'])} finished repetitions kept"
+                   + (f" in {run_dir} (bench.json, table.parquet, meta.json)" if run_dir else ""), err=True)
+        raise SystemExit(130)
+
+
+class _Interrupted(Exception):
+    def __init__(self, result):
+        super().__init__("interrupted")
+        self.result = result
+
+
+def _run(study, run_dir, settings: dict, hosts, rate, mtu, nbytes):
+    """Run the one-point study into ``run_dir`` (None: nowhere); ``(result, status)``, the
+    result as ``--json`` prints it (also written to ``run_dir/bench.json``)."""
+    from clusterlab.bench.alltoall_broadcast import line_rate_seconds, summarize
+    from clusterlab.experiments.runner import run_study
+    from clusterlab.units import parse_rate
+
     status = "complete"
     try:
         res = run_study(study, run_dir)
@@ -110,8 +198,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
                         line_rate_seconds=line_rate_seconds(topo.n_ranks(), nbytes, parse_rate(rate)))
     from clusterlab.monitor.procfs import cpu_bound as _cpu_bound
 
-    cpu_bound = [r["rep"] for r in out if _cpu_bound(r)]
-    settings["cpu_bound_reps"] = cpu_bound
+    settings["cpu_bound_reps"] = [r["rep"] for r in out if _cpu_bound(r)]
     result = {"settings": settings, "reps": out, "summary": summarize(out) if out else {}, "status": status}
     if run_dir:
         from clusterlab._atomic import atomic_open
@@ -119,14 +206,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
         os.makedirs(run_dir, exist_ok=True)
         with atomic_open(os.path.join(run_dir, "bench.json")) as f:
             json.dump(result, f, indent=1)
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        _print(result, nbytes, order, cpu_bound)
-    if status != "complete":
-        click.echo(f"interrupted: {len(out)} finished repetitions kept"
-                   + (f" in {run_dir} (bench.json, table.parquet, meta.json)" if run_dir else ""), err=True)
-        raise SystemExit(130)
+    return result, status
 
 
 def _print(result: dict, nbytes: int, order: str, cpu_bound: list) -> None:

@@ -221,12 +221,11 @@ def _report(run_dir) -> None:
 def _diagnosis(run_dir, report_dir) -> None:
     """The diagnosis at the end of the report and of the command's output."""
     from clusterlab.diagnose import diagnose_dir
-    from clusterlab.diagnose.report_section import append_diagnosis, first_lines
+    from clusterlab.diagnose.report_section import append_diagnosis, closing_lines
 
     result = diagnose_dir(run_dir)
     append_diagnosis(report_dir, result)
-    for line in first_lines(result):
-        click.echo(f"diagnosis: {line}")
+    click.echo("\n".join(closing_lines(result)))
 
 
 @experiment.command("report")

@@ -61,6 +61,7 @@ class MineResult:
     timings: dict = field(default_factory=dict)  # phase -> seconds
     passes: list | None = None  # parallel runs: per-pass statistics
     ranks: list | None = None  # parallel runs: per-rank time and peak memory
+    facts: dict | None = None  # parallel runs: the cluster, transport, spare CPU and load (diagnose.observe)
 
 
 def parse_min_support(text: str) -> float | int:
@@ -151,8 +152,11 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
     cluster = from_options(opts.backend, testbed=opts.testbed, job_first=True)
     if not opts.quiet and opts.nodes is not None:
         click.echo(f"mining {opts.file} with {algo} on {opts.nodes} {cluster.name} ranks", err=True)
-    r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
-                 config=config, format=opts.input_format)
+    from clusterlab.diagnose.observe import observed
+
+    with observed(cluster) as facts:  # what the closing diagnosis judges the run by (its fidelity)
+        r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
+                     config=config, format=opts.input_format)
     if r.table is None:  # another rank of a launched job: rank 0 reports
         return None
     timings = {"mine": r.wall_s, "job": r.job_s}
@@ -163,7 +167,7 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
                                  consequents=opts.consequents)
         timings["rules"] = time.perf_counter() - t2
     n = clusterlab.mining.result.table_info(r.table).get("n_transactions", 0)
-    return MineResult(r.table, rules, n, f"{algo} x{r.nodes} ({r.where})", timings, r.passes, r.ranks)
+    return MineResult(r.table, rules, n, f"{algo} x{r.nodes} ({r.where})", timings, r.passes, r.ranks, facts)
 
 
 def run_streamed(opts: MineOptions, status) -> dict:
@@ -402,6 +406,9 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
          partition, testbed_name):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
+    A parallel run (--nodes, --testbed) ends with its fidelity line and the diagnosis in one
+    line: the dominant loss, its fix and the predicted gain (--json: "diagnosis"; docs/diagnose.md).
+
     \b
     Examples:
       clusterlab mine ../shared/data/T10I4D100K.dat --min-support 0.01 -o sets.parquet
@@ -498,6 +505,10 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
     if res.passes is not None:  # parallel: per-pass statistics, printed and saved
         s["passes"] = res.passes
         s["ranks"] = res.ranks
+        facts = dict(res.facts or {})
+        if "machine" in facts:
+            s["options"]["machine"] = facts.pop("machine")
+        s.update(facts)  # cluster, transport, cpu_spare: what `clusterlab diagnose` of this summary reads
         if opts.output:
             from clusterlab._atomic import atomic_open
 
@@ -506,8 +517,13 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
                     json.dump(res.passes, f, indent=1)
             except OSError as e:
                 raise ConfigError(f"cannot write {passes_path(opts.output)}: {e.strerror or e}") from None
+    diagnosis = None
+    if res.passes is not None:  # parallel: the run's fidelity and what removes its loss
+        from clusterlab.diagnose import diagnose_summary
+
+        diagnosis = diagnose_summary(s)
     if as_json:
-        click.echo(json.dumps(s, indent=2))
+        click.echo(json.dumps({**s, "diagnosis": diagnosis["jobs"][0]} if diagnosis else s, indent=2))
     else:
         print_summary(s, res, console)
         if res.passes is not None:
@@ -515,11 +531,9 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
 
             click.echo(format_passes(res.passes))
             click.echo(format_ranks(res.ranks))
-            from clusterlab.diagnose import diagnose
-            from clusterlab.diagnose.render import job_lines
-            from clusterlab.diagnose.run import mining_job
-
-            cluster = {"kind": "testbed"} if opts.testbed else {}
-            click.echo("\n".join(job_lines(diagnose(mining_job({**s, "cluster": cluster}, "this run")))))
         if res.rules is not None and not rules_path(opts):
             console.print(f"{res.rules.num_rows:,} rules (write them with -o or --rules-output)")
+        if diagnosis is not None:  # the last lines: the fidelity line and the diagnosis in one line
+            from clusterlab.diagnose.report_section import closing_lines
+
+            click.echo("\n".join(closing_lines(diagnosis)))

@@ -48,7 +48,8 @@ def _dur(v):
 @click.option("--mpiexec-args", help="Extra mpiexec arguments, e.g. '-launcher ssh' (one string).")
 @click.option("--run-dir", type=OutputPath(directory=True), default=None,
               help="Record the run here (a new directory): meta.json, the monitor's monitor.parquet and each "
-                   "rank's time split in ranks/rank-N.json; then `clusterlab report DIR`, `clusterlab diagnose DIR`.")
+                   "rank's time split in ranks/rank-N.json; ends with the run's fidelity line and diagnosis (on stderr); then "
+                   "`clusterlab report DIR`, `clusterlab diagnose DIR`.")
 @click.option("--monitor-interval", type=Finite(lo=0.005, hi=60), default=0.1, show_default=True,
               help="Seconds between the monitor's samples (with --run-dir).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -78,7 +79,9 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
     host and switch port) and, for each rank that joined clusterlab's mesh (world()), its wall
     time split into compute, transfer and RTO wait (TCP_INFO) with its bytes, in
     ranks/rank-N.json. An MPI program on MPI's own transport has the monitor's per-host TCP
-    counters only. `clusterlab report DIR` and `clusterlab diagnose DIR` read it.
+    counters only. The command ends (on stderr) with the run's fidelity line and its diagnosis
+    in one line: the dominant loss, its fix and the predicted gain. `clusterlab report DIR` and
+    `clusterlab diagnose DIR` read it.
 
     \b
     On a namespace testbed (root; `clusterlab testbed up --name lab --hosts 8 --rto-min 5ms`):
@@ -128,6 +131,15 @@ def run(n, backend, testbed_name, transport, timeout, comm_timeout, grace, setup
             sys.exit(2)
         codes = [rc for rc in res.returncodes if rc > 0]
         sys.exit(codes[0] if codes else 1)
+    if run_dir:  # the last lines: the run's fidelity line and its diagnosis in one line
+        from clusterlab.diagnose import diagnose_dir
+        from clusterlab.diagnose.report_section import closing_lines
+
+        try:
+            lines = closing_lines(diagnose_dir(run_dir))
+        except ConfigError as e:  # a record the diagnosis cannot read: the run itself succeeded
+            lines = [f"diagnosis: none ({e})"]
+        click.echo("\n".join(lines), err=True)
     return 0
 
 

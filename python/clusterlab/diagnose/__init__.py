@@ -12,9 +12,17 @@ from clusterlab.diagnose.render import render_text
 from clusterlab.diagnose.rules import diagnose
 from clusterlab.diagnose.run import Job, load
 
-__all__ = ["Job", "diagnose", "diagnose_dir", "load", "render_text"]
+__all__ = ["Job", "diagnose", "diagnose_dir", "diagnose_summary", "load", "render_text"]
 
 
 def diagnose_dir(run_dir) -> dict:
     """``{"run_dir", "jobs": [diagnosis, ...]}`` for every job the directory records."""
     return {"run_dir": str(run_dir), "jobs": [diagnose(j) for j in load(run_dir)]}
+
+
+def diagnose_summary(summary: dict, label: str = "this run") -> dict:
+    """The same for a ``clusterlab mine --nodes N`` summary held in memory (the command's own
+    closing diagnosis)."""
+    from clusterlab.diagnose.run import mining_job
+
+    return {"run_dir": None, "jobs": [diagnose(mining_job(summary, label))]}

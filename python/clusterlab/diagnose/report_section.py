@@ -37,12 +37,38 @@ def append_diagnosis(report_dir, result: dict) -> bool:
     return True
 
 
-def first_lines(result: dict) -> list[str]:
-    """The fidelity line and what is named first, per job (a command's closing lines)."""
+def one_line(d: dict) -> str:
+    """A job's diagnosis in one line: what is named first (the dominant loss, or the launch when
+    it costs many times the job), its fix and the predicted gain."""
+    from clusterlab.diagnose.render import _fmt
+
+    total = max(d["seconds"], 1e-9)
+    if d.get("launch_first"):
+        la = d["launch"]
+        return (f"named first: {la['title']}, {_fmt(la['seconds'])} outside the job; fix: {la['fix']}; "
+                f"predicted gain: {_fmt(la['predicted_gain_s'])} ({la['method']})")
+    dom = d["dominant"]
+    if dom is None:
+        return "dominant loss: none found (the time is computation and transfer at line rate)"
+    out = f"dominant loss: {dom['title']}, {_fmt(dom['seconds'])} ({dom['seconds'] / total:.0%} of the job)"
+    out += f"; fix: {dom['fix']}" if dom["fix"] else "; fix: none named"
+    if dom["predicted_gain_s"] is not None:
+        out += (f"; predicted gain: {_fmt(dom['predicted_gain_s'])} ({dom['predicted_gain_s'] / total:.0%} of the job; "
+                f"{dom['method']})")
+    elif dom["method"]:
+        out += f"; predicted gain: {dom['method']}"
+    return out
+
+
+def closing_lines(result: dict) -> list[str]:
+    """What a command that ran or reported a job ends with, per job: its fidelity line, its
+    warnings, and ``diagnosis:`` with the dominant loss, the fix and the predicted gain (the
+    whole split: ``clusterlab diagnose``). Jobs are named when there are several."""
     out = []
+    many = len(result["jobs"]) > 1
     for d in result["jobs"]:
-        lines = job_lines(d)
-        named = [x for x in lines if x.startswith(("named first:", "dominant loss in the job:"))][:1]
-        fid = lines[0].split(" - ")[0].split(" (")[0]  # PASS / FAIL / not emulated; the details are in the report
-        out.append(f"{d['job']}: {fid}" + (f"; {named[0]}" if named else ""))
+        who = f"{d['job']}: " if many else ""
+        out.append(who + d["fidelity"]["line"])
+        out += [f"{who}WARNING: {w}" for w in d["warnings"]]
+        out.append(f"diagnosis: {who}{one_line(d)}")
     return out

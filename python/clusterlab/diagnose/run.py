@@ -181,7 +181,9 @@ def _mining_job(path: Path, s: dict) -> Job:
     transport = {k: v for k, v in (s.get("transport") or {}).items() if v is not None}
     return Job(label=path.parent.name, kind="mining", seconds=job_s, wall_seconds=_num(secs.get("mine"), None),
                passes=passes, nodes=int(opts.get("nodes") or max((len(p.ranks) for p in passes), default=0)),
-               options=opts, transport=transport, cluster=_cluster_of(s.get("cluster") or {}), source=str(path))
+               options=opts, transport=transport, cluster=_cluster_of(s.get("cluster") or {}), source=str(path),
+               cpu_spare=_num(s.get("cpu_spare"), None),
+               monitor=s["monitor"] if isinstance(s.get("monitor"), dict) else None)
 
 
 def _cluster_of(c: dict) -> dict:

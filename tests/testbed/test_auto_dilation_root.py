@@ -1,0 +1,37 @@
+"""``bench broadcast --auto-dilation`` (root): a run whose RTO min the kernel's 4 ms jiffy cannot
+time (5 ms at dilation 1) fails the fidelity check and is rerun at the smallest dilation whose
+timer passes (4: 20 ms as run, 5 jiffies)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .helpers import require_netns
+
+pytestmark = [pytest.mark.root]
+
+
+def test_a_run_that_fails_fidelity_is_rerun_at_the_smallest_passing_dilation(tmp_path):
+    require_netns()
+    d = tmp_path / "auto"
+    r = subprocess.run([sys.executable, "-m", "clusterlab", "bench", "broadcast", "--hosts", "2", "--rto-min", "5ms",
+                        "--reps", "2", "--warmup", "0", "--auto-dilation", "--run-dir", str(d), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    auto = json.loads(r.stdout)["auto_dilation"]
+    first, second = auto["attempts"][:2]
+    assert first["dilation"] == 1 and not first["ok"] and "RTO min 5 ms as run (1x dilated)" in first["line"]
+    assert second["dilation"] == 4 and "RTO min 20 ms as run (4x dilated)" in second["line"]
+    assert "RTO min 20 ms" not in second["line"].split(" - ")[0]  # the timer passes at 4 (another check may not)
+    if second["ok"]:  # kept: the run at 4, its result what the command printed
+        assert auto["ok"] and auto["dilation"] == 4 and len(auto["attempts"]) == 2
+        assert json.loads(r.stdout)["settings"]["dilation"] == 4
+    else:  # failed on the machine's CPU: the ladder went on doubling
+        assert len(auto["attempts"]) > 2 and auto["attempts"][2]["dilation"] == 8
+    for a in auto["attempts"]:  # each run kept as a study run, the ladder beside them
+        assert (d / f"dilation-{a['dilation']:g}" / "meta.json").exists()
+    assert json.loads((d / "auto_dilation.json").read_text()) == auto
