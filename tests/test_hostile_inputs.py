@@ -207,10 +207,14 @@ ROOT_TABLE = {
         "--workload": CHOICE, "--size": POS_SIZE, "--data": ["/nonexistent.dat"], "--min-support": POS_FLOAT,
         "--hosts": POS_INT, "--rate": RATE, "--buffer": POS_SIZE, "--mtu": POS_INT, "--grid": ["", "x", "rto_min="],
         "--runs": POS_INT, "--budget": POS_INT, "--eta": POS_INT, "--confirm": INT, "--output": UNWRITABLE_FILE}),
+    ("tune", "sim"): (["tune", "sim", "--hosts", "2"], {
+        "--hosts": [*POS_INT, "1"], "--rate": RATE, "--buffer": POS_SIZE, "--mtu": POS_INT, "--switch": CHOICE,
+        "--sizes": ["", "x", "0KB", "nan"], "--reps": POS_INT, "--name": ["", "UPPER", "../x"],
+        "--refit": ["/nonexistent.json", "@dir", "@data"], "--output": UNWRITABLE_FILE}),
 }
 # Options with no hostile value of their own (free text that is only passed on, or a flag).
 FREE_TEXT = {("report",): {"--title"}, ("diagnose",): {"--json", "--verify"}, ("run",): {"--iface", "--rendezvous", "--mpiexec-args"},
-             ("testbed", "exec"): {"HOST", "COMMAND"}}
+             ("testbed", "exec"): {"HOST", "COMMAND"}, ("tune", "sim"): {"--json"}}
 
 ENVIRONMENT = [("CLUSTERLAB_TIMEOUT", v) for v in ["abc", "-5", "nan", "inf", "1e400", "0", "5lightyears"]] + \
               [("CLUSTERLAB_SETUP_TIMEOUT", v) for v in ["abc", "-5", "nan"]]
