@@ -218,9 +218,14 @@ def _run(snip: Snippet, cwd: Path) -> None:
     if "rename" in marks:  # a fixed testbed name in the docs: a fresh one here (others may use it)
         fresh = "d" + secrets.token_hex(3)
         commands = [re.sub(rf"\b{re.escape(marks['rename'])}\b", fresh, c) for c in commands]
-    for cmd in commands:
-        r = _sh(cmd, cwd)
-        assert r.returncode == 0, f"{snip.id}: `{cmd}` exited {r.returncode}:\n{r.stderr[-3000:]}"
+    try:
+        for cmd in commands:
+            r = _sh(cmd, cwd)
+            assert r.returncode == 0, f"{snip.id}: `{cmd}` exited {r.returncode}:\n{r.stderr[-3000:]}"
+    finally:
+        if "rename" in marks:  # a block that failed before its `testbed down` left the testbed up
+            subprocess.run([str(VENV_BIN / "clusterlab"), "testbed", "clean", fresh], capture_output=True,
+                           timeout=120, env=_env())
 
 
 @pytest.mark.slow
