@@ -40,7 +40,7 @@ def test_study_runs_simulated(tmp_path):
         pytest.skip(why)
     from clusterlab.experiments.runner import run_study
 
-    s = Study(name="ab", cluster=Simulated(StarTopo(hosts=8, rate="155Mbit")), workload=alltoall_broadcast(size="50KB"),
+    s = Study(name="ab", cluster=Simulated(StarTopo(hosts=8, rate="155Mbit"), loss_model=False), workload=alltoall_broadcast(size="50KB"),
               grid=Grid(hosts=[4, 8]), repeat=2)
     res = run_study(s, tmp_path / "run")
     assert res.status == "complete" and len(res.rows) == 4
