@@ -121,7 +121,7 @@ def held_out() -> list[dict]:
                        "rto_wait": statistics.median(_excess(x, shape, parse_rate(d["rate"])) for x in tb["seconds"]),
                        "slowest_rank_rto_wait": statistics.median(tb["slowest_rank_rto_wait_s"]),
                        "timeouts": statistics.median(tb["timeouts"]), "seconds": tb["median_s"],
-                       "flow_seconds": p["calibrated"]["seconds"]})
+                       "flow_seconds": p["calibrated"].get("flow_seconds", p["calibrated"]["seconds"])})
     return points
 
 

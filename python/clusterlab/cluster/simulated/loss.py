@@ -4,7 +4,10 @@ network, no engine; ``bench/sim_loss_fit.py`` fits its few parameters from testb
 project records and writes ``bench/results/sim_loss_model.json``; ``FITTED`` holds that fit
 (tests/simulated/test_loss.py checks the two agree).
 
-The model is a **fit**, not a simulation of buffers or of TCP's timers. Its form:
+The model is a **fit**, not a simulation of buffers or of TCP's timers. What it stands for: a
+testbed round's time beyond what its links alone take (at the lossy points it was fitted on,
+the RTO waits of the round's critical path, including ranks waiting on another rank's timeout).
+Its form:
 
 * ``overflow``: how much of a round's incast burst a port buffer cannot hold:
   ``max(0, 1 - buffer / ((hosts - 1) * (size + header)))`` (every sender starts with the same
