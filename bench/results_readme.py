@@ -121,8 +121,8 @@ RECORDS = (
     Record("sim_scale.json", "one all-to-all broadcast round simulated on 100, 300 and 1,000 hosts: wall time and "
            "peak memory of the engine", f"{PY} bench/sim_scale.py", doc="docs/simulation.md"),
     Record("sim_validation.json", "simulated (calibrated in the same run; flow model alone and plus the loss model) "
-           "vs testbed median broadcast round (50 KB and 2 KB, default timers) at 8 and 16 hosts, the errors per point",
-           f"sudo {PY} bench/sim_validation.py --hosts 8,16", doc="docs/simulation.md"),
+           "vs testbed median broadcast round (50 KB and 2 KB, default timers) at 8, 16 and 32 hosts, the errors per "
+           "point", f"sudo {PY} bench/sim_validation.py", doc="docs/simulation.md"),
     Record("soak.json", "300 all-to-all rounds of 50 KB on 16 ranks (loopback, and 16 testbed hosts): each "
            "process's resident memory, its slope per 100 rounds after the warm-up and a verdict (flat, steps, grows)",
            f"{PY} bench/soak.py && sudo {PY} bench/soak.py --testbed", doc="docs/testbed.md"),
