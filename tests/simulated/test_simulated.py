@@ -49,7 +49,8 @@ def test_refuses_what_it_cannot_model():
     with pytest.raises(ConfigError, match="no TCP timers"):  # a per-host spread is not in the loss model
         s.run(alltoall_broadcast, 4, 1000, 1, transport=TransportConfig(rto_min="5ms", rto_min_jitter="1ms"))
     with pytest.raises(ConfigError, match="loss_model must be"):
-        Simulated(StarTopo(hosts=4), loss_model="yes")
+        Simulated(StarTopo(hosts=4), loss_model="maybe")
+    assert Simulated(StarTopo(hosts=4)).with_settings(loss_model="false").loss_model is False
     with pytest.raises(ConfigError, match="not programs"):
         s.launch(["true"], 4)
 

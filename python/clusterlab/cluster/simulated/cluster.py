@@ -99,9 +99,9 @@ class Simulated:
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1e-3:
             raise ConfigError(f"overhead_per_byte must be 0..1e-3 seconds per byte, got {overhead_per_byte!r}")
         self.overhead_per_byte = float(g)
-        if not isinstance(loss_model, bool):
-            raise ConfigError(f"loss_model must be true or false, got {loss_model!r}")
-        self.loss_model = loss_model
+        from clusterlab.net.transport_config import _bool
+
+        self.loss_model = _bool(loss_model, "loss_model")  # a grid's or --set's "false" too
         if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= topo.hosts):
             raise ConfigError(f"ranks must be 1..hosts ({topo.hosts}), got {ranks!r}")
         self.ranks, self.timeout = ranks, float(timeout)
