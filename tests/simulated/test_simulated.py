@@ -43,7 +43,14 @@ def test_refuses_what_it_cannot_model():
     with pytest.raises(ConfigError, match="only the rank functions it has a model of"):
         s.run(_where_am_i, 4)
     with pytest.raises(ConfigError, match="no TCP timers"):
-        s.run(alltoall_broadcast, 4, 1000, 1, transport=TransportConfig(rto_min="5ms"))
+        s.run(alltoall_broadcast, 4, 1000, 1, transport=TransportConfig(sndbuf="64KB"))
+    with pytest.raises(ConfigError, match="no TCP timers"):  # the timers reach only the loss model
+        s.with_settings(loss_model=False).run(alltoall_broadcast, 4, 1000, 1, transport=TransportConfig(rto_min="5ms"))
+    with pytest.raises(ConfigError, match="no TCP timers"):  # a per-host spread is not in the loss model
+        s.run(alltoall_broadcast, 4, 1000, 1, transport=TransportConfig(rto_min="5ms", rto_min_jitter="1ms"))
+    with pytest.raises(ConfigError, match="loss_model must be"):
+        Simulated(StarTopo(hosts=4), loss_model="maybe")
+    assert Simulated(StarTopo(hosts=4)).with_settings(loss_model="false").loss_model is False
     with pytest.raises(ConfigError, match="not programs"):
         s.launch(["true"], 4)
 
@@ -84,7 +91,17 @@ def test_broadcast_round_is_the_links_time():
     assert [r["rep"] for r in rows] == [0, 1, 2] and len(rows[0]["ranks"]) == n
     # every link carries n-1 blocks each way at once; then the closing barrier (3 steps of 2 links)
     expect = (n - 1) * (size + MESSAGE_HEADER) * 8 / rate
-    assert expect < rows[0]["seconds"] < expect + 3 * (2 * 10e-6 + MESSAGE_HEADER * 8 / rate) + 2e-4
+    assert expect < rows[0]["flow_seconds"] < expect + 3 * (2 * 10e-6 + MESSAGE_HEADER * 8 / rate) + 2e-4
+    # 7 blocks of 50 KB into a 64 KB port buffer: the loss model's wait is added, and said so
+    wait = rows[0]["loss_model_rto_wait_s"]
+    assert wait == pytest.approx(s.loss_wait(n, size)[0]) and wait > 0.1
+    assert rows[0]["seconds"] == pytest.approx(rows[0]["flow_seconds"] + wait) and "loss model" in rows[0]["time_model"]
+    flow = s.with_settings(loss_model=False).run(alltoall_broadcast, n, size, 1)[0][0]
+    assert flow["seconds"] == flow["flow_seconds"] == pytest.approx(rows[0]["flow_seconds"])
+    assert flow["loss_model_rto_wait_s"] == 0 and "flow time only" in flow["time_model"]
+    # tuned timers reach the model: a 10 ms MIN waits far less than the default 200 ms
+    tuned = s.run(alltoall_broadcast, n, size, 1, transport=TransportConfig(rto_min="10ms"))[0][0]
+    assert tuned["loss_model_rto_wait_s"] < wait / 2
     # shifted order moves the same bytes over the same links: the same time in a flow model
     shifted = s.run(alltoall_broadcast, n, size, 1, "shifted")[0][0]["seconds"]
     assert shifted == pytest.approx(rows[0]["seconds"], rel=1e-6)
@@ -93,9 +110,9 @@ def test_broadcast_round_is_the_links_time():
 def test_wan_line_is_the_bottleneck():
     needs_engine()
     size = 200_000
-    one = Simulated(StarTopo(hosts=8, rate="1Gbit"), bandwidth_factor=1.0)
+    one = Simulated(StarTopo(hosts=8, rate="1Gbit"), bandwidth_factor=1.0, loss_model=False)
     two = Simulated(StarTopo(hosts=8, rate="1Gbit", sites="4+4", wan_rate="100Mbit", wan_delay="5ms"),
-                    bandwidth_factor=1.0)
+                    bandwidth_factor=1.0, loss_model=False)
     t1 = one.run(alltoall_broadcast, 8, size, 1)[0][0]["seconds"]
     t2 = two.run(alltoall_broadcast, 8, size, 1)[0][0]["seconds"]
     # 16 blocks cross the line each way at 100 Mbit/s
@@ -106,7 +123,7 @@ def test_blocking_backplane_slows_the_round():
     needs_engine()
     from clusterlab.cluster.simulated.platform import Platform
 
-    s = Simulated(StarTopo(hosts=8, rate="155Mbit"), bandwidth_factor=1.0)
+    s = Simulated(StarTopo(hosts=8, rate="155Mbit"), bandwidth_factor=1.0, loss_model=False)
     full = s.run(alltoall_broadcast, 8, 100_000, 1)[0][0]["seconds"]
     s.platform = Platform.of(s.topo, latency=s.latency, backplane=0.25)  # a switch carrying 2 links' worth
     quarter = s.run(alltoall_broadcast, 8, 100_000, 1)[0][0]["seconds"]

@@ -29,9 +29,18 @@ def test_transport_settings_refused_on_a_simulated_point():
     from clusterlab.experiments.runner import run_study
 
     s = Study(name="ab", cluster=Simulated(StarTopo(hosts=4)), workload=alltoall_broadcast(),
-              grid=Grid(rto_min=["5ms"]), repeat=1)
+              grid=Grid(sndbuf=["64KB"]), repeat=1)
     with pytest.raises(ConfigError, match="no TCP timers"):
         run_study(s)
+    # the timers reach the loss model (a study's tuned-timer axis runs simulated too)...
+    ok = Study(name="ab", cluster=Simulated(StarTopo(hosts=4)), workload=alltoall_broadcast(),
+               grid=Grid(rto_min=["5ms", "200ms"]), repeat=1).points()
+    assert [p.tcp.rto_min for p in ok] == [0.005, 0.2]
+    # ...unless it is off: then they would be ignored
+    off = Study(name="ab", cluster=Simulated(StarTopo(hosts=4), loss_model=False), workload=alltoall_broadcast(),
+                grid=Grid(rto_min=["5ms"]), repeat=1)
+    with pytest.raises(ConfigError, match="no TCP timers"):
+        run_study(off)
 
 
 def test_study_runs_simulated(tmp_path):
@@ -40,7 +49,7 @@ def test_study_runs_simulated(tmp_path):
         pytest.skip(why)
     from clusterlab.experiments.runner import run_study
 
-    s = Study(name="ab", cluster=Simulated(StarTopo(hosts=8, rate="155Mbit")), workload=alltoall_broadcast(size="50KB"),
+    s = Study(name="ab", cluster=Simulated(StarTopo(hosts=8, rate="155Mbit"), loss_model=False), workload=alltoall_broadcast(size="50KB"),
               grid=Grid(hosts=[4, 8]), repeat=2)
     res = run_study(s, tmp_path / "run")
     assert res.status == "complete" and len(res.rows) == 4

@@ -204,7 +204,7 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
     c = point.cluster
     if s.kind == "simulated":  # nothing to bring up: each run is one engine process
         s.cluster = c
-        s._config = transport_config(point, "socket")  # default (spec refuses others); Simulated.run checks again
+        s._config = transport_config(point, "socket")  # timers at most (spec refuses others); Simulated.run checks again
         s.applied = {"simulated": c.describe(), "engine": c.engine_config()}
         s.notes.append(c.describe())
         yield s

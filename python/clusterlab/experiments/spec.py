@@ -498,9 +498,10 @@ class Study:
                 if not tcp.is_default():
                     raise ConfigError("the in-process cluster has no TCP to set")
             elif kind_of(cluster) == "simulated":
-                if not tcp.is_default():
+                if not tcp.is_default() and cluster._timers(tcp) is None:
                     raise ConfigError("the simulated cluster's flow model has no TCP timers, buffers or stacks (its "
-                                      "flows never lose a packet): transport settings would be ignored")
+                                      "flows never lose a packet): transport settings would be ignored (with its "
+                                      "loss_model on, rto_min, rto_max and stack reach its loss/timeout model)")
             else:
                 tcp.with_place("socket")  # socket options: refused here with the kernel's range
             return 1.0, "no dilation (not a testbed)"

@@ -647,8 +647,9 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     pairs = simulated_vs_testbed(rows, meta)
     if pairs:
         md += ["", "## Simulated beside the testbed", "", "Points run on both (grid axis `cluster`): the median round "
-               "and the simulated one's error. The simulation's flows never lose a packet: a testbed point that "
-               "waits on retransmission timeouts is not reproduced (docs/simulation.md).", ""]
+               "and the simulated one's error. The simulation's flows never lose a packet; a broadcast round's "
+               "simulated time adds a loss/timeout model's expected RTO wait, fitted to testbed rounds (unless the "
+               "simulated cluster's loss_model is off): a fit, not simulated loss (docs/simulation.md).", ""]
         md += _table(["point", "testbed median s", "simulated s", "error"],
                      [[p["point"], f"{p['testbed_s']:.4g}", f"{p['simulated_s']:.4g}", f"{p['error']:+.1%}"]
                       for p in pairs])

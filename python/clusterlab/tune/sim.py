@@ -84,7 +84,8 @@ def measure(topo: StarTopo, *, pp_sizes=PP_SIZES, bcast_sizes=BCAST_SIZES, reps:
 
 def _bcast_error(topo: StarTopo, latency_s: float, bf: float, overhead: float, per_byte: float, bc: dict,
                  n: int) -> tuple[float, dict]:
-    sim = Simulated(topo, latency=latency_s, bandwidth_factor=bf, overhead=overhead, overhead_per_byte=per_byte)
+    sim = Simulated(topo, latency=latency_s, bandwidth_factor=bf, overhead=overhead, overhead_per_byte=per_byte,
+                    loss_model=False)
     from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
 
     got = {s: sim.run(alltoall_broadcast, n, s, 1)[0][0]["seconds"] for s in bc}

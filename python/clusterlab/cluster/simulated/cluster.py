@@ -54,7 +54,9 @@ class Simulated:
     segment, ``platform.payload_fraction``). ``overhead``: a rank's own time per message sent or
     received in a broadcast round (seconds or ``30us``), and ``overhead_per_byte`` (seconds per
     byte) more, one message after the other (LogGP's o and G; the ping-pong has neither: its
-    per-message time is in the latency it was calibrated with). ``calibration``: a record
+    per-message time is in the latency it was calibrated with). ``loss_model``: add the fitted
+    loss/timeout model's RTO wait to each broadcast round (``loss.py``; True by default; False:
+    the flows' time alone). ``calibration``: a record
     ``clusterlab tune sim`` wrote (its fitted latency, factors and overhead), which sets them. ``ranks``: how many ranks run by
     default (one per host). ``timeout``: the engine's wall-clock limit per call, seconds."""
 
@@ -66,12 +68,12 @@ class Simulated:
     # dilation is accepted and has no effect: the simulation runs undilated), then its own.
     from clusterlab.cluster.api import Testbed as _Testbed
 
-    OWN = ("latency", "latency_factor", "bandwidth_factor", "overhead", "overhead_per_byte")
+    OWN = ("latency", "latency_factor", "bandwidth_factor", "overhead", "overhead_per_byte", "loss_model")
     SETTINGS = (*_Testbed.SETTINGS, *OWN)
     del _Testbed
 
     def __init__(self, topo: StarTopo, *, ranks: int | None = None, latency=None, latency_factor=None,
-                 bandwidth_factor=None, overhead=None, overhead_per_byte=None, calibration=None,
+                 bandwidth_factor=None, overhead=None, overhead_per_byte=None, loss_model=True, calibration=None,
                  timeout: float = 3600.0):
         if not isinstance(topo, StarTopo):
             raise ConfigError(f"Simulated(topo): topo must be a StarTopo (from clusterlab.cluster.testbed), got {topo!r}")
@@ -97,6 +99,9 @@ class Simulated:
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1e-3:
             raise ConfigError(f"overhead_per_byte must be 0..1e-3 seconds per byte, got {overhead_per_byte!r}")
         self.overhead_per_byte = float(g)
+        from clusterlab.net.transport_config import _bool
+
+        self.loss_model = _bool(loss_model, "loss_model")  # a grid's or --set's "false" too
         if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= topo.hosts):
             raise ConfigError(f"ranks must be 1..hosts ({topo.hosts}), got {ranks!r}")
         self.ranks, self.timeout = ranks, float(timeout)
@@ -123,12 +128,12 @@ class Simulated:
 
         d = Testbed(self.topo, ranks=self.ranks).settings()
         d.update(latency=self.latency, latency_factor=self.latency_factor, bandwidth_factor=self.bandwidth_factor,
-                 overhead=self.overhead, overhead_per_byte=self.overhead_per_byte)
+                 overhead=self.overhead, overhead_per_byte=self.overhead_per_byte, loss_model=self.loss_model)
         return {k: d[k] for k in self.SETTINGS}
 
     def with_settings(self, **values) -> Simulated:
         """A copy with settings changed by name (the testbed's, checked by ``Testbed``, and
-        ``latency``, ``latency_factor``, ``bandwidth_factor``, ``overhead``, ``overhead_per_byte``)."""
+        ``latency``, ``latency_factor``, ``bandwidth_factor``, ``overhead``, ``overhead_per_byte``, ``loss_model``)."""
         from clusterlab.cluster.api import Testbed
 
         unknown = set(values) - set(self.SETTINGS)
@@ -141,8 +146,9 @@ class Simulated:
                       latency_factor=own.get("latency_factor", self.latency_factor),
                       bandwidth_factor=own.get("bandwidth_factor", self.bandwidth_factor),
                       overhead=own.get("overhead", self.overhead),
-                      overhead_per_byte=own.get("overhead_per_byte", self.overhead_per_byte), timeout=self.timeout)
-        c.calibration = self.calibration if not own else None
+                      overhead_per_byte=own.get("overhead_per_byte", self.overhead_per_byte),
+                      loss_model=own.get("loss_model", self.loss_model), timeout=self.timeout)
+        c.calibration = self.calibration if not set(own) - {"loss_model"} else None
         return c
 
     def check(self) -> None:
@@ -151,8 +157,10 @@ class Simulated:
     def describe(self) -> str:
         """What is simulated, in words (a report's "What was simulated")."""
         f = self.engine_config()
-        return (f"SimGrid's flow model (max-min sharing, no packet loss): links "
-                f"{self.topo.rate} split duplex, {self.latency} each, non-blocking switch backplane"
+        return (("SimGrid's flow model (max-min sharing, no packet loss) plus a fitted loss/timeout model's RTO "
+                 "wait per broadcast round: links " if self.loss_model else
+                 "SimGrid's flow model (max-min sharing, no packet loss, no loss model): links ")
+                + f"{self.topo.rate} split duplex, {self.latency} each, non-blocking switch backplane"
                 + (f", two sites joined by a {self.topo.wan_rate} line of {self.topo.wan_delay}" if self.topo.sites else "")
                 + f"; latency factor {f['network/latency-factor']:g}, bandwidth factor {f['network/bandwidth-factor']:g}"
                 + f", {self.overhead * 1e6:.3g} us per message and {self.overhead_per_byte * 1e9:.3g} ns per byte "
@@ -181,13 +189,16 @@ class Simulated:
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
         """``fn``'s result on each rank, from its model (``MODELS``); ``n`` None: ``n_ranks()``.
-        ``transport`` must set nothing: the flow model has no TCP timers or buffers."""
+        ``transport`` may set only what the loss model takes (``rto_min``, ``rto_max``, ``stack``,
+        with ``loss_model`` on): the flow model has no TCP timers or buffers."""
         from clusterlab.comm.places import has_knobs
 
-        if has_knobs(transport):
+        timers = self._timers(transport)
+        if has_knobs(transport) and timers is None:
             raise ConfigError(f"the simulated cluster's flow model has no TCP timers, buffers or stacks (its flows "
                               f"never lose a packet), so transport settings ({transport.describe()}) would be ignored: "
-                              "run it with the default transport")
+                              "run it with the default transport (with loss_model on, rto_min, rto_max and stack "
+                              "reach its loss/timeout model)")
         if kwargs:
             raise ConfigError("a simulated rank function takes its arguments positionally")
         name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
@@ -196,7 +207,7 @@ class Simulated:
                               f"({', '.join(MODELS)}), not {name}")
         n = n or self.n_ranks()
         if name == BROADCAST:
-            rows = self._broadcast(n, *args)
+            rows = self._broadcast(n, *args, timers=timers or {})
         else:
             rows = self._pingpong(n, *args)
         return [rows] + [None] * (n - 1)
@@ -204,8 +215,35 @@ class Simulated:
     def launch(self, argv, n, *, transport=None, timeout=None, **options):
         raise ConfigError("a simulated cluster runs models of rank functions (Simulated.run), not programs")
 
+    def _timers(self, transport) -> dict | None:
+        """The TCP settings the loss model takes (``rto_min``, ``rto_max``, ``stack``) when
+        ``transport`` sets nothing else and the loss model is on; None otherwise."""
+        if transport is None:
+            return {}
+        if not self.loss_model or transport.rto_min_jitter or transport.rto_max_jitter or \
+                transport.rto_max_offset is not None:
+            return None if not transport.is_default() else {}
+        rest = dataclasses.replace(transport, rto_min=None, rto_max=None, stack=None, seed=0, place=None, label=None)
+        if not rest.is_default():
+            return None
+        return {k: getattr(transport, k) for k in ("rto_min", "rto_max", "stack") if getattr(transport, k) is not None}
+
+    def loss_wait(self, n: int, size: int, timers: dict | None = None) -> tuple[float, float]:
+        """The loss model's (RTO wait on the critical path, timeouts) for one broadcast round of
+        ``n`` ranks and ``size``-byte blocks; (0, 0) with ``loss_model`` off."""
+        from clusterlab.cluster.simulated.loss import LossModel
+
+        if not self.loss_model:
+            return 0.0, 0.0
+        t = timers or {}
+        m = LossModel()
+        shape = {"hosts": n, "size": int(size), "buffer": self.topo.buffer_bytes, "stack": t.get("stack", "linux"),
+                 "switch": self.topo.switch}
+        return (m.rto_wait(**shape, rto_min=t.get("rto_min", 0.2), rto_max=t.get("rto_max", 120.0)),
+                m.timeouts(**shape))
+
     def _broadcast(self, n, size, reps, order="same", warmup=1, per_host_counters=True, drops=None, timeout=120.0,
-                   progress=None):
+                   progress=None, timers=None):
         from clusterlab.bench.alltoall_broadcast import ORDERS
 
         if order not in ORDERS:
@@ -215,13 +253,18 @@ class Simulated:
         # the model is deterministic: the warm-up rounds change nothing, so one round stands for all
         out = self.simulate({"kind": "alltoall_broadcast", "size": int(size), "rounds": 1, "order": order}, n)
         per = out["seconds"][0]
+        # the flows never lose a byte; the loss model's expected wait on the critical path is added
+        # to the round (and to every rank: each waits for the round's last message)
+        wait, timeouts = self.loss_wait(n, size, timers)
         rows = []
         for rep in range(reps):
-            row = {"rep": rep, "seconds": max(per), "rank0_seconds": per[0], "simulated": True,
+            row = {"rep": rep, "seconds": max(per) + wait, "rank0_seconds": per[0] + wait, "simulated": True,
+                   "flow_seconds": max(per), "loss_model_rto_wait_s": wait, "loss_model_timeouts": timeouts,
+                   "time_model": ("flow time + the fitted loss model's expected RTO wait (loss.py)"
+                                  if self.loss_model else "flow time only (loss_model off)"),
                    "engine_wall_seconds": out["engine"]["wall_seconds"],
-                   # the flow model never loses a byte: no timeouts, no retransmissions, by construction
-                   "ranks": [{"rank": r, "seconds": round(s, 9), "rto_wait_s": 0.0, "transfer_s": round(s, 9),
-                              "rto": 0, "rto_recoveries": 0, "rto_time_ms": 0, "retrans": 0}
+                   "ranks": [{"rank": r, "seconds": round(s + wait, 9), "rto_wait_s": round(wait, 9),
+                              "transfer_s": round(s, 9), "rto": 0, "rto_recoveries": 0, "rto_time_ms": 0, "retrans": 0}
                              for r, s in enumerate(per)]}
             rows.append(row)
             if progress:
