@@ -11,7 +11,8 @@ Each check compares what the emulation was asked for with what the run recorded:
 * drops where none are expected: interface drops outside the switch ports and host queues
   (``rx_dropped``/``tx_dropped`` of a host: the emulation itself lost packets);
 * timer granularity: the kernel's HZ=250 jiffy (4 ms) against the RTO minimum as it runs
-  (dilated: times the dilation): an RTO min of a few jiffies is rounded by up to 4 ms.
+  (dilated: times the dilation): an RTO min of a few jiffies is rounded by up to 4 ms; and
+  told beside it, the timer-wheel bucket the RTO max as run falls in (``wheel_bucket_s``).
 
 ``check(job)`` returns ``{"ok": bool, "line": str, "checks": [...]}``. A local run has nothing
 emulated, but its times are still this machine's: it fails when the machine was loaded, i.e.
@@ -100,6 +101,33 @@ def _rto_min_s(transport: dict) -> float:
         return LINUX_RTO_MIN_S
 
 
+def wheel_bucket_s(timeout_s: float, hz: int = 250) -> float:
+    """The granularity the kernel's timer wheel gives a timer of ``timeout_s``: level n of the
+    wheel holds 64 buckets of 8**n jiffies and a timer is rounded up to its level's bucket, so
+    timers armed within one bucket expire together (on one kernel: every emulated host).
+
+    >>> [wheel_bucket_s(t) for t in (0.2, 0.6, 10.0, 120.0)]
+    [0.004, 0.032, 0.256, 2.048]
+    """
+    jiffies = max(1, int(timeout_s * hz))
+    level = 0
+    while jiffies >= 63 * 8 ** level and level < 8:  # LVL_START(n + 1): 63 << (3 n) jiffies
+        level += 1
+    return 8 ** level / hz
+
+
+def _rto_max_s(transport: dict) -> float | None:
+    from clusterlab.units import parse_duration
+
+    v = transport.get("rto_max")
+    if v in (None, ""):
+        return None
+    try:
+        return float(v) if isinstance(v, (int, float)) else parse_duration(v, "rto_max")
+    except ConfigError:
+        return None
+
+
 def check(job) -> dict:
     """The fidelity verdict of ``job`` (a ``run.Job``)."""
     cl = job.cluster or {}
@@ -148,12 +176,23 @@ def check(job) -> dict:
     add("timer", share <= JIFFY_SHARE_MAX,
         f"RTO min {rto_real * 1000:g} ms as run ({k:g}x dilated) is {rto_real / JIFFY_S:.3g} jiffies of 4 ms (HZ=250)"
         + ("" if share <= JIFFY_SHARE_MAX else ": rounded up to whole jiffies, the timer is off by up to "
-           f"{share:.0%}; dilate more"),
+           f"{share:.0%}; dilate more")
+        + _wheel_note(_rto_max_s(job.transport), k),
         jiffy_share=round(share, 3))
     bad = [c for c in checks if not c["ok"]]
     head = "fidelity: PASS" if not bad else "fidelity: FAIL (" + "; ".join(c["text"] for c in bad) + ")"
     detail = "; ".join(c["text"] for c in checks if c["ok"])
     return {"ok": not bad, "emulated": True, "checks": checks, "line": f"{head}" + (f" - {detail}" if detail else "")}
+
+
+def _wheel_note(rto_max: float | None, k: float) -> str:
+    """Where the longest backoff sits in the timer wheel (told, not judged: it is why lock-step
+    retransmission is more exact here than between separate machines, docs/studies.md)."""
+    if not rto_max:
+        return ""
+    b = wheel_bucket_s(rto_max * k)
+    return (f"; backoffs up to the RTO max as run, {rto_max * k:g} s, expire in timer-wheel buckets of up to "
+            f"{b * 1000:g} ms (equal timeouts of all hosts together)") if b > JIFFY_S else ""
 
 
 def _local(job) -> dict:
