@@ -1,0 +1,79 @@
+"""The harness of the root ``bench/*.py`` scripts (``clusterlab.bench.harness``): common options,
+the output checked before the work, the provenance block and the atomic write; and the scripts
+moved onto it keep a true ``--help`` and refuse a bad output path in one line, before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlab.bench import harness
+
+ROOT = Path(__file__).resolve().parents[1]
+MOVED = ("auto_model.py", "hpa_block_size.py", "lists.py")
+
+
+def test_write_carries_the_provenance_block(tmp_path, capsys):
+    out = tmp_path / "sub" / "r.json"
+    ap = harness.parser("A benchmark.\n\nMore.", tmp_path / "default.json", repeat=("--runs", 3))
+    run = harness.start(ap, ["-o", str(out), "--runs", "2"], repeat_flag="--runs")
+    assert run.args.runs == 2 and ap.description == "A benchmark."
+    sum(i * i for i in range(200_000))  # some CPU for the counters
+    assert run.write({"rows": [1, 2]}) == out
+    doc = json.loads(out.read_text())
+    assert doc["rows"] == [1, 2]
+    p = doc["provenance"]
+    assert p["format"] == harness.FORMAT and p["date"].endswith("Z") and p["finished"] >= p["date"]
+    assert len(p["git"]["revision"]) == 40 and isinstance(p["git"]["dirty"], bool)
+    assert {"cpus", "kernel", "python"} <= set(p["machine"]) and p["machine"]["cpus"] >= 1
+    assert isinstance(p["sched_autogroup"], bool) and "sched_autogroup" not in p["machine"]
+    assert len(p["load_before"]) == 3 and len(p["load_after"]) == 3
+    assert p["cpu_spare"] is None or 0.0 <= p["cpu_spare"] <= 1.0
+    assert p["cpu_bound"] == (p["cpu_spare"] is not None and p["cpu_spare"] < 0.15)
+    assert p["argv"] == sys.argv
+    assert [f.name for f in out.parent.iterdir()] == ["r.json"]  # no temporary left
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_json_prints_the_record_and_progress_goes_to_stderr(tmp_path, capsys):
+    ap = harness.parser("B.", tmp_path / "r.json")
+    run = harness.start(ap, ["--json"])
+    run.say("progress")
+    run.write({"x": 1})
+    out, err = capsys.readouterr()
+    assert err == "progress\n"
+    assert json.loads(out) == json.loads((tmp_path / "r.json").read_text())
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-o", "/proc/x/r.json"], "--output /proc/x/r.json: cannot write in /proc"),
+    (["--runs", "0"], "--runs 0: at least 1"),
+])
+def test_bad_output_or_repetitions_is_one_line_exit_2(tmp_path, capsys, argv, message):
+    ap = harness.parser("C.", tmp_path / "r.json", repeat=("--runs", 3))
+    with pytest.raises(SystemExit) as ei:
+        harness.start(ap, argv, repeat_flag="--runs")
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()
+
+
+def _script(name: str, *argv: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    return subprocess.run([sys.executable, str(ROOT / "bench" / name), *argv], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+@pytest.mark.parametrize("name", MOVED)
+def test_moved_scripts_help_and_bad_output(name):
+    r = _script(name, "--help")
+    assert r.returncode == 0, r.stderr
+    assert "-o OUTPUT, --output OUTPUT" in r.stdout and "--json" in r.stdout
+    assert f"bench/results/{name.replace('.py', '.json')}" in r.stdout
+    r = _script(name, "-o", "/proc/x/r.json")
+    assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
