@@ -77,3 +77,10 @@ def test_moved_scripts_help_and_bad_output(name):
     assert f"bench/results/{name.replace('.py', '.json')}" in r.stdout
     r = _script(name, "-o", "/proc/x/r.json")
     assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_moved_list_is_the_scripts_on_the_harness_and_bench_readme_names_them():
+    on = sorted(p.name for p in (ROOT / "bench").glob("*.py") if "harness.start(" in p.read_text())
+    assert on == sorted(MOVED)
+    readme = " ".join((ROOT / "bench" / "README.md").read_text().split())
+    assert "On the harness: " + ", ".join(f"`{n}`" for n in on) + "." in readme

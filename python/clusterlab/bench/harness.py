@@ -146,10 +146,12 @@ def _load1(v) -> str:
     return "?" if not v else f"{v[0]:.1f}"
 
 
-def start(ap: argparse.ArgumentParser, argv=None, *, repeat_flag: str | None = None) -> Run:
-    """Parse ``argv`` and start the run; a bad output path or repetition count is one line on
-    stderr and exit 2, before any work."""
-    args = ap.parse_args(argv)
+def start(ap: argparse.ArgumentParser, argv=None, *, repeat_flag: str | None = None,
+          args: argparse.Namespace | None = None) -> Run:
+    """Parse ``argv`` (or take ``args`` already parsed) and start the run; a bad output path
+    or repetition count is one line on stderr and exit 2, before any work."""
+    if args is None:
+        args = ap.parse_args(argv)
     try:
         return Run(args, repeat_flag)
     except ConfigError as e:
