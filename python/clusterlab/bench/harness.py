@@ -43,13 +43,14 @@ FORMAT = 1
 
 
 def parser(doc: str, output: str | Path, *, repeat: tuple[str, int] | None = None,
-           repeat_help: str = "repetitions", output_aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+           repeat_help: str = "repetitions", output_aliases: tuple[str, ...] = (),
+           output_help: str | None = None) -> argparse.ArgumentParser:
     """The parser with the common options, described by ``doc``'s first paragraph (a script's
     docstring): ``-o/--output`` (default ``output``), ``--json`` and, with ``repeat=(flag, default)``, the script's repetitions option (its own flag, such
     as ``--repeat`` or ``--runs``, so documented commands keep working)."""
     ap = argparse.ArgumentParser(description=doc.strip().split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--output", *output_aliases, dest="output", default=str(output),
-                    help=f"the record, written atomically with its provenance (default {_short(output)})")
+                    help=output_help or f"the record, written atomically with its provenance (default {_short(output)})")
     ap.add_argument("--json", action="store_true",
                     help="print the record (with its provenance) as JSON on stdout; progress goes to stderr")
     if repeat is not None:
@@ -125,16 +126,17 @@ class Run:
                 "load_before": self.load_before, "load_after": load_average(), "cpu_spare": spare,
                 "cpu_bound": spare is not None and spare < CPU_BOUND_SPARE}
 
-    def write(self, record: dict, *, final: bool = True) -> Path:
+    def write(self, record: dict, *, final: bool = True, default=None) -> Path:
         """Replace the record atomically with ``record`` plus its ``provenance`` block; on the
-        final write, print the record with ``--json`` or its path otherwise."""
+        final write, print the record with ``--json`` or its path otherwise. ``default``: as
+        ``json.dump``'s, for values JSON does not know (numpy scalars)."""
         doc = {**record, "provenance": self.provenance()}
         with atomic_open(self.output, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
+            json.dump(doc, f, indent=1, default=default)
             f.write("\n")
         if final:
             if self.args.json:
-                print(json.dumps(doc, indent=1), flush=True)
+                print(json.dumps(doc, indent=1, default=default), flush=True)
             else:
                 p = doc["provenance"]
                 print(f"load {_load1(p['load_before'])} -> {_load1(p['load_after'])}, spare CPU "
