@@ -15,8 +15,8 @@ import pytest
 from clusterlab.bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVED = ("auto_model.py", "comm.py", "fim.py", "generate.py", "hpa_block_size.py", "lists.py", "parallel.py", "stream.py",
-         "transport_pingpong.py")
+MOVED = ("auto_model.py", "comm.py", "fim.py", "generate.py", "hpa_block_size.py", "lists.py",
+         "npb_verify.py", "parallel.py", "replay_compute_scaling.py", "stream.py", "transport_pingpong.py")
 
 
 def test_write_carries_the_provenance_block(tmp_path, capsys):
