@@ -15,8 +15,11 @@ import pytest
 from clusterlab.bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVED = ("auto_model.py", "comm.py", "fim.py", "generate.py", "hpa_block_size.py", "lists.py",
-         "npb_verify.py", "parallel.py", "replay_compute_scaling.py", "stream.py", "transport_pingpong.py")
+MOVED = ("auto_model.py", "comm.py", "fim.py", "first_call.py", "generate.py", "hpa_block_size.py", "lists.py",
+         "npb_verify.py", "parallel.py", "replay_compute_scaling.py", "seed000_sequential.py", "stream.py",
+         "transport_pingpong.py")
+# positional arguments a script needs before its output is checked
+NEEDS = {"seed000_sequential.py": ("data.dat",)}
 
 
 def test_write_carries_the_provenance_block(tmp_path, capsys):
@@ -76,7 +79,7 @@ def test_moved_scripts_help_and_bad_output(name):
     assert r.returncode == 0, r.stderr
     assert "-o OUTPUT, --output OUTPUT" in r.stdout and "--json" in r.stdout
     assert f"bench/results/{name.replace('.py', '.json')}" in r.stdout
-    r = _script(name, "-o", "/proc/x/r.json")
+    r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json")
     assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
 
 
