@@ -15,9 +15,9 @@ import pytest
 from clusterlab.bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVED = ("auto_model.py", "comm.py", "fim.py", "first_call.py", "generate.py", "hpa_block_size.py", "lists.py",
-         "npb_verify.py", "parallel.py", "replay_compute_scaling.py", "seed000_sequential.py", "stream.py",
-         "transport_pingpong.py")
+MOVED = ("auto_model.py", "comm.py", "fim.py", "first_call.py", "fuzz_parsers.py", "generate.py",
+         "hpa_block_size.py", "lists.py", "npb.py", "npb_verify.py", "parallel.py", "replay_compute_scaling.py",
+         "seed000_sequential.py", "stream.py", "transport_pingpong.py")
 # positional arguments a script needs before its output is checked
 NEEDS = {"seed000_sequential.py": ("data.dat",)}
 
