@@ -15,11 +15,11 @@ import pytest
 from clusterlab.bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVED = ("auto_model.py", "comm.py", "fim.py", "first_call.py", "fuzz_parsers.py", "generate.py",
-         "hpa_block_size.py", "lists.py", "npb.py", "npb_verify.py", "parallel.py", "replay_compute_scaling.py",
-         "seed000_sequential.py", "stream.py", "transport_pingpong.py")
+MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "fim.py", "first_call.py", "fuzz_parsers.py",
+         "generate.py", "hpa_block_size.py", "lists.py", "npb.py", "npb_verify.py", "packed_codec.py",
+         "parallel.py", "replay_compute_scaling.py", "seed000_sequential.py", "stream.py", "transport_pingpong.py")
 # positional arguments a script needs before its output is checked
-NEEDS = {"seed000_sequential.py": ("data.dat",)}
+NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent")}
 
 
 def test_write_carries_the_provenance_block(tmp_path, capsys):
@@ -67,19 +67,28 @@ def test_bad_output_or_repetitions_is_one_line_exit_2(tmp_path, capsys, argv, me
     assert not (tmp_path / "r.json").exists()
 
 
-def _script(name: str, *argv: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+@pytest.fixture(scope="module")
+def no_atheris(tmp_path_factory) -> Path:
+    """A PYTHONPATH entry where ``import atheris`` fails: bench/fuzz_parsers.py then skips
+    atheris's import instrumentation (seconds per start) and falls back to its own mutator."""
+    d = tmp_path_factory.mktemp("no_atheris")
+    (d / "atheris.py").write_text("raise ImportError('atheris disabled for this test')\n")
+    return d
+
+
+def _script(name: str, *argv: str, path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=f"{path}{os.pathsep}{ROOT / 'python'}")
     return subprocess.run([sys.executable, str(ROOT / "bench" / name), *argv], capture_output=True, text=True,
                           timeout=120, env=env)
 
 
 @pytest.mark.parametrize("name", MOVED)
-def test_moved_scripts_help_and_bad_output(name):
-    r = _script(name, "--help")
+def test_moved_scripts_help_and_bad_output(name, no_atheris):
+    r = _script(name, "--help", path=no_atheris)
     assert r.returncode == 0, r.stderr
     assert "-o OUTPUT, --output OUTPUT" in r.stdout and "--json" in r.stdout
     assert f"bench/results/{name.replace('.py', '.json')}" in r.stdout
-    r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json")
+    r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json", path=no_atheris)
     assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
 
 
