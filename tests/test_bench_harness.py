@@ -88,7 +88,7 @@ def test_moved_scripts_help_and_bad_output(name, no_atheris):
     r = _script(name, "--help", path=no_atheris)
     assert r.returncode == 0, r.stderr
     assert "-o OUTPUT, --output OUTPUT" in r.stdout and "--json" in r.stdout
-    assert f"bench/results/{name.replace('.py', '.json')}" in r.stdout
+    assert "(default bench/results/" in " ".join(r.stdout.split())
     r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json", path=no_atheris)
     assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
 
