@@ -46,9 +46,12 @@ def parser(doc: str, output: str | Path, *, repeat: tuple[str, int] | None = Non
            repeat_help: str = "repetitions", output_aliases: tuple[str, ...] = (),
            output_help: str | None = None) -> argparse.ArgumentParser:
     """The parser with the common options, described by ``doc``'s first paragraph (a script's
-    docstring): ``-o/--output`` (default ``output``), ``--json`` and, with ``repeat=(flag, default)``, the script's repetitions option (its own flag, such
-    as ``--repeat`` or ``--runs``, so documented commands keep working)."""
-    ap = argparse.ArgumentParser(description=doc.strip().split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    docstring): ``-o/--output`` (default ``output``; ``output_aliases`` keep a script's older
+    spelling such as ``--out``), ``--json`` and, with ``repeat=(flag, default)``, the script's
+    repetitions option (its own flag, such as ``--repeat`` or ``--runs``, so documented
+    commands keep working)."""
+    ap = argparse.ArgumentParser(description=doc.strip().split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--output", *output_aliases, dest="output", default=str(output),
                     help=output_help or f"the record, written atomically with its provenance (default {_short(output)})")
     ap.add_argument("--json", action="store_true",
@@ -60,9 +63,11 @@ def parser(doc: str, output: str | Path, *, repeat: tuple[str, int] | None = Non
 
 
 def _short(path: str | Path) -> str:
-    p = Path(path)
-    parts = p.parts
-    return str(Path(*parts[parts.index("bench"):])) if "bench" in parts else str(p)
+    """``.../bench/results/x.json`` as ``bench/results/x.json`` (the last ``bench`` in the path)."""
+    parts = Path(path).parts
+    if "bench" not in parts:
+        return str(path)
+    return str(Path(*parts[len(parts) - 1 - parts[::-1].index("bench"):]))
 
 
 def _cpu() -> dict[str, int] | None:
