@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "fim.py", "first_call.py", "fuzz_parsers.py",
          "generate.py", "hpa_block_size.py", "lists.py", "npb.py", "npb_verify.py", "packed_codec.py",
          "parallel.py", "replay_compute_scaling.py", "seed000_sequential.py", "seed002_in_situ.py",
-         "sim_loss_fit.py", "sim_scale.py", "stream.py", "transport_pingpong.py")
+         "seed002_phases.py", "sim_loss_fit.py", "sim_scale.py", "stream.py", "transport_pingpong.py")
 # positional arguments a script needs before its output is checked
 NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent")}
 
