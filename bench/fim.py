@@ -128,7 +128,7 @@ def data_path(name: str) -> Path:
     p = Path(tempfile.gettempdir()) / "clusterlab-bench" / name
     if not p.exists():
         p.parent.mkdir(parents=True, exist_ok=True)
-        print(f"generating {p} ...", flush=True)
+        print(f"generating {p} ...", file=sys.stderr, flush=True)  # progress: stdout may be --json's record
         makers[name](p)
     return p
 
