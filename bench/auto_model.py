@@ -3,18 +3,15 @@
 Not a test. For each row (sparse, dense and seed000-style data at several supports) every
 kernel mines the same in-memory Baskets on one thread; the best of ``--runs`` CPU times
 (``time.process_time``: robust to other load on a shared machine) is kept. Writes the
-measurements with the load average to ``bench/results/auto_model.json`` and the model table
-(features + fastest kernel per row) to ``python/clusterlab/mining/auto_model.py``, which
-``clusterlab.mining.choose`` reads. Run under the shared lock:
+measurements with the harness's provenance (commit, machine, load, spare CPU, autogroup) to
+``bench/results/auto_model.json`` and the model table (features + fastest kernel per row) to
+``python/clusterlab/mining/auto_model.py``, which ``clusterlab.mining.choose`` reads:
 
     .venv/bin/python bench/auto_model.py
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,12 +38,21 @@ ROWS = [
 SLOW = 20.0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "auto_model.json"))
-    ap.add_argument("--model", default=str(ROOT / "python" / "clusterlab" / "mining" / "auto_model.py"))
-    a = ap.parse_args()
+def main(argv=None) -> None:
+    from clusterlab._atomic import atomic_open, check_output
+    from clusterlab.bench import harness
+    from clusterlab.errors import ConfigError
+
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "auto_model.json", repeat=("--runs", 3),
+                        repeat_help="CPU timings per kernel and row, the best kept")
+    ap.add_argument("--model", default=str(ROOT / "python" / "clusterlab" / "mining" / "auto_model.py"),
+                    help="the model table written for clusterlab.mining.choose (default %(default)s)")
+    run = harness.start(ap, argv, repeat_flag="--runs")
+    a = run.args
+    try:
+        check_output(a.model, "--model")
+    except ConfigError as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
     import clusterlab
     from clusterlab.mining.choose import FEATURES, features
     from clusterlab.mining.sequential import min_count_of
@@ -54,7 +60,7 @@ def main() -> None:
     # One-time library loads (pyarrow's first numpy conversion imports pandas) before timing.
     for algo in ALGOS:
         clusterlab.mine([[1, 2], [1, 2, 3]], 1, algorithm=algo)
-    out = {"load_avg_start": os.getloadavg(), "runs": a.runs, "rows": []}
+    out = {"runs": a.runs, "rows": []}
     for label, name, supp in ROWS:
         b = clusterlab.read_baskets(data_path(name))
         mc = min_count_of(supp, len(b))
@@ -72,24 +78,20 @@ def main() -> None:
             row["cpu_s"][algo] = best
         row["fastest"] = min(ALGOS, key=lambda k: row["cpu_s"][k])
         assert len(set(row["itemsets"].values())) == 1, f"{label}: kernels disagree {row['itemsets']}"
-        print(f"{label:24s} " + " ".join(f"{k} {v:.3f}" for k, v in row["cpu_s"].items()) + f"  -> {row['fastest']}",
-              flush=True)
+        run.say(f"{label:24s} " + " ".join(f"{k} {v:.3f}" for k, v in row["cpu_s"].items()) + f"  -> {row['fastest']}")
         out["rows"].append(row)
-    out["load_avg_end"] = os.getloadavg()
-    tmp = Path(a.output).with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=2))
-    os.replace(tmp, a.output)
+    prov = run.provenance()
     lines = ['"""The measured rows of the "auto" model, written by bench/auto_model.py (do not edit).', "",
-             f"Features: {', '.join(FEATURES)}. Load average {out['load_avg_start']} -> {out['load_avg_end']}.",
+             f"Features: {', '.join(FEATURES)}. Load average {prov['load_before']} -> {prov['load_after']}.",
              '"""', "", "ROWS = ["]
     for r in out["rows"]:
         cpu = ", ".join(f'"{k}": {v:.4f}' for k, v in r["cpu_s"].items())
         lines.append(f'    {{"row": "{r["row"]}", "features": [{", ".join(f"{x:.4f}" for x in r["features"])}],')
         lines.append(f'     "cpu_s": {{{cpu}}}, "fastest": "{r["fastest"]}"}},')
     lines.append("]")
-    tmp = Path(a.model).with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, a.model)
+    with atomic_open(a.model, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    run.write(out)
 
 
 if __name__ == "__main__":

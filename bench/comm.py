@@ -24,7 +24,8 @@ comparison; ``ucx_default`` (``MPIR_CVAR_NOLOCAL=1`` alone: UCX's single-copy sh
 this script called "over TCP" before 2026-11-23 06:00 UTC); ``shm`` (MPICH's defaults).
 
 Writes ``bench/results/comm.json`` (atomically) with every number, each ratio and whether its
-target is met. Needs ``iperf3`` and ``NPtcp`` (Debian: ``apt-get install -y iperf3
+target is met, and the bench harness's provenance (``clusterlab.bench.harness``: commit,
+machine, load, spare CPU, autogroup). Needs ``iperf3`` and ``NPtcp`` (Debian: ``apt-get install -y iperf3
 netpipe-tcp``; installed automatically when run as root) and ``mpi4py`` + ``mpich`` (the
 ``clusterlab[mpi]`` extra; ``.venv/bin/mpiexec``).
 
@@ -51,7 +52,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import socket
 import subprocess
@@ -64,6 +64,7 @@ import numpy as np
 
 from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective as coll
+from clusterlab.bench import harness
 from clusterlab.bench import pingpong as pp
 from clusterlab.bench.setup import connection_setup_times
 from clusterlab.cluster import Local
@@ -353,12 +354,11 @@ def collective_rows(runs: list[dict], ops: list[str], sizes: list[int], sides: l
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> None:
+    ap = harness.parser(__doc__, HERE / "results" / "comm.json", repeat=("--runs", 2),
+                        repeat_help="consecutive runs of the collective comparison")
     ap.add_argument("-n", type=int, default=8, help="ranks for the collectives (default 8)")
-    ap.add_argument("-o", default=str(HERE / "results" / "comm.json"))
     ap.add_argument("--quick", action="store_true", help="shorter runs (noisier)")
-    ap.add_argument("--runs", type=int, default=2, help="consecutive runs of the collective comparison (default 2)")
     ap.add_argument("--per-call", action="store_true", help="also time bcast and scatter with per-call connections")
     ap.add_argument("--collectives-only", action="store_true",
                     help="skip iperf3, NPtcp and the ping-pong (the cost model then comes from --model)")
@@ -367,15 +367,14 @@ def main() -> None:
     ap.add_argument("--every-algorithm", action="store_true",
                     help="also time every algorithm of each row (is the model's pick the fastest?)")
     ap.add_argument("--mpi-worker", nargs=3, metavar=("OPS", "SIZES", "OUT"), help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.mpi_worker:
         ops, sizes, out = a.mpi_worker
         mpi_worker(ops.split(","), [int(s) for s in sizes.split(",")], out)
         return
+    bench = harness.start(ap, repeat_flag="--runs", args=a)
     ops, sizes = ["bcast", "scatter", "alltoall"], [64 * KIB, MIB]
-    res: dict = {"host": platform.node(), "cpus": os.cpu_count(), "load_before": os.getloadavg(),
-                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ranks": a.n,
-                 "mpich_env": MPICH}
+    res: dict = {"ranks": a.n, "mpich_env": MPICH}
     if a.baseline is not None:
         res["baseline"] = {"checkout": str(a.baseline), "commit": subprocess.run(
             ["git", "-C", str(a.baseline), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()}
@@ -384,7 +383,7 @@ def main() -> None:
         if a.model:
             model = costmodel.CostModel.load(a.model)
         else:
-            model = costmodel.CostModel.from_dict(json.loads(Path(a.o).read_text())["cost_model"])
+            model = costmodel.CostModel.from_dict(json.loads(Path(a.output).read_text())["cost_model"])
     else:
         ensure_tools()
         secs = 1.0 if a.quick else 3.0
@@ -437,7 +436,6 @@ def main() -> None:
     res["clusterlab_collectives"] = res["runs"][0]["clusterlab_collectives"]
     res["mpich_tcp"] = res["runs"][0]["mpich_tcp"]
     res["mpich_shm"] = mpich(a.n, ops, sizes, "shm")
-    res["load_after"] = os.getloadavg()
 
     # --- ratios and targets ---
     def one(rows, b):
@@ -474,19 +472,16 @@ def main() -> None:
         bound = float(t["target"].split()[1])
         t["met"] = t["ratio"] >= bound if t["target"].startswith(">=") else t["ratio"] <= bound
     res["targets"] = targets
-    Path(a.o).parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(a.o) as f:
-        json.dump(res, f, indent=1)
     for t in targets:
-        print(f"{'MET ' if t['met'] else 'MISS'} {t['what']:58s} clusterlab {t['clusterlab']:9.1f} "
-              f"anchor {t['anchor']:9.1f} {t['unit']:6s} ratio {t['ratio']:5.2f} (target {t['target']})")
+        bench.say(f"{'MET ' if t['met'] else 'MISS'} {t['what']:58s} clusterlab {t['clusterlab']:9.1f} "
+                  f"anchor {t['anchor']:9.1f} {t['unit']:6s} ratio {t['ratio']:5.2f} (target {t['target']})")
     for row in res["rows"]:
         cells = "  ".join(f"{side.removeprefix('clusterlab_')}: "
                           + "/".join(f"{v:.0f}" for v in row[side]["avg_us"]) for side in sides)
-        print(f"{row['op']:8s} {row['bytes'] // KIB:5d} KiB {row['algorithm']:24s} {cells} us")
+        bench.say(f"{row['op']:8s} {row['bytes'] // KIB:5d} KiB {row['algorithm']:24s} {cells} us")
         for name, v in row.get("every_algorithm", {}).items():
-            print(f"{'':18s} {name:24s} " + "/".join(f"{x:.0f}" for x in v) + " us")
-    print(f"-> {a.o}")
+            bench.say(f"{'':18s} {name:24s} " + "/".join(f"{x:.0f}" for x in v) + " us")
+    bench.write(res)
 
 
 if __name__ == "__main__":

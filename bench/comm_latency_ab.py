@@ -7,7 +7,9 @@ on CPUs 0 and 1, unpinned) it times NPtcp, this checkout and ``--baseline DIR`` 
 ``bench/comm.py``'s ping-pong (``clusterlab.bench.pingpong``: best of 3 trials of 0.2 s, ranks
 launched by ``clusterlab.cluster.local`` over the authenticated TCP mesh). Writes per
 placement the half round trip (us) of every side per run, min / median / max over runs, each
-checkout's ratio to NPtcp per run, and ``/proc/loadavg`` before every run.
+checkout's ratio to NPtcp per run, and ``/proc/loadavg`` before every run; the record carries
+the bench harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU,
+autogroup) besides both checkouts' commits.
 
 Run it un-niced under the shared lock (about 20 s per run):
 ``.venv/bin/python bench/comm_latency_ab.py --baseline /work/main --runs 3
@@ -16,7 +18,6 @@ Run it un-niced under the shared lock (about 20 s per run):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import comm  # noqa: E402, I001  (bench/comm.py: nptcp, PLACEMENTS)
-from clusterlab._atomic import atomic_open  # noqa: E402
+from clusterlab.bench import harness  # noqa: E402
 
 # what each checkout runs (its own bench/comm.py and clusterlab): one ping-pong of 1 byte
 _WORKER = """
@@ -59,12 +60,14 @@ def spread(v: list[float]) -> dict:
     return {"min": min(v), "median": statistics.median(v), "max": max(v)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> None:
+    ap = harness.parser(__doc__, HERE / "results" / "comm_latency_ab.json", repeat=("--runs", 3),
+                        repeat_help="runs, the two checkouts' order swapped every run")
     ap.add_argument("--baseline", type=Path, required=True, help="the other checkout (with its .venv)")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("-o", default=str(HERE / "results" / "comm_latency_ab.json"))
-    a = ap.parse_args()
+    bench = harness.start(ap, argv, repeat_flag="--runs")
+    a = bench.args
+    if not (a.baseline / ".venv" / "bin" / "python").exists():
+        ap.exit(2, f"{ap.prog}: --baseline {a.baseline}: no .venv/bin/python there (a checkout with its .venv)\n")
     comm.ensure_tools()
     this = HERE.parent
     sides = {"this": this, "baseline": a.baseline.resolve()}
@@ -93,13 +96,11 @@ def main() -> None:
                          "this_vs_baseline": spread([t / b for t, b in zip(per["this"], per["baseline"], strict=True)]),
                          "target_1_2x_met_every_run": all(x <= 1.2 for x in ratios["this"])}
     res = {"what": "1-byte half round trip (us), clusterlab ping-pong vs NPtcp, A/B of two checkouts",
-           "commits": commit, "checkouts": {k: str(p) for k, p in sides.items()}, "cpus": os.cpu_count(),
+           "commits": commit, "checkouts": {k: str(p) for k, p in sides.items()},
            "runs": runs, "placements": summary}
-    with atomic_open(a.o) as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
-    print(json.dumps({k: {"this": v["usec"]["this"]["median"], "baseline": v["usec"]["baseline"]["median"],
+    bench.say(json.dumps({k: {"this": v["usec"]["this"]["median"], "baseline": v["usec"]["baseline"]["median"],
                           "nptcp": v["usec"]["nptcp"]["median"]} for k, v in summary.items()}, indent=1))
+    bench.write(res)
 
 
 if __name__ == "__main__":

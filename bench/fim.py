@@ -9,7 +9,9 @@ Python lists as pyfim (conversion included) and given the file path (read includ
 latter against pyfim's load of the file into lists plus mining. Median of 5 runs (1 for anchors whose first
 run takes over 10 s); each subprocess is capped by a timeout and an address-space limit.
 The itemset counts of all tools must agree (pyfim's count is corrected for its quirk of
-leaving out itemsets made only of items in every transaction).
+leaving out itemsets made only of items in every transaction). The record carries the
+bench harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU,
+autogroup); each row keeps its own load averages too.
 
     .venv/bin/python bench/fim.py            # all rows, writes bench/results/fim.{json,png}
     .venv/bin/python bench/fim.py --quick    # fewer rows and runs (smoke run)
@@ -126,7 +128,7 @@ def data_path(name: str) -> Path:
     p = Path(tempfile.gettempdir()) / "clusterlab-bench" / name
     if not p.exists():
         p.parent.mkdir(parents=True, exist_ok=True)
-        print(f"generating {p} ...", flush=True)
+        print(f"generating {p} ...", file=sys.stderr, flush=True)  # progress: stdout may be --json's record
         makers[name](p)
     return p
 
@@ -256,23 +258,25 @@ def run_worker(tool: str, path: Path, supp: float, runs: int) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None) -> None:
+    from clusterlab.bench import harness
+
+    ap = harness.parser(__doc__, RESULTS / "fim.json", repeat=("--runs", 5),
+                        repeat_help="timed runs per tool and row, the median kept (1 for an anchor over 10 s)")
     ap.add_argument("--worker", nargs=4, metavar=("TOOL", "PATH", "SUPP", "RUNS"), help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="three rows, 3 runs, clusterlab and pyfim only")
-    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--rows", help="comma-separated row numbers (0-based) to run")
-    ap.add_argument("--tools", default=",".join(TOOLS))
-    ap.add_argument("-o", "--output", default=str(RESULTS / "fim.json"))
+    ap.add_argument("--tools", default=",".join(TOOLS), help="tools to run (default %(default)s)")
     ap.add_argument("--merge", action="store_true", help="keep the other rows of an existing output JSON")
     ap.add_argument("--reuse-anchors", metavar="JSON",
                     help="take mlxtend and efficient-apriori results (slow, and independent of clusterlab's "
                          "code) from an earlier run's JSON instead of rerunning them (marked 'reused')")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.worker:
         tool, path, supp, runs = a.worker
         print(json.dumps(worker(tool, path, float(supp), int(runs))))
         return
+    run = harness.start(ap, repeat_flag="--runs", args=a)
     rows = ROWS
     tools = a.tools.split(",")
     runs = a.runs
@@ -286,12 +290,15 @@ def main() -> None:
             for tool in ("mlxtend", "efficient-apriori"):
                 if tool in r["tools"]:
                     reuse[(r["row"], tool)] = {**r["tools"][tool], "reused": a.reuse_anchors}
-    out = {"machine": {"cpus": os.cpu_count(), "load_avg_start": os.getloadavg()}, "runs": runs, "rows": []}
+    out = {"runs": runs, "rows": []}
     if a.merge and Path(a.output).exists():
-        # Keep the rows of an earlier run that this run does not redo (runs are split to stay
-        # short under the shared lock); each row keeps its own load averages.
+        # Keep the rows of an earlier run that this run does not redo; each row keeps its own
+        # load averages, and the earlier run's provenance is kept beside this run's.
         labels = {r[0] for r in rows}
-        out["rows"] = [r for r in json.loads(Path(a.output).read_text())["rows"] if r["row"] not in labels]
+        earlier = json.loads(Path(a.output).read_text())
+        out["rows"] = [r for r in earlier["rows"] if r["row"] not in labels]
+        if out["rows"]:
+            out["merged_rows_provenance"] = earlier.get("provenance") or "not recorded"
     for label, name, supp in rows:
         path = data_path(name)
         row = {"row": label, "file": name, "min_support": supp, "tools": {}, "load_avg_start": os.getloadavg()}
@@ -304,18 +311,14 @@ def main() -> None:
                 continue
             row["tools"][tool] = r
             shown = f"{r['median_s']:.3f} s, {r['peak_rss_bytes'] / 2**20:.0f} MiB, {r['itemsets']}" if "error" not in r else r["error"]
-            print(f"{label:24s} {tool:18s} {shown}", flush=True)
+            run.say(f"{label:24s} {tool:18s} {shown}")
         row["load_avg_end"] = os.getloadavg()
         judge(row)
         out["rows"].append(row)
     order = {r[0]: k for k, r in enumerate(ROWS)}
     out["rows"].sort(key=lambda r: order.get(r["row"], len(order)))
-    out["machine"]["load_avg_end"] = os.getloadavg()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    tmp = Path(a.output).with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(out, indent=2))
-    os.replace(tmp, a.output)
-    print_table(out)
+    print_table(out, sys.stderr if a.json else sys.stdout)
+    run.write(out)
     plot(out, Path(a.output).with_suffix(".png"))
 
 
@@ -366,11 +369,11 @@ def mining_mem(r: dict) -> int:
     return max(r["peak_rss_bytes"] - r["rss_loaded_bytes"], 0)
 
 
-def print_table(out: dict) -> None:
+def print_table(out: dict, file=sys.stdout) -> None:
     hdr = f"{'row':24s} {'itemsets':>9s} {'ours s':>8s} {'pyfim s':>8s} {'eclat s':>8s} {'vs best':>7s} " \
           f"{'lists':>5s} {'file':>5s} " \
           f"{'cpu vs':>6s} {'mlxtend s':>9s} {'x':>6s} {'mem':>5s} {'minmem':>6s} {'eff-apr s':>9s} agree"
-    print(hdr)
+    print(hdr, file=file)
     for r in out["rows"]:
         t = r["tools"]
 
@@ -382,7 +385,7 @@ def print_table(out: dict) -> None:
               f"{r.get('cpu_vs_pyfim_best', float('nan')):6.2f} {s('mlxtend'):>9s} "
               f"{r.get('mlxtend_speedup', float('nan')):6.0f} {r.get('mlxtend_mem_ratio', float('nan')):5.2f} "
               f"{r.get('mlxtend_mining_mem_ratio', float('nan')):6.3f} "
-              f"{s('efficient-apriori'):>9s} {r.get('counts_agree')}")
+              f"{s('efficient-apriori'):>9s} {r.get('counts_agree')}", file=file)
 
 
 def plot(out: dict, path: Path) -> None:
@@ -407,9 +410,10 @@ def plot(out: dict, path: Path) -> None:
     ax.set_title("Frequent itemset mining (missing bar: timeout or out of memory)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    from clusterlab._atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
 
 
 if __name__ == "__main__":

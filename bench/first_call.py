@@ -14,15 +14,14 @@ first call pays nothing a later call does not:
 Rounds are interleaved (CLI run, then in-process run) and the load average recorded before
 and after. Target (``met``): the CLI's median mine time at most ``--ratio`` (1.5) times the
 median of the later in-process calls plus 5 ms (a 2-core machine shared with other work:
-scheduling noise is milliseconds). Writes ``bench/results/first_call.json``.
+scheduling noise is milliseconds). Writes ``bench/results/first_call.json`` with the bench
+harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 
     .venv/bin/python bench/first_call.py [--rounds 7] [--later 9]
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import statistics
@@ -82,14 +81,6 @@ def shared_data() -> Path:
     sys.exit("cannot find shared/data/T10I4D100K.dat above this checkout")
 
 
-def commit() -> str | None:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def cli_run(path: Path) -> dict:
     """One ``clusterlab mine`` in its own process: its reported seconds and the process's wall."""
     probe = ("import sys, atexit; atexit.register(lambda: sys.stderr.write('PANDAS=%d\\n' % "
@@ -109,28 +100,27 @@ def in_process(path: Path, later: int, part: str) -> dict:
     return json.loads(p.stdout) | {"load": loadavg()[0]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=7)
+def main(argv=None) -> int:
+    from clusterlab.bench import harness
+
+    ap = harness.parser(__doc__, RESULTS / "first_call.json", repeat=("--rounds", 7),
+                        repeat_help="interleaved rounds (CLI run, then in-process runs)")
     ap.add_argument("--later", type=int, default=9, help="later calls timed after the first, per process")
-    ap.add_argument("--ratio", type=float, default=1.5)
-    ap.add_argument("-o", "--output", default=str(RESULTS / "first_call.json"))
-    a = ap.parse_args()
-    from clusterlab._atomic import atomic_open
+    ap.add_argument("--ratio", type=float, default=1.5, help="the target's ratio to later calls (default %(default)s)")
+    run = harness.start(ap, argv, repeat_flag="--rounds")
+    a = run.args
 
     path = shared_data() / "T10I4D100K.dat"
-    before = loadavg()
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     cli, mine, parts = [], [], []
     for rnd in range(a.rounds):
         cli.append(cli_run(path))
         mine.append(in_process(path, a.later, "mine"))
         parts.append(in_process(path, a.later, "parts"))
-        print(f"[{rnd}] cli mine {cli[-1]['mine_s'] * 1e3:.1f} ms (process {cli[-1]['process_wall_s']:.2f} s); "
-              f"in process first {mine[-1]['first_s'] * 1e3:.1f} ms, later median "
-              f"{statistics.median(mine[-1]['later_s']) * 1e3:.1f} ms; kernel first "
-              f"{parts[-1]['kernel_first_s'] * 1e3:.1f} ms, later {statistics.median(parts[-1]['kernel_later_s']) * 1e3:.1f}"
-              f" ms (load {cli[-1]['load']})", flush=True)
+        run.say(f"[{rnd}] cli mine {cli[-1]['mine_s'] * 1e3:.1f} ms (process {cli[-1]['process_wall_s']:.2f} s); "
+                f"in process first {mine[-1]['first_s'] * 1e3:.1f} ms, later median "
+                f"{statistics.median(mine[-1]['later_s']) * 1e3:.1f} ms; kernel first "
+                f"{parts[-1]['kernel_first_s'] * 1e3:.1f} ms, later {statistics.median(parts[-1]['kernel_later_s']) * 1e3:.1f}"
+                f" ms (load {cli[-1]['load']})")
     med = statistics.median
     cli_mine = med(r["mine_s"] for r in cli)
     later = med(x for r in mine for x in r["later_s"])
@@ -150,14 +140,10 @@ def main() -> int:
     }
     doc = {"bench": "first_call", "what": "the first mine call's fixed cost: CLI (fresh process) vs later calls in one "
                                           f"process, T10I4D100K at {SUPPORT:.0%}; medians over interleaved rounds",
-           "started": started, "commit": commit(), "loadavg_before": before, "loadavg_after": loadavg(), "cpus": os.cpu_count(),
-           "python": sys.version.split()[0], "rounds": a.rounds, "later": a.later, "summary": summary,
+           "rounds": a.rounds, "later": a.later, "summary": summary,
            "cli": cli, "in_process": mine, "parts": parts}
-    with atomic_open(a.output, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    print(json.dumps(summary, indent=1))
-    print(f"load {before} -> {doc['loadavg_after']}; wrote {a.output}")
+    run.say(json.dumps(summary, indent=1))
+    run.write(doc)
     return 0 if summary["met"] else 1
 
 

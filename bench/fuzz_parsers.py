@@ -14,11 +14,13 @@ Usage::
 
     python bench/fuzz_parsers.py --seconds 120            # writes bench/results/fuzz_parsers.json
     python bench/fuzz_parsers.py --engine atheris --seconds 120
+
+The record carries the bench harness's provenance (``clusterlab.bench.harness``: commit,
+machine, load, spare CPU, autogroup).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the checks live in the test suite
 
 from clusterlab import _core  # noqa: E402
-from clusterlab._atomic import atomic_open  # noqa: E402
+from clusterlab.bench import harness  # noqa: E402
 
 try:
     import atheris
@@ -138,27 +140,29 @@ def run_atheris(stats: Stats, seconds: float, seed: int) -> None:
 
 
 _started = time.monotonic()
+RUN: harness.Run | None = None  # set by main(); report() writes through it
 
 
 def report(stats: Stats, engine: str, seconds: float, seed: int) -> None:
     out = {"engine": engine, "seconds": round(time.monotonic() - _started, 1), "budget_seconds": seconds,
            "seed": seed, "runs": stats.runs, "accepted": stats.accepted, "crashes": stats.crashes,
            "ok": not stats.crashes}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with atomic_open(RESULTS / "fuzz_parsers.json", "w", encoding="utf-8") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
-    print(json.dumps(out))
+    RUN.say(json.dumps(out))
+    RUN.write(out)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("FUZZ_SEED", "0")))
-    ap.add_argument("--engine", choices=("atheris", "mutate"), default="mutate" if atheris is None else "atheris")
-    args = ap.parse_args()
+def main(argv=None) -> int:
+    global RUN
+    ap = harness.parser(__doc__, RESULTS / "fuzz_parsers.json")
+    ap.add_argument("--seconds", type=float, default=60, help="the fuzzing budget (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("FUZZ_SEED", "0")),
+                    help="random seed (default $FUZZ_SEED or 0)")
+    ap.add_argument("--engine", choices=("atheris", "mutate"), default="mutate" if atheris is None else "atheris",
+                    help="(default %(default)s)")
+    args = ap.parse_args(argv)
     if args.engine == "atheris" and atheris is None:
         ap.error("atheris is not installed (pip install atheris), use --engine mutate")
+    RUN = harness.start(ap, args=args)
     stats = Stats()
     if args.engine == "atheris":
         run_atheris(stats, args.seconds, args.seed)

@@ -5,6 +5,8 @@ Anchors are the issue's targets on this 2-core machine: the whole preset generat
 30 s and parsed (``clusterlab.read_baskets``) in under 5 s. The file goes to a temporary
 directory and is deleted afterwards. CPU time and the load average are recorded beside the
 wall time, because the machine is shared: wall >> CPU / threads means we waited for a core.
+The record carries the bench harness's provenance (``clusterlab.bench.harness``: commit,
+machine, load, spare CPU, autogroup).
 
     python bench/generate.py                 # writes bench/results/generate.json
     python bench/generate.py --repeat 3 --preset seed000 --threads 2
@@ -12,10 +14,7 @@ wall time, because the machine is shared: wall >> CPU / threads means we waited 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import resource
 import statistics
 import sys
@@ -24,8 +23,9 @@ import time
 from pathlib import Path
 
 import clusterlab
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.data.generate import generate_file, quest_params
+from clusterlab.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_GEN_S = 30.0
@@ -44,16 +44,18 @@ def timed(fn):
                  "load_after": os.getloadavg()[0]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "generate.json", repeat=("--repeat", 1),
+                        repeat_help="runs; the best and the median are reported", output_aliases=("--out",))
     ap.add_argument("--preset", default="seed000", help="workload name or preset (default seed000)")
-    ap.add_argument("--repeat", type=int, default=1, help="runs; the best and the median are reported")
     ap.add_argument("--threads", type=int, default=None, help="generator threads (default: all cores)")
     ap.add_argument("--dir", default=None, help="where to write the temporary file (default: $TMPDIR)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "generate.json"))
-    args = ap.parse_args()
-
-    params = quest_params(args.preset)
+    run = harness.start(ap, argv, repeat_flag="--repeat")
+    args = run.args
+    try:
+        params = quest_params(args.preset)
+    except (ConfigError, ValueError, KeyError) as e:
+        ap.exit(2, f"{ap.prog}: --preset {args.preset}: {e}\n")
     gens, parses = [], []
     size = transactions = 0
     for k in range(args.repeat):
@@ -70,9 +72,9 @@ def main() -> int:
             p["transactions_per_s"] = transactions / p["wall_s"]
             parses.append(p)
             del b
-        print(f"run {k + 1}/{args.repeat}: generate {g['wall_s']:.2f} s ({g['mb_per_s']:.0f} MB/s, cpu {g['cpu_s']:.1f} s), "
-              f"parse {p['wall_s']:.2f} s ({p['mb_per_s']:.0f} MB/s, cpu {p['cpu_s']:.1f} s), "
-              f"load {g['load_before']:.1f}", flush=True)
+        run.say(f"run {k + 1}/{args.repeat}: generate {g['wall_s']:.2f} s ({g['mb_per_s']:.0f} MB/s, cpu {g['cpu_s']:.1f} s), "
+                f"parse {p['wall_s']:.2f} s ({p['mb_per_s']:.0f} MB/s, cpu {p['cpu_s']:.1f} s), "
+                f"load {g['load_before']:.1f}")
 
     def summary(runs, target):
         walls = [r["wall_s"] for r in runs]
@@ -91,20 +93,14 @@ def main() -> int:
         "threads": args.threads or ncpu,
         "generate": summary(gens, TARGET_GEN_S),
         "parse": summary(parses, TARGET_PARSE_S),
-        "machine": {"cpus": ncpu, "python": platform.python_version(), "platform": platform.platform()},
         "note": "shared machine: compare wall_s with cpu_s / threads and the load average to see contention",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(out, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
     g, p = result["generate"], result["parse"]
-    print(f"{params.name} N={params.items}: {size / 1e6:.0f} MB; generate best {g['best_s']:.2f} s "
-          f"({g['best_mb_per_s']:.0f} MB/s, {g['ratio_to_target']:.2f} of the {TARGET_GEN_S:.0f} s target); "
-          f"parse best {p['best_s']:.2f} s ({p['best_mb_per_s']:.0f} MB/s, {p['ratio_to_target']:.2f} of the "
-          f"{TARGET_PARSE_S:.0f} s target) -> {out}")
+    run.say(f"{params.name} N={params.items}: {size / 1e6:.0f} MB; generate best {g['best_s']:.2f} s "
+            f"({g['best_mb_per_s']:.0f} MB/s, {g['ratio_to_target']:.2f} of the {TARGET_GEN_S:.0f} s target); "
+            f"parse best {p['best_s']:.2f} s ({p['best_mb_per_s']:.0f} MB/s, {p['ratio_to_target']:.2f} of the "
+            f"{TARGET_PARSE_S:.0f} s target)")
+    run.write(result)
     return 0 if g["meets_target"] and p["meets_target"] else 1
 
 

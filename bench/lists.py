@@ -6,8 +6,9 @@ pyfim 6.28's mining time on the same lists converting them (``Baskets.from_lists
 process, ``repeat`` times each: the conversion, pyfim eclat and pyfim fpgrowth on the same
 lists (``report="a"``, absolute minimum count as clusterlab computes it). The ratio is the
 median conversion time over the median of pyfim's faster algorithm. Also timed: conversion
-of the same transactions as a pyarrow list column and as string items. The load average
-is recorded before and after (the machine is shared: ratios, not absolute times).
+of the same transactions as a pyarrow list column and as string items. The record carries
+the harness's provenance (``clusterlab.bench.harness``: commit, machine, load before and
+after, spare CPU, autogroup; the machine is shared: ratios, not absolute times).
 
     .venv/bin/python bench/lists.py            # writes bench/results/lists.json
     .venv/bin/python bench/lists.py --quick    # one row, 3 repeats
@@ -15,8 +16,6 @@ is recorded before and after (the machine is shared: ratios, not absolute times)
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
@@ -32,10 +31,6 @@ def shared_data() -> Path:
         if (p / "shared" / "data" / "T10I4D100K.dat").exists():
             return p / "shared" / "data"
     sys.exit("cannot find shared/data/T10I4D100K.dat above this checkout")
-
-
-def loadavg() -> list[float]:
-    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
 def timed(fn, arg) -> float:
@@ -55,11 +50,14 @@ def rows(quick: bool):
     return out[:1] if quick else out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
+def main(argv=None) -> None:
+    from clusterlab.bench import harness
+
+    ap = harness.parser(__doc__, RESULTS / "lists.json", repeat=("--repeat", 5),
+                        repeat_help="timings of each conversion and each pyfim algorithm per row")
+    ap.add_argument("--quick", action="store_true", help="one row, 3 repeats")
+    run = harness.start(ap, argv, repeat_flag="--repeat")
+    args = run.args
     # bench/fim.py sits beside this script: import pyfim's ``fim``, not it.
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
@@ -67,11 +65,9 @@ def main() -> None:
 
     import fim
     from clusterlab import Baskets
-    from clusterlab._atomic import atomic_open
     from clusterlab.mining.sequential import min_count_of
 
     repeat = 3 if args.quick else args.repeat
-    load_before = loadavg()
     results = []
     for label, baskets, support in rows(args.quick):
         lists = baskets.to_lists()
@@ -100,18 +96,13 @@ def main() -> None:
                "ratio_convert_arrow_to_pyfim": med["convert_arrow"] / best,
                "target": TARGET, "met": med["convert"] / best <= TARGET}
         results.append(row)
-        print(f"{label:45s} convert {med['convert']:.3f} s (strings {med['convert_strings']:.3f}, arrow "
-              f"{med['convert_arrow'] * 1e3:.2f} ms)  pyfim best {best:.3f} s  ratio {row['ratio_convert_to_pyfim']:.3f}"
-              f"  {'met' if row['met'] else 'MISSED'}", flush=True)
+        run.say(f"{label:45s} convert {med['convert']:.3f} s (strings {med['convert_strings']:.3f}, arrow "
+                f"{med['convert_arrow'] * 1e3:.2f} ms)  pyfim best {best:.3f} s  ratio {row['ratio_convert_to_pyfim']:.3f}"
+                f"  {'met' if row['met'] else 'MISSED'}")
     doc = {"bench": "lists", "what": "Baskets.from_lists (mine(list_of_lists)'s conversion) vs pyfim 6.28 mining "
                                      "on the same lists; medians, interleaved in one process",
-           "repeat": repeat, "loadavg_before": load_before, "loadavg_after": loadavg(),
-           "python": sys.version.split()[0], "rows": results}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with atomic_open(RESULTS / "lists.json", "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    print(f"load {load_before} -> {doc['loadavg_after']}; wrote {RESULTS / 'lists.json'}")
+           "repeat": repeat, "rows": results}
+    run.write(doc)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ sides: pass a build whose timer reads ``CLOCK_PROCESS_CPUTIME_ID`` (NPB's ``comm
 replaced) as ``--npb-cpu-bin``; a normal build (wall clock) as ``--npb-bin`` is run too and
 reported beside it. Each cell is the best of ``--repeat`` runs, ours and NPB's alternating;
 the load average is recorded before and after every run. Optionally also runs ours on more
-ranks (``--ranks 1,2``, TCP mesh) and reports per-rank compute.
+ranks (``--ranks 1,2``, TCP mesh) and reports per-rank compute. The record carries the bench
+harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 
     .venv/bin/python bench/npb.py --npb-cpu-bin DIR [--npb-bin DIR] --classes S,W,A \\
         --build "how the NPB binaries were built" -o bench/results/npb.json
@@ -17,10 +18,7 @@ ranks (``--ranks 1,2``, TCP mesh) and reports per-rank compute.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import re
 import subprocess
 import sys
@@ -28,7 +26,7 @@ import time
 from pathlib import Path
 
 from clusterlab import npb
-from clusterlab._atomic import atomic_path
+from clusterlab.bench import harness
 from clusterlab.cluster import InProcess, Local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,19 +62,22 @@ def best(rows: list[dict], key: str) -> dict:
     return min(ok, key=lambda r: r[key]) if ok else rows[0]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "npb.json", repeat=("--repeat", 2),
+                        repeat_help="runs per cell, ours and NPB's alternating; the best kept")
     ap.add_argument("--npb-cpu-bin", type=Path, help="NPB serial binaries (KERNEL.CLASS.x) timing CPU time")
     ap.add_argument("--npb-bin", type=Path, help="NPB serial binaries timing wall-clock time (NPB's default)")
     ap.add_argument("--build", default="", help="how the NPB binaries were built (recorded in the JSON)")
     ap.add_argument("--kernels", default=",".join(npb.KERNELS))
     ap.add_argument("--classes", default="S,W,A")
     ap.add_argument("--ranks", default="1", help="our rank counts (1 = in-process; more: TCP mesh)")
-    ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=1800.0)
-    ap.add_argument("-o", "--output", type=Path, default=ROOT / "bench" / "results" / "npb.json")
-    a = ap.parse_args()
-    ranks = [int(x) for x in a.ranks.split(",")]
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per NPB run (default %(default)s)")
+    a = ap.parse_args(argv)
+    try:
+        ranks = [int(x) for x in a.ranks.split(",")]
+    except ValueError:
+        ap.exit(2, f"{ap.prog}: --ranks {a.ranks}: a comma-separated list of rank counts\n")
+    run = harness.start(ap, repeat_flag="--repeat", args=a)
     rows = []
     for cls in a.classes.split(","):
         for kernel in a.kernels.split(","):
@@ -102,15 +103,12 @@ def main() -> int:
                 for n in ranks:
                     row["ours"][str(n)]["per_rank_ratio_x_ranks"] = row["ours"][str(n)]["compute_cpu_s"] * n / base
                 row["target_met"] = row.get("ratio_compute_cpu_vs_npb_cpu") is not None and row["ratio_compute_cpu_vs_npb_cpu"] <= TARGET
-            print(json.dumps({k: v for k, v in row.items() if k in ("kernel", "class", "ratio_compute_cpu_vs_npb_cpu", "load_after")}), flush=True)
+            run.say(json.dumps({k: v for k, v in row.items() if k in ("kernel", "class", "ratio_compute_cpu_vs_npb_cpu", "load_after")}))
             rows.append(row)
-    doc = {"benchmark": "npb", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]},
-           "npb_build": a.build, "target": f"our one-rank compute CPU time <= {TARGET}x NPB serial CPU time",
+    doc = {"benchmark": "npb", "npb_build": a.build, "target": f"our one-rank compute CPU time <= {TARGET}x NPB serial CPU time",
            "method": "best of --repeat runs each, ours and NPB alternating; CPU time both sides (shared machine)",
            "rows": rows}
-    with atomic_path(a.output) as tmp:
-        tmp.write_text(json.dumps(doc, indent=1))
+    run.write(doc)
     return 0
 
 

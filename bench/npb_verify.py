@@ -6,21 +6,20 @@ Not a timing benchmark (run it niced): it records whether NPB's own verification
 verified values (which must be bit-identical across rank counts and backends), the time and the
 load average. A rank count a kernel does not support (``npb.check``) is recorded as refused with
 the reason. The JSON is rewritten atomically after every run, so an interrupted matrix keeps
-what it measured.
+what it measured; each write carries the bench harness's provenance of the run so far
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 
     nice -n 19 .venv/bin/python bench/npb_verify.py [--classes S,W,A] [--ranks 1,2,4,8]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 from clusterlab import npb
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.cluster import from_options
 from clusterlab.errors import ConfigError
 
@@ -62,27 +61,30 @@ def one(kernel: str, cls: str, n: int, backend: str, timeout: float) -> dict:
     return row
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--kernels", default=",".join(npb.KERNELS))
-    ap.add_argument("--classes", default="S,W,A")
-    ap.add_argument("--ranks", default="1,2,4,8")
-    ap.add_argument("--backends", default="inproc,tcp,mpi")
-    ap.add_argument("--timeout", type=float, default=900.0)
-    ap.add_argument("-o", "--output", type=Path, default=ROOT / "bench" / "results" / "npb_verify.json")
-    a = ap.parse_args()
-    res: dict = {"benchmark": "npb_verify", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "machine": {"cpus": os.cpu_count()}, "rows": []}
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "npb_verify.json")
+    ap.add_argument("--kernels", default=",".join(npb.KERNELS), help="(default %(default)s)")
+    ap.add_argument("--classes", default="S,W,A", help="(default %(default)s)")
+    ap.add_argument("--ranks", default="1,2,4,8", help="rank counts (default %(default)s)")
+    ap.add_argument("--backends", default="inproc,tcp,mpi", help="(default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run (default %(default)s)")
+    a = ap.parse_args(argv)
+    try:
+        ranks = [int(x) for x in a.ranks.split(",")]
+    except ValueError:
+        ap.exit(2, f"{ap.prog}: --ranks {a.ranks}: a comma-separated list of rank counts\n")
+    run = harness.start(ap, args=a)
+    res: dict = {"benchmark": "npb_verify", "rows": []}
     for cls in a.classes.split(","):
         for backend in a.backends.split(","):
-            for n in (int(x) for x in a.ranks.split(",")):
+            for n in ranks:
                 for kernel in a.kernels.split(","):
                     row = one(kernel, cls, n, backend, a.timeout)
                     res["rows"].append(row)
-                    print(json.dumps({k: v for k, v in row.items() if k != "values"}), flush=True)
+                    run.say(json.dumps({k: v for k, v in row.items() if k != "values"}))
                     res["summary"] = summary(res["rows"])
-                    with atomic_open(a.output) as f:
-                        json.dump(res, f, indent=1)
+                    run.write(res, final=False)
+    run.write(res)
     return 0
 
 

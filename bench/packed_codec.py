@@ -8,14 +8,14 @@ invocation reporting the median of ``--runs`` timed calls. The load average (/pr
 recorded around every invocation. With valgrind installed it also counts, under callgrind's
 branch simulator, conditional branch mispredictions per item of each kernel alone
 (``--toggle-collect`` on the example's never-inlined ``decode_once`` / ``reduce_once``):
-load-independent, unlike the timings.
+load-independent, unlike the timings. The record carries the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 
     .venv/bin/python bench/packed_codec.py [--base main] [--rounds 4] [--runs 9]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = "crates/clusterlab-core/examples/packed_decode.rs"
@@ -89,17 +89,17 @@ def callgrind(binary: Path, only: str, transactions: int) -> dict:
             **{f"{e}_per_item": round(int(v) / per, 4) for e, v in zip(events, totals, strict=True)}}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "packed_codec.json", repeat=("--rounds", 4),
+                        repeat_help="invocations of each binary, in turns")
     ap.add_argument("--base", default="main", help="commit or branch holding the old kernels")
     ap.add_argument("--transactions", type=int, default=250_000)
     ap.add_argument("--runs", type=int, default=9, help="timed calls per invocation (median reported)")
-    ap.add_argument("--rounds", type=int, default=4, help="invocations of each binary, in turns")
     ap.add_argument("--keep", type=float, default=0.5, help="share of item occurrences reduce keeps")
     ap.add_argument("--min-len", type=int, default=3)
     ap.add_argument("--callgrind-transactions", type=int, default=50_000, help="0: no callgrind")
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "packed_codec.json"))
-    a = ap.parse_args()
+    bench = harness.start(ap, argv, repeat_flag="--rounds")
+    a = bench.args
 
     base = git("rev-parse", a.base)
     old, new = build_base(base), build(ROOT, ROOT / "target")
@@ -109,7 +109,7 @@ def main() -> None:
     for r in range(a.rounds):
         for side in (("old", "new") if r % 2 == 0 else ("new", "old")):
             row = {"side": side, "round": r, **run(old if side == "old" else new, args)}
-            print({k: row[k] for k in ("side", "decode_ns_per_item", "reduce_ms", "loadavg_before")}, flush=True)
+            bench.say({k: row[k] for k in ("side", "decode_ns_per_item", "reduce_ms", "loadavg_before")})
             rows.append(row)
     for key in ("reduce_out_transactions", "reduce_out_items"):
         if len({row[key] for row in rows}) != 1:
@@ -126,7 +126,7 @@ def main() -> None:
         lo, ln = min(of("old", key)), min(of("new", key))
         summary[key] = {"old": round(o, 4), "new": round(n, 4), "old_over_new": round(o / n, 3),
                         "old_min": round(lo, 4), "new_min": round(ln, 4), "old_over_new_min": round(lo / ln, 3)}
-    print(summary, flush=True)
+    bench.say(summary)
     doc = {
         "what": "packed-basket decoder (packed::decode, whole region) and hpa::reduce_transactions, "
                 "old (base) vs new (this tree), T10I4-like Quest baskets (1000 items, seed 1)",
@@ -134,16 +134,13 @@ def main() -> None:
         "kernels_modified_since_head": bool(git("status", "--porcelain", "--", *KERNELS)),
         "params": {"transactions": a.transactions, "runs": a.runs, "rounds": a.rounds, "keep": a.keep,
                    "min_len": a.min_len},
-        "machine": {"cpus": os.cpu_count(), "loadavg_start": rows[0]["loadavg_before"],
-                    "loadavg_end": rows[-1]["loadavg_after"]},
         "summary": summary, "invocations": rows,
     }
     if a.callgrind_transactions and shutil.which("valgrind"):
         doc["callgrind"] = {side: {only: callgrind(b, only, a.callgrind_transactions) for only in ("decode", "reduce")}
                             for side, b in (("old", old), ("new", new))}
-        print(doc["callgrind"], flush=True)
-    with atomic_open(a.output, "w") as f:
-        json.dump(doc, f, indent=1)
+        bench.say(doc["callgrind"])
+    bench.write(doc)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ In one run, side by side:
    move with the load on a shared machine). ``hpa-seed000-shipped`` (pass 2 shipped as in
    the paper) is reported without a target. Writes bench/results/parallel_seed000.json.
 
-Writes bench/results/parallel.json (atomically). The machine has 2 cores shared with other
-work: the load average is recorded beside every measurement; medians of --repeat runs.
+Writes bench/results/parallel.json (atomically) with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup). The machine has 2
+cores shared with other work: the load average is also recorded beside every measurement;
+medians of --repeat runs.
 
     python bench/parallel.py [--repeat 3] [--no-spark] [--transactions 1000000]
     python bench/parallel.py --seed000 /work/data/seed000.dat [--repeat 3] [--skip-fpgrowth] [--skip-shipped]
@@ -34,7 +36,6 @@ work: the load average is recorded beside every measurement; medians of --repeat
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -47,7 +48,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one thread per rank and for t
 import numpy as np  # noqa: E402
 
 from clusterlab import _core  # noqa: E402
-from clusterlab._atomic import atomic_open  # noqa: E402
+from clusterlab.bench import harness  # noqa: E402
 from clusterlab.cluster import Local
 from clusterlab.data import read_baskets  # noqa: E402
 from clusterlab.mining.parallel import min_count_of, mine_parallel  # noqa: E402
@@ -155,19 +156,17 @@ def seed000_parallel(path: Path, min_support: float, spec: tuple, reference) -> 
                        for p in r.passes]}
 
 
-def seed000_main(a) -> int:
+def seed000_main(run) -> int:
     """The full-size rows (issue 11's targets)."""
+    a = run.args
     path = Path(a.seed000)
-    out = a.output if a.output != str(ROOT / "bench" / "results" / "parallel.json") else \
-        str(ROOT / "bench" / "results" / "parallel_seed000.json")
     seq_algs = ["auto", "eclat", "apriori"] + ([] if a.skip_fpgrowth else ["fpgrowth"])
     seq: dict = {alg: [] for alg in seq_algs}
     specs = {**SEED000_ONE_RANK, **SEED000_PARALLEL}
     if a.skip_shipped:
         specs.pop("hpa-seed000-shipped")
     par: dict = {k: [] for k in specs}
-    res: dict = {"machine": {"cpus": os.cpu_count(), "load_at_start": load(),
-                             "note": "2 cores shared with other helpers' jobs; see each row's load"},
+    res: dict = {"machine": {"note": "2 cores shared with other helpers' jobs; see each row's load"},
                  "file": {"path": str(path), "min_support": a.min_support, "ranks": 2, "threads_per_rank": 1},
                  "how": "sequential kernels: read + mine in this process, one thread; '@1' rows: the parallel "
                         "algorithm as one launched rank; other rows: 2 launched ranks of one thread each. Job time "
@@ -179,24 +178,20 @@ def seed000_main(a) -> int:
             row, table = seed000_sequential(path, a.min_support, alg)
             reference = reference if reference is not None else table
             seq[alg].append(row)
-            print(f"[{rnd}] sequential {alg:8s}: {row['total_s']:.2f} s (cpu {row['cpu_s']:.2f}, {row['algorithm']}, "
-                  f"load {row['load']})",
-                  flush=True)
+            run.say(f"[{rnd}] sequential {alg:8s}: {row['total_s']:.2f} s (cpu {row['cpu_s']:.2f}, {row['algorithm']}, "
+                    f"load {row['load']})")
             del table
         for key, spec in specs.items():
             row = seed000_parallel(path, a.min_support, spec, reference)
             par[key].append(row)
-            print(f"[{rnd}] {key:19s} on {spec[1]} rank(s): job {row['job_s']:.2f} s (read {max(row['read_s']):.2f}, "
-                  f"slowest rank cpu {row['cpu_s_slowest_rank']:.2f}, peak {max(row['peak_rss_bytes']) / 2**20:.0f} MiB"
-                  f" = {row['peak_over_csr']:.2f}x its CSR, same {row['same_as_sequential']}, load {row['load']})",
-                  flush=True)
+            run.say(f"[{rnd}] {key:19s} on {spec[1]} rank(s): job {row['job_s']:.2f} s (read {max(row['read_s']):.2f}, "
+                    f"slowest rank cpu {row['cpu_s_slowest_rank']:.2f}, peak {max(row['peak_rss_bytes']) / 2**20:.0f} "
+                    f"MiB = {row['peak_over_csr']:.2f}x its CSR, same {row['same_as_sequential']}, load {row['load']})")
 
     res.update({"sequential": seq, "parallel": par})
     res.update(seed000_summary(res, seq_algs, specs))
-    res["load_at_end"] = load()
-    with atomic_open(out) as fh:
-        json.dump(res, fh, indent=1)
-    print(json.dumps({"targets": res["targets"], "scaling": res["scaling"]}, indent=1))
+    run.say(json.dumps({"targets": res["targets"], "scaling": res["scaling"]}, indent=1))
+    run.write(res)
     return 0
 
 
@@ -293,25 +288,30 @@ def spark(path: Path, min_support: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--transactions", type=int, default=1_000_000)
-    ap.add_argument("--min-support", type=float, default=0.007)
-    ap.add_argument("--no-spark", action="store_true")
-    ap.add_argument("--no-pyfim", action="store_true")
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "parallel.json"))
+    results = ROOT / "bench" / "results"
+    ap = harness.parser(__doc__, results / "parallel.json", repeat=("--repeat", 3),
+                        repeat_help="rounds, every configuration once per round; medians reported",
+                        output_help="the record, written atomically with its provenance (default "
+                                    "bench/results/parallel.json, parallel_seed000.json with --seed000)")
+    ap.add_argument("--transactions", type=int, default=1_000_000,
+                    help="transactions of the seed000-style file (default %(default)s)")
+    ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")
+    ap.add_argument("--no-spark", action="store_true", help="leave out Spark MLlib FPGrowth")
+    ap.add_argument("--no-pyfim", action="store_true", help="leave out pyfim")
     ap.add_argument("--seed000", metavar="FILE", help="Run the full-size seed000 rows on FILE instead (minutes).")
     ap.add_argument("--skip-fpgrowth", action="store_true", help="With --seed000: leave out sequential FP-growth.")
     ap.add_argument("--skip-shipped", action="store_true",
                     help="With --seed000: leave out HPA with pass 2 shipped too (the paper to the letter).")
     a = ap.parse_args(argv)
+    if a.seed000 and a.output == str(results / "parallel.json"):
+        a.output = str(results / "parallel_seed000.json")
+    run = harness.start(ap, repeat_flag="--repeat", args=a)
     if a.seed000:
-        return seed000_main(a)
+        return seed000_main(run)
 
     f = seed000_file(a.transactions)
-    res: dict = {"machine": {"cpus": os.cpu_count(), "load_at_start": load()},
-                 "file": {"path": str(f), "transactions": a.transactions, "min_support": a.min_support}}
-    print(f"seed000-style file: {f} ({f.stat().st_size / 1e6:.1f} MB)", flush=True)
+    res: dict = {"file": {"path": str(f), "transactions": a.transactions, "min_support": a.min_support}}
+    run.say(f"seed000-style file: {f} ({f.stat().st_size / 1e6:.1f} MB)")
 
     # Repetitions are interleaved (every configuration once per round), so a burst of other
     # work on the shared machine spreads over all configurations instead of hitting one.
@@ -321,13 +321,12 @@ def main(argv=None) -> int:
         for alg in seq:
             r = sequential(f, a.min_support, alg)
             seq[alg].append(r)
-            print(f"[{rnd}] sequential {alg:8s}: {r['total_s']:.3f} s (mine {r['mine_s']:.3f}, load {r['load']})", flush=True)
+            run.say(f"[{rnd}] sequential {alg:8s}: {r['total_s']:.3f} s (mine {r['mine_s']:.3f}, load {r['load']})")
         for key in par:
             alg, n = key.split("@")
             r = parallel(f, a.min_support, alg, int(n))
             par[key].append(r)
-            print(f"[{rnd}] {alg:8s} on {n} ranks: job {r['job_s']:.3f} s, wall {r['wall_s']:.2f} s (load {r['load']})",
-                  flush=True)
+            run.say(f"[{rnd}] {alg:8s} on {n} ranks: job {r['job_s']:.3f} s, wall {r['wall_s']:.2f} s (load {r['load']})")
     seq_best = {alg: med([r["total_s"] for r in runs]) for alg, runs in seq.items()}
     itemsets = {seq["apriori"][0]["itemsets"]} | {r["itemsets"] for runs in par.values() for r in runs}
     summary = {
@@ -351,7 +350,7 @@ def main(argv=None) -> int:
         summary["pyfim_best_s"] = best
         summary["pfp_2_over_pyfim"] = med([r["job_s"] for r in par["pfp@2"]]) / best
         summary["pfp_over_pyfim_target"] = 1.5
-        print(f"pyfim best: {best:.3f} s; PFP on 2 ranks / pyfim = {summary['pfp_2_over_pyfim']:.2f}", flush=True)
+        run.say(f"pyfim best: {best:.3f} s; PFP on 2 ranks / pyfim = {summary['pfp_2_over_pyfim']:.2f}")
     if not a.no_spark:
         t10 = SHARED / "T10I4D100K.dat"
         try:
@@ -369,15 +368,14 @@ def main(argv=None) -> int:
             summary["spark_over_clusterlab_wall"] = (sp["fit_count_s"] + sp["jvm_start_s"]) / summary["clusterlab_pfp_2_wall_s"]
             summary["spark_target_ratio"] = 100
             summary["spark_itemsets_match"] = sp["itemsets"] == ours[0]["itemsets"]
-            print(f"Spark FPGrowth fit+count {sp['fit_count_s']:.2f} s (JVM {sp['jvm_start_s']:.1f} s), "
-                  f"clusterlab PFP@2 job {summary['clusterlab_pfp_2_job_s']:.3f} s -> "
-                  f"{summary['spark_over_clusterlab_job']:.0f}x", flush=True)
+            run.say(f"Spark FPGrowth fit+count {sp['fit_count_s']:.2f} s (JVM {sp['jvm_start_s']:.1f} s), "
+                    f"clusterlab PFP@2 job {summary['clusterlab_pfp_2_job_s']:.3f} s -> "
+                    f"{summary['spark_over_clusterlab_job']:.0f}x")
         else:
-            print(f"Spark: {sp}", flush=True)
-    res.update({"sequential": seq, "parallel": par, "summary": summary, "load_at_end": load()})
-    with atomic_open(a.output) as fh:
-        json.dump(res, fh, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
-    print(json.dumps(summary, indent=1))
+            run.say(f"Spark: {sp}")
+    res.update({"sequential": seq, "parallel": par, "summary": summary})
+    run.say(json.dumps(summary, indent=1))
+    run.write(res, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
     return 0
 
 

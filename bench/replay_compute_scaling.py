@@ -16,12 +16,12 @@ measured under that load (recorded with each row; the machine is shared).
 
     python bench/replay_compute_scaling.py [--ranks 1,4,16,64] [--data seed000:1M] [--scale 100]
 
-Writes bench/results/replay_compute_scaling.json.
+Writes bench/results/replay_compute_scaling.json with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.cluster import Local
 from clusterlab.experiments.workloads.mining import resolve_data
 from clusterlab.mining.parallel import ParallelConfig, run_parallel
@@ -59,23 +59,20 @@ def rank_compute(directory: Path, rank: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ranks", default="1,4,16,64")
-    ap.add_argument("--data", default="seed000:1M")
-    ap.add_argument("--min-support", type=float, default=0.007)
-    ap.add_argument("--scale", type=float, default=100.0, help="the emulated CPU's compute_scale")
-    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "clusterlab-bench"))
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "replay_compute_scaling.json"))
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "replay_compute_scaling.json")
+    ap.add_argument("--ranks", default="1,4,16,64", help="rank counts (default %(default)s)")
+    ap.add_argument("--data", default="seed000:1M", help="the data, as a study names it (default %(default)s)")
+    ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")
+    ap.add_argument("--scale", type=float, default=100.0, help="the emulated CPU's compute_scale (default %(default)s)")
+    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "clusterlab-bench"),
+                    help="where generated data is cached (default %(default)s)")
     a = ap.parse_args(argv)
     try:
         ranks = [int(x) for x in a.ranks.split(",")]
     except ValueError:
         print(f"--ranks: a comma-separated list of rank counts, got {a.ranks!r}", file=sys.stderr)
         return 2
-    out_dir = os.path.dirname(os.path.abspath(a.output))
-    if not os.access(out_dir, os.W_OK):
-        print(f"{a.output}: cannot write there", file=sys.stderr)
-        return 2
+    run = harness.start(ap, args=a)
     path = resolve_data(a.data, a.cache)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,16 +94,14 @@ def main(argv=None) -> int:
                    "replay_mining_scaled_s": mean["mining_s"] * a.scale + mean["runtime_s"]}
             rows.append(row)
             base = rows[0]
-            print(f"{n:4d} ranks: gap CPU/rank {mean['cpu_s'] * 1e3:7.1f} ms = mining {mean['mining_s'] * 1e3:7.1f} "
-                  f"+ runtime {mean['runtime_s'] * 1e3:6.1f} (1-rank mining / N: "
-                  f"{base['mean_mining_s'] / n * 1e3:6.1f}); replay at x{a.scale:g}: all scaled "
-                  f"{row['replay_all_scaled_s']:6.2f} s, mining scaled {row['replay_mining_scaled_s']:6.2f} s "
-                  f"(load {load})", flush=True)
+            run.say(f"{n:4d} ranks: gap CPU/rank {mean['cpu_s'] * 1e3:7.1f} ms = mining {mean['mining_s'] * 1e3:7.1f} "
+                    f"+ runtime {mean['runtime_s'] * 1e3:6.1f} (1-rank mining / N: "
+                    f"{base['mean_mining_s'] / n * 1e3:6.1f}); replay at x{a.scale:g}: all scaled "
+                    f"{row['replay_all_scaled_s']:6.2f} s, mining scaled {row['replay_mining_scaled_s']:6.2f} s "
+                    f"(load {load})")
     result = {"bench": "replay_compute_scaling", "data": a.data, "min_support": a.min_support, "scale": a.scale,
-              "cores": os.cpu_count(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
-    with atomic_open(a.output) as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {a.output}")
+              "rows": rows}
+    run.write(result)
     return 0
 
 

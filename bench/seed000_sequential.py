@@ -12,7 +12,9 @@ shared machine spreads over all rows; the load average is recorded beside every 
 Recorded per run: read and mine wall seconds (their sum ``total_s``), CPU seconds of read +
 mine, peak RSS and its ratio to the CSR. Per row: medians. Targets: each row's median
 ``total_s`` and CPU at most ``cd@1``'s (``vs_cd1`` >= 1.0: cd@1's time over the row's);
-every row finds the same itemsets. Writes ``bench/results/seed000_sequential.json``:
+every row finds the same itemsets. Writes ``bench/results/seed000_sequential.json`` with the
+bench harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU,
+autogroup):
 
     .venv/bin/python bench/seed000_sequential.py /work/data/seed000.dat [--repeat 3]
 
@@ -22,7 +24,6 @@ every row finds the same itemsets. Writes ``bench/results/seed000_sequential.jso
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import resource
@@ -66,30 +67,26 @@ def worker(path: str, algo: str, min_support: float) -> dict:
             "peak_over_csr": peak / csr}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("file")
-    ap.add_argument("--min-support", type=float, default=0.007)
+def main(argv=None) -> int:
+    from clusterlab.bench import harness
+
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "seed000_sequential.json", repeat=("--repeat", 3),
+                        repeat_help="interleaved rounds over the rows")
+    ap.add_argument("file", help="the seed000 transactions (FIMI format)")
+    ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "seed000_sequential.json"))
     ap.add_argument("--worker", metavar="ROW", help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.worker:
         print(json.dumps(worker(a.file, a.worker, a.min_support)))
         return 0
-    from clusterlab._atomic import atomic_open
-
     rows = a.rows.split(",")
     bad = [r for r in rows if r not in ROWS]
     if bad:
-        sys.exit(f"--rows: unknown {', '.join(bad)}; choose from {', '.join(ROWS)}")
+        ap.exit(2, f"{ap.prog}: --rows: unknown {', '.join(bad)}; choose from {', '.join(ROWS)}\n")
+    run = harness.start(ap, repeat_flag="--repeat", args=a)
     runs: dict = {r: [] for r in rows}
     out = {"file": a.file, "min_support": a.min_support, "threads": 1, "repeat": a.repeat,
-           "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip() or None,
-           "cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in os.getloadavg()],
            "how": __doc__.split("\n\n")[1].replace("\n", " ")}
     for rnd in range(a.repeat):
         for row in rows:
@@ -102,10 +99,10 @@ def main() -> int:
                 r = json.loads(p.stdout.strip().splitlines()[-1])
             r |= {"load_before": load, "load_after": round(os.getloadavg()[0], 2)}
             runs[row].append(r)
-            print(f"[{rnd}] {row:9s} " + (r.get("error") or
+            run.say(f"[{rnd}] {row:9s} " + (r.get("error") or
                   f"total {r['total_s']:.2f} s (read {r['read_s']:.2f}, mine {r['mine_s']:.2f}), cpu {r['cpu_s']:.2f} s, "
                   f"{r['algorithm']}, {r['itemsets']} itemsets, peak {r['peak_rss_bytes'] / 2**20:.0f} MiB") +
-                  f", load {load}", flush=True)
+                  f", load {load}")
     med = statistics.median
     ok = {k: [r for r in v if "error" not in r] for k, v in runs.items()}
     summary = {k: {"total_s": med(r["total_s"] for r in v), "read_s": med(r["read_s"] for r in v),
@@ -121,15 +118,13 @@ def main() -> int:
                 s["met"] = s["vs_cd1"] >= 1.0
     counts = {r["itemsets"] for v in ok.values() for r in v}
     out |= {"summary": summary, "results_agree": len(counts) == 1, "errors": sum(len(runs[k]) - len(ok[k]) for k in runs),
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()], "runs": runs}
-    with atomic_open(a.output, "w", encoding="utf-8") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
+            "runs": runs}
     for k, s in summary.items():
         extra = f"  vs cd@1 {s['vs_cd1']:.2f}x wall, {s['vs_cd1_cpu']:.2f}x cpu" if "vs_cd1" in s else ""
-        print(f"{k:9s} {s['total_s']:.2f} s (read {s['read_s']:.2f} mine {s['mine_s']:.2f}) cpu {s['cpu_s']:.2f} "
-              f"peak {s['peak_rss_bytes'] / 2**20:.0f} MiB ({s['peak_over_csr']:.2f}x CSR) {s['algorithm']}{extra}")
-    print(f"results agree: {out['results_agree']}; load {out['loadavg_before']} -> {out['loadavg_after']}; wrote {a.output}")
+        run.say(f"{k:9s} {s['total_s']:.2f} s (read {s['read_s']:.2f} mine {s['mine_s']:.2f}) cpu {s['cpu_s']:.2f} "
+                f"peak {s['peak_rss_bytes'] / 2**20:.0f} MiB ({s['peak_over_csr']:.2f}x CSR) {s['algorithm']}{extra}")
+    run.say(f"results agree: {out['results_agree']}")
+    run.write(out)
     return 0 if out["results_agree"] and not out["errors"] else 1
 
 

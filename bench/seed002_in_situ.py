@@ -2,22 +2,22 @@
 of all ranks and context switches per call (``collective_testbed.in_situ``), beside the cost
 model's link price, for the ring allgather (64 KiB per rank), the binomial bcast (64 KiB) and
 the scatter-allgather bcast (1 MiB), the binomial scatter (64 KiB per rank: the first phase of
-that bcast at 16 hosts) at 2, 3, 6 and 16 hosts. Root:
+that bcast at 16 hosts) at 2, 3, 6 and 16 hosts. The record carries the bench harness's
+provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup). Root:
 
     .venv/bin/python bench/seed002_in_situ.py   # ~2 min -> bench/results/seed002_in_situ.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective_testbed as ct
+from clusterlab.bench import harness
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
 # (op, the model's m, algorithm, calls): allgather and scatter m per rank, bcast the message
@@ -25,16 +25,15 @@ CASES = (("allgather", 65536, "ring", 5), ("bcast", 65536, "binomial", 20), ("bc
          ("scatter", 65536, "binomial", 5))
 
 
-def loadavg() -> list[float]:
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, Path(__file__).parent / "results" / "seed002_in_situ.json",
+                        output_aliases=("--out",))
     ap.add_argument("--only", default="", help="comma list of the operations to run (default: all)")
-    ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" / "seed002_in_situ.json"))
-    a = ap.parse_args()
-    out = {"loadavg_start": loadavg(), "rows": []}
+    run = harness.start(ap, argv)
+    a = run.args
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: needs root (namespace testbed)\n")
+    out = {"rows": []}
     t0 = time.perf_counter()
     with TestbedNetwork(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb, calibrate_hosts=None)
@@ -46,16 +45,12 @@ def main() -> int:
                 size = m * n if op in ("allgather", "scatter") else m
                 r = tb.run(ct.in_situ, n, op, size, alg, calls, timeout=300)[0]
                 r["link_price_ms"] = model.predict(op, alg, m, n) * 1e3
-                print(json.dumps(r), flush=True)
+                run.say(json.dumps(r))
                 out["rows"].append(r)
-    out.update({"loadavg_end": loadavg(), "seconds": time.perf_counter() - t0})
-    with atomic_open(a.out) as f:
-        json.dump(out, f, indent=1)
+    out["seconds"] = time.perf_counter() - t0
+    run.write(out)
     return 0
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("seed002_in_situ.py: needs root (namespace testbed)", file=sys.stderr)
-        sys.exit(2)
     sys.exit(main())

@@ -3,14 +3,15 @@ the scatter sent ``at_once`` or ``in_turn`` (``bcast_scatter_allgather``) and th
 soon as a rank has its scatter piece (``overlap``), after the ring neighbours have theirs
 (``neighbours``) or after a barrier (``barrier``), interleaved in rounds,
 each with the TCP retransmissions and timeouts of every host (its namespace's
-``/proc/net/{snmp,netstat}``) and the switch ports' tbf drops per call. Root, under the lock:
+``/proc/net/{snmp,netstat}``) and the switch ports' tbf drops per call. The record carries the
+bench harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU,
+autogroup). Root:
 
     .venv/bin/python bench/seed002_phases.py   # ~2 min -> bench/results/seed002_phases.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
 # (scatter schedule, separation): at_once + overlap is the bcast before the scatter sent in turn
@@ -29,10 +30,6 @@ VARIANTS = (("at_once", "overlap"), ("in_turn", "overlap"), ("in_turn", "neighbo
             ("at_once", "barrier"))
 TCP_COUNTERS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPFastRetrans", "TCPSlowStartRetrans",
                 "TCPLostRetransmit", "TCPSpuriousRTOs", "TCPSACKReorder", "TCPDSACKRecv")
-
-
-def loadavg() -> list[float]:
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
 
 
 def tcp_counters() -> dict[str, int]:
@@ -143,33 +140,31 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hosts", type=int, default=16)
-    ap.add_argument("--bytes", type=int, default=1 << 20)
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--calls", type=int, default=8)
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, Path(__file__).parent / "results" / "seed002_phases.json", repeat=("--rounds", 4),
+                        repeat_help="interleaved rounds of every variant", output_aliases=("--out",))
+    ap.add_argument("--hosts", type=int, default=16, help="testbed hosts (default %(default)s)")
+    ap.add_argument("--bytes", type=int, default=1 << 20, help="the bcast's size (default %(default)s)")
+    ap.add_argument("--calls", type=int, default=8, help="calls per variant and round (default %(default)s)")
     ap.add_argument("--phase-calls", type=int, default=10, help="calls timed phase by phase (0: none)")
-    ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" / "seed002_phases.json"))
-    a = ap.parse_args()
-    out = {"loadavg_start": loadavg(), "hosts": a.hosts, "bytes": a.bytes}
+    run = harness.start(ap, argv, repeat_flag="--rounds")
+    a = run.args
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: needs root (namespace testbed)\n")
+    out = {"hosts": a.hosts, "bytes": a.bytes}
     t0 = time.perf_counter()
     with TestbedNetwork(StarTopo(hosts=a.hosts, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         out["rows"] = tb.run(phases, a.hosts, a.bytes, a.rounds, a.calls, tb.switch_ns(), timeout=300)[0]
         out["phase_times"] = []
         for sched in ("at_once", "in_turn") if a.phase_calls else ():
             out["phase_times"].append(tb.run(phase_times, a.hosts, a.bytes, a.phase_calls, sched, timeout=300)[0])
-            print(json.dumps(out["phase_times"][-1]), flush=True)
+            run.say(json.dumps(out["phase_times"][-1]))
     out["summary"] = summary(out["rows"])
-    out.update({"loadavg_end": loadavg(), "seconds": time.perf_counter() - t0})
-    print(json.dumps(out["summary"], indent=1))
-    with atomic_open(a.out) as f:
-        json.dump(out, f, indent=1)
+    out["seconds"] = time.perf_counter() - t0
+    run.say(json.dumps(out["summary"], indent=1))
+    run.write(out)
     return 0
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("seed002_phases.py: needs root (namespace testbed)", file=sys.stderr)
-        sys.exit(2)
     sys.exit(main())

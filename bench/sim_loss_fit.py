@@ -15,21 +15,19 @@ only a rank's own sockets and misses waits on another rank's timeouts, so it is 
 
     .venv/bin/python bench/sim_loss_fit.py
 
-Writes bench/results/sim_loss_model.json.
+Writes bench/results/sim_loss_model.json with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import math
 import statistics
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.cluster.simulated.loss import LossModel, fit
-from clusterlab.monitor.provenance import git_revision, version
 from clusterlab.units import parse_duration, parse_rate, parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,9 +147,8 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sim_loss_model.json"))
-    a = ap.parse_args(argv)
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "sim_loss_model.json", output_aliases=("--out",))
+    run = harness.start(ap, argv)
     train = from_tables() + from_stack_json()
     test = held_out()
     m = fit(train)
@@ -159,17 +156,14 @@ def main(argv=None) -> int:
     rec = {"what": "loss/timeout model for the simulated cluster (clusterlab.cluster.simulated.loss): fitted "
                    "parameters, training and held-out points (medians per point)",
            "fit": m.as_dict(), "train": summary(tr), "held_out": summary(te),
-           "train_points": tr, "held_out_points": te,
-           "provenance": {"made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                          "clusterlab": version(), **git_revision()}}
-    with atomic_open(a.out) as f:
-        json.dump(rec, f, indent=1)
-    print(json.dumps(m.as_dict()))
-    print("train", rec["train"])
-    print("held out", rec["held_out"])
+           "train_points": tr, "held_out_points": te}
+    run.say(json.dumps(m.as_dict()))
+    run.say("train", rec["train"])
+    run.say("held out", rec["held_out"])
     for r in te:
-        print(f"  held out {r['hosts']} hosts {r['size']} B: wait {r['rto_wait']:.3f} s, model {r['model_rto_wait']:.3f} s;"
-              f" round {r['seconds'] * 1e3:.1f} ms, flow {r['flow_error']:+.1%}, flow+loss {r['flow_plus_loss_error']:+.1%}")
+        run.say(f"  held out {r['hosts']} hosts {r['size']} B: wait {r['rto_wait']:.3f} s, model {r['model_rto_wait']:.3f} s;"
+                f" round {r['seconds'] * 1e3:.1f} ms, flow {r['flow_error']:+.1%}, flow+loss {r['flow_plus_loss_error']:+.1%}")
+    run.write(rec)
     return 0
 
 

@@ -9,21 +9,21 @@ before and after each run.
 
     .venv/bin/python bench/sim_scale.py [--hosts 100,300,1000] [--size 50KB]
 
-Writes bench/results/sim_scale.json.
+Writes bench/results/sim_scale.json with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.cluster import Simulated
 from clusterlab.cluster.testbed import StarTopo
-from clusterlab.monitor.provenance import git_revision, load_average, machine, version
+from clusterlab.errors import ConfigError
+from clusterlab.monitor.provenance import load_average
 from clusterlab.units import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,15 +31,18 @@ CALIBRATION = ROOT / "bench" / "results" / "sim_calibration.json"
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hosts", default="100,300,1000")
-    ap.add_argument("--size", default="50KB")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sim_scale.json"))
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "sim_scale.json", output_aliases=("--out",))
+    ap.add_argument("--hosts", default="100,300,1000", help="host counts (default %(default)s)")
+    ap.add_argument("--size", default="50KB", help="bytes each host broadcasts (default %(default)s)")
     a = ap.parse_args(argv)
-    size = parse_size(a.size, "--size", lo=1)
+    try:
+        size = parse_size(a.size, "--size", lo=1)
+        hosts = [int(x) for x in a.hosts.split(",")]
+    except (ConfigError, ValueError) as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
+    run = harness.start(ap, args=a)
     rows = []
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    for n in [int(x) for x in a.hosts.split(",")]:
+    for n in hosts:
         sim = Simulated(StarTopo(hosts=n, rate="155Mbit"), calibration=str(CALIBRATION) if CALIBRATION.exists() else None)
         load0 = load_average()
         t0 = time.perf_counter()
@@ -49,15 +52,12 @@ def main(argv=None) -> int:
                "engine_wall_seconds": out["engine"]["wall_seconds"], "engine_max_rss_mb": out["engine"]["max_rss_mb"],
                "simulated_round_seconds": max(out["seconds"][0]), "load_before": load0, "load_after": load_average()}
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        run.say(json.dumps(row))
     rec = {"what": "one all-to-all broadcast round simulated (SimGrid 3.32 flow model, Simulated cluster): "
                    "wall time and peak memory of the engine process, by hosts",
            "size_bytes": size, "rate": "155Mbit", "calibration": sim.calibration, "engine": out["engine"],
-           "rows": rows, "target": "1,000 hosts in under 10 minutes (issue 28)",
-           "load_before": rows[0]["load_before"], "load_after": rows[-1]["load_after"],
-           "provenance": {"started": started, "clusterlab": version(), **git_revision(), "machine": machine()}}
-    with atomic_open(a.out) as f:
-        json.dump(rec, f, indent=1)
+           "rows": rows, "target": "1,000 hosts in under 10 minutes (issue 28)"}
+    run.write(rec)
     return 0
 
 

@@ -8,14 +8,14 @@ itemset in memory; ``--pyfim-timeout`` seconds at most). With ``--rules CONF`` b
 clusterlab runs also derive the rules (one-item consequents, confidence >= CONF): the streamed
 run out of core from its itemset file (``rules_to_parquet``), the in-memory one with
 ``rules()`` (pyfim is not asked for rules). Peak RSS is each process's ``ru_maxrss``; the load
-average is recorded before each run. Writes bench/results/stream.json.
+average is recorded before each run. Writes bench/results/stream.json with the bench harness's
+provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 
     python bench/stream.py [--rows chess40,t10-0.005] [--memory 2GB] [--rules 0.9] [--pyfim-timeout 300]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -91,18 +91,23 @@ def pyfim(path: Path, supp: float, timeout: float) -> dict:
     return {"status": "ok", "itemsets": int(n), "mine_s": float(s), "peak_rss_bytes": int(rss)}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", default="chess40,t10-0.005")
-    ap.add_argument("--memory", default="2GB")
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("--pyfim-timeout", type=float, default=300)
+def main(argv=None) -> None:
+    from clusterlab.bench import harness
+
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "stream.json")
+    ap.add_argument("--rows", default="chess40,t10-0.005", help=f"comma-separated, of {', '.join(ROWS)} "
+                                                                 "(default %(default)s)")
+    ap.add_argument("--memory", default="2GB", help="the streamed run's --memory (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per clusterlab run (default %(default)s)")
+    ap.add_argument("--pyfim-timeout", type=float, default=300, help="seconds for pyfim (default %(default)s)")
     ap.add_argument("--rules", type=float, default=None, metavar="CONF",
                     help="also derive rules with confidence >= CONF (streamed: out of core)")
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "stream.json"))
-    a = ap.parse_args()
-    res = {"machine": {"cpus": os.cpu_count()}, "memory": a.memory, "rules_min_confidence": a.rules,
-           "loadavg_before": os.getloadavg(), "rows": {}}
+    a = ap.parse_args(argv)
+    unknown = [k for k in a.rows.split(",") if k not in ROWS]
+    if unknown:
+        ap.exit(2, f"{ap.prog}: --rows {','.join(unknown)}: unknown (known: {', '.join(ROWS)})\n")
+    run = harness.start(ap, args=a)
+    res = {"memory": a.memory, "rules_min_confidence": a.rules, "rows": {}}
     tmp_dir = tempfile.TemporaryDirectory(prefix="clusterlab-stream-")  # removed at exit, whatever happens
     tmp = Path(tmp_dir.name)
     for key in a.rows.split(","):
@@ -117,14 +122,10 @@ def main() -> None:
                 r = cli(path, supp, tmp / f"{key}.parquet", a.memory if tool == "streamed" else None, a.timeout,
                         a.rules)
             row[tool] = {**r, "load": round(load, 2)}
-            print(f"{key:10s} {tool:9s} {json.dumps(row[tool])}", flush=True)
+            run.say(f"{key:10s} {tool:9s} {json.dumps(row[tool])}")
         res["rows"][key] = row
-    res["loadavg_after"] = os.getloadavg()
     tmp_dir.cleanup()
-    out = Path(a.output)
-    t = out.with_suffix(".tmp")
-    t.write_text(json.dumps(res, indent=1))
-    os.replace(t, out)
+    run.write(res)
 
 
 if __name__ == "__main__":

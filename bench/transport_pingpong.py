@@ -13,12 +13,13 @@ Latency: half round trip of a 1-byte message (NetPIPE's definition), best of 3 r
 Bandwidth: 1 MiB, 4 MiB and 16 MiB messages, ping-pong (NetPIPE style) and one-way streams,
 against iperf3's 3-second stream. Ratios are ours / anchor (latency: lower is better,
 <= 1.5 is the target; bandwidth: higher is better, >= 0.95 is the target). Writes
-bench/results/transport_pingpong.json. The full, documented benchmark is bench/comm.py.
+bench/results/transport_pingpong.json with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup). The full,
+documented benchmark is bench/comm.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,7 +151,7 @@ def cpu_path_us(env_extra: dict) -> float:
     return float(p.stdout.split()[-1])
 
 
-def side_by_side(baseline: str, repeat: int, iters: int, sizes: list[int]) -> dict:
+def side_by_side(baseline: str, repeat: int, iters: int, sizes: list[int], say=print) -> dict:
     """This build's TCP mesh and the one in ``baseline`` alternately, ``repeat`` times each,
     with NPtcp around every pair: latencies, ratios new / old, and the load."""
     cl = [sys.executable, "-m", "clusterlab", "run", "-n", "2", "--"]
@@ -162,10 +163,10 @@ def side_by_side(baseline: str, repeat: int, iters: int, sizes: list[int]) -> di
         row["ratio_new_old"] = row["new"]["latency_us"] / row["old"]["latency_us"]
         row["cpu_path_us"] = {"new": cpu_path_us({}), "old": cpu_path_us({"PYTHONPATH": baseline})}
         rows.append(row)
-        print(f"load {row['load_average']:5.1f}  NPtcp {row['nptcp_latency_us'] or float('nan'):6.1f} us  "
+        say(f"load {row['load_average']:5.1f}  NPtcp {row['nptcp_latency_us'] or float('nan'):6.1f} us  "
               f"new {row['new']['latency_us']:6.1f} us  old {row['old']['latency_us']:6.1f} us  "
               f"new/old {row['ratio_new_old']:.2f}  send+recv CPU path new {row['cpu_path_us']['new']:.2f} us "
-              f"old {row['cpu_path_us']['old']:.2f} us", flush=True)
+              f"old {row['cpu_path_us']['old']:.2f} us")
     ratios = sorted(r["ratio_new_old"] for r in rows)
     cpu = sorted(r["cpu_path_us"]["new"] / r["cpu_path_us"]["old"] for r in rows)
     return {"baseline": baseline, "rows": rows, "median_ratio_new_old": ratios[len(ratios) // 2],
@@ -176,27 +177,25 @@ def side_by_side(baseline: str, repeat: int, iters: int, sizes: list[int]) -> di
                                  "old": min(r["cpu_path_us"]["old"] for r in rows)}}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> None:
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "transport_pingpong.json", repeat=("--repeat", 5),
+                        repeat_help="pairs of runs with --baseline")
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--latency-only", action="store_true", help="skip the bandwidth sizes")
     ap.add_argument("--baseline", metavar="DIR", help="also run the mesh of the build in DIR, alternately")
-    ap.add_argument("--repeat", type=int, default=5, help="pairs of runs with --baseline (default 5)")
-    ap.add_argument("-o", default=str(ROOT / "bench" / "results" / "transport_pingpong.json"))
-    args = ap.parse_args()
+    run = harness.start(ap, argv, repeat_flag="--repeat")
+    args = run.args
     iters = 2000 if args.quick else 10000
     sizes = [] if args.latency_only else [1 << 20, 4 << 20, 16 << 20]
     if args.baseline:
-        res = {"cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "iterations": iters, **side_by_side(args.baseline, args.repeat, iters, sizes)}
-        with atomic_open(args.o) as f:
-            json.dump(res, f, indent=1)
-        print(f"median new/old {res['median_ratio_new_old']:.2f} (range {res['min_ratio']:.2f}-{res['max_ratio']:.2f}),"
-              f" CPU path median new/old {res['cpu_path_median_ratio_new_old']:.2f} -> {args.o}")
+        res = {"iterations": iters, **side_by_side(args.baseline, args.repeat, iters, sizes, run.say)}
+        run.say(f"median new/old {res['median_ratio_new_old']:.2f} (range {res['min_ratio']:.2f}-{res['max_ratio']:.2f}),"
+                f" CPU path median new/old {res['cpu_path_median_ratio_new_old']:.2f}")
+        run.write(res)
         return
     cl = [sys.executable, "-m", "clusterlab", "run", "-n", "2", "--"]
     mpiexec = Path(sys.executable).with_name("mpiexec")
-    res = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "anchors": {}, "ours": {}}
+    res = {"iterations": iters, "anchors": {}, "ours": {}}
     res["anchors"]["nptcp_latency_us"] = nptcp_latency_us()
     res["anchors"]["iperf3_gbps"] = iperf3_gbps()
     res["ours"]["tcp_rust"] = run_ours(cl, {}, iters, sizes)
@@ -207,22 +206,22 @@ def main() -> None:
     lat = min(x for x in (res["anchors"]["nptcp_latency_us"], res["anchors"]["nptcp_latency_us_after"]) if x) \
         if res["anchors"]["nptcp_latency_us"] else None
     ip = res["anchors"]["iperf3_gbps"]
-    print(f"load average {res['load_average'][0]:.1f} on {res['cpus']} cpus (numbers are noisy when loaded)")
-    print(f"anchors: NPtcp 1-byte half round trip {lat and round(lat, 1)} us, iperf3 {ip and round(ip, 2)} Gbit/s")
+    load = (run.load_before or [float("nan")])[0]
+    run.say(f"load average {load:.1f} on {os.cpu_count()} cpus (numbers are noisy when loaded)")
+    run.say(f"anchors: NPtcp 1-byte half round trip {lat and round(lat, 1)} us, iperf3 {ip and round(ip, 2)} Gbit/s")
     for name, o in res["ours"].items():
         r = f" ({o['latency_us'] / lat:.2f}x NPtcp)" if lat else ""
-        print(f"{name:11} latency {o['latency_us']:7.1f} us{r}")
+        run.say(f"{name:11} latency {o['latency_us']:7.1f} us{r}")
         for row in o["bandwidth"]:
             q = f"  ({row['pingpong_gbps'] / ip:.2f}x / {row['stream_gbps'] / ip:.2f}x iperf3)" if ip else ""
-            print(f"{'':11} {row['bytes']:>9} B pingpong {row['pingpong_gbps']:6.2f} Gbit/s, "
-                  f"stream {row['stream_gbps']:6.2f} Gbit/s{q}")
+            run.say(f"{'':11} {row['bytes']:>9} B pingpong {row['pingpong_gbps']:6.2f} Gbit/s, "
+                    f"stream {row['stream_gbps']:6.2f} Gbit/s{q}")
     res["ratios"] = {name: {"latency_vs_nptcp": lat and o["latency_us"] / lat,
                             "bandwidth_vs_iperf3": ip and {str(r["bytes"]): {"pingpong": r["pingpong_gbps"] / ip,
                                                                             "stream": r["stream_gbps"] / ip}
                                                            for r in o["bandwidth"]}}
                      for name, o in res["ours"].items()}
-    with atomic_open(args.o) as f:
-        json.dump(res, f, indent=1)
+    run.write(res)
 
 
 if __name__ == "__main__":

@@ -49,5 +49,19 @@ def test_provenance_reads_what_a_record_holds(index):
     p = index.provenance({"machine": {"cpus": 2, "loadavg_before": ["3.75", "3.2", "4.4"]},
                           "started": "2026-11-23T10:49:38Z", "load_after": [3.886, 1.6, 0.7],
                           "x": {"provenance": {"git": {"revision": "9ce7cc3b1f55aca5603b873f47a76b01326b255c"}}}})
-    assert p == {"date": "2026-11-23 10:49", "commit": "9ce7cc3b1f", "load": "3.8 -> 3.9"}
-    assert index.provenance({"rows": []}) == {"date": "not recorded", "commit": "not recorded", "load": "not recorded"}
+    assert p == {"date": "2026-11-23 10:49", "commit": "9ce7cc3b1f", "load": "3.8 -> 3.9", "spare": "not recorded"}
+    assert index.provenance({"rows": []}) == {"date": "no provenance", "commit": "no provenance",
+                                              "load": "no provenance", "spare": "not recorded"}
+
+
+def test_provenance_reads_the_harness_block(index):
+    """A record written through clusterlab.bench.harness: the table reads its provenance block."""
+    block = {"format": 1, "date": "2026-11-28T18:20:12Z", "git": {"revision": "e3f1541242efabc5", "dirty": True},
+             "load_before": [1.06, 1.9, 3.2], "load_after": [2.44, 2.0, 3.1], "cpu_spare": 0.477,
+             "sched_autogroup": False}
+    p = index.provenance({"rows": [], "commit": "elsewhere", "provenance": block})
+    assert p == {"date": "2026-11-28 18:20", "commit": "e3f1541242 (dirty)", "load": "1.1 -> 2.4",
+                 "spare": "48%, autogroup off"}
+    p = index.provenance({"provenance": {**block, "git": {"revision": None}, "cpu_spare": None,
+                                         "sched_autogroup": True}})
+    assert p["commit"] == "not recorded" and p["spare"] == "not recorded, autogroup on"

@@ -1,0 +1,100 @@
+"""The harness of the root ``bench/*.py`` scripts (``clusterlab.bench.harness``): common options,
+the output checked before the work, the provenance block and the atomic write; and the scripts
+moved onto it keep a true ``--help`` and refuse a bad output path in one line, before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterlab.bench import harness
+
+ROOT = Path(__file__).resolve().parents[1]
+MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "fim.py", "first_call.py", "fuzz_parsers.py",
+         "generate.py", "hpa_block_size.py", "lists.py", "npb.py", "npb_verify.py", "packed_codec.py",
+         "parallel.py", "replay_compute_scaling.py", "seed000_sequential.py", "seed002_in_situ.py",
+         "seed002_phases.py", "sim_loss_fit.py", "sim_scale.py", "stream.py", "transport_pingpong.py")
+# positional arguments a script needs before its output is checked
+NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent")}
+
+
+def test_write_carries_the_provenance_block(tmp_path, capsys):
+    out = tmp_path / "sub" / "r.json"
+    ap = harness.parser("A benchmark.\n\nMore.", tmp_path / "default.json", repeat=("--runs", 3))
+    run = harness.start(ap, ["-o", str(out), "--runs", "2"], repeat_flag="--runs")
+    assert run.args.runs == 2 and ap.description == "A benchmark."
+    sum(i * i for i in range(200_000))  # some CPU for the counters
+    assert run.write({"rows": [1, 2]}) == out
+    doc = json.loads(out.read_text())
+    assert doc["rows"] == [1, 2]
+    p = doc["provenance"]
+    assert p["format"] == harness.FORMAT and p["date"].endswith("Z") and p["finished"] >= p["date"]
+    assert len(p["git"]["revision"]) == 40 and isinstance(p["git"]["dirty"], bool)
+    assert {"cpus", "kernel", "python"} <= set(p["machine"]) and p["machine"]["cpus"] >= 1
+    assert isinstance(p["sched_autogroup"], bool) and "sched_autogroup" not in p["machine"]
+    assert len(p["load_before"]) == 3 and len(p["load_after"]) == 3
+    assert p["cpu_spare"] is None or 0.0 <= p["cpu_spare"] <= 1.0
+    assert p["cpu_bound"] == (p["cpu_spare"] is not None and p["cpu_spare"] < 0.15)
+    assert p["argv"] == sys.argv
+    assert [f.name for f in out.parent.iterdir()] == ["r.json"]  # no temporary left
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_json_prints_the_record_and_progress_goes_to_stderr(tmp_path, capsys):
+    ap = harness.parser("B.", tmp_path / "r.json")
+    run = harness.start(ap, ["--json"])
+    run.say("progress")
+    run.write({"x": 1})
+    out, err = capsys.readouterr()
+    assert err == "progress\n"
+    assert json.loads(out) == json.loads((tmp_path / "r.json").read_text())
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-o", "/proc/x/r.json"], "--output /proc/x/r.json: cannot write in /proc"),
+    (["--runs", "0"], "--runs 0: at least 1"),
+])
+def test_bad_output_or_repetitions_is_one_line_exit_2(tmp_path, capsys, argv, message):
+    ap = harness.parser("C.", tmp_path / "r.json", repeat=("--runs", 3))
+    with pytest.raises(SystemExit) as ei:
+        harness.start(ap, argv, repeat_flag="--runs")
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.fixture(scope="module")
+def no_atheris(tmp_path_factory) -> Path:
+    """A PYTHONPATH entry where ``import atheris`` fails: bench/fuzz_parsers.py then skips
+    atheris's import instrumentation (seconds per start) and falls back to its own mutator."""
+    d = tmp_path_factory.mktemp("no_atheris")
+    (d / "atheris.py").write_text("raise ImportError('atheris disabled for this test')\n")
+    return d
+
+
+def _script(name: str, *argv: str, path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=f"{path}{os.pathsep}{ROOT / 'python'}")
+    return subprocess.run([sys.executable, str(ROOT / "bench" / name), *argv], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+@pytest.mark.parametrize("name", MOVED)
+def test_moved_scripts_help_and_bad_output(name, no_atheris):
+    r = _script(name, "--help", path=no_atheris)
+    assert r.returncode == 0, r.stderr
+    assert "-o OUTPUT, --output OUTPUT" in r.stdout and "--json" in r.stdout
+    assert "(default bench/results/" in " ".join(r.stdout.split())
+    r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json", path=no_atheris)
+    assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_moved_list_is_the_scripts_on_the_harness_and_bench_readme_names_them():
+    on = sorted(p.name for p in (ROOT / "bench").glob("*.py") if "harness.start(" in p.read_text())
+    assert on == sorted(MOVED)
+    readme = " ".join((ROOT / "bench" / "README.md").read_text().split())
+    assert "On the harness: " + ", ".join(f"`{n}`" for n in on) + "." in readme
