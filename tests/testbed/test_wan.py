@@ -83,6 +83,48 @@ def test_a_cell_line_checks_its_settings_and_says_what_it_emulates():
     assert "121.9 Mbit/s of IP at MTU 9000" in d, d
 
 
+def test_the_cell_lines_discard_policy_is_checked_and_reaches_the_line():
+    from clusterlab.cluster.testbed.wanline import line_settings
+
+    cells = dict(hosts=2, sites="1+1", rate="1Gbit", wan_rate="135Mbit", wan_cells=True, wan_queue="2000cells")
+    with pytest.raises(ConfigError, match=r"^wan_discard and wan_epd_threshold are the WAN cell line's \(wan_cells"):
+        StarTopo(hosts=2, sites="1+1", wan_discard="epd")
+    with pytest.raises(ConfigError, match="^wan_discard and wan_epd_threshold are the WAN cell line's: they need two"):
+        StarTopo(hosts=2, wan_discard="ppd")
+    with pytest.raises(ConfigError, match="^wan_discard must be one of none, ppd, epd, got 'red'"):
+        StarTopo(**cells, wan_discard="red")
+    with pytest.raises(ConfigError, match="^wan_epd_threshold goes with wan_discard='epd', not 'ppd'"):
+        StarTopo(**cells, wan_discard="ppd", wan_epd_threshold="10cells")
+    with pytest.raises(ConfigError, match=r"^wan_epd_threshold of 2001 cells: accepted 1..2000 \(the wan_queue\)"):
+        StarTopo(**cells, wan_discard="epd", wan_epd_threshold="2001cells")
+    with pytest.raises(ConfigError, match="^wan_discard='ppd' on a wan_shared line"):
+        StarTopo(**cells, wan_discard="ppd", wan_shared=True)
+    StarTopo(**cells, wan_discard="epd", wan_shared=True)
+    t = StarTopo(**cells, wan_discard="epd", dilation=2)
+    assert t.wan_epd_threshold_cells == 1000 and t.wan_arrival_rate_bps == 1e9
+    back = StarTopo.from_dict(t.to_dict())
+    assert back == StarTopo.from_dict(back.to_dict())
+    assert (back.wan_discard, back.wan_epd_threshold_cells) == ("epd", 1000)
+    s = line_settings(t)
+    assert (s["discard"], s["epd_threshold"], s["arrival_rate_bps"]) == ("epd", 1000, 0.5e9)
+    s = line_settings(StarTopo(**cells, wan_discard="ppd"))
+    assert (s["discard"], "epd_threshold" in s) == ("ppd", False)
+    # a shared line's cells enter at once; a slow site link's at the line's rate
+    assert line_settings(StarTopo(**cells, wan_shared=True))["arrival_rate_bps"] == 0
+    assert StarTopo(**{**cells, "rate": "100Mbit"}).wan_arrival_rate_bps == 135e6
+    assert "wan_discard" not in StarTopo(**cells).to_dict()
+
+
+def test_the_cli_refuses_a_discard_policy_without_cells(capsys):
+    from clusterlab.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["testbed", "up", "--hosts", "2", "--sites", "1+1", "--wan-discard", "ppd"])
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert e.value.code == 2 and len(lines) == 1, lines
+    assert "wan_discard and wan_epd_threshold are the WAN cell line's (wan_cells=True)" in lines[0], lines
+
+
 # --- the line for real (root) ----------------------------------------------------------------
 ECHO = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind((sys.argv[1],7))\n"
         "print('ready',flush=True)\nwhile True:\n d,a=s.recvfrom(9000);s.sendto(d,a)")
