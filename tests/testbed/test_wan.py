@@ -287,3 +287,30 @@ def test_a_cell_line_carries_a_job_at_its_cells_payload_rate(name):
     assert t["cells_in"][0] == t["cells_out"][0] + t["cells_dropped"][0], t
     assert t["frames_lost"][0] == t["drops"][0] > 0 and t["max_queue_cells"][0] == 2000, t
     assert 0 < t["cells_wasted"][0] <= 32 * t["frames_lost"][0] and t["cells_dropped"][0] > 0, t
+
+
+@pytest.mark.root
+def test_overdriven_the_cell_line_delivers_more_with_epd_than_plain_ubr(name):
+    """``bench/wan_cells.py``'s quick variant: 160 Mbit/s of UDP into a 135 Mbit/s cell line
+    (117.2 Mbit/s of UDP payload at MTU 1500) for 2 s. Plain UBR wastes cells of broken frames
+    and delivers less; PPD discards the rest of broken frames; EPD refuses whole frames, wastes
+    no cell and delivers nearly all the line carries (95.7 / 106.3 / 116.9 Mbit/s at load 4.5)."""
+    import shutil
+
+    from clusterlab.bench.wanline import offered_goodput
+
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 is not installed (make system-deps installs it)")
+    res = {}
+    for discard in ("none", "ppd", "epd"):
+        topo = StarTopo(hosts=2, sites="1+1", rate="1Gbit", mtu=1500, wan_cells=True, wan_queue="2000cells",
+                        wan_discard=discard)
+        res[discard] = offered_goodput(TestbedNetwork(topo, name=name), [160e6], seconds=2)
+    load = open("/proc/loadavg").read().split()[0]
+    none, ppd, epd = (res[d]["line"] for d in ("none", "ppd", "epd"))
+    good = {d: r["points"][0]["goodput_mbps"] for d, r in res.items()}
+    ideal = res["epd"]["ideal_mbps"]
+    assert none["cells_wasted"] > 0 and none["cells_discarded"] == 0, (none, load)
+    assert ppd["cells_discarded"] > 0 and ppd["cells_wasted"] < none["cells_wasted"], (ppd, none, load)
+    assert epd["cells_wasted"] == 0 and epd["cells_dropped"] == 0 and epd["cells_discarded"] > 0, (epd, load)
+    assert good["epd"] >= 0.85 * ideal and good["epd"] >= 1.05 * good["none"], (good, ideal, load)
