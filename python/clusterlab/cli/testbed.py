@@ -275,7 +275,8 @@ def status(name, as_json):
         if topo.get("sites"):
             wan = (f", sites {'+'.join(map(str, topo['sites']))}, WAN {topo['wan_rate_bps'] / 1e6:g} Mbit/s"
                    f"{' shared' if topo['wan_shared'] else ''}"
-                   f"{' of cells' if topo.get('wan_cells') else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way")
+                   f"{' of cells' if topo.get('wan_cells') else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way"
+                   + (f", discard {topo['wan_discard']}" if topo.get("wan_discard") else ""))
         click.echo(f"{d['name']}: {d['namespaces']} namespaces, {d.get('hosts', '?')} hosts, "
                    f"{topo.get('rate', '?')} links"
                    + (f" ({topo['host_rates'].replace(' ', ', ')})" if topo.get("host_rates") else "")
