@@ -184,6 +184,8 @@ RECORDS = (
            ("tune_buffers_rmem.png", "tune_buffers_fig5.png"), doc="docs/tune.md"),
     Record("wan.json", "the WAN delay line against issue 14's targets: rate, RTT, CPU, incremental CPU, idle RTT",
            f"sudo {PY} bench/wan.py", doc="docs/testbed.md"),
+    Record("wan_cells.json", "goodput through the WAN cell line vs offered UDP rate, discard none/PPD/EPD, MTU 1500 "
+           "and 9000", f"sudo nice -n 10 {PY} bench/wan_cells.py", doc="docs/atm.md"),
     Record("wan_overload.json", "the WAN line overloaded: UDP both ways at 40-100 Mbit/s each on the 135 Mbit/s line, delivered vs offered",
            f"sudo {PY} bench/wan.py --sweep-only -o bench/results/wan_overload.json", ("wan_overload.png",),
            doc="docs/testbed.md"),

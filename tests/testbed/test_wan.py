@@ -83,6 +83,48 @@ def test_a_cell_line_checks_its_settings_and_says_what_it_emulates():
     assert "121.9 Mbit/s of IP at MTU 9000" in d, d
 
 
+def test_the_cell_lines_discard_policy_is_checked_and_reaches_the_line():
+    from clusterlab.cluster.testbed.wanline import line_settings
+
+    cells = dict(hosts=2, sites="1+1", rate="1Gbit", wan_rate="135Mbit", wan_cells=True, wan_queue="2000cells")
+    with pytest.raises(ConfigError, match=r"^wan_discard and wan_epd_threshold are the WAN cell line's \(wan_cells"):
+        StarTopo(hosts=2, sites="1+1", wan_discard="epd")
+    with pytest.raises(ConfigError, match="^wan_discard and wan_epd_threshold are the WAN cell line's: they need two"):
+        StarTopo(hosts=2, wan_discard="ppd")
+    with pytest.raises(ConfigError, match="^wan_discard must be one of none, ppd, epd, got 'red'"):
+        StarTopo(**cells, wan_discard="red")
+    with pytest.raises(ConfigError, match="^wan_epd_threshold goes with wan_discard='epd', not 'ppd'"):
+        StarTopo(**cells, wan_discard="ppd", wan_epd_threshold="10cells")
+    with pytest.raises(ConfigError, match=r"^wan_epd_threshold of 2001 cells: accepted 1..2000 \(the wan_queue\)"):
+        StarTopo(**cells, wan_discard="epd", wan_epd_threshold="2001cells")
+    with pytest.raises(ConfigError, match="^wan_discard='ppd' on a wan_shared line"):
+        StarTopo(**cells, wan_discard="ppd", wan_shared=True)
+    StarTopo(**cells, wan_discard="epd", wan_shared=True)
+    t = StarTopo(**cells, wan_discard="epd", dilation=2)
+    assert t.wan_epd_threshold_cells == 1000 and t.wan_arrival_rate_bps == 1e9
+    back = StarTopo.from_dict(t.to_dict())
+    assert back == StarTopo.from_dict(back.to_dict())
+    assert (back.wan_discard, back.wan_epd_threshold_cells) == ("epd", 1000)
+    s = line_settings(t)
+    assert (s["discard"], s["epd_threshold"], s["arrival_rate_bps"]) == ("epd", 1000, 0.5e9)
+    s = line_settings(StarTopo(**cells, wan_discard="ppd"))
+    assert (s["discard"], "epd_threshold" in s) == ("ppd", False)
+    # a shared line's cells enter at once; a slow site link's at the line's rate
+    assert line_settings(StarTopo(**cells, wan_shared=True))["arrival_rate_bps"] == 0
+    assert StarTopo(**{**cells, "rate": "100Mbit"}).wan_arrival_rate_bps == 135e6
+    assert "wan_discard" not in StarTopo(**cells).to_dict()
+
+
+def test_the_cli_refuses_a_discard_policy_without_cells(capsys):
+    from clusterlab.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["testbed", "up", "--hosts", "2", "--sites", "1+1", "--wan-discard", "ppd"])
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert e.value.code == 2 and len(lines) == 1, lines
+    assert "wan_discard and wan_epd_threshold are the WAN cell line's (wan_cells=True)" in lines[0], lines
+
+
 # --- the line for real (root) ----------------------------------------------------------------
 ECHO = ("import socket,sys\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind((sys.argv[1],7))\n"
         "print('ready',flush=True)\nwhile True:\n d,a=s.recvfrom(9000);s.sendto(d,a)")
@@ -245,3 +287,30 @@ def test_a_cell_line_carries_a_job_at_its_cells_payload_rate(name):
     assert t["cells_in"][0] == t["cells_out"][0] + t["cells_dropped"][0], t
     assert t["frames_lost"][0] == t["drops"][0] > 0 and t["max_queue_cells"][0] == 2000, t
     assert 0 < t["cells_wasted"][0] <= 32 * t["frames_lost"][0] and t["cells_dropped"][0] > 0, t
+
+
+@pytest.mark.root
+def test_overdriven_the_cell_line_delivers_more_with_epd_than_plain_ubr(name):
+    """``bench/wan_cells.py``'s quick variant: 160 Mbit/s of UDP into a 135 Mbit/s cell line
+    (117.2 Mbit/s of UDP payload at MTU 1500) for 2 s. Plain UBR wastes cells of broken frames
+    and delivers less; PPD discards the rest of broken frames; EPD refuses whole frames, wastes
+    no cell and delivers nearly all the line carries (95.7 / 106.3 / 116.9 Mbit/s at load 4.5)."""
+    import shutil
+
+    from clusterlab.bench.wanline import offered_goodput
+
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 is not installed (make system-deps installs it)")
+    res = {}
+    for discard in ("none", "ppd", "epd"):
+        topo = StarTopo(hosts=2, sites="1+1", rate="1Gbit", mtu=1500, wan_cells=True, wan_queue="2000cells",
+                        wan_discard=discard)
+        res[discard] = offered_goodput(TestbedNetwork(topo, name=name), [160e6], seconds=2)
+    load = open("/proc/loadavg").read().split()[0]
+    none, ppd, epd = (res[d]["line"] for d in ("none", "ppd", "epd"))
+    good = {d: r["points"][0]["goodput_mbps"] for d, r in res.items()}
+    ideal = res["epd"]["ideal_mbps"]
+    assert none["cells_wasted"] > 0 and none["cells_discarded"] == 0, (none, load)
+    assert ppd["cells_discarded"] > 0 and ppd["cells_wasted"] < none["cells_wasted"], (ppd, none, load)
+    assert epd["cells_wasted"] == 0 and epd["cells_dropped"] == 0 and epd["cells_discarded"] > 0, (epd, load)
+    assert good["epd"] >= 0.85 * ideal and good["epd"] >= 1.05 * good["none"], (good, ideal, load)

@@ -12,22 +12,33 @@
 //! Romanow's point). The lost cells include the frame's last (end of message), so, as at a
 //! switch port of [`crate::cell`], the receiver cannot tell where the frame ended and the next
 //! frame of that direction dies with it (all its cells used the line). A frame that finds the
-//! queue full loses every cell and leaves no trace at the receiver. No discard policy (plain
-//! UBR). `shared`: both directions draw from one cell stream and one queue (each keeps its own
-//! VC, so its own reassembly).
+//! queue full loses every cell and leaves no trace at the receiver. `shared`: both directions
+//! draw from one cell stream and one queue (each keeps its own VC, so its own reassembly).
+//!
+//! `arrival_rate_bps` (0: at once, as above): the frame's cells instead enter the queue one per
+//! cell time of that rate (at least the line's), from when the frame was offered or its
+//! direction's previous frame finished entering, as from a faster access link; the queue drains
+//! meanwhile. Not with `shared` (the two directions' cells would interleave in time).
+//!
+//! `discard`, as at a switch port ([`crate::cell`]): `None` (plain UBR); `Ppd` (a frame that lost
+//! a cell has its remaining cells discarded but the last, which closes the frame at the receiver
+//! if it finds room); `Epd { threshold }` (a frame whose first cell finds `threshold` cells or
+//! more queued is refused whole, none of its cells sent; one accepted and then overflowing is
+//! treated as by PPD). With cells arriving at once PPD's last cell finds the queue as full as the
+//! cell that was lost, so PPD only differs from UBR with `arrival_rate_bps`.
 //!
 //! ```
 //! use clusterlab_atm::line::{CellLine, CellLineConfig};
 //! use clusterlab_wan::Verdict;
 //! // 53 bytes per 1 us (424 Mbit/s of cells), 100 us delay, room for 40 cells.
-//! let mut l = CellLine::new(CellLineConfig { cell_rate_bps: 424e6, delay_ns: 100_000, limit_cells: 40, shared: false }).unwrap();
+//! let mut l = CellLine::new(CellLineConfig::new(424e6, 100_000, 40, false)).unwrap();
 //! // A 1514-byte Ethernet frame: IP 1500 + LLC/SNAP 8 + trailer 8 = 1516 bytes, 32 cells.
 //! assert_eq!(l.offer(0, 1514, 0), Verdict::Deliver(32_000 + 100_000));
 //! assert_eq!(l.offer(0, 1514, 0), Verdict::Drop); // 8 cells get in, 24 are lost
 //! assert_eq!((l.stats(0).frames_lost, l.stats(0).cells_wasted, l.stats(0).cells_dropped), (1, 8, 24));
 //! ```
 
-use crate::cell::{cells_for, PortStats, SwitchConfig, CELL_BYTES, LLC_SNAP};
+use crate::cell::{cells_for, Discard, PortStats, SwitchConfig, CELL_BYTES, LLC_SNAP};
 use clusterlab_wan::{LineConfig, Model, Verdict};
 
 /// An Ethernet header (no FCS): what the testbed's frames carry in front of the IP packet.
@@ -46,20 +57,42 @@ pub fn frame_cells(len: usize) -> u32 {
 }
 
 /// What to emulate: the cell stream's rate (bit/s of 53-byte cells), one-way delay, the queue
-/// per direction in cells, and whether both directions share one stream and one queue.
+/// per direction in cells, whether both directions share one stream and one queue, the rate at
+/// which a frame's cells enter the queue (0: at once) and the discard policy.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CellLineConfig {
     pub cell_rate_bps: f64,
     pub delay_ns: u64,
     pub limit_cells: u32,
     pub shared: bool,
+    pub arrival_rate_bps: f64,
+    pub discard: Discard,
 }
 
 impl CellLineConfig {
+    /// Plain UBR, cells entering at once.
+    pub fn new(cell_rate_bps: f64, delay_ns: u64, limit_cells: u32, shared: bool) -> CellLineConfig {
+        CellLineConfig { cell_rate_bps, delay_ns, limit_cells, shared, arrival_rate_bps: 0.0, discard: Discard::None }
+    }
+
     /// Why this line cannot be emulated, or None (rate and delay as the byte line accepts them).
     pub fn why_not(&self) -> Option<String> {
         if self.limit_cells == 0 {
             return Some("queue limit of 0 cells: accepted at least 1".into());
+        }
+        if let Discard::Epd { threshold } = self.discard {
+            if threshold == 0 || threshold > self.limit_cells {
+                return Some(format!("EPD threshold {threshold} cells: accepted 1..{} (the queue)", self.limit_cells));
+            }
+        }
+        if self.arrival_rate_bps != 0.0 {
+            if self.shared {
+                return Some("cells arriving at a rate on a shared line: not modelled (accepted at once, 0)".into());
+            }
+            if !(self.arrival_rate_bps.is_finite() && self.arrival_rate_bps >= self.cell_rate_bps) {
+                return Some(format!("arrival rate {} bit/s: accepted 0 (at once) or at least the line's {} bit/s",
+                                    self.arrival_rate_bps, self.cell_rate_bps));
+            }
         }
         LineConfig { rate_bps: self.cell_rate_bps, delay_ns: self.delay_ns, limit_bytes: 64, shared: self.shared }
             .why_not()
@@ -70,8 +103,12 @@ impl CellLineConfig {
 pub struct CellLine {
     cfg: CellLineConfig,
     cell_ps: u128,
+    /// Spacing of a frame's cells entering the queue (ps; 0: at once).
+    arrival_ps: u128,
     /// When each lane's last accepted cell has left (ps); index 0 only when shared.
     busy: [u128; 2],
+    /// Per direction: when the previous frame's last cell entered (ps).
+    in_free: [u128; 2],
     /// Per direction: the last frame's end-of-message cell was lost (its cells wait at the
     /// receiver for one), so the next frame is lost with it.
     eom_lost: [bool; 2],
@@ -84,7 +121,17 @@ impl CellLine {
             return Err(why);
         }
         let cell_ps = SwitchConfig::cell_ps_at(cfg.cell_rate_bps) as u128;
-        Ok(CellLine { cfg, cell_ps, busy: [0; 2], eom_lost: [false; 2], stats: [PortStats::default(); 2] })
+        let arrival_ps =
+            if cfg.arrival_rate_bps == 0.0 { 0 } else { SwitchConfig::cell_ps_at(cfg.arrival_rate_bps) as u128 };
+        Ok(CellLine {
+            cfg,
+            cell_ps,
+            arrival_ps,
+            busy: [0; 2],
+            in_free: [0; 2],
+            eom_lost: [false; 2],
+            stats: [PortStats::default(); 2],
+        })
     }
 
     pub fn config(&self) -> CellLineConfig {
@@ -113,10 +160,13 @@ impl CellLine {
 
     /// Cells waiting for (or on) the line of direction `dir` at `now` (ns).
     pub fn queue_cells(&self, dir: usize, now: u64) -> u32 {
-        let now = now as u128 * 1000;
-        let b = self.busy[self.lane(dir)];
-        if b > now {
-            (b - now).div_ceil(self.cell_ps).min(u32::MAX as u128) as u32
+        self.queue_at(self.lane(dir), now as u128 * 1000)
+    }
+
+    fn queue_at(&self, lane: usize, t_ps: u128) -> u32 {
+        let b = self.busy[lane];
+        if b > t_ps {
+            (b - t_ps).div_ceil(self.cell_ps).min(u32::MAX as u128) as u32
         } else {
             0
         }
@@ -126,14 +176,43 @@ impl CellLine {
     pub fn offer(&mut self, dir: usize, len: usize, now: u64) -> Verdict {
         let (d, lane) = (dir & 1, self.lane(dir));
         let n = frame_cells(len);
-        let q = self.queue_cells(dir, now);
-        let took = n.min(self.cfg.limit_cells.saturating_sub(q));
-        if took > 0 {
-            let start = self.busy[lane].max(now as u128 * 1000);
-            self.busy[lane] = start + took as u128 * self.cell_ps;
+        let now_ps = now as u128 * 1000;
+        let start = if self.arrival_ps == 0 { now_ps } else { now_ps.max(self.in_free[d]) };
+        self.in_free[d] = start + n as u128 * self.arrival_ps;
+        let limit = self.cfg.limit_cells;
+        let (mut took, mut dropped, mut discarded, mut eom_sent, mut maxq) = (0u32, 0u32, 0u32, false, 0u32);
+        let mut state = State::Whole;
+        for j in 0..n {
+            let t = start + j as u128 * self.arrival_ps;
+            let q = self.queue_at(lane, t);
+            let last = j + 1 == n;
+            let take = match state {
+                State::Refused => false,
+                State::Dropping => last,
+                State::Whole => match self.cfg.discard {
+                    Discard::Epd { threshold } if j == 0 && q >= threshold => {
+                        state = State::Refused;
+                        false
+                    }
+                    _ => true,
+                },
+            };
+            if !take {
+                discarded += 1;
+            } else if q < limit {
+                self.busy[lane] = self.busy[lane].max(t) + self.cell_ps;
+                took += 1;
+                eom_sent |= last;
+                maxq = maxq.max(q + 1);
+            } else {
+                dropped += 1;
+                if self.cfg.discard != Discard::None {
+                    state = State::Dropping;
+                }
+            }
         }
         let lost = took < n || self.eom_lost[d];
-        if took == n {
+        if eom_sent {
             self.eom_lost[d] = false; // an end of message closes what the receiver held
         } else if took > 0 {
             self.eom_lost[d] = true;
@@ -142,8 +221,9 @@ impl CellLine {
         st.frames_in += 1;
         st.cells_in += n as u64;
         st.cells_out += took as u64;
-        st.cells_dropped += (n - took) as u64;
-        st.max_queue_cells = st.max_queue_cells.max(q + took);
+        st.cells_dropped += dropped as u64;
+        st.cells_discarded += discarded as u64;
+        st.max_queue_cells = st.max_queue_cells.max(maxq);
         if lost {
             st.frames_lost += 1;
             st.cells_wasted += took as u64;
@@ -153,6 +233,15 @@ impl CellLine {
             Verdict::Deliver(self.busy[lane].div_ceil(1000) as u64 + self.cfg.delay_ns)
         }
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Whole,
+    /// Lost a cell: PPD (and EPD) discard the rest but the last.
+    Dropping,
+    /// EPD refused it at its first cell.
+    Refused,
 }
 
 impl Model for CellLine {
@@ -176,7 +265,7 @@ mod tests {
     use clusterlab_wan::Line;
 
     fn cfg(rate: f64, delay: u64, limit: u32, shared: bool) -> CellLineConfig {
-        CellLineConfig { cell_rate_bps: rate, delay_ns: delay, limit_cells: limit, shared }
+        CellLineConfig::new(rate, delay, limit, shared)
     }
 
     fn deliver(v: Verdict) -> u64 {
@@ -301,5 +390,39 @@ mod tests {
         assert_eq!(deliver(l.offer(0, 1514, 100_000)), 132_000); // direction 0's VC is intact
         assert_eq!(l.offer(1, 60, 200_000), Verdict::Drop); // direction 1's next frame dies with its last
         assert_eq!((l.stats(0).frames_lost, l.stats(1).frames_lost, l.stats(1).cells_wasted), (0, 2, 31));
+    }
+
+    #[test]
+    fn overdriven_from_a_faster_link_epd_keeps_the_line_useful_and_ppd_saves_cells() {
+        // 1.5x the line's cells arriving at 4x its rate (a 9014-byte frame every 2/3 of its line
+        // time) into 400 cells. Plain UBR: once the queue is full every frame loses cells and the
+        // line carries only cells of dead frames. PPD discards the rest of each broken frame
+        // (one cell lost to the full queue per frame, the rest discarded), but a steady stream
+        // refills the queue with the next frame's first cells before the frame can fit, so it
+        // delivers no more and the line is as busy with dead cells. EPD refuses whole frames and
+        // delivers what the line can carry.
+        let run = |discard| {
+            let c = CellLineConfig { arrival_rate_bps: 4.0 * 424e6, discard, ..cfg(424e6, 0, 400, false) };
+            let mut l = CellLine::new(c).unwrap();
+            let mut now = 0u64;
+            while now < 100_000_000 {
+                l.offer(0, 9014, now);
+                now += 188_000 * 2 / 3;
+            }
+            let s = l.stats(0);
+            assert_eq!(s.cells_in, s.cells_out + s.cells_dropped + s.cells_discarded, "{s:?}");
+            assert_eq!(s.cells_out, 188 * s.frames_delivered + s.cells_wasted, "{s:?}");
+            (s.frames_delivered as f64 * 188.0 / 100_000.0, s) // share of the line's cell times
+        };
+        let ((none, n), (ppd, p), (epd, e)) = (run(Discard::None), run(Discard::Ppd), run(Discard::Epd { threshold: 200 }));
+        assert!(none < 0.02 && ppd == none && epd > 0.95, "{none} {ppd} {epd}");
+        assert!(p.cells_dropped == p.frames_lost && p.cells_discarded > 0 && n.cells_discarded == 0, "{p:?} {n:?}");
+        assert_eq!((e.cells_wasted, e.cells_dropped), (0, 0), "{e:?}");
+        // Cells entering at once: PPD's last cell finds the queue as full as the lost one did.
+        let at_once = |discard| {
+            let mut l = CellLine::new(CellLineConfig { discard, ..cfg(424e6, 0, 400, false) }).unwrap();
+            (0..500u64).map(|k| l.offer(0, 9014, k * 125_000)).collect::<Vec<_>>()
+        };
+        assert_eq!(at_once(Discard::None), at_once(Discard::Ppd));
     }
 }

@@ -2,9 +2,12 @@
 //! queued with its own departure time (the queue holds the cells not yet gone), and each
 //! direction's receiver doing AAL5 reassembly for real: it collects cells until one that ends a
 //! frame, and the collected PDU is good only if it is exactly every cell of that one frame.
-//! Random lines (shared or not), frame sizes and arrival patterns, light load to heavy overload.
+//! Random lines (shared or not), frame sizes and arrival patterns, light load to heavy overload,
+//! cells entering at once or one per cell time of a faster access link, and each discard
+//! policy: PPD (after a lost cell, only the frame's last cell is still offered) and EPD (a frame
+//! whose first cell finds the threshold or more queued is refused, none of its cells queued).
 
-use clusterlab_atm::cell::PortStats;
+use clusterlab_atm::cell::{Discard, PortStats};
 use clusterlab_atm::line::{frame_cells, CellLine, CellLineConfig};
 use clusterlab_wan::Verdict;
 use rand::{Rng, SeedableRng};
@@ -17,28 +20,48 @@ type Cell = (usize, u32, u32);
 /// Per offer: delivered at (ns) or lost; per direction the counters.
 fn reference(cfg: CellLineConfig, offers: &[(usize, usize, u64)]) -> (Vec<Option<u64>>, [PortStats; 2]) {
     let cell_ps = (53.0 * 8.0 * 1e12 / cfg.cell_rate_bps).round() as u128;
+    let arrival_ps =
+        if cfg.arrival_rate_bps == 0.0 { 0 } else { (53.0 * 8.0 * 1e12 / cfg.arrival_rate_bps).round() as u128 };
     let mut queues: [VecDeque<u128>; 2] = [VecDeque::new(), VecDeque::new()]; // departures (ps) of queued cells
     let mut last: [u128; 2] = [0; 2];
+    let mut entered: [u128; 2] = [0; 2]; // per direction: when its previous frame's last cell entered
     let mut rx: [Vec<Cell>; 2] = [Vec::new(), Vec::new()]; // cells a receiver holds
     let mut fate: Vec<Option<u64>> = vec![None; offers.len()];
     let mut stats = [PortStats::default(); 2];
     for (k, &(dir, len, now)) in offers.iter().enumerate() {
         let lane = if cfg.shared { 0 } else { dir };
-        let now_ps = now as u128 * 1000;
-        let q = &mut queues[lane];
-        while q.front().is_some_and(|&d| d <= now_ps) {
-            q.pop_front();
-        }
         let n = frame_cells(len);
-        let st = &mut stats[dir];
-        st.frames_in += 1;
+        let mut t = now as u128 * 1000;
+        if arrival_ps > 0 {
+            t = t.max(entered[dir]);
+        }
+        let (mut lost_one, mut refused) = (false, false);
+        stats[dir].frames_in += 1;
         for j in 0..n {
+            let q = &mut queues[lane];
+            while q.front().is_some_and(|&d| d <= t) {
+                q.pop_front();
+            }
+            let st = &mut stats[dir];
             st.cells_in += 1;
-            if q.len() as u32 >= cfg.limit_cells {
-                st.cells_dropped += 1;
+            let arrives = t;
+            t += arrival_ps;
+            if j == 0 {
+                if let Discard::Epd { threshold } = cfg.discard {
+                    refused = q.len() as u32 >= threshold;
+                }
+            }
+            let policy_drops = refused || (lost_one && cfg.discard != Discard::None && j != n - 1);
+            if policy_drops {
+                st.cells_discarded += 1;
                 continue;
             }
-            let d = last[lane].max(now_ps) + cell_ps;
+            if q.len() as u32 >= cfg.limit_cells {
+                st.cells_dropped += 1;
+                lost_one = true;
+                continue;
+            }
+            let d = last[lane].max(arrives) + cell_ps;
             last[lane] = d;
             q.push_back(d);
             st.cells_out += 1;
@@ -58,6 +81,7 @@ fn reference(cfg: CellLineConfig, offers: &[(usize, usize, u64)]) -> (Vec<Option
                 }
             }
         }
+        entered[dir] = t;
     }
     for (dir, st) in stats.iter_mut().enumerate() {
         let ks: Vec<usize> = (0..offers.len()).filter(|&k| offers[k].0 == dir).collect();
@@ -73,12 +97,22 @@ fn reference(cfg: CellLineConfig, offers: &[(usize, usize, u64)]) -> (Vec<Option
 fn the_cell_line_matches_a_brute_force_reassembler() {
     let mut rng = ChaCha8Rng::seed_from_u64(23);
     let (mut lossless, mut wasteful) = (0, 0);
-    for case in 0..400 {
+    let mut discarded = [0u32; 3]; // cases where the policy threw cells away, per policy
+    for case in 0..600 {
+        let limit_cells = rng.gen_range(1..600);
+        let cell_rate_bps = [424e6, 135e6, 149.76e6, 1e6][case % 4];
+        let shared = rng.gen_bool(0.3);
         let cfg = CellLineConfig {
-            cell_rate_bps: [424e6, 135e6, 149.76e6, 1e6][case % 4],
+            cell_rate_bps,
             delay_ns: rng.gen_range(0..10_000_000),
-            limit_cells: rng.gen_range(1..600),
-            shared: rng.gen_bool(0.3),
+            limit_cells,
+            shared,
+            arrival_rate_bps: if shared || rng.gen_bool(0.3) { 0.0 } else { cell_rate_bps * rng.gen_range(1.0..8.0) },
+            discard: match case % 3 {
+                0 => Discard::None,
+                1 => Discard::Ppd,
+                _ => Discard::Epd { threshold: rng.gen_range(1..=limit_cells) },
+            },
         };
         let cell_ns = 53.0 * 8.0 * 1e9 / cfg.cell_rate_bps;
         // Offered load from a tenth to 3x the line (in cells), frames of 60..9194 bytes.
@@ -110,8 +144,11 @@ fn the_cell_line_matches_a_brute_force_reassembler() {
         }
         let s = [line.stats(0), line.stats(1)];
         lossless += (s[0].frames_lost + s[1].frames_lost == 0) as u32;
+        discarded[case % 3] += (s[0].cells_discarded + s[1].cells_discarded > 0) as u32;
         wasteful += (s[0].cells_wasted + s[1].cells_wasted > 0) as u32;
     }
-    // The cases cover both: lines that lose nothing and lines that waste cells (46 and 354 of 400).
+    // The cases cover both: lines that lose nothing and lines that waste cells; PPD and EPD lines
+    // that discard cells (UBR never does).
     assert!(lossless >= 40 && wasteful >= 100, "{lossless} lossless, {wasteful} wasting cells");
+    assert!(discarded[0] == 0 && discarded[1] >= 30 && discarded[2] >= 30, "{discarded:?}");
 }

@@ -1,6 +1,7 @@
 //! The WAN delay line (clusterlab-wan): run it in the calling thread with the GIL released
 //! until the watched descriptor closes. The testbed starts it in the router namespace.
 
+use clusterlab_atm::cell::Discard;
 use clusterlab_atm::{CellLine, CellLineConfig};
 use clusterlab_wan::run::{run, run_model, Control, RunConfig};
 use clusterlab_wan::LineConfig;
@@ -16,20 +17,33 @@ use std::sync::atomic::AtomicBool;
 /// `limit_cells` given: the line carries AAL5 cells (clusterlab-atm's `CellLine`): `rate_bps` is
 /// the rate of its 53-byte cells, its queue `limit_cells` cells (`limit_bytes` unused), and the
 /// totals add per direction frames_lost, cells_in, cells_out, cells_dropped, cells_wasted
-/// (cells of lost frames that used the line) and max_queue_cells.
+/// (cells of lost frames that used the line), cells_discarded (by the discard policy) and
+/// max_queue_cells. With cells, `discard` is `none`, `ppd` or `epd` (`epd_threshold` cells), and
+/// `arrival_rate_bps` the rate at which a frame's cells enter the queue (0: at once).
 #[pyfunction]
 #[pyo3(signature = (iface_a, iface_b, rate_bps, delay_ns, limit_bytes, shared=false, trace_path=None,
-                    interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true, limit_cells=None))]
+                    interval_ns=100_000_000, watch_fd=-1, ready_fd=-1, realtime=true, limit_cells=None,
+                    discard="none", epd_threshold=0, arrival_rate_bps=0.0))]
 #[allow(clippy::too_many_arguments)]
 fn wan_delay_line<'py>(py: Python<'py>, iface_a: String, iface_b: String, rate_bps: f64, delay_ns: u64,
                        limit_bytes: u64, shared: bool, trace_path: Option<String>, interval_ns: u64, watch_fd: i32,
-                       ready_fd: i32, realtime: bool, limit_cells: Option<u32>) -> PyResult<Bound<'py, PyDict>> {
+                       ready_fd: i32, realtime: bool, limit_cells: Option<u32>, discard: &str, epd_threshold: u32,
+                       arrival_rate_bps: f64) -> PyResult<Bound<'py, PyDict>> {
+    let discard = match discard {
+        "none" => Discard::None,
+        "ppd" => Discard::Ppd,
+        "epd" => Discard::Epd { threshold: epd_threshold },
+        other => return Err(PyValueError::new_err(format!("discard {other:?}: accepted none, ppd, epd"))),
+    };
+    if limit_cells.is_none() && discard != Discard::None {
+        return Err(PyValueError::new_err("discard is the cell line's: give limit_cells"));
+    }
     let control = Control { trace_path, interval_ns, watch_fd, ready_fd, realtime };
     let ifaces = [iface_a, iface_b];
     let stop = AtomicBool::new(false);
     let mut cells = None;
     let t = if let Some(limit_cells) = limit_cells {
-        let mut line = CellLine::new(CellLineConfig { cell_rate_bps: rate_bps, delay_ns, limit_cells, shared })
+        let mut line = CellLine::new(CellLineConfig { arrival_rate_bps, discard, ..CellLineConfig::new(rate_bps, delay_ns, limit_cells, shared) })
             .map_err(PyValueError::new_err)?;
         let t = py.detach(|| run_model(&ifaces, &control, &mut line, &stop)).map_err(|e| PyOSError::new_err(e.to_string()))?;
         cells = Some([line.stats(0), line.stats(1)]);
@@ -49,6 +63,7 @@ fn wan_delay_line<'py>(py: Python<'py>, iface_a: String, iface_b: String, rate_b
         d.set_item("cells_out", s.map(|s| s.cells_out).to_vec())?;
         d.set_item("cells_dropped", s.map(|s| s.cells_dropped).to_vec())?;
         d.set_item("cells_wasted", s.map(|s| s.cells_wasted).to_vec())?;
+        d.set_item("cells_discarded", s.map(|s| s.cells_discarded).to_vec())?;
         d.set_item("max_queue_cells", s.map(|s| s.max_queue_cells).to_vec())?;
     }
     d.set_item("packets", t.packets.to_vec())?;

@@ -68,6 +68,12 @@ def wan_options(f):
         click.option("--wan-cells", is_flag=True, help="The WAN line carries AAL5 cells of 53 bytes: --wan-rate "
                      "is its cells' rate, the queue counts cells, a frame is lost whole when one of its cells "
                      "finds the queue full (its other cells still use the line)."),
+        click.option("--wan-discard", type=click.Choice(["none", "ppd", "epd"]), default="none", show_default=True,
+                     help="With --wan-cells: the line's discard policy, none (plain UBR), ppd (partial packet "
+                          "discard; not with --wan-shared) or epd (early packet discard)."),
+        click.option("--wan-epd-threshold", default=None,
+                     help="With --wan-discard epd: refuse new frames at this many queued cells or more (default: "
+                          "half the queue), e.g. 2500cells."),
     ]):
         f = opt(f)
     return f
@@ -76,7 +82,7 @@ def wan_options(f):
 def make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch="bridge", discard="none",
               epd_threshold=None, host_rates=(), loss=(), loss_seed=1, **wan):
     """The topology; ``wan``: ``sites``, ``wan_rate``, ``wan_delay``, ``wan_queue``, ``wan_shared``,
-    ``wan_cells`` (unused without ``sites``, but checked all the same; ``wan_cells`` without
+    ``wan_cells``, ``wan_discard``, ``wan_epd_threshold`` (unused without ``sites``, but checked all the same; ``wan_cells`` without
     ``sites`` is refused); ``host_rates``: ``--host-rate`` values; ``loss``: ``--loss`` values."""
     from clusterlab.cluster.testbed import StarTopo
 
@@ -113,7 +119,8 @@ def testbed():
 @transport_options(testbed_knobs=True, seed=("--seed",), nodelay=False)
 @click.option("--json", "as_json", is_flag=True)
 def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, epd_threshold, host_queue, mtu, dilation,
-       storage, no_rps, offloads, sites, wan_rate, wan_delay, wan_queue, wan_shared, wan_cells, transport, as_json):
+       storage, no_rps, offloads, sites, wan_rate, wan_delay, wan_queue, wan_shared, wan_cells, wan_discard,
+       wan_epd_threshold, transport, as_json):
     """Bring a testbed up and leave it running (take it down with ``down``).
 
     \b
@@ -126,6 +133,7 @@ def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, 
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-delay 6ms --name wan
       clusterlab testbed up --hosts 8 --rate 100Mbit --sites 4+4 --wan-rate 135Mbit --wan-shared --name atm67
       clusterlab testbed up --hosts 8 --rate 1Gbit --sites 4+4 --wan-rate 135Mbit --wan-cells --name cells
+      clusterlab testbed up --hosts 8 --rate 1Gbit --sites 4+4 --wan-cells --wan-discard epd --name epd
       clusterlab testbed up --hosts 16 --rate 155.52Mbit --switch atm --buffer 1000cells --discard none --name atm
       clusterlab testbed up --hosts 4 --rate 155Mbit --host-rate h3=15.5Mbit --name slow
       clusterlab testbed up --hosts 4 --rate 155.52Mbit --switch atm --loss h3:0.02% --name lossy
@@ -139,7 +147,8 @@ def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, 
         check_name(name)
     topo = make_topo(hosts, rate, buffer, host_queue, mtu, dilation, storage, switch, discard, epd_threshold,
                      host_rates, loss, loss_seed, sites=sites, wan_rate=wan_rate, wan_delay=wan_delay, wan_queue=wan_queue,
-                     wan_shared=wan_shared, wan_cells=wan_cells)
+                     wan_shared=wan_shared, wan_cells=wan_cells, wan_discard=wan_discard,
+                     wan_epd_threshold=wan_epd_threshold)
     config = TransportConfig.parse(transport, place="testbed")
     tb = TestbedNetwork(topo, name=name, transport=config, rps=not no_rps, offloads_off=not offloads, keep=True).up()
     info = {"name": tb.name, "hosts": len(tb.hosts), "seconds": round(tb.timings["up"], 3),
@@ -159,7 +168,9 @@ def up(hosts, name, rate, switch, host_rates, loss, loss_seed, buffer, discard, 
                        f"{topo.frame_loss(i):.2%}), seed {topo.loss_seed}")
         if topo.has_wan:
             queue = (f"{topo.wan_queue_cells}-cell queue, AAL5 cells of 53 bytes ({topo.wan_ip_rate_bps() / 1e6:.1f} "
-                     f"Mbit/s of IP at MTU {topo.mtu})" if topo.wan_cells else f"{topo.wan_queue_bytes} B queue")
+                     f"Mbit/s of IP at MTU {topo.mtu}), discard {topo.wan_discard}"
+                     + (f" at {topo.wan_epd_threshold_cells} cells" if topo.wan_discard == "epd" else "")
+                     if topo.wan_cells else f"{topo.wan_queue_bytes} B queue")
             click.echo(f"sites {'+'.join(map(str, topo.site_sizes))} joined by a WAN line: {topo.wan_rate} "
                        f"{'shared by both directions' if topo.wan_shared else 'per direction'}, "
                        f"{topo.wan_delay} one way, {queue}")
@@ -264,7 +275,8 @@ def status(name, as_json):
         if topo.get("sites"):
             wan = (f", sites {'+'.join(map(str, topo['sites']))}, WAN {topo['wan_rate_bps'] / 1e6:g} Mbit/s"
                    f"{' shared' if topo['wan_shared'] else ''}"
-                   f"{' of cells' if topo.get('wan_cells') else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way")
+                   f"{' of cells' if topo.get('wan_cells') else ''} {topo['wan_delay_seconds'] * 1e3:g} ms one way"
+                   + (f", discard {topo['wan_discard']}" if topo.get("wan_discard") else ""))
         click.echo(f"{d['name']}: {d['namespaces']} namespaces, {d.get('hosts', '?')} hosts, "
                    f"{topo.get('rate', '?')} links"
                    + (f" ({topo['host_rates'].replace(' ', ', ')})" if topo.get("host_rates") else "")

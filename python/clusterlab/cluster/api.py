@@ -238,7 +238,7 @@ class Testbed:
     # The topology's settings a study varies by name (StarTopo's own fields; its dilation is
     # the study's ``prefer_dilation``), then the cluster's own.
     TOPO_SETTINGS = ("hosts", "rate", "buffer", "host_queue", "mtu", "sites", "wan_rate", "wan_delay", "wan_queue",
-                     "wan_shared", "wan_cells", "switch", "discard", "epd_threshold", "host_rates", "loss",
+                     "wan_shared", "wan_cells", "wan_discard", "wan_epd_threshold", "switch", "discard", "epd_threshold", "host_rates", "loss",
                      "loss_seed")
     SETTINGS = (*TOPO_SETTINGS[:5], "ranks", "dilation", "prefer_dilation", *TOPO_SETTINGS[5:])
 
@@ -372,7 +372,8 @@ class Testbed:
             return (f"two sites ({sites} hosts) joined by a WAN line carrying AAL5 cells (clusterlab-atm's cell "
                     f"line): {t.wan_rate} of 53-byte cells {rate.split(' ', 1)[1]} "
                     f"({t.wan_ip_rate_bps() / 1e6:.1f} Mbit/s of IP at MTU {t.mtu}), {t.wan_delay} one way, "
-                    f"{t.wan_queue_cells}-cell queue, a frame lost whole when one of its cells finds it full")
+                    f"{t.wan_queue_cells}-cell queue, a frame lost whole when one of its cells finds it full, "
+                    f"discard {t.wan_discard}")
         return (f"two sites ({sites} hosts) joined by a WAN delay line (clusterlab-wan): {rate}, "
                 f"{t.wan_delay} one way, {t.wan_queue} drop-tail queue")
 

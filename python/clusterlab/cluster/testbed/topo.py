@@ -159,6 +159,12 @@ class StarTopo:
     counted in cells (``5000cells``, or bytes / 53), and a frame one of whose cells finds the
     queue full is lost whole while its cells that got in still use the line (and the next
     frame of that direction is lost with it: its end of message was one of the lost cells).
+    ``wan_discard``: the cell line's discard policy, ``none`` (plain UBR), ``ppd`` (after a lost
+    cell the rest of the frame is discarded but its last cell) or ``epd`` (a frame whose first
+    cell finds ``wan_epd_threshold`` cells or more queued is refused whole; half the queue by
+    default). A frame's cells enter the line's queue at the sites' link rate (``rate``, at least
+    ``wan_rate``), as from a faster access link; on a ``wan_shared`` line they enter at once,
+    where PPD would be plain UBR, so ``ppd`` is refused there.
     """
 
     hosts: int = 4
@@ -174,6 +180,8 @@ class StarTopo:
     wan_queue: str | int = "256KiB"
     wan_shared: bool = False
     wan_cells: bool = False
+    wan_discard: str = "none"
+    wan_epd_threshold: str | int | None = None
     tbf_bucket: str | float | None = None
     switch: str = "bridge"
     discard: str = "none"
@@ -235,6 +243,9 @@ class StarTopo:
             self._check_wan()
         elif self.wan_cells:
             raise ConfigError("wan_cells is the WAN line's: it needs two sites (e.g. sites='4+4')")
+        elif self.wan_discard != "none" or self.wan_epd_threshold is not None:
+            raise ConfigError("wan_discard and wan_epd_threshold are the WAN cell line's: they need two sites and "
+                              "wan_cells=True")
         if self.host_rates is not None:
             object.__setattr__(self, "host_rates", self._check_host_rates())
         if self.loss is not None:
@@ -392,9 +403,44 @@ class StarTopo:
                 raise ConfigError(f"wan_queue of {self.wan_queue_cells} cells cannot hold one {self.mtu}-byte packet "
                                   f"({need} cells); use at least '{need}cells'" if self.wan_queue_cells < need else
                                   f"wan_queue of {self.wan_queue_cells} cells: accepted up to 10000000 cells")
+            self._check_wan_discard()
         elif self.wan_queue_bytes < self.mtu + ETH_HLEN:
             raise ConfigError(f"wan_queue of {self.wan_queue_bytes} bytes cannot hold one {self.mtu}-byte "
                               f"packet; use at least {self.mtu + ETH_HLEN} bytes")
+        if not self.wan_cells and (self.wan_discard != "none" or self.wan_epd_threshold is not None):
+            raise ConfigError("wan_discard and wan_epd_threshold are the WAN cell line's (wan_cells=True); the "
+                              "byte line drops whole packets at a full queue")
+
+    def _check_wan_discard(self) -> None:
+        if self.wan_discard not in DISCARDS:
+            raise ConfigError(f"wan_discard must be one of {', '.join(DISCARDS)}, got {self.wan_discard!r}")
+        if self.wan_epd_threshold is not None and self.wan_discard != "epd":
+            raise ConfigError(f"wan_epd_threshold goes with wan_discard='epd', not {self.wan_discard!r}")
+        q = self.wan_queue_cells
+        if self.wan_discard == "epd" and not 1 <= self.wan_epd_threshold_cells <= q:
+            raise ConfigError(f"wan_epd_threshold of {self.wan_epd_threshold_cells} cells: accepted 1..{q} "
+                              f"(the wan_queue)")
+        if self.wan_discard == "ppd" and self.wan_shared:
+            raise ConfigError("wan_discard='ppd' on a wan_shared line: its frames' cells enter the queue at once, "
+                              "where PPD's last cell finds the queue as full as the lost one (plain UBR); use "
+                              "'none' or 'epd'")
+
+    @property
+    def wan_epd_threshold_cells(self) -> int:
+        """The WAN cell line's EPD threshold in cells (half its queue unless given)."""
+        if self.wan_epd_threshold is None:
+            return max(1, self.wan_queue_cells // 2)
+        n = _cells(self.wan_epd_threshold)
+        try:
+            return n if n is not None else parse_size(self.wan_epd_threshold) // CELL_BYTES
+        except ConfigError as e:
+            raise ConfigError(f"wan_epd_threshold: {e}") from None
+
+    @property
+    def wan_arrival_rate_bps(self) -> float:
+        """The rate (before dilation) at which a frame's cells enter the WAN cell line's queue:
+        the sites' link rate, at least the line's; 0 (at once) on a shared line."""
+        return 0.0 if self.wan_shared else max(self.rate_bps, self.wan_rate_bps)
 
     @property
     def site_sizes(self) -> tuple[int, ...]:
@@ -506,6 +552,10 @@ class StarTopo:
                      wan_shared=bool(self.wan_shared))
             if self.wan_cells:
                 d.update(wan_cells=True, wan_queue_cells=self.wan_queue_cells)
+                if self.wan_discard != "none":
+                    d["wan_discard"] = self.wan_discard
+                if self.wan_discard == "epd":
+                    d["wan_epd_threshold_cells"] = self.wan_epd_threshold_cells
         if self.tbf_bucket is not None:
             d["tbf_bucket_seconds"] = parse_duration(self.tbf_bucket)
         if self.host_rates:
@@ -527,7 +577,10 @@ class StarTopo:
                        wan_delay=float(d["wan_delay_seconds"]), wan_queue=int(d["wan_queue_bytes"]),
                        wan_shared=bool(d["wan_shared"]))
             if d.get("wan_cells"):
-                wan.update(wan_cells=True, wan_queue=f"{int(d['wan_queue_cells'])}cells")
+                wan.update(wan_cells=True, wan_queue=f"{int(d['wan_queue_cells'])}cells",
+                           wan_discard=d.get("wan_discard", "none"))
+                if "wan_epd_threshold_cells" in d:
+                    wan["wan_epd_threshold"] = f"{int(d['wan_epd_threshold_cells'])}cells"
         atm = {}
         if d.get("switch") == "atm":
             atm = dict(switch="atm", discard=d["discard"], epd_threshold=(

@@ -11,6 +11,7 @@ removes the file.
 With ``wan_cells`` the line is ``clusterlab-atm``'s cell line (``limit_cells`` in its settings):
 frames go as AAL5 cells, its totals add per direction ``frames_lost``, ``cells_in``,
 ``cells_out``, ``cells_dropped``, ``cells_wasted`` (cells of lost frames that used the line)
+``cells_discarded`` (by ``wan_discard``: PPD's rest of a broken frame, EPD's refused frames)
 and ``max_queue_cells``; the trace's drops are its lost frames.
 
 The far side's receive work (a frame the line writes to ``a`` or ``b`` goes on through the
@@ -46,13 +47,18 @@ TRACE_INTERVAL = 0.1
 
 def line_settings(topo) -> dict:
     """What the delay line emulates (after dilation), as the line's process takes it; with
-    ``wan_cells``, ``limit_cells`` (the cell line: ``rate_bps`` is then its cells' rate)."""
+    ``wan_cells``, ``limit_cells`` (the cell line: ``rate_bps`` is then its cells' rate), its
+    ``discard`` (and ``epd_threshold`` in cells) and ``arrival_rate_bps`` (its frames' cells
+    enter the queue at that rate; 0: at once)."""
     d = {"rate_bps": topo.wan_rate_bps / topo.dilation,
          "delay_ns": int(round(topo.wan_delay_seconds * topo.dilation * 1e9)),
          "limit_bytes": int(topo.wan_queue_bytes), "shared": bool(topo.wan_shared),
          "interval_ns": int(TRACE_INTERVAL * topo.dilation * 1e9)}
     if topo.wan_cells:
-        d["limit_cells"] = int(topo.wan_queue_cells)
+        d.update(limit_cells=int(topo.wan_queue_cells), discard=topo.wan_discard,
+                 arrival_rate_bps=topo.wan_arrival_rate_bps / topo.dilation)
+        if topo.wan_discard == "epd":
+            d["epd_threshold"] = int(topo.wan_epd_threshold_cells)
     return d
 
 
@@ -141,7 +147,8 @@ def main() -> int:
     totals = _core.wan_delay_line(ROUTER_IFACES[0], ROUTER_IFACES[1], float(cfg["rate_bps"]), int(cfg["delay_ns"]),
                                   int(cfg["limit_bytes"]), bool(cfg["shared"]), cfg.get("trace"),
                                   int(cfg["interval_ns"]), 0 if cfg["watch"] else -1, 1, True,
-                                  cfg.get("limit_cells"))
+                                  cfg.get("limit_cells"), cfg.get("discard", "none"), int(cfg.get("epd_threshold", 0)),
+                                  float(cfg.get("arrival_rate_bps", 0.0)))
     print(json.dumps(totals), flush=True)
     return 0
 
