@@ -89,16 +89,21 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     return out
 
 
-def _rto_min_s(transport: dict) -> float:
+def _seconds(transport: dict, key: str, default: float | None) -> float | None:
+    """A transport setting in seconds (a number or a duration text), ``default`` when unset or unreadable."""
     from clusterlab.units import parse_duration
 
-    v = transport.get("rto_min")
+    v = transport.get(key)
     if v in (None, ""):
-        return LINUX_RTO_MIN_S
+        return default
     try:
-        return float(v) if isinstance(v, (int, float)) else parse_duration(v, "rto_min")
+        return float(v) if isinstance(v, (int, float)) else parse_duration(v, key)
     except ConfigError:
-        return LINUX_RTO_MIN_S
+        return default
+
+
+def _rto_min_s(transport: dict) -> float:
+    return _seconds(transport, "rto_min", LINUX_RTO_MIN_S)
 
 
 def wheel_bucket_s(timeout_s: float, hz: int = 250) -> float:
@@ -114,18 +119,6 @@ def wheel_bucket_s(timeout_s: float, hz: int = 250) -> float:
     while jiffies >= 63 * 8 ** level and level < 8:  # LVL_START(n + 1): 63 << (3 n) jiffies
         level += 1
     return 8 ** level / hz
-
-
-def _rto_max_s(transport: dict) -> float | None:
-    from clusterlab.units import parse_duration
-
-    v = transport.get("rto_max")
-    if v in (None, ""):
-        return None
-    try:
-        return float(v) if isinstance(v, (int, float)) else parse_duration(v, "rto_max")
-    except ConfigError:
-        return None
 
 
 def check(job) -> dict:
@@ -177,7 +170,7 @@ def check(job) -> dict:
         f"RTO min {rto_real * 1000:g} ms as run ({k:g}x dilated) is {rto_real / JIFFY_S:.3g} jiffies of 4 ms (HZ=250)"
         + ("" if share <= JIFFY_SHARE_MAX else ": rounded up to whole jiffies, the timer is off by up to "
            f"{share:.0%}; dilate more")
-        + _wheel_note(_rto_max_s(job.transport), k),
+        + _wheel_note(_seconds(job.transport, "rto_max", None), k),
         jiffy_share=round(share, 3))
     bad = [c for c in checks if not c["ok"]]
     head = "fidelity: PASS" if not bad else "fidelity: FAIL (" + "; ".join(c["text"] for c in bad) + ")"

@@ -9,6 +9,7 @@ communication ``Pattern`` the cost model prices, and argument checks.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,3 +115,20 @@ def check_root(comm, root: int) -> None:
 
 __all__ = ["TAG", "Pattern", "binomial_subtree_total", "ceil_log2", "split", "reduce_fn", "check_array", "check_like", "combine", "check_chunks",
            "check_root", "nbytes"]
+
+
+def as_sent(out: np.ndarray, template, size: int, shape: tuple, what: str):
+    """The received bytes ``out`` as the root's payload was: an array of ``template``'s dtype
+    and ``shape`` (checked against ``size``), else ``bytes``.
+
+    >>> as_sent(np.arange(8, dtype=np.uint8), np.zeros(0, np.int32), 8, (2,), "x").tolist()
+    [50462976, 117835012]
+    """
+    if isinstance(template, np.ndarray):
+        dt = template.dtype
+        if size != dt.itemsize * math.prod(shape):
+            from clusterlab.comm.errors import ProtocolError
+
+            raise ProtocolError(f"{what}: {size} bytes cannot hold an array of shape {shape} and dtype {dt}")
+        return out.view(dt).reshape(shape)
+    return out.tobytes()

@@ -39,7 +39,7 @@ import struct
 
 import numpy as np
 
-from clusterlab.comm.collectives._common import TAG, Pattern, check_root
+from clusterlab.comm.collectives._common import TAG, Pattern, as_sent, check_root
 from clusterlab.comm.collectives._pack import pack, unpack
 from clusterlab.comm.errors import ProtocolError
 
@@ -189,13 +189,7 @@ def _receive(comm, group, call: int, root: int):
                 out[i * chunk:i * chunk + length(i)] = np.frombuffer(seg, np.uint8) \
                     if not isinstance(seg, np.ndarray) else seg.reshape(-1).view(np.uint8)
                 have[i] = True
-    template = items[1]
-    if isinstance(template, np.ndarray):
-        dt = template.dtype
-        if size != dt.itemsize * math.prod(shape):
-            raise ProtocolError(f"p2mp bcast: {size} bytes cannot hold an array of shape {shape} and dtype {dt}")
-        return out.view(dt).reshape(shape)
-    return out.tobytes()
+    return as_sent(out, items[1], size, shape, "p2mp bcast")
 
 
 def pattern(m: float, n: int) -> Pattern:

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from clusterlab.comm.collectives._common import TAG, Pattern, check_root
+from clusterlab.comm.collectives._common import TAG, Pattern, as_sent, check_root
 from clusterlab.comm.collectives._pack import pack, unpack
 from clusterlab.comm.errors import ProtocolError
 
@@ -124,13 +124,7 @@ def run(comm, data, root: int = 0):
         out[k * SEGMENT:k * SEGMENT + want] = np.frombuffer(seg, np.uint8) if not isinstance(seg, np.ndarray) else seg
     if nseg == probe:  # everything fitted in the probe (or nothing to send): report anyway
         comm.send(root, np.array([math.inf, comm.receive_buffer(root) or 0], dtype=np.float64), TAG)
-    template = items[1]
-    if isinstance(template, np.ndarray):
-        dt = template.dtype
-        if size != dt.itemsize * math.prod(shape):
-            raise ProtocolError(f"paced bcast: {size} bytes cannot hold an array of shape {shape} and dtype {dt}")
-        return out.view(dt).reshape(shape)
-    return out.tobytes()
+    return as_sent(out, items[1], size, shape, "paced bcast")
 
 
 def pattern(m: float, n: int) -> Pattern:
