@@ -19,7 +19,7 @@ use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntyp
 use pyo3::exceptions::{PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyWeakrefMethods, PyWeakrefReference};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -443,6 +443,24 @@ impl NetEngine {
         }
     }
 
+    /// `TcpCommunicator.send_many(blocks, tag)`: `comm_send(dest, data, tag)` for each
+    /// `(dest, data)` of the list `blocks`, in order, in one call (HPA's message blocks: one
+    /// call per read block instead of one per 8 KB block). Each send takes the same path as
+    /// `comm_send`, falling back to the communicator's Python methods where that does; the
+    /// first error stops the loop and is raised. Returns the number of blocks sent.
+    fn comm_send_many(&self, py: Python<'_>, blocks: &Bound<'_, PyList>, tag: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let mut n = 0;
+        for item in blocks.iter() {
+            let pair = item.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("send_many takes a list of (dest, data) tuples"))?;
+            if pair.len() != 2 {
+                return Err(PyTypeError::new_err("send_many takes a list of (dest, data) tuples"));
+            }
+            self.comm_send(py, &pair.get_item(0)?, &pair.get_item(1)?, Some(tag))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// `TcpCommunicator.recv(source, tag=0, timeout=None)` without a Python frame: the message
     /// as the final object; waits that end otherwise go to the communicator's `_wait_locked`.
     #[pyo3(signature = (source, tag=None, timeout=None))]
@@ -487,6 +505,59 @@ impl NetEngine {
                 Ok(got.get_item(1)?.unbind())
             }
         }
+    }
+
+    /// `TcpCommunicator.recv_many(tag, timeout, max)`: `recv_any(tag, timeout)`'s message,
+    /// then every further message with `tag` already received (up to `max` in all, no more
+    /// waiting, stopping at a pending event), as a list of `(source, payload)` in arrival order.
+    /// A first wait that ends otherwise than in a message goes to the communicator's
+    /// `_wait_locked` (which raises `CommTimeout` on a timeout), as in `comm_recv`.
+    #[pyo3(signature = (tag, timeout=None, max=1024))]
+    fn comm_recv_many<'py>(&self, py: Python<'py>, tag: &Bound<'py, PyAny>, timeout: Option<&Bound<'py, PyAny>>, max: usize)
+                           -> PyResult<Bound<'py, PyList>> {
+        let general = || -> PyResult<Bound<'py, PyList>> {
+            let got = self.comm(py)?.call_method1(intern!(py, "recv_any"), (tag, timeout))?;
+            PyList::new(py, [got])
+        };
+        let (Some(_f), Some(t)) = (self.fast.get(), small_int(tag)) else {
+            return general();
+        };
+        if !((0..MAX_USER_TAG).contains(&t) || t == COLLECTIVE_TAG) {
+            return general();
+        }
+        let wait = match timeout {
+            None => self.default_timeout(),
+            Some(x) if x.is_none() => self.default_timeout(),
+            Some(x) => match x.extract::<f64>() {
+                Ok(v) => seconds(v),
+                Err(_) => return general(),
+            },
+        };
+        self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
+        if self.stopped.load(Relaxed) {
+            return general();
+        }
+        let Some(_held) = self.take_now() else {
+            return general();
+        };
+        let t = t as i32;
+        let deadline = Instant::now() + wait;
+        let out = PyList::empty(py);
+        match self.wait(py, -1, t, deadline) {
+            Outcome::Msg(src, m) => out.append((src, self.payload(py, m)?))?,
+            o => {
+                let r = Self::status_tuple(py, o)?;
+                let got = self.comm(py)?.call_method1(intern!(py, "_wait_locked"), (-1, t, monotonic_at(deadline), r))?;
+                out.append(got)?;
+            }
+        }
+        while out.len() < max.max(1) {
+            // SAFETY: held; the reference ends with the call.
+            let next = unsafe { self.st().engine.take_queued(-1, t) };
+            let Some((src, m)) = next else { break };
+            out.append((src, self.payload(py, m)?))?;
+        }
+        Ok(out)
     }
 
     // --- the engine (the communicator calls these under `acquire`) ----------------------------
