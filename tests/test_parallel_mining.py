@@ -111,6 +111,22 @@ def test_hpa_traffic_is_blocked_and_counted(t10):
     assert p2["bytes_sent"] >= p2["itemsets_sent"] * 4
 
 
+def test_hpa_itemset_blocks_over_tcp_same_as_in_process(t10):
+    """Seed 000's scheme over the TCP mesh (blocks sent by ``send_many``, received by
+    ``recv_many`` and counted in batches) gives the same bytes and routes the same itemsets
+    as the in-process run (one call per block)."""
+    config = ParallelConfig(block_bytes=256, read_block_bytes=4096, partition="itemset", local_pairs=False)
+    t_in, p_in = mine_parallel(t10, nodes=2, algorithm="hpa", min_support=0.005, cluster=InProcess(), config=config)
+    t_tcp, p_tcp = mine_parallel(t10, nodes=2, algorithm="hpa", min_support=0.005, cluster=Local(), config=config)
+    assert t_tcp.equals(t_in)
+    assert [p["itemsets_sent"] for p in p_tcp] == [p["itemsets_sent"] for p in p_in]
+    # Every block went as its own message (pairs of 2-byte ranks, 256-byte blocks).
+    assert p_tcp[1]["messages_sent"] >= p_tcp[1]["itemsets_sent"] * 4 // 256 > 100
+    # ... but from one communicator call per read block, not one per block.
+    assert 0 < p_tcp[1]["send_calls"] * 4 < p_tcp[1]["messages_sent"]
+    assert [p["send_calls"] for p in p_tcp] == [p["send_calls"] for p in p_in]
+
+
 def test_node_without_transactions_and_pass_without_candidates(tmp_path):
     # Two lines for five nodes: three ranks read nothing. Pass 3 has a single candidate, so
     # at least four of five ranks own no candidate in it.

@@ -168,3 +168,22 @@ def catch_peer_failure(comm):
     except PeerFailure as e:
         return e.rank
     return None
+
+
+def send_many_recv_many(comm) -> list:
+    """``send_many`` of 50 small blocks to rank 0, which takes them with ``recv_many``: the
+    blocks in order, and the number of calls it took (on the Rust engine several blocks per
+    call once they are all received)."""
+    if comm.rank == 1:
+        n = comm.send_many([(0, bytes([i]) * (i + 1)) for i in range(50)], tag=7)
+        comm.send(0, b"sent", tag=8)
+        return [n]
+    if comm.rank == 0:
+        comm.recv(1, tag=8)  # every block is on its way (FIFO per connection)
+        time.sleep(0.2)
+        got, calls = [], 0
+        while len(got) < 50:
+            got += comm.recv_many(tag=7, timeout=10)
+            calls += 1
+        return [[[s, bytes(d).hex()] for s, d in got], calls]
+    return []

@@ -364,6 +364,15 @@ impl Engine {
         !self.events.is_empty() || self.queues.get(&(source, tag)).is_some_and(|q| !q.is_empty())
     }
 
+    /// The next message from `source` (-1: any) with `tag` if one is already queued and no
+    /// event is pending (what `wait` would return first), without I/O; else None.
+    pub fn take_queued(&mut self, source: i32, tag: i32) -> Option<(i32, Msg)> {
+        if !self.events.is_empty() {
+            return None;
+        }
+        self.take(source, tag)
+    }
+
     fn deliver(&mut self, peer: i32, tag: i32, mut m: Msg) {
         self.seq += 1;
         m.seq = self.seq;

@@ -105,6 +105,21 @@ impl CandidateTable {
         py.detach(|| t.count_block(data, width)).map_err(PyValueError::new_err)
     }
 
+    /// `count_block` for each block of the list `blocks` (one call for many received blocks);
+    /// returns how many itemsets were not candidates. The first bad block stops and raises.
+    #[pyo3(signature = (blocks, width=4))]
+    fn count_blocks(&mut self, py: Python<'_>, blocks: Vec<pyo3::pybacked::PyBackedBytes>, width: usize) -> PyResult<u64> {
+        let t = &mut self.inner;
+        py.detach(|| -> Result<u64, String> {
+            let mut misses = 0;
+            for b in &blocks {
+                misses += t.count_block(b, width)?;
+            }
+            Ok(misses)
+        })
+        .map_err(PyValueError::new_err)
+    }
+
     /// Counts in candidate order (numpy uint64).
     fn counts<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
         PyArray1::from_vec(py, self.inner.counts())

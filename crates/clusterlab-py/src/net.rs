@@ -19,7 +19,8 @@ use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntyp
 use pyo3::exceptions::{PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyWeakrefMethods, PyWeakrefReference};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -443,6 +444,78 @@ impl NetEngine {
         }
     }
 
+    /// `TcpCommunicator.send_many(blocks, tag)`: `comm_send(dest, data, tag)` for each
+    /// `(dest, data)` of the list `blocks`, in order, in one call (HPA's message blocks: one
+    /// call per read block instead of one per 8 KB block). When every block is `bytes` to a
+    /// peer and the engine is free, the whole list goes out with the interpreter lock released
+    /// (the rank's counter and drainer threads run meanwhile); otherwise each block takes
+    /// `comm_send`'s path, falling back to the communicator's Python methods where that does.
+    /// The first error stops the loop and is raised. Returns the number of blocks sent.
+    fn comm_send_many(&self, py: Python<'_>, blocks: &Bound<'_, PyList>, tag: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let bad = || PyTypeError::new_err("send_many takes a list of (dest, data) tuples");
+        let mut pairs = Vec::with_capacity(blocks.len());
+        for item in blocks.iter() {
+            let pair = item.cast::<PyTuple>().map_err(|_| bad())?;
+            if pair.len() != 2 {
+                return Err(bad());
+            }
+            pairs.push((pair.get_item(0)?, pair.get_item(1)?));
+        }
+        let each = |pairs: &[(Bound<'_, PyAny>, Bound<'_, PyAny>)]| -> PyResult<()> {
+            for (d, data) in pairs {
+                self.comm_send(py, d, data, Some(tag))?;
+            }
+            Ok(())
+        };
+        let n = pairs.len();
+        let (Some(f), Some(t)) = (self.fast.get(), small_int(tag)) else {
+            each(&pairs)?;
+            return Ok(n);
+        };
+        let mut bodies: Vec<(i32, PyBackedBytes)> = Vec::with_capacity(n);
+        for (d, data) in &pairs {
+            let (Some(d), Ok(b)) = (small_int(d), data.cast_exact::<PyBytes>()) else { break };
+            if d == f.rank || !(0..f.size).contains(&d) {
+                break;
+            }
+            bodies.push((d as i32, PyBackedBytes::from(b.clone())));
+        }
+        if bodies.len() < n || !((0..MAX_USER_TAG).contains(&t) || t == COLLECTIVE_TAG) || self.stopped.load(Relaxed) {
+            each(&pairs)?;
+            return Ok(n);
+        }
+        let Some(held) = self.take_now() else {
+            each(&pairs)?;
+            return Ok(n);
+        };
+        // SAFETY: held; the reference ends with the sends.
+        let engine = unsafe { &mut self.st().engine };
+        if bodies.iter().any(|(d, b)| b.len() as u64 > engine.max_frame() || !engine.has_peer(*d)) {
+            drop(held);
+            each(&pairs)?;
+            return Ok(n);
+        }
+        self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
+        let (t, source, timeout) = (t as i32, f.rank as i32, self.default_timeout());
+        let sent = py.detach(|| {
+            let mut head = [0u8; wire::MAX_HEAD];
+            for (d, b) in &bodies {
+                let hlen = wire::encode(&mut head, Kind::Bytes, t, source, b.len() as u64, b"", &[], 0);
+                engine.send(*d, &head[..hlen], b, timeout).map_err(|o| (*d, o))?;
+            }
+            Ok(())
+        });
+        match sent {
+            Ok(()) => Ok(n),
+            Err((dest, Outcome::Closed(_))) => Err(PyValueError::new_err(format!("no connection to rank {dest}"))),
+            Err((dest, o)) => {
+                let r = Self::status_tuple(py, o)?;
+                self.comm(py)?.call_method1(intern!(py, "_send_failed"), (dest, r))?; // raises
+                Ok(n)
+            }
+        }
+    }
+
     /// `TcpCommunicator.recv(source, tag=0, timeout=None)` without a Python frame: the message
     /// as the final object; waits that end otherwise go to the communicator's `_wait_locked`.
     #[pyo3(signature = (source, tag=None, timeout=None))]
@@ -487,6 +560,59 @@ impl NetEngine {
                 Ok(got.get_item(1)?.unbind())
             }
         }
+    }
+
+    /// `TcpCommunicator.recv_many(tag, timeout, max)`: `recv_any(tag, timeout)`'s message,
+    /// then every further message with `tag` already received (up to `max` in all, no more
+    /// waiting, stopping at a pending event), as a list of `(source, payload)` in arrival order.
+    /// A first wait that ends otherwise than in a message goes to the communicator's
+    /// `_wait_locked` (which raises `CommTimeout` on a timeout), as in `comm_recv`.
+    #[pyo3(signature = (tag, timeout=None, max=1024))]
+    fn comm_recv_many<'py>(&self, py: Python<'py>, tag: &Bound<'py, PyAny>, timeout: Option<&Bound<'py, PyAny>>, max: usize)
+                           -> PyResult<Bound<'py, PyList>> {
+        let general = || -> PyResult<Bound<'py, PyList>> {
+            let got = self.comm(py)?.call_method1(intern!(py, "recv_any"), (tag, timeout))?;
+            PyList::new(py, [got])
+        };
+        let (Some(_f), Some(t)) = (self.fast.get(), small_int(tag)) else {
+            return general();
+        };
+        if !((0..MAX_USER_TAG).contains(&t) || t == COLLECTIVE_TAG) {
+            return general();
+        }
+        let wait = match timeout {
+            None => self.default_timeout(),
+            Some(x) if x.is_none() => self.default_timeout(),
+            Some(x) => match x.extract::<f64>() {
+                Ok(v) => seconds(v),
+                Err(_) => return general(),
+            },
+        };
+        self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
+        if self.stopped.load(Relaxed) {
+            return general();
+        }
+        let Some(_held) = self.take_now() else {
+            return general();
+        };
+        let t = t as i32;
+        let deadline = Instant::now() + wait;
+        let out = PyList::empty(py);
+        match self.wait(py, -1, t, deadline) {
+            Outcome::Msg(src, m) => out.append((src, self.payload(py, m)?))?,
+            o => {
+                let r = Self::status_tuple(py, o)?;
+                let got = self.comm(py)?.call_method1(intern!(py, "_wait_locked"), (-1, t, monotonic_at(deadline), r))?;
+                out.append(got)?;
+            }
+        }
+        while out.len() < max.max(1) {
+            // SAFETY: held; the reference ends with the call.
+            let next = unsafe { self.st().engine.take_queued(-1, t) };
+            let Some((src, m)) = next else { break };
+            out.append((src, self.payload(py, m)?))?;
+        }
+        Ok(out)
     }
 
     // --- the engine (the communicator calls these under `acquire`) ----------------------------

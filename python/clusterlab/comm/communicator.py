@@ -70,6 +70,14 @@ class Communicator(abc.ABC):
             self._pace_wait(dest, nbytes(data))
         self._send(dest, data, tag)
 
+    def send_many(self, blocks, tag: int = 0) -> int:
+        """``send(dest, data, tag)`` for each ``(dest, data)`` of the list ``blocks``, in order.
+        Returns how many were sent. The TCP mesh's Rust engine does the loop in one call
+        (``NetEngine.comm_send_many``); here it is ``send`` per block."""
+        for dest, data in blocks:
+            self.send(dest, data, tag)
+        return len(blocks)
+
     # --- pacing (what a rate-paced algorithm asks of the transport) --------------------------
     _pacing: dict = {}  # dest -> [rate bytes/s, time the next send may start]; per instance once set
 
@@ -148,6 +156,14 @@ class Communicator(abc.ABC):
         """Receive the next message with ``tag`` from any source: ``(source, data)``."""
         self._check_tag(tag)
         return self._recv_any(tag, self.default_timeout if timeout is None else timeout)
+
+    def recv_many(self, tag: int = 0, timeout: float | None = None, max: int = 1024) -> list[tuple[int, Any]]:
+        """``recv_any(tag, timeout)``'s message, then, where the backend can tell without
+        waiting, further messages with ``tag`` already received (up to ``max`` in all): a list
+        of ``(source, data)`` in arrival order. Raises ``CommTimeout`` as ``recv_any`` does.
+        The TCP mesh's Rust engine takes them in one call (``NetEngine.comm_recv_many``); here
+        it is one message per call."""
+        return [self.recv_any(tag, timeout)]
 
     def sendrecv(self, dest: int, data: Payload, source: int, tag: int = 0, timeout: float | None = None):
         """Send to ``dest`` and receive from ``source`` (safe against exchange deadlock because

@@ -113,6 +113,8 @@ class TcpCommunicator(Communicator):
             self._engine.bind(self, rank, size)
             self.send = self._engine.comm_send
             self.recv = self._engine.comm_recv
+            self.send_many = self._engine.comm_send_many
+            self.recv_many = self._engine.comm_recv_many
         self._drainer = None
         self._wake_r = self._wake_w = -1
         if drainer and socks and os.environ.get("CLUSTERLAB_DRAINER", "1") != "0":

@@ -32,10 +32,12 @@ NONE = np.uint32(0xFFFFFFFF)
 # Per-pass fields every rank records (floats, so the stats travel as one numpy array).
 # t_comm: seconds inside communication calls on the rank's main thread; t_compute: the rest of
 # the pass (t_total - t_comm); cpu_s: CPU seconds of the whole rank process in the pass;
-# rto_time_ms: growth of tcpi_total_rto_time over this rank's connections (TCP only).
+# rto_time_ms: growth of tcpi_total_rto_time over this rank's connections (TCP only);
+# send_calls: HPA's communicator calls that sent its message blocks (one send_many per read
+# block that filled any, not one per block).
 STAT_FIELDS = ("pass", "candidates", "large", "t_total", "t_generate", "t_scan", "t_route", "t_send",
                "t_recv", "t_wait", "t_count", "t_sync", "bytes_sent", "messages_sent", "itemsets_sent", "subsets",
-               "retransmissions", "timeouts", "t_comm", "t_compute", "cpu_s", "rto_time_ms")
+               "retransmissions", "timeouts", "t_comm", "t_compute", "cpu_s", "rto_time_ms", "send_calls")
 
 
 class PassStats:

@@ -166,6 +166,13 @@ class TracedComm:
     def send(self, dest: int, data, tag: int = 0) -> None:
         return self._timed(["send", dest, tag, payload_spec(data)], self.inner.send, dest, data, tag)
 
+    def send_many(self, blocks, tag: int = 0) -> int:
+        if self.record:  # a replay takes one event per message
+            for dest, data in blocks:
+                self.send(dest, data, tag)
+            return len(blocks)
+        return self._timed(["send_many"], self.inner.send_many, blocks, tag)
+
     def recv(self, source: int, tag: int = 0, timeout: float | None = None):
         return self._timed(["recv", source, tag], self.inner.recv, source, tag, timeout)
 
@@ -176,6 +183,11 @@ class TracedComm:
         except CommTimeout:
             ev[2] = False  # a poll that found nothing: replayed as nothing
             raise
+
+    def recv_many(self, tag: int = 0, timeout: float | None = None, max: int = 1024):
+        if self.record:  # a replay takes one event per message
+            return [self.recv_any(tag, timeout)]
+        return self._timed(["recv_many"], self.inner.recv_many, tag, timeout, max)
 
     # --- collectives ---------------------------------------------------------------------
     def barrier(self, algorithm=None):
