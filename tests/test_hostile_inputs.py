@@ -44,6 +44,8 @@ TRANSPORT = {"--transport": ["rto_min=1e400ms", "nope=1", "x", "rto_min=", "sndb
              "--rto-max-jitter": DURATION, "--rto-max-offset": DURATION, "--congestion": ["", "nope", "../x"],
              "--sndbuf": SIZE, "--rcvbuf": SIZE}
 TESTBED_KNOBS = {"--initcwnd": INT, "--rmem": SIZE + ["1 2"], "--wmem": SIZE + ["1 2"]}
+# without --sites and --wan-cells even a valid policy or threshold is refused with the reason
+WAN_DISCARD = {"--wan-discard": [*CHOICE, "ppd", "epd"], "--wan-epd-threshold": [*POS_SIZE, "10cells", "x"]}
 TOPO = {"--rate": RATE, "--buffer": POS_SIZE, "--host-queue": POS_SIZE + ["-1p"], "--mtu": POS_INT + ["67", "65001"],
         "--dilation": FLOAT + ["0", "0.5"], "--switch": CHOICE, "--discard": CHOICE,
         "--epd-threshold": ["", "-1", "nan", "1e400", "abc"],
@@ -131,7 +133,7 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "--size": [*POS_SIZE, "1000GB"], "--reps": POS_INT, "--warmup": INT, "--order": CHOICE,
             "--ranks": [*POS_INT, "1", "100000"], "--hosts": [*POS_INT, "1", "100000"], "--interval": POS_FLOAT,
             "--run-dir": UNWRITABLE_DIR, "--sites": ["", "4+3", "a+b", "0+2", "2+2"], "--wan-rate": RATE,
-            "--wan-delay": DURATION, "--wan-queue": POS_SIZE,
+            "--wan-delay": DURATION, "--wan-queue": POS_SIZE, **WAN_DISCARD,
             "--max-dilation": [*FLOAT, "0", "0.5"],
             **TOPO, **TRANSPORT, **TESTBED_KNOBS, "--seed": INT[1:]}),
         ("experiment", "run"): (["experiment", "run", "local-speedup", "--quick", "--dry-run"], {
@@ -194,7 +196,7 @@ ROOT_TABLE = {
     ("testbed", "up"): (["testbed", "up", "--hosts", "2"], {
         "--hosts": [*POS_INT, "1", "100000"], "--name": ["", "UPPER", "x" * 20, "../x"], **TOPO,
         "--sites": ["", "4+3", "a+b", "0+2"], "--wan-rate": RATE, "--wan-delay": DURATION, "--wan-queue": POS_SIZE,
-        **TRANSPORT, **TESTBED_KNOBS, "--seed": INT[1:]}),
+        **WAN_DISCARD, **TRANSPORT, **TESTBED_KNOBS, "--seed": INT[1:]}),
     ("testbed", "exec"): (["testbed", "exec"], {"NAME": ["", "UPPER", "../x", "zzcorr"], "HOST": [],
                                                  "COMMAND": []}),
     ("testbed", "down"): (["testbed", "down"], {"NAME": ["", "UPPER", "../x", "x" * 20]}),

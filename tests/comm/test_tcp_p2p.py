@@ -38,7 +38,9 @@ def test_send_many_and_recv_many_keep_order(backend):
     got, calls = res[0]
     assert got == [[1, (bytes([i]) * (i + 1)).hex()] for i in range(50)]
     rust = backend == "tcp" and os.environ.get("CLUSTERLAB_ENGINE", "rust") == "rust"
-    assert calls == (1 if rust else 50)
+    # batched on the Rust engine: every block already queued per call (one call when the engine
+    # has them all; CI under load once took two), one block per call elsewhere
+    assert calls <= 5 if rust else calls == 50
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
