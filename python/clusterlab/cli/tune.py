@@ -19,6 +19,19 @@ from clusterlab.errors import ConfigError
 from clusterlab.tune.auto import DEFAULT_SPACE, HPA_SPACE
 
 
+def _record(rec: dict, output, as_json: bool) -> bool:
+    """Write ``rec`` to ``output`` (atomically) when given; print it as JSON when asked (True:
+    nothing else to print)."""
+    from clusterlab._atomic import atomic_open
+
+    if output:
+        with atomic_open(output) as f:
+            json.dump(rec, f, indent=1)
+    if as_json:
+        click.echo(json.dumps(rec))
+    return as_json
+
+
 @click.group()
 def tune():
     """Fit models of this cluster and tune its TCP from measurements.
@@ -167,7 +180,6 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
       clusterlab tune auto --hosts 16 --full-grid --runs 8 -o auto-vs-grid.json
       clusterlab tune auto --workload hpa --hosts 6 --data seed000:50K --min-support 0.01 -o hpa.json
     """
-    from clusterlab._atomic import atomic_open
     from clusterlab.cluster.testbed.net import require_root
     from clusterlab.tune.auto import parse_space, settings, tune_auto
     from clusterlab.units import parse_size
@@ -199,11 +211,7 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
     require_root()
     res = tune_auto(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, size=nbytes, space=sp, runs=runs, budget=budget,
                     eta=eta, grid=grid, confirm=confirm, workload=workload, data=data, min_support=min_support)
-    if output:
-        with atomic_open(output) as f:
-            json.dump(res, f, indent=1)
-    if as_json:
-        click.echo(json.dumps(res))
+    if _record(res, output, as_json):
         return
     s = res["search"]
     click.echo(f"successive halving: {s['settings']} settings, {s['runs']} runs (budget {s['budget']}), "
@@ -249,7 +257,6 @@ def sim(hosts, rate, buffer, mtu, switch, sizes, reps, name, refit, output, as_j
       clusterlab tune sim --hosts 8 --rate 155Mbit -o calibration.json
       clusterlab tune sim --refit calibration.json -o calibration.json
     """
-    from clusterlab._atomic import atomic_open
     from clusterlab.cluster.simulated.run import engine_python
     from clusterlab.cluster.testbed import StarTopo
     from clusterlab.cluster.testbed.net import require_root
@@ -280,16 +287,10 @@ def sim(hosts, rate, buffer, mtu, switch, sizes, reps, name, refit, output, as_j
     if measured is None:
         require_root()
     def save(partial):  # the measurements first: a fit that fails can be redone with --refit
-        if output:
-            with atomic_open(output) as f:
-                json.dump(partial, f, indent=1)
+        _record(partial, output, False)
 
     rec = calibrate(topo, bcast_sizes=bsizes, reps=reps, name=name, measured=measured, save_measured=save)
-    if output:
-        with atomic_open(output) as f:
-            json.dump(rec, f, indent=1)
-    if as_json:
-        click.echo(json.dumps(rec))
+    if _record(rec, output, as_json):
         return
     f, d = rec["fit"], rec["fit_details"]
     click.echo(f"fitted: latency {f['latency']} per link, bandwidth factor {f['bandwidth_factor']}, "
