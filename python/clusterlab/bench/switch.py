@@ -60,6 +60,17 @@ def _wait_listening(ns: str, ports: list[int], timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def _tcp_state(ns: str, dst: str) -> list[str]:
+    """The kernel's view (``ss -tin``) of the connections from namespace ``ns`` to ``dst``: state,
+    RTO, backoff and retransmissions of a flow that did not finish."""
+    try:
+        out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tinH", "dst", dst], capture_output=True,
+                             text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return [f"ss failed: {e}"]
+    return [" ".join(line.split()) for line in out.splitlines() if line.strip()]
+
+
 def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
     """Bring up testbed ``tb`` (a ``clusterlab.cluster.testbed.TestbedNetwork`` not yet up, ``senders +
     1`` hosts or more), run the incast into h0, bring it down; returns goodput, wall time,
@@ -83,12 +94,14 @@ def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
             clients = [tb.hosts[i + 1].popen(["iperf3", "-c", dst.addr, "-p", str(5201 + i), "-n", str(nbytes), "-J"],
                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                        for i in range(senders)]
-            outs, stalled = [], 0
+            outs, stalled, stuck = [], 0, []
             for c in clients:
                 try:
                     out, _ = c.communicate(timeout=max(1.0, timeout - (time.monotonic() - t0)))
                     outs.append(json.loads(out))
-                except subprocess.TimeoutExpired:  # a flow stuck in backed-off timeouts: say so
+                except subprocess.TimeoutExpired:  # a flow stuck in backed-off timeouts: say so, with its state
+                    host = tb.hosts[clients.index(c) + 1]
+                    stuck.append({"host": host.name, "ss": _tcp_state(host.ns, dst.addr)})
                     c.kill()
                     c.communicate()
                     stalled += 1
@@ -103,7 +116,8 @@ def incast(tb, senders: int, nbytes: int, timeout: float = 120.0) -> dict:
     received = sum(o["end"]["sum_received"]["bytes"] for o in outs)
     res = {"senders": senders, "nbytes": nbytes, "seconds": wall, "bytes": received, "stalled_flows": stalled,
            "goodput_mbps": received * 8 / wall / 1e6, "ideal_mbps": ideal_mbps(topo),
-           "retransmits": sum(o["end"]["sum_sent"].get("retransmits", 0) for o in outs), "switch": topo.switch}
+           "retransmits": sum(o["end"]["sum_sent"].get("retransmits", 0) for o in outs), "switch": topo.switch,
+           "stalled": stuck}
     res["goodput_share"] = res["goodput_mbps"] / res["ideal_mbps"]
     t = tb.atm_totals
     if t:
