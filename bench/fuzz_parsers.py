@@ -66,6 +66,8 @@ else:
     )
 
 RESULTS = ROOT / "bench" / "results"
+# Crash inputs and the fuzzer's corpus are raw material, not the record: they stay out of git.
+WORK = ROOT / "runs" / "fuzz_parsers"
 
 
 class Stats:
@@ -93,10 +95,10 @@ class Stats:
             pass
 
     def crash(self, kind: str, data: bytes, what: str) -> None:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        name = RESULTS / f"fuzz-crash-{kind}-{len(self.crashes)}.bin"
+        WORK.mkdir(parents=True, exist_ok=True)
+        name = WORK / f"crash-{kind}-{len(self.crashes)}.bin"
         name.write_bytes(data)
-        self.crashes.append({"kind": kind, "what": what[:500], "input": str(name.relative_to(ROOT))})
+        self.crashes.append({"kind": kind, "what": what[:500], "input": str(name.relative_to(ROOT) if name.is_relative_to(ROOT) else name)})
         print(f"CRASH ({kind}): {what[:200]} -> {name}", file=sys.stderr)
 
 
@@ -116,7 +118,7 @@ def run_mutate(stats: Stats, seconds: float, seed: int) -> None:
 
 
 def run_atheris(stats: Stats, seconds: float, seed: int) -> None:
-    corpus = RESULTS / "fuzz-corpus"
+    corpus = WORK / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     for k, s in enumerate(FIMI_SEEDS):
         (corpus / f"fimi-{k}").write_bytes(b"F" + s)
@@ -152,8 +154,10 @@ def report(stats: Stats, engine: str, seconds: float, seed: int) -> None:
 
 
 def main(argv=None) -> int:
-    global RUN
+    global RUN, WORK
     ap = harness.parser(__doc__, RESULTS / "fuzz_parsers.json")
+    ap.add_argument("--work", type=Path, default=WORK,
+                    help="where crash inputs and the fuzzer's corpus go (default runs/fuzz_parsers, not in git)")
     ap.add_argument("--seconds", type=float, default=60, help="the fuzzing budget (default %(default)s)")
     ap.add_argument("--seed", type=int, default=int(os.environ.get("FUZZ_SEED", "0")),
                     help="random seed (default $FUZZ_SEED or 0)")
@@ -162,6 +166,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.engine == "atheris" and atheris is None:
         ap.error("atheris is not installed (pip install atheris), use --engine mutate")
+    WORK = args.work.resolve()
+    try:  # checked before the fuzzing starts, like the record's path
+        WORK.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        ap.error(f"--work {args.work}: cannot create it ({e.strerror})")
     RUN = harness.start(ap, args=args)
     stats = Stats()
     if args.engine == "atheris":
