@@ -382,3 +382,40 @@ def test_missing_cost_model_under_mine_nodes_is_one_line(tmp_path):
     p = _cli_run(["mine", str(data), "--nodes", "2", "-s", "0.5"],
                  env=dict(os.environ, CLUSTERLAB_COSTMODEL=str(tmp_path / "none.json")))
     _one_line_error(p, "rank", "ConfigError", "CLUSTERLAB_COSTMODEL=")
+
+
+def test_a_result_still_in_flight_when_the_rank_exits_is_read():
+    """A rank's last words can arrive after its process ended (the kernel sends a closed socket's
+    queued bytes: a 100-rank job's result on a busy, dilated testbed link lost rank 0's result).
+    Here a fake rank sends half its result frame, the launcher reads what arrived (as it does
+    when the process exits), the rest comes 0.5 s later: read_to_end must assemble it."""
+    from clusterlab.cluster.checkin import Rendezvous
+    from clusterlab.cluster.supervisor import Supervisor
+    from clusterlab.rendezvous import contract
+
+    secret, body = os.urandom(32), os.urandom(300_000)
+    frame = contract.result_frame(0, body, contract.RESULT_BYTES_TAG)
+    with Supervisor(timeout=30) as sup:
+        rdv = Rendezvous(sup, 1, secret)
+        half = threading.Event()
+
+        def rank():
+            with socket.create_connection(rdv.address) as s:
+                handshake.connect(s, secret, 0, handshake.LAUNCHER, 5.0)
+                s.sendall(frame[: len(frame) // 2])
+                half.set()
+                time.sleep(0.5)
+                s.sendall(frame[len(frame) // 2:])
+
+        t = threading.Thread(target=rank)
+        t.start()
+        end = time.monotonic() + 10
+        while not half.is_set() and time.monotonic() < end:
+            sup.step(max_wait=0.05)
+        time.sleep(0.1)
+        rdv.drain(0)  # what had arrived when the process "ended"
+        assert rdv.links[0].result is None
+        rdv.read_to_end(5.0)
+        t.join(5)
+        assert rdv.links[0].result == body and not rdv.connected
+        rdv.close()

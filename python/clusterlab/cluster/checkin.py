@@ -29,6 +29,10 @@ _IN, _OUT = select.POLLIN, select.POLLOUT
 _ERR = select.POLLERR | select.POLLHUP | select.POLLNVAL
 
 
+# How long the launcher reads the links of ranks whose processes have ended, for their last words.
+LAST_WORDS_S = 10.0
+
+
 def _log(msg: str) -> None:
     print(f"clusterlab: {msg}", file=sys.stderr, flush=True)
 
@@ -234,6 +238,15 @@ class Rendezvous:
         link = self.links[rank]
         if link.sock is not None:
             self._read(link, budget=1 << 16)
+
+    def read_to_end(self, timeout: float = LAST_WORDS_S) -> None:
+        """The ranks' processes have ended: read each link until it closes (at most
+        ``timeout`` seconds in all). A process's last words can still be in flight when it exits
+        (its kernel sends the queued bytes after the close): reading only what had arrived lost
+        rank 0's result of a 100-rank job on a busy, dilated testbed link."""
+        end = time.monotonic() + timeout
+        while self.connected and time.monotonic() < end:
+            self.sup.step(max_wait=0.05)
 
     def _lose(self, link: RankLink) -> None:
         if link.sock is None:

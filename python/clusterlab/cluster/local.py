@@ -114,6 +114,7 @@ def launch(argv: list[str], n: int, *, hosts: list[RankHost] | None = None,
                 sup.step()
             for r in range(n):
                 rdv.drain(r)
+            rdv.read_to_end()
         finally:
             rdv.close()
     return job.result()

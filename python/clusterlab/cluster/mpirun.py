@@ -140,11 +140,8 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
             while sup.alive():
                 job.tick()
                 sup.step()
-            # mpiexec can exit a moment before its ranks' last words reach us: wait for each
-            # link to close (bounded), reading what comes
-            end = time.monotonic() + 2.0
-            while rdv.connected and time.monotonic() < end:
-                sup.step(max_wait=0.05)
+            # mpiexec can exit a moment before its ranks' last words reach us
+            rdv.read_to_end()
         finally:
             rdv.close()
     return job.result()
