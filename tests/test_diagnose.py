@@ -177,6 +177,27 @@ def test_fidelity_passes_a_local_run_and_judges_an_emulated_one():
     assert not slow["ok"] and "peak link rate 10%" in slow["line"]
 
 
+
+def test_the_monitors_missed_captures_are_told_per_point_not_failed():
+    """A study's monitor table carries the last point's metadata: a capture that missed packets
+    at the last point was charged to every point, and as packets the emulation lost (a 100-host
+    run's capture ring overflowed; the network lost nothing)."""
+    import pandas as pd
+
+    df = pd.DataFrame({"t": [0.0, 0.0, 0.0], "node": ["machine", "machine", "machine"], "iface": ["", "", ""],
+                       "metric": ["cpu_spare", "cpu_spare", "capture_drops"], "value": [0.8, 0.8, 30.0],
+                       "point": [0, 1, 1]})
+    meta = {"capture": {"packets": 2_300_000, "drops": 30}}
+    assert fidelity.monitor_facts(df, meta, point=0)["capture_drops"] == 0
+    facts = fidelity.monitor_facts(df, meta, point=1)
+    assert facts["capture_drops"] == 30
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    r = fidelity.check(Job("b", "study", 1, cluster=tb, transport={"rto_min": "200ms"}, monitor=facts))
+    assert r["ok"] and "capture missed 30 packets" in r["line"], r["line"]
+    lost = fidelity.check(Job("b", "study", 1, cluster=tb, transport={"rto_min": "200ms"},
+                              monitor={**facts, "unexpected_drops": 3}))
+    assert not lost["ok"] and "3 packets dropped" in lost["line"]
+
 def _summary(tmp_path, wall=0.05):
     ranks = [{"rank": r, "t_total": 0.5, "t_comm": 0.5 - c, "t_compute": c, "cpu_s": c, "t_rto": 0.0,
               "bytes_sent": 1000, "messages_sent": 2} for r, c in ((0, 0.1), (1, 0.45))]
