@@ -47,6 +47,7 @@ import shutil
 import tempfile
 from typing import Protocol, runtime_checkable
 
+from clusterlab.cluster.mpirun import MPICH_TRANSPORTS, mpich_env
 from clusterlab.comm.places import InProcess, Launched, OnThisMachine, has_knobs, no_kwargs, started_as_rank
 from clusterlab.errors import ConfigError
 from clusterlab.rendezvous import contract
@@ -65,6 +66,7 @@ class Cluster(Protocol):
 
     name: str
     size: int | None
+    multicast: bool  # its ranks can join an IP multicast group (the point-to-multipoint algorithms)
 
     def run(self, fn, n: int | None, *args, transport=None, timeout: float | None = 300.0,
             kwargs: dict | None = None, **options) -> list: ...
@@ -101,6 +103,7 @@ class Local(OnThisMachine):
     name = "tcp"
     kind = "loopback"
     size = None
+    multicast = False  # loopback carries no multicast group
 
     def __init__(self, iface: str | None = None, rendezvous_host: str = "127.0.0.1", *, ranks: int | None = None):
         self.iface, self.rendezvous_host, self.ranks = iface, rendezvous_host, ranks
@@ -140,16 +143,24 @@ class Mpirun(OnThisMachine):
     ``tcp`` (clusterlab's mesh between the processes mpiexec started). ``iface``: the interface
     every rank's mesh listens on; ``rendezvous_host``: where the launcher listens;
     ``mpiexec_args``: extra arguments (a list, or one string split as a shell would);
-    ``ranks``: how many a study runs by default."""
+    ``mpich``: how MPICH moves data between ranks of one machine (``tcp``: TCP sockets;
+    ``ucx_default``: UCX's shared memory; ``shm``: MPICH's defaults; None: as the environment
+    says; ``cluster.mpirun.MPICH_TRANSPORTS``); ``ranks``: how many a study runs by default.
+    ``launch``/``run`` also take ``launch_mpi``'s ``env=``, ``stdout=``, ``cwd=`` (the ranks'
+    working directory) and ``wrap=`` (a command mpiexec runs under, e.g. a tracer)."""
 
     kind = "mpi"
     size = None
+    multicast = False
 
     def __init__(self, hostfile: str | None = None, mesh: str = "mpi", iface: str | None = None,
                  rendezvous_host: str | None = None, mpiexec_args=(), mpiexec: str | None = None, *,
-                 ranks: int | None = None):
+                 ranks: int | None = None, mpich: str | None = None):
         if mesh not in MESHES:
             raise ConfigError(f"mesh must be mpi or tcp, got {mesh!r}")
+        if mpich is not None:
+            mpich_env(mpich, {})  # a name it knows, refused now rather than at launch
+        self.mpich = mpich
         self.hostfile, self.mesh, self.iface, self.rendezvous_host = hostfile, mesh, iface, rendezvous_host
         self.mpiexec_args = shlex.split(mpiexec_args) if isinstance(mpiexec_args, str) else list(mpiexec_args)
         self.mpiexec = mpiexec
@@ -160,13 +171,14 @@ class Mpirun(OnThisMachine):
         return "mpi" if self.mesh == "mpi" else "tcp over mpiexec"
 
     def __repr__(self) -> str:
-        return self._ranks_repr(f"hostfile={self.hostfile!r}, mesh={self.mesh!r}")
+        mpich = f", mpich={self.mpich!r}" if self.mpich is not None else ""
+        return self._ranks_repr(f"hostfile={self.hostfile!r}, mesh={self.mesh!r}{mpich}")
 
     def _options(self, options: dict) -> dict:
         """``launch_mpi``'s keywords: this cluster's, then the call's (a call's ``mpiexec_args``
         follow this cluster's rather than replace them)."""
         opts = dict(backend=self.mesh, hostfile=self.hostfile, iface=self.iface, rendezvous_host=self.rendezvous_host,
-                    mpiexec=self.mpiexec)
+                    mpiexec=self.mpiexec, mpich=self.mpich)
         opts.update(options)
         opts["mpiexec_args"] = [*self.mpiexec_args, *options.get("mpiexec_args", ())]
         return opts
@@ -233,6 +245,7 @@ class Testbed:
 
     size = None
     kind = "testbed"  # what a study calls this place (``experiments.spec.kind_of``)
+    multicast = True  # the hosts' links and switch carry IP multicast
     socket_only = SOCKET_ONLY  # what MPI's sockets (MPICH's own) never get
     __test__ = False  # not a pytest class
     # The topology's settings a study varies by name (StarTopo's own fields; its dilation is
@@ -463,8 +476,9 @@ exec setpriv --pdeathsig KILL ip netns exec {prefix}$host sh -c "exec $*"
 # What MPICH (the mpich wheel: UCX underneath) needs to move data over the emulated network: the
 # hosts share one kernel, so without these hydra's ranks would talk through shared memory and
 # cross-memory attach, bypassing the links and giving a wrong, too-fast time. NOLOCAL keeps MPICH
-# off its shared-memory path, UCX_TLS keeps UCX on TCP, UCX_NET_DEVICES on the host's link.
-MPICH_NETWORK_ENV = {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0"}
+# off its shared-memory path, UCX_TLS keeps UCX on TCP (``MPICH_TRANSPORTS["tcp"]``),
+# UCX_NET_DEVICES on the host's link.
+MPICH_NETWORK_ENV = {**MPICH_TRANSPORTS["tcp"], "UCX_NET_DEVICES": "eth0"}
 
 
 def launch_mpi_on_testbed(tb, argv: list[str], n: int, *, timeout: float | None = None, env: dict | None = None,

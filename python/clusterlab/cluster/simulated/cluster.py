@@ -63,6 +63,7 @@ class Simulated:
     kind = "simulated"
     name = "simulated"
     size = None
+    multicast = False  # the flow model has no multicast group
     __test__ = False
     # The testbed's settings by name (a study's grid may swap one cluster for the other;
     # dilation is accepted and has no effect: the simulation runs undilated), then its own.
