@@ -98,26 +98,48 @@ def _records(method):
 class Local(OnThisMachine):
     """Processes on this machine, joined by clusterlab's TCP mesh. ``iface``: the interface (or
     address) every rank's mesh listens on (default loopback); ``rendezvous_host``: where the
-    launcher listens for its ranks; ``ranks``: how many a study runs by default."""
+    launcher listens for its ranks; ``ranks``: how many a study runs by default; ``prefix``: a
+    command some ranks start under, by rank (``{1: ["taskset", "-c", "1"]}``; the others as
+    usual).
+
+    >>> Local(prefix={1: ["nice"]})
+    Local(prefix={1: ['nice']})
+    >>> Local(prefix={"1": "nice"})
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: prefix must map ranks (whole numbers >= 0) to commands (lists of strings), got {'1': 'nice'}
+    """
 
     name = "tcp"
     kind = "loopback"
     size = None
     multicast = False  # loopback carries no multicast group
 
-    def __init__(self, iface: str | None = None, rendezvous_host: str = "127.0.0.1", *, ranks: int | None = None):
+    def __init__(self, iface: str | None = None, rendezvous_host: str = "127.0.0.1", *, ranks: int | None = None,
+                 prefix: dict[int, list[str]] | None = None):
+        prefix = dict(prefix or {})
+        if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 and isinstance(cmd, (list, tuple)) and cmd
+                   and all(isinstance(a, str) for a in cmd) for r, cmd in prefix.items()):
+            raise ConfigError(f"prefix must map ranks (whole numbers >= 0) to commands (lists of strings), got {prefix!r}")
         self.iface, self.rendezvous_host, self.ranks = iface, rendezvous_host, ranks
+        self.prefix = {r: list(cmd) for r, cmd in prefix.items()}
 
     def __repr__(self) -> str:
-        return self._ranks_repr(f"iface={self.iface!r}" if self.iface else "")
+        given = [f"iface={self.iface!r}"] if self.iface else []
+        if self.prefix:
+            given.append(f"prefix={self.prefix!r}")
+        return self._ranks_repr(", ".join(given))
 
     def _hosts(self, n: int):
-        if not self.iface:
+        if not self.iface and not self.prefix:
             return None
+        if self.prefix and max(self.prefix) >= n:
+            raise ConfigError(f"prefix names rank {max(self.prefix)}; the job has ranks 0..{n - 1}")
         from clusterlab.cluster.local import RankHost
         from clusterlab.rendezvous.address import choose
 
-        return [RankHost(bind=choose(iface=self.iface)) for _ in range(n)]
+        bind = choose(iface=self.iface) if self.iface else "127.0.0.1"
+        return [RankHost(prefix=list(self.prefix.get(r, ())), bind=bind) for r in range(n)]
 
     @_records
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
