@@ -457,12 +457,12 @@ class Testbed:
             return net.run(fn, n, *args, config=config, timeout=timeout, **options)
 
     def _default_n(self, net) -> int:
-        return self.ranks if self.ranks is not None and self.topo is not None else len(net.hosts)
+        """A topology's ``ranks`` if given, else one rank per compute host (a storage host is none)."""
+        return self.ranks if self.ranks is not None and self.topo is not None else len(net.placement())
 
     @_records
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
-        from clusterlab.cluster.local import RankHost, launch
-        from clusterlab.net.netns import in_netns
+        from clusterlab.cluster.local import launch
 
         with self._network(transport) as (tb, transport):
             n = n or self._default_n(tb)
@@ -478,12 +478,8 @@ class Testbed:
             from clusterlab.cluster.program import refuse_mpi_program
 
             refuse_mpi_program(argv, n)
-            places = tb.placement(n)
-            hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
-            config = tb.transport if transport is None else transport
-            with in_netns(tb.switch.ns):
-                return launch(argv, n, hosts=hosts, config=config, timeout=timeout,
-                              rendezvous_host=tb.topo.switch_address, **options)
+            with tb.from_the_switch(n, transport) as (hosts, config, where):
+                return launch(argv, n, hosts=hosts, config=config, timeout=timeout, rendezvous_host=where, **options)
 
 
 
