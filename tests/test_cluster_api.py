@@ -156,3 +156,20 @@ def test_mpirun_sets_how_mpich_moves_data_the_ranks_directory_and_a_wrapper(tmp_
     assert (tmp_path / "rank.0").read_text().split()[:3] == ["sm", "sockets", "none"]
     with pytest.raises(ConfigError, match="unknown MPICH transport 'udp'"):
         Mpirun(mpich="udp")
+
+
+def test_a_testbed_with_a_storage_host_runs_one_rank_per_compute_host_by_default():
+    """The storage host ``st`` is never a rank: given no rank count, the Testbed cluster starts
+    one rank per compute host (it counted ``st`` and asked for a rank too many)."""
+    from types import SimpleNamespace
+
+    from clusterlab.cluster.testbed import TestbedNetwork
+
+    class Net:
+        name = "m24fake"
+        hosts = [SimpleNamespace(name=h, prefix=lambda: [], addr="10.0.0.1", ns=f"clab-m24fake-{h}")
+                 for h in ("h0", "h1", "st")]
+        placement = TestbedNetwork.placement
+
+    net = Net()
+    assert Testbed(net)._default_n(net) == 2 and [p["host"] for p in net.placement(None)] == ["h0", "h1"]
