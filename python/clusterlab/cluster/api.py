@@ -23,6 +23,8 @@ job's size for ``Launched``). ``fn`` must be a module-level function and its ``a
 cannot reach refuses it rather than ignore it.
 
 ``launch(argv, n, ...)`` starts a program as ranks 0..n-1 and returns the ``JobResult``.
+``multicast`` says whether the ranks can join an IP multicast group (the point-to-multipoint
+algorithms): threads and a testbed's hosts can, loopback processes and mpiexec's cannot.
 
 ``run_dir=`` (``Local``, ``Mpirun``, ``Testbed``; with ``monitor=``, ``monitor_interval=``) records
 either call as ``clusterlab run --run-dir`` does (``cluster.record``): ``meta.json``, the monitor's
