@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,10 +31,17 @@ from clusterlab.cluster.supervisor import (
     check_command,
     describe_status,
 )
-from clusterlab.comm.mpi import mpiexec_path
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 from clusterlab.rendezvous import address, contract
+
+
+def mpiexec_path() -> str | None:
+    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
+    cand = Path(sys.executable).with_name("mpiexec")
+    if cand.exists():
+        return str(cand)
+    return shutil.which("mpiexec")
 
 
 def read_hostfile(path: str) -> list[tuple[str, int]]:
