@@ -18,7 +18,7 @@ Which transport MPICH uses: the ``mpich`` wheel's only network module is UCX, so
 off MPICH's own shared memory: UCX then still moves every message between ranks of one host
 through its shared-memory and cross-memory-attach transports (``strace -f -c``: 3000
 ``process_vm_readv`` and 16 ``sendmsg`` for 25 alltoalls of 1 MiB, no TCP). MPICH runs three
-ways (``MPICH``): ``tcp``, over TCP on loopback (``MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self``;
+ways (the cluster layer's ``MPICH_TRANSPORTS``, set by ``Mpirun(mpich=...)``): ``tcp``, over TCP on loopback (``MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self``;
 ``strace``: no ``process_vm_readv``, the data in ``sendmsg``/``recvfrom``), the target's
 comparison; ``ucx_default`` (``MPIR_CVAR_NOLOCAL=1`` alone: UCX's single-copy shared memory, what
 this script called "over TCP" before 2026-11-23 06:00 UTC); ``shm`` (MPICH's defaults).
@@ -67,7 +67,8 @@ from clusterlab.bench import collective as coll
 from clusterlab.bench import harness
 from clusterlab.bench import pingpong as pp
 from clusterlab.bench.setup import connection_setup_times
-from clusterlab.cluster import Local
+from clusterlab.cluster import Local, Mpirun
+from clusterlab.cluster.mpirun import MPICH_TRANSPORTS
 from clusterlab.comm import costmodel
 
 LOOPBACK = Local()  # clusterlab's ranks: local processes on the TCP mesh over loopback
@@ -134,7 +135,7 @@ def latency_by_placement(upper: int = 16) -> dict:
     return out
 
 
-# --- MPICH worker (run under mpiexec: ``python bench/comm.py --mpi-worker ...``) ----------------
+# --- MPICH worker (run under mpiexec by ``mpich``: ``python bench/comm.py --mpi-worker ...``) -------
 def mpi_worker(ops: list[str], sizes: list[int], out: str) -> None:
     from mpi4py import MPI
 
@@ -267,22 +268,14 @@ def nptcp(upper: int, cpus: tuple[int, int] | None = None) -> list[dict]:
     return rows
 
 
-# How MPICH runs (see the module's docstring): the wheel's network module is UCX.
-MPICH = {
-    "tcp": {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self"},  # over TCP on loopback: the target
-    "ucx_default": {"MPIR_CVAR_NOLOCAL": "1"},                  # UCX's shared memory + CMA
-    "shm": {},                                                  # MPICH's defaults
-}
-
-
 def mpich(n: int, ops: list[str], sizes: list[int], transport: str) -> list[dict]:
-    mpiexec = Path(sys.executable).with_name("mpiexec")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "MPIR_CVAR_", "FI_"))}
-    env.update(MPICH[transport])
+    """The MPICH worker on ``n`` ranks under mpiexec (``Mpirun(mpich=transport)``); rank 0's rows."""
     with tempfile.TemporaryDirectory() as d:
         out = f"{d}/mpi.json"
-        subprocess.run([str(mpiexec), "-n", str(n), sys.executable, __file__, "--mpi-worker", ",".join(ops),
-                        ",".join(map(str, sizes)), out], env=env, check=True, timeout=900)
+        job = Mpirun(mpich=transport).launch([sys.executable, __file__, "--mpi-worker", ",".join(ops),
+                                              ",".join(map(str, sizes)), out], n, timeout=900)
+        if not job.ok:
+            raise RuntimeError(f"MPICH ({transport}) job failed: {job.reason}")
         return json.loads(Path(out).read_text())
 
 
@@ -374,7 +367,7 @@ def main(argv=None) -> None:
         return
     bench = harness.start(ap, repeat_flag="--runs", args=a)
     ops, sizes = ["bcast", "scatter", "alltoall"], [64 * KIB, MIB]
-    res: dict = {"ranks": a.n, "mpich_env": MPICH}
+    res: dict = {"ranks": a.n, "mpich_env": MPICH_TRANSPORTS}
     if a.baseline is not None:
         res["baseline"] = {"checkout": str(a.baseline), "commit": subprocess.run(
             ["git", "-C", str(a.baseline), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()}

@@ -5,7 +5,8 @@ Not a test: a measurement. For each run and each placement of the two ends (both
 on CPUs 0 and 1, unpinned) it times NPtcp, this checkout and ``--baseline DIR`` (its
 ``.venv``) back to back, the order of the two checkouts swapped every run, with
 ``bench/comm.py``'s ping-pong (``clusterlab.bench.pingpong``: best of 3 trials of 0.2 s, ranks
-launched by ``clusterlab.cluster.local`` over the authenticated TCP mesh). Writes per
+launched by ``clusterlab.cluster.Local`` over the authenticated TCP mesh; a baseline from before
+``Local`` existed, f34ad2d, cannot run). Writes per
 placement the half round trip (us) of every side per run, min / median / max over runs, each
 checkout's ratio to NPtcp per run, and ``/proc/loadavg`` before every run; the record carries
 the bench harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU,
@@ -36,10 +37,10 @@ import json, sys
 sys.path.insert(0, "bench")
 import comm
 from clusterlab.bench import pingpong as pp
-from clusterlab.cluster import local
+from clusterlab.cluster import Local
 cpus = json.loads(sys.argv[1])
-rows = (local.run(pp.pingpong, 2, [1], 0.2, timeout=120) if cpus is None
-        else local.run(comm.pinned_pingpong, 2, cpus, [1], timeout=120))[0]
+rows = (Local().run(pp.pingpong, 2, [1], 0.2, timeout=120) if cpus is None
+        else Local().run(comm.pinned_pingpong, 2, cpus, [1], timeout=120))[0]
 print(json.dumps(rows[0]["usec"]))
 """
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from clusterlab.cluster import Local, Mpirun
 
 
 def switches() -> tuple[int, int]:
@@ -104,20 +104,21 @@ def mpich_worker(op: str, size: int, calls: int, out: str) -> None:
 
 
 def run_job(a, calls: int, prefix: list[str]) -> list[dict]:
+    """One job of ``calls`` timed calls, run under ``prefix`` (a tracer, or nothing): MPICH's
+    ranks under mpiexec (``Mpirun(mpich=...)``, bench/comm.py's MPICH; ``prefix`` wraps mpiexec
+    and its ranks), or clusterlab's in a process of their own that launches them (``prefix``
+    wraps it and its ranks)."""
     with tempfile.TemporaryDirectory() as d:
         out = f"{d}/out.json"
         me = [sys.executable, __file__, "--op", a.op, "--size", str(a.size), "--calls", str(calls), "-n", str(a.n)]
         if a.mpich:
-            sys.path.insert(0, str(HERE))
-            from comm import MPICH  # bench/comm.py's settings: the same MPICH as the benchmark
-
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "MPIR_CVAR_", "FI_"))}
-            env.update(MPICH[a.mpich])
-            cmd = [str(Path(sys.executable).with_name("mpiexec")), "-n", str(a.n), *me, "--mpi-worker", out]
+            job = Mpirun(mpich=a.mpich).launch([*me, "--mpi-worker", out], a.n, timeout=600, wrap=prefix,
+                                               stdout=subprocess.DEVNULL)
+            if not job.ok:
+                raise SystemExit(f"MPICH job failed: {job.reason}")
         else:
-            env = dict(os.environ)
             cmd = [*me, "--clusterlab-job", out] + (["--algorithm", a.algorithm] if a.algorithm else [])
-        subprocess.run(prefix + cmd, env=env, check=True, timeout=600, stdout=subprocess.DEVNULL)
+            subprocess.run(prefix + cmd, check=True, timeout=600, stdout=subprocess.DEVNULL)
         return json.loads(Path(out).read_text())
 
 
@@ -154,11 +155,9 @@ def main() -> None:
         mpich_worker(a.op, a.size, a.calls, a.mpi_worker)
         return
     if a.clusterlab_job:
-        from clusterlab.cluster import local
-
         if a.op == "barrier":
             a.algorithm = a.algorithm or "dissemination"
-        rows = local.run(clusterlab_rank, a.n, a.op, a.size, a.algorithm, a.calls, timeout=600)
+        rows = Local().run(clusterlab_rank, a.n, a.op, a.size, a.algorithm, a.calls, timeout=600)
         Path(a.clusterlab_job).write_text(json.dumps(rows))
         return
     rows = run_job(a, a.calls, [])

@@ -73,6 +73,27 @@ def test_collective_bad_input_is_one_line(capsys, argv, message):
     assert code == 2 and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("backend", ["tcp", "mpi", "auto"])
+def test_point_to_multipoint_is_refused_where_the_cluster_has_no_multicast(capsys, monkeypatch, backend):
+    """The cluster the options name decides (``Cluster.multicast``): loopback processes and
+    mpiexec's have no multicast group; in-process ranks do (below)."""
+    from clusterlab.rendezvous import contract
+
+    for k in (contract.ENV_RANK, contract.ENV_RDV, *contract.MPI_ENV):  # not a rank: auto is local processes
+        monkeypatch.delenv(k, raising=False)
+    code, _, err = cli(capsys, "bench", "collective", "--op", "bcast", "--algorithm", "p2mp", "-n", "2",
+                       "--backend", backend)
+    assert code == 2 and "--algorithm p2mp needs a multicast group" in err and "Traceback" not in err
+
+
+def test_point_to_multipoint_runs_in_process(capsys):
+    code, out, err = cli(capsys, "bench", "collective", "--op", "bcast", "--algorithm", "p2mp", "-n", "3",
+                         "--sizes", "1K", "--iterations", "2", "--warmup", "0", "--backend", "inproc", "--json")
+    assert code == 0, err
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert row["bytes"] == 1024 and row["algorithm"] == "p2mp"
+
+
 def test_pingpong_bad_input_is_one_line(capsys):
     code, _, err = cli(capsys, "bench", "pingpong", "--backend", "inproc", "--trials", "0")
     assert code == 2 and "--trials must be >= 1" in err

@@ -15,6 +15,7 @@ from clusterlab.cluster.local import _example_sum
 from clusterlab.cluster.program import mpi_program
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
+from tests.comm.conftest import needs_mpi
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,3 +121,55 @@ def test_run_on_a_testbed_refuses_socket_settings_it_cannot_apply(tmp_path):
                         "--", "python", str(script)], env=dict(os.environ, PYTHONPATH=str(ROOT / "python")),
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "clusterlab testbed up --name NAME --rto-min" in p.stderr, p.stderr
+
+
+def env_of(comm, key):
+    """A rank function (module-level: ranks import it): ``key`` in this rank's environment."""
+    return os.environ.get(key)
+
+
+def test_local_starts_the_ranks_named_under_their_prefix():
+    """``Local(prefix={rank: command})``: those ranks start under the command, the others as usual."""
+    got = Local(prefix={1: ["env", "M24_PREFIXED=yes"]}).run(env_of, 3, "M24_PREFIXED", timeout=60)
+    assert got == [None, "yes", None]
+    with pytest.raises(ConfigError, match=r"prefix names rank 3; the job has ranks 0..1"):
+        Local(prefix={3: ["nice"]}).run(env_of, 2, "X", timeout=60)
+    with pytest.raises(ConfigError, match="prefix must map ranks"):
+        Local(prefix={1: "nice"})
+
+
+@needs_mpi
+def test_mpirun_sets_how_mpich_moves_data_the_ranks_directory_and_a_wrapper(tmp_path, monkeypatch):
+    """``Mpirun(mpich="tcp")`` replaces the caller's MPICH/UCX/libfabric settings with its own;
+    ``cwd=`` is the ranks' directory; ``wrap=`` is a command mpiexec (and so every rank) runs under."""
+    monkeypatch.setenv("UCX_TLS", "sm")
+    monkeypatch.setenv("FI_PROVIDER", "sockets")
+    out = tmp_path / "rank"
+    report = 'echo "$UCX_TLS ${FI_PROVIDER:-none} ${MPIR_CVAR_NOLOCAL:-none} ${M24_WRAPPED:-no} $(pwd)" > "$0.$PMI_RANK"'
+    job = Mpirun(mpich="tcp").launch(["sh", "-c", report, str(out)], 2, cwd=str(tmp_path), program=True, timeout=60,
+                                     wrap=["env", "M24_WRAPPED=yes"])
+    assert job.ok, job.reason
+    for r in range(2):
+        assert (tmp_path / f"rank.{r}").read_text().split() == ["tcp,self", "none", "1", "yes", str(tmp_path)]
+    job = Mpirun().launch(["sh", "-c", report, str(out)], 1, program=True, timeout=60)  # None: the environment's
+    assert job.ok, job.reason
+    assert (tmp_path / "rank.0").read_text().split()[:3] == ["sm", "sockets", "none"]
+    with pytest.raises(ConfigError, match="unknown MPICH transport 'udp'"):
+        Mpirun(mpich="udp")
+
+
+def test_a_testbed_with_a_storage_host_runs_one_rank_per_compute_host_by_default():
+    """The storage host ``st`` is never a rank: given no rank count, the Testbed cluster starts
+    one rank per compute host (it counted ``st`` and asked for a rank too many)."""
+    from types import SimpleNamespace
+
+    from clusterlab.cluster.testbed import TestbedNetwork
+
+    class Net:
+        name = "m24fake"
+        hosts = [SimpleNamespace(name=h, prefix=lambda: [], addr="10.0.0.1", ns=f"clab-m24fake-{h}")
+                 for h in ("h0", "h1", "st")]
+        placement = TestbedNetwork.placement
+
+    net = Net()
+    assert Testbed(net)._default_n(net) == 2 and [p["host"] for p in net.placement(None)] == ["h0", "h1"]

@@ -1,4 +1,5 @@
-"""bench/comm.py's MPICH anchor: "over TCP" must really move the data through TCP sockets.
+"""bench/comm.py's MPICH anchor (``Mpirun(mpich=...)``, the cluster layer's ``MPICH_TRANSPORTS``):
+"over TCP" must really move the data through TCP sockets.
 
 The mpich wheel's network module is UCX; with ``MPIR_CVAR_NOLOCAL=1`` alone UCX still carries
 messages between ranks of one host through shared memory and cross-memory attach, which is not
@@ -9,10 +10,8 @@ mpich 5.0.2 wheel's UCX sends with ``sendto``, earlier ones with ``sendmsg``) an
 ``strace``; ``make test`` installs it as root) and mpi4py + mpiexec."""
 
 import importlib.util
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -43,18 +42,17 @@ def _bench():
 
 def _moved(tmp_path: Path, transport: str) -> dict[str, int]:
     """Bytes moved by sendmsg/sendto and by cross-memory attach while broadcasting 1 MiB three times on
-    2 ranks with bench/comm.py's MPICH settings for ``transport``."""
-    from clusterlab.cluster.mpirun import mpiexec_path
+    2 ranks under ``Mpirun(mpich=transport)`` (bench/comm.py's MPICH), mpiexec and its ranks traced."""
+    from clusterlab.cluster import Mpirun
 
-    bench = _bench()
     prog = tmp_path / "bcast.py"
     prog.write_text(PROG)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "MPIR_CVAR_", "FI_"))}
-    env.update(bench.MPICH[transport])
     trace = tmp_path / f"{transport}.strace"
-    subprocess.run(["strace", "-f", "-qq", "-e", "trace=sendmsg,sendto,process_vm_readv,process_vm_writev", "-e", "signal=none",
-                    "-o", str(trace), mpiexec_path(), "-n", "2", sys.executable, str(prog)],
-                   env=env, check=True, timeout=120, capture_output=True)
+    strace = ["strace", "-f", "-qq", "-e", "trace=sendmsg,sendto,process_vm_readv,process_vm_writev", "-e", "signal=none",
+              "-o", str(trace)]
+    with open(tmp_path / "out", "w") as out:
+        job = Mpirun(mpich=transport).launch([sys.executable, str(prog)], 2, timeout=120, wrap=strace, stdout=out)
+    assert job.ok, job.reason
     moved = {"socket": 0, "cma": 0}
     for line in trace.read_text().splitlines():
         if m := MOVED.match(line):

@@ -130,12 +130,11 @@ def collective(op, n, algorithm, sizes, iterations, warmup, time_per_size, model
         raise ConfigError(f"-n must be at least 1, got {n}")
     if algorithm is not None and algorithm not in collectives.ALGORITHMS[op]:
         raise ConfigError(f"unknown {op} algorithm {algorithm!r} (one of {', '.join(sorted(collectives.ALGORITHMS[op]))})")
-    if algorithm is not None and not getattr(collectives.MODULES[op][algorithm], "AUTO", True):
-        from clusterlab.rendezvous import contract
-
-        if backend in ("tcp", "mpi") or (backend == "auto" and not os.environ.get(contract.ENV_RANK)):
-            raise ConfigError(f"--algorithm {algorithm} needs a multicast group: --backend inproc, or ranks in "
-                              "testbed hosts (clusterlab run --testbed NAME -- clusterlab bench collective ...; the seed002 studies)")
+    cluster = from_options(backend)
+    if algorithm is not None and not getattr(collectives.MODULES[op][algorithm], "AUTO", True) \
+            and not cluster.multicast:
+        raise ConfigError(f"--algorithm {algorithm} needs a multicast group: --backend inproc, or ranks in "
+                          "testbed hosts (clusterlab run --testbed NAME -- clusterlab bench collective ...; the seed002 studies)")
     if iterations is not None and iterations < 1:
         raise ConfigError("--iterations must be at least 1")
     if (warmup is not None and warmup < 0) or not time_per_size > 0:
@@ -145,7 +144,7 @@ def collective(op, n, algorithm, sizes, iterations, warmup, time_per_size, model
         os.environ[costmodel.ENV] = os.path.abspath(model_path)
     size_list = coll.sweep(sizes)
     rows = spmd(coll.run, n, op, size_list, algorithm, iterations, warmup, time_per_size,
-                cluster=from_options(backend))[0]
+                cluster=cluster)[0]
     if rows is None:
         return
     if as_json:

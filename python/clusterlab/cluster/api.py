@@ -23,6 +23,8 @@ job's size for ``Launched``). ``fn`` must be a module-level function and its ``a
 cannot reach refuses it rather than ignore it.
 
 ``launch(argv, n, ...)`` starts a program as ranks 0..n-1 and returns the ``JobResult``.
+``multicast`` says whether the ranks can join an IP multicast group (the point-to-multipoint
+algorithms): threads and a testbed's hosts can, loopback processes and mpiexec's cannot.
 
 ``run_dir=`` (``Local``, ``Mpirun``, ``Testbed``; with ``monitor=``, ``monitor_interval=``) records
 either call as ``clusterlab run --run-dir`` does (``cluster.record``): ``meta.json``, the monitor's
@@ -47,6 +49,7 @@ import shutil
 import tempfile
 from typing import Protocol, runtime_checkable
 
+from clusterlab.cluster.mpirun import MPICH_TRANSPORTS, mpich_env
 from clusterlab.comm.places import InProcess, Launched, OnThisMachine, has_knobs, no_kwargs, started_as_rank
 from clusterlab.errors import ConfigError
 from clusterlab.rendezvous import contract
@@ -65,6 +68,7 @@ class Cluster(Protocol):
 
     name: str
     size: int | None
+    multicast: bool  # its ranks can join an IP multicast group (the point-to-multipoint algorithms)
 
     def run(self, fn, n: int | None, *args, transport=None, timeout: float | None = 300.0,
             kwargs: dict | None = None, **options) -> list: ...
@@ -96,25 +100,48 @@ def _records(method):
 class Local(OnThisMachine):
     """Processes on this machine, joined by clusterlab's TCP mesh. ``iface``: the interface (or
     address) every rank's mesh listens on (default loopback); ``rendezvous_host``: where the
-    launcher listens for its ranks; ``ranks``: how many a study runs by default."""
+    launcher listens for its ranks; ``ranks``: how many a study runs by default; ``prefix``: a
+    command some ranks start under, by rank (``{1: ["taskset", "-c", "1"]}``; the others as
+    usual).
+
+    >>> Local(prefix={1: ["nice"]})
+    Local(prefix={1: ['nice']})
+    >>> Local(prefix={"1": "nice"})
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: prefix must map ranks (whole numbers >= 0) to commands (lists of strings), got {'1': 'nice'}
+    """
 
     name = "tcp"
     kind = "loopback"
     size = None
+    multicast = False  # loopback carries no multicast group
 
-    def __init__(self, iface: str | None = None, rendezvous_host: str = "127.0.0.1", *, ranks: int | None = None):
+    def __init__(self, iface: str | None = None, rendezvous_host: str = "127.0.0.1", *, ranks: int | None = None,
+                 prefix: dict[int, list[str]] | None = None):
+        prefix = dict(prefix or {})
+        if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 and isinstance(cmd, (list, tuple)) and cmd
+                   and all(isinstance(a, str) for a in cmd) for r, cmd in prefix.items()):
+            raise ConfigError(f"prefix must map ranks (whole numbers >= 0) to commands (lists of strings), got {prefix!r}")
         self.iface, self.rendezvous_host, self.ranks = iface, rendezvous_host, ranks
+        self.prefix = {r: list(cmd) for r, cmd in prefix.items()}
 
     def __repr__(self) -> str:
-        return self._ranks_repr(f"iface={self.iface!r}" if self.iface else "")
+        given = [f"iface={self.iface!r}"] if self.iface else []
+        if self.prefix:
+            given.append(f"prefix={self.prefix!r}")
+        return self._ranks_repr(", ".join(given))
 
     def _hosts(self, n: int):
-        if not self.iface:
+        if not self.iface and not self.prefix:
             return None
+        if self.prefix and max(self.prefix) >= n:
+            raise ConfigError(f"prefix names rank {max(self.prefix)}; the job has ranks 0..{n - 1}")
         from clusterlab.cluster.local import RankHost
         from clusterlab.rendezvous.address import choose
 
-        return [RankHost(bind=choose(iface=self.iface)) for _ in range(n)]
+        bind = choose(iface=self.iface) if self.iface else "127.0.0.1"
+        return [RankHost(prefix=list(self.prefix.get(r, ())), bind=bind) for r in range(n)]
 
     @_records
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
@@ -140,16 +167,24 @@ class Mpirun(OnThisMachine):
     ``tcp`` (clusterlab's mesh between the processes mpiexec started). ``iface``: the interface
     every rank's mesh listens on; ``rendezvous_host``: where the launcher listens;
     ``mpiexec_args``: extra arguments (a list, or one string split as a shell would);
-    ``ranks``: how many a study runs by default."""
+    ``mpich``: how MPICH moves data between ranks of one machine (``tcp``: TCP sockets;
+    ``ucx_default``: UCX's shared memory; ``shm``: MPICH's defaults; None: as the environment
+    says; ``cluster.mpirun.MPICH_TRANSPORTS``); ``ranks``: how many a study runs by default.
+    ``launch``/``run`` also take ``launch_mpi``'s ``env=``, ``stdout=``, ``cwd=`` (the ranks'
+    working directory) and ``wrap=`` (a command mpiexec runs under, e.g. a tracer)."""
 
     kind = "mpi"
     size = None
+    multicast = False
 
     def __init__(self, hostfile: str | None = None, mesh: str = "mpi", iface: str | None = None,
                  rendezvous_host: str | None = None, mpiexec_args=(), mpiexec: str | None = None, *,
-                 ranks: int | None = None):
+                 ranks: int | None = None, mpich: str | None = None):
         if mesh not in MESHES:
             raise ConfigError(f"mesh must be mpi or tcp, got {mesh!r}")
+        if mpich is not None:
+            mpich_env(mpich, {})  # a name it knows, refused now rather than at launch
+        self.mpich = mpich
         self.hostfile, self.mesh, self.iface, self.rendezvous_host = hostfile, mesh, iface, rendezvous_host
         self.mpiexec_args = shlex.split(mpiexec_args) if isinstance(mpiexec_args, str) else list(mpiexec_args)
         self.mpiexec = mpiexec
@@ -160,13 +195,14 @@ class Mpirun(OnThisMachine):
         return "mpi" if self.mesh == "mpi" else "tcp over mpiexec"
 
     def __repr__(self) -> str:
-        return self._ranks_repr(f"hostfile={self.hostfile!r}, mesh={self.mesh!r}")
+        mpich = f", mpich={self.mpich!r}" if self.mpich is not None else ""
+        return self._ranks_repr(f"hostfile={self.hostfile!r}, mesh={self.mesh!r}{mpich}")
 
     def _options(self, options: dict) -> dict:
         """``launch_mpi``'s keywords: this cluster's, then the call's (a call's ``mpiexec_args``
         follow this cluster's rather than replace them)."""
         opts = dict(backend=self.mesh, hostfile=self.hostfile, iface=self.iface, rendezvous_host=self.rendezvous_host,
-                    mpiexec=self.mpiexec)
+                    mpiexec=self.mpiexec, mpich=self.mpich)
         opts.update(options)
         opts["mpiexec_args"] = [*self.mpiexec_args, *options.get("mpiexec_args", ())]
         return opts
@@ -233,6 +269,7 @@ class Testbed:
 
     size = None
     kind = "testbed"  # what a study calls this place (``experiments.spec.kind_of``)
+    multicast = True  # the hosts' links and switch carry IP multicast
     socket_only = SOCKET_ONLY  # what MPI's sockets (MPICH's own) never get
     __test__ = False  # not a pytest class
     # The topology's settings a study varies by name (StarTopo's own fields; its dilation is
@@ -422,12 +459,12 @@ class Testbed:
             return net.run(fn, n, *args, config=config, timeout=timeout, **options)
 
     def _default_n(self, net) -> int:
-        return self.ranks if self.ranks is not None and self.topo is not None else len(net.hosts)
+        """A topology's ``ranks`` if given, else one rank per compute host (a storage host is none)."""
+        return self.ranks if self.ranks is not None and self.topo is not None else len(net.placement())
 
     @_records
     def launch(self, argv, n, *, transport=None, timeout: float | None = None, **options):
-        from clusterlab.cluster.local import RankHost, launch
-        from clusterlab.net.netns import in_netns
+        from clusterlab.cluster.local import launch
 
         with self._network(transport) as (tb, transport):
             n = n or self._default_n(tb)
@@ -443,12 +480,8 @@ class Testbed:
             from clusterlab.cluster.program import refuse_mpi_program
 
             refuse_mpi_program(argv, n)
-            places = tb.placement(n)
-            hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
-            config = tb.transport if transport is None else transport
-            with in_netns(tb.switch.ns):
-                return launch(argv, n, hosts=hosts, config=config, timeout=timeout,
-                              rendezvous_host=tb.topo.switch_address, **options)
+            with tb.from_the_switch(n, transport) as (hosts, config, where):
+                return launch(argv, n, hosts=hosts, config=config, timeout=timeout, rendezvous_host=where, **options)
 
 
 
@@ -463,8 +496,9 @@ exec setpriv --pdeathsig KILL ip netns exec {prefix}$host sh -c "exec $*"
 # What MPICH (the mpich wheel: UCX underneath) needs to move data over the emulated network: the
 # hosts share one kernel, so without these hydra's ranks would talk through shared memory and
 # cross-memory attach, bypassing the links and giving a wrong, too-fast time. NOLOCAL keeps MPICH
-# off its shared-memory path, UCX_TLS keeps UCX on TCP, UCX_NET_DEVICES on the host's link.
-MPICH_NETWORK_ENV = {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "eth0"}
+# off its shared-memory path, UCX_TLS keeps UCX on TCP (``MPICH_TRANSPORTS["tcp"]``),
+# UCX_NET_DEVICES on the host's link.
+MPICH_NETWORK_ENV = {**MPICH_TRANSPORTS["tcp"], "UCX_NET_DEVICES": "eth0"}
 
 
 def launch_mpi_on_testbed(tb, argv: list[str], n: int, *, timeout: float | None = None, env: dict | None = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,10 +31,17 @@ from clusterlab.cluster.supervisor import (
     check_command,
     describe_status,
 )
-from clusterlab.comm.mpi import mpiexec_path
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 from clusterlab.rendezvous import address, contract
+
+
+def mpiexec_path() -> str | None:
+    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
+    cand = Path(sys.executable).with_name("mpiexec")
+    if cand.exists():
+        return str(cand)
+    return shutil.which("mpiexec")
 
 
 def read_hostfile(path: str) -> list[tuple[str, int]]:
@@ -80,13 +88,46 @@ def launcher_address(hosts: list[tuple[str, int]], iface: str | None = None) -> 
     return "127.0.0.1"
 
 
+# How MPICH moves data between ranks of one machine. The ``mpich`` wheel's only network module is
+# UCX, so libfabric's FI_PROVIDER means nothing to it, and MPIR_CVAR_NOLOCAL=1 alone only turns
+# off MPICH's own shared memory: UCX then still carries every message through its shared memory
+# and cross-memory attach (tests/comm/test_bench_comm.py checks both with strace).
+MPICH_TRANSPORTS = {
+    "tcp": {"MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self"},  # TCP sockets, also between ranks of one host
+    "ucx_default": {"MPIR_CVAR_NOLOCAL": "1"},                  # UCX's shared memory + cross-memory attach
+    "shm": {},                                                  # MPICH's defaults (its own shared memory)
+}
+_MPICH_PREFIXES = ("UCX_", "MPIR_CVAR_", "FI_")
+
+
+def mpich_env(transport: str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default this process's) without its MPICH/UCX/libfabric settings, then with
+    ``MPICH_TRANSPORTS[transport]``'s: MPICH moves data exactly that way, whatever the caller's
+    environment said.
+
+    >>> mpich_env("tcp", {"UCX_TLS": "sm", "FI_PROVIDER": "tcp", "HOME": "/root"})
+    {'HOME': '/root', 'MPIR_CVAR_NOLOCAL': '1', 'UCX_TLS': 'tcp,self'}
+    >>> mpich_env("udp", {})
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: unknown MPICH transport 'udp' (tcp, ucx_default or shm)
+    """
+    if transport not in MPICH_TRANSPORTS:
+        names = list(MPICH_TRANSPORTS)
+        raise ConfigError(f"unknown MPICH transport {transport!r} ({', '.join(names[:-1])} or {names[-1]})")
+    out = {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith(_MPICH_PREFIXES)}
+    out.update(MPICH_TRANSPORTS[transport])
+    return out
+
+
 def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None, backend: str = "mpi",
                env: dict[str, str] | None = None, timeout: float | None = None, comm_timeout: float | None = None,
                grace: float = 3.0, stdin=subprocess.DEVNULL, mpiexec: str | None = None,
                setup_timeout: float = 60.0, hostfile: str | None = None, mpiexec_args: list[str] | tuple = (),
                iface: str | None = None, rendezvous_host: str | None = None,
-               handshake_timeout: float = 5.0, program: bool = False, stdout=None) -> JobResult:
-    """``mpiexec [-f hostfile] [mpiexec_args] -n n argv``; returns a ``JobResult`` like ``launch``.
+               handshake_timeout: float = 5.0, program: bool = False, stdout=None,
+               mpich: str | None = None, wrap: list[str] | tuple = (), cwd: str | None = None) -> JobResult:
+    """``[wrap] mpiexec [-f hostfile] [mpiexec_args] -n n argv``; returns a ``JobResult`` like ``launch``.
 
     ``iface``: the interface (or address) every rank's mesh listens on (``CLUSTERLAB_IFACE``;
     default: the route towards the rendezvous). ``rendezvous_host``: the address the
@@ -95,7 +136,11 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
     ``program``: ``argv`` knows nothing of clusterlab (an mpi4py script, an MPI C binary): each
     rank runs it under ``clusterlab.cluster.program``, which checks in for it and reports how it
     ended, so a rank that died is named. ``stdout``: a file for what the ranks print (hydra
-    forwards it to mpiexec's output), default this process's.
+    forwards it to mpiexec's output), default this process's. ``mpich``: how MPICH moves data
+    on one machine (a ``MPICH_TRANSPORTS`` name; ``mpich_env``), None: as the environment says.
+    ``wrap``: a command mpiexec runs under (a tracer: ``["strace", "-f", "-c", "-o", FILE]``
+    counts mpiexec and its ranks, not this launcher). ``cwd``: the ranks' working directory
+    (mpiexec's ``-wdir``), default this process's.
     """
     mpiexec = mpiexec or mpiexec_path()
     if mpiexec is None:
@@ -115,6 +160,10 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
     config = config or TransportConfig()
     if config.place is None:  # not placed by the caller: socket options, refused now if they cannot be
         config = config.with_place("socket")
+    if mpich is not None:
+        env = mpich_env(mpich, env)
+    if wrap:
+        check_command(list(wrap))
     secret = secrets.token_bytes(32)
     with Supervisor(grace=grace, timeout=timeout, track_descendants=True) as sup:
         rdv = Rendezvous(sup, n, secret, rendezvous_host, handshake_timeout=handshake_timeout)
@@ -135,7 +184,8 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
             if comm_timeout is not None:
                 e[contract.ENV_TIMEOUT] = str(comm_timeout)
             ranks = [sys.executable, "-m", "clusterlab.cluster.program", *argv] if program else list(argv)
-            cmd = [mpiexec, *(["-f", hostfile] if hostfile else []), *mpiexec_args, "-n", str(n), *ranks]
+            cmd = [*wrap, mpiexec, *(["-f", hostfile] if hostfile else []), *(["-wdir", cwd] if cwd else []),
+                   *mpiexec_args, "-n", str(n), *ranks]
             job.mpiexec = sup.spawn(cmd, e, stdin, rank=-1, what="mpiexec", stdout=stdout)
             while sup.alive():
                 job.tick()

@@ -20,11 +20,9 @@ Run under ``mpiexec -n 4 python prog.py`` and use ``clusterlab.comm.world()``.
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from collections import deque
-from pathlib import Path
 
 import numpy as np
 
@@ -37,14 +35,6 @@ INLINE = 64 * 1024
 _SEPARATE = 1   # header flag: the payload follows as its own message on the data communicator
 _TAG = 0
 _HSIZE = HEADER.size
-
-
-def mpiexec_path() -> str | None:
-    """``mpiexec`` next to this Python (the ``mpich`` wheel's), else on PATH."""
-    cand = Path(sys.executable).with_name("mpiexec")
-    if cand.exists():
-        return str(cand)
-    return shutil.which("mpiexec")
 
 
 class MpiCommunicator(Communicator):
@@ -133,7 +123,6 @@ class MpiCommunicator(Communicator):
 
     def abort(self, detail: str = "", code: int = 1) -> None:
         """End the whole MPI job (``MPI_Abort``): MPI has no way to let the others recover."""
-        import sys
 
         print(f"clusterlab: rank {self.rank} aborting the MPI job: {detail}", file=sys.stderr, flush=True)
         self._MPI.COMM_WORLD.Abort(code)

@@ -82,6 +82,7 @@ class InProcess(OnThisMachine):
     name = "inproc"
     kind = "inprocess"
     size = None
+    multicast = True  # comm.inproc delivers a point-to-multipoint send to every rank
 
     def __init__(self, ranks: int | None = None):
         self.ranks = ranks
@@ -108,6 +109,7 @@ class Launched:
     rank's communicator (every rank calls; each gets its own result)."""
 
     name = "launched"
+    multicast = True  # as the job's place allows (a testbed's hosts do): not refused from inside it
 
     def __repr__(self) -> str:
         return "Launched()"

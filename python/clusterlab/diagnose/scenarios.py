@@ -71,18 +71,6 @@ def skewed_partition(workdir: str) -> str:
     return d
 
 
-def _rank_prefixed_cluster(rank: int, prefix: list[str]):
-    """A local cluster whose rank ``rank`` is started under ``prefix`` (the others as usual)."""
-    from clusterlab.cluster import Local
-    from clusterlab.cluster.local import RankHost
-
-    class OneRankPrefixed(Local):
-        def _hosts(self, n):
-            return [RankHost(prefix=list(prefix) if r == rank else []) for r in range(n)]
-
-    return OneRankPrefixed()
-
-
 CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
 CPU_CGROUP_V2 = "/sys/fs/cgroup"
 STARVED_SHARE = 0.1  # of one CPU: well below what other users' load leaves a rank on this 2-CPU machine
@@ -117,10 +105,12 @@ def starved_rank_job(workdir: str, name: str, starved: bool) -> str:
     if not starved:
         record_mining(d, path, algorithm="cd", min_support=0.001)
         return d
+    from clusterlab.cluster import Local
+
     cg = _cpu_cgroup(f"clusterlab-starved-{os.getpid()}-{name}", STARVED_SHARE)
     try:
         prefix = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(cg, "cgroup.procs")]
-        record_mining(d, path, algorithm="cd", min_support=0.001, cluster=_rank_prefixed_cluster(1, prefix))
+        record_mining(d, path, algorithm="cd", min_support=0.001, cluster=Local(prefix={1: prefix}))
     finally:
         for _ in range(50):  # the rank has exited; its cgroup goes once the kernel has let go of it
             try:

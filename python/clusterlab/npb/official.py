@@ -69,8 +69,7 @@ def run_binary(binary: str, n: int, *, cluster, timeout: float = 1800.0) -> NpbR
     with tempfile.TemporaryFile("w+") as out:
         # program=True: each rank runs the binary under the wrapper that checks in for it and
         # names the rank that died (the binary knows nothing of clusterlab)
-        res = cluster.launch([str(path)], n, timeout=timeout, stdout=out, program=True,
-                             mpiexec_args=["-wdir", str(path.parent)])
+        res = cluster.launch([str(path)], n, timeout=timeout, stdout=out, program=True, cwd=str(path.parent))
         out.seek(0)
         text = out.read()
     if not res.ok:

@@ -30,6 +30,7 @@ import json
 from clusterlab.cluster.simulated.platform import DEFAULT_LATENCY, Platform, payload_fraction
 from clusterlab.cluster.testbed.topo import StarTopo
 from clusterlab.errors import ConfigError
+from clusterlab.net.transport_config import KERNEL_RTO_MAX, KERNEL_RTO_MIN
 from clusterlab.units import parse_duration
 
 # The mesh's frame header before each payload (rendezvous.frames.HEADER, 24 bytes, and an
@@ -63,6 +64,7 @@ class Simulated:
     kind = "simulated"
     name = "simulated"
     size = None
+    multicast = False  # the flow model has no multicast group
     __test__ = False
     # The testbed's settings by name (a study's grid may swap one cluster for the other;
     # dilation is accepted and has no effect: the simulation runs undilated), then its own.
@@ -239,7 +241,7 @@ class Simulated:
         m = LossModel()
         shape = {"hosts": n, "size": int(size), "buffer": self.topo.buffer_bytes, "stack": t.get("stack", "linux"),
                  "switch": self.topo.switch}
-        return (m.rto_wait(**shape, rto_min=t.get("rto_min", 0.2), rto_max=t.get("rto_max", 120.0)),
+        return (m.rto_wait(**shape, rto_min=t.get("rto_min", KERNEL_RTO_MIN), rto_max=t.get("rto_max", KERNEL_RTO_MAX)),
                 m.timeouts(**shape))
 
     def _broadcast(self, n, size, reps, order="same", warmup=1, per_host_counters=True, drops=None, timeout=120.0,

@@ -37,6 +37,7 @@ import dataclasses
 import math
 
 from clusterlab.errors import ConfigError
+from clusterlab.net.transport_config import KERNEL_RTO_MAX, KERNEL_RTO_MIN
 
 STACKS = ("linux", "seed-era")
 SWITCHES = ("bridge", "atm")
@@ -94,7 +95,7 @@ class LossModel:
         a = self.a[self._key(stack, switch)]
         return a * self.overflow(hosts=hosts, size=size, buffer=buffer) * ((hosts - 1) / 15) ** self.beta
 
-    def rto_wait(self, *, hosts: int, size: int, buffer: int, rto_min: float = 0.2, rto_max: float = 120.0,
+    def rto_wait(self, *, hosts: int, size: int, buffer: int, rto_min: float = KERNEL_RTO_MIN, rto_max: float = KERNEL_RTO_MAX,
                  stack: str = "linux", switch: str = "bridge") -> float:
         """Expected RTO wait (seconds) on the critical path of one all-to-all broadcast round."""
         if not 0 < rto_min <= rto_max:

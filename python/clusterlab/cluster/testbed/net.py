@@ -361,18 +361,27 @@ class TestbedNetwork:
     def switch_ns(self) -> str:
         return ns_name(self.name, "sw")
 
-    def run(self, fn, nranks: int | None = None, *args, config=None, timeout: float | None = 300.0, **kw) -> list:
-        """Run ``fn(comm, *args)`` with rank i in host i (``clusterlab.cluster.local.run``):
-        each rank's mesh listener binds to its host's address, the launcher's rendezvous
-        listens on the switch's address (this thread visits the switch namespace for that).
-        ``config``: the ranks' transport settings; by default the testbed's own (its
-        per-socket knobs; the RTO bounds are already the hosts' sysctls)."""
-        config = self.transport if config is None else config
+    @contextlib.contextmanager
+    def from_the_switch(self, nranks: int | None, transport=None):
+        """What clusterlab's launcher needs to start ``nranks`` ranks here (rank i in compute host
+        i, its mesh on the host's address; None: one per compute host): the ranks' hosts, their
+        TCP settings (this testbed's own unless ``transport``) and the rendezvous address, the
+        switch's, with this thread in the switch's namespace, where every host reaches it. Both
+        ``run`` and ``clusterlab.cluster.Testbed``'s ``launch`` start ranks through it."""
         from clusterlab.cluster.local import RankHost
+
+        hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in self.placement(nranks)]
+        with in_netns(self.switch.ns):
+            yield hosts, self.transport if transport is None else transport, self.topo.switch_address
+
+    def run(self, fn, nranks: int | None = None, *args, config=None, timeout: float | None = 300.0, **kw) -> list:
+        """Run ``fn(comm, *args)`` with rank i in host i (``clusterlab.cluster.local.run``, as
+        ``clusterlab.cluster.Testbed(self).run`` does): each rank's mesh listener binds to its
+        host's address, the launcher's rendezvous listens on the switch's. ``config``: the
+        ranks' transport settings; by default the testbed's own (its per-socket knobs; the RTO
+        bounds are already the hosts' sysctls)."""
         from clusterlab.cluster.local import run as local_run
 
-        places = self.placement(nranks)
-        hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in places]
-        with in_netns(self.switch.ns):
-            return local_run(fn, len(places), *args, config=config, timeout=timeout, hosts=hosts,
-                             rendezvous_host=self.topo.switch_address, **kw)
+        with self.from_the_switch(nranks, config) as (hosts, config, where):
+            return local_run(fn, len(hosts), *args, config=config, timeout=timeout, hosts=hosts,
+                             rendezvous_host=where, **kw)
