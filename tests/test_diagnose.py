@@ -314,5 +314,24 @@ def test_auto_dilation_climbs_to_the_smallest_dilation_that_passes():
     assert [x["dilation"] for x in a["attempts"]] == [1.0, 4.0] and a["ok"] and a["result"] == {"k": 4.0}
     a = auto_dilation(fake(3.0), 1.0, 0.2)  # the CPU fails: doubling
     assert [x["dilation"] for x in a["attempts"]] == [1.0, 2.0, 4.0] and a["dilation"] == 4.0
+    assert a["attempts"][0]["next"] == ("dilation 2: cpu failed: twice the dilation (nothing predicts how much CPU "
+                                        "a higher one frees)")
+    assert "next" not in a["attempts"][-1] and a["why"].startswith("dilation 4 is the smallest tried")
     a = auto_dilation(fake(100.0), 2.0, 0.2, max_dilation=16)  # never passes: stops at the bound, keeps the last
     assert [x["dilation"] for x in a["attempts"]] == [2.0, 4.0, 8.0, 16.0] and not a["ok"]
+    assert "next rung, dilation 32, is above the highest allowed, 16 (--max-dilation)" in a["why"]
+
+
+def test_auto_dilation_stops_where_the_kernel_cannot_take_the_rto_max():
+    from clusterlab.diagnose.dilation import ladder_limit
+    from clusterlab.errors import ConfigError
+    from clusterlab.net.transport_config import TransportConfig
+
+    assert ladder_limit(TransportConfig(), 1.0, 16.0) == (16.0, "--max-dilation")
+    top, why = ladder_limit(TransportConfig(rto_max="30s"), 1.0, 16.0)  # 30 s x 4 = the kernel's 120 s
+    assert top == 4.0 and "net.ipv4.tcp_rto_max_ms" in why
+    with pytest.raises(ConfigError, match="below the starting dilation 4"):
+        ladder_limit(TransportConfig(), 4.0, 2.0)
+    with pytest.raises(ConfigError, match="the starting dilation 8 cannot express the RTO max"):
+        ladder_limit(TransportConfig(rto_max="30s"), 8.0, 16.0)
+

@@ -35,3 +35,40 @@ def test_a_run_that_fails_fidelity_is_rerun_at_the_smallest_passing_dilation(tmp
     for a in auto["attempts"]:  # each run kept as a study run, the ladder beside them
         assert (d / f"dilation-{a['dilation']:g}" / "meta.json").exists()
     assert json.loads((d / "auto_dilation.json").read_text()) == auto
+
+
+def test_a_study_point_that_fails_fidelity_is_rerun_and_replaced(tmp_path, monkeypatch):
+    """``experiment run --auto-dilation``'s hook through the runner: the point's rows, monitor
+    samples and meta are those of the kept dilation; the ladder is in its meta."""
+    require_netns()
+    import os
+
+    import clusterlab.cluster.testbed.net as net
+    from clusterlab.cli.experiment import _auto_dilation_hook
+    from clusterlab.cluster import Testbed
+    from clusterlab.cluster.testbed import StarTopo
+    from clusterlab.diagnose import point_fidelity
+    from clusterlab.experiments.runner import run_study
+    from clusterlab.experiments.spec import Study
+    from clusterlab.experiments.workloads import alltoall_broadcast
+    from clusterlab.monitor import read_table
+    from clusterlab.net.transport_config import TransportConfig
+
+    monkeypatch.setattr(net.secrets, "token_hex", lambda n: "d27" + os.urandom(1).hex())  # this branch's names
+    study = Study(name="auto", cluster=Testbed(StarTopo(hosts=2)), workload=alltoall_broadcast(size="50KB"),
+                  transport=TransportConfig(rto_min="5ms"), repeat=2, warmup=0)
+    res = run_study(study, tmp_path / "run", auto_dilation=_auto_dilation_hook(8.0))
+    assert res.status == "complete"
+    pm = res.meta["points"]
+    assert len(pm) == 1
+    auto = pm[0]["auto_dilation"]
+    first = auto["attempts"][0]
+    assert first["dilation"] == 1 and not first["ok"] and "RTO min 5 ms as run (1x dilated)" in first["line"]
+    assert first["next"].startswith("dilation 4: only the timer failed")
+    k = auto["dilation"]
+    assert k >= 4 and pm[0]["dilation"] == k and res.points[0].dilation == k
+    assert {r["dilation"] for r in res.rows} == {k} and len(res.rows) == 2  # the kept run's rows only
+    tbl, _ = read_table(tmp_path / "run" / "monitor.parquet")
+    assert set(tbl.column("point").to_pylist()) == {0} and tbl.num_rows > 0
+    fid = point_fidelity(tmp_path / "run", 0)
+    assert fid["ok"] == auto["ok"] and f"({k:g}x dilated)" in fid["line"]
