@@ -335,3 +335,95 @@ def test_auto_dilation_stops_where_the_kernel_cannot_take_the_rto_max():
     with pytest.raises(ConfigError, match="the starting dilation 8 cannot express the RTO max"):
         ladder_limit(TransportConfig(rto_max="30s"), 8.0, 16.0)
 
+
+def test_the_measured_rtt_is_judged_against_what_the_topology_allows():
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    base = {"mean_cpu_spare": 0.8, "saturated_share": 0.0, "rtt_floor_ms": 12.0, "rtt_ceiling_ms": 60.0}
+    lan = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 12.4, "rtt_max_ms": 40.0,
+                                                                     "rttvar_ms": 1.0, "min_rtt_ms": 12.1}))
+    assert lan["ok"] and "RTT 12.4 ms (srtt median, max 40" in lan["line"] and "allows 12..60 ms" in lan["line"]
+    # 100x the configured RTT (the slowed-down emulator of the issue): the emulation's own delay
+    slow = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 900.0, "rtt_max_ms": 26000.0,
+                                                                      "rttvar_ms": 400.0, "min_rtt_ms": 12.5}))
+    assert not slow["ok"] and "the emulation itself delayed packets" in slow["line"]
+    assert next(c for c in slow["checks"] if c["check"] == "rtt")["rtt_ms"] == 900.0
+    # the WAN's 12 ms never in force
+    short = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 0.2, "rtt_max_ms": 1.0,
+                                                                       "rttvar_ms": 0.1, "min_rtt_ms": 0.1}))
+    assert not short["ok"] and "under the configured 12 ms propagation" in short["line"]
+    # dilated: the allowance for the unscaled delayed ACK shrinks with k (200 ms as run = 20 ms undilated at 10)
+    k10 = {**tb, "dilation": 10.0}
+    assert fidelity.check(Job("b", "study", 1, cluster=k10, transport={"rto_min": "200ms"},
+                              monitor={**base, "rtt_ms": 13.0, "rtt_max_ms": 150.0, "rttvar_ms": 1.0,
+                                       "min_rtt_ms": 12.2}))["ok"]
+    assert not fidelity.check(Job("b", "study", 1, cluster=k10, transport={"rto_min": "200ms"},
+                                  monitor={**base, "rtt_ms": 13.0, "rtt_max_ms": 170.0, "rttvar_ms": 1.0,
+                                           "min_rtt_ms": 12.2}))["ok"]
+    told = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={"mean_cpu_spare": 0.8}))
+    assert "RTT not recorded" in told["line"]
+
+
+def test_the_rto_wait_is_predicted_from_the_measured_rtt():
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    p = Pass("all", 1.0, [rp(0, 1.0, 0.1, rto=0.8, timeouts=4), rp(1, 1.0, 0.1)])
+    mon = {"rtt_ms": 20.0, "rttvar_ms": 5.0}  # srtt 20 ms, 4 rttvar 20 ms
+    d = diagnose(Job("b", "study", 1.0, passes=[p], nodes=2, cluster=tb, transport={"rto_min": "200ms"}, monitor=mon))
+    dom = d["dominant"]
+    assert dom["cause"] == "rto_wait" and "rto_min=10ms" in dom["fix"]
+    # a timeout waits srtt + max(4 rttvar, RTO min): 220 ms now, 40 ms at 10 ms, not 10 / 200 of it
+    assert dom["predicted_gain_s"] == pytest.approx(0.8 * (1 - 40 / 220))
+    assert "measured RTT 20 ms" in dom["evidence"] and "the RTO min 10x the RTT" in dom["evidence"]
+    assert "220 -> 40 ms" in dom["method"]
+    # an RTT-driven RTO: a lower RTO min changes nothing, and the diagnosis says so
+    # (and its waits of 200 ms per timeout are one RTO of 40 + 4 x 40 ms each, not a doubled 50 ms RTO min)
+    d = diagnose(Job("b", "study", 1.0, passes=[p], nodes=2, cluster=tb, transport={"rto_min": "50ms"},
+                     monitor={"rtt_ms": 40.0, "rttvar_ms": 40.0}))
+    assert named_first(d) == "rto_wait"
+    assert d["dominant"]["predicted_gain_s"] is None and "the RTO follows the RTT" in d["dominant"]["fix"]
+    assert "set by the RTT, not the RTO min" in d["dominant"]["evidence"]
+    without = diagnose(Job("b", "study", 1.0, passes=[p], nodes=2, cluster=tb, transport={"rto_min": "50ms"}))
+    assert named_first(without) == "rto_backoff"  # what the RTO min alone would say
+
+
+def test_the_monitor_samples_the_round_trips_of_connections_that_sent():
+    import socket
+    import threading
+    import time
+
+    from clusterlab.monitor import Monitor
+    from clusterlab.monitor.sampler import Target
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(srv.getsockname())
+    b, _ = srv.accept()
+    idle = socket.create_connection(srv.getsockname())  # established, never sends: not sampled
+    c, _ = srv.accept()
+    stop = threading.Event()
+
+    def echo():
+        while not stop.is_set():
+            b.sendall(b.recv(1000) or b"x")
+
+    t = threading.Thread(target=echo, daemon=True)
+    t.start()
+    mon = Monitor([Target("h0", None, ["lo"], tcp=False, rtt=True)], interval=0.02, capture=None, disk=False)
+    mon.rtt_bounds = {"floor_ms": 0.0, "ceiling_ms": 5.0}
+    try:
+        with mon:
+            end = time.monotonic() + 0.2
+            while time.monotonic() < end:
+                a.sendall(b"y" * 100)
+                a.recv(1000)
+    finally:
+        stop.set()
+        a.close()
+        t.join(2)
+        for s in (b, idle, c, srv):
+            s.close()
+    rows = mon.table().to_pandas()
+    rtt = rows[rows.metric == "tcp_rtt_ms"]
+    assert len(rtt) >= 3 and set(rtt.node) == {"h0"} and (rtt.value > 0).all()
+    assert set(rows.metric) >= set(fidelity.RTT_METRICS)
+    facts = fidelity.monitor_facts(mon.table(), mon.meta)
+    assert 0 < facts["rtt_ms"] <= facts["rtt_max_ms"] and facts["rto_seen_ms"] >= 200  # loopback: the 200 ms RTO min
+    assert facts["rtt_ceiling_ms"] == 5.0 and mon.meta["rtt_bounds"]["floor_ms"] == 0.0

@@ -72,3 +72,7 @@ def test_a_study_point_that_fails_fidelity_is_rerun_and_replaced(tmp_path, monke
     assert set(tbl.column("point").to_pylist()) == {0} and tbl.num_rows > 0
     fid = point_fidelity(tmp_path / "run", 0)
     assert fid["ok"] == auto["ok"] and f"({k:g}x dilated)" in fid["line"]
+    # the hosts' round trips were sampled, and judged against what the topology allows
+    assert "tcp_rtt_ms" in set(tbl.column("metric").to_pylist())
+    rtt = next(c for c in fid["checks"] if c["check"] == "rtt")
+    assert rtt["ok"] and rtt["rtt_ms"] > 0 and "the topology allows 0.." in rtt["text"]
