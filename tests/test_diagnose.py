@@ -427,3 +427,21 @@ def test_the_monitor_samples_the_round_trips_of_connections_that_sent():
     facts = fidelity.monitor_facts(mon.table(), mon.meta)
     assert 0 < facts["rtt_ms"] <= facts["rtt_max_ms"] and facts["rto_seen_ms"] >= 200  # loopback: the 200 ms RTO min
     assert facts["rtt_ceiling_ms"] == 5.0 and mon.meta["rtt_bounds"]["floor_ms"] == 0.0
+
+
+def test_mine_auto_dilation_refuses_what_it_cannot_rerun(tmp_path):
+    from clusterlab.diagnose.dilation import check_mine
+
+    data = tmp_path / "t.dat"
+    data.write_text("1 2 3\n1 2\n2 3\n")
+    for args, match in ((["--nodes", "2", "--auto-dilation"], "--auto-dilation needs --testbed NAME"),
+                        (["--nodes", "2", "--testbed", "lab", "--backend", "mpi", "--auto-dilation"],
+                         "replays the job on the TCP mesh"),
+                        (["--nodes", "2", "--max-dilation", "4"], "--max-dilation goes with --auto-dilation")):
+        r = CliRunner().invoke(cli, ["mine", str(data), "-s", "0.5", "-q", *args], standalone_mode=False)
+        assert isinstance(r.exception, ConfigError) and match in str(r.exception), (args, r.exception)
+    with pytest.raises(ConfigError, match="runs at dilation 4, and the real job's computation does not slow down"):
+        check_mine("lab", "tcp", 4.0)
+    r = subprocess.run([sys.executable, "-m", "clusterlab", "mine", str(data), "-s", "0.5", "--nodes", "2",
+                        "--auto-dilation"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "needs --testbed" in r.stderr

@@ -12,8 +12,10 @@ dilation frees. The first run that passes is kept; a ladder that reaches ``max_d
 without a pass says so and keeps the last run. Each step is a full rerun of the job. Each
 attempt records why the next dilation was chosen, and the result why the kept one was.
 
-The one ladder of ``bench broadcast --auto-dilation`` and ``experiment run --auto-dilation`` (per
-point, through the runner's ``auto_dilation`` hook).
+The one ladder of ``bench broadcast --auto-dilation``, ``experiment run --auto-dilation`` (per
+point, through the runner's ``auto_dilation`` hook) and ``mine --testbed NAME --auto-dilation``,
+whose real job is the first rung and whose higher rungs replay it (``mine_auto_dilation``: a
+real job's computation would not slow down with the network).
 """
 
 from __future__ import annotations
@@ -138,3 +140,105 @@ def attempt_lines(auto: dict, max_dilation: float = MAX_DILATION) -> list[str]:
         out.append(f"auto-dilation: no run passed up to dilation {max_dilation:g}; kept the last one "
                    f"(dilation {auto['dilation']:g}): its times cannot be believed")
     return out
+
+
+# --- mine --testbed NAME --auto-dilation: higher rungs replay the recorded job ------------------
+
+def replay_name(testbed: str) -> str:
+    """A fresh testbed name for a replay beside ``testbed`` (its first 4 characters, then ``r``
+    and 2 random hex digits: 1-8 lowercase letters and digits)."""
+    import os
+
+    return f"{testbed[:4]}r{os.urandom(1).hex()}"
+
+
+def undilated_passes(passes: list, k: float) -> list:
+    """A replay's per-pass rows (``ReplayRun.passes``) in the form of ``mine --nodes``'s passes,
+    times divided by the dilation ``k``: each rank's ``t_total``, ``t_compute`` (its waits for
+    the recorded computation), ``t_comm`` and ``t_rto`` (its ``tcpi_total_rto_time``, at most its
+    communication).
+
+    >>> p = undilated_passes([{"pass": 1, "t_total": 4.0, "bytes_sent": 8, "messages_sent": 2, "timeouts": 0,
+    ...     "retransmissions": 0, "ranks": [{"rank": 0, "t_total": 4.0, "t_wait_compute": 1.0, "t_comm": 3.0,
+    ...     "rto_time_ms": 800, "bytes_sent": 8, "messages_sent": 2, "timeouts": 1}]}], 4.0)
+    >>> p[0]["t_total"], p[0]["ranks"][0]["t_compute"], p[0]["ranks"][0]["t_comm"], p[0]["ranks"][0]["t_rto"]
+    (1.0, 0.25, 0.75, 0.2)
+    """
+    out = []
+    for p in passes:
+        ranks = []
+        for x in p["ranks"]:
+            comm = max(0.0, x["t_total"] - x["t_wait_compute"])
+            ranks.append({"rank": x["rank"], "t_total": x["t_total"] / k, "t_compute": x["t_wait_compute"] / k,
+                          "t_comm": comm / k, "t_rto": min(comm, x.get("rto_time_ms", 0) / 1000.0) / k,
+                          "bytes_sent": x.get("bytes_sent", 0), "messages_sent": x.get("messages_sent", 0),
+                          "timeouts": x.get("timeouts", 0), "retransmissions": x.get("retransmissions", 0)})
+        out.append({"pass": p["pass"], "t_total": p["t_total"] / k, "bytes_sent": p.get("bytes_sent", 0),
+                    "messages_sent": p.get("messages_sent", 0), "retransmissions": p.get("retransmissions", 0),
+                    "timeouts": p.get("timeouts", 0), "ranks": ranks})
+    return out
+
+
+def replay_mining_at(record_dir: str, testbed, k: float, summary: dict) -> dict:
+    """Replay the job recorded in ``record_dir`` (``run_parallel(record=...)``) on a fresh testbed
+    of ``testbed``'s topology and TCP settings (a ``TestbedNetwork`` that is up) at dilation
+    ``k``: each rank sends the recorded messages and waits its recorded CPU seconds times k, as
+    a study's ``compute=replay`` does. Returns ``summary`` (the real run's, ``mine --json``'s)
+    with the replay's undilated passes and job time, and the cluster, transport, spare CPU,
+    load and monitor facts of the replay (what ``diagnose_summary`` judges)."""
+    import dataclasses
+
+    from clusterlab.cluster import Testbed
+    from clusterlab.cluster.testbed import TestbedNetwork
+    from clusterlab.diagnose.observe import observed
+    from clusterlab.mining.parallel import replay_parallel
+
+    topo = dataclasses.replace(testbed.topo, dilation=float(k))
+    with TestbedNetwork(topo, name=replay_name(testbed.name), transport=testbed.transport) as net:
+        cluster = Testbed(net)
+        with observed(cluster) as facts:
+            rr = replay_parallel(record_dir, cluster=cluster, compute="cpu", scale=k, runtime_scale=k,
+                                 setup_timeout=max(60.0, 3.0 * len(net.hosts)))
+    out = {**summary, "passes": undilated_passes(rr.passes, k),
+           "seconds": {"job": round(rr.job_s / k, 6), "replay_wall": round(rr.wall_s, 4)},
+           "replay": {"dilation": k, "compute": "cpu", "testbed": net.name,
+                      "job_s_as_run": round(rr.job_s, 6)}}
+    for key in ("monitor", "cpu_spare", "cluster", "transport"):
+        out.pop(key, None)
+    out.update({k2: v for k2, v in facts.items() if k2 != "machine"})
+    out["options"] = {**summary.get("options", {}), **({"machine": facts["machine"]} if "machine" in facts else {})}
+    return out
+
+
+def mine_auto_dilation(summary: dict, fidelity: dict, record_dir: str, testbed, max_dilation: float) -> dict:
+    """``mine --testbed NAME --auto-dilation``: the ladder (``auto_dilation``) with the real run
+    on ``testbed`` as its first rung (``summary`` and its ``fidelity``, at the testbed's
+    dilation, 1) and replays of it (``replay_mining_at``) above; ``result`` is the kept run's
+    summary. A real job cannot itself run dilated: its computation would not slow down."""
+    from clusterlab.diagnose import diagnose_summary
+    from clusterlab.diagnose.fidelity import _rto_min_s
+
+    k0 = float(testbed.topo.dilation)
+    limit, why = ladder_limit(testbed.transport, k0, max_dilation)
+
+    def run_at(k):
+        if k == k0:
+            return summary, fidelity
+        s = replay_mining_at(record_dir, testbed, k, summary)
+        return s, diagnose_summary(s)["jobs"][0]["fidelity"]
+
+    auto = auto_dilation(run_at, k0, _rto_min_s(testbed.transport.to_dict()), limit, why)
+    auto["limit"] = limit
+    return auto
+
+
+def check_mine(testbed_name: str | None, backend: str, dilation: float | None = None) -> None:
+    """Refuse (one line) what ``mine --auto-dilation`` cannot do."""
+    if not testbed_name:
+        raise ConfigError("--auto-dilation needs --testbed NAME (a local run has nothing emulated to dilate)")
+    if backend != "tcp":
+        raise ConfigError("--auto-dilation replays the job on the TCP mesh: drop --backend mpi")
+    if dilation is not None and dilation != 1.0:
+        raise ConfigError(f"--auto-dilation: testbed {testbed_name} runs at dilation {dilation:g}, and the real job's "
+                          "computation does not slow down with it: bring it up at --dilation 1 (the ladder's higher "
+                          "rungs replay the job dilated)")
