@@ -246,3 +246,20 @@ def test_a_set_value_that_makes_a_workload_compute_for_real_makes_it_undilatable
     r = CliRunner().invoke(cli, ["experiment", "run", "seed000-fig6", "--quick", "--set", "compute=real", "--dry-run"],
                            standalone_mode=False)
     assert "computes for real" in str(r.exception)  # refused when the study expands, not when its point runs
+
+
+def test_the_report_says_each_points_dilation_ladder_and_why():
+    from clusterlab.report.study import auto_dilation_lines, point_rows
+
+    pm = {"index": 1, "label": "MIN 5ms", "dilation": 4.0, "settings": {},
+          "auto_dilation": {"ok": True, "dilation": 4.0, "why": "dilation 4 is the smallest tried that passes",
+                            "attempts": [{"dilation": 1.0, "ok": False, "line": "fidelity: FAIL (...)",
+                                          "next": "dilation 4: only the timer failed"},
+                                         {"dilation": 4.0, "ok": True, "line": "fidelity: PASS"}]}}
+    meta = {"points": [pm, {"index": 2, "label": "plain", "dilation": 1.0}]}
+    assert auto_dilation_lines(meta) == ["- point 1 (MIN 5ms): dilation 4 is the smallest tried that passes; "
+                                         "climbed: dilation 4: only the timer failed"]
+    rows = point_rows([{"point": 1, "seconds": 0.1}], meta)
+    assert rows[0][2] == "4 (dilated); auto-dilation 1 -> 4" and rows[1][2] == "1"
+    pm["auto_dilation"]["ok"] = False
+    assert point_rows([], meta)[0][2].endswith("(**none passed**)")
