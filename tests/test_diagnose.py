@@ -445,3 +445,19 @@ def test_mine_auto_dilation_refuses_what_it_cannot_rerun(tmp_path):
     r = subprocess.run([sys.executable, "-m", "clusterlab", "mine", str(data), "-s", "0.5", "--nodes", "2",
                         "--auto-dilation"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "needs --testbed" in r.stderr
+
+
+def test_a_studys_monitor_table_undilates_each_points_rtt_by_its_own_dilation():
+    import pandas as pd
+
+    rows = []
+    for point, rtt in ((0, 2.0), (1, 8.0)):  # both 2 ms undilated: point 1 ran at dilation 4
+        for m in fidelity.RTT_METRICS:
+            rows.append({"t": 0.1, "node": "h0", "iface": "", "metric": m, "bucket": -1, "value": rtt, "point": point})
+    df = pd.DataFrame(rows)
+    meta = {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0},  # the last point's, heading the table
+            "per_point": {"0": {"dilation": 1.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 10.0}},
+                          "1": {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0}}}}
+    f0, f1 = (fidelity.monitor_facts(df, meta, point=p) for p in (0, 1))
+    assert f0["rtt_ms"] == f1["rtt_ms"] == 2.0 and f0["dilation"] == 1.0
+    assert f0["rtt_ceiling_ms"] == 10.0 and f1["rtt_ceiling_ms"] == 40.0

@@ -58,6 +58,9 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     df = tbl if hasattr(tbl, "loc") else tbl.to_pandas()
     if point is not None and "point" in df.columns:
         df = df[df.point == point]
+        own = (meta.get("per_point") or {}).get(str(point))  # a study's table: this point's dilation, RTT bounds
+        if isinstance(own, dict):
+            meta = {**meta, **{k: v for k, v in own.items() if v is not None}}
     out: dict = {"samples": int((df.metric == "cpu_idle").sum())}
     spare = df.loc[df.metric == "cpu_spare", "value"]
     if not len(spare):

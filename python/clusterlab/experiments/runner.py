@@ -8,7 +8,7 @@ provenance; everything written as it happens.
   workload measured (lists as JSON text), ``cpu_bound`` and the 1-minute load at the point's
   start;
 * ``monitor.parquet``: the monitor's table (``clusterlab.monitor``) of every point, with a
-  ``point`` column;
+  ``point`` column (its meta's ``per_point``: each point's dilation and RTT bounds);
 * ``meta.json``: version, git revision, machine, load before and after, the study as data, the
   overrides, each point's settings, dilation and why, what was emulated, the testbed's applied
   values, and the status (``running``, ``complete``, ``interrupted``, ``failed``).
@@ -114,6 +114,7 @@ class _Writer:
         self.dir = run_dir
         self.monitor_tables: list = []
         self.monitor_points: list[int] = []
+        self.monitor_per_point: dict[str, dict] = {}
         self.written, self.last_write = 0, 0.0
         self.reserve = None
         if run_dir is not None:
@@ -205,7 +206,10 @@ class _Writer:
 
             self.monitor_tables.append(t)
             self.monitor_points.append(point.index)
-            meta = {**mon.meta, "points": len(self.monitor_tables)}
+            # what differs per point (the last point's meta heads the table): its dilation, its RTT bounds
+            self.monitor_per_point[str(point.index)] = {"dilation": mon.meta.get("dilation"),
+                                                        "rtt_bounds": mon.meta.get("rtt_bounds")}
+            meta = {**mon.meta, "points": len(self.monitor_tables), "per_point": self.monitor_per_point}
             allt = pa.concat_tables(self.monitor_tables).replace_schema_metadata(
                 {"clusterlab.monitor": json.dumps(meta)})
             try:
@@ -222,6 +226,7 @@ class _Writer:
         keep = [i for i, p in enumerate(self.monitor_points) if p != index]
         self.monitor_tables = [self.monitor_tables[i] for i in keep]
         self.monitor_points = [self.monitor_points[i] for i in keep]
+        self.monitor_per_point.pop(str(index), None)
         self.written = 0
 
     def meta(self, meta: dict, last: bool = False) -> None:
