@@ -461,3 +461,16 @@ def test_a_studys_monitor_table_undilates_each_points_rtt_by_its_own_dilation():
     f0, f1 = (fidelity.monitor_facts(df, meta, point=p) for p in (0, 1))
     assert f0["rtt_ms"] == f1["rtt_ms"] == 2.0 and f0["dilation"] == 1.0
     assert f0["rtt_ceiling_ms"] == 10.0 and f1["rtt_ceiling_ms"] == 40.0
+
+
+def test_the_measured_rtt_is_evidence_of_queueing_and_of_a_wans_round_trips():
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    p = Pass("all", 0.5, [rp(0, 0.5, 0.0), rp(1, 0.5, 0.0)])
+    mon = {"rtt_ms": 3.0, "rtt_max_ms": 9.0, "rttvar_ms": 1.0, "min_rtt_ms": 0.1}
+    d = diagnose(Job("b", "study", 0.5, passes=[p], nodes=2, cluster=tb, switch_drops=0, monitor=mon))
+    q = next(c for c in d["causes"] if c["cause"] == "queueing")
+    assert "measured RTT 3 ms (srtt median; max 9) over a floor of 0.1 ms: up to 8.9 ms of queueing" in q["evidence"]
+    wan = {**tb, "sites": "1+1", "wan_delay": 0.006}
+    d = diagnose(Job("b", "study", 0.5, passes=[p], nodes=2, cluster=wan, monitor={**mon, "min_rtt_ms": 12.1,
+                                                                                      "rtt_ms": 12.5, "rtt_max_ms": 14}))
+    assert named_first(d) == "wan_latency" and "over a floor of 12.1 ms" in d["dominant"]["evidence"]

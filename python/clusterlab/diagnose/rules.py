@@ -549,7 +549,7 @@ def _rest_cause(job, splits, seconds) -> dict:
         d = cl["wan_delay"]
         return _cause("wan_latency", seconds, ev + f"; the ranks span two sites ({cl['sites']}) joined by a WAN of "
                       f"{d * 1000:g} ms one way (RTT {2 * d * 1000:g} ms): every exchange and synchronisation "
-                      f"across it waits its round trips ({seconds / (2 * d):.3g} RTTs here)",
+                      f"across it waits its round trips ({seconds / (2 * d):.3g} RTTs here)" + _rtt_seen(job),
                       "place the job's ranks in one site (sites unset), or overlap the transfers across the WAN "
                       "with computation", seconds, "fitted rule: in one site the exchange runs at the line rate",
                       {"cluster": {"sites": None}})
@@ -574,8 +574,20 @@ def _rest_cause(job, splits, seconds) -> dict:
     if (job.cluster or {}).get("kind") != "testbed" and not _drops_text(job):
         return _cause("comm_wait", seconds, ev + "; no drops or buffer limits recorded: ranks waiting for each "
                       "other's messages (computation at different times)", None, None, None)
-    return _cause("queueing", seconds, ev + _drops_text(job), _order_fix(job) + " or larger port buffers (buffer=)",
-                  None, "no prediction (replay with the change to measure it)")
+    return _cause("queueing", seconds, ev + _drops_text(job) + _rtt_seen(job),
+                  _order_fix(job) + " or larger port buffers (buffer=)", None,
+                  "no prediction (replay with the change to measure it)")
+
+
+def _rtt_seen(job) -> str:
+    """The measured round trips as evidence: the smoothed RTT's median and largest against the
+    longest path's floor (the difference is queueing), '' when not recorded."""
+    mon = job.monitor or {}
+    if mon.get("rtt_ms") is None or mon.get("min_rtt_ms") is None:
+        return ""
+    q = max(0.0, (mon.get("rtt_max_ms") or mon["rtt_ms"]) - mon["min_rtt_ms"])
+    return (f"; measured RTT {mon['rtt_ms']:.3g} ms (srtt median; max {mon.get('rtt_max_ms', mon['rtt_ms']):.3g}) "
+            f"over a floor of {mon['min_rtt_ms']:.3g} ms: up to {q:.3g} ms of queueing per round trip")
 
 
 def _lossy_link(job, switch_drops: int, host_drops: int):
