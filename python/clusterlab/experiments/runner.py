@@ -470,7 +470,7 @@ def point_at_dilation(p: Point, k: float) -> Point:
 
     k, note = pick_dilation(p.tcp, float(k))
     return dataclasses.replace(p, cluster=p.cluster.at_dilation(k), dilation=k, settings={**p.settings, "dilation": k},
-                               dilation_note=f"auto-dilation: {note}")
+                               dilation_note=f"auto-dilation from {p.dilation:g} ({p.dilation_note}): {note}")
 
 
 def _rows_on_disk(run_dir: Path | None) -> int:
