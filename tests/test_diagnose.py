@@ -474,3 +474,20 @@ def test_the_measured_rtt_is_evidence_of_queueing_and_of_a_wans_round_trips():
     d = diagnose(Job("b", "study", 0.5, passes=[p], nodes=2, cluster=wan, monitor={**mon, "min_rtt_ms": 12.1,
                                                                                       "rtt_ms": 12.5, "rtt_max_ms": 14}))
     assert named_first(d) == "wan_latency" and "over a floor of 12.1 ms" in d["dominant"]["evidence"]
+
+
+def test_a_kernel_without_socket_diagnostics_costs_the_rtt_only(monkeypatch):
+    import time
+
+    from clusterlab.monitor import Monitor, netlink
+    from clusterlab.monitor.sampler import Target
+
+    def refuse(self, families=()):
+        raise OSError(2, "No such file or directory")
+
+    monkeypatch.setattr(netlink.SockDiag, "tcp", refuse)
+    mon = Monitor([Target("h0", None, ["lo"], tcp=True, rtt=True)], interval=0.02, capture=None, disk=False)
+    with mon:
+        time.sleep(0.1)
+    assert mon.error is None and "h0: socket diagnostics failed" in mon.meta["rtt_error"]
+    assert mon.samples > 2 and "cpu_idle" in set(mon.table().column("metric").to_pylist())  # the rest sampled on

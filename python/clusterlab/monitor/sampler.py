@@ -99,7 +99,13 @@ class _Open:
             self.dev = os.open("/proc/thread-self/net/dev", os.O_RDONLY)
             self.fds = [os.open(f"/proc/thread-self/net/{f}", os.O_RDONLY) for f in ("snmp", "netstat")] if t.tcp else []
             self.index = {d["name"]: i for i, d in self.nl.links().items()}
-            self.diag = SockDiag() if t.rtt else None
+            self.diag = None
+            self.rtt_error: str | None = None
+            if t.rtt:
+                try:
+                    self.diag = SockDiag()
+                except OSError as e:  # no NETLINK_SOCK_DIAG here: the other counters still count
+                    self.rtt_error = f"{t.node}: no socket diagnostics ({e.strerror or e})"
         self.segs: dict[int, int] = {}  # connection cookie -> segments sent at the last sample
         self.readers = [procfs.CounterReader(procfs.TCP_COUNTERS) for _ in self.fds]
 
@@ -114,7 +120,13 @@ class _Open:
 
     def rtt(self) -> dict[str, float] | None:
         """The round trips (ms) of the connections that sent since the last call (None: none did)."""
-        conns = self.diag.tcp((socket.AF_INET,))  # the testbed's addresses; half the cost of both families
+        try:
+            conns = self.diag.tcp((socket.AF_INET,))  # the testbed's addresses; half the cost of both families
+        except OSError as e:  # e.g. no tcp_diag module: stop asking, say why in the meta (rtt_error)
+            self.rtt_error = f"{self.t.node}: socket diagnostics failed ({e.strerror or e})"
+            self.diag.close()
+            self.diag = None
+            return None
         prev, self.segs = self.segs, {c["cookie"]: c["segs_out"] for c in conns}
         active = [c for c in conns if c["segs_out"] > prev.get(c["cookie"], 0)]
         if not active:
@@ -239,6 +251,7 @@ class Monitor:
         for o in self._open:
             o.close()
         atm = self._atm_rows()
+        rtt_errors = sorted({o.rtt_error for o in self._open if o.rtt_error})
         self.meta = {"interval": self.interval, "dilation": self.dilation, "started": self.started_at,
                      "duration": time.monotonic() - self._t0, "samples": self.samples, "late_samples": self.late,
                      "sample_cost_seconds": round(self.sample_seconds, 3), "error": self.error,
@@ -247,7 +260,8 @@ class Monitor:
                      "capture": None if self._capture is None else
                      {"packets": self._capture.seen, "drops": self._capture.drops},
                      **({"atm_ports": atm} if atm is not None else {}),
-                     **({"rtt_bounds": self.rtt_bounds} if self.rtt_bounds is not None else {})}
+                     **({"rtt_bounds": self.rtt_bounds} if self.rtt_bounds is not None else {}),
+                     **({"rtt_error": "; ".join(rtt_errors)} if rtt_errors else {})}
 
     def _atm_rows(self) -> dict | None:
         """The ATM switch's per-port counts of the monitored span, as rows of node ``switch``
