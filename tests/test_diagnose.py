@@ -340,7 +340,8 @@ def test_the_measured_rtt_is_judged_against_what_the_topology_allows():
     tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
     base = {"mean_cpu_spare": 0.8, "saturated_share": 0.0, "rtt_floor_ms": 12.0, "rtt_ceiling_ms": 60.0}
     lan = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 12.4, "rtt_max_ms": 40.0,
-                                                                     "rttvar_ms": 1.0, "min_rtt_ms": 12.1}))
+                                                                     "rttvar_ms": 1.0, "min_rtt_ms": 12.1,
+                                                                     "min_rtt_far_ms": 12.1}))
     assert lan["ok"] and "RTT 12.4 ms (srtt median, max 40" in lan["line"] and "allows 12..60 ms" in lan["line"]
     # 100x the configured RTT (the slowed-down emulator of the issue): the emulation's own delay
     slow = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 900.0, "rtt_max_ms": 26000.0,
@@ -349,8 +350,13 @@ def test_the_measured_rtt_is_judged_against_what_the_topology_allows():
     assert next(c for c in slow["checks"] if c["check"] == "rtt")["rtt_ms"] == 900.0
     # the WAN's 12 ms never in force
     short = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 0.2, "rtt_max_ms": 1.0,
-                                                                       "rttvar_ms": 0.1, "min_rtt_ms": 0.1}))
+                                                                       "rttvar_ms": 0.1, "min_rtt_ms": 0.1,
+                                                                       "min_rtt_far_ms": 0.1}))
     assert not short["ok"] and "under the configured 12 ms propagation" in short["line"]
+    # the ranks all in one site: no connection crossed the WAN, its delay cannot be judged
+    local = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 0.2, "rtt_max_ms": 1.0,
+                                                                       "rttvar_ms": 0.1, "min_rtt_ms": 0.1}))
+    assert local["ok"] and "no connection between the sites sampled" in local["line"]
     # dilated: the allowance for the unscaled delayed ACK shrinks with k (200 ms as run = 20 ms undilated at 10)
     k10 = {**tb, "dilation": 10.0}
     assert fidelity.check(Job("b", "study", 1, cluster=k10, transport={"rto_min": "200ms"},
@@ -423,7 +429,7 @@ def test_the_monitor_samples_the_round_trips_of_connections_that_sent():
     rows = mon.table().to_pandas()
     rtt = rows[rows.metric == "tcp_rtt_ms"]
     assert len(rtt) >= 3 and set(rtt.node) == {"h0"} and (rtt.value > 0).all()
-    assert set(rows.metric) >= set(fidelity.RTT_METRICS)
+    assert set(rows.metric) >= set(fidelity.RTT_METRICS) - {"tcp_min_rtt_far_ms"}  # one site: none far
     facts = fidelity.monitor_facts(mon.table(), mon.meta)
     assert 0 < facts["rtt_ms"] <= facts["rtt_max_ms"] and facts["rto_seen_ms"] >= 200  # loopback: the 200 ms RTO min
     assert facts["rtt_ceiling_ms"] == 5.0 and mon.meta["rtt_bounds"]["floor_ms"] == 0.0

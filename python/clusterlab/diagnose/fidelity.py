@@ -8,8 +8,9 @@ Each check compares what the emulation was asked for with what the run recorded:
   shaper held packets back (``qdisc_overlimits``: demand above the rate) against the configured
   rate divided by the dilation;
 * RTT: the round trips the monitor sampled from the hosts' connections (``tcp_rtt_ms`` and
-  kin, undilated) against those the topology allows (``StarTopo.rtt_bounds``): the largest
-  minimum RTT must reach the configured propagation (a WAN's delay in force), and the largest
+  kin, undilated) against those the topology allows (``StarTopo.rtt_bounds``): the minimum RTT
+  of the connections between two sites must reach the configured propagation (a WAN's delay
+  in force; not judged when none was sampled), and the largest
   smoothed RTT stay within ``RTT_CEILING_FACTOR`` times the propagation plus every queue on the
   path plus the kernel's unscaled delayed ACK (200 ms as run) - beyond that the emulation
   itself delayed the packets (a starved host, a late timer);
@@ -101,14 +102,15 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     return out
 
 
-RTT_METRICS = ("tcp_rtt_ms", "tcp_rtt_max_ms", "tcp_rttvar_ms", "tcp_min_rtt_ms", "tcp_rto_ms")
+RTT_METRICS = ("tcp_rtt_ms", "tcp_rtt_max_ms", "tcp_rttvar_ms", "tcp_min_rtt_ms", "tcp_rto_ms", "tcp_min_rtt_far_ms")
 
 
 def _rtt_facts(df, k: float, bounds) -> dict:
     """The round trips the monitor sampled (``sampler``'s ``tcp_rtt_ms`` and kin, ms as run),
     undilated (/ k): ``rtt_ms`` the median of the hosts' mean srtt per sample, ``rtt_max_ms``
     the largest srtt, ``rttvar_ms`` the median RTT variation, ``min_rtt_ms`` the largest
-    connection minimum (the longest path's floor), ``rto_seen_ms`` the largest RTO; with the
+    connection minimum (the longest path's floor), ``rto_seen_ms`` the largest RTO,
+    ``min_rtt_far_ms`` the largest minimum of a connection between two sites; with the
     topology's ``rtt_bounds``: ``rtt_floor_ms`` and ``rtt_ceiling_ms``."""
     rt = df[df.metric.isin(RTT_METRICS)]
     out: dict = {}
@@ -121,6 +123,8 @@ def _rtt_facts(df, k: float, bounds) -> dict:
                        min_rtt_ms=round(float(by["tcp_min_rtt_ms"].max()) / k, 4),
                        rto_seen_ms=round(float(by["tcp_rto_ms"].max()) / k, 3),
                        rtt_samples=int(len(by["tcp_rtt_ms"])))
+        if len(by["tcp_min_rtt_far_ms"]):  # connections between the two sites (the WAN's propagation applies)
+            out["min_rtt_far_ms"] = round(float(by["tcp_min_rtt_far_ms"].max()) / k, 4)
     if isinstance(bounds, dict):
         out.update(rtt_floor_ms=bounds.get("floor_ms"), rtt_ceiling_ms=bounds.get("ceiling_ms"))
     return out
@@ -146,8 +150,11 @@ def rtt_check(mon: dict, k: float) -> tuple[bool, str]:
         return True, text + " (not judged: the topology's RTTs not recorded)"
     allowed = RTT_CEILING_FACTOR * (ceil + DELACK_MAX_S * 1e3 / k)
     text += f"; the topology allows {floor:g}..{ceil:.3g} ms"
-    if floor and lo is not None and lo < RTT_FLOOR_SHARE * floor:
-        return False, text + (f": the shortest round trip of the longest path, {lo:.3g} ms, is under the configured "
+    far = mon.get("min_rtt_far_ms")
+    if floor and far is None:
+        text += " (no connection between the sites sampled: the propagation not judged)"
+    elif floor and far < RTT_FLOOR_SHARE * floor:
+        return False, text + (f": the shortest round trip between the sites, {far:.3g} ms, is under the configured "
                               f"{floor:g} ms propagation (the WAN delay was not in force)")
     if mx is not None and mx > allowed:
         return False, text + (f": an srtt of {mx:.3g} ms is over {allowed:.3g} ms ({RTT_CEILING_FACTOR:g}x the "

@@ -133,8 +133,8 @@ class SockDiag(Rtnl):
     >>> a.sendall(b"x" * 1000); _ = b.recv(1000)
     >>> with SockDiag() as d:
     ...     mine = [c for c in d.tcp() if c["sport"] == a.getsockname()[1]]
-    >>> len(mine), mine[0]["rtt_us"] > 0, mine[0]["rto_us"] >= 200000
-    (1, True, True)
+    >>> len(mine), mine[0]["rtt_us"] > 0, mine[0]["rto_us"] >= 200000, mine[0]["dst"]
+    (1, True, True, '127.0.0.1')
     >>> for s in (a, b, srv): s.close()
     """
 
@@ -143,7 +143,8 @@ class SockDiag(Rtnl):
 
     def tcp(self, families=(socket.AF_INET, socket.AF_INET6)) -> list[dict]:
         """Each established TCP connection: ``cookie`` (the kernel's id of the socket), ``sport``,
-        ``dport`` and ``rto_us rtt_us rttvar_us segs_out min_rtt_us`` from its ``tcp_info``."""
+        ``dport``, IPv4's ``src`` and ``dst`` addresses, and ``rto_us rtt_us rttvar_us segs_out
+        min_rtt_us`` from its ``tcp_info``."""
         out = []
         for fam in families:
             req = _DIAG_REQ.pack(fam, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), TCPF_ESTABLISHED)
@@ -152,6 +153,9 @@ class SockDiag(Rtnl):
                     continue
                 sport, dport = struct.unpack_from(">HH", data, off + 4)
                 d = {"cookie": struct.unpack_from("=Q", data, off + 4 + 40)[0], "sport": sport, "dport": dport}
+                if fam == socket.AF_INET:  # sockid: src at 4, dst at 20 (the first 4 of 16 bytes)
+                    d["src"] = socket.inet_ntoa(bytes(data[off + 8:off + 12]))
+                    d["dst"] = socket.inet_ntoa(bytes(data[off + 24:off + 28]))
                 for a, s, e in _attrs(data, off + _DIAG_MSG_LEN, end):
                     if a == INET_DIAG_INFO and e - s >= 152:
                         for o, name in _TCPI:

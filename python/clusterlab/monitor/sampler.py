@@ -17,8 +17,9 @@ row means zero):
   with n hosts each is visited every n intervals. ``tcp_rtt_ms`` (mean smoothed RTT, srtt),
   ``tcp_rtt_max_ms`` (the largest srtt), ``tcp_rttvar_ms`` (mean RTT variation),
   ``tcp_min_rtt_ms`` (the largest of their minimum RTTs: the longest path's floor) and
-  ``tcp_rto_ms`` (the largest current RTO, backoff included); the table's meta holds the
-  RTTs the topology allows (``rtt_bounds``: ``StarTopo.rtt_bounds``);
+  ``tcp_rto_ms`` (the largest current RTO, backoff included), and with two sites
+  ``tcp_min_rtt_far_ms`` (the largest minimum RTT of its connections to the other site); the
+  table's meta holds the RTTs the topology allows (``rtt_bounds``: ``StarTopo.rtt_bounds``);
 * per machine (node ``machine``): ``cpu_user cpu_system cpu_iowait cpu_softirq cpu_idle``
   (fractions of all CPUs' time in the interval; ``cpu_nice`` too: on a shared machine the
   other users run niced; ``cpu_spare`` = idle + I/O wait + niced, what a run at nice 0 could
@@ -118,8 +119,9 @@ class _Open:
     def links(self) -> dict[str, dict[str, int]]:
         return procfs.parse_net_dev(_pread_all(self.dev).decode())
 
-    def rtt(self) -> dict[str, float] | None:
-        """The round trips (ms) of the connections that sent since the last call (None: none did)."""
+    def rtt(self, sites: dict | None = None) -> dict[str, float] | None:
+        """The round trips (ms) of the connections that sent since the last call (None: none did);
+        ``sites`` (address -> site): also the largest minimum RTT of those between two sites."""
         try:
             conns = self.diag.tcp((socket.AF_INET,))  # the testbed's addresses; half the cost of both families
         except OSError as e:  # e.g. no tcp_diag module: stop asking, say why in the meta (rtt_error)
@@ -132,11 +134,16 @@ class _Open:
         if not active:
             return None
         n = len(active)
-        return {"tcp_rtt_ms": sum(c["rtt_us"] for c in active) / n / 1e3,
-                "tcp_rtt_max_ms": max(c["rtt_us"] for c in active) / 1e3,
-                "tcp_rttvar_ms": sum(c["rttvar_us"] for c in active) / n / 1e3,
-                "tcp_min_rtt_ms": max(c["min_rtt_us"] for c in active) / 1e3,
-                "tcp_rto_ms": max(c["rto_us"] for c in active) / 1e3}
+        out = {"tcp_rtt_ms": sum(c["rtt_us"] for c in active) / n / 1e3,
+               "tcp_rtt_max_ms": max(c["rtt_us"] for c in active) / 1e3,
+               "tcp_rttvar_ms": sum(c["rttvar_us"] for c in active) / n / 1e3,
+               "tcp_min_rtt_ms": max(c["min_rtt_us"] for c in active) / 1e3,
+               "tcp_rto_ms": max(c["rto_us"] for c in active) / 1e3}
+        far = [c["min_rtt_us"] for c in active if sites and c.get("src") in sites and c.get("dst") in sites
+               and sites[c["src"]] != sites[c["dst"]]]
+        if far:
+            out["tcp_min_rtt_far_ms"] = max(far) / 1e3
+        return out
 
     def close(self):
         self.nl.close()
@@ -358,7 +365,7 @@ class Monitor:
                     if m in tcp:
                         self._counter(t, (node, m), node, "", m, tcp[m], first)
             if o.diag is not None and o is self._rtt_turn:
-                rtt = o.rtt()
+                rtt = o.rtt((self.rtt_bounds or {}).get("sites"))
                 if rtt and not first:
                     for m, v in rtt.items():
                         self._emit(t, node, "", m, -1, v)
