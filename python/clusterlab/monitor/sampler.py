@@ -13,8 +13,8 @@ row means zero):
 * per testbed host (``Target.rtt``), the round trips of its established IPv4 TCP connections
   that sent since the host's last visit (``netlink.SockDiag``: their ``tcp_info``), gauges in
   ms as run (dilated). One host per sample, in turn: a dump walks the kernel's whole TCP hash
-  table, 2-4 ms whatever the namespace holds (16 hosts each sample took 120 ms at load 6), so
-  with n hosts each is visited every n intervals. ``tcp_rtt_ms`` (mean smoothed RTT, srtt),
+  table whatever the namespace holds (``bench/monitor_rtt.py``: every host of 16 each sample
+  would add 47 ms, one host about 7), so with n hosts each is visited every n intervals. ``tcp_rtt_ms`` (mean smoothed RTT, srtt),
   ``tcp_rtt_max_ms`` (the largest srtt), ``tcp_rttvar_ms`` (mean RTT variation),
   ``tcp_min_rtt_ms`` (the largest of their minimum RTTs: the longest path's floor) and
   ``tcp_rto_ms`` (the largest current RTO, backoff included), and with two sites
