@@ -10,12 +10,13 @@ job's ranks, processes of their own, never do):
 
 1. one dump of one host (``SockDiag.tcp``, IPv4, and IPv4 + IPv6), the median of ``--repeat``;
 2. the monitor's own cost per sample (``sample_cost_seconds / samples``) over a few seconds at
-   0.1 s: without RTTs (the baseline), and with them as shipped (one host per sample);
+   0.1 s: without RTTs (the baseline), and with them as shipped (one host per sample); the
+   two interleaved, ``--rounds`` times each, the median kept (the machine is shared);
 3. every host dumped once, back to back: what sampling all hosts each tick would add.
 
 Writes ``bench/results/monitor_rtt.json`` with the harness's provenance (load, spare CPU).
 
-    .venv/bin/python bench/monitor_rtt.py [--hosts 4,16] [--repeat 20] [--seconds 6]
+    .venv/bin/python bench/monitor_rtt.py [--hosts 4,16] [--repeat 20] [--seconds 3] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _traffic(socks) -> int:
         os._exit(0)
 
 
-def measure(hosts: int, repeat: int, seconds: float) -> dict:
+def measure(hosts: int, repeat: int, seconds: float, rounds: int) -> dict:
     from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
     from clusterlab.monitor import Monitor
     from clusterlab.monitor.netlink import SockDiag
@@ -94,18 +95,22 @@ def measure(hosts: int, repeat: int, seconds: float) -> dict:
                 out[key] = round(statistics.median(ts), 3)
             out["connections_per_host"] = n
             d.close()
+            costs: dict = {False: [], True: []}
+            for _ in range(rounds):  # interleaved: a load that drifts weighs on both alike
+                for rtt in (False, True):
+                    m = Monitor.for_testbed(tb, 0.1, capture=False)
+                    for tg in m.targets:
+                        tg.rtt = rtt and tg.node != "switch"
+                    m.start()
+                    time.sleep(seconds)
+                    m.stop()
+                    costs[rtt].append(round(m.meta["sample_cost_seconds"] / m.meta["samples"] * 1e3, 3))
+                    if rtt:
+                        rows = m.table().column("metric").to_pylist()
+                        out["rtt_rows"] = sum(1 for r in rows if r == "tcp_rtt_ms")
             for rtt, key in ((False, "sample_ms_without_rtt"), (True, "sample_ms_with_rtt_in_turn")):
-                m = Monitor.for_testbed(tb, 0.1, capture=False)
-                for tg in m.targets:
-                    tg.rtt = rtt and tg.node != "switch"
-                m.start()
-                time.sleep(seconds)
-                m.stop()
-                out[key] = round(m.meta["sample_cost_seconds"] / m.meta["samples"] * 1e3, 3)
-                out[key.replace("sample_ms", "late_samples")] = m.meta["late_samples"]
-                if rtt:
-                    rows = m.table().column("metric").to_pylist()
-                    out["rtt_rows"] = sum(1 for r in rows if r == "tcp_rtt_ms")
+                out[key] = statistics.median(costs[rtt])
+                out[key.replace("sample_ms", "rounds_ms")] = costs[rtt]
             diags = []
             for h in tb.hosts:
                 with in_netns(h.ns):
@@ -135,7 +140,8 @@ def main(argv=None) -> int:
     ap = harness.parser(__doc__, RESULTS / "monitor_rtt.json", repeat=("--repeat", 20),
                         repeat_help="dumps per measurement")
     ap.add_argument("--hosts", default="4,16", help="testbed sizes, comma-separated (default 4,16)")
-    ap.add_argument("--seconds", type=float, default=6.0, help="monitor run per mode (default 6 s)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="monitor run per mode and round (default 3 s)")
+    ap.add_argument("--rounds", type=int, default=3, help="monitor runs per mode, interleaved (default 3; the median)")
     run = harness.start(ap, argv, repeat_flag="--repeat")
     if os.geteuid() != 0:
         print("bench/monitor_rtt.py needs root (network namespaces)", file=sys.stderr)
@@ -143,7 +149,7 @@ def main(argv=None) -> int:
     sizes = [int(x) for x in run.args.hosts.split(",")]
     points = []
     for n in sizes:
-        p = measure(n, run.args.repeat, run.args.seconds)
+        p = measure(n, run.args.repeat, run.args.seconds, run.args.rounds)
         run.say(f"{n:>3} hosts: one dump {p['dump_ipv4_ms']:.2f} ms (IPv4; both families {p['dump_both_ms']:.2f}); "
                 f"sample {p['sample_ms_without_rtt']:.2f} ms without RTT, {p['sample_ms_with_rtt_in_turn']:.2f} ms "
                 f"with (one host in turn); every host once {p['every_host_once_ms']:.1f} ms")
