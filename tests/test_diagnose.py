@@ -414,6 +414,7 @@ def test_the_monitor_samples_the_round_trips_of_connections_that_sent():
     t.start()
     mon = Monitor([Target("h0", None, ["lo"], tcp=False, rtt=True)], interval=0.02, capture=None, disk=False)
     mon.rtt_bounds = {"floor_ms": 0.0, "ceiling_ms": 5.0}
+    mon.rtt_gap = 0.04  # a dump every other sample (0.2 s by default)
     try:
         with mon:
             end = time.monotonic() + 0.2

@@ -12,9 +12,9 @@ row means zero):
   ``TcpRetransSegs``, ``TcpExtTCPTimeouts``, ``TcpExtTCPLossProbes``);
 * per testbed host (``Target.rtt``), the round trips of its established IPv4 TCP connections
   that sent since the host's last visit (``netlink.SockDiag``: their ``tcp_info``), gauges in
-  ms as run (dilated). One host per sample, in turn: a dump walks the kernel's whole TCP hash
-  table whatever the namespace holds (``bench/monitor_rtt.py``: every host of 16 each sample
-  would add 47 ms, one host about 7), so with n hosts each is visited every n intervals. ``tcp_rtt_ms`` (mean smoothed RTT, srtt),
+  ms as run (dilated). One host at a time, in turn, at most every ``rtt_gap`` seconds (0.2: every
+  other sample at 0.1 s): a dump walks the kernel's whole TCP hash table whatever the namespace
+  holds (``bench/monitor_rtt.py``), so with n hosts each is visited every n x 0.2 s. ``tcp_rtt_ms`` (mean smoothed RTT, srtt),
   ``tcp_rtt_max_ms`` (the largest srtt), ``tcp_rttvar_ms`` (mean RTT variation),
   ``tcp_min_rtt_ms`` (the largest of their minimum RTTs: the longest path's floor) and
   ``tcp_rto_ms`` (the largest current RTO, backoff included), and with two sites
@@ -73,6 +73,7 @@ from clusterlab.monitor import procfs
 from clusterlab.monitor.netlink import Rtnl, SockDiag
 from clusterlab.net.netns import in_netns
 
+RTT_GAP_S = 0.2  # at most one host's RTT dump per this many seconds (bench/monitor_rtt.py: 1.5-8 ms each)
 LINK_COUNTERS = ("rx_bytes", "rx_packets", "tx_bytes", "tx_packets", "rx_dropped", "tx_dropped")
 SCHEMA = pa.schema([("t", pa.float64()), ("node", pa.string()), ("iface", pa.string()),
                     ("metric", pa.string()), ("bucket", pa.int32()), ("value", pa.float64())])
@@ -194,6 +195,8 @@ class Monitor:
         self.started_at = None
         self.meta: dict = {}
         self.rtt_bounds: dict | None = None  # the RTTs the emulated topology allows (for_testbed)
+        self.rtt_gap = RTT_GAP_S  # seconds between two hosts' RTT dumps (each walks the kernel's TCP hash)
+        self._rtt_last, self._rtt_next = -float("inf"), 0
 
     @classmethod
     def local(cls, interval: float = 0.1, capture: bool = True) -> Monitor:
@@ -329,7 +332,11 @@ class Monitor:
         s0 = time.perf_counter()
         t = time.monotonic() - self._t0
         rtt_open = [o for o in self._open if o.diag is not None]
-        self._rtt_turn = rtt_open[self.samples % len(rtt_open)] if rtt_open else None  # one host per sample
+        self._rtt_turn = None  # one host's round trips per sample, at most every rtt_gap seconds
+        if rtt_open and s0 - self._rtt_last >= 0.9 * self.rtt_gap:  # ticks jitter: 0.9 keeps every other one
+            self._rtt_turn = rtt_open[self._rtt_next % len(rtt_open)]
+            self._rtt_next += 1
+            self._rtt_last = s0
         if not first:  # the true length of this interval (ticks can be late): rates divide by it
             self._emit(t, "machine", "", "interval_seconds", -1, t - self._prev.get("t", 0.0))
         self._prev["t"] = t
