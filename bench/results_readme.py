@@ -65,6 +65,9 @@ RECORDS = (
            doc="docs/parallel.md"),
     Record("lists.json", "input from Python lists: list conversion vs pyfim's mining", f"{PY} bench/lists.py",
            doc="docs/mining.md"),
+    Record("monitor_rtt.json", "what sampling the hosts' round trips (NETLINK_SOCK_DIAG, one host per sample) costs "
+           "the testbed monitor per sample, against the monitor without it, at 4 and 16 hosts",
+           f"{PY} bench/monitor_rtt.py", doc="docs/testbed.md"),
     Record("npb.json", "NPB kernels in clusterlab vs the official NPB serial build, per kernel and class",
            f"{PY} bench/npb.py --npb-cpu-bin DIR --classes S,W,A --build \"how the binaries were built\"",
            doc="docs/npb.md"),

@@ -335,5 +335,187 @@ def test_auto_dilation_climbs_to_the_smallest_dilation_that_passes():
     assert [x["dilation"] for x in a["attempts"]] == [1.0, 4.0] and a["ok"] and a["result"] == {"k": 4.0}
     a = auto_dilation(fake(3.0), 1.0, 0.2)  # the CPU fails: doubling
     assert [x["dilation"] for x in a["attempts"]] == [1.0, 2.0, 4.0] and a["dilation"] == 4.0
+    assert a["attempts"][0]["next"] == ("dilation 2: cpu failed: twice the dilation (nothing predicts how much CPU "
+                                        "a higher one frees)")
+    assert "next" not in a["attempts"][-1] and a["why"].startswith("dilation 4 is the smallest tried")
     a = auto_dilation(fake(100.0), 2.0, 0.2, max_dilation=16)  # never passes: stops at the bound, keeps the last
     assert [x["dilation"] for x in a["attempts"]] == [2.0, 4.0, 8.0, 16.0] and not a["ok"]
+    assert "next rung, dilation 32, is above the highest allowed, 16 (--max-dilation)" in a["why"]
+
+
+def test_auto_dilation_stops_where_the_kernel_cannot_take_the_rto_max():
+    from clusterlab.diagnose.dilation import ladder_limit
+    from clusterlab.errors import ConfigError
+    from clusterlab.net.transport_config import TransportConfig
+
+    assert ladder_limit(TransportConfig(), 1.0, 16.0) == (16.0, "--max-dilation")
+    top, why = ladder_limit(TransportConfig(rto_max="30s"), 1.0, 16.0)  # 30 s x 4 = the kernel's 120 s
+    assert top == 4.0 and "net.ipv4.tcp_rto_max_ms" in why
+    with pytest.raises(ConfigError, match="below the starting dilation 4"):
+        ladder_limit(TransportConfig(), 4.0, 2.0)
+    with pytest.raises(ConfigError, match="the starting dilation 8 cannot express the RTO max"):
+        ladder_limit(TransportConfig(rto_max="30s"), 8.0, 16.0)
+
+
+def test_the_measured_rtt_is_judged_against_what_the_topology_allows():
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    base = {"mean_cpu_spare": 0.8, "saturated_share": 0.0, "rtt_floor_ms": 12.0, "rtt_ceiling_ms": 60.0}
+    lan = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 12.4, "rtt_max_ms": 40.0,
+                                                                     "rttvar_ms": 1.0, "min_rtt_ms": 12.1,
+                                                                     "min_rtt_far_ms": 12.1}))
+    assert lan["ok"] and "RTT 12.4 ms (srtt median, max 40" in lan["line"] and "allows 12..60 ms" in lan["line"]
+    # 100x the configured RTT (the slowed-down emulator of the issue): the emulation's own delay
+    slow = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 900.0, "rtt_max_ms": 26000.0,
+                                                                      "rttvar_ms": 400.0, "min_rtt_ms": 12.5}))
+    assert not slow["ok"] and "the emulation itself delayed packets" in slow["line"]
+    assert next(c for c in slow["checks"] if c["check"] == "rtt")["rtt_ms"] == 900.0
+    # the WAN's 12 ms never in force
+    short = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 0.2, "rtt_max_ms": 1.0,
+                                                                       "rttvar_ms": 0.1, "min_rtt_ms": 0.1,
+                                                                       "min_rtt_far_ms": 0.1}))
+    assert not short["ok"] and "under the configured 12 ms propagation" in short["line"]
+    # the ranks all in one site: no connection crossed the WAN, its delay cannot be judged
+    local = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={**base, "rtt_ms": 0.2, "rtt_max_ms": 1.0,
+                                                                       "rttvar_ms": 0.1, "min_rtt_ms": 0.1}))
+    assert local["ok"] and "no connection between the sites sampled" in local["line"]
+    # dilated: the allowance for the unscaled delayed ACK shrinks with k (200 ms as run = 20 ms undilated at 10)
+    k10 = {**tb, "dilation": 10.0}
+    assert fidelity.check(Job("b", "study", 1, cluster=k10, transport={"rto_min": "200ms"},
+                              monitor={**base, "rtt_ms": 13.0, "rtt_max_ms": 150.0, "rttvar_ms": 1.0,
+                                       "min_rtt_ms": 12.2}))["ok"]
+    assert not fidelity.check(Job("b", "study", 1, cluster=k10, transport={"rto_min": "200ms"},
+                                  monitor={**base, "rtt_ms": 13.0, "rtt_max_ms": 170.0, "rttvar_ms": 1.0,
+                                           "min_rtt_ms": 12.2}))["ok"]
+    told = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={"mean_cpu_spare": 0.8}))
+    assert "RTT not recorded" in told["line"]
+
+
+def test_the_rto_wait_is_predicted_from_the_measured_rtt():
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    p = Pass("all", 1.0, [rp(0, 1.0, 0.1, rto=0.8, timeouts=4), rp(1, 1.0, 0.1)])
+    mon = {"rtt_ms": 20.0, "rttvar_ms": 5.0}  # srtt 20 ms, 4 rttvar 20 ms
+    d = diagnose(Job("b", "study", 1.0, passes=[p], nodes=2, cluster=tb, transport={"rto_min": "200ms"}, monitor=mon))
+    dom = d["dominant"]
+    assert dom["cause"] == "rto_wait" and "rto_min=10ms" in dom["fix"]
+    # a timeout waits srtt + max(4 rttvar, RTO min): 220 ms now, 40 ms at 10 ms, not 10 / 200 of it
+    assert dom["predicted_gain_s"] == pytest.approx(0.8 * (1 - 40 / 220))
+    assert "measured RTT 20 ms" in dom["evidence"] and "the RTO min 10x the RTT" in dom["evidence"]
+    assert "220 -> 40 ms" in dom["method"]
+    # an RTT-driven RTO: a lower RTO min changes nothing, and the diagnosis says so
+    # (and its waits of 200 ms per timeout are one RTO of 40 + 4 x 40 ms each, not a doubled 50 ms RTO min)
+    d = diagnose(Job("b", "study", 1.0, passes=[p], nodes=2, cluster=tb, transport={"rto_min": "50ms"},
+                     monitor={"rtt_ms": 40.0, "rttvar_ms": 40.0}))
+    assert named_first(d) == "rto_wait"
+    assert d["dominant"]["predicted_gain_s"] is None and "the RTO follows the RTT" in d["dominant"]["fix"]
+    assert "set by the RTT, not the RTO min" in d["dominant"]["evidence"]
+    without = diagnose(Job("b", "study", 1.0, passes=[p], nodes=2, cluster=tb, transport={"rto_min": "50ms"}))
+    assert named_first(without) == "rto_backoff"  # what the RTO min alone would say
+
+
+def test_the_monitor_samples_the_round_trips_of_connections_that_sent():
+    import socket
+    import threading
+    import time
+
+    from clusterlab.monitor import Monitor
+    from clusterlab.monitor.sampler import Target
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(srv.getsockname())
+    b, _ = srv.accept()
+    idle = socket.create_connection(srv.getsockname())  # established, never sends: not sampled
+    c, _ = srv.accept()
+    stop = threading.Event()
+
+    def echo():
+        while not stop.is_set():
+            b.sendall(b.recv(1000) or b"x")
+
+    t = threading.Thread(target=echo, daemon=True)
+    t.start()
+    mon = Monitor([Target("h0", None, ["lo"], tcp=False, rtt=True)], interval=0.02, capture=None, disk=False)
+    mon.rtt_bounds = {"floor_ms": 0.0, "ceiling_ms": 5.0}
+    mon.rtt_gap = 0.04  # a dump every other sample (0.2 s by default)
+    try:
+        with mon:
+            end = time.monotonic() + 0.2
+            while time.monotonic() < end:
+                a.sendall(b"y" * 100)
+                a.recv(1000)
+    finally:
+        stop.set()
+        a.close()
+        t.join(2)
+        for s in (b, idle, c, srv):
+            s.close()
+    rows = mon.table().to_pandas()
+    rtt = rows[rows.metric == "tcp_rtt_ms"]
+    assert len(rtt) >= 3 and set(rtt.node) == {"h0"} and (rtt.value > 0).all()
+    assert set(rows.metric) >= set(fidelity.RTT_METRICS) - {"tcp_min_rtt_far_ms"}  # one site: none far
+    facts = fidelity.monitor_facts(mon.table(), mon.meta)
+    assert 0 < facts["rtt_ms"] <= facts["rtt_max_ms"] and facts["rto_seen_ms"] >= 200  # loopback: the 200 ms RTO min
+    assert facts["rtt_ceiling_ms"] == 5.0 and mon.meta["rtt_bounds"]["floor_ms"] == 0.0
+
+
+def test_mine_auto_dilation_refuses_what_it_cannot_rerun(tmp_path):
+    from clusterlab.diagnose.dilation import check_mine
+
+    data = tmp_path / "t.dat"
+    data.write_text("1 2 3\n1 2\n2 3\n")
+    for args, match in ((["--nodes", "2", "--auto-dilation"], "--auto-dilation needs --testbed NAME"),
+                        (["--nodes", "2", "--testbed", "lab", "--backend", "mpi", "--auto-dilation"],
+                         "replays the job on the TCP mesh"),
+                        (["--nodes", "2", "--max-dilation", "4"], "--max-dilation goes with --auto-dilation")):
+        r = CliRunner().invoke(cli, ["mine", str(data), "-s", "0.5", "-q", *args], standalone_mode=False)
+        assert isinstance(r.exception, ConfigError) and match in str(r.exception), (args, r.exception)
+    with pytest.raises(ConfigError, match="runs at dilation 4, and the real job's computation does not slow down"):
+        check_mine("lab", "tcp", 4.0)
+    r = subprocess.run([sys.executable, "-m", "clusterlab", "mine", str(data), "-s", "0.5", "--nodes", "2",
+                        "--auto-dilation"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "needs --testbed" in r.stderr
+
+
+def test_a_studys_monitor_table_undilates_each_points_rtt_by_its_own_dilation():
+    import pandas as pd
+
+    rows = []
+    for point, rtt in ((0, 2.0), (1, 8.0)):  # both 2 ms undilated: point 1 ran at dilation 4
+        for m in fidelity.RTT_METRICS:
+            rows.append({"t": 0.1, "node": "h0", "iface": "", "metric": m, "bucket": -1, "value": rtt, "point": point})
+    df = pd.DataFrame(rows)
+    meta = {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0},  # the last point's, heading the table
+            "per_point": {"0": {"dilation": 1.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 10.0}},
+                          "1": {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0}}}}
+    f0, f1 = (fidelity.monitor_facts(df, meta, point=p) for p in (0, 1))
+    assert f0["rtt_ms"] == f1["rtt_ms"] == 2.0 and f0["dilation"] == 1.0
+    assert f0["rtt_ceiling_ms"] == 10.0 and f1["rtt_ceiling_ms"] == 40.0
+
+
+def test_the_measured_rtt_is_evidence_of_queueing_and_of_a_wans_round_trips():
+    tb = {"kind": "testbed", "rate": 155e6, "dilation": 1.0}
+    p = Pass("all", 0.5, [rp(0, 0.5, 0.0), rp(1, 0.5, 0.0)])
+    mon = {"rtt_ms": 3.0, "rtt_max_ms": 9.0, "rttvar_ms": 1.0, "min_rtt_ms": 0.1}
+    d = diagnose(Job("b", "study", 0.5, passes=[p], nodes=2, cluster=tb, switch_drops=0, monitor=mon))
+    q = next(c for c in d["causes"] if c["cause"] == "queueing")
+    assert "measured RTT 3 ms (srtt median; max 9) over a floor of 0.1 ms: up to 8.9 ms of queueing" in q["evidence"]
+    wan = {**tb, "sites": "1+1", "wan_delay": 0.006}
+    d = diagnose(Job("b", "study", 0.5, passes=[p], nodes=2, cluster=wan, monitor={**mon, "min_rtt_ms": 12.1,
+                                                                                      "rtt_ms": 12.5, "rtt_max_ms": 14}))
+    assert named_first(d) == "wan_latency" and "over a floor of 12.1 ms" in d["dominant"]["evidence"]
+
+
+def test_a_kernel_without_socket_diagnostics_costs_the_rtt_only(monkeypatch):
+    import time
+
+    from clusterlab.monitor import Monitor, netlink
+    from clusterlab.monitor.sampler import Target
+
+    def refuse(self, families=()):
+        raise OSError(2, "No such file or directory")
+
+    monkeypatch.setattr(netlink.SockDiag, "tcp", refuse)
+    mon = Monitor([Target("h0", None, ["lo"], tcp=True, rtt=True)], interval=0.02, capture=None, disk=False)
+    with mon:
+        time.sleep(0.1)
+    assert mon.error is None and "h0: socket diagnostics failed" in mon.meta["rtt_error"]
+    assert mon.samples > 2 and "cpu_idle" in set(mon.table().column("metric").to_pylist())  # the rest sampled on

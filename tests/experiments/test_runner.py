@@ -179,3 +179,87 @@ def test_a_job_that_fails_at_one_point_fails_that_point_not_the_study(tmp_path, 
     with pytest.raises(RuntimeError):
         run_study(s, tmp_path / "b")
     assert json.loads((tmp_path / "b" / "meta.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.parametrize("args, match", [
+    (["local-speedup"], "study local-speedup has no testbed point to dilate"),
+    (["seed001-fig8", "--quick"], "computes for real, and a dilated rerun would not slow its computation down"),
+    (["seed000-fig6", "--quick", "--set", "compute=real", "--set", "dilation=1",
+      "--set", "timers=default (MIN 200 ms / MAX 60 s)"], "computes for real.*--set compute=replay replays it"),
+    (["broadcast-incast", "--quick", "--set", "monitor=false"], "--auto-dilation needs the monitor"),
+    (["seed000-fig3", "--quick", "--max-dilation", "1"], "--max-dilation 1 is below the starting dilation"),
+])
+def test_auto_dilation_refuses_what_it_cannot_rerun(args, match, tmp_path):
+    r = CliRunner().invoke(cli, ["experiment", "run", *args, "--auto-dilation", "--runs", str(tmp_path)],
+                           standalone_mode=False)
+    assert isinstance(r.exception, ConfigError) and r.exception.args[0].count("\n") == 0
+    import re
+
+    assert re.search(match, str(r.exception)), str(r.exception)
+    assert not any(tmp_path.iterdir())  # refused before anything ran
+    r = CliRunner().invoke(cli, ["experiment", "run", "broadcast-incast", "--max-dilation", "4", "--dry-run"],
+                           standalone_mode=False)
+    assert "--max-dilation goes with --auto-dilation" in str(r.exception)
+
+
+def test_auto_dilation_reruns_a_point_in_place(tmp_path):
+    """The runner's hook (no testbed needed: it is called for testbed points only, so the study's
+    points are made to look like one): ``run_at`` replaces the point's rows and meta."""
+    import dataclasses
+
+    from clusterlab.experiments import runner as rn
+
+    calls = []
+
+    def hook(p, run_at, run_dir):
+        for k in (1.0, 2.0):
+            pm = run_at(k)
+            calls.append((p.index, pm["dilation"], len(json.loads((run_dir / "meta.json").read_text())["points"])))
+        return {"dilation": 2.0}
+
+    study = Study(name="pp", cluster=InProcess(ranks=2), workload=wl.pingpong(sizes="8", trial_time=0.001),
+                  repeat=2, warmup=0, monitor=False)
+    orig_at, orig_eligible = rn.point_at_dilation, rn.auto_eligible
+    try:
+        rn.auto_eligible = lambda p: True
+        rn.check_auto_dilation = lambda s, pts: None
+        rn.point_at_dilation = lambda p, k: dataclasses.replace(p, dilation=k, settings={**p.settings, "dilation": k})
+        res = run_study(study, tmp_path / "r", auto_dilation=hook)
+    finally:
+        rn.point_at_dilation, rn.auto_eligible = orig_at, orig_eligible
+        rn.check_auto_dilation = _check_auto_dilation
+    assert calls == [(0, 1.0, 1), (0, 2.0, 1)]  # one entry per point, the earlier run's replaced
+    assert [r["dilation"] for r in res.rows] == [2.0, 2.0]
+    assert res.meta["points"][0]["auto_dilation"] == {"dilation": 2.0} and res.points[0].dilation == 2.0
+    assert pq.read_table(tmp_path / "r" / "table.parquet").column("dilation").to_pylist() == [2.0, 2.0]
+
+
+from clusterlab.experiments.runner import check_auto_dilation as _check_auto_dilation  # noqa: E402
+
+
+def test_a_set_value_that_makes_a_workload_compute_for_real_makes_it_undilatable():
+    from clusterlab.experiments.workloads.mining import parallel_mining
+
+    w = parallel_mining(compute="replay")
+    assert w.dilatable and not w.with_params(compute="real").dilatable
+    assert w.with_params(compute="real").with_params(compute="replay").dilatable
+    r = CliRunner().invoke(cli, ["experiment", "run", "seed000-fig6", "--quick", "--set", "compute=real", "--dry-run"],
+                           standalone_mode=False)
+    assert "computes for real" in str(r.exception)  # refused when the study expands, not when its point runs
+
+
+def test_the_report_says_each_points_dilation_ladder_and_why():
+    from clusterlab.report.study import auto_dilation_lines, point_rows
+
+    pm = {"index": 1, "label": "MIN 5ms", "dilation": 4.0, "settings": {},
+          "auto_dilation": {"ok": True, "dilation": 4.0, "why": "dilation 4 is the smallest tried that passes",
+                            "attempts": [{"dilation": 1.0, "ok": False, "line": "fidelity: FAIL (...)",
+                                          "next": "dilation 4: only the timer failed"},
+                                         {"dilation": 4.0, "ok": True, "line": "fidelity: PASS"}]}}
+    meta = {"points": [pm, {"index": 2, "label": "plain", "dilation": 1.0}]}
+    assert auto_dilation_lines(meta) == ["- point 1 (MIN 5ms): dilation 4 is the smallest tried that passes; "
+                                         "climbed: dilation 4: only the timer failed"]
+    rows = point_rows([{"point": 1, "seconds": 0.1}], meta)
+    assert rows[0][2] == "4 (dilated); auto-dilation 1 -> 4" and rows[1][2] == "1"
+    pm["auto_dilation"]["ok"] = False
+    assert point_rows([], meta)[0][2].endswith("(**none passed**)")

@@ -84,8 +84,11 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
         if n < 2:
             raise ConfigError(f"need at least 2 ranks, got {n}")
         settings.update(cluster="local", ranks=n)
-    if auto_dilation and max_dilation < dilation:
-        raise ConfigError(f"--max-dilation {max_dilation:g} is below --dilation {dilation:g} (the ladder starts there)")
+    limit, limit_why = max_dilation, "--max-dilation"
+    if auto_dilation:
+        from clusterlab.diagnose.dilation import ladder_limit
+
+        limit, limit_why = ladder_limit(config, dilation, max_dilation)
 
     def once(k: float, rdir, monitor: bool):
         """The bench at dilation ``k`` into ``rdir``: ``(result, status)``."""
@@ -120,13 +123,14 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
             return res, fid
 
         try:
-            auto = ladder(run_at, dilation, _rto_min_s(config.to_dict()), max_dilation)
+            auto = ladder(run_at, dilation, _rto_min_s(config.to_dict()), limit, limit_why)
             result, status = auto["result"], "complete"
         except _Interrupted as e:
             result, status, auto = e.result, "interrupted", None
         if auto is not None:
-            result["auto_dilation"] = {"attempts": auto["attempts"], "dilation": auto["dilation"], "ok": auto["ok"],
-                                       "max_dilation": max_dilation}
+            from clusterlab.diagnose.dilation import record
+
+            result["auto_dilation"] = record(auto, limit)
             if run_dir:
                 from clusterlab._atomic import atomic_open
 
@@ -140,7 +144,7 @@ def broadcast(size, reps, warmup, order, hosts, ranks, rate, switch, host_rates,
         if auto is not None:
             from clusterlab.diagnose.dilation import attempt_lines
 
-            click.echo("\n".join(attempt_lines(auto, max_dilation)))
+            click.echo("\n".join(attempt_lines(auto, limit)))
             if run_dir:
                 kept_dir = os.path.join(run_dir, f"dilation-{auto['dilation']:g}")
                 click.echo(f"auto-dilation: the kept run is {kept_dir} (clusterlab report {kept_dir})")

@@ -103,7 +103,13 @@ class _Progress:
                    "table, provenance) and RECORDS/README.md regenerated. Not with --quick.")
 @click.option("--records", "records_root", default="results", show_default=True, type=OutputPath(directory=True),
               help="The records directory (the repository's results/).")
-def run(name, sets, quick, runs_root, out, report, dry_run, record, records_root):
+@click.option("--auto-dilation", is_flag=True,
+              help="Rerun each testbed point that fails the fidelity check (docs/diagnose.md) at the smallest "
+                   "dilation that passes, from its own dilation up; the kept run replaces it (meta.json: each point's "
+                   "auto_dilation). Needs the monitor and dilatable workloads (mining: compute=replay).")
+@click.option("--max-dilation", default=16.0, show_default=True, type=Finite(lo=1, hi=1e6),
+              help="The highest dilation --auto-dilation tries.")
+def run(name, sets, quick, runs_root, out, report, dry_run, record, records_root, auto_dilation, max_dilation):
     """Run study NAME: every point, repetition by repetition, written as it goes (Ctrl-C keeps
     the finished repetitions), then its report.
 
@@ -113,9 +119,10 @@ def run(name, sets, quick, runs_root, out, report, dry_run, record, records_root
       clusterlab experiment run seed000-fig6 --set data=/work/data/seed000.dat
       clusterlab experiment run seed000-fig5 --dry-run
       clusterlab experiment run seed002-fig1 --record
+      clusterlab experiment run seed000-fig2 --quick --auto-dilation
     """
     from clusterlab.experiments import load
-    from clusterlab.experiments.runner import prepare, run_study
+    from clusterlab.experiments.runner import auto_eligible, check_auto_dilation, prepare, run_study
     from clusterlab.experiments.spec import parse_settings
 
     study = load(name)
@@ -124,6 +131,21 @@ def run(name, sets, quick, runs_root, out, report, dry_run, record, records_root
         raise ConfigError("--record: a --quick run is a smoke test, not a record (drop one of the two)")
     if record and not report:
         raise ConfigError("--record needs the report (a record is the run's report, figures and table): drop --no-report")
+    hook = None
+    if auto_dilation:  # refused before anything runs: the study, then every point's ladder
+        from clusterlab.diagnose.dilation import ladder_limit
+
+        s, points = prepare(study, quick, overrides)
+        check_auto_dilation(s, points)
+        for p in points:
+            if auto_eligible(p):
+                try:
+                    ladder_limit(p.tcp, p.dilation, max_dilation)
+                except ConfigError as e:
+                    raise ConfigError(f"point {p.index} ({p.label}): {e}") from None
+        hook = _auto_dilation_hook(max_dilation)
+    elif max_dilation != 16.0:
+        raise ConfigError("--max-dilation goes with --auto-dilation")
     if dry_run:
         s, points = prepare(study, quick, overrides)
         for p in points:
@@ -132,7 +154,8 @@ def run(name, sets, quick, runs_root, out, report, dry_run, record, records_root
         return
     prog = _Progress()
     try:
-        res = run_study(study, out, quick=quick, overrides=overrides, runs_root=runs_root, progress=prog)
+        res = run_study(study, out, quick=quick, overrides=overrides, runs_root=runs_root, progress=prog,
+                        auto_dilation=hook)
     except KeyboardInterrupt:
         prog.close()
         click.echo("interrupted: the finished repetitions are in the run directory (meta.json: interrupted)",
@@ -148,6 +171,28 @@ def run(name, sets, quick, runs_root, out, report, dry_run, record, records_root
             raise ConfigError(f"--record: the run is {res.status}, not complete: the record of {name} is unchanged "
                               f"(the run stays in {res.run_dir})")
         _record(res.run_dir, records_root)
+
+
+def _auto_dilation_hook(max_dilation: float):
+    """The runner's ``auto_dilation`` hook: each testbed point up the fidelity ladder of
+    ``clusterlab.diagnose.dilation`` (the one ``bench broadcast`` and ``mine`` use); its verdicts
+    on stderr, the ladder into the point's meta."""
+    from clusterlab.diagnose import point_fidelity
+    from clusterlab.diagnose.dilation import attempt_lines, auto_dilation, ladder_limit, record
+    from clusterlab.diagnose.fidelity import _rto_min_s
+
+    def hook(p, run_at, run_dir):
+        limit, why = ladder_limit(p.tcp, p.dilation, max_dilation)
+
+        def at(k):
+            pm = run_at(k)
+            return pm, point_fidelity(run_dir, p.index)
+
+        auto = auto_dilation(at, p.dilation, _rto_min_s(p.tcp.to_dict()), limit, why)
+        click.echo("\n".join(f"  point {p.index}: {line}" for line in attempt_lines(auto, limit)), err=True)
+        return record(auto, limit)
+
+    return hook
 
 
 def _record(run_dir, records_root) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import resource
 import sys
 import time
@@ -50,6 +51,7 @@ class MineOptions:
     testbed: str | None = None
     block_size: int = 8192
     partition: str = "prefix"
+    record: str | None = None  # --auto-dilation: where the ranks record the job for its replays
 
 
 @dataclass
@@ -156,7 +158,7 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
 
     with observed(cluster) as facts:  # what the closing diagnosis judges the run by (its fidelity)
         r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
-                     config=config, format=opts.input_format)
+                     config=config, format=opts.input_format, record=opts.record)
     if r.table is None:  # another rank of a launched job: rank 0 reports
         return None
     timings = {"mine": r.wall_s, "job": r.job_s}
@@ -401,9 +403,15 @@ def _testbed_name(_ctx, _param, value):
                    "and owner), or by a hash of the whole itemset (seed 000: every subset travels).")
 @click.option("--testbed", "testbed_name", default=None, metavar="NAME", callback=_testbed_name,
               help="Parallel: run rank i in host i of the namespace testbed NAME (`clusterlab testbed up`; root).")
+@click.option("--auto-dilation", is_flag=True,
+              help="With --testbed (at dilation 1): when the run fails the fidelity check, replay the recorded job "
+                   "(its messages; each rank waits its CPU seconds x k) on a testbed like NAME at the smallest "
+                   "dilation k that passes, and diagnose that (docs/diagnose.md).")
+@click.option("--max-dilation", default=16.0, show_default=True, type=Finite(lo=1, hi=1e6),
+              help="The highest dilation --auto-dilation tries.")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
          min_confidence, min_lift, consequents, rules_output, as_json, quiet, memory, nodes, backend, block_size,
-         partition, testbed_name):
+         partition, testbed_name, auto_dilation, max_dilation):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     A parallel run (--nodes, --testbed) ends with its fidelity line and the diagnosis in one
@@ -419,6 +427,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
       clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
+      clusterlab mine data.dat -s 0.007 --nodes 4 --testbed lab --auto-dilation
     """
     if max_len is not None and max_len < min_len:
         raise ConfigError(f"--max-len {max_len} is below --min-len {min_len}")
@@ -461,6 +470,17 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         opts.testbed = testbed_name
         if testbed_name and nodes is None:
             opts.nodes = 1
+    if auto_dilation:
+        from clusterlab.diagnose.dilation import check_mine, ladder_limit
+
+        check_mine(testbed_name, backend)
+        from clusterlab.cluster.testbed import TestbedNetwork
+
+        tb = TestbedNetwork.attach(testbed_name)
+        check_mine(testbed_name, backend, float(tb.topo.dilation))
+        ladder_limit(tb.transport, float(tb.topo.dilation), max_dilation)
+    elif max_dilation != 16.0:
+        raise ConfigError("--max-dilation goes with --auto-dilation")
     # Check the outputs before the (possibly long) run: names, and that they can be written.
     outputs = [p for p in (opts.output, rules_path(opts) if opts.rules else None) if p]
     for p in outputs:
@@ -486,6 +506,11 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         else:
             print_summary(s, None, console)
         return
+    if auto_dilation:
+        import tempfile
+
+        rec_tmp = tempfile.TemporaryDirectory(prefix="clusterlab-record-")
+        opts.record = os.path.join(rec_tmp.name, "job")
     if opts.quiet or opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS:
         res = run(opts)  # parallel runs report each pass as it completes (rank 0, on stderr)
     else:
@@ -501,7 +526,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
     if opts.output or res.rules is not None:
         res.timings["write"] = time.perf_counter() - t1
     s = summary(res, opts)
-    s["options"] = {k: v for k, v in asdict(opts).items() if k != "file"}
+    s["options"] = {k: v for k, v in asdict(opts).items() if k not in ("file", "record")}
     if res.passes is not None:  # parallel: per-pass statistics, printed and saved
         s["passes"] = res.passes
         s["ranks"] = res.ranks
@@ -522,6 +547,21 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         from clusterlab.diagnose import diagnose_summary
 
         diagnosis = diagnose_summary(s)
+    auto = None
+    if auto_dilation and diagnosis is not None:  # the real run is the ladder's first rung, replays above it
+        from clusterlab.diagnose.dilation import mine_auto_dilation, record
+
+        try:
+            auto = mine_auto_dilation(s, diagnosis["jobs"][0]["fidelity"], opts.record, tb, max_dilation)
+        finally:
+            rec_tmp.cleanup()
+        kept = auto["result"]
+        s["auto_dilation"] = {**record(auto, auto["limit"]),
+                              "kept_run": "real" if kept is s else "replay",
+                              **({"replay": {"job_s": kept["seconds"]["job"], "passes": kept["passes"],
+                                             **kept["replay"]}} if kept is not s else {})}
+        if kept is not s:
+            diagnosis = diagnose_summary(kept)
     if as_json:
         click.echo(json.dumps({**s, "diagnosis": diagnosis["jobs"][0]} if diagnosis else s, indent=2))
     else:
@@ -533,6 +573,15 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
             click.echo(format_ranks(res.ranks))
         if res.rules is not None and not rules_path(opts):
             console.print(f"{res.rules.num_rows:,} rules (write them with -o or --rules-output)")
+        if auto is not None:
+            from clusterlab.diagnose.dilation import attempt_lines
+
+            click.echo("\n".join(attempt_lines(auto, auto["limit"])))
+            if auto["result"] is not s:
+                k = auto["dilation"]
+                click.echo(f"auto-dilation: the kept run replays the recorded job at dilation {k:g} (each rank waits "
+                           f"its CPU seconds x {k:g}): job {auto['result']['seconds']['job']:.4f} s undilated, the "
+                           f"real run's {s['seconds'].get('job', float('nan')):.4f} s; the diagnosis below is the replay's")
         if diagnosis is not None:  # the last lines: the fidelity line and the diagnosis in one line
             from clusterlab.diagnose.report_section import closing_lines
 

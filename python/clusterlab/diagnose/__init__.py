@@ -12,7 +12,7 @@ from clusterlab.diagnose.render import render_text
 from clusterlab.diagnose.rules import diagnose
 from clusterlab.diagnose.run import Job, load
 
-__all__ = ["Job", "diagnose", "diagnose_dir", "diagnose_summary", "load", "render_text"]
+__all__ = ["Job", "diagnose", "diagnose_dir", "diagnose_summary", "load", "point_fidelity", "render_text"]
 
 
 def diagnose_dir(run_dir) -> dict:
@@ -26,3 +26,11 @@ def diagnose_summary(summary: dict, label: str = "this run") -> dict:
     from clusterlab.diagnose.run import mining_job
 
     return {"run_dir": None, "jobs": [diagnose(mining_job(summary, label))]}
+
+
+def point_fidelity(run_dir, point) -> dict:
+    """The fidelity verdict (``fidelity.check``) of one point of a study run."""
+    from clusterlab.diagnose.fidelity import check
+    from clusterlab.diagnose.run import study_point_job
+
+    return check(study_point_job(run_dir, point))

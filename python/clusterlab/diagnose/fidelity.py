@@ -7,7 +7,13 @@ Each check compares what the emulation was asked for with what the run recorded:
 * link rate: the highest per-interval send rate of any host's interface in an interval when its
   shaper held packets back (``qdisc_overlimits``: demand above the rate) against the configured
   rate divided by the dilation;
-* RTT: measured against configured where recorded (``rtt_ms`` of a row or the monitor);
+* RTT: the round trips the monitor sampled from the hosts' connections (``tcp_rtt_ms`` and
+  kin, undilated) against those the topology allows (``StarTopo.rtt_bounds``): the minimum RTT
+  of the connections between two sites must reach the configured propagation (a WAN's delay
+  in force; not judged when none was sampled), and the largest
+  smoothed RTT stay within ``RTT_CEILING_FACTOR`` times the propagation plus every queue on the
+  path plus the kernel's unscaled delayed ACK (200 ms as run) - beyond that the emulation
+  itself delayed the packets (a starved host, a late timer);
 * drops where none are expected: interface drops outside the switch ports and host queues
   (``rx_dropped``/``tx_dropped`` of a host: the emulation itself lost packets); packets the
   monitor's own capture missed are told apart (its packet sizes, not the network's);
@@ -33,6 +39,9 @@ SATURATED_SHARE_MAX = 0.2
 SUSTAINED_INTERVALS = 10
 BUSY_SAMPLES_MIN = 3  # intervals with a host's shaper holding packets back before its send rate is judged
 LINUX_RTO_MIN_S = 0.2
+DELACK_MAX_S = 0.2  # TCP_DELACK_MAX: an ACK can wait this long (as run: not dilated)
+RTT_CEILING_FACTOR = 2.0  # a smoothed RTT above this many times what the topology allows: the emulation's delay
+RTT_FLOOR_SHARE = 0.9  # a minimum RTT under this share of the configured propagation: the delay was not in force
 MACHINE_SHARE_MIN = 2 / 3  # a local run whose least starved rank got less of a core than this: a loaded machine
 
 
@@ -52,6 +61,9 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     counts_capture = bool((df.metric == "capture_drops").any())
     if point is not None and "point" in df.columns:
         df = df[df.point == point]
+        own = (meta.get("per_point") or {}).get(str(point))  # a study's table: this point's dilation, RTT bounds
+        if isinstance(own, dict):
+            meta = {**meta, **{k: v for k, v in own.items() if v is not None}}
     out: dict = {"samples": int((df.metric == "cpu_idle").sum())}
     spare = df.loc[df.metric == "cpu_spare", "value"]
     if not len(spare):
@@ -83,6 +95,7 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     else:
         out["capture_drops"] = int((meta.get("capture") or {}).get("drops") or 0) if isinstance(meta.get("capture"), dict) else 0
     out["dilation"] = float(meta.get("dilation") or 1.0)
+    out.update(_rtt_facts(df, out["dilation"], meta.get("rtt_bounds")))
     # drops at the switch: the bridge's port queues, or frames the ATM switch lost (cells dropped)
     # (less the frames a lossy link lost: the line's, not the switch's)
     sw = df[df.node == "switch"]
@@ -94,6 +107,67 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     by_port = df[(df.node == "switch") & (df.metric.isin(["qdisc_drops", "atm_cells_dropped"]))]
     out["switch_drops_by_port"] = {str(k): int(v) for k, v in by_port.groupby("iface").value.sum().items() if v}
     return out
+
+
+RTT_METRICS = ("tcp_rtt_ms", "tcp_rtt_max_ms", "tcp_rttvar_ms", "tcp_min_rtt_ms", "tcp_rto_ms", "tcp_min_rtt_far_ms")
+
+
+def _rtt_facts(df, k: float, bounds) -> dict:
+    """The round trips the monitor sampled (``sampler``'s ``tcp_rtt_ms`` and kin, ms as run),
+    undilated (/ k): ``rtt_ms`` the median of the hosts' mean srtt per sample, ``rtt_max_ms``
+    the largest srtt, ``rttvar_ms`` the median RTT variation, ``min_rtt_ms`` the largest
+    connection minimum (the longest path's floor), ``rto_seen_ms`` the largest RTO,
+    ``min_rtt_far_ms`` the largest minimum of a connection between two sites; with the
+    topology's ``rtt_bounds``: ``rtt_floor_ms`` and ``rtt_ceiling_ms``."""
+    rt = df[df.metric.isin(RTT_METRICS)]
+    out: dict = {}
+    if len(rt):
+        by = {m: rt.loc[rt.metric == m, "value"] for m in RTT_METRICS}
+        if len(by["tcp_rtt_ms"]):
+            out.update(rtt_ms=round(float(by["tcp_rtt_ms"].median()) / k, 4),
+                       rtt_max_ms=round(float(by["tcp_rtt_max_ms"].max()) / k, 4),
+                       rttvar_ms=round(float(by["tcp_rttvar_ms"].median()) / k, 4),
+                       min_rtt_ms=round(float(by["tcp_min_rtt_ms"].max()) / k, 4),
+                       rto_seen_ms=round(float(by["tcp_rto_ms"].max()) / k, 3),
+                       rtt_samples=int(len(by["tcp_rtt_ms"])))
+        if len(by["tcp_min_rtt_far_ms"]):  # connections between the two sites (the WAN's propagation applies)
+            out["min_rtt_far_ms"] = round(float(by["tcp_min_rtt_far_ms"].max()) / k, 4)
+    if isinstance(bounds, dict):
+        out.update(rtt_floor_ms=bounds.get("floor_ms"), rtt_ceiling_ms=bounds.get("ceiling_ms"))
+    return out
+
+
+def rtt_check(mon: dict, k: float) -> tuple[bool, str]:
+    """The RTT check of the monitor's facts (``monitor_facts``) at dilation ``k``: ``(ok, text)``.
+
+    >>> rtt_check({"rtt_ms": 0.3, "rtt_max_ms": 5.0, "rttvar_ms": 0.1, "min_rtt_ms": 0.05,
+    ...            "rtt_floor_ms": 0.0, "rtt_ceiling_ms": 20.0}, 1.0)[0]
+    True
+    >>> ok, text = rtt_check({"rtt_ms": 900.0, "rtt_max_ms": 26000.0, "rttvar_ms": 400.0, "min_rtt_ms": 170.0,
+    ...                       "rtt_floor_ms": 166.0, "rtt_ceiling_ms": 300.0}, 1.0)
+    >>> ok, text.split(": ")[-1][:40]
+    (False, 'the emulation itself delayed packets (a ')
+    """
+    rtt, mx, var, lo = mon["rtt_ms"], mon.get("rtt_max_ms"), mon.get("rttvar_ms"), mon.get("min_rtt_ms")
+    floor, ceil = mon.get("rtt_floor_ms"), mon.get("rtt_ceiling_ms")
+    text = (f"RTT {rtt:.3g} ms (srtt median" + (f", max {mx:.3g}" if mx is not None else "")
+            + (f", rttvar {var:.3g}" if var is not None else "") + (f", min {lo:.3g}" if lo is not None else "")
+            + (f"; undilated from {k:g}x" if k != 1 else "") + ")")
+    if floor is None or ceil is None:
+        return True, text + " (not judged: the topology's RTTs not recorded)"
+    allowed = RTT_CEILING_FACTOR * (ceil + DELACK_MAX_S * 1e3 / k)
+    text += f"; the topology allows {floor:g}..{ceil:.3g} ms"
+    far = mon.get("min_rtt_far_ms")
+    if floor and far is None:
+        text += " (no connection between the sites sampled: the propagation not judged)"
+    elif floor and far < RTT_FLOOR_SHARE * floor:
+        return False, text + (f": the shortest round trip between the sites, {far:.3g} ms, is under the configured "
+                              f"{floor:g} ms propagation (the WAN delay was not in force)")
+    if mx is not None and mx > allowed:
+        return False, text + (f": an srtt of {mx:.3g} ms is over {allowed:.3g} ms ({RTT_CEILING_FACTOR:g}x the "
+                              "propagation, every queue on the path and a 200 ms delayed ACK): the emulation "
+                              "itself delayed packets (a starved host or a late timer)")
+    return True, text
 
 
 def _seconds(transport: dict, key: str, default: float | None) -> float | None:
@@ -164,9 +238,11 @@ def check(job) -> dict:
         add("link_rate", True, "link rate not checked (no sustained transfer: fewer than 3 monitor samples with a "
             f"host's shaper holding packets back, or under {SUSTAINED_INTERVALS} intervals' worth of data)")
     if "rtt_ms" in mon:
-        add("rtt", True, f"RTT {mon['rtt_ms']:.3g} ms")
+        ok, text = rtt_check(mon, k)
+        add("rtt", ok, text, rtt_ms=mon["rtt_ms"])
     else:
-        add("rtt", True, "RTT not recorded")
+        add("rtt", True, "RTT not recorded (no connection of a host sent while the monitor sampled, or a run "
+            "from before RTTs were recorded)")
     drops = int(mon.get("unexpected_drops") or 0)
     add("drops", drops == 0, "no drops outside the switch ports and host queues" if drops == 0 else
         f"{drops} packets dropped outside the switch ports and host queues (the emulation lost them)",

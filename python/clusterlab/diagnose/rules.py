@@ -416,21 +416,34 @@ def _rto_cause(job, splits, seconds) -> dict:
     b = _worst(splits, "per_timeout")
     rc = _worst(splits, "recovery")
     target = SOCKET_RTO_MIN_S if (job.cluster or {}).get("kind") != "testbed" else 0.01
+    rtt = _rtt(job)
+    if rtt:
+        ev += (f"; measured RTT {rtt[0] * 1000:.3g} ms (rttvar {rtt[1] * 1000:.3g} ms): a timeout waits about "
+               f"{_timeout_s(rto_min, rtt) * 1000:.4g} ms, srtt + max(4 rttvar, RTO min), "
+               + (f"the RTO min {rto_min / max(rtt[0], 1e-9):.3g}x the RTT" if rto_min > _rtt_floor(rtt) else
+                  "set by the RTT, not the RTO min"))
+    scale = _timeout_s(target, rtt) / _timeout_s(rto_min, rtt)  # a timeout's wait after the fix, per before
+    how = (f"cost model of the RTO with the measured RTT: a timeout waits srtt + max(4 rttvar, RTO min), "
+           f"{_timeout_s(rto_min, rtt) * 1000:.4g} -> {_timeout_s(target, rtt) * 1000:.4g} ms" if rtt else
+           f"fitted rule: an RTO wait scales with the RTO min ({rto_min * 1000:g} -> {target * 1000:g} ms)")
     backoff_ev = None
-    if rc.get("recovery", 0.0) > rto_min:
+    # one expiry waits one RTO: the RTO min, or with the RTT measured srtt + max(4 rttvar, RTO min)
+    one = _timeout_s(rto_min, rtt)
+    one_text = f"the {rto_min * 1000:g} ms RTO min" if one == rto_min else f"the {one * 1000:.4g} ms RTO (RTT measured)"
+    if rc.get("recovery", 0.0) > one:
         backoff_ev = (f"; pass {rc['pass']}: a connection of rank {rc['recovery_rank']} spent {_fmt(rc['recovery'])} "
-                      f"per recovery after its first timeout, over the {rto_min * 1000:g} ms RTO min (a retransmission "
+                      f"per recovery after its first timeout, over {one_text} (a retransmission "
                       "that gets through ends it within a round trip): the same segment lost again, the timer doubled")
-    elif b.get("per_timeout", 0.0) > BACKOFF_RATIO * rto_min:
+    elif b.get("per_timeout", 0.0) > BACKOFF_RATIO * one:
         backoff_ev = (f"; pass {b['pass']}: rank {b['backoff_rank']} waited {_fmt(b['backoff_wait'])} on "
                       f"{b['backoff_timeouts']:.0f} timeout(s) of its own, {_fmt(b['per_timeout'])} each, over "
-                      f"{BACKOFF_RATIO:g}x the RTO min: the same segment lost again, the timer doubled")
+                      f"{BACKOFF_RATIO:g}x {one_text}: the same segment lost again, the timer doubled")
     if backoff_ev:
         name = "rto_backoff"
         ev += backoff_ev + (f" (RTO max {_rto_max_text(job)})" if _rto_max_text(job) else "")
         # a chain of doublings from the RTO min, as long as the wait: capped at a MAX of 1 s (the kernel's least)
         capped = _capped_chain(seconds, rto_min, RTO_MAX_FLOOR_S)
-        gain_min = seconds * (1.0 - target / rto_min) if rto_min > target * 1.01 else 0.0
+        gain_min = seconds * (1.0 - scale) if rto_min > target * 1.01 else 0.0
         if seconds - capped > gain_min:
             return _cause(name, seconds, ev, "TransportConfig rto_max=1s (cap the backoff)", seconds - capped,
                           f"cost model of the backoff: a {_fmt(seconds)} chain of doubling waits from the "
@@ -439,9 +452,9 @@ def _rto_cause(job, splits, seconds) -> dict:
         if gain_min:
             return _cause(name, seconds, ev, f"TransportConfig rto_min={target * 1000:g}ms (the whole chain of doubling "
                           "waits scales with it; rto_max=1s caps it, rto_min_jitter spreads synchronised "
-                          "retransmissions)", gain_min, f"fitted rule: an RTO wait, doubled or not, scales with the RTO "
-                          f"min ({rto_min * 1000:g} -> {target * 1000:g} ms); capping at 1 s alone would gain "
-                          f"{_fmt(seconds - capped)}", {"transport": {"rto_min": f"{target * 1000:g}ms"}})
+                          "retransmissions)", gain_min, f"{how} (an RTO wait, doubled or not, scales with it); capping "
+                          f"at 1 s alone would gain {_fmt(seconds - capped)}",
+                          {"transport": {"rto_min": f"{target * 1000:g}ms"}})
     elif name == "incast_switch_drops":
         burst = _incast_buffer(job)
         if burst:
@@ -449,10 +462,33 @@ def _rto_cause(job, splits, seconds) -> dict:
     if rto_min <= target * 1.01:
         fix = f"{_order_fix(job)} or larger port buffers (buffer=): the RTO min is already {rto_min * 1000:g} ms"
         return _cause(name, seconds, ev, fix, None, "no prediction: the RTO min cannot go lower")
-    gain = seconds * (1.0 - target / rto_min)
+    if rtt and rto_min <= _rtt_floor(rtt):
+        fix = (f"{_order_fix(job)} or larger port buffers (buffer=): the RTO follows the RTT (srtt + 4 rttvar = "
+               f"{_rtt_floor(rtt) * 1000:.3g} ms is over the {rto_min * 1000:g} ms RTO min), a lower RTO min changes nothing")
+        return _cause(name, seconds, ev, fix, None, "no prediction: the RTO is the RTT's, not the RTO min's")
+    gain = seconds * (1.0 - scale)
     return _cause(name, seconds, ev, f"TransportConfig rto_min={target * 1000:g}ms (with rto_min_jitter to "
-                  "spread synchronised timeouts)", gain, f"fitted rule: an RTO wait scales with the RTO min "
-                  f"({rto_min * 1000:g} -> {target * 1000:g} ms)", {"transport": {"rto_min": f"{target * 1000:g}ms"}})
+                  "spread synchronised timeouts)", gain, how, {"transport": {"rto_min": f"{target * 1000:g}ms"}})
+
+
+def _rtt(job) -> tuple[float, float] | None:
+    """The measured smoothed RTT and its variation, seconds undilated (the monitor's samples of
+    the hosts' connections, ``fidelity.monitor_facts``); None when not recorded."""
+    mon = job.monitor or {}
+    if mon.get("rtt_ms") is None:
+        return None
+    return mon["rtt_ms"] / 1e3, (mon.get("rttvar_ms") or 0.0) / 1e3
+
+
+def _rtt_floor(rtt) -> float:
+    """What the kernel's RTO is at least, whatever the RTO min: srtt + 4 rttvar."""
+    return rtt[0] + 4 * rtt[1]
+
+
+def _timeout_s(rto_min: float, rtt) -> float:
+    """One timeout's wait with RTO min ``rto_min``: Linux's srtt + max(4 rttvar, RTO min)
+    (``tcp_set_rto``), or the RTO min alone where the RTT was not recorded."""
+    return rto_min if not rtt else rtt[0] + max(4 * rtt[1], rto_min)
 
 
 def _capped_chain(wait: float, rto_min: float, cap: float) -> float:
@@ -513,7 +549,7 @@ def _rest_cause(job, splits, seconds) -> dict:
         d = cl["wan_delay"]
         return _cause("wan_latency", seconds, ev + f"; the ranks span two sites ({cl['sites']}) joined by a WAN of "
                       f"{d * 1000:g} ms one way (RTT {2 * d * 1000:g} ms): every exchange and synchronisation "
-                      f"across it waits its round trips ({seconds / (2 * d):.3g} RTTs here)",
+                      f"across it waits its round trips ({seconds / (2 * d):.3g} RTTs here)" + _rtt_seen(job),
                       "place the job's ranks in one site (sites unset), or overlap the transfers across the WAN "
                       "with computation", seconds, "fitted rule: in one site the exchange runs at the line rate",
                       {"cluster": {"sites": None}})
@@ -538,8 +574,20 @@ def _rest_cause(job, splits, seconds) -> dict:
     if (job.cluster or {}).get("kind") != "testbed" and not _drops_text(job):
         return _cause("comm_wait", seconds, ev + "; no drops or buffer limits recorded: ranks waiting for each "
                       "other's messages (computation at different times)", None, None, None)
-    return _cause("queueing", seconds, ev + _drops_text(job), _order_fix(job) + " or larger port buffers (buffer=)",
-                  None, "no prediction (replay with the change to measure it)")
+    return _cause("queueing", seconds, ev + _drops_text(job) + _rtt_seen(job),
+                  _order_fix(job) + " or larger port buffers (buffer=)", None,
+                  "no prediction (replay with the change to measure it)")
+
+
+def _rtt_seen(job) -> str:
+    """The measured round trips as evidence: the smoothed RTT's median and largest against the
+    longest path's floor (the difference is queueing), '' when not recorded."""
+    mon = job.monitor or {}
+    if mon.get("rtt_ms") is None or mon.get("min_rtt_ms") is None:
+        return ""
+    q = max(0.0, (mon.get("rtt_max_ms") or mon["rtt_ms"]) - mon["min_rtt_ms"])
+    return (f"; measured RTT {mon['rtt_ms']:.3g} ms (srtt median; max {mon.get('rtt_max_ms', mon['rtt_ms']):.3g}) "
+            f"over a floor of {mon['min_rtt_ms']:.3g} ms: up to {q:.3g} ms of queueing per round trip")
 
 
 def _lossy_link(job, switch_drops: int, host_drops: int):

@@ -214,11 +214,21 @@ def _cluster_of(c: dict) -> dict:
     return out
 
 
-def _study_jobs(d: Path) -> list[Job]:
+def study_point_job(run_dir, point) -> Job:
+    """The job of one point of a study run (what ``--auto-dilation`` judges after each run of it)."""
+    jobs = _study_jobs(Path(run_dir), only=point)
+    if not jobs:
+        raise ConfigError(f"{run_dir}: point {point} has no repetitions (nothing to judge)")
+    return jobs[0]
+
+
+def _study_jobs(d: Path, only=None) -> list[Job]:
     from clusterlab.report.study import load_run
 
     rows, meta = load_run(d)
-    if not rows:
+    if only is not None:
+        rows = [r for r in rows if r.get("point", 0) == only]
+    if not rows and only is None:
         raise ConfigError(f"{d}: a study run with no repetitions (nothing to diagnose)")
     spec = meta.get("spec") or {}
     mon_tbl = mon_meta = None

@@ -8,7 +8,7 @@ provenance; everything written as it happens.
   workload measured (lists as JSON text), ``cpu_bound`` and the 1-minute load at the point's
   start;
 * ``monitor.parquet``: the monitor's table (``clusterlab.monitor``) of every point, with a
-  ``point`` column;
+  ``point`` column (its meta's ``per_point``: each point's dilation and RTT bounds);
 * ``meta.json``: version, git revision, machine, load before and after, the study as data, the
   overrides, each point's settings, dilation and why, what was emulated, the testbed's applied
   values, and the status (``running``, ``complete``, ``interrupted``, ``failed``).
@@ -113,6 +113,8 @@ class _Writer:
     def __init__(self, run_dir: Path | None):
         self.dir = run_dir
         self.monitor_tables: list = []
+        self.monitor_points: list[int] = []
+        self.monitor_per_point: dict[str, dict] = {}
         self.written, self.last_write = 0, 0.0
         self.reserve = None
         if run_dir is not None:
@@ -203,7 +205,11 @@ class _Writer:
             from clusterlab.monitor import write_table
 
             self.monitor_tables.append(t)
-            meta = {**mon.meta, "points": len(self.monitor_tables)}
+            self.monitor_points.append(point.index)
+            # what differs per point (the last point's meta heads the table): its dilation, its RTT bounds
+            self.monitor_per_point[str(point.index)] = {"dilation": mon.meta.get("dilation"),
+                                                        "rtt_bounds": mon.meta.get("rtt_bounds")}
+            meta = {**mon.meta, "points": len(self.monitor_tables), "per_point": self.monitor_per_point}
             allt = pa.concat_tables(self.monitor_tables).replace_schema_metadata(
                 {"clusterlab.monitor": json.dumps(meta)})
             try:
@@ -213,6 +219,15 @@ class _Writer:
                     raise DiskFull(self.dir / "monitor.parquet", e) from None
                 raise
         return summary
+
+    def drop_point(self, index: int) -> None:
+        """Forget point ``index``'s monitor samples (a rerun replaces them); the next writes
+        rewrite both tables."""
+        keep = [i for i, p in enumerate(self.monitor_points) if p != index]
+        self.monitor_tables = [self.monitor_tables[i] for i in keep]
+        self.monitor_points = [self.monitor_points[i] for i in keep]
+        self.monitor_per_point.pop(str(index), None)
+        self.written = 0
 
     def meta(self, meta: dict, last: bool = False) -> None:
         if self.dir is None:
@@ -271,14 +286,28 @@ def _open_monitor(session, study: Study, execute):
 
 def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: bool = False,
               overrides: dict[str, str] | None = None, runs_root: str | os.PathLike | None = None,
-              cache_dir: str | os.PathLike | None = None, progress: Callable[..., None] | None = None) -> RunResult:
+              cache_dir: str | os.PathLike | None = None, progress: Callable[..., None] | None = None,
+              auto_dilation: Callable | None = None) -> RunResult:
     """Run ``study`` (after ``--quick`` and ``--set`` ``overrides``). Files go to ``out_dir``, or
     to a new ``<runs_root>/<name>/<stamp>/`` when ``runs_root`` is given; with neither, nothing
-    is written. ``progress(event, **info)`` hears ``start``, ``point``, ``rep``, ``point_done``."""
+    is written. ``progress(event, **info)`` hears ``start``, ``point``, ``rep``, ``point_done``.
+
+    ``auto_dilation(point, run_at, run_dir)``: called for every testbed point (not a dilation
+    check's, whose dilations are the check) instead of running it once; ``run_at(k)`` runs the
+    point at dilation k, replacing an earlier run of it (rows, monitor samples, meta; the files
+    are current when it returns), and returns the point's meta; what the hook returns is kept in
+    the point's meta as ``auto_dilation`` (``experiment run --auto-dilation`` passes the
+    fidelity ladder of ``clusterlab.diagnose.dilation``). The study must be able to take it
+    (``check_auto_dilation``)."""
     from clusterlab.experiments import workloads
     from clusterlab.experiments.clusters import open_cluster
 
     study, points = prepare(study, quick, overrides)
+    if auto_dilation is not None:
+        check_auto_dilation(study, points)
+        if out_dir is None and runs_root is None:
+            raise ConfigError("auto-dilation needs a run directory (out_dir or runs_root): the fidelity check reads "
+                              "each point's monitor samples from it")
     execute = workloads.get(study.workload.name)
     run_dir = None
     if out_dir is not None:
@@ -299,57 +328,77 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
     total = len(points) * study.repeat
     if progress:
         progress("start", points=len(points), reps=total, run_dir=run_dir)
+
+    def run_point(p: Point) -> dict:
+        pm = {"index": p.index, "label": p.label, "check": p.check, "settings": p.settings,
+              "dilation": p.dilation, "dilation_note": p.dilation_note, "load_before": load_average(),
+              "started": time.time()}
+        meta["points"].append(pm)
+        if progress:
+            progress("point", index=p.index, of=len(points), label=p.label, dilation=p.dilation)
+        load1 = (pm["load_before"] or [None])[0]
+        with open_cluster(p, cache) as session:
+            pm["applied"] = session.applied
+            # a simulated point has no machine of its own to watch
+            mon = _open_monitor(session, study, execute) if study.monitor and session.kind != "simulated" else None
+            n = 0
+            try:
+                for row in execute(session, dict(p.workload.params), study.repeat, study.warmup):
+                    full = {"study": study.name, "point": p.index, "label": p.label, "check": p.check,
+                            "rep": row.pop("rep", n), **p.settings, **row, "load1": load1}
+                    full["label"] = p.label
+                    if "cpu_idle" in row or "cpu_spare" in row:
+                        full["cpu_bound"] = cpu_bound(row)
+                    res.rows.append(full)
+                    n += 1
+                    writer.table(res.rows, at_most_every=TABLE_INTERVAL)
+                    if progress:
+                        progress("rep", index=p.index, row=full)
+            except CommError as e:
+                # The job itself failed at this point (a rank gave up: e.g. its connection
+                # timed out after the kernel's retries): a result of the point, as a sweep
+                # into a regime where the job cannot finish must say, not a reason to drop
+                # the rest of the study. Errors of the tool itself still stop the run.
+                pm["failed"] = f"after {n} repetition{'s' if n != 1 else ''}: {e}"
+                res.rows.append({"study": study.name, "point": p.index, "label": p.label, "check": p.check,
+                                 "rep": n, **p.settings, "failed": str(e), "load1": load1})
+                if progress:
+                    progress("point_failed", index=p.index, error=str(e))
+            finally:
+                if mon is not None:
+                    mon.stop()
+                    pm["monitor"] = writer.monitor(p, mon)
+            pm["notes"] = session.notes
+        writer.table(res.rows)
+        pm["load_after"] = load_average()
+        pm["seconds"] = round(time.time() - pm["started"], 3)
+        secs = [r["seconds"] for r in res.rows if r["point"] == p.index and isinstance(r.get("seconds"), float)]
+        pm["median_seconds"] = statistics.median(secs) if secs else None
+        pm["cpu_bound"] = cpu_bound(pm.get("monitor") or {}, "mean_cpu_spare", "mean_cpu_idle") or any(
+            r.get("cpu_bound") for r in res.rows if r["point"] == p.index)
+        writer.meta(meta)
+        if progress:
+            progress("point_done", index=p.index, meta=pm)
+        return pm
+
+    def rerun_at(p: Point, k: float) -> dict:
+        """Point ``p`` at dilation ``k``, replacing an earlier run of it (its rows, monitor
+        samples and meta): the point's meta."""
+        res.rows[:] = [r for r in res.rows if r["point"] != p.index]
+        meta["points"][:] = [m for m in meta["points"] if m["index"] != p.index]
+        writer.drop_point(p.index)
+        q = point_at_dilation(p, k)
+        res.points[p.index] = q
+        return run_point(q)
+
     try:
         for p in points:
-            pm = {"index": p.index, "label": p.label, "check": p.check, "settings": p.settings,
-                  "dilation": p.dilation, "dilation_note": p.dilation_note, "load_before": load_average(),
-                  "started": time.time()}
-            meta["points"].append(pm)
-            if progress:
-                progress("point", index=p.index, of=len(points), label=p.label, dilation=p.dilation)
-            load1 = (pm["load_before"] or [None])[0]
-            with open_cluster(p, cache) as session:
-                pm["applied"] = session.applied
-                # a simulated point has no machine of its own to watch
-                mon = _open_monitor(session, study, execute) if study.monitor and session.kind != "simulated" else None
-                n = 0
-                try:
-                    for row in execute(session, dict(p.workload.params), study.repeat, study.warmup):
-                        full = {"study": study.name, "point": p.index, "label": p.label, "check": p.check,
-                                "rep": row.pop("rep", n), **p.settings, **row, "load1": load1}
-                        full["label"] = p.label
-                        if "cpu_idle" in row or "cpu_spare" in row:
-                            full["cpu_bound"] = cpu_bound(row)
-                        res.rows.append(full)
-                        n += 1
-                        writer.table(res.rows, at_most_every=TABLE_INTERVAL)
-                        if progress:
-                            progress("rep", index=p.index, row=full)
-                except CommError as e:
-                    # The job itself failed at this point (a rank gave up: e.g. its connection
-                    # timed out after the kernel's retries): a result of the point, as a sweep
-                    # into a regime where the job cannot finish must say, not a reason to drop
-                    # the rest of the study. Errors of the tool itself still stop the run.
-                    pm["failed"] = f"after {n} repetition{'s' if n != 1 else ''}: {e}"
-                    res.rows.append({"study": study.name, "point": p.index, "label": p.label, "check": p.check,
-                                     "rep": n, **p.settings, "failed": str(e), "load1": load1})
-                    if progress:
-                        progress("point_failed", index=p.index, error=str(e))
-                finally:
-                    if mon is not None:
-                        mon.stop()
-                        pm["monitor"] = writer.monitor(p, mon)
-                pm["notes"] = session.notes
-            writer.table(res.rows)
-            pm["load_after"] = load_average()
-            pm["seconds"] = round(time.time() - pm["started"], 3)
-            secs = [r["seconds"] for r in res.rows if r["point"] == p.index and isinstance(r.get("seconds"), float)]
-            pm["median_seconds"] = statistics.median(secs) if secs else None
-            pm["cpu_bound"] = cpu_bound(pm.get("monitor") or {}, "mean_cpu_spare", "mean_cpu_idle") or any(
-                r.get("cpu_bound") for r in res.rows if r["point"] == p.index)
-            writer.meta(meta)
-            if progress:
-                progress("point_done", index=p.index, meta=pm)
+            if auto_dilation is not None and auto_eligible(p):
+                info = auto_dilation(p, lambda k, p=p: rerun_at(p, k), run_dir)
+                meta["points"][-1]["auto_dilation"] = info
+                writer.meta(meta)
+            else:
+                run_point(p)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM through the CLI
         res.status = meta["status"] = "interrupted"
         e.run_result = res  # the finished repetitions, for the caller to report
@@ -387,6 +436,41 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
             meta["repetitions"] = _rows_on_disk(run_dir)
         writer.meta(meta, last=True)
     return res
+
+
+def auto_eligible(p: Point) -> bool:
+    """A point auto-dilation reruns: on a testbed, not a dilation check's."""
+    from clusterlab.experiments.spec import kind_of
+
+    return kind_of(p.cluster) == "testbed" and not p.check
+
+
+def check_auto_dilation(study: Study, points: list[Point]) -> None:
+    """Refuse (``ConfigError``, one line) a study auto-dilation cannot rerun: no testbed point,
+    the monitor off (the fidelity check reads its samples), or a testbed point whose workload
+    computes for real (a dilated rerun would not slow its computation down)."""
+    tb = [p for p in points if auto_eligible(p)]
+    if not tb:
+        raise ConfigError(f"--auto-dilation: study {study.name} has no testbed point to dilate (its cluster: "
+                          f"{study.cluster.kind}; dilation check points keep their dilations)")
+    if not study.monitor:
+        raise ConfigError("--auto-dilation needs the monitor (the fidelity check reads its samples): drop "
+                          "--set monitor=false")
+    for p in tb:
+        if not p.workload.dilatable:
+            hint = " (--set compute=replay replays it)" if "compute" in p.workload.params else ""
+            raise ConfigError(f"--auto-dilation: point {p.index} ({p.label}): workload {p.workload.name} computes for "
+                              f"real, and a dilated rerun would not slow its computation down{hint}")
+
+
+def point_at_dilation(p: Point, k: float) -> Point:
+    """``p`` at dilation ``k`` (its testbed's rates / k, timers x k); ``ConfigError`` when its
+    transport settings cannot be expressed there."""
+    from clusterlab.cluster.testbed.dilation import pick_dilation
+
+    k, note = pick_dilation(p.tcp, float(k))
+    return dataclasses.replace(p, cluster=p.cluster.at_dilation(k), dilation=k, settings={**p.settings, "dilation": k},
+                               dilation_note=f"auto-dilation from {p.dilation:g} ({p.dilation_note}): {note}")
 
 
 def _rows_on_disk(run_dir: Path | None) -> int:

@@ -174,6 +174,9 @@ class Workload:
     # Refuses a point's settings with the reason (ConfigError), so that a grid or --set value is
     # refused when the study expands, not when its point runs.
     check: Callable[[dict], None] | None = dataclasses.field(default=None, compare=False, repr=False)
+    # Whether settings make it dilatable (e.g. mining's compute=real or replay), so that a point's
+    # --set value changes ``dilatable`` with it; None: ``dilatable`` as given.
+    dilatable_of: Callable[[dict], bool] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def with_params(self, **kw) -> Workload:
         unknown = set(kw) - set(self.params)
@@ -182,7 +185,8 @@ class Workload:
         params = {**self.params, **kw}
         if self.check is not None:
             self.check(params)
-        return dataclasses.replace(self, params=params)
+        dilatable = self.dilatable if self.dilatable_of is None else bool(self.dilatable_of(params))
+        return dataclasses.replace(self, params=params, dilatable=dilatable)
 
 
 @dataclasses.dataclass(frozen=True)

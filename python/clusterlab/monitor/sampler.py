@@ -10,6 +10,16 @@ row means zero):
   qdisc_qlen`` (gauges); on the testbed the switch ports' qdiscs are the output buffers;
 * per node (namespace): the TCP counters of ``procfs.TCP_COUNTERS`` (nstat names such as
   ``TcpRetransSegs``, ``TcpExtTCPTimeouts``, ``TcpExtTCPLossProbes``);
+* per testbed host (``Target.rtt``), the round trips of its established IPv4 TCP connections
+  that sent since the host's last visit (``netlink.SockDiag``: their ``tcp_info``), gauges in
+  ms as run (dilated). One host at a time, in turn, at most every ``rtt_gap`` seconds (0.2: every
+  other sample at 0.1 s): a dump walks the kernel's whole TCP hash table whatever the namespace
+  holds (``bench/monitor_rtt.py``), so with n hosts each is visited every n x 0.2 s. ``tcp_rtt_ms`` (mean smoothed RTT, srtt),
+  ``tcp_rtt_max_ms`` (the largest srtt), ``tcp_rttvar_ms`` (mean RTT variation),
+  ``tcp_min_rtt_ms`` (the largest of their minimum RTTs: the longest path's floor) and
+  ``tcp_rto_ms`` (the largest current RTO, backoff included), and with two sites
+  ``tcp_min_rtt_far_ms`` (the largest minimum RTT of its connections to the other site); the
+  table's meta holds the RTTs the topology allows (``rtt_bounds``: ``StarTopo.rtt_bounds``);
 * per machine (node ``machine``): ``cpu_user cpu_system cpu_iowait cpu_softirq cpu_idle``
   (fractions of all CPUs' time in the interval; ``cpu_nice`` too: on a shared machine the
   other users run niced; ``cpu_spare`` = idle + I/O wait + niced, what a run at nice 0 could
@@ -52,6 +62,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -59,9 +70,10 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from clusterlab.monitor import procfs
-from clusterlab.monitor.netlink import Rtnl
+from clusterlab.monitor.netlink import Rtnl, SockDiag
 from clusterlab.net.netns import in_netns
 
+RTT_GAP_S = 0.2  # at most one host's RTT dump per this many seconds (bench/monitor_rtt.py: 1.5-8 ms each)
 LINK_COUNTERS = ("rx_bytes", "rx_packets", "tx_bytes", "tx_packets", "rx_dropped", "tx_dropped")
 SCHEMA = pa.schema([("t", pa.float64()), ("node", pa.string()), ("iface", pa.string()),
                     ("metric", pa.string()), ("bucket", pa.int32()), ("value", pa.float64())])
@@ -70,12 +82,14 @@ SCHEMA = pa.schema([("t", pa.float64()), ("node", pa.string()), ("iface", pa.str
 @dataclasses.dataclass
 class Target:
     """One namespace to sample. ``ns`` None is the monitor's own namespace. ``ifaces``: which
-    interfaces (None: all, lo included). ``tcp``: record its TCP counters."""
+    interfaces (None: all, lo included). ``tcp``: record its TCP counters. ``rtt``: record the
+    round trips of its TCP connections (a testbed host's: its sockets are the job's)."""
 
     node: str
     ns: str | None = None
     ifaces: list[str] | None = None
     tcp: bool = True
+    rtt: bool = False
 
 
 class _Open:
@@ -87,6 +101,14 @@ class _Open:
             self.dev = os.open("/proc/thread-self/net/dev", os.O_RDONLY)
             self.fds = [os.open(f"/proc/thread-self/net/{f}", os.O_RDONLY) for f in ("snmp", "netstat")] if t.tcp else []
             self.index = {d["name"]: i for i, d in self.nl.links().items()}
+            self.diag = None
+            self.rtt_error: str | None = None
+            if t.rtt:
+                try:
+                    self.diag = SockDiag()
+                except OSError as e:  # no NETLINK_SOCK_DIAG here: the other counters still count
+                    self.rtt_error = f"{t.node}: no socket diagnostics ({e.strerror or e})"
+        self.segs: dict[int, int] = {}  # connection cookie -> segments sent at the last sample
         self.readers = [procfs.CounterReader(procfs.TCP_COUNTERS) for _ in self.fds]
 
     def tcp(self) -> dict[str, int]:
@@ -98,8 +120,36 @@ class _Open:
     def links(self) -> dict[str, dict[str, int]]:
         return procfs.parse_net_dev(_pread_all(self.dev).decode())
 
+    def rtt(self, sites: dict | None = None) -> dict[str, float] | None:
+        """The round trips (ms) of the connections that sent since the last call (None: none did);
+        ``sites`` (address -> site): also the largest minimum RTT of those between two sites."""
+        try:
+            conns = self.diag.tcp((socket.AF_INET,))  # the testbed's addresses; half the cost of both families
+        except OSError as e:  # e.g. no tcp_diag module: stop asking, say why in the meta (rtt_error)
+            self.rtt_error = f"{self.t.node}: socket diagnostics failed ({e.strerror or e})"
+            self.diag.close()
+            self.diag = None
+            return None
+        prev, self.segs = self.segs, {c["cookie"]: c["segs_out"] for c in conns}
+        active = [c for c in conns if c["segs_out"] > prev.get(c["cookie"], 0)]
+        if not active:
+            return None
+        n = len(active)
+        out = {"tcp_rtt_ms": sum(c["rtt_us"] for c in active) / n / 1e3,
+               "tcp_rtt_max_ms": max(c["rtt_us"] for c in active) / 1e3,
+               "tcp_rttvar_ms": sum(c["rttvar_us"] for c in active) / n / 1e3,
+               "tcp_min_rtt_ms": max(c["min_rtt_us"] for c in active) / 1e3,
+               "tcp_rto_ms": max(c["rto_us"] for c in active) / 1e3}
+        far = [c["min_rtt_us"] for c in active if sites and c.get("src") in sites and c.get("dst") in sites
+               and sites[c["src"]] != sites[c["dst"]]]
+        if far:
+            out["tcp_min_rtt_far_ms"] = max(far) / 1e3
+        return out
+
     def close(self):
         self.nl.close()
+        if self.diag is not None:
+            self.diag.close()
         os.close(self.dev)
         for fd in self.fds:
             os.close(fd)
@@ -144,6 +194,9 @@ class Monitor:
         self._capture = None
         self.started_at = None
         self.meta: dict = {}
+        self.rtt_bounds: dict | None = None  # the RTTs the emulated topology allows (for_testbed)
+        self.rtt_gap = RTT_GAP_S  # seconds between two hosts' RTT dumps (each walks the kernel's TCP hash)
+        self._rtt_last, self._rtt_next = -float("inf"), 0
 
     @classmethod
     def local(cls, interval: float = 0.1, capture: bool = True) -> Monitor:
@@ -159,11 +212,13 @@ class Monitor:
         host's CPU; ``backing``: the storage target's backing store I/O (a reader of its
         ``read_bytes``/``write_bytes``, e.g. ``IscsiTarget.backing_io``), filed under
         ``storage_host``, the host running the target."""
-        targets = [Target(h.name, h.ns, list(ifaces), True) for h in tb.hosts]
+        targets = [Target(h.name, h.ns, list(ifaces), True, rtt=True) for h in tb.hosts]
         targets.append(Target("switch", tb.switch.ns, [h.port for h in tb.hosts], False))
         atm = tb.atm.trace if getattr(tb, "atm", None) is not None else None
-        return cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation,
-                   host_cpu=host_cpu, backing=backing, storage_host=storage_host, atm_trace=atm)
+        mon = cls(targets, interval, (tb.switch.ns, None) if capture else None, tb.topo.dilation,
+                  host_cpu=host_cpu, backing=backing, storage_host=storage_host, atm_trace=atm)
+        mon.rtt_bounds = tb.topo.rtt_bounds()
+        return mon
 
     # --- running -----------------------------------------------------------------------------
     def __enter__(self) -> Monitor:
@@ -206,6 +261,7 @@ class Monitor:
         for o in self._open:
             o.close()
         atm = self._atm_rows()
+        rtt_errors = sorted({o.rtt_error for o in self._open if o.rtt_error})
         self.meta = {"interval": self.interval, "dilation": self.dilation, "started": self.started_at,
                      "duration": time.monotonic() - self._t0, "samples": self.samples, "late_samples": self.late,
                      "sample_cost_seconds": round(self.sample_seconds, 3), "error": self.error,
@@ -213,7 +269,9 @@ class Monitor:
                      "storage_host": self.storage_host if self.backing is not None else None,
                      "capture": None if self._capture is None else
                      {"packets": self._capture.seen, "drops": self._capture.drops},
-                     **({"atm_ports": atm} if atm is not None else {})}
+                     **({"atm_ports": atm} if atm is not None else {}),
+                     **({"rtt_bounds": self.rtt_bounds} if self.rtt_bounds is not None else {}),
+                     **({"rtt_error": "; ".join(rtt_errors)} if rtt_errors else {})}
 
     def _atm_rows(self) -> dict | None:
         """The ATM switch's per-port counts of the monitored span, as rows of node ``switch``
@@ -273,6 +331,12 @@ class Monitor:
     def _sample(self, first: bool = False) -> None:
         s0 = time.perf_counter()
         t = time.monotonic() - self._t0
+        rtt_open = [o for o in self._open if o.diag is not None]
+        self._rtt_turn = None  # one host's round trips per sample, at most every rtt_gap seconds
+        if rtt_open and s0 - self._rtt_last >= 0.9 * self.rtt_gap:  # ticks jitter: 0.9 keeps every other one
+            self._rtt_turn = rtt_open[self._rtt_next % len(rtt_open)]
+            self._rtt_next += 1
+            self._rtt_last = s0
         if not first:  # the true length of this interval (ticks can be late): rates divide by it
             self._emit(t, "machine", "", "interval_seconds", -1, t - self._prev.get("t", 0.0))
         self._prev["t"] = t
@@ -307,6 +371,11 @@ class Monitor:
                 for m in procfs.TCP_COUNTERS:
                     if m in tcp:
                         self._counter(t, (node, m), node, "", m, tcp[m], first)
+            if o.diag is not None and o is self._rtt_turn:
+                rtt = o.rtt((self.rtt_bounds or {}).get("sites"))
+                if rtt and not first:
+                    for m, v in rtt.items():
+                        self._emit(t, node, "", m, -1, v)
         with open("/proc/stat") as f:
             cpu = procfs.parse_cpu(f.read())
         old = self._prev.get("cpu")

@@ -422,7 +422,7 @@ def point_rows(rows, meta) -> list[list[str]]:
         mon = pm.get("monitor") or {}
         out.append([str(pm["index"]), pm["label"] + (f" [check {pm['check']}]" if pm.get("check") else "")
                     + (f" **failed** {pm['failed']}" if pm.get("failed") else ""),
-                    f"{k:g}" + (" (dilated)" if k != 1 else ""), str(len(rs)),
+                    f"{k:g}" + (" (dilated)" if k != 1 else "") + _auto_text(pm), str(len(rs)),
                     f"{statistics.median(secs):.4g}" if secs else "-",
                     f"{min(secs):.4g}..{max(secs):.4g}" if secs else "-",
                     f"{statistics.median(rt):g}" if rt else "-",
@@ -430,6 +430,26 @@ def point_rows(rows, meta) -> list[list[str]]:
                     _pct(mon.get("mean_cpu_idle")), _pct(mon.get("mean_cpu_spare")),
                     _pct(mon.get("cpu_saturated_share")),
                     " / ".join(f"{x[0]:.1f}" for x in (pm.get("load_before"), pm.get("load_after")) if x)])
+    return out
+
+
+def _auto_text(pm: dict) -> str:
+    """The dilation ladder of a point run with ``--auto-dilation``: ``; auto 1 -> 4 (FAIL, pass)``."""
+    auto = pm.get("auto_dilation")
+    if not isinstance(auto, dict) or not auto.get("attempts"):
+        return ""
+    steps = " -> ".join(f"{a['dilation']:g}" for a in auto["attempts"])
+    return f"; auto-dilation {steps}" + ("" if auto.get("ok") else " (**none passed**)")
+
+
+def auto_dilation_lines(meta: dict) -> list[str]:
+    """Why each point run with ``--auto-dilation`` kept its dilation (the report's section)."""
+    out = []
+    for pm in meta.get("points", []):
+        auto = pm.get("auto_dilation")
+        if isinstance(auto, dict) and auto.get("why"):
+            nexts = "; ".join(a["next"] for a in auto.get("attempts", []) if a.get("next"))
+            out.append(f"- point {pm['index']} ({pm['label']}): {auto['why']}" + (f"; climbed: {nexts}" if nexts else ""))
     return out
 
 
@@ -658,6 +678,11 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
         md += [f"![{t}]({name})", ""]
     if panels:
         md += _panel_section(list(panels))
+    auto = auto_dilation_lines(meta)
+    if auto:
+        md += ["## Auto-dilation", "", "Each testbed point was judged by the fidelity check and rerun at a higher "
+               "dilation until it passed (`--auto-dilation`, docs/diagnose.md); the kept run's rows are the point's.",
+               "", *auto, ""]
     md += ["## Points", ""]
     md += _table(["#", "point", "dilation", "reps", "median s", "range s", "median retrans", "CPU-bound", "idle", "spare",
                   "saturated", "load before / after"], point_rows(rows, meta))

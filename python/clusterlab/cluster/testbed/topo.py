@@ -340,6 +340,33 @@ class StarTopo:
         """The rate tc enforces on node ``index``'s link (both ends): its rate / dilation."""
         return self.link_rate_bps(index) / self.dilation
 
+    def rtt_bounds(self) -> dict:
+        """The round trips the emulation allows a connection, before dilation (ms): ``floor_ms``,
+        the propagation (twice the WAN line's one-way delay with two sites, none on one
+        switch), and ``ceiling_ms``, the floor plus every queue a round trip can wait in on the
+        slowest path (host queue and switch port buffer at the slowest link, the WAN queue at the
+        WAN's rate; in both directions, as an ACK can queue behind the other way's data) and one
+        frame's serialisation per hop. With two sites, ``sites`` maps each host's address to
+        its site (a connection between sites is the one the propagation applies to). A
+        measured RTT far outside them is the emulation's (``diagnose.fidelity``).
+
+        >>> StarTopo(hosts=2, rate="100Mbit", buffer="64KB", host_queue="64KB", mtu=1500).rtt_bounds()
+        {'floor_ms': 0.0, 'ceiling_ms': 20.964}
+        >>> b = StarTopo(hosts=4, sites="2+2", wan_delay="6ms").rtt_bounds()
+        >>> b["floor_ms"], b["sites"]["10.0.0.1"], b["sites"]["10.0.0.4"]
+        (12.0, 0, 1)
+        """
+        slow = min(self.link_rate_bps(i) for i in range(self.hosts))
+        frame = (int(self.mtu) + ETH_HLEN) * 8
+        floor = 0.0
+        ceiling = 2 * ((self.host_queue_bytes + self.buffer_bytes) * 8 + 2 * frame) / slow
+        out: dict = {}
+        if self.has_wan:
+            floor = 2 * self.wan_delay_seconds
+            ceiling += 2 * (self.wan_queue_bytes * 8 + frame) / self.wan_rate_bps
+            out["sites"] = {self.address(i): self.site_of(i) for i in range(self.hosts + (1 if self.storage else 0))}
+        return {"floor_ms": round(floor * 1e3, 3), "ceiling_ms": round((floor + ceiling) * 1e3, 3), **out}
+
     def _check_atm(self) -> None:
         if self.discard not in DISCARDS:
             raise ConfigError(f"discard must be one of {', '.join(DISCARDS)}, got {self.discard!r}")

@@ -64,7 +64,7 @@ def parallel_mining(data: str = "seed000:1M", min_support: float = 0.007, algori
     params = {"data": data, "min_support": check_min_support(min_support), "algorithm": algorithm, "block_size": block_size,
               "compute": compute, "compute_scale": compute_scale}
     return Workload("parallel_mining", {**params, "compute_scale": check_params(params)},
-                    dilatable=compute != "real", check=check_params)
+                    dilatable=compute != "real", check=check_params, dilatable_of=lambda p: p["compute"] != "real")
 
 
 def check_params(params: dict) -> float:
