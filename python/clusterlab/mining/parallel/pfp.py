@@ -40,9 +40,11 @@ def work_groups(flist_counts: np.ndarray, avg_len: float, n_groups: int) -> np.n
     return group
 
 
-def mine(comm, baskets, min_support, config, stats):
+def mine(comm, baskets, min_support, config, stats, out=None):
     """Returns ``(offsets, items, counts, n_transactions)``: all frequent itemsets on rank 0
-    (in canonical order); other ranks return empty arrays."""
+    (in canonical order); other ranks return empty arrays. With ``out`` (an
+    ``outofcore.RankOutput``) each rank spills its own itemsets, sorted, and rank 0 merges
+    them into ``out`` instead of gathering them (every rank returns empty arrays)."""
     P, me = comm.size, comm.rank
     fp = first_pass(comm, baskets, min_support, stats, order="support", min_len=1)
     flist, fcounts, n_tx, min_count = fp.items, fp.counts, fp.n_transactions, fp.min_count
@@ -69,6 +71,19 @@ def mine(comm, baskets, min_support, config, stats):
     o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len, config.pfp_kernel)
     row["t_count"] = time.perf_counter() - t
     t = time.perf_counter()
+    if out is not None:
+        from clusterlab.mining.parallel.outofcore import merge_to_root
+
+        out.begin(n_tx, min_count)
+        total_mined = int(allreduce_sum(comm, np.array([c.size]))[0])
+        res = list(_core.canonical_itemsets(o, flist[it], c))
+        o = it = c = None
+        merge_to_root(comm, out, res)  # empties res: the itemsets are held on disk from there
+        row["t_sync"] = time.perf_counter() - t
+        row["candidates"] = row["large"] = total_mined
+        row["subsets"] = n_pos
+        stats.end(row)
+        return np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint64), n_tx
     if P > 1:
         offs = comm.gather(o, root=0)
         items = comm.gather(it, root=0)
