@@ -76,6 +76,7 @@ class RankOutput:
     def __init__(self, comm, path, memory: int | None, labels, algorithm: str, max_len: int | None,
                  timeout: float = 120.0, shares_process: bool = False):
         self.comm, self.path = comm, os.fspath(path)
+        self.per_rank = None if not memory else int(memory)
         self.limit = None if not memory else int(memory) * (comm.size if shares_process else 1)
         self.shares_process = shares_process
         self.labels, self.algorithm, self.max_len, self.timeout = labels, algorithm, max_len, timeout
@@ -148,9 +149,11 @@ class RankOutput:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
 
     def _over(self, rank: int, rss: int, where: str) -> ConfigError:
+        shared = (f" ({self.limit / 2**20:,.0f} MiB for the {self.comm.size} ranks of this process)"
+                  if self.shares_process else "")
         return ConfigError(f"memory: rank {rank} reached {rss / 2**20:,.0f} MiB at {where}, over the --memory of "
-                           f"{self.limit / 2**20:,.0f} MiB a rank may take (its share of the input and one pass's "
-                           "itemsets must fit): raise it or min_support")
+                           f"{self.per_rank / 2**20:,.0f} MiB a rank may take{shared} (its share of the input and one "
+                           "pass's itemsets must fit): raise it or min_support")
 
     def check(self, where: str) -> None:
         """Every rank at once: raise (on every rank) if any rank passed the bound or rank 0
