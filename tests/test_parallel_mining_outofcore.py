@@ -35,10 +35,43 @@ def run(capsys, *args):
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Row groups of 500 rows and merge blocks of a few rows: many of each on a small result."""
+    """Row groups of 500 rows, merge blocks of a few rows and PFP chunks of ~700 itemsets (a
+    top-level item's are never split): many of each on a small result."""
     monkeypatch.setattr(stream, "ROW_GROUP", 500)
     monkeypatch.setattr(outofcore, "MERGE_BLOCK_BYTES", 600)
+    monkeypatch.setattr(outofcore, "CHUNK_MAX", 700)
     return 500
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.sets(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)), max_size=120),
+       sources=st.integers(1, 5), block=st.integers(1, 9), seed=st.integers(0, 1000))
+def test_merger_gives_every_row_of_sorted_sources_in_order(rows, sources, block, seed):
+    rows = np.array(sorted(rows), dtype=np.uint32).reshape(-1, 3)
+    owner = np.random.default_rng(seed).integers(0, sources, rows.shape[0])
+
+    def source(s):
+        mine = rows[owner == s]
+        pos = [0]
+
+        def read():
+            part = mine[pos[0]:pos[0] + block]
+            pos[0] += block
+            return part, part[:, 0].astype(np.uint64) * 7 + part[:, 2]
+
+        return read
+
+    m = outofcore.Merger([source(s) for s in range(sources)], 3)
+    got, counts = [], []
+    while True:
+        items, c = m.next()
+        if c.size == 0:
+            break
+        got.append(items)
+        counts.append(c)
+    got = np.concatenate(got) if got else np.zeros((0, 3), np.uint32)
+    assert got.tolist() == rows.tolist()
+    assert np.concatenate(counts).tolist() == (rows[:, 0].astype(np.uint64) * 7 + rows[:, 2]).tolist() if counts else True
 
 
 @pytest.mark.parametrize("algorithm", ["hpa", "hpa-eld", "cd", "pfp"])
@@ -55,6 +88,7 @@ def test_streamed_file_is_the_in_memory_file_byte_for_byte(tmp_path, small_block
     if algorithm == "pfp":  # every rank's itemsets went through disk: 4 bytes an item, 8 a count
         lens = {int(k): v for k, v in r.streamed["itemsets_by_length"].items()}
         assert r.streamed["spilled_bytes"] == sum(v * (4 * k + 8) for k, v in lens.items())
+        assert r.streamed["runs"] >= 5  # the kernel handed its itemsets over in chunks (sorted runs)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["got.parquet", "ref.parquet"]
 
 

@@ -309,8 +309,8 @@ def summary(res: MineResult, opts: MineOptions) -> dict:
         "min_support": opts.min_support, "itemsets": n_sets, "itemsets_by_length": by_length, "rules": n_rules,
         "seconds": {k: round(v, 4) for k, v in res.timings.items()}, "peak_rss_bytes": rss,
         "output": opts.output, "rules_output": rules_path(opts) if res.rules is not None or n_rules is not None else None,
-        **({"memory_bytes": opts.memory, "row_groups": st["row_groups"], "spilled_bytes": st["spilled_bytes"]}
-           if st is not None else {}),
+        **({"memory_bytes": opts.memory, "row_groups": st["row_groups"], "spilled_bytes": st["spilled_bytes"],
+            "runs": st["runs"]} if st is not None else {}),
         **parallel_memory(res.ranks),
         **({"time_split": time_split(res.passes, res.ranks)} if res.passes is not None else {}),
     }
@@ -352,7 +352,8 @@ def print_summary(s: dict, res: MineResult, console) -> None:
         t.add_row("time split", "  ".join(f"{k[:-2]} {v:.3f}s" for k, v in s["time_split"].items() if v >= 0.0005))
         if "memory_bytes" in s:
             t.add_row("written as found", f"--memory {s['memory_bytes'] / 2**20:,.0f} MiB per rank; {s['row_groups']:,} "
-                                          f"row groups by rank 0, {s['spilled_bytes'] / 2**20:,.1f} MiB spilled by the ranks")
+                                          f"row groups by rank 0, {s['spilled_bytes'] / 2**20:,.1f} MiB in {s['runs']:,} "
+                                          "sorted runs spilled by the ranks")
     elif "memory_bytes" in s:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB (--memory {s['memory_bytes'] / 2**20:,.0f} MiB; "
                                  f"{s['row_groups']:,} row groups written as found)")

@@ -9,17 +9,19 @@ written with ``-o``, whatever the node count:
 - HPA, HPA-ELD and Count Distribution (``Levels``): each pass's large itemsets, which every
   rank holds after the pass's all-gather or all-reduce, go to the file as the pass ends, and
   a rank keeps only the last pass's (the next candidates are made from it), not every level.
-- PFP (``merge_to_root``): each rank sorts the itemsets of its own groups, spills them to its
-  temporary directory (``TMPDIR``), one file per length, and rank 0 merges the ranks' sorted
-  runs, pulling blocks of them over the Communicator (its own from disk); at most one block
-  per rank waits in memory.
+- PFP (``SortedRuns``, ``merge_runs``): each rank's kernel (the default "vertical" one) hands
+  its itemsets over in chunks as it finds them; each chunk is sorted and spilled to the rank's
+  temporary directory (``TMPDIR``) as a run, one file per length. Then rank 0 merges, length
+  by length, its own runs and the other ranks' (each rank merges its own runs and hands rank 0
+  blocks of them over the Communicator), holding a few MB of blocks.
 
 ``ParallelConfig.memory`` bounds each rank's process (ranks that are threads of one process
 share it: that process gets ``nodes`` times the bound). Every rank checks its peak at every
 pass end and the ranks agree, so a job over the bound ends with one error naming the rank;
-rank 0 also checks at every block it merges. What must fit a rank: its share of the input,
-one pass's large itemsets and its candidates (HPA, CD), or the itemsets of its own group once
-(PFP mines a group in memory before it spills them), and one row group being written.
+rank 0 also checks at every block it merges, a PFP rank at every chunk. What must fit a rank:
+its share of the input, one pass's large itemsets and its candidates (HPA, CD), or its group's
+transactions and one chunk (PFP; the "fptree" and "fpgrowth" kernels hand over a group's
+itemsets at once), and one row group being written.
 
 >>> import tempfile, os, pyarrow.parquet as pq
 >>> from clusterlab.comm.inproc import run_threads
@@ -56,6 +58,8 @@ from clusterlab.mining.parallel.passes import as_array, assemble
 MERGE_TAG = 3100
 #: Bytes of one block a rank hands rank 0 during the merge (and rank 0 reads of its own).
 MERGE_BLOCK_BYTES = 4 << 20
+#: The most itemsets a PFP rank's kernel hands over at a time (``RankOutput.chunk``).
+CHUNK_MAX = 1 << 20
 #: Requests: k >= 1 (a block of length-k itemsets, at most ``rows`` of them), a keep-alive, the end, an abort.
 _KEEPALIVE, _DONE, _ABORT = 0, -1, -2
 
@@ -83,6 +87,7 @@ class RankOutput:
         self.writer = None
         self.peak = 0
         self.spilled_bytes = 0
+        self.runs = 0  # sorted runs the ranks spilled (PFP)
         self._error: ClusterlabError | None = None  # rank 0's failure to write, told at the next check
 
     # ---- rank 0's file ----------------------------------------------------------------
@@ -117,7 +122,8 @@ class RankOutput:
 
     def close(self) -> dict | None:
         """Rank 0: finish the file; a summary (``itemsets``, ``itemsets_by_length``,
-        ``row_groups``, ``spilled_bytes``, ``peak_rss_bytes``, ``memory_bytes``). Others: None."""
+        ``row_groups``, ``spilled_bytes`` and ``runs`` (all ranks'), ``peak_rss_bytes``,
+        ``memory_bytes``). Others: None."""
         if self.writer is None:
             return None
         if self._error is not None:
@@ -130,7 +136,7 @@ class RankOutput:
         except (OSError, pa.ArrowException) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
             raise _agreed(ConfigError(f"cannot write {self.path}: {detail}")) from None
-        s.update(spilled_bytes=int(self.spilled_bytes), peak_rss_bytes=int(max(self.peak, self.rss())),
+        s.update(spilled_bytes=int(self.spilled_bytes), runs=int(self.runs), peak_rss_bytes=int(max(self.peak, self.rss())),
                  memory_bytes=self.limit, output=self.path)
         return s
 
@@ -155,11 +161,25 @@ class RankOutput:
                            f"{self.per_rank / 2**20:,.0f} MiB a rank may take{shared} (its share of the input and one "
                            "pass's itemsets must fit): raise it or min_support")
 
+    @property
+    def chunk(self) -> int:
+        """Itemsets a PFP rank's kernel hands over at a time (one sorted run each): a small
+        part of the bound (~2 KB of it per itemset), 65,536 to 1 Mi."""
+        return 1 << 19 if self.per_rank is None else int(min(CHUNK_MAX, max(1 << 16, self.per_rank // 2048)))
+
+    def watch(self) -> None:
+        """This rank alone, while its kernel runs: raise ``OverBound`` (stopping the kernel)
+        past the bound; the ranks' next ``check`` then stops the job naming this rank."""
+        rss = self.rss()
+        self.peak = max(self.peak, rss)
+        if self.limit is not None and rss > self.limit:
+            raise OverBound(rss)
+
     def check(self, where: str) -> None:
         """Every rank at once: raise (on every rank) if any rank passed the bound or rank 0
         could not write."""
-        rss = self.rss()
-        self.peak = max(self.peak, rss)
+        rss = max(self.rss(), self.peak)
+        self.peak = rss
         mine = np.zeros(self.comm.size + 1, dtype=np.int64)
         mine[self.comm.rank] = rss
         mine[-1] = int(self._error is not None)
@@ -221,76 +241,163 @@ class Levels:
         return assemble(self._levels, self.item_of_rank, self.n_transactions)
 
 
-class SortedRuns:
-    """A rank's itemsets (canonical CSR of item ids) spilled to ``directory``, one items file
-    and one counts file per length, read back in blocks in order."""
+class OverBound(Exception):
+    """Raised by a PFP rank's chunk hand-over past its bound, to stop its kernel; the ranks'
+    next common check then stops the job with the error naming it."""
 
-    def __init__(self, directory: str, offsets: np.ndarray, items: np.ndarray, counts: np.ndarray):
-        self.dir = directory
-        self.n: dict[int, int] = {}
-        self.pos: dict[int, int] = {}
+
+class SortedRuns:
+    """A rank's itemsets spilled to a temporary directory as sorted runs: every ``add`` (a
+    chunk of itemsets in canonical order, item ids) is one run, one items file and one counts
+    file per length; ``merged(k)`` reads the length-k itemsets of all runs back in order."""
+
+    def __init__(self):
+        self._dir = tempfile.TemporaryDirectory(prefix="clusterlab-spill-")
+        self.dir = self._dir.name
+        self.runs: list[dict[int, int]] = []  # per run: length -> rows
         self.bytes = 0
+
+    def add(self, offsets: np.ndarray, items: np.ndarray, counts: np.ndarray) -> None:
         lens = np.diff(offsets)
-        if lens.size and (np.diff(lens) < 0).any():
+        if lens.size == 0:
+            return
+        if (np.diff(lens) < 0).any():
             raise ValueError("itemsets must be in canonical order (by length)")
+        run: dict[int, int] = {}
         for k in np.unique(lens):
             k = int(k)
             a, b = int(np.searchsorted(lens, k, "left")), int(np.searchsorted(lens, k, "right"))
             it = np.ascontiguousarray(items[int(offsets[a]):int(offsets[b])], dtype=np.uint32)
             c = np.ascontiguousarray(counts[a:b], dtype=np.uint64)
-            it.tofile(self._path(k, "items"))
-            c.tofile(self._path(k, "counts"))
-            self.n[k], self.pos[k] = b - a, 0
+            it.tofile(self._path(len(self.runs), k, "items"))
+            c.tofile(self._path(len(self.runs), k, "counts"))
+            run[k] = b - a
             self.bytes += it.nbytes + c.nbytes
+        self.runs.append(run)
 
     @property
     def max_len(self) -> int:
-        return max(self.n, default=0)
+        return max((k for run in self.runs for k in run), default=0)
 
-    def _path(self, k: int, what: str) -> str:
-        return os.path.join(self.dir, f"{k}.{what}")
+    def _path(self, run: int, k: int, what: str) -> str:
+        return os.path.join(self.dir, f"{run}.{k}.{what}")
 
-    def read(self, k: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
-        """The next ``rows`` (at most) length-k itemsets: ``(items (n, k) uint32, counts)``."""
-        at = self.pos.get(k, 0)
-        n = max(0, min(int(rows), self.n.get(k, 0) - at))
-        if n == 0:
-            return np.zeros((0, max(k, 1)), np.uint32), np.zeros(0, np.uint64)
-        items = np.fromfile(self._path(k, "items"), dtype=np.uint32, count=n * k, offset=at * k * 4)
-        counts = np.fromfile(self._path(k, "counts"), dtype=np.uint64, count=n, offset=at * 8)
-        self.pos[k] = at + n
-        return items.reshape(n, k), counts
+    def _reader(self, run: int, k: int, rows: int):
+        pos = [0]
+        n = self.runs[run].get(k, 0)
+
+        def read():
+            m = max(0, min(rows, n - pos[0]))
+            if m == 0:
+                return np.zeros((0, k), np.uint32), np.zeros(0, np.uint64)
+            items = np.fromfile(self._path(run, k, "items"), dtype=np.uint32, count=m * k, offset=pos[0] * k * 4)
+            counts = np.fromfile(self._path(run, k, "counts"), dtype=np.uint64, count=m, offset=pos[0] * 8)
+            pos[0] += m
+            return items.reshape(m, k), counts
+
+        return read
+
+    def merged(self, k: int) -> Merger:
+        """The length-k itemsets of every run, in order (``MERGE_BLOCK_BYTES`` of them held in all)."""
+        have = [r for r, run in enumerate(self.runs) if k in run]
+        rows = max(256, MERGE_BLOCK_BYTES // max(len(have), 1) // (8 + 4 * k))
+        return Merger([self._reader(r, k, rows) for r in have], k)
+
+    def cleanup(self) -> None:
+        self._dir.cleanup()
 
 
-def _block_rows(k: int) -> int:
-    return max(256, MERGE_BLOCK_BYTES // (8 + 4 * k))
+def _count_le(rows: np.ndarray, bound: np.ndarray) -> int:
+    """How many rows of a sorted (n, k) array are lexicographically <= ``bound``."""
+    diff = rows != bound
+    first = diff.argmax(axis=1)
+    le = ~diff.any(axis=1) | (rows[np.arange(rows.shape[0]), first] < bound[first])
+    return int(le.sum())
 
 
-def merge_to_root(comm, out: RankOutput, arrays: list) -> None:
-    """Every rank: its itemsets ``arrays = [offsets, items, counts]`` (canonical CSR of item
-    ids; no rank's overlap another's) go to disk (the list is emptied, so they are freed),
-    then rank 0 writes all ranks' in canonical order to ``out`` (see the module)."""
-    offsets, items, counts = arrays
-    arrays.clear()
-    with tempfile.TemporaryDirectory(prefix="clusterlab-spill-") as d:
-        runs = SortedRuns(d, offsets, items, counts)
-        del offsets, items, counts
+def _lex_order(rows: np.ndarray) -> np.ndarray:
+    return np.lexsort(tuple(rows[:, j] for j in range(rows.shape[1] - 1, -1, -1)))
+
+
+class Merger:
+    """Length-k itemsets of several sorted sources merged in order. A source is a function
+    returning its next block ``(items (n, k) uint32, counts)``, empty at its end; rows are
+    unique across sources. ``next()`` gives the next rows: every held row up to the
+    smallest of the held blocks' last rows (no source can hold a smaller one after its
+    block), sorted; the blocks used up are refilled. Empty at the end."""
+
+    def __init__(self, sources: list, k: int):
+        self.sources, self.k = sources, k
+        self.buf: list = [None] * len(sources)
+        self.done = [False] * len(sources)
+
+    def next(self) -> tuple[np.ndarray, np.ndarray]:
+        for i, src in enumerate(self.sources):
+            if not self.done[i] and self.buf[i] is None:
+                items, counts = src()
+                if counts.size:
+                    self.buf[i] = (items, counts)
+                else:
+                    self.done[i] = True
+        active = [i for i, b in enumerate(self.buf) if b is not None]
+        if not active:
+            return np.zeros((0, self.k), np.uint32), np.zeros(0, np.uint64)
+        if len(active) == 1:  # every other source is done
+            out, self.buf[active[0]] = self.buf[active[0]], None
+            return out
+        lasts = np.stack([self.buf[i][0][-1] for i in active])
+        bound = lasts[_lex_order(lasts)[0]]
+        parts, counts = [], []
+        for i in active:
+            items, c = self.buf[i]
+            n = _count_le(items, bound)
+            parts.append(items[:n])
+            counts.append(c[:n])
+            self.buf[i] = (items[n:], c[n:]) if n < c.size else None
+        items, c = np.concatenate(parts), np.concatenate(counts)
+        order = _lex_order(items)
+        return items[order], c[order]
+
+
+def merge_runs(comm, out: RankOutput, runs: SortedRuns) -> None:
+    """Every rank: its spilled runs (no rank's itemsets overlap another's); rank 0 writes all
+    ranks' in canonical order to ``out``, pulling the others' over the Communicator (see
+    the module). The runs are removed at the end."""
+    try:
         K = runs.max_len
         if comm.size > 1:
             K = int(as_array(comm.allreduce(np.array([K], dtype=np.int64), "max"), np.int64)[0])
-            spilled = int(as_array(comm.allreduce(np.array([runs.bytes], dtype=np.int64), "sum"), np.int64)[0])
+            spilled, n_runs = (int(x) for x in as_array(comm.allreduce(np.array([runs.bytes, len(runs.runs)],
+                                                                                  dtype=np.int64), "sum"), np.int64))
         else:
-            spilled = runs.bytes
+            spilled, n_runs = runs.bytes, len(runs.runs)
         out.spilled_bytes += spilled  # (all ranks')
+        out.runs += n_runs
         out.check("the spill of every rank's itemsets")
         if comm.rank == 0:
             _merge_root(comm, out, runs, K)
         else:
             _serve(comm, runs, out.timeout)
+    finally:
+        runs.cleanup()
+
+
+def merge_to_root(comm, out: RankOutput, arrays: list) -> None:
+    """``merge_runs`` of one run: ``arrays = [offsets, items, counts]`` (canonical CSR of item
+    ids), spilled first (the list is emptied, so they are freed)."""
+    runs = SortedRuns()
+    try:
+        runs.add(*arrays)
+    except BaseException:
+        runs.cleanup()
+        raise
+    arrays.clear()
+    merge_runs(comm, out, runs)
 
 
 def _serve(comm, runs: SortedRuns, timeout: float) -> None:
     """A rank other than 0: answer rank 0's requests for blocks until it says the end."""
+    mergers: dict[int, Merger] = {}
     while True:
         req = as_array(comm.recv(0, MERGE_TAG, timeout=timeout), np.int64)
         k = int(req[0])
@@ -300,64 +407,46 @@ def _serve(comm, runs: SortedRuns, timeout: float) -> None:
             return
         if k == _ABORT:
             raise _agreed(ConfigError("rank 0 stopped merging the ranks' itemsets"))
-        items, counts = runs.read(k, int(req[1]))
+        if k not in mergers:
+            mergers.clear()
+            mergers[k] = runs.merged(k)
+        items, counts = mergers[k].next()
         comm.send(0, np.concatenate([counts.view(np.uint8), items.ravel().view(np.uint8)]), MERGE_TAG + 1)
 
 
 def _merge_root(comm, out: RankOutput, runs: SortedRuns, K: int) -> None:
-    """Rank 0: per length, merge the ranks' sorted runs (its own from ``runs``) into ``out``.
-
-    Each rank's current block is sorted; every step sorts the blocks held together, writes
-    every row up to the smallest of the blocks' last rows (no block can hold a smaller one
-    after it) and refills the blocks that were used up. Rows are unique across ranks."""
+    """Rank 0: per length, merge its own runs and the other ranks' merged blocks into ``out``."""
     P = comm.size
     last = [time.monotonic()] * P
 
-    def send(r: int, k: int, rows: int = 0) -> None:
-        comm.send(r, np.array([k, rows], dtype=np.int64), MERGE_TAG)
+    def send(r: int, k: int) -> None:
+        comm.send(r, np.array([k, 0], dtype=np.int64), MERGE_TAG)
         last[r] = time.monotonic()
 
-    def fetch(r: int, k: int, rows: int):
-        if r == 0:
-            return runs.read(k, rows)
-        send(r, k, rows)
-        data = as_array(comm.recv(r, MERGE_TAG + 1, timeout=out.timeout), np.uint8)
-        n = data.size // (8 + 4 * k)
-        if data.size != n * (8 + 4 * k):
-            from clusterlab.comm.errors import ProtocolError
+    def remote(r: int, k: int):
+        def fetch():
+            send(r, k)
+            data = as_array(comm.recv(r, MERGE_TAG + 1, timeout=out.timeout), np.uint8)
+            n = data.size // (8 + 4 * k)
+            if data.size != n * (8 + 4 * k):
+                from clusterlab.comm.errors import ProtocolError
 
-            raise ProtocolError(f"rank {r} sent a merge block of {data.size} bytes for length {k}")
-        counts = data[:8 * n].view(np.uint64)
-        return data[8 * n:].view(np.uint32).reshape(n, k), counts
+                raise ProtocolError(f"rank {r} sent a merge block of {data.size} bytes for length {k}")
+            return data[8 * n:].view(np.uint32).reshape(n, k), data[:8 * n].view(np.uint64)
+
+        return fetch
 
     ok = False
     try:
         for k in range(1, K + 1):
-            rows = _block_rows(k)
-            bufs: list = [None] * P
-            done = [False] * P
+            merger = Merger([runs.merged(k).next] + [remote(r, k) for r in range(1, P)], k)
             while True:
-                for r in range(P):
-                    if not done[r] and (bufs[r] is None or bufs[r][1].size == 0):
-                        got = fetch(r, k, rows)
-                        bufs[r] = got if got[1].size else None
-                        done[r] = got[1].size == 0
-                active = [r for r in range(P) if bufs[r] is not None and bufs[r][1].size]
-                if not active:
+                items, counts = merger.next()
+                if counts.size == 0:
                     break
-                sizes = np.array([bufs[r][1].size for r in active])
-                cat = np.concatenate([bufs[r][0] for r in active])
-                cnt = np.concatenate([bufs[r][1] for r in active])
-                order = np.lexsort(tuple(cat[:, j] for j in range(k - 1, -1, -1)))
-                at = np.empty(order.size, dtype=np.int64)
-                at[order] = np.arange(order.size)
-                cut = int(at[np.cumsum(sizes) - 1].min()) + 1  # through the smallest last row
-                take = order[:cut]
-                out.write(np.arange(0, (cut + 1) * k, k, dtype=np.int64), cat[take].ravel(), cnt[take])
-                used = np.bincount(np.repeat(np.arange(len(active)), sizes)[take], minlength=len(active))
-                for j, r in enumerate(active):
-                    bufs[r] = (bufs[r][0][used[j]:], bufs[r][1][used[j]:])
-                del cat, cnt, order, at, take
+                n = counts.size
+                out.write(np.arange(0, (n + 1) * k, k, dtype=np.int64), items.ravel(), counts)
+                del items, counts
                 out.check_here(f"the merge of length {k}")
                 now = time.monotonic()
                 for r in range(1, P):  # ranks not asked for a while: still here, keep waiting
