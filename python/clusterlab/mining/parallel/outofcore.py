@@ -159,7 +159,7 @@ class RankOutput:
                   if self.shares_process else "")
         return ConfigError(f"memory: rank {rank} reached {rss / 2**20:,.0f} MiB at {where}, over the --memory of "
                            f"{self.per_rank / 2**20:,.0f} MiB a rank may take{shared} (its share of the input and one "
-                           "pass's itemsets must fit): raise it or min_support")
+                           "pass's working set must fit: itemsets, candidates, tid-lists): raise it or min_support")
 
     @property
     def chunk(self) -> int:
