@@ -167,6 +167,10 @@ RECORDS = (
     Record("stream_chess_low.json", "the same at chess 20% and 15% (0.29 and 1.0 billion itemsets): streamed within "
            "`--memory 2GB`, the in-memory run at its cap, pyfim given 120 s", f"{PY} bench/stream.py --rows chess20,chess15 "
            "--timeout 1800 --pyfim-timeout 120 -o bench/results/stream_chess_low.json", doc="docs/mining.md"),
+    Record("stream_parallel.json", "the same on 2 ranks (`mine -n 2 -a hpa|cd|pfp --memory 1GB` per rank): each "
+           "rank's peak streamed vs in memory, bytes spilled, whether the two files are the same bytes",
+           f"{PY} bench/stream.py --nodes 2 --algorithms hpa,cd,pfp --rows chess50,chess40 --memory 1GB --timeout 400 "
+           "-o bench/results/stream_parallel.json", doc="docs/mining.md"),
     Record("stream_rules.json", "the same with association rules (`--rules`, confidence 0.9): out of core from the "
            "streamed itemset file vs rules() in memory", f"{PY} bench/stream.py --rows chess50,t10-0.005 --rules 0.9 "
            "-o bench/results/stream_rules.json", doc="docs/mining.md"),

@@ -429,6 +429,57 @@ fn pfp_mine_group<'py>(py: Python<'py>, streams: Vec<PyReadonlyArray1<u32>>, n_p
     Ok((PyArray1::from_vec(py, m.offsets), PyArray1::from_vec(py, m.items), PyArray1::from_vec(py, m.counts)))
 }
 
+/// `pfp_mine_group` with the "vertical" kernel on one thread, handing its itemsets to
+/// `callback(offsets, items, counts)` (F-list positions, in the order found) in chunks of at
+/// least `chunk` itemsets (a top-level item's itemsets are never split) while it runs; at
+/// most one chunk waits between them, so memory does not grow with the group's result. An
+/// exception from the callback stops the kernel and is raised. Returns the number of itemsets.
+#[pyfunction]
+#[pyo3(signature = (streams, n_pos, in_group, min_count, max_len, chunk, callback))]
+#[allow(clippy::too_many_arguments)]
+fn pfp_mine_group_stream(
+    py: Python<'_>, streams: Vec<PyReadonlyArray1<u32>>, n_pos: usize, in_group: PyReadonlyArray1<bool>, min_count: u64, max_len: usize, chunk: usize,
+    callback: Bound<'_, PyAny>,
+) -> PyResult<u64> {
+    let slices: Vec<&[u32]> = streams.iter().map(|s| s.as_slice()).collect::<Result<_, _>>()?;
+    let g = in_group.as_slice()?;
+    if g.len() != n_pos {
+        return Err(PyValueError::new_err("in_group must have one entry per F-list position"));
+    }
+    if chunk == 0 {
+        return Err(PyValueError::new_err("chunk must be >= 1"));
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<pfp::Mined>(1);
+    let mut failure: Option<PyErr> = None;
+    let mut total = 0u64;
+    let outcome = std::thread::scope(|scope| {
+        let slices = &slices;
+        let miner = scope.spawn(move || pfp::mine_group_vertical_chunked(slices, n_pos, g, min_count, max_len, chunk, &mut |m| tx.send(m).is_ok()));
+        let mut rx = Some(rx);
+        while let Some(r) = rx.take() {
+            let (got, r) = py.detach(move || (r.recv(), r));
+            let Ok(m) = got else { break };
+            rx = Some(r);
+            total += m.counts.len() as u64;
+            let (o, i, c) = (PyArray1::from_vec(py, m.offsets), PyArray1::from_vec(py, m.items), PyArray1::from_vec(py, m.counts));
+            if let Err(e) = callback.call1((o, i, c)) {
+                // Dropping the receiver makes the kernel's next hand-over fail: it stops.
+                failure = Some(e);
+                rx = None;
+            }
+        }
+        py.detach(move || miner.join())
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    match outcome {
+        Ok(Ok(_)) => Ok(total),
+        Ok(Err(e)) => Err(PyValueError::new_err(format!("bad PFP message: {e}"))),
+        Err(_) => Err(pyo3::exceptions::PyRuntimeError::new_err("the PFP mining thread panicked")),
+    }
+}
+
 /// Itemsets in canonical order (items ascending; by length, then lexicographic).
 #[pyfunction]
 fn canonical_itemsets<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, counts: PyReadonlyArray1<u64>) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
@@ -459,6 +510,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTidLists>()?;
     m.add_function(wrap_pyfunction!(pfp_group_transactions, m)?)?;
     m.add_function(wrap_pyfunction!(pfp_mine_group, m)?)?;
+    m.add_function(wrap_pyfunction!(pfp_mine_group_stream, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_itemsets, m)?)?;
     Ok(())
 }

@@ -64,6 +64,7 @@ class MineResult:
     passes: list | None = None  # parallel runs: per-pass statistics
     ranks: list | None = None  # parallel runs: per-rank time and peak memory
     facts: dict | None = None  # parallel runs: the cluster, transport, spare CPU and load (diagnose.observe)
+    streamed: dict | None = None  # parallel runs with --memory: what rank 0 wrote to -o (itemsets is empty)
 
 
 def parse_min_support(text: str) -> float | int:
@@ -156,20 +157,29 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
         click.echo(f"mining {opts.file} with {algo} on {opts.nodes} {cluster.name} ranks", err=True)
     from clusterlab.diagnose.observe import observed
 
+    streamed = {"output": opts.output, "memory": opts.memory} if opts.memory is not None else {}
     with observed(cluster) as facts:  # what the closing diagnosis judges the run by (its fidelity)
         r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
-                     config=config, format=opts.input_format, record=opts.record)
+                     config=config, format=opts.input_format, record=opts.record, **streamed)
     if r.table is None:  # another rank of a launched job: rank 0 reports
         return None
     timings = {"mine": r.wall_s, "job": r.job_s}
     rules = None
-    if opts.rules:
+    if r.streamed is not None and opts.rules:  # rules out of core from the file rank 0 wrote
+        from clusterlab.mining.stream import rules_to_parquet
+
+        rr = rules_to_parquet(opts.output, rules_path(opts), min_confidence=opts.min_confidence,
+                              min_lift=opts.min_lift, memory=opts.memory, consequents=opts.consequents)
+        r.streamed["rules"] = rr["rules"]
+        timings["rules"] = rr["seconds"]
+    elif opts.rules:
         t2 = time.perf_counter()
         rules = clusterlab.rules(r.table, min_confidence=opts.min_confidence, min_lift=opts.min_lift,
                                  consequents=opts.consequents)
         timings["rules"] = time.perf_counter() - t2
     n = clusterlab.mining.result.table_info(r.table).get("n_transactions", 0)
-    return MineResult(r.table, rules, n, f"{algo} x{r.nodes} ({r.where})", timings, r.passes, r.ranks, facts)
+    return MineResult(r.table, rules, n, f"{algo} x{r.nodes} ({r.where})", timings, r.passes, r.ranks, facts,
+                      r.streamed)
 
 
 def run_streamed(opts: MineOptions, status) -> dict:
@@ -288,15 +298,21 @@ def summary(res: MineResult, opts: MineOptions) -> dict:
 
     offsets, _ = list_column_csr(res.itemsets.column("items"))
     lengths = np.bincount(np.diff(offsets)) if offsets.size > 1 else np.zeros(1, dtype=np.int64)
+    by_length = {int(k): int(v) for k, v in enumerate(lengths) if v}
+    n_sets, n_rules = res.itemsets.num_rows, None if res.rules is None else res.rules.num_rows
+    st = res.streamed
+    if st is not None:  # written by rank 0 as found (--memory): its counts
+        n_sets, n_rules = st["itemsets"], st.get("rules")
+        by_length = {int(k): int(v) for k, v in st["itemsets_by_length"].items()}
     # ru_maxrss is KiB on Linux, bytes on macOS.
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     return {
         "file": opts.file, "transactions": res.n_transactions, "algorithm": res.algorithm, "target": opts.target,
-        "min_support": opts.min_support, "itemsets": res.itemsets.num_rows,
-        "itemsets_by_length": {int(k): int(v) for k, v in enumerate(lengths) if v},
-        "rules": None if res.rules is None else res.rules.num_rows,
+        "min_support": opts.min_support, "itemsets": n_sets, "itemsets_by_length": by_length, "rules": n_rules,
         "seconds": {k: round(v, 4) for k, v in res.timings.items()}, "peak_rss_bytes": rss,
-        "output": opts.output, "rules_output": rules_path(opts) if res.rules is not None else None,
+        "output": opts.output, "rules_output": rules_path(opts) if res.rules is not None or n_rules is not None else None,
+        **({"memory_bytes": opts.memory, "row_groups": st["row_groups"], "spilled_bytes": st["spilled_bytes"],
+            "runs": st["runs"]} if st is not None else {}),
         **parallel_memory(res.ranks),
         **({"time_split": time_split(res.passes, res.ranks)} if res.passes is not None else {}),
     }
@@ -336,6 +352,10 @@ def print_summary(s: dict, res: MineResult, console) -> None:
                                  f"for a share of {csr} MiB as CSR; this process {s['peak_rss_bytes'] / 2**20:,.0f} MiB)")
     if "time_split" in s:
         t.add_row("time split", "  ".join(f"{k[:-2]} {v:.3f}s" for k, v in s["time_split"].items() if v >= 0.0005))
+        if "memory_bytes" in s:
+            t.add_row("written as found", f"--memory {s['memory_bytes'] / 2**20:,.0f} MiB per rank; {s['row_groups']:,} "
+                                          f"row groups by rank 0, {s['spilled_bytes'] / 2**20:,.1f} MiB in {s['runs']:,} "
+                                          "sorted runs spilled by the ranks")
     elif "memory_bytes" in s:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB (--memory {s['memory_bytes'] / 2**20:,.0f} MiB; "
                                  f"{s['row_groups']:,} row groups written as found)")
@@ -387,10 +407,11 @@ def _testbed_name(_ctx, _param, value):
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
 @click.option("--memory", default=None, metavar="SIZE", type=Size(keep_text=True, lo=1),
-              help="Stream the itemsets into the -o .parquet file as they are found (one mining thread), "
-                   "stopping with an error if this process passes SIZE (e.g. 2GB, at least 256MiB): the result "
-                   "never has to fit in memory. Rows are in the order found; all frequent itemsets only. With "
-                   "--rules, rules (one-item consequents) are derived from that file out of core into "
+              help="Stream the itemsets into the -o .parquet file as they are found, stopping with an error "
+                   "if a process passes SIZE (e.g. 2GB, at least 256MiB): the result never has to fit in memory. "
+                   "Sequential: one mining thread, rows in the order found. With --nodes: SIZE per rank, rank 0 "
+                   "writes in canonical order (the same file as without --memory). All frequent itemsets only. "
+                   "With --rules, rules (any --consequents) are derived from that file out of core into "
                    "NAME.rules.parquet.")
 @click.option("--nodes", "-n", default=None, type=Int(lo=1, hi=1024),
               help="Parallel: number of ranks on the local cluster (algorithm hpa unless -a names another "
@@ -424,6 +445,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine baskets.csv -s 0.05 --rules --min-confidence 0.6 -o sets.csv
       clusterlab mine ../shared/data/chess.dat -s 40% -o chess.parquet --memory 2GB   # streamed
       clusterlab mine ../shared/data/chess.dat -s 80% -o c.parquet --memory 1GB --rules   # + c.rules.parquet
+      clusterlab mine ../shared/data/chess.dat -s 60% -n 2 -a pfp -o c.parquet --memory 1GB   # 1GB per rank
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
       clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
@@ -449,16 +471,11 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         if opts.memory < MIN_MEMORY:
             raise ConfigError(f"--memory {memory}: give at least {MIN_MEMORY >> 20} MiB (the interpreter and its "
                               "libraries alone take ~170 MB), e.g. --memory 2GB")
-        if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:
-            raise ConfigError("--memory streams a sequential run: drop --nodes/--testbed and the parallel -a")
         if not output or output_kind(output) != "parquet":
             raise ConfigError("--memory writes the itemsets as they are found: give -o FILE.parquet")
         if target != "all":
             raise ConfigError("--memory streams all frequent itemsets: drop --target (closed/maximal sets are "
                               "judged against all of them)")
-        if rules and consequents != "single":
-            raise ConfigError("--memory derives rules with one-item consequents out of core: drop --consequents "
-                              "multi (or drop --memory where the rules fit in memory)")
         if rules and output_kind(rules_path(opts)) != "parquet":
             raise ConfigError("--memory writes the rules as they are found: give --rules-output FILE.parquet")
     if nodes is not None or algorithm in PARALLEL_ALGORITHMS or testbed_name:  # parallel options
@@ -494,13 +511,16 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
     from rich.console import Console
 
     console = Console(stderr=as_json)
-    if opts.memory is not None:
+    from clusterlab.mining.parallel import launched_job
+
+    parallel = opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS or launched_job() is not None
+    if opts.memory is not None and not parallel:
         if opts.quiet:
             s = run_streamed(opts, lambda _t: None)
         else:
             with Console(stderr=True).status(Elapsed("starting")) as st:
                 s = run_streamed(opts, lambda text: st.update(Elapsed(text)))
-        s["options"] = {k: v for k, v in asdict(opts).items() if k != "file"}
+        s["options"] = {k: v for k, v in asdict(opts).items() if k not in ("file", "record")}
         if as_json:
             click.echo(json.dumps(s, indent=2))
         else:
@@ -511,7 +531,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
 
         rec_tmp = tempfile.TemporaryDirectory(prefix="clusterlab-record-")
         opts.record = os.path.join(rec_tmp.name, "job")
-    if opts.quiet or opts.nodes is not None or opts.algorithm in PARALLEL_ALGORITHMS:
+    if opts.quiet or parallel:
         res = run(opts)  # parallel runs report each pass as it completes (rank 0, on stderr)
     else:
         with Console(stderr=True).status(Elapsed("starting")) as st:
@@ -519,11 +539,11 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
     if res is None:
         return
     t1 = time.perf_counter()
-    if opts.output:
+    if opts.output and res.streamed is None:
         write_table(res.itemsets, opts.output)
     if res.rules is not None and rules_path(opts):
         write_table(res.rules, rules_path(opts), rules=True)
-    if opts.output or res.rules is not None:
+    if (opts.output and res.streamed is None) or res.rules is not None:
         res.timings["write"] = time.perf_counter() - t1
     s = summary(res, opts)
     s["options"] = {k: v for k, v in asdict(opts).items() if k not in ("file", "record")}

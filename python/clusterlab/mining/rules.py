@@ -32,10 +32,9 @@ def rules(itemsets, min_confidence: float = 0.8, min_lift: float | None = None,
 
     ``itemsets`` is a table from :func:`clusterlab.mine` with ``target="all"`` (every subset
     of a frequent itemset must be present to know its count), or the path of such a table in
-    a Parquet file (``clusterlab mine -o X.parquet``, streamed or not): with one-item
-    consequents the rules are then derived out of core
-    (:func:`clusterlab.mining.stream.rules_to_parquet`, spilling to the temporary directory)
-    and only they are held in memory, in another row order; ``"multi"`` reads the file whole. ``consequents="single"`` gives
+    a Parquet file (``clusterlab mine -o X.parquet``, streamed or not): the rules are then
+    derived out of core (:func:`clusterlab.mining.stream.rules_to_parquet`, spilling to the
+    temporary directory) and only they are held in memory, in another row order. ``consequents="single"`` gives
     one-item consequents (pyfim and Spark behaviour), ``"multi"`` every non-empty proper
     subset as consequent (mlxtend behaviour). ``n_transactions`` defaults to the table's
     metadata. Columns: antecedent, consequent (lists like the ``items`` column), count,
@@ -77,17 +76,12 @@ def _rules_of_file(path, min_confidence, min_lift, consequents: str, n_transacti
     import pyarrow.parquet as pq
 
     check_rule_args(min_confidence, min_lift, consequents)
-    if consequents == "multi":
-        try:
-            table = pq.read_table(path)
-        except (OSError, pa.ArrowException) as e:
-            raise ConfigError(f"cannot read itemsets from {path}: {str(e).splitlines()[0]}") from None
-        return rules(table, min_confidence, min_lift, consequents, n_transactions)
     from clusterlab.mining.stream import rules_to_parquet
 
     with tempfile.TemporaryDirectory(prefix="clusterlab-rules-") as d:
         out = os.path.join(d, "rules.parquet")
-        rules_to_parquet(path, out, min_confidence=min_confidence, min_lift=min_lift, n_transactions=n_transactions)
+        rules_to_parquet(path, out, min_confidence=min_confidence, min_lift=min_lift, n_transactions=n_transactions,
+                         consequents=consequents)
         table = pq.read_table(out)
     # Parquet names a list's child "element": back to the in-memory table's types.
     types = [pa.large_list(f.type.value_type) if pa.types.is_large_list(f.type) else f.type for f in table.schema]

@@ -146,6 +146,141 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
             "peak_rss_bytes": max(state["peak"], current_rss()), "seconds": time.perf_counter() - t0}
 
 
+# ---- itemsets handed over in canonical order, written as the in-memory table is -----------
+
+#: Rows per row group of a file ``CanonicalWriter`` writes: pyarrow's default for
+#: ``pq.write_table`` (1 Mi rows), so the file is the in-memory table's, byte for byte.
+ROW_GROUP = 1 << 20
+
+
+class CanonicalWriter:
+    """Itemsets handed over in canonical order (by length, then items; item ids as CSR),
+    written to the Parquet file ``path`` (atomically, on ``close``) exactly as
+    ``pq.write_table(itemset_table(all of them, ...))`` writes the whole table: the same
+    schema and metadata, row groups of ``ROW_GROUP`` rows, so the file is byte-identical to
+    the in-memory result written with ``clusterlab mine -o``. At most one row group waits in
+    memory. ``labels``: the item labels (ids index them) or None; ``info``: the table's
+    metadata after ``n_transactions`` (``itemset_table``'s keywords, in its order).
+
+    >>> import tempfile, os, pyarrow.parquet as pq
+    >>> from clusterlab.mining.result import itemset_table
+    >>> d = tempfile.mkdtemp()
+    >>> w = CanonicalWriter(os.path.join(d, "a.parquet"), 4, None, algorithm="x")
+    >>> w.write(np.array([0, 1, 2], dtype=np.int64), np.array([1, 2], dtype=np.uint32), np.array([3, 2], dtype=np.uint64))
+    >>> w.write(np.array([0, 2], dtype=np.int64), np.array([1, 2], dtype=np.uint32), np.array([2], dtype=np.uint64))
+    >>> w.close()["itemsets"]
+    3
+    >>> t = itemset_table(np.array([0, 1, 2, 4], dtype=np.int64), np.array([1, 2, 1, 2], dtype=np.uint32),
+    ...                   np.array([3, 2, 2], dtype=np.uint64), 4, algorithm="x")
+    >>> pq.write_table(t, os.path.join(d, "b.parquet"))
+    >>> open(os.path.join(d, "a.parquet"), "rb").read() == open(os.path.join(d, "b.parquet"), "rb").read()
+    True
+    """
+
+    def __init__(self, path, n_transactions: int, labels=None, **info):
+        import contextlib
+
+        from clusterlab._atomic import atomic_path
+
+        self.n_transactions, self.labels, self.info = int(n_transactions), labels, info
+        self._stack = contextlib.ExitStack()
+        self._tmp = self._stack.enter_context(atomic_path(path))
+        self._writer = None
+        self._pending: list = []  # (offsets from 0, items, counts) pieces
+        self._rows = 0
+        self.itemsets = 0
+        self.row_groups = 0
+        self.lengths = np.zeros(1, dtype=np.int64)
+
+    def write(self, offsets: np.ndarray, items: np.ndarray, counts: np.ndarray) -> None:
+        """Append itemsets (CSR: ``offsets`` int64 from any start, ``items`` uint32 ids,
+        ``counts``), which follow everything written before in canonical order."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        n = offsets.size - 1
+        if n <= 0:
+            return
+        base = int(offsets[0])
+        self._pending.append((offsets - base, np.asarray(items[base:int(offsets[-1])], dtype=np.uint32),
+                              np.asarray(counts, dtype=np.uint64)))
+        self._rows += n
+        self.itemsets += n
+        lens = np.bincount(np.diff(offsets))
+        if lens.size > self.lengths.size:
+            lens[:self.lengths.size] += self.lengths
+            self.lengths = lens
+        else:
+            self.lengths[:lens.size] += lens
+        while self._rows >= ROW_GROUP:
+            self._flush(ROW_GROUP)
+
+    def _flush(self, rows: int) -> None:
+        """Write the first ``rows`` pending itemsets as one row group."""
+        import pyarrow.parquet as pq
+
+        from clusterlab.mining.result import itemset_table
+
+        offs, its, cnts = [np.zeros(1, dtype=np.int64)], [], []
+        base = taken = 0
+        rest: list = []
+        for i, (o, it, c) in enumerate(self._pending):
+            n = o.size - 1
+            if taken + n > rows:  # split this piece: the rest stays pending
+                m = rows - taken
+                cut = int(o[m])
+                if m:
+                    offs.append(o[1:m + 1] + base)
+                    its.append(it[:cut])
+                    cnts.append(c[:m])
+                rest = [(o[m:] - cut, it[cut:], c[m:])] + self._pending[i + 1:]
+                taken = rows
+                break
+            offs.append(o[1:] + base)
+            its.append(it)
+            cnts.append(c)
+            base += int(o[-1])
+            taken += n
+            if taken == rows:
+                rest = self._pending[i + 1:]
+                break
+        self._pending = rest
+        self._rows -= taken
+        table = itemset_table(np.concatenate(offs), np.concatenate(its) if its else np.zeros(0, np.uint32),
+                              np.concatenate(cnts) if cnts else np.zeros(0, np.uint64), self.n_transactions,
+                              self.labels, **self.info)
+        del offs, its, cnts
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._tmp, table.schema)
+        self._writer.write_table(table)
+        if table.num_rows:
+            self.row_groups += 1
+
+    def close(self) -> dict:
+        """Write what is pending, close the file (it replaces ``path``); a summary."""
+        try:
+            if self._rows or self._writer is None:
+                self._flush(self._rows)  # (nothing at all: one empty table, as write_table writes it)
+            self._writer.close()
+        except BaseException as e:
+            self.abort(e)
+            raise
+        self._stack.close()
+        lengths = self.lengths
+        return {"itemsets": self.itemsets, "row_groups": self.row_groups,
+                "itemsets_by_length": {int(k): int(v) for k, v in enumerate(lengths) if v}}
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """Close without keeping anything (the temporary file is removed)."""
+        import contextlib
+
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            self._writer = None
+        err = exc if exc is not None else RuntimeError("aborted")
+        with contextlib.suppress(BaseException):
+            self._stack.__exit__(type(err), err, err.__traceback__)
+
+
 # ---- association rules from an itemset Parquet file, out of core ---------------------------
 
 #: Multipliers of the bucket hash (the powers of an odd 64-bit constant).
@@ -228,29 +363,54 @@ class _Spill:
                     self.bytes += part.nbytes
             start = end
 
-    def load(self, kind: str, bucket: int, length: int, dtype, width: int | None = None) -> np.ndarray:
-        """What was appended (and forget it): rows of ``width`` values, or a flat array."""
+    def load(self, kind: str, bucket: int, length: int, dtype, width: int | None = None,
+             keep: bool = False) -> np.ndarray:
+        """What was appended (and forget it unless ``keep``): rows of ``width`` values, or a flat array."""
         p = self.path(kind, bucket, length)
         if not os.path.exists(p):
             return np.zeros(0 if width is None else (0, width), dtype=dtype)
         a = np.fromfile(p, dtype=dtype)
-        os.unlink(p)
+        if not keep:
+            os.unlink(p)
         return a if width is None else a.reshape(-1, width)
 
 
+def _bits(masks: np.ndarray, width: int) -> np.ndarray:
+    """(n, width) booleans: bit j of each mask."""
+    return ((masks[:, None] >> np.arange(width, dtype=np.uint64)) & np.uint64(1)).astype(bool)
+
+
+def _split(rows: np.ndarray, masks: np.ndarray, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """(antecedents, consequents) of itemset rows (n, m) split by masks of j bits: the items
+    not in the mask and those in it, each in the row's (ascending) order."""
+    n, m = rows.shape
+    bits = _bits(masks, m)
+    return rows[~bits].reshape(n, m - j), rows[bits].reshape(n, j)
+
+
 def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift: float | None = None,
-                     memory: int | None = None, progress=None, n_transactions: int | None = None) -> dict:
-    """Association rules with one-item consequents of the itemset Parquet file
-    ``itemsets_path`` (all frequent itemsets, in any row order: ``mine_to_parquet``'s or
-    ``mine()``'s written out), written to the Parquet file ``path`` (atomically) without
-    holding the itemsets or the rules in memory.
+                     memory: int | None = None, progress=None, n_transactions: int | None = None,
+                     consequents: str = "single") -> dict:
+    """Association rules of the itemset Parquet file ``itemsets_path`` (all frequent
+    itemsets, in any row order: ``mine_to_parquet``'s or ``mine()``'s written out), written to
+    the Parquet file ``path`` (atomically) without holding the itemsets or the rules in
+    memory. ``consequents``: ``"single"`` (one-item consequents) or ``"multi"`` (any; see
+    below).
 
     The itemsets and every rule's antecedent (an itemset less one item) are spilled into
     hash buckets on disk (a temporary directory beside ``path``), sized so that one bucket of
     one length fits a small part of ``memory``; each bucket's antecedents are then matched to
     their itemsets' counts by sorting, and the rules that pass ``min_confidence`` (and
     ``min_lift``) are written as row groups. The rows, columns and metadata are ``rules()``'s
-    (``consequents="single"``) on the same itemsets, in another order. ``memory`` (bytes):
+    (of the same ``consequents``) on the same itemsets, in another order.
+
+    ``"multi"`` grows the consequents level by level as ``rules()`` does, on disk: round j
+    spills every itemset's candidate consequents of j items (round 1: each item) by the
+    bucket of their antecedent and matches them; the rules that pass are spilled again by the
+    bucket of their consequent (its count, for lift) and by the bucket of their itemset, where
+    a consequent of j + 1 items becomes a candidate when all of its j-item subsets passed
+    (confidence only drops as an item moves to the consequent, so no rule is lost). The
+    itemsets stay spilled by bucket for every round. ``memory`` (bytes):
     the run stops with an error naming it once this process's resident memory passes it.
     ``progress(rules, seconds, rss_bytes)`` is called after every row group. Returns a
     summary: ``rules``, ``itemsets``, ``buckets``, ``spilled_bytes``, ``row_groups``,
@@ -270,7 +430,8 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
         rules_n_transactions,
     )
 
-    check_rule_args(min_confidence, min_lift)
+    check_rule_args(min_confidence, min_lift, consequents)
+    multi = consequents == "multi"
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
                                or memory < MIN_MEMORY):
         raise ConfigError(f"memory must be at least {MIN_MEMORY >> 20} MiB (the interpreter alone takes ~170 MB), "
@@ -362,7 +523,7 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                             ("consequent", pa.large_list(value_type if labelled else pa.uint32())),
                             ("count", pa.int64()), ("support", pa.float64()), ("confidence", pa.float64()),
                             ("lift", pa.float64()), ("leverage", pa.float64()), ("conviction", pa.float64())],
-                           metadata=rule_metadata(n, min_confidence, min_lift, "single"))
+                           metadata=rule_metadata(n, min_confidence, min_lift, consequents))
     state = {"rules": 0, "row_groups": 0}
     directory = os.path.dirname(os.path.abspath(os.fspath(path)))
     with tempfile.TemporaryDirectory(prefix=".rules-", dir=directory) as tmpdir, atomic_path(path) as tmp:
@@ -379,7 +540,15 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                 rows = np.sort(codes[offsets[sel][:, None] + np.arange(k)], axis=1)
                 if k + 1 < per_length.size:  # the longest itemsets are no rule's antecedent
                     spill.append("I", _bucket_of(rows, n_buckets), n_buckets, k, rows, counts[sel])
-                if k >= 2:
+                if k >= 2 and multi:  # round 1's candidates: (itemset, one-item mask), by antecedent
+                    if k > 64:
+                        raise ConfigError(f"itemset of length {k} is too long for rule generation (at most 64 items)")
+                    z = np.repeat(rows, k, axis=0)
+                    masks = np.tile(np.uint64(1) << np.arange(k, dtype=np.uint64), rows.shape[0])
+                    ante, _ = _split(z, masks, 1)
+                    spill.append("C", _bucket_of(ante, n_buckets), n_buckets, k, z, masks,
+                                 np.repeat(counts[sel], k))
+                elif k >= 2:
                     cols = np.arange(k)
                     ante = np.concatenate([rows[:, cols != p] for p in range(k)])
                     cons = np.concatenate([rows[:, p] for p in range(k)])
@@ -401,8 +570,86 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                 if progress is not None:
                     progress(state["rules"], time.perf_counter() - t0, rss)
 
+        def emit(ante, cons, rc, ac, cc):
+            """Rules (antecedent and consequent code rows) out, a row group at a time."""
+            a_vals, c_vals = ante.ravel(), cons.ravel()
+            a_vals = vocab.take(numpy_array(a_vals)) if labelled else numpy_array(ids[a_vals])
+            c_vals = vocab.take(numpy_array(c_vals)) if labelled else numpy_array(ids[c_vals])
+            a_off = np.arange(0, (rc.size + 1) * ante.shape[1], ante.shape[1], dtype=np.int64)
+            c_off = np.arange(0, (rc.size + 1) * cons.shape[1], cons.shape[1], dtype=np.int64)
+            table = rule_table(list_array(a_off, a_vals), list_array(c_off, c_vals), rc, ac, cc, n, min_lift)
+            for batch in table.to_batches():
+                pending.append(batch)
+                pending_rows[0] += batch.num_rows
+            state["rules"] += table.num_rows
+            if pending_rows[0] >= CHUNK:
+                flush()
+            check_memory()
+
+        def counts_of(rows, b):
+            """The counts of itemset rows (all of one length) in bucket b: the spilled itemsets'."""
+            k = rows.shape[1]
+            sets = spill.load("I0", b, k, np.uint32, k, keep=True)
+            at = _match(sets, rows)
+            if (at < 0).any():
+                miss = rows[np.flatnonzero(at < 0)[0]]
+                shown = (vocab.take(numpy_array(miss)).to_pylist() if labelled else ids[miss].tolist())
+                raise ConfigError(f"{itemsets_path}: itemset {shown} (a subset of a frequent itemset) is "
+                                  "missing: rules need all frequent itemsets (target all, min_len 1)")
+            return spill.load("I1", b, k, np.uint64, keep=True)[at]
+
         try:
-            for b in range(n_buckets):
+            for j in range(1, per_length.size - 1) if multi else ():  # round j: consequents of j items
+                for b in range(n_buckets):  # the candidates' antecedents' counts; the passing rules on
+                    for m in range(j + 1, per_length.size):
+                        z = spill.load("C0", b, m, np.uint32, m)
+                        if z.shape[0] == 0:
+                            continue
+                        masks = spill.load("C1", b, m, np.uint64)
+                        rc = spill.load("C2", b, m, np.uint64)
+                        ante, cons = _split(z, masks, j)
+                        ac = counts_of(ante, b)
+                        keep = np.flatnonzero(rc.astype(np.float64) / ac.astype(np.float64) >= min_confidence)
+                        if keep.size == 0:
+                            continue
+                        z, masks, rc, ac, cons = z[keep], masks[keep], rc[keep], ac[keep], cons[keep]
+                        spill.append("P", _bucket_of(cons, n_buckets), n_buckets, m, z, masks, rc, ac)
+                        if m > j + 1:
+                            spill.append("N", _bucket_of(z, n_buckets), n_buckets, m, z, masks, rc)
+                        check_memory()
+                for b in range(n_buckets):  # the passing rules' consequents' counts: rules out
+                    for m in range(j + 1, per_length.size):
+                        z = spill.load("P0", b, m, np.uint32, m)
+                        if z.shape[0] == 0:
+                            continue
+                        masks = spill.load("P1", b, m, np.uint64)
+                        rc = spill.load("P2", b, m, np.uint64)
+                        ac = spill.load("P3", b, m, np.uint64)
+                        ante, cons = _split(z, masks, j)
+                        emit(ante, cons, rc, ac, counts_of(cons, b))
+                more = 0
+                for b in range(n_buckets):  # next round's candidates: all j-item subsets passed
+                    for m in range(j + 2, per_length.size):
+                        z = spill.load("N0", b, m, np.uint32, m)
+                        if z.shape[0] == 0:
+                            continue
+                        masks = spill.load("N1", b, m, np.uint64)
+                        rc = spill.load("N2", b, m, np.uint64)
+                        src, bit = np.nonzero(~_bits(masks, m))
+                        grown = masks[src] | (np.uint64(1) << bit.astype(np.uint64))
+                        keys = _as_keys(np.concatenate([z[src], grown.view(np.uint32).reshape(-1, 2)], axis=1))
+                        _, first, times = np.unique(keys, return_index=True, return_counts=True)
+                        first = first[times == j + 1]
+                        if first.size == 0:
+                            continue
+                        z, grown, rc = z[src[first]], grown[first], rc[src[first]]
+                        ante, _ = _split(z, grown, j + 1)
+                        spill.append("C", _bucket_of(ante, n_buckets), n_buckets, m, z, grown, rc)
+                        more += first.size
+                        check_memory()
+                if more == 0:
+                    break
+            for b in range(n_buckets) if not multi else ():
                 for k in range(1, per_length.size - 1):
                     ante = spill.load("R0", b, k, np.uint32, k)
                     if ante.shape[0] == 0:

@@ -280,6 +280,21 @@ pub fn mine_group(paths: Paths, n_pos: usize, in_group: &[bool], min_count: u64,
 /// decide which `(y, x)` pairs are worth intersecting, as the sequential Eclat does; the
 /// classes below are extended depth first. `max_len` 0 means unlimited.
 pub fn mine_group_vertical(streams: &[&[u32]], n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize) -> Result<Mined, String> {
+    let mut all = None;
+    mine_group_vertical_chunked(streams, n_pos, in_group, min_count, max_len, usize::MAX, &mut |m| {
+        all = Some(m);
+        true
+    })?;
+    Ok(all.unwrap_or_default())
+}
+
+/// `mine_group_vertical` handing its itemsets to `sink` as it goes: whenever at least
+/// `chunk` of them are held, before the next top-level item, and the rest at the end (one
+/// hand-over, possibly empty, when `chunk` is `usize::MAX`). `sink` returning false stops
+/// the kernel (then `Ok(false)`).
+pub fn mine_group_vertical_chunked(
+    streams: &[&[u32]], n_pos: usize, in_group: &[bool], min_count: u64, max_len: usize, chunk: usize, sink: &mut dyn FnMut(Mined) -> bool,
+) -> Result<bool, String> {
     use super::vertical::{count_pairs, TidLists};
     let paths = decode_streams(streams, n_pos)?;
     let mut offsets = Vec::with_capacity(paths.spans.len() + 1);
@@ -309,6 +324,9 @@ pub fn mine_group_vertical(streams: &[&[u32]], n_pos: usize, in_group: &[bool], 
         if !in_group[x] || item_counts[x] < min_count {
             continue;
         }
+        if out.counts.len() >= chunk && !sink(std::mem::replace(&mut out, Mined { offsets: vec![0], ..Default::default() })) {
+            return Ok(false);
+        }
         out.push(&[x as u32], item_counts[x]);
         if max_len < 2 {
             continue;
@@ -335,7 +353,7 @@ pub fn mine_group_vertical(streams: &[&[u32]], n_pos: usize, in_group: &[bool], 
         prefix.push(x as u32);
         grow(&mut prefix, &class, min_count, max_len, &mut out);
     }
-    Ok(out)
+    Ok(sink(out))
 }
 
 /// Depth-first: each member of the class extends the prefix, and its class is its
@@ -431,6 +449,37 @@ mod tests {
         }
         assert!(decode_streams(&[&[3, 1, 2]], 9).is_err());
         assert!(decode_streams(&[&[2, 5, 1]], 9).is_err());
+    }
+
+    #[test]
+    fn chunked_hand_overs_are_the_whole_result_in_order() {
+        let txs: Vec<Vec<u32>> = (0..300u32).map(|i| (0..10u32).filter(|j| (i * 3 + j * 11 + i / 5) % 5 < 3).collect()).collect();
+        let b = crate::Baskets::from_lists(&txs);
+        let streams = group_transactions(&b.offsets, &b.items, &[0; 10], 1);
+        let in_group = vec![true; 10];
+        let whole = mine_group_vertical(&[&streams[0]], 10, &in_group, 20, 0).unwrap();
+        for chunk in [1usize, 7, 1000] {
+            let mut parts = Vec::new();
+            let done = mine_group_vertical_chunked(&[&streams[0]], 10, &in_group, 20, 0, chunk, &mut |m| {
+                parts.push(m);
+                true
+            })
+            .unwrap();
+            assert!(done && parts.len() > 1 || chunk == 1000);
+            assert!(parts[..parts.len() - 1].iter().all(|m| m.counts.len() >= chunk));
+            let (mut items, mut counts) = (Vec::new(), Vec::new());
+            for m in &parts {
+                items.extend_from_slice(&m.items);
+                counts.extend_from_slice(&m.counts);
+            }
+            assert_eq!((items, counts), (whole.items.clone(), whole.counts.clone()), "chunk={chunk}");
+        }
+        let mut calls = 0;
+        let stopped = mine_group_vertical_chunked(&[&streams[0]], 10, &in_group, 20, 0, 1, &mut |_| {
+            calls += 1;
+            false
+        });
+        assert_eq!((stopped, calls), (Ok(false), 1));
     }
 
     #[test]

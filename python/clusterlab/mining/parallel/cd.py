@@ -32,9 +32,9 @@ import time
 import numpy as np
 
 from clusterlab import _core
+from clusterlab.mining.parallel.outofcore import Levels
 from clusterlab.mining.parallel.passes import (
     allreduce_sum,
-    assemble,
     dense_pairs_ok,
     first_pass,
     global_pairs,
@@ -43,13 +43,14 @@ from clusterlab.mining.parallel.passes import (
 )
 
 
-def mine(comm, baskets, min_support, config, stats):
-    """Returns ``(offsets, items, counts, n_transactions)`` of all frequent itemsets on every rank."""
+def mine(comm, baskets, min_support, config, stats, out=None):
+    """Returns ``(offsets, items, counts, n_transactions)`` of all frequent itemsets on every
+    rank; with ``out`` (``outofcore.RankOutput``) each pass's go to it instead (see ``hpa.mine``)."""
     fp = first_pass(comm, baskets, min_support, stats)
     freq, fcounts, n_tx, min_count, offsets, ranks = (fp.items, fp.counts, fp.n_transactions, fp.min_count,
                                                       fp.offsets, fp.ranks)
     del fp  # the transactions are held once (a pass's shrink frees the old ones)
-    levels = [(np.arange(freq.size, dtype=np.uint32), fcounts)]
+    levels = Levels(freq, fcounts, n_tx, min_count, out)
     tidlists = None
     k = 2
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
@@ -93,7 +94,7 @@ def mine(comm, baskets, min_support, config, stats):
             break
         levels.append((large_flat, large_counts))
         k += 1
-    return assemble(levels, freq, n_tx)
+    return levels.result()
 
 
 def _count_by_trie(comm, k, prev, offsets, ranks, n_items, min_count, config, row):

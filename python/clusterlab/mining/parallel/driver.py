@@ -59,6 +59,7 @@ class ParallelRun:
     where: str
     job_s: float = 0.0
     wall_s: float = 0.0
+    streamed: dict | None = None  # run with output=: what rank 0 wrote (``outofcore.RankOutput.close``)
 
     @property
     def time_split(self) -> dict:
@@ -252,10 +253,14 @@ def warm_up() -> None:
 
 
 def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | None = None,
-             format: str | None = None, shared_process: bool = False, record: str | None = None):
+             format: str | None = None, shared_process: bool = False, record: str | None = None,
+             output: str | None = None, memory: int | None = None):
     """What one rank runs. Returns ``(table, passes, ranks)`` on rank 0 and ``(None, None,
     None)`` elsewhere (see ``ParallelRun`` for the fields). ``record``: a directory where every
-    rank writes the log of its computation gaps and messages, for ``replay_parallel``."""
+    rank writes the log of its computation gaps and messages, for ``replay_parallel``.
+    ``output``: rank 0 writes the itemsets to this Parquet file as they are found and each
+    rank keeps within ``memory`` bytes (``outofcore``); the table is then empty and its
+    metadata carries the summary under ``STREAMED_KEY``."""
     config = config or ParallelConfig()
     config.check()
     check_algorithm(algorithm, config)
@@ -273,9 +278,21 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     extra = {}
     if config.rescan:  # HPA reads its share again every pass (seed 000/001), through this reader
         extra["rescan"] = lambda: read_rank_baskets(path, comm.rank, comm.size, format)
-    offsets, items, counts, n_tx = REGISTRY[algorithm](traced, baskets, min_support, config, stats, **extra)
     labels = baskets.labels
-    del baskets
+    out = None
+    if output is not None:
+        from clusterlab.mining.parallel.outofcore import RankOutput
+
+        out = extra["out"] = RankOutput(traced, output, memory, labels, algorithm, config.max_len or None,
+                                        config.timeout, shared_process)
+    try:
+        offsets, items, counts, n_tx = REGISTRY[algorithm](traced, baskets, min_support, config, stats, **extra)
+        del baskets
+        streamed = out.close() if out is not None else None
+    except BaseException as e:
+        if out is not None:
+            out.abort(e)
+        raise
     me = np.array([_peak_rss(), t_read, time.process_time() - cpu0, time.perf_counter() - t0, csr_bytes],
                   dtype=np.float64)
     if record is not None:
@@ -307,7 +324,15 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
                        "ranks": ranks}, f, indent=1)
     table = itemsets_table(offsets, items, counts, n_tx, algorithm, min_count_of(min_support, n_tx),
                            config.max_len or None, labels)
+    if streamed is not None:
+        import json
+
+        table = table.replace_schema_metadata({**table.schema.metadata, STREAMED_KEY: json.dumps(streamed).encode()})
     return table, passes, ranks
+
+
+#: The table's metadata key of a run streamed to a file: what rank 0 wrote (JSON).
+STREAMED_KEY = b"clusterlab.streamed"
 
 
 def run_rank(comm, path, algorithm: str, min_support, config: ParallelConfig | None = None,
@@ -322,13 +347,14 @@ def run_rank(comm, path, algorithm: str, min_support, config: ParallelConfig | N
     return table, passes
 
 
-def rank_job(comm, path, algorithm, min_support, config: dict, format=None, record=None):
+def rank_job(comm, path, algorithm, min_support, config: dict, format=None, record=None, output=None, memory=None):
     """Module-level entry of launched ranks (arguments arrive as JSON): rank 0 returns the
     result as Arrow IPC bytes (nothing is pickled), the others None; an input error every rank
     agreed on comes back as its record (no rank prints a traceback for it)."""
     try:
         table, passes, ranks = rank_run(comm, path, algorithm, min_support, ParallelConfig(**config), format,
-                                        shared_process=comm.shares_process, record=record)
+                                        shared_process=comm.shares_process, record=record, output=output,
+                                        memory=memory)
     except ClusterlabError as e:
         if not getattr(e, "agreed_by_ranks", False):
             raise  # one rank's own failure: the launcher names that rank
@@ -358,7 +384,7 @@ def _cluster_or_job(cluster):
 
 def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_support=0.01, cluster=None,
                  config: ParallelConfig | None = None, transport=None, format: str | None = None,
-                 record: str | None = None, **options) -> ParallelRun:
+                 record: str | None = None, output=None, memory: int | None = None, **options) -> ParallelRun:
     """Mine ``path`` in parallel on ``cluster``; returns a ``ParallelRun``.
 
     ``cluster``: where the ranks run, a ``clusterlab.cluster.Cluster``: ``Local()`` (one
@@ -371,7 +397,11 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     min/max and their per-rank jitter). ``format``: the input format (default: by extension;
     see ``read_baskets``). ``record``: a directory where each rank writes what it computed when
     and which messages it sent (``rank{r}.json``; rank 0 also ``job.json``), for
-    ``replay_parallel``. Other keywords go to ``cluster.run`` (``timeout``...).
+    ``replay_parallel``. ``output``: rank 0 writes the itemsets to this Parquet file as they
+    are found, byte-identical to the in-memory table written with ``pq.write_table``, and
+    ``memory`` (bytes, at least ``mining.stream.MIN_MEMORY``; needs ``output``) bounds each
+    rank's process (``outofcore``); the run's ``table`` is then empty and ``streamed`` says
+    what was written. Other keywords go to ``cluster.run`` (``timeout``...).
     """
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown parallel algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -379,6 +409,7 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     config.check()
     check_algorithm(algorithm, config)
     min_count_of(min_support, 1)  # a bad min_support fails here, not in every rank
+    output, memory = _check_output(output, memory)
     cluster = _cluster_or_job(cluster)
     if cluster.size is not None:  # this process is one rank of the job: every rank mines
         if nodes not in (None, 1, cluster.size):
@@ -386,7 +417,8 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
         check_input(path, cluster.size, format)
         t0 = time.perf_counter()
         table, passes, ranks = cluster.run(rank_run, None, path, algorithm, min_support, config, format,
-                                           kwargs={"record": record}, transport=transport)[0]
+                                           kwargs={"record": record, "output": output, "memory": memory},
+                                           transport=transport)[0]
         return _finish(table, passes, ranks, algorithm, cluster.size, cluster.name, time.perf_counter() - t0,
                        launched=True)
     nodes = 1 if nodes is None else nodes
@@ -398,7 +430,7 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     if record is not None:
         record = os.path.abspath(os.fspath(record))
     results = cluster.run(rank_job, nodes, os.fspath(path), algorithm, min_support, config.as_dict(), fmt, record,
-                          transport=transport, **options)
+                          output, memory, transport=transport, **options)
     first = results[0]
     if isinstance(first, dict):
         raise error_from_record(first)
@@ -414,7 +446,33 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
 CPU_BOUND_SHARE = 0.9
 
 
+def _check_output(output, memory):
+    """``run_parallel``'s ``output`` (absolute: rank 0 may run elsewhere) and ``memory``, checked."""
+    from clusterlab.mining.stream import MIN_MEMORY
+
+    if memory is not None:
+        if isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < MIN_MEMORY:
+            raise ConfigError(f"memory must be at least {MIN_MEMORY >> 20} MiB (the interpreter alone takes ~170 MB), "
+                              f"got {memory!r}")
+        if output is None:
+            raise ConfigError("memory bounds a run streamed to a file: give output (a .parquet path)")
+        memory = int(memory)
+    if output is not None:
+        from clusterlab._atomic import check_writable
+
+        output = os.path.abspath(os.fspath(output))
+        check_writable(output)
+    return output, memory
+
+
 def _finish(table, passes, ranks, algorithm, nodes, where, wall, launched: bool = False) -> ParallelRun:
+    streamed = None
+    if table is not None and STREAMED_KEY in (table.schema.metadata or {}):
+        import json
+
+        meta = dict(table.schema.metadata)
+        streamed = json.loads(meta.pop(STREAMED_KEY))
+        table = table.replace_schema_metadata(meta)
     job = max((r["job_s"] for r in ranks), default=0.0) if ranks else 0.0
     if not launched and passes:  # every rank ran on this machine (threads, loopback or a testbed)
         # CPU-bound: the ranks kept the cores busy themselves, or the machine was loaded with
@@ -423,7 +481,7 @@ def _finish(table, passes, ranks, algorithm, nodes, where, wall, launched: bool 
         contended = os.getloadavg()[0] >= cores
         for p in passes:
             p["cpu_bound"] = bool(contended or p.get("cpu_cores_busy", 0.0) >= CPU_BOUND_SHARE * cores)
-    return ParallelRun(table, passes, ranks, algorithm, nodes, where, job, wall)
+    return ParallelRun(table, passes, ranks, algorithm, nodes, where, job, wall, streamed)
 
 
 def mine_parallel(path, nodes: int = 2, algorithm: str = "hpa", min_support=0.01, cluster=None,

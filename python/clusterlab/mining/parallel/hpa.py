@@ -49,10 +49,10 @@ import numpy as np
 
 from clusterlab import _core
 from clusterlab.comm.errors import CommTimeout, ProtocolError
+from clusterlab.mining.parallel.outofcore import Levels
 from clusterlab.mining.parallel.passes import (
     allgather_large,
     allreduce_sum,
-    assemble,
     canonical_level,
     dense_pairs_ok,
     first_pass,
@@ -205,16 +205,18 @@ def _rescanned(rescan, freq: np.ndarray, prev, k: int, row: dict):
     return offsets, ranks
 
 
-def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=None):
+def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=None, out=None):
     """Run HPA on this rank's ``baskets``. Returns the frequent itemsets of all ranks
     ``(offsets, items, counts, n_transactions)`` in canonical order (every rank gets them).
     ``rescan``: a function reading this rank's share again (``ParallelConfig.rescan``): every
-    pass after the first starts from a fresh read (its time is the pass's ``t_scan``)."""
+    pass after the first starts from a fresh read (its time is the pass's ``t_scan``).
+    ``out``: an ``outofcore.RankOutput``: each pass's large itemsets go to it as the pass
+    ends, only the last pass's are kept, and the arrays returned are empty."""
     fp = first_pass(comm, baskets, min_support, stats)
     freq, fcounts, n_tx, min_count, offsets, ranks = (fp.items, fp.counts, fp.n_transactions, fp.min_count,
                                                       fp.offsets, fp.ranks)
     del fp  # the transactions are held once (a pass's shrink frees the old ones)
-    levels = [(np.arange(freq.size, dtype=np.uint32), fcounts)]
+    levels = Levels(freq, fcounts, n_tx, min_count, out)
     # Descending-frequency position of each frequent item (HPA-ELD picks the hottest items).
     freq_pos = np.empty(freq.size, dtype=np.uint32)
     freq_pos[np.lexsort((np.arange(freq.size), -fcounts.astype(np.int64)))] = np.arange(freq.size, dtype=np.uint32)
@@ -241,7 +243,7 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=No
         row["t_scan"] += time.perf_counter() - t
         stats.end(row)
         if large_counts.size == 0:
-            return assemble(levels, freq, n_tx)
+            return levels.result()
         levels.append((large_flat, large_counts))
         k = 3
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
@@ -353,6 +355,6 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=No
             break
         levels.append((large_flat, large_counts))
         k += 1
-    return assemble(levels, freq, n_tx)
+    return levels.result()
 
 

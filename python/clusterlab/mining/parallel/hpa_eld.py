@@ -22,6 +22,6 @@ from __future__ import annotations
 from clusterlab.mining.parallel import hpa
 
 
-def mine(comm, baskets, min_support, config, stats, rescan=None):
+def mine(comm, baskets, min_support, config, stats, rescan=None, out=None):
     """HPA with duplicated extremely large candidates; returns what ``hpa.mine`` returns."""
-    return hpa.mine(comm, baskets, min_support, config, stats, eld=True, rescan=rescan)
+    return hpa.mine(comm, baskets, min_support, config, stats, eld=True, rescan=rescan, out=out)

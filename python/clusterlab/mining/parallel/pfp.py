@@ -40,9 +40,12 @@ def work_groups(flist_counts: np.ndarray, avg_len: float, n_groups: int) -> np.n
     return group
 
 
-def mine(comm, baskets, min_support, config, stats):
+def mine(comm, baskets, min_support, config, stats, out=None):
     """Returns ``(offsets, items, counts, n_transactions)``: all frequent itemsets on rank 0
-    (in canonical order); other ranks return empty arrays."""
+    (in canonical order); other ranks return empty arrays. With ``out`` (an
+    ``outofcore.RankOutput``) each rank spills its own itemsets as its kernel finds them, in
+    sorted runs, and rank 0 merges them into ``out`` instead of gathering them (every rank
+    returns empty arrays)."""
     P, me = comm.size, comm.rank
     fp = first_pass(comm, baskets, min_support, stats, order="support", min_len=1)
     flist, fcounts, n_tx, min_count = fp.items, fp.counts, fp.n_transactions, fp.min_count
@@ -66,6 +69,44 @@ def mine(comm, baskets, min_support, config, stats):
     row["t_send"] = time.perf_counter() - t
     t = time.perf_counter()
     received = [as_array(r, np.uint32) for r in received]
+    if out is not None:  # each chunk sorted and spilled as found; rank 0 merges all ranks' runs
+        from clusterlab.mining.parallel.outofcore import OverBound, SortedRuns, merge_runs
+
+        out.begin(n_tx, min_count)
+        runs = SortedRuns()
+        try:
+            def take(o, it, c):
+                runs.add(*_core.canonical_itemsets(o, flist[it], c))
+                out.watch()
+
+            if config.pfp_kernel == "vertical":
+                try:
+                    mined = _core.pfp_mine_group_stream(received, flist.size, group == me, min_count, config.max_len,
+                                                        out.chunk, take)
+                except OverBound:  # the check in merge_runs stops every rank, naming this one
+                    mined = 0
+            else:
+                o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len,
+                                                config.pfp_kernel)
+                mined = int(c.size)
+                try:
+                    take(o, it, c)
+                except OverBound:
+                    pass
+                o = it = c = None
+        except BaseException:
+            runs.cleanup()
+            raise
+        received = None
+        row["t_count"] = time.perf_counter() - t
+        t = time.perf_counter()
+        total_mined = int(allreduce_sum(comm, np.array([mined]))[0])
+        merge_runs(comm, out, runs)
+        row["t_sync"] = time.perf_counter() - t
+        row["candidates"] = row["large"] = total_mined
+        row["subsets"] = n_pos
+        stats.end(row)
+        return np.zeros(1, np.int64), np.zeros(0, np.uint32), np.zeros(0, np.uint64), n_tx
     o, it, c = _core.pfp_mine_group(received, flist.size, group == me, min_count, config.max_len, config.pfp_kernel)
     row["t_count"] = time.perf_counter() - t
     t = time.perf_counter()
