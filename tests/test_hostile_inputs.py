@@ -119,7 +119,7 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "--threads": POS_INT, "--format": CHOICE, "--output": UNWRITABLE_FILE, "--min-confidence": UNIT_FLOAT,
             "--min-lift": FLOAT, "--consequents": CHOICE, "--rules-output": UNWRITABLE_FILE,
             "--nodes": POS_INT, "--backend": CHOICE, "--block-size": POS_SIZE, "--partition": CHOICE,
-            "--testbed": ["", "NOPE"], "--memory": POS_SIZE}),
+            "--testbed": ["", "NOPE"], "--memory": POS_SIZE, "--max-dilation": [*FLOAT, "0", "0.5"]}),
         ("demo",): (["demo", "--workdir", "{out}/demo"], {
             "--workdir": UNWRITABLE_DIR, "--transactions": POS_INT, "--nodes": POS_INT, "--min-support": POS_FLOAT}),
         ("bench", "pingpong"): (["bench", "pingpong", "--backend", "inproc", "--np-out", ""], {
@@ -143,6 +143,7 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
                       "data=/nonexistent.dat", "block_size=1e400", "block_size=-1", "rto_min=1e400ms",
                       "rto_min=nan", "tcp=seed=abc", "tcp=nope=1", "nope=1", "monitor_interval=inf",
                       "compute_scale=nan", "algorithm=nope"],
+            "--max-dilation": [*FLOAT, "0", "0.5"],
             "--runs": UNWRITABLE_DIR, "--out": UNWRITABLE_DIR, "--records": UNWRITABLE_DIR}),
         ("experiment", "report"): (["experiment", "report"], {
             "RUN_DIR": ["", "/nonexistent", "@data", "@meta_list", "@meta_dir", "@meta_not_json", "@meta_spec_list",
