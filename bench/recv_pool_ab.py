@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Receive-buffer A/B: this checkout's mesh and another checkout's, on big messages.
+
+Not a test: a measurement. The Rust engine's big payloads (32 KiB and up) come from a bounded
+pool of reused buffers (``crates/clusterlab-net/src/pool.rs``, issue 25's soak) instead of
+glibc's heap with ``CLUSTERLAB_MALLOC_TUNE``'s thresholds; both avoid page-faulting fresh memory
+for each message, and this shows whether the pool costs speed. Per run, each checkout in turn
+(the order swapped every run), through the CLI with ``PYTHONPATH`` set to the checkout's
+``python/`` (the same interpreter, each checkout's own ``_core`` module):
+
+* ``pingpong``: ``clusterlab bench pingpong --sizes 64K:4M`` (best of 3 trials per size; Mbit/s
+  at the powers of two);
+* ``alltoall``: ``clusterlab bench collective --op alltoall -n 8 --sizes 64K:1M`` (us per call,
+  the mean over ranks);
+* ``broadcast``: ``clusterlab bench broadcast --ranks 16 --size 50000 --reps 30`` (seed 000's
+  round, as ``bench/soak.py`` runs it: median seconds per round).
+
+Writes every number per run with ``/proc/loadavg`` before each command, the ratio this / baseline
+per run and its median, both checkouts' commits, and the bench harness's provenance. Run it
+niced beside other jobs; the record says the load.
+
+Usage: ``.venv/bin/python bench/recv_pool_ab.py --baseline /work/main [--runs 3]``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from clusterlab.bench import harness
+
+HERE = Path(__file__).resolve().parent
+THIS = HERE.parent
+
+COMMANDS = {
+    "pingpong": ["bench", "pingpong", "--sizes", "64K:4M", "--np-out", "", "--json"],
+    "alltoall": ["bench", "collective", "--op", "alltoall", "-n", "8", "--sizes", "64K:1M", "--json"],
+    "broadcast": ["bench", "broadcast", "--ranks", "16", "--size", "50000", "--reps", "30", "--json"],
+}
+
+
+def _commit(path: Path) -> dict:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=10).stdout.strip()
+
+    return {"revision": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def _load() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def measure(checkout: Path, what: str) -> dict:
+    """One command on one checkout: {name: number} (higher is better for Mbit/s only)."""
+    env = {**os.environ, "PYTHONPATH": str(checkout / "python")}
+    out = subprocess.run([sys.executable, "-m", "clusterlab", *COMMANDS[what]], env=env, cwd=checkout,
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    if what == "pingpong":
+        rows = json.loads(out)["rows"]
+        return {f"{r['bytes']} B Mbit/s": round(r["mbps"], 1) for r in rows
+                if r["bytes"] & (r["bytes"] - 1) == 0}
+    if what == "alltoall":
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        return {f"{r['bytes']} B us": round(r["avg_us"], 1) for r in rows}
+    res = json.loads(out)
+    secs = [r["seconds"] for r in res["reps"]] if "reps" in res else [r["seconds"] for r in res["rounds"]]
+    return {"round median s": round(statistics.median(secs), 5)}
+
+
+def main() -> int:
+    ap = harness.parser(__doc__, HERE / "results" / "recv_pool_ab.json", repeat=("--runs", 3),
+                        repeat_help="runs (each checkout once per command per run)")
+    ap.add_argument("--baseline", type=Path, required=True, help="the other checkout (e.g. /work/main)")
+    a = ap.parse_args()
+    if not (a.baseline / "python" / "clusterlab").is_dir():
+        ap.exit(2, f"{ap.prog}: --baseline {a.baseline}: no python/clusterlab there\n")
+    bench = harness.start(ap, repeat_flag="--runs", args=a)
+    sides = {"this": THIS, "baseline": a.baseline.resolve()}
+    runs = []
+    for i in range(a.runs):
+        order = list(sides) if i % 2 == 0 else list(sides)[::-1]
+        run: dict = {"order": order}
+        for what in COMMANDS:
+            for side in order:
+                load = _load()
+                vals = measure(sides[side], what)
+                run.setdefault(what, {})[side] = {"load_before": load, **vals}
+                bench.say(f"run {i + 1} {what} {side}: load {load[0]}: {vals}")
+        runs.append(run)
+    summary: dict = {}
+    for what in COMMANDS:
+        keys = [k for k in runs[0][what]["this"] if k != "load_before"]
+        for k in keys:
+            ratios = [r[what]["this"][k] / r[what]["baseline"][k] for r in runs]
+            summary[f"{what} {k}"] = {"this / baseline per run": [round(x, 3) for x in ratios],
+                                      "median": round(statistics.median(ratios), 3)}
+    bench.write({"settings": {"runs": a.runs, "commands": COMMANDS},
+                 "checkouts": {s: {"path": str(p), "git": _commit(p)} for s, p in sides.items()},
+                 "runs": runs, "summary": summary})
+    for k, v in summary.items():
+        print(f"  {k}: this / baseline {v['this / baseline per run']} (median {v['median']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

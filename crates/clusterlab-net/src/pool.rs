@@ -1,0 +1,299 @@
+//! The receive buffers of big payloads (`DIRECT_MIN` bytes and more): a bounded pool.
+//!
+//! Every received message is handed to its caller in a buffer of its own. For big payloads
+//! those buffers come from this pool: anonymous mappings of whole pages, kept when freed and
+//! reused, so a stream of big messages does not page-fault fresh memory for each one. The pool
+//! is bounded and reaches its bound at once: the first time a payload of a new largest size
+//! arrives, the bound becomes two buffers of that size per peer (at most `limit` bytes: a round
+//! of one message from every peer, and the previous round's still held, as a loop
+//! `x = comm.recv(...)` holds the last one while it receives the next), and the pool maps and
+//! touches (`MAP_POPULATE`) buffers up to it there and then. A buffer wanted when
+//! every pooled one is lent out (more messages held at once than the bound covers) is mapped
+//! for the occasion and unmapped when freed: its memory goes back to the kernel. So a rank's
+//! memory for received payloads is the bound, reached during its first big round, plus only
+//! what it holds beyond the bound at that moment, instead of the most it ever held at once
+//! (what glibc's allocator keeps, tuned by `tune_malloc`, when buffers come from the heap).
+//!
+//! Buffers are `Buf`s: a byte slice that gives its memory back to where it came from when
+//! dropped (the pool, the kernel, or the heap for small payloads copied out of the stage).
+
+use std::fmt;
+use std::ops::Deref;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Pooled buffers are whole pages of this size (mmap rounds further on larger pages).
+const PAGE: usize = 4096;
+/// Default most bytes one engine's pool keeps (lent out and idle together).
+pub const POOL_LIMIT: usize = 64 << 20;
+
+/// What a pool holds, for tests and `stats()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// the most bytes the pool keeps (two buffers of the largest payload per peer, at most the limit)
+    pub bound: usize,
+    /// bytes of the pool's buffers, lent out or idle (never above `bound`)
+    pub owned: usize,
+    /// bytes of its idle buffers
+    pub idle: usize,
+    /// buffers mapped beyond the bound (each unmapped when freed), in total
+    pub overflow: u64,
+    /// buffers taken from the pool (reused or new), in total
+    pub taken: u64,
+}
+
+struct Inner {
+    idle: Vec<(usize, usize)>, // (address, capacity) of idle buffers
+    stats: PoolStats,
+}
+
+/// A bounded pool of page-aligned receive buffers, shared by an engine and the buffers it lent
+/// out (which may be freed on any thread).
+pub struct Pool {
+    inner: Mutex<Inner>,
+    limit: usize,
+}
+
+fn map(cap: usize, populate: bool) -> Option<NonNull<u8>> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if populate { libc::MAP_POPULATE } else { 0 };
+    // SAFETY: a new private anonymous mapping; no existing memory is touched.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), cap, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+    if p == libc::MAP_FAILED {
+        None
+    } else {
+        NonNull::new(p as *mut u8)
+    }
+}
+
+fn unmap(addr: usize, cap: usize) {
+    // SAFETY: (addr, cap) is a mapping this module made and nothing references any more.
+    unsafe { libc::munmap(addr as *mut libc::c_void, cap) };
+}
+
+impl Pool {
+    /// A pool that keeps at most `limit` bytes (0: no pool, every buffer comes from the heap).
+    pub fn new(limit: usize) -> Arc<Pool> {
+        Arc::new(Pool { inner: Mutex::new(Inner { idle: Vec::new(), stats: PoolStats::default() }), limit })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let g = self.lock();
+        PoolStats { idle: g.idle.iter().map(|&(_, c)| c).sum(), ..g.stats }
+    }
+
+    /// An empty buffer of capacity at least `n` for a payload from one of `peers` peers.
+    pub fn take(self: &Arc<Self>, n: usize, peers: usize) -> Buf {
+        let cap = n.max(1).div_ceil(PAGE) * PAGE;
+        if self.limit == 0 || cap > self.limit {
+            return Buf::from_vec(Vec::with_capacity(n));
+        }
+        let mut g = self.lock();
+        g.stats.taken += 1;
+        let want = peers.max(1).saturating_mul(2 * cap).min(self.limit);
+        if want > g.stats.bound {
+            // a new largest payload: the bound grows, and the pool fills to it now
+            g.stats.bound = want;
+            while g.stats.owned + cap <= g.stats.bound {
+                let Some(p) = map(cap, true) else { break };
+                g.idle.push((p.as_ptr() as usize, cap));
+                g.stats.owned += cap;
+            }
+        }
+        // the smallest idle buffer that fits
+        let best = g.idle.iter().enumerate().filter(|(_, &(_, c))| c >= n).min_by_key(|(_, &(_, c))| c).map(|(i, _)| i);
+        if let Some(i) = best {
+            let (addr, c) = g.idle.swap_remove(i);
+            return Buf { ptr: NonNull::new(addr as *mut u8).expect("pooled address"), len: 0, cap: c, home: Home::Pool(self.clone()) };
+        }
+        // idle buffers too small for this payload make room for one that fits
+        while g.stats.owned + cap > g.stats.bound {
+            let Some((addr, c)) = g.idle.pop() else { break };
+            unmap(addr, c);
+            g.stats.owned -= c;
+        }
+        if g.stats.owned + cap <= g.stats.bound {
+            if let Some(p) = map(cap, false) {
+                g.stats.owned += cap;
+                return Buf { ptr: p, len: 0, cap, home: Home::Pool(self.clone()) };
+            }
+        } else {
+            g.stats.overflow += 1;
+        }
+        drop(g);
+        match map(cap, false) {
+            Some(p) => Buf { ptr: p, len: 0, cap, home: Home::Mapped },
+            None => Buf::from_vec(Vec::with_capacity(n)),
+        }
+    }
+
+    fn give_back(&self, addr: usize, cap: usize) {
+        let mut g = self.lock();
+        if g.stats.owned <= g.stats.bound {
+            g.idle.push((addr, cap));
+        } else {
+            // cannot happen (owned never exceeds the bound); release rather than keep
+            g.stats.owned -= cap;
+            drop(g);
+            unmap(addr, cap);
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let g = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (addr, cap) in g.idle.drain(..) {
+            unmap(addr, cap);
+        }
+    }
+}
+
+enum Home {
+    Heap,
+    Pool(Arc<Pool>),
+    Mapped,
+}
+
+/// A received payload's bytes: `len` initialised bytes of a buffer of `cap`, given back to
+/// its home (the pool, the kernel or the heap) when dropped.
+pub struct Buf {
+    ptr: NonNull<u8>,
+    len: usize,
+    cap: usize,
+    home: Home,
+}
+
+// SAFETY: a Buf owns its memory exclusively; the pool it returns to is behind a Mutex.
+unsafe impl Send for Buf {}
+unsafe impl Sync for Buf {}
+
+impl Buf {
+    pub fn from_vec(v: Vec<u8>) -> Buf {
+        let mut v = std::mem::ManuallyDrop::new(v);
+        let (len, cap) = (v.len(), v.capacity());
+        Buf { ptr: NonNull::new(v.as_mut_ptr()).expect("vec pointer"), len, cap, home: Home::Heap }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Whether the buffer belongs to a pool (else it goes back to the heap or the kernel).
+    pub fn pooled(&self) -> bool {
+        matches!(self.home, Home::Pool(_))
+    }
+
+    /// The uninitialised tail: where the next bytes go, and how many fit.
+    pub fn spare(&mut self) -> (*mut u8, usize) {
+        // SAFETY: len <= cap, inside the allocation.
+        (unsafe { self.ptr.as_ptr().add(self.len) }, self.cap - self.len)
+    }
+
+    /// Count `n` more bytes as written.
+    ///
+    /// # Safety
+    /// The `n` bytes after the current end were initialised and `len + n <= capacity`.
+    pub unsafe fn advance(&mut self, n: usize) {
+        debug_assert!(self.len + n <= self.cap);
+        self.len += n;
+    }
+
+    pub fn extend_from_slice(&mut self, s: &[u8]) {
+        let (p, room) = self.spare();
+        assert!(s.len() <= room, "Buf overflow");
+        // SAFETY: room checked; the source is another allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s.as_ptr(), p, s.len());
+            self.advance(s.len());
+        }
+    }
+}
+
+impl Deref for Buf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the first len bytes are initialised and owned by this Buf.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl fmt::Debug for Buf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Buf({} of {} bytes, {})", self.len, self.cap, match self.home {
+            Home::Heap => "heap",
+            Home::Pool(_) => "pooled",
+            Home::Mapped => "mapped",
+        })
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        let (addr, cap) = (self.ptr.as_ptr() as usize, self.cap);
+        match std::mem::replace(&mut self.home, Home::Heap) {
+            // SAFETY: ptr/len/cap came from a Vec<u8> (from_vec) that was not freed.
+            Home::Heap => drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.len, self.cap) }),
+            Home::Pool(p) => p.give_back(addr, cap),
+            Home::Mapped => unmap(addr, cap),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_fills_to_its_bound_at_once_and_never_keeps_more() {
+        let pool = Pool::new(4 << 20);
+        let a = pool.take(50_000, 15); // 13 pages each, two per peer: 30 x 53,248 bytes
+        let s = pool.stats();
+        assert_eq!((s.bound, s.owned, s.idle), (30 * 53_248, 30 * 53_248, 29 * 53_248));
+        // holding 35 at once: 30 pooled, 5 mapped beyond the bound
+        let held: Vec<Buf> = (0..34).map(|_| pool.take(50_000, 15)).chain([a]).collect();
+        assert_eq!(held.iter().filter(|b| b.pooled()).count(), 30);
+        assert_eq!(pool.stats().overflow, 5);
+        drop(held);
+        let s = pool.stats();
+        assert_eq!((s.owned, s.idle), (30 * 53_248, 30 * 53_248), "the 5 beyond the bound were unmapped");
+        // a larger payload: the bound grows to the limit, and smaller buffers make room
+        let b = pool.take(200_000, 15);
+        assert!(b.capacity() >= 200_000 && b.pooled());
+        let s = pool.stats();
+        assert_eq!(s.bound, 4 << 20);
+        assert!(s.owned <= s.bound);
+    }
+
+    #[test]
+    fn buffers_hold_what_is_written() {
+        let pool = Pool::new(1 << 20);
+        let mut b = pool.take(40_000, 1);
+        b.extend_from_slice(&[7u8; 100]);
+        let (p, room) = b.spare();
+        assert_eq!(room, b.capacity() - 100);
+        unsafe {
+            std::ptr::write_bytes(p, 9, 10);
+            b.advance(10);
+        }
+        assert_eq!((b.len(), b[99], b[100], b[109]), (110, 7, 9, 9));
+        let v = Buf::from_vec(vec![1, 2, 3]);
+        assert_eq!(&v[..], &[1, 2, 3]);
+        assert!(!Pool::new(0).take(40_000, 4).pooled(), "limit 0: no pool");
+    }
+}
