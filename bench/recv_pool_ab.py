@@ -13,7 +13,13 @@ for each message, and this shows whether the pool costs speed. Per run, each che
 * ``alltoall``: ``clusterlab bench collective --op alltoall -n 8 --sizes 64K:1M`` (us per call,
   the mean over ranks);
 * ``broadcast``: ``clusterlab bench broadcast --ranks 16 --size 50000 --reps 30`` (seed 000's
-  round, as ``bench/soak.py`` runs it: median seconds per round).
+  round, as ``bench/soak.py`` runs it: median seconds per round);
+* ``stream``: rank 0 sends 1000 messages of 1 MiB (and 4000 of 64 KiB) to rank 1, which
+  receives them in a loop ``x = comm.recv(0, 1)`` (``hold 1``) or keeps the last 8
+  (``hold 8``: more than the pool's bound of two per peer); the receiver's minor page faults
+  and CPU seconds (``getrusage``) per message after 20 untimed ones: what the reuse of buffers
+  is for (fresh memory costs ~257 page faults per 1 MiB message), and less swayed by the
+  load than wall time, which is recorded too.
 
 Writes every number per run with ``/proc/loadavg`` before each command, the ratio this / baseline
 per run and its median, both checkouts' commits, and the bench harness's provenance. Run it
@@ -40,7 +46,39 @@ COMMANDS = {
     "pingpong": ["bench", "pingpong", "--sizes", "64K:4M", "--np-out", "", "--json"],
     "alltoall": ["bench", "collective", "--op", "alltoall", "-n", "8", "--sizes", "64K:1M", "--json"],
     "broadcast": ["bench", "broadcast", "--ranks", "16", "--size", "50000", "--reps", "30", "--json"],
+    "stream": [],  # stream_rank, through clusterlab.cluster.local.run
 }
+
+
+def stream_rank(comm, size: int, count: int, hold: int):
+    """Rank 0 streams ``count`` + 20 messages of ``size`` bytes to rank 1, which keeps the last
+    ``hold`` and answers its page faults and CPU seconds per message over the last ``count``."""
+    import collections
+    import resource
+    import time
+
+    import numpy as np
+
+    if comm.rank == 0:
+        block = np.ones(size, dtype=np.uint8)
+        for _ in range(count + 20):
+            comm.send(1, block, 1)
+        comm.recv(1, 2)
+        return None
+    kept: collections.deque = collections.deque(maxlen=hold)
+    for _ in range(20):
+        kept.append(comm.recv(0, 1))
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for _ in range(count):
+        kept.append(comm.recv(0, 1))
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    comm.send(0, b"done", 2)
+    return {"faults per msg": round((r1.ru_minflt - r0.ru_minflt) / count, 2),
+            "cpu us per msg": round((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / count * 1e6, 1),
+            "wall us per msg": round((t1 - t0) / count * 1e6, 1)}
+
+
+STREAMS = [(1 << 20, 1000, 1), (1 << 20, 1000, 8), (1 << 16, 4000, 1)]
 
 
 def _commit(path: Path) -> dict:
@@ -58,6 +96,16 @@ def _load() -> list[float]:
 def measure(checkout: Path, what: str) -> dict:
     """One command on one checkout: {name: number} (higher is better for Mbit/s only)."""
     env = {**os.environ, "PYTHONPATH": str(checkout / "python")}
+    if what == "stream":
+        env["PYTHONPATH"] += os.pathsep + str(HERE)
+        out: dict = {}
+        for size, count, hold in STREAMS:
+            code = ("import json, recv_pool_ab; from clusterlab.cluster.local import run; "
+                    f"print(json.dumps(run(recv_pool_ab.stream_rank, 2, {size}, {count}, {hold}, timeout=300)[1]))")
+            res = json.loads(subprocess.run([sys.executable, "-c", code], env=env, cwd=checkout, capture_output=True,
+                                            text=True, timeout=600, check=True).stdout)
+            out.update({f"{size} B hold {hold} {k}": v for k, v in res.items()})
+        return out
     out = subprocess.run([sys.executable, "-m", "clusterlab", *COMMANDS[what]], env=env, cwd=checkout,
                          capture_output=True, text=True, timeout=600, check=True).stdout
     if what == "pingpong":

@@ -1,18 +1,27 @@
-//! The receive buffers of big payloads (`DIRECT_MIN` bytes and more): a bounded pool.
+//! The receive buffers of big payloads (`DIRECT_MIN` bytes and more): a pool with a floor that
+//! is filled at once and a ceiling.
 //!
 //! Every received message is handed to its caller in a buffer of its own. For big payloads
 //! those buffers come from this pool: anonymous mappings of whole pages, kept when freed and
-//! reused, so a stream of big messages does not page-fault fresh memory for each one. The pool
-//! is bounded and reaches its bound at once: the first time a payload of a new largest size
-//! arrives, the bound becomes two buffers of that size per peer (at most `limit` bytes: a round
-//! of one message from every peer, and the previous round's still held, as a loop
-//! `x = comm.recv(...)` holds the last one while it receives the next), and the pool maps and
-//! touches (`MAP_POPULATE`) buffers up to it there and then. A buffer wanted when
-//! every pooled one is lent out (more messages held at once than the bound covers) is mapped
-//! for the occasion and unmapped when freed: its memory goes back to the kernel. So a rank's
-//! memory for received payloads is the bound, reached during its first big round, plus only
-//! what it holds beyond the bound at that moment, instead of the most it ever held at once
-//! (what glibc's allocator keeps, tuned by `tune_malloc`, when buffers come from the heap).
+//! reused, so a stream of big messages does not page-fault fresh memory for each one (what
+//! glibc's heap with `tune_malloc`'s thresholds did before; it also kept, for good, the most a
+//! rank ever held at once, so a rank's memory rose whenever a round left more blocks waiting
+//! than ever before: issue 25's soak).
+//!
+//! * **The bound**, filled at once: the first time a payload of a new largest size arrives, the
+//!   bound becomes two buffers of that size per peer (a round of one message from every peer,
+//!   and the previous round's still held, as a loop `x = comm.recv(...)` holds the last one
+//!   while it receives the next), at most `limit`, and the pool maps and touches
+//!   (`MAP_POPULATE`) buffers up to it there and then. It keeps them for good.
+//! * **Above the bound**, while more are held or queued at once (the engine reads ahead of a
+//!   stream, up to `ROUND_BUDGET` per connection), the pool maps more and reuses them too, up
+//!   to `limit` bytes in all; once none of them has been needed for `trim_after` (one second),
+//!   the next take or give-back unmaps the idle ones above the bound: that memory goes back to
+//!   the kernel. A buffer wanted beyond `limit` is mapped for the occasion and unmapped when
+//!   freed.
+//!
+//! So a rank's memory for received payloads after its first big round is the bound, plus what
+//! a stream or a burst needs while it lasts (at most `limit`), instead of the most it ever held.
 //!
 //! Buffers are `Buf`s: a byte slice that gives its memory back to where it came from when
 //! dropped (the pool, the kernel, or the heap for small payloads copied out of the stage).
@@ -21,23 +30,28 @@ use std::fmt;
 use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Pooled buffers are whole pages of this size (mmap rounds further on larger pages).
 const PAGE: usize = 4096;
 /// Default most bytes one engine's pool keeps (lent out and idle together).
 pub const POOL_LIMIT: usize = 64 << 20;
+/// Buffers above the bound are unmapped once none has been needed for this long.
+pub const TRIM_AFTER: Duration = Duration::from_secs(1);
 
 /// What a pool holds, for tests and `stats()`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
-    /// the most bytes the pool keeps (two buffers of the largest payload per peer, at most the limit)
+    /// bytes the pool keeps for good (two buffers of the largest payload per peer, at most the limit)
     pub bound: usize,
-    /// bytes of the pool's buffers, lent out or idle (never above `bound`)
+    /// bytes of the pool's buffers, lent out or idle (at most the limit)
     pub owned: usize,
     /// bytes of its idle buffers
     pub idle: usize,
-    /// buffers mapped beyond the bound (each unmapped when freed), in total
+    /// buffers mapped beyond the limit (each unmapped when freed), in total
     pub overflow: u64,
+    /// bytes unmapped above the bound after `trim_after` without need, in total
+    pub trimmed: u64,
     /// buffers taken from the pool (reused or new), in total
     pub taken: u64,
 }
@@ -45,13 +59,15 @@ pub struct PoolStats {
 struct Inner {
     idle: Vec<(usize, usize)>, // (address, capacity) of idle buffers
     stats: PoolStats,
+    last_above: Option<Instant>, // when a take last needed more than the bound
 }
 
-/// A bounded pool of page-aligned receive buffers, shared by an engine and the buffers it lent
-/// out (which may be freed on any thread).
+/// A pool of page-aligned receive buffers, shared by an engine and the buffers it lent out
+/// (which may be freed on any thread).
 pub struct Pool {
     inner: Mutex<Inner>,
     limit: usize,
+    trim_after: Duration,
 }
 
 fn map(cap: usize, populate: bool) -> Option<NonNull<u8>> {
@@ -70,10 +86,29 @@ fn unmap(addr: usize, cap: usize) {
     unsafe { libc::munmap(addr as *mut libc::c_void, cap) };
 }
 
+impl Inner {
+    fn pop_idle(&mut self) -> bool {
+        match self.idle.pop() {
+            Some((addr, c)) => {
+                unmap(addr, c);
+                self.stats.owned -= c;
+                self.stats.idle -= c;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 impl Pool {
     /// A pool that keeps at most `limit` bytes (0: no pool, every buffer comes from the heap).
     pub fn new(limit: usize) -> Arc<Pool> {
-        Arc::new(Pool { inner: Mutex::new(Inner { idle: Vec::new(), stats: PoolStats::default() }), limit })
+        Pool::with_trim(limit, TRIM_AFTER)
+    }
+
+    /// `new` with buffers above the bound unmapped after `trim_after` without need.
+    pub fn with_trim(limit: usize, trim_after: Duration) -> Arc<Pool> {
+        Arc::new(Pool { inner: Mutex::new(Inner { idle: Vec::new(), stats: PoolStats::default(), last_above: None }), limit, trim_after })
     }
 
     pub fn limit(&self) -> usize {
@@ -85,8 +120,16 @@ impl Pool {
     }
 
     pub fn stats(&self) -> PoolStats {
-        let g = self.lock();
-        PoolStats { idle: g.idle.iter().map(|&(_, c)| c).sum(), ..g.stats }
+        self.lock().stats
+    }
+
+    /// Unmap idle buffers above the bound if none has been needed for `trim_after`.
+    fn trim(&self, g: &mut Inner, now: Instant) {
+        if g.stats.owned > g.stats.bound && g.last_above.is_none_or(|t| now.duration_since(t) >= self.trim_after) {
+            let before = g.stats.owned;
+            while g.stats.owned > g.stats.bound && g.pop_idle() {}
+            g.stats.trimmed += (before - g.stats.owned) as u64;
+        }
     }
 
     /// An empty buffer of capacity at least `n` for a payload from one of `peers` peers.
@@ -95,6 +138,7 @@ impl Pool {
         if self.limit == 0 || cap > self.limit {
             return Buf::from_vec(Vec::with_capacity(n));
         }
+        let now = Instant::now();
         let mut g = self.lock();
         g.stats.taken += 1;
         let want = peers.max(1).saturating_mul(2 * cap).min(self.limit);
@@ -105,21 +149,24 @@ impl Pool {
                 let Some(p) = map(cap, true) else { break };
                 g.idle.push((p.as_ptr() as usize, cap));
                 g.stats.owned += cap;
+                g.stats.idle += cap;
             }
+        }
+        if g.stats.owned - g.stats.idle + cap > g.stats.bound {
+            g.last_above = Some(now);
+        } else {
+            self.trim(&mut g, now);
         }
         // the smallest idle buffer that fits
         let best = g.idle.iter().enumerate().filter(|(_, &(_, c))| c >= n).min_by_key(|(_, &(_, c))| c).map(|(i, _)| i);
         if let Some(i) = best {
             let (addr, c) = g.idle.swap_remove(i);
+            g.stats.idle -= c;
             return Buf { ptr: NonNull::new(addr as *mut u8).expect("pooled address"), len: 0, cap: c, home: Home::Pool(self.clone()) };
         }
         // idle buffers too small for this payload make room for one that fits
-        while g.stats.owned + cap > g.stats.bound {
-            let Some((addr, c)) = g.idle.pop() else { break };
-            unmap(addr, c);
-            g.stats.owned -= c;
-        }
-        if g.stats.owned + cap <= g.stats.bound {
+        while g.stats.owned + cap > self.limit && g.pop_idle() {}
+        if g.stats.owned + cap <= self.limit {
             if let Some(p) = map(cap, false) {
                 g.stats.owned += cap;
                 return Buf { ptr: p, len: 0, cap, home: Home::Pool(self.clone()) };
@@ -135,15 +182,11 @@ impl Pool {
     }
 
     fn give_back(&self, addr: usize, cap: usize) {
+        let now = Instant::now();
         let mut g = self.lock();
-        if g.stats.owned <= g.stats.bound {
-            g.idle.push((addr, cap));
-        } else {
-            // cannot happen (owned never exceeds the bound); release rather than keep
-            g.stats.owned -= cap;
-            drop(g);
-            unmap(addr, cap);
-        }
+        g.idle.push((addr, cap));
+        g.stats.idle += cap;
+        self.trim(&mut g, now);
     }
 }
 
@@ -260,24 +303,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pool_fills_to_its_bound_at_once_and_never_keeps_more() {
-        let pool = Pool::new(4 << 20);
-        let a = pool.take(50_000, 15); // 13 pages each, two per peer: 30 x 53,248 bytes
+    fn the_pool_fills_to_its_bound_at_once_and_gives_back_what_is_above() {
+        const B: usize = 53_248; // 50,000 bytes in whole pages
+        let pool = Pool::with_trim(4 << 20, Duration::from_millis(50));
+        let a = pool.take(50_000, 15); // two per peer: 30 buffers, mapped and touched now
         let s = pool.stats();
-        assert_eq!((s.bound, s.owned, s.idle), (30 * 53_248, 30 * 53_248, 29 * 53_248));
-        // holding 35 at once: 30 pooled, 5 mapped beyond the bound
+        assert_eq!((s.bound, s.owned, s.idle), (30 * B, 30 * B, 29 * B));
+        // 35 held at once: 5 more above the bound, kept and reused while they are needed
         let held: Vec<Buf> = (0..34).map(|_| pool.take(50_000, 15)).chain([a]).collect();
-        assert_eq!(held.iter().filter(|b| b.pooled()).count(), 30);
-        assert_eq!(pool.stats().overflow, 5);
+        assert!(held.iter().all(|b| b.pooled()));
         drop(held);
+        assert_eq!((pool.stats().owned, pool.stats().trimmed), (35 * B, 0), "needed just now: kept");
+        drop((0..35).map(|_| pool.take(50_000, 15)).collect::<Vec<_>>());
+        assert_eq!(pool.stats().owned, 35 * B, "reused, not mapped again");
+        std::thread::sleep(Duration::from_millis(60));
+        drop(pool.take(50_000, 15)); // not needed for 50 ms: the 5 above the bound go back
         let s = pool.stats();
-        assert_eq!((s.owned, s.idle), (30 * 53_248, 30 * 53_248), "the 5 beyond the bound were unmapped");
+        assert_eq!((s.owned, s.idle, s.trimmed), (30 * B, 30 * B, 5 * B as u64));
         // a larger payload: the bound grows to the limit, and smaller buffers make room
         let b = pool.take(200_000, 15);
         assert!(b.capacity() >= 200_000 && b.pooled());
         let s = pool.stats();
         assert_eq!(s.bound, 4 << 20);
-        assert!(s.owned <= s.bound);
+        assert!(s.owned <= 4 << 20);
+    }
+
+    #[test]
+    fn beyond_the_limit_buffers_are_mapped_for_the_occasion() {
+        const B: usize = 53_248;
+        let pool = Pool::new(1 << 20); // room for 19 buffers
+        let held: Vec<Buf> = (0..25).map(|_| pool.take(50_000, 15)).collect();
+        assert_eq!(held.iter().filter(|b| b.pooled()).count(), 19);
+        let s = pool.stats();
+        assert_eq!((s.bound, s.owned, s.overflow), (1 << 20, 19 * B, 6));
+        drop(held);
+        assert_eq!(pool.stats().owned, 19 * B, "the 6 beyond the limit were unmapped");
     }
 
     #[test]

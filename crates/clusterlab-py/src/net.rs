@@ -715,14 +715,14 @@ impl NetEngine {
         Ok(c.iter().map(|c| (c.peer, c.bytes_sent, c.bytes_recv, c.msgs_sent, c.msgs_recv, c.open)).collect())
     }
 
-    /// The pool of receive buffers: {bound, owned, idle (bytes), overflow, taken (buffers), limit}.
+    /// The pool of receive buffers: {bound, owned, idle, trimmed, limit (bytes), overflow, taken (buffers)}.
     fn pool_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let _h = self.enter(py)?;
         // SAFETY: held.
         let (p, limit) = unsafe { (self.st().engine.pool_stats(), self.st().engine.pool_limit()) };
         let d = PyDict::new(py);
         for (k, v) in [("bound", p.bound as u64), ("owned", p.owned as u64), ("idle", p.idle as u64), ("overflow", p.overflow),
-                       ("taken", p.taken), ("limit", limit as u64)] {
+                       ("trimmed", p.trimmed), ("taken", p.taken), ("limit", limit as u64)] {
             d.set_item(k, v)?;
         }
         Ok(d)
