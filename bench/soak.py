@@ -223,8 +223,9 @@ def summarize(rounds: np.ndarray, rss: np.ndarray, anon: np.ndarray, warmup: int
             "samples": {"round": rounds.tolist(), "rss_kb": rss.tolist(), "anon_kb": anon.tolist()}}
 
 
-def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: float, topo=None) -> dict:
-    """The soak on loopback, or with ``topo`` (a ``StarTopo``) on a namespace testbed."""
+def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: float, topo=None,
+         name: str = "bsoak") -> dict:
+    """The soak on loopback, or with ``topo`` (a ``StarTopo``) on a namespace testbed named ``name``."""
     import tempfile
 
     settings = {"ranks": ranks, "rounds": rounds, "size": size, "every": every, "warmup_rounds": warmup,
@@ -244,7 +245,7 @@ def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: 
                 from clusterlab.cluster.testbed import TestbedNetwork
 
                 settings.update(topo=topo.to_dict())
-                with TestbedNetwork(topo, name="bsoak") as tb:
+                with TestbedNetwork(topo, name=name) as tb:
                     out = tb.run(alltoall_broadcast, ranks, size, rounds, "same", 1, True, tb.switch.ns, timeout,
                                  progress, timeout=timeout, setup_timeout=max(60.0, 3.0 * ranks))[0]
             else:
@@ -301,6 +302,8 @@ def main() -> int:
     ap.add_argument("--testbed", action="store_true", help="one rank per host of a namespace testbed (root)")
     ap.add_argument("--rate", default="155Mbit", help="--testbed: link rate (default 155Mbit)")
     ap.add_argument("--dilation", type=float, default=1.0, help="--testbed: dilation (default 1)")
+    ap.add_argument("--name", default="bsoak", help="--testbed: the testbed's name (1-8 lowercase letters or "
+                    "digits; default bsoak)")
     ap.add_argument("-o", "--output", default=OUT, help="the record to update (default bench/results/soak.json)")
     ap.add_argument("--refit", action="store_true", help="run nothing: fit the record's samples again (each "
                     "section with its own warm-up and limit) and rewrite its verdicts")
@@ -320,7 +323,9 @@ def main() -> int:
         topo = None
         if a.testbed:
             from clusterlab.cluster.testbed import StarTopo
+            from clusterlab.cluster.testbed.topo import check_name
 
+            check_name(a.name)
             topo = StarTopo(hosts=a.ranks, rate=a.rate, buffer="64KB", dilation=a.dilation)
     except ConfigError as e:
         print(f"bench/soak.py: {e}", file=sys.stderr)
@@ -329,7 +334,7 @@ def main() -> int:
             "machine": {"node": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()},
             "python": platform.python_version()}
     try:
-        res = soak(a.ranks, a.rounds, a.size, a.every, a.warmup, a.limit_kb, topo)
+        res = soak(a.ranks, a.rounds, a.size, a.every, a.warmup, a.limit_kb, topo, a.name)
     except (ConfigError, TestbedError) as e:  # e.g. a testbed of this name is up already
         print(f"bench/soak.py: {e}", file=sys.stderr)
         return 2
