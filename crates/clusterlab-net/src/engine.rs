@@ -780,9 +780,10 @@ impl Engine {
 
 /// Make glibc keep and reuse the memory of freed large buffers (up to `mmap_threshold` bytes
 /// per buffer served from the heap, up to `trim_threshold` bytes kept when free). Every
-/// received message gets a new buffer; without this each one is fresh memory from the kernel,
-/// and its page faults cost as much as receiving it. Process-wide. Returns whether glibc
-/// accepted both settings (false elsewhere).
+/// received message gets a new buffer; without reuse each one is fresh memory from the kernel,
+/// and its page faults cost as much as receiving it. Big payloads come from the engine's own
+/// bounded `pool`; this serves the rest. Process-wide. Returns whether glibc accepted both
+/// settings (false elsewhere).
 pub fn tune_malloc(mmap_threshold: i32, trim_threshold: i32) -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
