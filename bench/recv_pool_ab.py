@@ -21,9 +21,10 @@ for each message, and this shows whether the pool costs speed. Per run, each che
   is for (fresh memory costs ~257 page faults per 1 MiB message), and less swayed by the
   load than wall time, which is recorded too.
 
-Writes every number per run with ``/proc/loadavg`` before each command, the ratio this / baseline
-per run and its median, both checkouts' commits, and the bench harness's provenance. Run it
-niced beside other jobs; the record says the load.
+Writes ``runs/recv_pool_ab.json`` (an A/B, not a benchmark record; its story is in
+``docs/notes/soak.md``): every number per run with ``/proc/loadavg`` before each command, the
+ratio this / baseline per run and its median, both checkouts' commits, and the bench harness's
+provenance. Run it niced beside other jobs; the file says the load.
 
 Usage: ``.venv/bin/python bench/recv_pool_ab.py --baseline /work/main [--runs 3]``
 """
@@ -121,7 +122,7 @@ def measure(checkout: Path, what: str) -> dict:
 
 
 def main() -> int:
-    ap = harness.parser(__doc__, HERE / "results" / "recv_pool_ab.json", repeat=("--runs", 3),
+    ap = harness.parser(__doc__, THIS / "runs" / "recv_pool_ab.json", repeat=("--runs", 3),
                         repeat_help="runs (each checkout once per command per run)")
     ap.add_argument("--baseline", type=Path, required=True, help="the other checkout (e.g. /work/main)")
     a = ap.parse_args()

@@ -16,15 +16,16 @@ least-squares slope of the samples (not last minus first, which one noisy sample
 a verdict: ``flat``, under ``--limit-kb`` (50 KB per 100 rounds: issue 25's bound); ``steps``,
 over it only because of at most three rises between two samples (without them, under):
 high-water marks, each reached once and kept, such as more of a round's blocks waiting in a rank
-at the same time than ever before (the mesh keeps freed receive buffers for reuse: a round in
-which all 15 blocks of 50 KB arrived before rank 0 asked for them raised it by 732 KB, once; a
-second such round by nothing; 128 KB with ``CLUSTERLAB_MALLOC_TUNE=0``); ``grows``, over it even
-without them. Writes ``bench/results/soak.json`` atomically, a section per cluster
+at the same time than ever before (before the mesh's receive pool, received blocks came from
+glibc's heap, which kept the most a rank ever held: a round in which all 15 blocks of 50 KB
+arrived before rank 0 asked for them raised it by 732 KB, once; now the pool is filled to its
+bound in the first round and gives back what is above it: see ``docs/notes/soak.md``);
+``grows``, over it even without them. Writes ``bench/results/soak.json`` atomically, a section per cluster
 (``loopback``, ``testbed``; a cluster not run keeps the record's), with commit, date, machine,
 load before/after, the ranks' ``CLUSTERLAB_MALLOC_TUNE`` and the samples. Exit status 1 when a
 process grows.
 
-Usage: ``.venv/bin/python bench/soak.py [--ranks 16] [--rounds 300] [--every 10] [--testbed]``
+Usage: ``.venv/bin/python bench/soak.py [--ranks 16] [--rounds 300] [--every 10] [--testbed [--name bsoak]]``
 """
 
 from __future__ import annotations
