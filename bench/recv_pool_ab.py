@@ -26,7 +26,7 @@ Writes ``runs/recv_pool_ab.json`` (an A/B, not a benchmark record; its story is 
 ratio this / baseline per run and its median, both checkouts' commits, and the bench harness's
 provenance. Run it niced beside other jobs; the file says the load.
 
-Usage: ``.venv/bin/python bench/recv_pool_ab.py --baseline /work/main [--runs 3]``
+Usage: ``.venv/bin/python bench/recv_pool_ab.py --baseline /work/main [--runs 3] [--only stream,...]``
 """
 
 from __future__ import annotations
@@ -121,11 +121,30 @@ def measure(checkout: Path, what: str) -> dict:
     return {"round median s": round(statistics.median(secs), 5)}
 
 
+def record(a, sides: dict, runs: list[dict]) -> dict:
+    """The runs so far with, per number, this / baseline per run (None where the baseline's is 0,
+    e.g. no page faults) and the median of those."""
+    summary: dict = {}
+    for what in a.only:
+        for k in [k for k in runs[0][what]["this"] if k != "load_before"]:
+            ratios = [r[what]["this"][k] / r[what]["baseline"][k] if r[what]["baseline"][k] else None for r in runs]
+            known = [x for x in ratios if x is not None]
+            summary[f"{what} {k}"] = {"this / baseline per run": [None if x is None else round(x, 3) for x in ratios],
+                                      "median": round(statistics.median(known), 3) if known else None}
+    return {"settings": {"runs": a.runs, "commands": {w: COMMANDS[w] for w in a.only}, "streams": STREAMS},
+            "checkouts": {s: {"path": str(p), "git": _commit(p)} for s, p in sides.items()},
+            "runs": runs, "summary": summary}
+
+
 def main() -> int:
     ap = harness.parser(__doc__, THIS / "runs" / "recv_pool_ab.json", repeat=("--runs", 3),
                         repeat_help="runs (each checkout once per command per run)")
     ap.add_argument("--baseline", type=Path, required=True, help="the other checkout (e.g. /work/main)")
+    ap.add_argument("--only", default=",".join(COMMANDS), help=f"comma-separated subset of {', '.join(COMMANDS)}")
     a = ap.parse_args()
+    a.only = [w.strip() for w in a.only.split(",") if w.strip()]
+    if not a.only or set(a.only) - set(COMMANDS):
+        ap.exit(2, f"{ap.prog}: --only takes a comma-separated subset of {', '.join(COMMANDS)}, got {a.only}\n")
     if not (a.baseline / "python" / "clusterlab").is_dir():
         ap.exit(2, f"{ap.prog}: --baseline {a.baseline}: no python/clusterlab there\n")
     bench = harness.start(ap, repeat_flag="--runs", args=a)
@@ -134,23 +153,15 @@ def main() -> int:
     for i in range(a.runs):
         order = list(sides) if i % 2 == 0 else list(sides)[::-1]
         run: dict = {"order": order}
-        for what in COMMANDS:
+        for what in a.only:
             for side in order:
                 load = _load()
                 vals = measure(sides[side], what)
                 run.setdefault(what, {})[side] = {"load_before": load, **vals}
                 bench.say(f"run {i + 1} {what} {side}: load {load[0]}: {vals}")
         runs.append(run)
-    summary: dict = {}
-    for what in COMMANDS:
-        keys = [k for k in runs[0][what]["this"] if k != "load_before"]
-        for k in keys:
-            ratios = [r[what]["this"][k] / r[what]["baseline"][k] for r in runs]
-            summary[f"{what} {k}"] = {"this / baseline per run": [round(x, 3) for x in ratios],
-                                      "median": round(statistics.median(ratios), 3)}
-    bench.write({"settings": {"runs": a.runs, "commands": COMMANDS},
-                 "checkouts": {s: {"path": str(p), "git": _commit(p)} for s, p in sides.items()},
-                 "runs": runs, "summary": summary})
+        bench.write(record(a, sides, runs), final=i == a.runs - 1)  # each run kept as it ends
+    summary = record(a, sides, runs)["summary"]
     for k, v in summary.items():
         print(f"  {k}: this / baseline {v['this / baseline per run']} (median {v['median']})")
     return 0
