@@ -260,8 +260,9 @@ def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: 
             if sampler._f is not None:
                 sampler._f.close()
         wall = time.monotonic() - t0
-    if len(out) != rounds:
-        raise SystemExit(f"bench/soak.py: the job returned {len(out)} rounds of {rounds}")
+    if not isinstance(out, list) or len(out) != rounds:
+        got = f"{len(out)} rounds" if isinstance(out, list) else "no result from rank 0"
+        raise SystemExit(f"bench/soak.py: the job returned {got} (of {rounds} rounds)")
     settings.update(load_before=l0, load_after=load(), wall_s=round(wall, 1),
                     median_round_s=float(np.median([r["seconds"] for r in out])))
     n = sampler.taken
