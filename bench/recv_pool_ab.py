@@ -138,16 +138,18 @@ def record(a, sides: dict, runs: list[dict]) -> dict:
 
 def main() -> int:
     ap = harness.parser(__doc__, THIS / "runs" / "recv_pool_ab.json", repeat=("--runs", 3),
-                        repeat_help="runs (each checkout once per command per run)")
+                        repeat_help="runs (each checkout once per command per run)",
+                        output_help="the A/B's file, written atomically with its provenance (default "
+                                    "runs/recv_pool_ab.json: not a record)")
     ap.add_argument("--baseline", type=Path, required=True, help="the other checkout (e.g. /work/main)")
     ap.add_argument("--only", default=",".join(COMMANDS), help=f"comma-separated subset of {', '.join(COMMANDS)}")
     a = ap.parse_args()
     a.only = [w.strip() for w in a.only.split(",") if w.strip()]
     if not a.only or set(a.only) - set(COMMANDS):
         ap.exit(2, f"{ap.prog}: --only takes a comma-separated subset of {', '.join(COMMANDS)}, got {a.only}\n")
+    bench = harness.start(ap, repeat_flag="--runs", args=a)  # the output checked first
     if not (a.baseline / "python" / "clusterlab").is_dir():
         ap.exit(2, f"{ap.prog}: --baseline {a.baseline}: no python/clusterlab there\n")
-    bench = harness.start(ap, repeat_flag="--runs", args=a)
     sides = {"this": THIS, "baseline": a.baseline.resolve()}
     runs = []
     for i in range(a.runs):
