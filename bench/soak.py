@@ -16,15 +16,16 @@ least-squares slope of the samples (not last minus first, which one noisy sample
 a verdict: ``flat``, under ``--limit-kb`` (50 KB per 100 rounds: issue 25's bound); ``steps``,
 over it only because of at most three rises between two samples (without them, under):
 high-water marks, each reached once and kept, such as more of a round's blocks waiting in a rank
-at the same time than ever before (the mesh keeps freed receive buffers for reuse: a round in
-which all 15 blocks of 50 KB arrived before rank 0 asked for them raised it by 732 KB, once; a
-second such round by nothing; 128 KB with ``CLUSTERLAB_MALLOC_TUNE=0``); ``grows``, over it even
-without them. Writes ``bench/results/soak.json`` atomically, a section per cluster
+at the same time than ever before (before the mesh's receive pool, received blocks came from
+glibc's heap, which kept the most a rank ever held: a round in which all 15 blocks of 50 KB
+arrived before rank 0 asked for them raised it by 732 KB, once; now the pool is filled to its
+bound in the first round and gives back what is above it: see ``docs/notes/soak.md``);
+``grows``, over it even without them. Writes ``bench/results/soak.json`` atomically, a section per cluster
 (``loopback``, ``testbed``; a cluster not run keeps the record's), with commit, date, machine,
 load before/after, the ranks' ``CLUSTERLAB_MALLOC_TUNE`` and the samples. Exit status 1 when a
 process grows.
 
-Usage: ``.venv/bin/python bench/soak.py [--ranks 16] [--rounds 300] [--every 10] [--testbed]``
+Usage: ``.venv/bin/python bench/soak.py [--ranks 16] [--rounds 300] [--every 10] [--testbed [--name bsoak]]``
 """
 
 from __future__ import annotations
@@ -223,8 +224,9 @@ def summarize(rounds: np.ndarray, rss: np.ndarray, anon: np.ndarray, warmup: int
             "samples": {"round": rounds.tolist(), "rss_kb": rss.tolist(), "anon_kb": anon.tolist()}}
 
 
-def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: float, topo=None) -> dict:
-    """The soak on loopback, or with ``topo`` (a ``StarTopo``) on a namespace testbed."""
+def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: float, topo=None,
+         name: str = "bsoak") -> dict:
+    """The soak on loopback, or with ``topo`` (a ``StarTopo``) on a namespace testbed named ``name``."""
     import tempfile
 
     settings = {"ranks": ranks, "rounds": rounds, "size": size, "every": every, "warmup_rounds": warmup,
@@ -244,7 +246,7 @@ def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: 
                 from clusterlab.cluster.testbed import TestbedNetwork
 
                 settings.update(topo=topo.to_dict())
-                with TestbedNetwork(topo, name="bsoak") as tb:
+                with TestbedNetwork(topo, name=name) as tb:
                     out = tb.run(alltoall_broadcast, ranks, size, rounds, "same", 1, True, tb.switch.ns, timeout,
                                  progress, timeout=timeout, setup_timeout=max(60.0, 3.0 * ranks))[0]
             else:
@@ -258,8 +260,9 @@ def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: 
             if sampler._f is not None:
                 sampler._f.close()
         wall = time.monotonic() - t0
-    if len(out) != rounds:
-        raise SystemExit(f"bench/soak.py: the job returned {len(out)} rounds of {rounds}")
+    if not isinstance(out, list) or len(out) != rounds:
+        got = f"{len(out)} rounds" if isinstance(out, list) else "no result from rank 0"
+        raise SystemExit(f"bench/soak.py: the job returned {got} (of {rounds} rounds)")
     settings.update(load_before=l0, load_after=load(), wall_s=round(wall, 1),
                     median_round_s=float(np.median([r["seconds"] for r in out])))
     n = sampler.taken
@@ -301,6 +304,8 @@ def main() -> int:
     ap.add_argument("--testbed", action="store_true", help="one rank per host of a namespace testbed (root)")
     ap.add_argument("--rate", default="155Mbit", help="--testbed: link rate (default 155Mbit)")
     ap.add_argument("--dilation", type=float, default=1.0, help="--testbed: dilation (default 1)")
+    ap.add_argument("--name", default="bsoak", help="--testbed: the testbed's name (1-8 lowercase letters or "
+                    "digits; default bsoak)")
     ap.add_argument("-o", "--output", default=OUT, help="the record to update (default bench/results/soak.json)")
     ap.add_argument("--refit", action="store_true", help="run nothing: fit the record's samples again (each "
                     "section with its own warm-up and limit) and rewrite its verdicts")
@@ -320,7 +325,9 @@ def main() -> int:
         topo = None
         if a.testbed:
             from clusterlab.cluster.testbed import StarTopo
+            from clusterlab.cluster.testbed.topo import check_name
 
+            check_name(a.name)
             topo = StarTopo(hosts=a.ranks, rate=a.rate, buffer="64KB", dilation=a.dilation)
     except ConfigError as e:
         print(f"bench/soak.py: {e}", file=sys.stderr)
@@ -329,7 +336,7 @@ def main() -> int:
             "machine": {"node": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()},
             "python": platform.python_version()}
     try:
-        res = soak(a.ranks, a.rounds, a.size, a.every, a.warmup, a.limit_kb, topo)
+        res = soak(a.ranks, a.rounds, a.size, a.every, a.warmup, a.limit_kb, topo, a.name)
     except (ConfigError, TestbedError) as e:  # e.g. a testbed of this name is up already
         print(f"bench/soak.py: {e}", file=sys.stderr)
         return 2

@@ -17,10 +17,11 @@ from clusterlab.bench import harness
 ROOT = Path(__file__).resolve().parents[1]
 MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "fim.py", "first_call.py", "fuzz_parsers.py",
          "generate.py", "hpa_block_size.py", "lists.py", "npb.py", "npb_verify.py", "packed_codec.py",
-         "parallel.py", "replay_compute_scaling.py", "seed000_sequential.py", "seed002_in_situ.py",
+         "parallel.py", "recv_pool_ab.py", "replay_compute_scaling.py", "seed000_sequential.py", "seed002_in_situ.py",
          "seed002_phases.py", "sim_loss_fit.py", "sim_scale.py", "stream.py", "transport_pingpong.py")
 # positional arguments a script needs before its output is checked
-NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent")}
+NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent"),
+         "recv_pool_ab.py": ("--baseline", "/nonexistent")}
 
 
 def test_write_carries_the_provenance_block(tmp_path, capsys):
@@ -88,7 +89,8 @@ def test_moved_scripts_help_and_bad_output(name, no_atheris):
     r = _script(name, "--help", path=no_atheris)
     assert r.returncode == 0, r.stderr
     assert "-o OUTPUT, --output OUTPUT" in r.stdout and "--json" in r.stdout
-    assert "(default bench/results/" in " ".join(r.stdout.split())
+    help_text = " ".join(r.stdout.split())  # a record in bench/results, an A/B in runs/ (results/README.md)
+    assert "(default bench/results/" in help_text or "(default runs/" in help_text
     r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json", path=no_atheris)
     assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
 

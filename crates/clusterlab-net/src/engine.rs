@@ -10,10 +10,12 @@
 //! Python's reference engine (`clusterlab/comm/tcp/engine_python.py`) behaves the same way
 //! and reports the same `Status` and `EventKind` names.
 
+use crate::pool::{Buf, Pool, PoolStats};
 use crate::wire::{self, Dtype, Header, Kind};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Small frames are assembled in this per-connection staging buffer (one `recv` may carry many).
@@ -106,7 +108,8 @@ pub struct Msg {
     pub kind: Kind,
     pub dtype: Option<Dtype>,
     pub shape: Vec<u64>,
-    pub data: Vec<u8>,
+    /// the payload; big ones in a buffer of the engine's pool (`pool`), given back when dropped
+    pub data: Buf,
 }
 
 #[derive(Debug)]
@@ -154,7 +157,7 @@ struct Conn {
     start: usize,
     end: usize,
     pending: Option<Pending>,
-    direct: Option<(Vec<u8>, usize)>, // (payload so far, its final length)
+    direct: Option<(Buf, usize)>,     // (payload so far, its final length)
     rcvtimeo_ms: i32,                 // SO_RCVTIMEO in force (bounds the one blocking recv)
     bye: bool,                        // the peer said goodbye: its close is no failure
     counters: Counters,
@@ -203,7 +206,8 @@ impl Conn {
 
     /// Parse what the stage holds: complete messages go to `out` as (tag, message), goodbyes
     /// and aborts to `ev`.
-    fn parse(&mut self, max_frame: u64, out: &mut Vec<(i32, Msg)>, ev: &mut Vec<Event>) -> Result<(), wire::WireError> {
+    /// Big payloads (`DIRECT_MIN` and up) get a buffer of `pool`, sized for one per peer of `peers`.
+    fn parse(&mut self, max_frame: u64, pool: &Arc<Pool>, peers: usize, out: &mut Vec<(i32, Msg)>, ev: &mut Vec<Event>) -> Result<(), wire::WireError> {
         let who = self.peer();
         loop {
             let avail = self.end - self.start;
@@ -233,14 +237,21 @@ impl Conn {
             let n = self.pending.as_ref().map_or(0, |p| p.header.length as usize);
             if avail >= n {
                 let p = self.pending.take().expect("pending frame");
-                let data = self.stage[self.start..self.start + n].to_vec();
+                let body = &self.stage[self.start..self.start + n];
+                let data = if n >= DIRECT_MIN && matches!(p.header.kind, Kind::Bytes | Kind::Array) {
+                    let mut b = pool.take(n, peers);
+                    b.extend_from_slice(body);
+                    b
+                } else {
+                    Buf::from_vec(body.to_vec())
+                };
                 self.start += n;
                 match p.header.kind {
                     Kind::Bye => {
                         self.bye = true;
                         ev.push(Event { peer: who, kind: EventKind::Bye, detail: Vec::new() })
                     }
-                    Kind::Abort => ev.push(Event { peer: who, kind: EventKind::Abort, detail: data }),
+                    Kind::Abort => ev.push(Event { peer: who, kind: EventKind::Abort, detail: data.to_vec() }),
                     kind => out.push((p.header.tag, Msg { seq: 0, kind, dtype: p.dtype, shape: p.shape, data })),
                 }
                 continue;
@@ -250,7 +261,7 @@ impl Conn {
                 // big payload: receive the rest straight into its own buffer. Not zeroed
                 // (zeroing megabytes costs as much as receiving them): `len` covers only what
                 // has been written, and `read_conn` grows it as bytes arrive.
-                let mut v: Vec<u8> = Vec::with_capacity(n);
+                let mut v = pool.take(n, peers);
                 v.extend_from_slice(&self.stage[self.start..self.end]);
                 self.start = 0;
                 self.end = 0;
@@ -312,6 +323,8 @@ pub struct Engine {
     // what one read_conn parsed, kept between calls so that a read allocates no list
     scratch_out: Vec<(i32, Msg)>,
     scratch_ev: Vec<Event>,
+    /// the receive buffers of big payloads (bounded; see `pool`)
+    pool: Arc<Pool>,
 }
 
 impl Engine {
@@ -319,7 +332,7 @@ impl Engine {
     /// on the one open connection can sleep in `recv()`; every other call passes `MSG_DONTWAIT`.
     pub fn new(peers: &[(i32, RawFd)], max_frame: u64) -> Self {
         let mut e = Engine { conns: Vec::new(), index: FastMap::default(), queues: FastMap::default(), events: VecDeque::new(), seq: 0, max_frame,
-                            scratch_out: Vec::new(), scratch_ev: Vec::new() };
+                            scratch_out: Vec::new(), scratch_ev: Vec::new(), pool: Pool::new(crate::pool::POOL_LIMIT) };
         for &(peer, fd) in peers {
             e.add(peer, fd);
         }
@@ -348,6 +361,21 @@ impl Engine {
                 self.conns.push(c);
             }
         }
+    }
+
+    /// Replace the pool of receive buffers by one keeping at most `limit` bytes (0: none, big
+    /// payloads get heap buffers). Buffers lent out by the old pool go back to it.
+    pub fn set_pool_limit(&mut self, limit: usize) {
+        self.pool = Pool::new(limit);
+    }
+
+    pub fn pool_limit(&self) -> usize {
+        self.pool.limit()
+    }
+
+    /// What the pool of receive buffers holds.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
     }
 
     pub fn max_frame(&self) -> u64 {
@@ -384,6 +412,7 @@ impl Engine {
     fn read_conn(&mut self, i: usize, budget: usize, mut block: bool) {
         let mut got = 0usize;
         let max_frame = self.max_frame;
+        let (pool, peers) = (self.pool.clone(), self.conns.len());
         let mut out = std::mem::take(&mut self.scratch_out);
         let mut ev = std::mem::take(&mut self.scratch_ev);
         loop {
@@ -392,7 +421,7 @@ impl Engine {
                 break;
             }
             let (ptr, want) = if let Some((v, total)) = c.direct.as_mut() {
-                (v.spare_capacity_mut().as_mut_ptr() as *mut u8, *total - v.len())
+                (v.spare().0, *total - v.len())
             } else {
                 if c.start == c.end {
                     c.start = 0;
@@ -433,7 +462,7 @@ impl Engine {
             c.counters.bytes_recv += n as u64;
             if let Some((v, total)) = c.direct.as_mut() {
                 // SAFETY: recv() just initialised these n bytes of spare capacity (n <= want).
-                unsafe { v.set_len(v.len() + n) };
+                unsafe { v.advance(n) };
                 if v.len() == *total {
                     let (v, _) = c.direct.take().expect("direct buffer");
                     let p = c.pending.take().expect("pending frame");
@@ -441,7 +470,7 @@ impl Engine {
                 }
             } else {
                 c.end += n;
-                if let Err(detail) = c.parse(max_frame, &mut out, &mut ev) {
+                if let Err(detail) = c.parse(max_frame, &pool, peers, &mut out, &mut ev) {
                     c.open = false;
                     ev.push(Event { peer: c.peer(), kind: EventKind::Protocol, detail: detail.0.into_bytes() });
                     break;
@@ -751,9 +780,10 @@ impl Engine {
 
 /// Make glibc keep and reuse the memory of freed large buffers (up to `mmap_threshold` bytes
 /// per buffer served from the heap, up to `trim_threshold` bytes kept when free). Every
-/// received message gets a new buffer; without this each one is fresh memory from the kernel,
-/// and its page faults cost as much as receiving it. Process-wide. Returns whether glibc
-/// accepted both settings (false elsewhere).
+/// received message gets a new buffer; without reuse each one is fresh memory from the kernel,
+/// and its page faults cost as much as receiving it. Big payloads come from the engine's own
+/// bounded `pool`; this serves the rest. Process-wide. Returns whether glibc accepted both
+/// settings (false elsewhere).
 pub fn tune_malloc(mmap_threshold: i32, trim_threshold: i32) -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

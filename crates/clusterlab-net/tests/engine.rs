@@ -29,7 +29,7 @@ fn array_frame(tag: i32, source: i32, dtype: &[u8], shape: &[u64], payload: &[u8
 
 fn msg(o: Outcome) -> (i32, Kind, Vec<u8>) {
     match o {
-        Outcome::Msg(src, m) => (src, m.kind, m.data),
+        Outcome::Msg(src, m) => (src, m.kind, m.data.to_vec()),
         other => panic!("expected a message, got {other:?}"),
     }
 }

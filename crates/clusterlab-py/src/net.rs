@@ -14,7 +14,9 @@
 
 use clusterlab_net::engine::{Engine, EventKind, Msg, Outcome, Status};
 use clusterlab_net::lock::CallLock;
+use clusterlab_net::pool::Buf;
 use clusterlab_net::wire::{self, Dtype, Kind};
+use numpy::ndarray::ArrayView1;
 use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::intern;
@@ -36,6 +38,13 @@ const SMALL_COPY: usize = 4096;
 /// Tags: users' are 0..MAX_USER_TAG, the collectives' is COLLECTIVE_TAG (`comm/payload.py`).
 const MAX_USER_TAG: i64 = 1 << 30;
 const COLLECTIVE_TAG: i64 = -1;
+
+/// The owner of a received array's memory (the array's base): gives the buffer back to the
+/// engine's pool, or to the kernel, when the array goes.
+#[pyclass(module = "clusterlab._core", frozen)]
+struct RecvBuffer {
+    _buf: Buf,
+}
 
 /// What the engine's holder may touch.
 struct State {
@@ -182,7 +191,11 @@ impl NetEngine {
         let raw = if m.data.len() <= SMALL_COPY {
             PyArray1::from_slice(py, &m.data).into_any()
         } else {
-            PyArray1::from_vec(py, m.data).into_any()
+            let (ptr, len) = (m.data.as_ptr(), m.data.len());
+            let owner = Bound::new(py, RecvBuffer { _buf: m.data })?;
+            // SAFETY: the view covers the owner's initialised bytes, which stay where they are
+            // (a Buf never reallocates) until the owner, the array's base, is dropped.
+            unsafe { PyArray1::borrow_from_array(&ArrayView1::from_shape_ptr(len, ptr), owner.into_any()) }.into_any()
         };
         if dtype.as_bytes() == b"|u1" && one_dim {
             return Ok(raw);
@@ -700,6 +713,27 @@ impl NetEngine {
         // SAFETY: held.
         let c = unsafe { self.st().engine.counters() };
         Ok(c.iter().map(|c| (c.peer, c.bytes_sent, c.bytes_recv, c.msgs_sent, c.msgs_recv, c.open)).collect())
+    }
+
+    /// The pool of receive buffers: {bound, owned, idle, trimmed, limit (bytes), overflow, taken (buffers)}.
+    fn pool_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let _h = self.enter(py)?;
+        // SAFETY: held.
+        let (p, limit) = unsafe { (self.st().engine.pool_stats(), self.st().engine.pool_limit()) };
+        let d = PyDict::new(py);
+        for (k, v) in [("bound", p.bound as u64), ("owned", p.owned as u64), ("idle", p.idle as u64), ("overflow", p.overflow),
+                       ("trimmed", p.trimmed), ("taken", p.taken), ("limit", limit as u64)] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Keep at most `limit` bytes of receive buffers (0: no pool; see `clusterlab_net::pool`).
+    fn set_pool_limit(&self, py: Python<'_>, limit: usize) -> PyResult<()> {
+        let _h = self.enter(py)?;
+        // SAFETY: held.
+        unsafe { self.st().engine.set_pool_limit(limit) };
+        Ok(())
     }
 }
 
