@@ -670,20 +670,7 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                     if keep.size == 0:
                         continue
                     ante, cons, rc, ac = ante[keep], cons[keep], rc[keep], ac[keep]
-                    cc = counts1[cons]
-                    a_vals = ante.ravel()
-                    a_vals = vocab.take(numpy_array(a_vals)) if labelled else numpy_array(ids[a_vals])
-                    c_vals = vocab.take(numpy_array(cons)) if labelled else numpy_array(ids[cons])
-                    a_off = np.arange(0, (keep.size + 1) * k, k, dtype=np.int64)
-                    c_off = np.arange(keep.size + 1, dtype=np.int64)
-                    table = rule_table(list_array(a_off, a_vals), list_array(c_off, c_vals), rc, ac, cc, n, min_lift)
-                    for batch in table.to_batches():
-                        pending.append(batch)
-                        pending_rows[0] += batch.num_rows
-                    state["rules"] += table.num_rows
-                    if pending_rows[0] >= CHUNK:
-                        flush()
-                    check_memory()
+                    emit(ante, cons.reshape(-1, 1), rc, ac, counts1[cons])
             flush()
         finally:
             writer.close()
