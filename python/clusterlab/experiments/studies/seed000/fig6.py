@@ -38,7 +38,7 @@ TIMERS = [
 # the same 155 Mbit/s, so the ratio of computation to communication, which decides where the
 # speedup saturates, is the seed's only when each rank's computation is replayed 100x slower.
 SEED_CPU = 100
-HUE = "timers" if COMPUTE == "replay" else "tcp"
+HUE = "switch+timers" if COMPUTE == "replay" else "switch+tcp"
 
 STUDY = Study(
     name="seed000-fig6",
