@@ -64,7 +64,8 @@ def test_a_study_point_that_fails_fidelity_is_rerun_and_replaced(tmp_path, monke
     auto = pm[0]["auto_dilation"]
     first = auto["attempts"][0]
     assert first["dilation"] == 1 and not first["ok"] and "RTO min 5 ms as run (1x dilated)" in first["line"]
-    assert first["next"].startswith("dilation 4: only the timer failed")
+    # the timer failed at 1 (and, on a loaded machine, the CPU too): the next rung is the timer's 4
+    assert first["next"].startswith(("dilation 4: only the timer failed", "dilation 4: cpu, timer failed")), first
     k = auto["dilation"]
     assert k >= 4 and pm[0]["dilation"] == k and res.points[0].dilation == k
     assert {r["dilation"] for r in res.rows} == {k} and len(res.rows) == 2  # the kept run's rows only
@@ -73,10 +74,13 @@ def test_a_study_point_that_fails_fidelity_is_rerun_and_replaced(tmp_path, monke
     assert set(tbl.column("point").to_pylist()) == {0} and tbl.num_rows > 0
     fid = point_fidelity(tmp_path / "run", 0)
     assert fid["ok"] == auto["ok"] and f"({k:g}x dilated)" in fid["line"]
-    # the hosts' round trips were sampled, and judged against what the topology allows
-    assert "tcp_rtt_ms" in set(tbl.column("metric").to_pylist())
+    # the hosts' round trips, when sampled (one host per 0.2 s: a run of well under a second may
+    # have none), are judged against what the topology allows; else the check says not recorded
     rtt = next(c for c in fid["checks"] if c["check"] == "rtt")
-    assert rtt["ok"] and rtt["rtt_ms"] > 0 and "the topology allows 0.." in rtt["text"]
+    if "tcp_rtt_ms" in set(tbl.column("metric").to_pylist()):
+        assert rtt["ok"] and rtt["rtt_ms"] > 0 and "the topology allows 0.." in rtt["text"], rtt
+    else:
+        assert rtt["ok"] and rtt["text"].startswith("RTT not recorded"), rtt
 
 
 def test_mine_on_a_testbed_that_fails_fidelity_replays_the_job_dilated(tmp_path):
