@@ -209,7 +209,8 @@ ROOT_TABLE = {
     ("tune", "auto"): (["tune", "auto", "--hosts", "2"], {
         "--workload": CHOICE, "--size": POS_SIZE, "--data": ["/nonexistent.dat"], "--min-support": POS_FLOAT,
         "--hosts": POS_INT, "--rate": RATE, "--buffer": POS_SIZE, "--mtu": POS_INT, "--grid": ["", "x", "rto_min="],
-        "--runs": POS_INT, "--budget": POS_INT, "--eta": POS_INT, "--confirm": INT, "--output": UNWRITABLE_FILE}),
+        "--runs": POS_INT, "--budget": POS_INT, "--eta": POS_INT, "--confirm": INT, "--output": UNWRITABLE_FILE,
+        "--dilation": [*FLOAT, "0", "0.5", "100000"]}),
     ("tune", "sim"): (["tune", "sim", "--hosts", "2"], {
         "--hosts": [*POS_INT, "1"], "--rate": RATE, "--buffer": POS_SIZE, "--mtu": POS_INT, "--switch": CHOICE,
         "--sizes": ["", "x", "0KB", "nan"], "--reps": POS_INT, "--name": ["", "UPPER", "../x"],

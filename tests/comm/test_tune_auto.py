@@ -117,6 +117,8 @@ def test_replay_draws_from_the_grid_and_is_deterministic():
     (["--budget", "3"], "below one run per setting (24 settings)"),
     (["--eta", "1"], "--eta must be 2..1000"),
     (["--size", "lots"], "lots"),
+    (["--dilation", "0.5"], "--dilation"),
+    (["--dilation", "1000", "--grid", "rto_min=200ms"], "--dilation 1000: setting rto_min=200ms"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, words):
     p = subprocess.run([sys.executable, "-m", "clusterlab", "tune", "auto", *args], capture_output=True, text=True,
@@ -138,3 +140,27 @@ def test_on_a_testbed_the_search_runs_a_quarter_of_the_grid(tmp_path):
     assert res["confirm"]["defaults"]["runs"] == 2 and "ci95" in res["confirm"]["chosen"]
     json.dumps(res)  # serialisable as written by the CLI
 
+
+
+def test_dilated_each_settings_timers_are_the_hosts_sysctls_times_k(tmp_path):
+    """``--dilation``: a setting's RTO bounds cannot be socket options (5-200 ms only), so each
+    run sets them as every host's sysctls times k; a setting without them gets the kernel's
+    back (200 ms x k), and the sockets carry the rest."""
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+
+    def rto_min_us(tb):
+        return [int(h.run(["cat", "/proc/sys/net/ipv4/tcp_rto_min_us"]).stdout) for h in tb.hosts]
+
+    with TestbedNetwork(StarTopo(hosts=2, dilation=4), name=fresh_name()) as tb:
+        sock = auto.apply_setting(tb, {"rto_min": "5ms", "rto_min_jitter": "5ms", "order": "same"})
+        got = rto_min_us(tb)
+        assert all(20_000 <= v <= 40_000 for v in got) and len(set(got)) == 2, got  # 5..10 ms x 4, per host
+        assert sock.rto_min is None and sock.rto_min_jitter == 0.0
+        auto.apply_setting(tb, {"order": "same"})
+        assert rto_min_us(tb) == [800_000, 800_000]
+    res = auto.tune_auto(hosts=2, size=20_000, space="rto_min=5ms,200ms", runs=1, budget=2, confirm=1,
+                         dilation=4, name=fresh_name())
+    assert res["testbed"]["dilation"] == 4 and all(0 < t < 1 for row in res["search"]["table"] for t in row["times"])

@@ -161,10 +161,14 @@ def buffers(config_path, output, no_plots, as_json):
 @click.option("--confirm", default=5, show_default=True, type=Int(lo=0, hi=10**6),
               help="Runs each of the chosen setting and the defaults after the search (gain with 95% CIs).")
 @click.option("--full-grid", "grid", is_flag=True, help="Also run the full grid and compare the search with it.")
+@click.option("--dilation", default=1.0, show_default=True, type=Finite(lo=1),
+              help="The testbed's dilation k: link rates / k, every setting's RTO bounds x k (set as the hosts' "
+                   "sysctls for each setting), times reported undilated. A search whose runs fail the fidelity "
+                   "check at 1 (a CPU-bound point, an RTO min of a few jiffies) is believed at a k that passes.")
 @click.option("-o", "--output", default=None, type=OutputPath(), help="Write the result as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, runs, budget, eta, confirm, grid, output,
-         as_json):
+def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, runs, budget, eta, confirm, grid, dilation,
+         output, as_json):
     """Search transport settings and the collective's send order for a workload by successive
     halving on a namespace testbed, within a budget of runs (root).
 
@@ -179,6 +183,7 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
       clusterlab tune auto --hosts 4 --grid "rto_min=5ms,200ms;order=same,shifted" --runs 4 --confirm 3
       clusterlab tune auto --hosts 16 --full-grid --runs 8 -o auto-vs-grid.json
       clusterlab tune auto --workload hpa --hosts 6 --data seed000:50K --min-support 0.01 -o hpa.json
+      clusterlab tune auto --hosts 8 --grid "rto_min=5ms,200ms" --runs 2 --confirm 2 --dilation 4
     """
     from clusterlab.cluster.testbed.net import require_root
     from clusterlab.tune.auto import parse_space, settings, tune_auto
@@ -203,14 +208,22 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
         raise ConfigError(f"--budget {budget} runs is below one run per setting ({n} settings)")
     from clusterlab.cluster.testbed import StarTopo
 
-    StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu)  # the testbed's settings, before it is built
+    StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, dilation=dilation)  # the testbed's, before it is built
+    if dilation != 1.0:  # every setting's timers expressible at this dilation
+        from clusterlab.tune.auto import to_text, transport_of
+
+        for c in settings(parse_space(sp, workload)):
+            why = transport_of(c).with_place("testbed").why_not(dilation)
+            if why:
+                raise ConfigError(f"--dilation {dilation:g}: setting {to_text(c)}: {why}")
     if workload == "hpa":
         from clusterlab.mining.sequential import min_count_of
 
         min_count_of(min_support, 1)  # a bad support: one line, before anything starts
     require_root()
     res = tune_auto(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, size=nbytes, space=sp, runs=runs, budget=budget,
-                    eta=eta, grid=grid, confirm=confirm, workload=workload, data=data, min_support=min_support)
+                    eta=eta, grid=grid, confirm=confirm, workload=workload, data=data, min_support=min_support,
+                    dilation=dilation)
     if _record(res, output, as_json):
         return
     s = res["search"]

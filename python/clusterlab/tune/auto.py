@@ -30,6 +30,7 @@ visit of a setting.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -144,6 +145,22 @@ def transport_of(setting: Setting) -> TransportConfig:
     """The socket settings of ``setting`` (its workload knobs left out)."""
     return TransportConfig.parse({k: v for k, v in setting.items() if k not in WORKLOAD_KNOBS and k not in HPA_KNOBS},
                                  place="socket")
+
+
+TIMER_FIELDS = ("rto_min", "rto_min_jitter", "rto_max", "rto_max_jitter", "rto_max_offset")
+
+
+def apply_setting(tb, setting: Setting) -> TransportConfig:
+    """The socket settings a run of ``setting`` on testbed ``tb`` uses. Dilated, its RTO bounds
+    go to the hosts' sysctls instead, times the dilation (socket options take 5-200 ms only);
+    set for every setting, so one left unset runs with the kernel's (the MIN x the dilation)."""
+    cfg = transport_of(setting)
+    if tb.topo.dilation == 1.0:
+        return cfg
+    timers = TransportConfig(**{f: getattr(cfg, f) for f in TIMER_FIELDS}, seed=cfg.seed)
+    tb.set_timers(timers)
+    return dataclasses.replace(cfg, rto_min=None, rto_min_jitter=0.0, rto_max=None, rto_max_jitter=0.0,
+                               rto_max_offset=None)
 
 
 def _stats(xs: Sequence[float]) -> dict:
@@ -274,7 +291,7 @@ def incast_objective(tb, size: int, warmup: int = 1, timeout: float = 600.0) -> 
     from clusterlab.bench.alltoall_broadcast import alltoall_broadcast, undilate
 
     def objective(s: Setting, k: int) -> list[float]:
-        cfg = transport_of(s)
+        cfg = apply_setting(tb, s)
         out = tb.run(alltoall_broadcast, tb.topo.hosts, size, k, s.get("order", "same"), warmup, True,
                      tb.switch.ns, config=cfg, timeout=timeout, setup_timeout=max(60.0, 3.0 * tb.topo.hosts))[0]
         return [r["seconds"] for r in undilate(out, tb.topo.dilation)]
@@ -313,12 +330,12 @@ def hpa_objective(tb, path: str, min_support: float, warmup: int = 1, timeout: f
 
     def objective(s: Setting, k: int) -> list[float]:
         out = tb.run(hpa_runs, tb.topo.hosts, path, min_support, parse_size(s.get("block", HPA_DEFAULTS["block"])),
-                     s.get("allreduce", "auto"), k, warmup, config=transport_of(s), timeout=timeout,
+                     s.get("allreduce", "auto"), k, warmup, config=apply_setting(tb, s), timeout=timeout,
                      setup_timeout=max(60.0, 3.0 * tb.topo.hosts))[0]
         objective.itemsets.update(out["itemsets"])
         if len(objective.itemsets) > 1:
             raise RuntimeError(f"HPA found different itemset counts at different settings: {sorted(objective.itemsets)}")
-        return out["seconds"]
+        return [t / tb.topo.dilation for t in out["seconds"]]  # undilated, as the broadcast's
 
     objective.itemsets = set()
     return objective
@@ -333,7 +350,7 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
               space: str = DEFAULT_SPACE, runs: int = 8, budget: int | None = None, eta: int = 2, grid: bool = False,
               confirm: int = 5, warmup: int = 1, name: str | None = None, search: bool = True,
               workload: str = "alltoall_broadcast", data: str = "seed000:50K", min_support: float = 0.01,
-              cache_dir: str = "runs/cache") -> dict:
+              cache_dir: str = "runs/cache", dilation: float = 1.0) -> dict:
     """Search ``space`` for the all-to-all broadcast on a fresh testbed of ``hosts`` hosts
     (root): successive halving within ``budget`` runs (default: a quarter of the full grid's
     ``settings x runs``), then ``confirm`` runs each of the chosen setting and the defaults
@@ -342,7 +359,8 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
 
     ``workload="hpa"``: the objective is an HPA job mining ``data`` (a FIMI file, or a generator
     name with a size such as ``seed000:50K``, generated once into ``cache_dir``) at
-    ``min_support`` on all hosts; ``size`` is not used."""
+    ``min_support`` on all hosts; ``size`` is not used. ``dilation``: the testbed's (link rates
+    / k, every setting's RTO bounds x k as the hosts' sysctls); times are reported undilated."""
     from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
     sp = parse_space(space, workload)
@@ -353,7 +371,12 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
         budget = max(len(cands), len(cands) * runs // 4)
     if confirm < 0:
         raise ConfigError(f"--confirm must be >= 0, got {confirm}")
-    topo = StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu)
+    topo = StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, dilation=dilation)
+    if dilation != 1.0:  # every setting's timers must be expressible at it, before the testbed is built
+        for c in cands:
+            why = transport_of(c).with_place("testbed").why_not(dilation)
+            if why:
+                raise ConfigError(f"--dilation {dilation:g}: setting {to_text(c)}: {why}")
     if workload == "hpa":
         from clusterlab.experiments.workloads.mining import resolve_data
         from clusterlab.mining.sequential import min_count_of
@@ -364,7 +387,8 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
     else:
         about = {"name": "alltoall_broadcast", "size": size, "warmup_per_visit": warmup}
     out: dict = {"workload": about,
-                 "testbed": {"hosts": hosts, "rate": rate, "buffer": buffer, "mtu": mtu}, "space": sp,
+                 "testbed": {"hosts": hosts, "rate": rate, "buffer": buffer, "mtu": mtu, "dilation": dilation},
+                 "space": sp,
                  "runs_per_setting_in_grid": runs, "loadavg_before": _loadavg(),
                  "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     t0 = time.perf_counter()

@@ -99,6 +99,22 @@ def shutdown_all() -> None:
             tb.down()
 
 
+def _configure(plan: list[dict]) -> list[str]:
+    """Apply a namespaces plan (sysctls, receive CPUs, offloads; ``_nsconfig``) in a child
+    process; returns its warnings."""
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        p = subprocess.run([sys.executable, "-m", "clusterlab.cluster.testbed._nsconfig"], input=json.dumps(plan),
+                           capture_output=True, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        raise TestbedError("configuring namespaces (sysctl, rps, offloads) took over 120 s") from None
+    if p.returncode != 0:
+        raise TestbedError(f"configuring namespaces failed: {p.stderr.strip()[-500:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])["warnings"]
+
+
 class TestbedNetwork:
     """A star network of namespaces: ``hosts`` (list of ``Host``) around one ``switch``.
 
@@ -263,18 +279,33 @@ class TestbedNetwork:
         if self.router is not None:  # the line forwards frames as they are: no GRO merging
             plan.append({"ns": self.router.ns, "sysctls": dict(BASE_SYSCTLS),
                          "ifaces": [{"name": e, "rps_cpu": None, "offloads_off": True} for e in link.ROUTER_IFACES]})
-        env = dict(os.environ)
-        pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
-        try:
-            p = subprocess.run([sys.executable, "-m", "clusterlab.cluster.testbed._nsconfig"], input=json.dumps(plan),
-                               capture_output=True, text=True, timeout=120, env=env)
-        except subprocess.TimeoutExpired:
-            raise TestbedError("configuring namespaces (sysctl, rps, offloads) took over 120 s") from None
-        if p.returncode != 0:
-            raise TestbedError(f"configuring namespaces failed: {p.stderr.strip()[-500:]}")
-        self.warnings += json.loads(p.stdout.strip().splitlines()[-1])["warnings"]
+        self.warnings += _configure(plan)
         self.sysctls = draws
+
+    def set_timers(self, transport) -> dict[str, dict]:
+        """Set every host's RTO bounds to ``transport``'s (a ``TransportConfig``; its MIN and
+        MAX, jitter and offset, drawn per host as at bring-up) times the dilation, on a testbed
+        that is up; bounds it leaves unset go back to the kernel's (the MIN x the dilation). For
+        settings tried one after another on one testbed (``tune auto --dilation``): a dilated
+        RTO is a sysctl, the socket options take 5-200 ms only. Returns the values by host."""
+        from clusterlab.net.transport_config import KERNEL_RTO_MIN
+
+        k = self.topo.dilation
+        t = transport.with_place("testbed")
+        why = t.why_not(k)
+        if why:
+            raise ConfigError(why)
+        keys = ("net/ipv4/tcp_rto_min_us", "net/ipv4/tcp_rto_max_ms")
+        draws = {}
+        for h in self.hosts:
+            s = {key: v for key, v in t.namespace_sysctls(h.index, k).items() if key in keys}
+            s.setdefault(keys[0], round(KERNEL_RTO_MIN * k * 1e6))
+            s.setdefault(keys[1], 120_000)
+            draws[h.name] = s
+        self.warnings += _configure([{"ns": h.ns, "sysctls": draws[h.name], "ifaces": []} for h in self.hosts])
+        for h in self.hosts:
+            self.sysctls.setdefault(h.name, {}).update(draws[h.name])
+        return draws
 
     def _addresses_and_qdiscs(self) -> None:
         topo = self.topo
