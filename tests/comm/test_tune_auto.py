@@ -71,6 +71,15 @@ def test_halving_never_exceeds_the_budget_and_keeps_the_best():
             assert auto.to_text(res["chosen"]) == best  # no noise: the best always survives
 
 
+def test_a_budget_that_allows_one_round_says_so():
+    """4 settings, eta 2: two rounds; a budget of 4 runs is spent in the first, and the choice
+    rests on one run each (a new user's `--budget` equal to the settings)."""
+    cands = auto.settings(auto.parse_space("rto_min=5ms,10ms,20ms,200ms", "alltoall_broadcast"))
+    res = auto.successive_halving(cands, lambda s, k: [1.0] * k, budget=4)
+    assert len(res["rounds"]) == 1 and "allowed 1 of the search's 2 rounds" in res["warnings"][0]
+    assert auto.successive_halving(cands, lambda s, k: [1.0] * k, budget=8)["warnings"] == []
+
+
 def test_halving_refuses_a_budget_below_one_run_per_setting():
     cands = auto.settings(auto.parse_space(SPACE))
     with pytest.raises(ConfigError, match="below one run per setting"):

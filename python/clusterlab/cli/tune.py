@@ -229,6 +229,8 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
     s = res["search"]
     click.echo(f"successive halving: {s['settings']} settings, {s['runs']} runs (budget {s['budget']}), "
                f"{s['seconds']:.0f} s -> {s['chosen']}")
+    for w in s.get("warnings", []):
+        click.echo(f"warning: {w}", err=True)
     if "confirm" in res:
         c = res["confirm"]
         click.echo(f"chosen {c['chosen']['mean'] * 1e3:.1f} ms, defaults {c['defaults']['mean'] * 1e3:.1f} ms per run "

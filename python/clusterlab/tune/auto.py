@@ -249,8 +249,12 @@ def successive_halving(candidates: list[Setting], objective: Objective, budget: 
         else:
             alive = ranked
     chosen = min(alive, key=lambda s: (led.mean(s), to_text(s)))
+    warnings = []
+    if len(history) < rounds:  # the budget ran out: the later rounds, which tell close settings apart, never ran
+        warnings.append(f"the budget of {budget} runs allowed {len(history)} of the search's {rounds} rounds: the "
+                        f"choice rests on {history[-1]['runs_each']} run(s) per setting of the last round; raise --budget")
     return {"method": "successive_halving", "eta": eta, "budget": budget, "chosen": chosen, "runs": led.runs,
-            "visits": len(led.visits), "seconds": led.seconds, "settings": n, "rounds": history,
+            "visits": len(led.visits), "seconds": led.seconds, "settings": n, "rounds": history, "warnings": warnings,
             "table": [{"setting": k, **_stats(v), "times": v}
                       for k, v in sorted(led.times.items(), key=lambda kv: (np.mean(kv[1]), kv[0]))]}
 
