@@ -137,6 +137,16 @@ impl NetEngine {
         self.lock.unlock();
     }
 
+    /// A call's `timeout` argument as a wait: None or absent is the communicator's default;
+    /// None returned when it is not a number (the general path then reports it).
+    fn wait_of(&self, timeout: Option<&Bound<'_, PyAny>>) -> Option<Duration> {
+        match timeout {
+            None => Some(self.default_timeout()),
+            Some(x) if x.is_none() => Some(self.default_timeout()),
+            Some(x) => x.extract::<f64>().ok().map(seconds),
+        }
+    }
+
     fn default_timeout(&self) -> Duration {
         Duration::from_nanos(self.timeout_ns.load(Relaxed))
     }
@@ -547,13 +557,8 @@ impl NetEngine {
         if s == f.rank || !(0..f.size).contains(&s) || !((0..MAX_USER_TAG).contains(&t) || t == COLLECTIVE_TAG) {
             return general();
         }
-        let wait = match timeout {
-            None => self.default_timeout(),
-            Some(x) if x.is_none() => self.default_timeout(),
-            Some(x) => match x.extract::<f64>() {
-                Ok(v) => seconds(v),
-                Err(_) => return general(),
-            },
+        let Some(wait) = self.wait_of(timeout) else {
+            return general();
         };
         self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
         if self.stopped.load(Relaxed) {
@@ -593,13 +598,8 @@ impl NetEngine {
         if !((0..MAX_USER_TAG).contains(&t) || t == COLLECTIVE_TAG) {
             return general();
         }
-        let wait = match timeout {
-            None => self.default_timeout(),
-            Some(x) if x.is_none() => self.default_timeout(),
-            Some(x) => match x.extract::<f64>() {
-                Ok(v) => seconds(v),
-                Err(_) => return general(),
-            },
+        let Some(wait) = self.wait_of(timeout) else {
+            return general();
         };
         self.calls.store(self.calls.load(Relaxed).wrapping_add(1), Relaxed);
         if self.stopped.load(Relaxed) {

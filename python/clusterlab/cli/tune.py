@@ -209,13 +209,9 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
     from clusterlab.cluster.testbed import StarTopo
 
     StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, dilation=dilation)  # the testbed's, before it is built
-    if dilation != 1.0:  # every setting's timers expressible at this dilation
-        from clusterlab.tune.auto import to_text, transport_of
+    from clusterlab.tune.auto import check_dilation
 
-        for c in settings(parse_space(sp, workload)):
-            why = transport_of(c).with_place("testbed").why_not(dilation)
-            if why:
-                raise ConfigError(f"--dilation {dilation:g}: setting {to_text(c)}: {why}")
+    check_dilation(settings(parse_space(sp, workload)), dilation)
     if workload == "hpa":
         from clusterlab.mining.sequential import min_count_of
 

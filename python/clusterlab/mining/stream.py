@@ -586,17 +586,18 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                 flush()
             check_memory()
 
-        def counts_of(rows, b):
-            """The counts of itemset rows (all of one length) in bucket b: the spilled itemsets'."""
+        def counts_of(rows, b, keep=True):
+            """The counts of itemset rows (all of one length) in bucket b: the spilled itemsets'
+            (``keep``: the spilled files stay for later rounds)."""
             k = rows.shape[1]
-            sets = spill.load("I0", b, k, np.uint32, k, keep=True)
+            sets = spill.load("I0", b, k, np.uint32, k, keep=keep)
             at = _match(sets, rows)
             if (at < 0).any():
                 miss = rows[np.flatnonzero(at < 0)[0]]
                 shown = (vocab.take(numpy_array(miss)).to_pylist() if labelled else ids[miss].tolist())
                 raise ConfigError(f"{itemsets_path}: itemset {shown} (a subset of a frequent itemset) is "
                                   "missing: rules need all frequent itemsets (target all, min_len 1)")
-            return spill.load("I1", b, k, np.uint64, keep=True)[at]
+            return spill.load("I1", b, k, np.uint64, keep=keep)[at]
 
         try:
             for j in range(1, per_length.size - 1) if multi else ():  # round j: consequents of j items
@@ -656,16 +657,7 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                         continue
                     cons = spill.load("R1", b, k, np.uint32)
                     rc = spill.load("R2", b, k, np.uint64)
-                    sets = spill.load("I0", b, k, np.uint32, k)
-                    set_counts = spill.load("I1", b, k, np.uint64)
-                    at = _match(sets, ante)
-                    if (at < 0).any():
-                        miss = ante[np.flatnonzero(at < 0)[0]]
-                        shown = (vocab.take(numpy_array(miss)).to_pylist() if labelled else ids[miss].tolist())
-                        raise ConfigError(f"{itemsets_path}: itemset {shown} (a subset of a frequent itemset) is "
-                                          "missing: rules need all frequent itemsets (target all, min_len 1)")
-                    ac = set_counts[at]
-                    del at, sets, set_counts
+                    ac = counts_of(ante, b, keep=False)
                     keep = np.flatnonzero(rc.astype(np.float64) / ac.astype(np.float64) >= min_confidence)
                     if keep.size == 0:
                         continue

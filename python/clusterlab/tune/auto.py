@@ -147,6 +147,16 @@ def transport_of(setting: Setting) -> TransportConfig:
                                  place="socket")
 
 
+def check_dilation(cands: list[Setting], dilation: float) -> None:
+    """Refuses a setting whose timers the kernel cannot take at ``dilation`` (before anything is built)."""
+    if dilation == 1.0:
+        return
+    for c in cands:
+        why = transport_of(c).with_place("testbed").why_not(dilation)
+        if why:
+            raise ConfigError(f"--dilation {dilation:g}: setting {to_text(c)}: {why}")
+
+
 TIMER_FIELDS = ("rto_min", "rto_min_jitter", "rto_max", "rto_max_jitter", "rto_max_offset")
 
 
@@ -376,11 +386,7 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
     if confirm < 0:
         raise ConfigError(f"--confirm must be >= 0, got {confirm}")
     topo = StarTopo(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, dilation=dilation)
-    if dilation != 1.0:  # every setting's timers must be expressible at it, before the testbed is built
-        for c in cands:
-            why = transport_of(c).with_place("testbed").why_not(dilation)
-            if why:
-                raise ConfigError(f"--dilation {dilation:g}: setting {to_text(c)}: {why}")
+    check_dilation(cands, dilation)
     if workload == "hpa":
         from clusterlab.experiments.workloads.mining import resolve_data
         from clusterlab.mining.sequential import min_count_of
