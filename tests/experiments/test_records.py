@@ -110,3 +110,33 @@ def test_a_study_depends_on_its_module_workload_and_core():
         assert f in deps, f
     assert not [d for d in deps if d.startswith(("report/", "cli/"))]
     assert any(d.endswith("crates") for d in deps)
+
+
+def test_runs_of_one_study_in_parts_merge_into_one_record(toy_seed, tmp_path):  # noqa: F811
+    """A study run in two sittings (one point each) merges into one run: every point once,
+    renumbered, each part's provenance kept and told; the merge becomes the record."""
+    runs = tmp_path / "runs"
+    for size in ("8", "64"):
+        r = _run("experiment", "run", "seed999-fig1", "--set", f"sizes={size}", "-o", str(runs / size))
+        assert r.exception is None, r.output
+    out, res = tmp_path / "merged", tmp_path / "results"
+    r = _run("experiment", "merge", str(runs / "8"), str(runs / "64"), "-o", str(out), "--record", "--records", str(res))
+    assert r.exception is None, r.output
+    meta = json.loads((out / "meta.json").read_text())
+    assert [p["index"] for p in meta["points"]] == [0, 1] and meta["repetitions"] == 4
+    assert [p["points"] for p in meta["parts"]] == [[0], [1]] and meta["overrides"] == {"sizes": "8 + 64"}
+    rows = pq.read_table(out / "table.parquet").to_pylist()
+    assert sorted({(r["point"], str(r["sizes"])) for r in rows}) == [(0, "8"), (1, "64")]
+    text = (res / "seed999-fig1" / "report.md").read_text()
+    assert "Merged from 2 runs" in text and "points 0:" in text and "points 1:" in text and "(agrees)" in text
+
+    # the same point in two parts, an unfinished part, a taken output: one line each, nothing written
+    r = _run("experiment", "merge", str(runs / "8"), str(runs / "8"), "-o", str(tmp_path / "m2"))
+    assert isinstance(r.exception, ConfigError) and "is in both" in str(r.exception)
+    r = _run("experiment", "merge", str(runs / "8"), str(runs / "64"), "-o", str(out))
+    assert isinstance(r.exception, ConfigError) and "not an empty directory" in str(r.exception)
+    meta8 = json.loads((runs / "8" / "meta.json").read_text())
+    (runs / "8" / "meta.json").write_text(json.dumps({**meta8, "status": "interrupted"}))
+    r = _run("experiment", "merge", str(runs / "8"), str(runs / "64"), "-o", str(tmp_path / "m3"))
+    assert isinstance(r.exception, ConfigError) and "only complete runs" in str(r.exception)
+    assert not (tmp_path / "m2").exists() and not (tmp_path / "m3").exists()

@@ -285,6 +285,33 @@ def report_cmd(run_dir):
     _report(run_dir)
 
 
+@experiment.command("merge")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--out", required=True, type=OutputPath(directory=True),
+              help="The merged run directory (new, or empty).")
+@click.option("--report/--no-report", default=True, show_default=True, help="Render the report afterwards.")
+@click.option("--record", is_flag=True, help="Make the merged run the study's record (as `experiment record`).")
+@click.option("--records", "records_root", default="results", show_default=True, type=OutputPath(directory=True),
+              help="The records directory (the repository's results/).")
+def merge_cmd(run_dirs, out, report, record, records_root):
+    """Merge complete runs (or records) of one study, run in parts, into one run: every point
+    once, points renumbered, each part's provenance (commit, load, --set) kept in meta.json
+    and told in the report.
+
+    \b
+    Example:
+      clusterlab experiment merge results/seed000-fig5 runs/seed000-fig5/20260101-120000 -o runs/seed000-fig5-both
+    """
+    from clusterlab.report.merge import merge_runs
+
+    dest = merge_runs(run_dirs, out)
+    click.echo(f"{dest}: {len(run_dirs)} runs merged")
+    if report or record:
+        _report(str(dest))
+    if record:
+        _record(str(dest), records_root)
+
+
 def _int_list(text: str) -> list[int]:
     from clusterlab.units import parse_int
 

@@ -227,7 +227,7 @@ def open_cluster(point: Point, cache_dir: str) -> Iterator[Session]:
                      "tcp_stack": tb.transport.stack_name(),
                      "stack_sysctls": {k: v for k, v in tb.sysctls[names[0]].items()
                                        if k.split("/")[-1] in STACK_SYSCTL_NAMES},
-                     "warnings": list(tb.warnings)}
+                     "warnings": list(tb.warnings), "machine_sysctls_raised": dict(tb.machine_sysctls)}
         if c.wan_description():
             s.notes.append(c.wan_description() + "; site links " + str(c.topo.rate))
         elif c.topo.sites is None and point.settings.get("network"):  # a study that varies the network: say this one

@@ -12,7 +12,6 @@ is regenerated from the records each time.
 
 from __future__ import annotations
 
-import datetime
 import functools
 import json
 import os
@@ -205,10 +204,9 @@ def claim_verdicts(meta: dict, rows: list[dict], papers: dict | None = None) -> 
 
 
 def _when(meta: dict) -> str:
-    t = meta.get("finished") or meta.get("started")
-    if not isinstance(t, (int, float)):
-        return "?"
-    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    from clusterlab.report.study import _utc
+
+    return _utc(meta.get("finished") or meta.get("started"))
 
 
 def read_record(path: Path) -> dict:
@@ -218,8 +216,13 @@ def read_record(path: Path) -> dict:
     rows, meta = load_run(path)
     git = meta.get("git") or {}
     loads = [x[0] for x in (meta.get("load_before"), meta.get("load_after")) if isinstance(x, list) and x]
-    return {"study": meta.get("study", path.name), "path": str(path), "date": _when(meta),
-            "commit": git.get("revision"), "dirty": bool(git.get("dirty")), "status": meta.get("status"),
+    # A run merged from parts (report.merge): each part's commit; the oldest is the one the
+    # record is checked against for staleness (anything changed since any part ran).
+    parts = [{"commit": (p.get("git") or {}).get("revision"), "dirty": bool((p.get("git") or {}).get("dirty")),
+              "date": _when(p)} for p in meta.get("parts") or []]
+    first = parts[0] if parts else {"commit": git.get("revision"), "dirty": bool(git.get("dirty"))}
+    return {"study": meta.get("study", path.name), "path": str(path), "date": _when(meta), "parts": parts,
+            "commit": first["commit"], "dirty": first["dirty"], "status": meta.get("status"),
             "repetitions": meta.get("repetitions", len(rows)), "points": len(meta.get("points", [])),
             "overrides": meta.get("overrides") or {}, "load": loads, "claims": claim_verdicts(meta, rows)}
 
@@ -259,7 +262,8 @@ def write_readme(root="results") -> Path:
              "| study | date | commit | points, repetitions | load before -> after | claims |", "|---|---|---|---|---|---|"]
     for name, r in recs.items():
         load = " -> ".join(f"{x:g}" for x in r["load"]) if r["load"] else "?"
-        commit = (r["commit"] or "?")[:10] + (" (dirty)" if r["dirty"] else "")
+        commit = "<br>".join(f"{(p['commit'] or '?')[:10]}{' (dirty)' if p['dirty'] else ''}"
+                             + (f" ({p['date']})" if r["parts"] else "") for p in (r["parts"] or [r]))
         settings = "".join(f"<br>`{k}={v}`" for k, v in r["overrides"].items())
         lines.append(f"| [{name}]({name}/report.md){settings} | {r['date']} | {commit} | {r['points']} points, "
                      f"{r['repetitions']} reps | {load} | {_verdict_summary(r['claims'])} |")

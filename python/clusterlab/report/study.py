@@ -607,6 +607,30 @@ def _panel_section(panels: list[dict]) -> list[str]:
     return md
 
 
+def _ranges(xs: list[int]) -> str:
+    """
+    >>> _ranges([0, 1, 2, 5, 7, 8])
+    '0-2, 5, 7-8'
+    """
+    out, xs = [], sorted(xs)
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _utc(t) -> str:
+    import datetime
+
+    if not isinstance(t, (int, float)):
+        return "?"
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     spec = meta.get("spec", {})
     md = [f"# {title}", ""]
@@ -627,6 +651,12 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
            f"{' + local changes' if (meta.get('git') or {}).get('dirty') else ''})."]
     if meta.get("overrides"):
         md.append(f"Settings changed with --set: {meta['overrides']}.")
+    if meta.get("parts"):
+        md += ["", f"Merged from {len(meta['parts'])} runs (`clusterlab experiment merge`), each point from one of them:"]
+        md += [f"- points {_ranges(p.get('points') or [])}: git {str((p.get('git') or {}).get('revision'))[:12]}"
+               f"{' + local changes' if (p.get('git') or {}).get('dirty') else ''}, finished "
+               f"{_utc(p.get('finished'))}, load average before {p.get('load_before')} / after {p.get('load_after')}"
+               + (f", --set {p['overrides']}" if p.get("overrides") else "") for p in meta["parts"]]
     md += ["", "## What was emulated", ""]
     md += [f"- {k}: {v}" for k, v in (meta.get("emulated") or {}).items()]
     notes = sorted({n for pm in meta.get("points", []) for n in pm.get("notes", [])})

@@ -34,7 +34,7 @@ from clusterlab._atomic import atomic_open
 from clusterlab.cluster.testbed import atmswitch, link, mover, wanline
 from clusterlab.cluster.testbed.clean import STATE_DIR, clean_testbed, our_namespaces
 from clusterlab.cluster.testbed.node import NETNS_DIR, Host, Node, Switch, TestbedError, in_netns, ns_name
-from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, host_sysctls
+from clusterlab.cluster.testbed.sysctl import BASE_SYSCTLS, host_sysctls, raise_machine_backlog
 from clusterlab.cluster.testbed.topo import StarTopo, check_name
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
@@ -156,6 +156,7 @@ class TestbedNetwork:
         self.atm_totals: dict | None = None  # the ATM switch's own counts, once it stopped
         self.timings: dict[str, float] = {}
         self.warnings: list[str] = []
+        self.machine_sysctls: dict[str, int] = {}  # machine-wide limits this testbed raised (left raised)
         self.is_up = False
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -179,6 +180,7 @@ class TestbedNetwork:
         t0 = time.perf_counter()
         try:
             self._write_state()
+            self.machine_sysctls = raise_machine_backlog(len(self.hosts))
             _run(["ip"], [f"netns add {ns}" for ns in self.namespaces()]
                  + link.veth_lines(self.name, self.topo), "create namespaces and links")
             self.timings["namespaces_links"] = time.perf_counter() - t0

@@ -1,0 +1,146 @@
+"""One study run from several: a study whose grid is too long for one sitting (seed 000's
+100-host scale beside its 16 hosts) is run in parts, each a complete run with its own
+provenance, and merged into one run directory that reports and records as one.
+
+Each point is kept once: two parts that ran the same point are refused (the repetitions of
+two sittings are not pooled silently). The merged ``meta.json`` keeps every part's provenance
+(commit, machine, load, settings changed, dates) under ``parts``; the top-level commit is the
+newest part's. Point numbers are renumbered in part order, and the ``emulated`` descriptions
+that name points ("a 9MB host queue at points 0, 1") are renumbered with them.
+
+>>> _renumber("a host queue at points 0, 1, 4; seed-era TCP at point 2", {0: 10, 1: 11, 2: 12, 4: 14})
+'a host queue at points 10, 11, 14; seed-era TCP at point 12'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from clusterlab.errors import ConfigError
+
+# Top-level keys that describe one sitting; kept per part.
+PART_KEYS = ("git", "machine", "argv", "overrides", "started", "finished", "load_before", "load_after",
+             "repetitions", "version")
+
+
+def _renumber(text: str, new: dict[int, int]) -> str:
+    def sub(m):
+        nums = [int(x) for x in re.split(r",\s*", m.group(2))]
+        return m.group(1) + ", ".join(str(new.get(n, n)) for n in nums)
+    return re.sub(r"(\bpoints? )(\d+(?:,\s*\d+)*)", sub, text)
+
+
+def _overrides(parts: list[dict]) -> dict:
+    """The settings changed with --set, across parts: a value every part shares once, else each
+    part's (the spec's own where a part did not change it), joined by ' + '."""
+    keys = list(dict.fromkeys(k for p in parts for k in (p.get("overrides") or {})))
+    out = {}
+    for k in keys:
+        vals = [str((p.get("overrides") or {}).get(k, "(the spec's)")) for p in parts]
+        out[k] = vals[0] if len(set(vals)) == 1 else " + ".join(vals)
+    return out
+
+
+def _merge_monitor(dirs: list[Path], renumbered: list[dict[int, int]], dest: Path) -> None:
+    """The parts' monitor samples in one table, points renumbered; none when a part has none
+    (a record keeps no samples: the report then shows no per-point panels)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paths = [d / "monitor.parquet" for d in dirs]
+    if not all(p.exists() for p in paths):
+        return
+    tables = []
+    for p, new in zip(paths, renumbered, strict=True):
+        t = pq.read_table(p)
+        if "point" in t.column_names:
+            pts = [new.get(x, x) for x in t.column("point").to_pylist()]
+            t = t.set_column(t.column_names.index("point"), "point", pa.array(pts, t.schema.field("point").type))
+        tables.append(t)
+    pq.write_table(pa.concat_tables(tables, promote_options="default"), str(dest))
+
+
+def merge_runs(run_dirs, out) -> Path:
+    """Merge the complete runs ``run_dirs`` (run directories or records) of one study into the
+    new run directory ``out`` (built beside it and renamed into place); returns ``out``."""
+    from clusterlab._atomic import check_output
+    from clusterlab.experiments.runner import rows_table
+    from clusterlab.report.study import load_run
+
+    dirs = [Path(d) for d in run_dirs]
+    if len(dirs) < 2:
+        raise ConfigError("merge needs at least two run directories")
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out}: exists and is not an empty directory (the merged run is written to a new one)")
+    check_output(out.parent if str(out.parent) else Path("."), "the merged run's parent directory", directory=True)
+    runs = []
+    for d in dirs:
+        rows, meta = load_run(d)
+        if meta.get("status") != "complete":
+            raise ConfigError(f"{d}: status {meta.get('status')!r}: only complete runs are merged")
+        if meta.get("quick"):
+            raise ConfigError(f"{d}: a --quick run is a smoke test, not a part of a study")
+        runs.append((d, rows, meta))
+    names = {m.get("study") for _, _, m in runs}
+    if len(names) != 1:
+        raise ConfigError(f"the runs are of different studies ({', '.join(sorted(map(str, names)))}); merge runs of one")
+    seen: dict[str, Path] = {}
+    for d, _, meta in runs:
+        for pm in meta.get("points", []):
+            if pm["label"] in seen:
+                raise ConfigError(f"point {pm['label']!r} is in both {seen[pm['label']]} and {d}: a merged run holds each "
+                                  "point once (leave it out of one part with --set)")
+            seen[pm["label"]] = d
+    runs.sort(key=lambda r: r[2].get("started") or 0)
+    newest = max(runs, key=lambda r: r[2].get("finished") or 0)[2]
+    merged = {k: v for k, v in newest.items() if k not in ("points", "parts", "emulated")}
+    points, rows, parts, emulated, renumbered = [], [], [], {}, []
+    for d, rs, meta in runs:
+        new = {}
+        for pm in meta.get("points", []):
+            new[pm["index"]] = len(points)
+            points.append({**pm, "index": len(points)})
+        for r in rs:
+            if isinstance(r.get("point"), int):
+                r = {**r, "point": new.get(r["point"], r["point"])}
+            rows.append(r)
+        for part in meta.get("parts") or [{k: meta.get(k) for k in PART_KEYS} | {"run": str(d)}]:
+            parts.append({**part, "points": sorted(new.values())} if "points" not in part else part)
+        renumbered.append(new)
+        for k, v in (meta.get("emulated") or {}).items():
+            emulated.setdefault(k, []).append(_renumber(str(v), new))
+    merged["emulated"] = {k: vs[0] if len(set(vs)) == 1 else "; ".join(f"part {i + 1}: {v}" for i, v in enumerate(vs))
+                          for k, vs in emulated.items()}
+    merged.update(points=points, parts=parts, status="complete", repetitions=sum(p.get("repetitions") or 0 for p in parts),
+                  started=min(p.get("started") or 0 for p in parts), finished=max(p.get("finished") or 0 for p in parts),
+                  load_before=runs[0][2].get("load_before"), load_after=runs[-1][2].get("load_after"),
+                  overrides=_overrides(parts), argv=None)
+    merged["git"] = dict(newest.get("git") or {})
+    failed = [pm["index"] for pm in points if pm.get("failed")]
+    merged.pop("failed_points", None)
+    if failed:
+        merged["failed_points"] = failed
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        import pyarrow.csv as pcsv
+        import pyarrow.parquet as pq
+
+        tbl = rows_table(rows)
+        pq.write_table(tbl, str(tmp / "table.parquet"))
+        pcsv.write_csv(tbl, str(tmp / "table.csv"))
+        _merge_monitor([d for d, _, _ in runs], renumbered, tmp / "monitor.parquet")
+        (tmp / "meta.json").write_text(json.dumps(merged, indent=1, default=str) + "\n")
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
