@@ -80,6 +80,35 @@ def test_a_budget_that_allows_one_round_says_so():
     assert auto.successive_halving(cands, lambda s, k: [1.0] * k, budget=8)["warnings"] == []
 
 
+def test_each_visit_is_watched_and_kept_with_its_phase():
+    """``tune_auto(watch=...)``: every call of the objective (a visit) runs inside the watch, whose
+    facts are kept with the setting, the phase and the runs (what the search's fidelity reads)."""
+    import contextlib
+
+    inside = []
+
+    @contextlib.contextmanager
+    def watch(tb, s):
+        facts = {"tb": tb}
+        inside.append(False)
+        yield facts
+        facts["cpu_spare"] = 0.5
+
+    def objective(s, k):
+        inside[-1] = True  # called within the watch
+        return [1.0] * k
+
+    run, rec = auto.watched(objective, "tb0", watch)
+    res = auto.successive_halving(auto.settings(auto.parse_space("rto_min=5ms,200ms")), run, budget=2)
+    rec["phase"] = "confirm"
+    run({"rto_min": "5ms"}, 3)
+    assert res["runs"] == 2 and all(inside) and len(inside) == 3
+    assert [(v["setting"], v["phase"], v["runs"]) for v in rec["visits"]] == [
+        ("rto_min=5ms", "search", 1), ("rto_min=200ms", "search", 1), ("rto_min=5ms", "confirm", 3)]
+    assert all(v["tb"] == "tb0" and v["cpu_spare"] == 0.5 for v in rec["visits"])
+    assert auto.watched(objective, "tb0", None)[0] is objective  # no watch: the objective as it is
+
+
 def test_halving_refuses_a_budget_below_one_run_per_setting():
     cands = auto.settings(auto.parse_space(SPACE))
     with pytest.raises(ConfigError, match="below one run per setting"):
