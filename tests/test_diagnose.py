@@ -519,3 +519,55 @@ def test_a_kernel_without_socket_diagnostics_costs_the_rtt_only(monkeypatch):
         time.sleep(0.1)
     assert mon.error is None and "h0: socket diagnostics failed" in mon.meta["rtt_error"]
     assert mon.samples > 2 and "cpu_idle" in set(mon.table().column("metric").to_pylist())  # the rest sampled on
+
+
+# --- tune auto: the fidelity of a search from its visits' recorded monitor summaries ----------
+
+def _visit(setting, spare, k=1.0, phase="search"):
+    """One visit of ``setting`` as ``tune auto`` records it (``observe.observed``'s facts), its
+    monitor summary made by ``monitor_facts`` from a table of 10 spare-CPU samples."""
+    import pandas as pd
+
+    from clusterlab.tune.auto import transport_of
+
+    df = pd.DataFrame({"t": [0.1 * i for i in range(10)], "node": ["machine"] * 10, "iface": [""] * 10,
+                       "metric": ["cpu_spare"] * 10, "value": [spare] * 10})
+    tcp = transport_of(dict(p.split("=", 1) for p in setting.split(",")))
+    return {"setting": setting, "phase": phase, "runs": 1, "cpu_spare": spare,
+            "cluster": {"kind": "testbed", "rate": "155Mbit", "buffer": "64KB", "dilation": k},
+            "transport": {key: v for key, v in tcp.to_dict().items() if v is not None},
+            "monitor": fidelity.monitor_facts(df, {"dilation": k, "interval": 0.1})}
+
+
+def test_a_search_is_believed_only_when_every_setting_visited_passes():
+    from clusterlab.diagnose.search import search_fidelity, setting_lines
+
+    fast, slow = "rto_min=5ms,order=same", "rto_min=200ms,order=same"
+    # at dilation 1 a 5 ms RTO min is 1.25 jiffies: that setting fails (the timer only), the other passes
+    r = search_fidelity([_visit(fast, 0.8), _visit(slow, 0.8), _visit(fast, 0.8, phase="confirm")], 1.0, fast)
+    assert not r["ok"] and r["chosen_ok"] is False
+    by = {s["setting"]: s for s in r["settings"]}
+    assert by[fast]["failed"] == ["timer"] and by[fast]["failed_visits"] == 2 and by[slow]["ok"]
+    assert r["next_dilation"] == 4.0 and "only the timer failed" in r["why"]  # the smallest that passes
+    assert r["line"].startswith("fidelity: FAIL (1 of 2 settings visited fail at dilation 1: rto_min=5ms,order=same "
+                                "(timer; the chosen setting); timer: RTO min 5 ms as run (1x dilated) is 1.25 jiffies")
+    assert "search again at --dilation 4" in r["line"] and len(r["visits"]) == 3
+    assert setting_lines(r) == [f"fidelity of {fast} (2 of 2 visits fail): FAIL (RTO min 5 ms as run (1x dilated) "
+                                "is 1.25 jiffies of 4 ms (HZ=250): rounded up to whole jiffies, the timer is off by up "
+                                "to 80%; dilate more)"]
+    # the same search at dilation 4: every setting passes, the line is the chosen setting's checks
+    r4 = search_fidelity([_visit(fast, 0.8, 4.0), _visit(slow, 0.8, 4.0)], 4.0, fast)
+    assert r4["ok"] and r4["next_dilation"] is None and setting_lines(r4) == []
+    assert r4["line"].startswith("fidelity: PASS - every setting's runs pass the check at dilation 4 (2 settings, "
+                                 "2 visits); the chosen rto_min=5ms,order=same's: spare CPU 80%")
+    # one CPU-starved visit fails its setting (not the chosen one here); CPU says twice the dilation
+    r4c = search_fidelity([_visit(fast, 0.8, 4.0), _visit(slow, 0.8, 4.0), _visit(slow, 0.05, 4.0)], 4.0, fast)
+    by = {s["setting"]: s for s in r4c["settings"]}
+    assert by[slow]["failed"] == ["cpu"] and by[slow]["failed_visits"] == 1 and by[slow]["visits"] == 2
+    assert r4c["chosen_ok"] and r4c["next_dilation"] == 8.0 and "not the chosen" in r4c["line"]
+    assert "spare CPU 5%" in r4c["line"]
+    # a rung at which a setting cannot run says so (MAX 60 s x 4 is over the kernel's 120 s)
+    odd = "rto_min=5ms,rto_max=60s"
+    rm = search_fidelity([_visit(odd, 0.8)], 1.0, odd)
+    assert rm["next_dilation"] == 4.0 and "drop that setting from --grid" in rm["line"]
+    assert search_fidelity([], 1.0)["line"].startswith("fidelity: not judged")

@@ -80,6 +80,35 @@ def test_a_budget_that_allows_one_round_says_so():
     assert auto.successive_halving(cands, lambda s, k: [1.0] * k, budget=8)["warnings"] == []
 
 
+def test_each_visit_is_watched_and_kept_with_its_phase():
+    """``tune_auto(watch=...)``: every call of the objective (a visit) runs inside the watch, whose
+    facts are kept with the setting, the phase and the runs (what the search's fidelity reads)."""
+    import contextlib
+
+    inside = []
+
+    @contextlib.contextmanager
+    def watch(tb, s):
+        facts = {"tb": tb}
+        inside.append(False)
+        yield facts
+        facts["cpu_spare"] = 0.5
+
+    def objective(s, k):
+        inside[-1] = True  # called within the watch
+        return [1.0] * k
+
+    run, rec = auto.watched(objective, "tb0", watch)
+    res = auto.successive_halving(auto.settings(auto.parse_space("rto_min=5ms,200ms")), run, budget=2)
+    rec["phase"] = "confirm"
+    run({"rto_min": "5ms"}, 3)
+    assert res["runs"] == 2 and all(inside) and len(inside) == 3
+    assert [(v["setting"], v["phase"], v["runs"]) for v in rec["visits"]] == [
+        ("rto_min=5ms", "search", 1), ("rto_min=200ms", "search", 1), ("rto_min=5ms", "confirm", 3)]
+    assert all(v["tb"] == "tb0" and v["cpu_spare"] == 0.5 for v in rec["visits"])
+    assert auto.watched(objective, "tb0", None)[0] is objective  # no watch: the objective as it is
+
+
 def test_halving_refuses_a_budget_below_one_run_per_setting():
     cands = auto.settings(auto.parse_space(SPACE))
     with pytest.raises(ConfigError, match="below one run per setting"):
@@ -128,6 +157,7 @@ def test_replay_draws_from_the_grid_and_is_deterministic():
     (["--size", "lots"], "lots"),
     (["--dilation", "0.5"], "--dilation"),
     (["--dilation", "1000", "--grid", "rto_min=200ms"], "--dilation 1000: setting rto_min=200ms"),
+    (["--name", "Bad-Name"], "--name: testbed name 'Bad-Name' must be 1-8 lowercase letters or digits"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, words):
     p = subprocess.run([sys.executable, "-m", "clusterlab", "tune", "auto", *args], capture_output=True, text=True,
@@ -173,3 +203,33 @@ def test_dilated_each_settings_timers_are_the_hosts_sysctls_times_k(tmp_path):
     res = auto.tune_auto(hosts=2, size=20_000, space="rto_min=5ms,200ms", runs=1, budget=2, confirm=1,
                          dilation=4, name=fresh_name())
     assert res["testbed"]["dilation"] == 4 and all(0 < t < 1 for row in res["search"]["table"] for t in row["times"])
+
+
+def test_the_search_ends_with_its_fidelity_line(tmp_path):
+    """``tune auto`` observes every visit of a setting and ends (text and JSON) with the search's
+    fidelity line: at dilation 1 a 5 ms RTO min is about one 4 ms jiffy, so that setting fails the
+    check, whatever the machine's load, and the line names dilation 4 to search at again."""
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    from clusterlab.cluster.testbed import clean, leftovers
+
+    name = fresh_name()
+    out = tmp_path / "auto.json"
+    try:
+        p = subprocess.run([sys.executable, "-m", "clusterlab", "tune", "auto", "--hosts", "2", "--size", "20KB",
+                            "--grid", "rto_min=5ms,200ms", "--runs", "1", "--budget", "2", "--confirm", "0",
+                            "--name", name, "-o", str(out)], capture_output=True, text=True, timeout=600)
+    finally:
+        clean(name)
+    assert p.returncode == 0, p.stderr
+    assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
+    last = p.stdout.strip().splitlines()[-1]
+    assert last.startswith("fidelity: FAIL (") and "rto_min=5ms (timer" in last, p.stdout
+    assert "search again at --dilation 4" in last
+    assert any(ln.startswith("fidelity of rto_min=5ms (1 of 1 visits fail): FAIL") for ln in p.stdout.splitlines())
+    res = json.loads(out.read_text())
+    fid = res["fidelity"]
+    assert list(res)[-1] == "fidelity" and fid["line"] == last and fid["next_dilation"] == 4.0
+    assert [v["setting"] for v in fid["visits"]] == ["rto_min=5ms", "rto_min=200ms"]
+    assert all(v["monitor"]["samples"] >= 1 and v["cluster"]["kind"] == "testbed" for v in fid["visits"])

@@ -121,6 +121,25 @@ def test_cli_runs_a_study_and_reports(tmp_path, monkeypatch):
     assert json.loads((run_dir / "meta.json").read_text())["overrides"] == {"repeat": "1"}
 
 
+def test_a_study_report_ends_with_each_points_fidelity_line_and_diagnosis(tmp_path):
+    """Issue 27: report.md's last section is the diagnosis, each point's block opening with its
+    fidelity line, and ``report`` / ``experiment report`` end their output with them, after the
+    monitor's summary of the last point."""
+    d = tmp_path / "run"
+    run_study(Study(name="pp", cluster=InProcess(ranks=2), workload=wl.pingpong(sizes="8,64", trial_time=0.001),
+                    grid=Grid(sizes=["8", "8,64"]), repeat=1, warmup=0, monitor=True), d)
+    assert (d / "monitor.parquet").exists()
+    for args in (["report", str(d)], ["experiment", "report", str(d)]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 0, r.output
+        lines = r.output.strip().splitlines()
+        want = ["sizes=8: fidelity: ", "diagnosis: sizes=8: ", "sizes=8,64: fidelity: ", "diagnosis: sizes=8,64: "]
+        assert all(ln.startswith(w) for ln, w in zip(lines[-4:], want, strict=True)), lines[-5:]
+        md = (d / "report.md").read_text()
+        last = md.split("\n## ")[-1]
+        assert last.startswith("Diagnosis\n") and last.count("```text\nfidelity: ") == 2, last
+
+
 def test_report_without_matplotlib_is_one_line(tmp_path, monkeypatch):
     import sys
 

@@ -52,19 +52,15 @@ def report(run_dir, title):
 
         r = render(d)
         click.echo(f"{d}/report.md: {r['rows']} repetitions, {len(r['pngs'])} figures ({r['status']})")
-        from clusterlab.cli.experiment import _diagnosis
+    from clusterlab.cli.experiment import _diagnosis
 
-        _diagnosis(d, d)
     src = next((c for c in (d / "monitor.parquet", d / "monitor.csv") if c.exists()), None)
     if src is None:
         if not (study or program):
             raise ConfigError(f"{run_dir}: no meta.json, monitor.parquet or monitor.csv (record one with "
                               "clusterlab experiment run, bench broadcast --run-dir, run --run-dir or "
                               "clusterlab monitor)")
-        if program:
-            from clusterlab.cli.experiment import _diagnosis
-
-            _diagnosis(d, d)
+        _diagnosis(d, d)
         return
     try:
         from clusterlab.report.monitor_plots import write_report
@@ -99,7 +95,6 @@ def report(run_dir, title):
                f"{s['timeouts']} timeouts, {s['switch_drops']} switch drops"
                + (f", {s['atm_cells_dropped']} ATM cells dropped ({s['atm_frames_lost']} frames lost at reassembly)"
                   if s.get("atm_cells_dropped") else "") + ("; CPU-bound" if s["cpu_bound"] else ""))
-    if not study:  # a program run: the split per rank and the causes; a monitor directory: the fidelity check
-        from clusterlab.cli.experiment import _diagnosis
-
-        _diagnosis(d, d if program else out)
+    # the last lines, after the monitor's: the fidelity line and the diagnosis (a study's and a program's
+    # report.md end with it; a monitor directory's gets the fidelity check)
+    _diagnosis(d, d if (program or study) else out)

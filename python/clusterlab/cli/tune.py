@@ -163,12 +163,14 @@ def buffers(config_path, output, no_plots, as_json):
 @click.option("--full-grid", "grid", is_flag=True, help="Also run the full grid and compare the search with it.")
 @click.option("--dilation", default=1.0, show_default=True, type=Finite(lo=1),
               help="The testbed's dilation k: link rates / k, every setting's RTO bounds x k (set as the hosts' "
-                   "sysctls for each setting), times reported undilated. A search whose runs fail the fidelity "
-                   "check at 1 (a CPU-bound point, an RTO min of a few jiffies) is believed at a k that passes.")
+                   "sysctls for each setting), times reported undilated. The output ends with the search's "
+                   "fidelity line: a search whose runs fail the fidelity check (a CPU-bound machine, an RTO min of "
+                   "a few jiffies) names the dilation to search at again; believe the one that passes.")
+@click.option("--name", default=None, help="The testbed's name (1-8 lowercase letters/digits; default: a fresh one).")
 @click.option("-o", "--output", default=None, type=OutputPath(), help="Write the result as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, runs, budget, eta, confirm, grid, dilation,
-         output, as_json):
+         name, output, as_json):
     """Search transport settings and the collective's send order for a workload by successive
     halving on a namespace testbed, within a budget of runs (root).
 
@@ -176,6 +178,11 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
     setting a run or two, keeps the best 1/eta, gives those more runs, and so on: the budget
     goes to the settings that look good. Then the chosen setting and the defaults run
     --confirm times each, and the gain is reported with 95% confidence intervals.
+
+    Each visit of a setting runs with the testbed's monitor; the output (text and JSON) ends with
+    the search's fidelity line (docs/diagnose.md): PASS when every setting's runs pass the
+    fidelity check, else FAIL naming the settings that fail and the dilation to search at again
+    (the --auto-dilation ladder's next rung); each failing setting's own line comes before it.
 
     \b
     Examples:
@@ -201,9 +208,9 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
         raise ConfigError(f"--data {data}: no such file")
     sp = space or (HPA_SPACE if workload == "hpa" else DEFAULT_SPACE)
     n = len(settings(parse_space(sp, workload)))
-    for name, v, lo in (("--runs", runs, 1), ("--eta", eta, 2), ("--confirm", confirm, 0), ("--hosts", hosts, 2)):
+    for opt, v, lo in (("--runs", runs, 1), ("--eta", eta, 2), ("--confirm", confirm, 0), ("--hosts", hosts, 2)):
         if v < lo:
-            raise ConfigError(f"{name} must be >= {lo}, got {v}")
+            raise ConfigError(f"{opt} must be >= {lo}, got {v}")
     if budget is not None and budget < n:
         raise ConfigError(f"--budget {budget} runs is below one run per setting ({n} settings)")
     from clusterlab.cluster.testbed import StarTopo
@@ -216,10 +223,21 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
         from clusterlab.mining.sequential import min_count_of
 
         min_count_of(min_support, 1)  # a bad support: one line, before anything starts
+    if name is not None:
+        from clusterlab.cluster.testbed.topo import check_name
+
+        try:
+            check_name(name)
+        except ConfigError as e:
+            raise ConfigError(f"--name: {e}") from None
     require_root()
+    from clusterlab.diagnose.search import observe_visit, search_fidelity, setting_lines
+
     res = tune_auto(hosts=hosts, rate=rate, buffer=buffer, mtu=mtu, size=nbytes, space=sp, runs=runs, budget=budget,
                     eta=eta, grid=grid, confirm=confirm, workload=workload, data=data, min_support=min_support,
-                    dilation=dilation)
+                    dilation=dilation, name=name, watch=observe_visit)
+    # the last key, as its line is the text's last: which search (at which dilation) to believe
+    res["fidelity"] = search_fidelity(res.pop("visits"), dilation, res["search"]["chosen"])
     if _record(res, output, as_json):
         return
     s = res["search"]
@@ -235,6 +253,7 @@ def auto(workload, size, data, min_support, hosts, rate, buffer, mtu, space, run
         c = res["comparison"]
         click.echo(f"full grid: {res['grid']['runs']} runs, best {c['grid_best']}; the search's choice is "
                    f"{c['chosen_over_best']:.2f}x the best with {c['runs_share']:.0%} of the runs")
+    click.echo("\n".join([*setting_lines(res["fidelity"]), res["fidelity"]["line"]]))
 
 
 @tune.command("sim")

@@ -355,6 +355,22 @@ def hpa_objective(tb, path: str, min_support: float, warmup: int = 1, timeout: f
     return objective
 
 
+def watched(objective: Objective, tb, watch) -> tuple[Objective, dict]:
+    """``objective`` with each call (a visit) inside ``watch(tb, setting)`` when given, and the
+    record its visits go to: ``{"phase": ..., "visits": [...]}`` (set ``phase`` before a phase)."""
+    rec: dict = {"phase": "search", "visits": []}
+    if watch is None:
+        return objective, rec
+
+    def run(s: Setting, k: int) -> list[float]:
+        with watch(tb, s) as facts:
+            got = objective(s, k)
+        rec["visits"].append({"setting": to_text(s), "phase": rec["phase"], "runs": k, **facts})
+        return got
+
+    return run, rec
+
+
 def _loadavg() -> list[float]:
     with open("/proc/loadavg") as f:
         return [float(x) for x in f.read().split()[:3]]
@@ -364,7 +380,7 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
               space: str = DEFAULT_SPACE, runs: int = 8, budget: int | None = None, eta: int = 2, grid: bool = False,
               confirm: int = 5, warmup: int = 1, name: str | None = None, search: bool = True,
               workload: str = "alltoall_broadcast", data: str = "seed000:50K", min_support: float = 0.01,
-              cache_dir: str = "runs/cache", dilation: float = 1.0) -> dict:
+              cache_dir: str = "runs/cache", dilation: float = 1.0, watch=None) -> dict:
     """Search ``space`` for the all-to-all broadcast on a fresh testbed of ``hosts`` hosts
     (root): successive halving within ``budget`` runs (default: a quarter of the full grid's
     ``settings x runs``), then ``confirm`` runs each of the chosen setting and the defaults
@@ -374,7 +390,12 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
     ``workload="hpa"``: the objective is an HPA job mining ``data`` (a FIMI file, or a generator
     name with a size such as ``seed000:50K``, generated once into ``cache_dir``) at
     ``min_support`` on all hosts; ``size`` is not used. ``dilation``: the testbed's (link rates
-    / k, every setting's RTO bounds x k as the hosts' sysctls); times are reported undilated."""
+    / k, every setting's RTO bounds x k as the hosts' sysctls); times are reported undilated.
+
+    ``watch(tb, setting)``: a context manager around each visit of a setting (one launch of the
+    workload: its warm-up and runs) yielding a dict it fills when the visit ends; each visit's
+    dict, with its setting, phase (search, confirm, grid) and runs, is kept in ``visits`` (the
+    CLI's ``diagnose.search.observe_visit``: what the fidelity check of the search reads)."""
     from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 
     sp = parse_space(space, workload)
@@ -403,14 +424,16 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
                  "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     t0 = time.perf_counter()
     with TestbedNetwork(topo, name=name) as tb:
-        objective = (hpa_objective(tb, path, min_support, warmup) if workload == "hpa"
-                     else incast_objective(tb, size, warmup))
+        measure = (hpa_objective(tb, path, min_support, warmup) if workload == "hpa"
+                   else incast_objective(tb, size, warmup))
+        objective, phase = watched(measure, tb, watch)
         if search:
             out["search"] = successive_halving(cands, objective, budget, eta)
         if search and confirm:
             own = workload_knobs(workload)
             default = {**{k: "default" for k in sp if k not in own},
                        **(HPA_DEFAULTS if workload == "hpa" else DEFAULT_SETTING)}
+            phase["phase"] = "confirm"
             chosen_t = objective(out["search"]["chosen"], confirm)
             default_t = objective(default, confirm)
             a, b = _stats(chosen_t), _stats(default_t)
@@ -418,6 +441,7 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
                               "defaults": {"setting": "default", **b, "times": default_t},
                               "speedup": b["mean"] / a["mean"]}
         if grid:
+            phase["phase"] = "grid"
             out["grid"] = full_grid(cands, objective, runs)
             if search:
                 out["comparison"] = compare(out["search"], out["grid"])
@@ -427,7 +451,9 @@ def tune_auto(*, hosts: int = 16, rate: str = "155Mbit", buffer: str = "64KB", m
         if key in out:
             out[key]["chosen"] = to_text(out[key]["chosen"])
     if workload == "hpa":
-        out["workload"]["itemsets"] = sorted(objective.itemsets)
+        out["workload"]["itemsets"] = sorted(measure.itemsets)
+    if watch is not None:
+        out["visits"] = phase["visits"]
     out["seconds"] = time.perf_counter() - t0
     out["loadavg_after"] = _loadavg()
     return out
