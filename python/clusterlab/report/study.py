@@ -745,20 +745,23 @@ def judged_claims(fig: dict, meta: dict, rows: list[dict], catch: bool = False):
 
 
 def _partitions(rows) -> list[tuple[dict, str]]:
-    """The switch x stack combinations the rows hold (only the axes that vary), as filters and words.
+    """The switch x stack x scale combinations the rows hold (only the axes that vary), as filters
+    and words: a claim is judged at each scale on its own (16 hosts and 100 are not pooled).
 
     >>> _partitions([{"switch": "atm", "stack": "linux"}, {"switch": "bridge", "stack": "linux"}])
     [({'switch': 'atm'}, 'atm switch'), ({'switch': 'bridge'}, 'bridge switch')]
     >>> _partitions([{"stack": "linux"}])
     [({}, '')]
+    >>> _partitions([{"stack": "linux", "scale": "16 hosts"}, {"stack": "linux", "scale": "100 hosts"}])[1]
+    ({'scale': '100 hosts'}, '100 hosts')
     """
-    axes = [(k, w) for k, w in (("switch", "switch"), ("stack", "TCP"))
+    axes = [(k, w) for k, w in (("switch", "switch"), ("stack", "TCP"), ("scale", ""))
             if len({r.get(k) for r in rows if r.get(k)}) > 1]
     combos = list(dict.fromkeys(tuple(r.get(k) for k, _ in axes) for r in rows if all(r.get(k) for k, _ in axes)))
     if not axes or not combos:
         return [({}, "")]
     return [(dict(zip([k for k, _ in axes], c, strict=True)),
-             ", ".join(f"{v} {w}" for (_, w), v in zip(axes, c, strict=True))) for c in combos]
+             ", ".join(f"{v} {w}".strip() for (_, w), v in zip(axes, c, strict=True))) for c in combos]
 
 
 def _our_setup(meta, rows) -> dict:
