@@ -5,7 +5,7 @@ but ``cluster/``:
 
 - a tuple, list, set or dict (its keys) holding two or more of ``WORDS``: a backend list;
 - a comparison of one of ``WORDS`` with something whose name says backend, mesh, engine,
-  launcher, kind, how or name (``engine == "mpi"``, ``c.kind in ("loopback", "mpi")``,
+  launcher, kind, started_by, how or name (``engine == "mpi"``, ``c.kind in ("loopback", "mpi")``,
   ``stats.get("backend") == "mpi"``): a launcher choice;
 - ``x if ... else y`` giving one of two of them: a launcher choice.
 
