@@ -87,6 +87,9 @@ def test_mpi_stats_and_abort_through_launcher():
     for r, st in enumerate(res):
         assert st["backend"] == "mpi" and st["library"].startswith("MPICH")
         assert st["peers"][str(1 - r)]["msgs_sent"] == 5 and st["msgs_recv"] == 5
+        # MPICH's sockets take the host's default congestion control: read back as the TCP mesh's is
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            assert st["transport"]["in_force"] == {"congestion": f.read().strip()}
 
 
 # --- several hosts: namespace testbed hosts stand in for machines (root) -----------------------

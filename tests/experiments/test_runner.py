@@ -282,3 +282,18 @@ def test_the_report_says_each_points_dilation_ladder_and_why():
     assert rows[0][2] == "4 (dilated); auto-dilation 1 -> 4" and rows[1][2] == "1"
     pm["auto_dilation"]["ok"] = False
     assert point_rows([], meta)[0][2].endswith("(**none passed**)")
+
+
+def test_what_connects_the_ranks_is_the_clusters_own_words():
+    """meta.json's emulated network for a cluster on this machine or mpiexec's hosts comes from the
+    cluster object (the runner has no list of kinds to keep in step)."""
+    from clusterlab.cluster import Local, Mpirun
+    from clusterlab.experiments.runner import _emulated
+
+    def network(c):
+        return _emulated(Study(name="pp", cluster=c, workload=wl.pingpong(sizes="8", trial_time=0.001)))["network"]
+
+    assert network(InProcess(ranks=2)) == "none (threads of one process)"
+    assert network(Local()) == network(Mpirun(mesh="tcp")) == \
+        "loopback on one machine: no link rate, no switch; TCP settings per socket"
+    assert network(Mpirun(hostfile="hosts")) == "the network of the hosts in hosts (nothing emulated); MPI's own transport"

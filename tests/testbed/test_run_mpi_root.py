@@ -1,11 +1,13 @@
-"""`clusterlab run --testbed NAME --backend mpi`: an mpi4py program's ranks in the hosts'
-namespaces, its data over the emulated links under the hosts' TCP settings, a rank that dies
-named, nothing left behind (root, mpi4py and the mpich wheel)."""
+"""`clusterlab run --testbed NAME --backend mpi`: an mpi4py program's and an MPI C program's ranks
+in the hosts' namespaces, their data over the emulated links under the hosts' TCP settings (a
+non-default rto_min in each host's `ss -tin`), a rank that dies named, nothing left behind (root,
+mpi4py and the mpich wheel)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,8 +131,12 @@ def test_a_killed_rank_is_named_and_nothing_is_left(testbed4, tmp_path):
 
 C_PROGRAM = r"""
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+/* allreduce DIR MODE: 5 Allreduces of 1 MiB; MODE "kill": rank 1 then dies of SIGKILL; each
+   rank writes what `ss -tin` says of its established connections to DIR/rankN.ss */
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -139,6 +145,11 @@ int main(int argc, char **argv) {
     static double x[1 << 17], y[1 << 17];
     for (int i = 0; i < (1 << 17); i++) x[i] = rank + 1.0;
     for (int k = 0; k < 5; k++) MPI_Allreduce(x, y, 1 << 17, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (argc > 2 && strcmp(argv[2], "kill") == 0 && rank == 1) raise(SIGKILL);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "ss -tin state established > %s/rank%d.ss", argv[1], rank);
+    if (system(cmd) != 0) return 3;
+    MPI_Barrier(MPI_COMM_WORLD);  /* every rank looked at its connections before any closes them */
     const char *host = getenv("PMI_HOSTNAME");
     printf("rank %d of %d on %s: %g\n", rank, size, host ? host : "?", y[0]);
     MPI_Finalize();
@@ -147,25 +158,68 @@ int main(int argc, char **argv) {
 """
 
 
-def test_mpi_c_program_built_with_mpicc_runs_in_the_hosts(testbed4, tmp_path):
-    """An MPI C program (the venv's mpicc, MPICH from the mpich wheel) on the 4 hosts: one
-    4-rank world, rank i in host hi; `clusterlab run` recognises it as an MPI program."""
-    from clusterlab.cluster.program import mpi_program
+def _links(ss: str, peers: set[str]) -> list[dict]:
+    """`ss -tin`'s connections to ``peers``: each one's RTO (ms) and bytes sent."""
+    out, lines = [], ss.splitlines()[1:]  # each connection: its address line, then its info line
+    for head, info in zip(lines[::2], lines[1::2], strict=False):
+        peer = head.split()[-1].rsplit(":", 1)[0]
+        if peer in peers:
+            rto, sent = re.search(r"\brto:([\d.]+)", info), re.search(r"\bbytes_sent:(\d+)", info)
+            out.append({"peer": peer, "rto_ms": float(rto.group(1)) if rto else None,
+                        "bytes_sent": int(sent.group(1)) if sent else 0})
+    return out
 
+
+def _mpicc(tmp_path) -> str:
+    """The C program built with the venv's mpicc (MPICH from the mpich wheel)."""
     mpicc = Path(sys.executable).with_name("mpicc")
     if not mpicc.exists() or shutil.which("cc") is None:
         pytest.skip("needs the mpich wheel's mpicc and a C compiler")
-    tb, _ = testbed4
     (tmp_path / "allreduce.c").write_text(C_PROGRAM)
     subprocess.run([str(mpicc), "-O2", "-o", str(tmp_path / "allreduce"), str(tmp_path / "allreduce.c")],
                    check=True, capture_output=True, timeout=120)
-    binary = str(tmp_path / "allreduce")
-    assert mpi_program([binary]) == f"{binary} is linked with libmpi.so"
+    return str(tmp_path / "allreduce")
+
+
+def _run_c(tb, binary, out, mode):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
-    p = subprocess.run([sys.executable, "-m", "clusterlab", "run", "--testbed", tb.name, "--backend", "mpi", "-n", "4",
-                        "--timeout", "120s", "--", binary], env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, "-m", "clusterlab", "run", "--testbed", tb.name, "--backend", "mpi", "-n",
+                           "4", "--timeout", "120s", "--", binary, str(out), mode], env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_mpi_c_program_built_with_mpicc_runs_in_the_hosts(testbed4, tmp_path):
+    """An MPI C program (the venv's mpicc, MPICH from the mpich wheel) on the 4 hosts: one
+    4-rank world, rank i in host hi, its data over TCP to the other hosts with the testbed's
+    rto_min (5 ms, not the kernel's 200) in each host's `ss -tin`; `clusterlab run` recognises
+    it as an MPI program."""
+    from clusterlab.cluster.program import mpi_program
+
+    tb, _ = testbed4
+    binary = _mpicc(tmp_path)
+    assert mpi_program([binary]) == f"{binary} is linked with libmpi.so"
+    out = tmp_path / "out"
+    out.mkdir()
+    p = _run_c(tb, binary, out, "ok")
     assert p.returncode == 0, p.stderr[-3000:]
     assert sorted(p.stdout.splitlines()) == [f"rank {r} of 4 on h{r}: 10" for r in range(4)]
+    addrs = {h.addr for h in tb.hosts}
+    for r in range(4):
+        links = _links((out / f"rank{r}.ss").read_text(), addrs - {tb.hosts[r].addr})
+        assert links, r                                   # TCP to other hosts: not shared memory
+        assert sum(c["bytes_sent"] for c in links) >= 1 << 20, links
+        assert all(c["rto_ms"] is not None and c["rto_ms"] < 100 for c in links), links
+
+
+def test_a_killed_rank_of_an_mpi_c_program_is_named_and_nothing_is_left(testbed4, tmp_path):
+    from clusterlab.cluster.testbed import leftovers
+
+    tb, _ = testbed4
+    p = _run_c(tb, _mpicc(tmp_path), tmp_path, "kill")
+    assert p.returncode != 0
+    assert "rank 1 on h1 failed:" in p.stderr and "SIGKILL" in p.stderr, p.stderr[-3000:]
+    left = leftovers(tb.name)
+    assert not left["processes"], left
 
 
 FAKE_NPB = r"""

@@ -10,12 +10,14 @@ from clusterlab.cluster.api import (
     Launched,
     Local,
     Mpirun,
+    RankEngine,
     Testbed,
     current,
     from_options,
+    rank_engine,
     started_as_rank,
 )
 from clusterlab.cluster.simulated.cluster import Simulated
 
-__all__ = ["BACKENDS", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Simulated", "Testbed", "current", "from_options",
-           "started_as_rank"]
+__all__ = ["BACKENDS", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "RankEngine", "Simulated", "Testbed", "current",
+           "from_options", "rank_engine", "started_as_rank"]

@@ -1,7 +1,8 @@
 """Where ranks run, as one protocol: a :class:`Cluster` runs a Python rank function on n ranks
 (``run``) or starts a program as n ranks (``launch``). Every layer above takes a Cluster; the
 choice between threads, loopback processes, mpiexec, a namespace testbed or the job this process
-is already in is made here (``from_options`` maps the command-line flags to one) and nowhere else.
+is already in is made here (``from_options`` maps the command-line flags to one, ``rank_engine`` a
+workload's ``engine`` name) and nowhere else (``tests/test_backend_choices.py`` keeps it so).
 
 ============== ===============================================================================
 ``InProcess``   ranks are threads of this process (``comm.inproc``): tests algorithms, not networks
@@ -58,8 +59,8 @@ BACKENDS = ("auto", "tcp", "mpi", "inproc", "world")  # the values of the comman
 MESHES = contract.MESHES  # what connects processes: clusterlab's TCP mesh, or MPI's own transport
 LAUNCHERS = ("local", "mpiexec")  # the values of `clusterlab run --launcher`: what starts the processes
 
-__all__ = ["BACKENDS", "LAUNCHERS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "Testbed", "current",
-           "from_options", "started_as_rank"]
+__all__ = ["BACKENDS", "LAUNCHERS", "MESHES", "Cluster", "InProcess", "Launched", "Local", "Mpirun", "RankEngine", "Testbed",
+           "current", "from_options", "rank_engine", "started_as_rank"]
 
 
 @runtime_checkable
@@ -114,6 +115,7 @@ class Local(OnThisMachine):
 
     name = "tcp"
     kind = "loopback"
+    network = "loopback on one machine: no link rate, no switch; TCP settings per socket"
     size = None
     multicast = False  # loopback carries no multicast group
 
@@ -193,6 +195,14 @@ class Mpirun(OnThisMachine):
     @property
     def name(self) -> str:
         return "mpi" if self.mesh == "mpi" else "tcp over mpiexec"
+
+    @property
+    def network(self) -> str:
+        """What connects the ranks, in a report's words."""
+        how = "TCP settings per socket" if self.mesh == "tcp" else "MPI's own transport"
+        if self.hostfile is None:
+            return f"loopback on one machine: no link rate, no switch; {how}"
+        return f"the network of the hosts in {self.hostfile} (nothing emulated); {how}"
 
     def __repr__(self) -> str:
         mpich = f", mpich={self.mpich!r}" if self.mpich is not None else ""
@@ -546,6 +556,58 @@ def mpi_congestion_why_not(congestion: str | None) -> str | None:
                 f"default, and the kernel lets a namespace default only to one of "
                 f"net.ipv4.tcp_allowed_congestion_control ({' '.join(allowed)})")
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RankEngine:
+    """How ranks run for one ``engine`` name (``rank_engine``): clusterlab's TCP mesh moving
+    their messages with one of its socket engines, or MPI's own transport under mpiexec."""
+
+    name: str
+    mesh: str  # one of MESHES
+
+    def on(self, net) -> Testbed:
+        """The cluster that runs ranks with this engine in the hosts of testbed ``net`` (a
+        ``TestbedNetwork`` that is up, or a testbed's name)."""
+        return Testbed(net, mesh=self.mesh)
+
+    def env(self, base: dict | None = None) -> dict | None:
+        """The environment the ranks start with: ``base`` (default ``os.environ``) naming the
+        TCP mesh's socket engine (``comm.tcp.engine.ENV``); None for MPI (the launcher's own)."""
+        from clusterlab.comm.tcp.engine import ENV
+
+        if self.mesh == "mpi":
+            return None
+        return {**(os.environ if base is None else base), ENV: self.name}
+
+    def why_not(self, cluster, transport) -> str | None:
+        """Why ranks with this engine cannot run on ``cluster`` with ``transport``, or None: MPI
+        ranks on a testbed take its congestion control only as each host's default
+        (``mpi_congestion_why_not``)."""
+        if self.mesh == "mpi" and isinstance(cluster, Testbed) and transport is not None:
+            return mpi_congestion_why_not(transport.congestion)
+        return None
+
+
+def rank_engine(name: str) -> RankEngine:
+    """What moves ranks' messages, by name (a workload's ``engine``): one of the TCP mesh's socket
+    engines (``comm.tcp.engine.ENGINES``: ``rust``, ``python``) or ``mpi`` (MPI's own
+    transport). The one place an engine name becomes a way of running ranks.
+
+    >>> rank_engine("python"), rank_engine("mpi").mesh
+    (RankEngine(name='python', mesh='tcp'), 'mpi')
+    >>> rank_engine("ucx")
+    Traceback (most recent call last):
+    ...
+    clusterlab.errors.ConfigError: engine 'ucx': one of mpi, python, rust (the TCP mesh's engines, or MPI)
+    """
+    from clusterlab.comm.tcp.engine import ENGINES
+
+    if name == "mpi":
+        return RankEngine(name, "mpi")
+    if isinstance(name, str) and name in ENGINES:
+        return RankEngine(name, "tcp")
+    raise ConfigError(f"engine {name!r}: one of {', '.join(sorted((*ENGINES, 'mpi')))} (the TCP mesh's engines, or MPI)")
 
 
 def set_default_congestion(tb, hosts: list[str]) -> None:

@@ -37,6 +37,16 @@ _TAG = 0
 _HSIZE = HEADER.size
 
 
+def _host_congestion() -> str | None:
+    """The congestion control MPI's TCP sockets get: MPICH sets none of its own, so the host's
+    (network namespace's) default; None where the kernel does not say."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
 class MpiCommunicator(Communicator):
     """A rank of an MPI job (``MPI.COMM_WORLD`` unless another communicator is given)."""
 
@@ -132,7 +142,8 @@ class MpiCommunicator(Communicator):
                      "msgs_recv": self._nrecvd[p]} for p in range(self.size) if p != self.rank}
         return {"backend": "mpi", "rank": self.rank, "size": self.size, "library": self._MPI.Get_library_version().split("\n")[0],
                 "bytes_sent": sum(self._sent), "bytes_recv": sum(self._recvd), "msgs_sent": sum(self._nsent),
-                "msgs_recv": sum(self._nrecvd), "peers": peers}
+                "msgs_recv": sum(self._nrecvd), "peers": peers,
+                "transport": {"in_force": {"congestion": _host_congestion()}}}
 
     # --- engine ----------------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -43,6 +43,7 @@ class OnThisMachine:
     take the number of ranks they start."""
 
     kind = ""
+    network = ""  # what connects the ranks, in a report's words (a study's "What was emulated")
     DEFAULT_RANKS = 4
     SETTINGS = ("ranks",)
     ranks: int | None = None
@@ -81,6 +82,7 @@ class InProcess(OnThisMachine):
 
     name = "inproc"
     kind = "inprocess"
+    network = "none (threads of one process)"  # what connects the ranks, in a report's words
     size = None
     multicast = True  # comm.inproc delivers a point-to-multipoint send to every rank
 

@@ -80,10 +80,10 @@ def check_point(point: Point, kernel: bool = False) -> dict:
         path, generator, _ = dataset_file(data, "")
         if generator is None and not os.path.isfile(path):
             raise ConfigError(f"data {data}: no such file")
-    if kind == "testbed" and point.workload.params.get("engine") == "mpi":
-        from clusterlab.cluster.api import mpi_congestion_why_not
+    if "engine" in point.workload.params:  # what moves the ranks' messages (npb): can it run here?
+        from clusterlab.cluster import rank_engine
 
-        why = mpi_congestion_why_not(point.tcp.congestion)  # MPICH's sockets: only the hosts' default reaches them
+        why = rank_engine(point.workload.params["engine"]).why_not(point.cluster, point.tcp)
         if why:
             raise ConfigError(why)
     if kind == "testbed":

@@ -494,12 +494,10 @@ def _emulated(study: Study, points=()) -> dict:
         out["dilation"] = ("per point (see each point's dilation): rates / k, RTO bounds x k, times / k; fixed kernel "
                            "timers (delayed ACK, loss probe, 4 ms jiffies) unscaled")
         out["tcp stack"] = _stacks(points)
-    elif c.kind in ("loopback", "mpi"):
-        out["network"] = "loopback on one machine: no link rate, no switch; TCP settings per socket"
     elif c.kind == "simulated":
         out["network"] = _per_point(points, lambda p: p.cluster.describe()) or c.describe()
-    else:
-        out["network"] = "none (threads of one process)"
+    else:  # a cluster on this machine or mpiexec's hosts says what connects its ranks
+        out["network"] = c.network
     compute = study.workload.params.get("compute")
     if compute is not None:
         out["compute"] = ("replayed: a real run per host count recorded each rank's computation and messages; each "

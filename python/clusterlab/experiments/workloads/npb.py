@@ -28,7 +28,8 @@ what the line carried), drops, and packets per 64-byte length bucket (seed 004's
 default, or the ``python`` reference; ``comm.tcp.engine``: the launcher passes
 ``$CLUSTERLAB_ENGINE`` to every rank), or ``mpi``: mpiexec starts the ranks in the hosts'
 namespaces and MPICH carries the messages over its own sockets (``clusterlab.cluster.Testbed``
-with ``mesh="mpi"``; kept off shared memory by the tool). Each row says which engine and
+with ``mesh="mpi"``; kept off shared memory by the tool); ``clusterlab.cluster.rank_engine``
+maps the name to how the ranks run. Each row says which engine and
 congestion control the ranks actually had (read back from the ranks: ``engine``,
 ``congestion_in_force``; under MPI the host's default, ``net.ipv4.tcp_congestion_control``,
 which the testbed sets from the point's ``congestion`` before mpiexec starts: the kernel lets a
@@ -54,7 +55,6 @@ import os
 import tempfile
 import time
 
-from clusterlab.comm.tcp.engine import ENV as ENGINE_ENV
 from clusterlab.errors import ConfigError
 from clusterlab.experiments.spec import Workload
 
@@ -68,13 +68,10 @@ _recordings: dict = {}
 def npb_wan(kernel: str = "cg", cls: str = "W", network: str = "lan", nodes: int = 8, lan_rate: str = "100Mbit",
             wan_rate: str = "135Mbit", wan_delay: str = "6ms", traffic: bool = False, compute_scale: float = 1.0,
             engine: str = "rust") -> Workload:
-    from clusterlab.comm.tcp.engine import ENGINES
+    from clusterlab.cluster import rank_engine
     from clusterlab.npb import check
 
-    if engine not in (*ENGINES, "mpi"):
-        raise ConfigError(f"engine {engine!r}: one of {', '.join(sorted((*ENGINES, 'mpi')))} (the TCP mesh's "
-                          "engines, or MPI)")
-
+    rank_engine(engine)  # refused now, not when the point runs
     check(kernel, cls, int(nodes))
     if not float(compute_scale) > 0:
         raise ConfigError(f"compute_scale must be positive, got {compute_scale!r}")
@@ -159,15 +156,12 @@ def recording(kernel: str, cls: str, n: int) -> dict:
 
 def replay_on_engine(comm, events: str, compute_scale: float) -> dict:
     """``replay_rank`` plus what this rank's mesh really used: its engine and the congestion
-    control its sockets had (None off the TCP mesh)."""
+    control its sockets had, as the communicator reads it back (MPI: the host's default)."""
     from clusterlab.npb.replay import replay_rank
 
     out = replay_rank(comm, events, compute_scale)
     stats = comm.stats() if hasattr(comm, "stats") else {}
     cc = (stats.get("transport") or {}).get("in_force", {}).get("congestion")
-    if stats.get("backend") == "mpi":  # MPICH's sockets: the host's default congestion control
-        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
-            cc = f.read().strip()
     return {**out, "engine": stats.get("engine") or stats.get("backend"), "congestion": cc}
 
 
@@ -179,7 +173,7 @@ def _one(values: list, what: str):
 
 
 def execute(session, params: dict, reps: int, warmup: int):
-    from clusterlab.cluster import Testbed
+    from clusterlab.cluster import rank_engine
     from clusterlab.cluster.testbed import TestbedNetwork
     from clusterlab.npb.replay import save_events
 
@@ -203,8 +197,8 @@ def execute(session, params: dict, reps: int, warmup: int):
     with tempfile.TemporaryDirectory(prefix="clab-replay-") as tmp, bed as tb:
         events = save_events(rec["events"], os.path.join(tmp, "events.json"))
         engine = params.get("engine", "rust")
-        env = {**os.environ, ENGINE_ENV: engine} if engine != "mpi" else None
-        ranks = Testbed(tb, mesh="mpi" if engine == "mpi" else "tcp")
+        how = rank_engine(engine)
+        env, ranks = how.env(), how.on(tb)
         for i in range(warmup + reps):
             out = ranks.run(replay_on_engine, n, events, scale, timeout=600, env=env)
             used = _one([o["engine"] for o in out], "the mesh engine")
