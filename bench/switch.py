@@ -12,7 +12,8 @@
 2. ``--cost REPS``: what the switch costs the machine: the all-to-all broadcast (every host
    sends 256 KB to every other, the mesh's TCP) at 155.52 Mbit/s on the bridge and on the ATM
    switch, 16 hosts at dilation 1 and 2 and (``--hosts100``) 100 hosts at dilation 10, REPS
-   repetitions each. Per point: time per repetition, the machine's spare CPU, and for the ATM
+   repetitions each, every host with its own random MIN (200..300 ms, MAX = MIN + 1 s: with
+   one MIN on every host, 100 hosts stall in lock-step at a cell port). Per point: time per repetition, the machine's spare CPU, and for the ATM
    switch its process's CPU (utime + stime; softirq work of the frames it writes is charged to
    it) per second and per Gbit of frames it moved.
 
@@ -100,6 +101,11 @@ def part_incast(reps: int, senders: int, buffer_cells: int, stacks: list[str], d
             "rows": rows, "summary": summary}
 
 
+# Per-host random timers: the part measures forwarding, and with one MIN on every host 100
+# hosts' retransmissions meet in lock-step at a cell port and stall (docs/studies.md).
+COST_TIMERS = "rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=1s"
+
+
 def part_cost(reps: int, hosts100: bool) -> dict:
     from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
 
@@ -110,7 +116,7 @@ def part_cost(reps: int, hosts100: bool) -> dict:
             topo = StarTopo(hosts=hosts, rate="155.52Mbit", switch=switch, buffer="64KB", host_queue="9MB",
                             dilation=k, mtu=9000 if switch == "bridge" else 9180)
             l0 = load()
-            with TestbedNetwork(topo, name="bsw") as tb:
+            with TestbedNetwork(topo, name="bsw", transport=TransportConfig.parse(COST_TIMERS)) as tb:
                 pid = tb.atm.proc.pid if tb.atm else None
                 c0, b0, t0 = (proc_cpu(pid) if pid else 0.0), cpu_times(), time.monotonic()
                 res = tb.run(alltoall_broadcast, hosts, 256 << 10, reps, timeout=600)[0]
@@ -130,7 +136,8 @@ def part_cost(reps: int, hosts100: bool) -> dict:
                            kernel_drops=t["kernel_drops"], send_errors=t["send_errors"])
             rows.append(row)
             print(json.dumps(row), flush=True)
-    return {"settings": {"size": 256 << 10, "rate": "155.52Mbit", "buffer": "64KB", "reps": reps}, "rows": rows}
+    return {"settings": {"size": 256 << 10, "rate": "155.52Mbit", "buffer": "64KB", "reps": reps,
+                         "transport": COST_TIMERS}, "rows": rows}
 
 
 def main() -> int:
