@@ -15,7 +15,9 @@ branch on ``cluster.kind`` themselves (``tests/test_cluster_kinds.py`` keeps it 
 - ``network_words``/``emulated``: what the run emulates rather than has, in the report's words;
 - ``swappable``/``from_topo``: a value of the grid axis ``cluster`` (the same ``StarTopo`` on
   the testbed or simulated);
-- ``dilates``: ``--auto-dilation`` reruns its points.
+- ``dilates``: ``--auto-dilation`` reruns its points;
+- ``caption_network``/``ranks_words``: how a report's captions and set-up say where it ran (the
+  report reads a run's kind by name: ``by_name``).
 
 A new kind of cluster is a class in ``clusterlab.cluster`` and a ``StudyKind`` in ``KINDS``.
 
@@ -137,6 +139,12 @@ class StudyKind:
     # A broadcast's buffers are checked against this machine's free memory before a point runs
     # (not for in-process ranks, as before; a simulated broadcast holds no buffers).
     checks_memory = True
+    caption_network = False  # a figure's caption spells out its network (hosts, links, buffer, switch, dilation)
+
+    @property
+    def ranks_words(self) -> str:
+        """Its ranks in a figure's caption ("4 MPI ranks"), when it does not spell out a network."""
+        return f"{self.name} ranks"
 
     @property
     def name(self) -> str:
@@ -192,6 +200,7 @@ class StudyKind:
 class InProcessKind(StudyKind):
     cls, spelling, place = InProcess, "InProcess()", None
     checks_memory = False
+    ranks_words = "ranks in one process (threads)"
 
     def resolve(self, cluster, tcp, workload) -> tuple:
         cluster.check()
@@ -205,17 +214,19 @@ class InProcessKind(StudyKind):
 
 class LocalKind(StudyKind):
     cls, spelling = Local, "Local()"
+    ranks_words = "local ranks over loopback"
 
 
 class MpirunKind(StudyKind):
     cls, spelling = Mpirun, "Mpirun()"
+    ranks_words = "MPI ranks"
 
 
 class TestbedKind(StudyKind):
     """A namespace testbed built per point from the study's ``StarTopo``."""
 
     cls, spelling, place = Testbed, "Testbed(StarTopo(...))", "testbed"
-    swappable = dilates = per_host_counters = True
+    swappable = dilates = per_host_counters = caption_network = True
 
     def accept(self, c, study: str):
         if c.topo is None:
@@ -380,8 +391,9 @@ def of(c) -> StudyKind:
     raise ConfigError(f"{c!r} is no kind of study cluster ({', '.join(k.spelling for k in KINDS)})")
 
 
-def by_name(name: str) -> StudyKind:
-    return next(k for k in KINDS if k.name == name)
+def by_name(name: str) -> StudyKind | None:
+    """The kind a study's rows and meta call ``name`` (None for a name no kind has)."""
+    return next((k for k in KINDS if k.name == name), None)
 
 
 STACK_WORDS = {
