@@ -2,8 +2,8 @@
 study layer tells a testbed from a simulated cluster from ranks on this machine.
 
 A study's ``cluster=`` is a ``clusterlab.cluster`` object; ``of(cluster)`` is its ``StudyKind``
-here (``KINDS``, by the cluster's class). The spec, the runner and ``clusters`` ask it, and never
-branch on ``cluster.kind`` themselves (``tests/test_cluster_kinds.py`` keeps it so):
+here (``KINDS``, by the cluster's class). The spec, the runner, ``clusters`` and the report ask
+it, and never branch on ``cluster.kind`` themselves (``tests/test_cluster_kinds.py`` keeps it so):
 
 - ``place``: where the point's ``TransportConfig`` applies (``socket`` options, the ``testbed``'s
   per-host sysctls; None: there is no TCP to set); ``resolve``: the point's dilation, and its
@@ -20,8 +20,11 @@ branch on ``cluster.kind`` themselves (``tests/test_cluster_kinds.py`` keeps it 
   report reads a run's kind by name: ``by_name``).
 
 A new kind of cluster is a class in ``clusterlab.cluster`` and a ``StudyKind`` in ``KINDS``.
+The point helpers the testbed's kind uses (``testbed_sysctls``, ``kernel_accepts``,
+``wan_line_account``...) live here too, so that this module imports nothing of the study layer
+(``clusters`` imports it, and re-exports them).
 
->>> from clusterlab.cluster import InProcess, Local, Simulated, Testbed
+>>> from clusterlab.cluster import Local, Simulated, Testbed
 >>> from clusterlab.cluster.testbed import StarTopo
 >>> [(k.name, k.place, k.swappable) for k in KINDS]
 [('testbed', 'testbed', True), ('simulated', 'socket', True), ('loopback', 'socket', False), ('mpi', 'socket', False), ('inprocess', None, False)]
