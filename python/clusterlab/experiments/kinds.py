@@ -179,7 +179,6 @@ class StudyKind:
     def open(self, point, session):
         """The point's cluster up for ``session`` (its ``cluster``, transport, applied values,
         notes) until the block ends. Ranks on this machine start per run: nothing to bring up."""
-
         session._config = transport_config(point, self.place) if self.place else None
         session.cluster = point.cluster
         yield
@@ -249,7 +248,6 @@ class TestbedKind(StudyKind):
         return cluster.at_dilation(k), k, note
 
     def check(self, point, kernel: bool) -> dict:
-
         out = {"topology": star_topo(point).to_dict()}
         why = transport_config(point, "testbed").why_not(point.dilation)
         if why:
@@ -320,7 +318,6 @@ class TestbedKind(StudyKind):
 
     def stack_words(self, point) -> str:
         """Which TCP stack the point ran, in words."""
-
         try:
             name = transport_config(point, "testbed").stack_name()
         except ConfigError as e:  # the runner refuses such a point before it runs; say why here too
@@ -359,7 +356,6 @@ class SimulatedKind(StudyKind):
 
     @contextlib.contextmanager
     def open(self, point, session):
-
         c = point.cluster
         session.cluster = c
         session._config = transport_config(point, "socket")  # timers at most (spec refuses others); Simulated.run checks again
