@@ -272,7 +272,7 @@ def _open_monitor(session, study: Study, execute):
     (the storage workloads) gets a testbed monitor with those settings, e.g. per-host CPU and
     the target's backing store for seed 001's Ganglia-style panels; any other, the cluster's."""
     options = getattr(execute, "monitor_options", None)
-    if options is None or session.kind != "testbed":
+    if options is None or session.testbed is None:
         return session.monitor(study.monitor_interval)
     from clusterlab.monitor import Monitor
 
@@ -340,7 +340,7 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
         with open_cluster(p, cache) as session:
             pm["applied"] = session.applied
             # a simulated point has no machine of its own to watch
-            mon = _open_monitor(session, study, execute) if study.monitor and session.kind != "simulated" else None
+            mon = _open_monitor(session, study, execute) if study.monitor and session.study_kind.monitored else None
             n = 0
             try:
                 for row in execute(session, dict(p.workload.params), study.repeat, study.warmup):
@@ -440,9 +440,9 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
 
 def auto_eligible(p: Point) -> bool:
     """A point auto-dilation reruns: on a testbed, not a dilation check's."""
-    from clusterlab.experiments.spec import kind_of
+    from clusterlab.experiments import kinds
 
-    return kind_of(p.cluster) == "testbed" and not p.check
+    return kinds.of(p.cluster).dilates and not p.check
 
 
 def check_auto_dilation(study: Study, points: list[Point]) -> None:
@@ -486,18 +486,10 @@ def _rows_on_disk(run_dir: Path | None) -> int:
 
 def _emulated(study: Study, points=()) -> dict:
     """What the run emulates rather than has, in words (the report repeats it)."""
+    from clusterlab.experiments import kinds
+
     c = study.cluster
-    out = {"cluster": c.kind}
-    if c.kind == "testbed":
-        out["network"] = _per_point(points, lambda p: p.cluster.describe() if p.cluster.kind == "simulated"
-                                    else _testbed_words(p.cluster)) or _testbed_words(c)
-        out["dilation"] = ("per point (see each point's dilation): rates / k, RTO bounds x k, times / k; fixed kernel "
-                           "timers (delayed ACK, loss probe, 4 ms jiffies) unscaled")
-        out["tcp stack"] = _stacks(points)
-    elif c.kind == "simulated":
-        out["network"] = _per_point(points, lambda p: p.cluster.describe()) or c.describe()
-    else:  # a cluster on this machine or mpiexec's hosts says what connects its ranks
-        out["network"] = c.network
+    out = {"cluster": c.kind, **kinds.of(c).emulated(study, points)}  # network; a testbed's dilation, TCP stack
     compute = study.workload.params.get("compute")
     if compute is not None:
         out["compute"] = ("replayed: a real run per host count recorded each rank's computation and messages; each "
@@ -509,47 +501,6 @@ def _emulated(study: Study, points=()) -> dict:
         if compute == "replay":
             out["replay validation"] = replay_validation()
     return out
-
-
-def _testbed_words(c) -> str:
-    words = (f"network namespaces on one machine: {c.switch_description()}; a {c.topo.host_queue} host queue")
-    wan = c.wan_description() if hasattr(c, "wan_description") else None
-    return words + (f"; {wan}" if wan else "")
-
-
-def _per_point(points, describe, every: str = "") -> str:
-    """``describe(point)`` for every point, said once (with ``every``) when they agree, else
-    each with its points."""
-    by: dict[str, list[int]] = {}
-    for p in points:
-        by.setdefault(describe(p), []).append(p.index)
-    if len(by) <= 1:
-        return next(iter(by), "") + (every if by else "")
-    return "; ".join(f"{words} at points {', '.join(map(str, ix))}" for words, ix in by.items())
-
-
-STACK_WORDS = {
-    "linux": "this machine's Linux 6.18 TCP as it is (its congestion control, initial window 10, SACK, RACK, "
-             "tail loss probes, F-RTO, timestamps)",
-    "seed-era": "seed-era TCP as seed 000's Solaris 2.5.1 had it (Reno, initial window 2, no SACK, no RACK: "
-                "three duplicate ACKs or the RTO, no tail loss probe, no F-RTO, no timestamps; per-host sysctls)",
-}
-
-
-def _stacks(points) -> str:
-    """Which TCP stack each point ran, in words: ``linux`` at points 0-3; ``seed-era`` at 4-7."""
-    from clusterlab.experiments.clusters import transport_config
-
-    def words(p) -> str:
-        if p.cluster.kind == "simulated":
-            return "no TCP (SimGrid's flows: no loss, no timers)"
-        try:
-            name = transport_config(p, "testbed").stack_name()
-        except ConfigError as e:  # the runner refuses such a point before it runs; say why here too
-            name = f"not expressible ({e})"
-        return STACK_WORDS.get(name, name)
-
-    return _per_point(points, words, " at every point")
 
 
 def replay_validation(path: Path | None = None) -> str:

@@ -45,10 +45,11 @@ from typing import Any
 
 # A study's cluster is the cluster layer's own object (re-exported for studies): a Testbed around
 # its StarTopo, or ranks on this machine (InProcess, Local, Mpirun: ``ranks`` their setting).
-from clusterlab.cluster import InProcess, Local, Mpirun, Simulated, Testbed
+from clusterlab.cluster import InProcess, Local, Mpirun, Simulated, Testbed  # noqa: F401
 from clusterlab.cluster.testbed import StarTopo  # noqa: F401
 from clusterlab.cluster.testbed import dilation as _dilation
 from clusterlab.errors import ConfigError
+from clusterlab.experiments import kinds
 from clusterlab.net.transport_config import TransportConfig, check_name, fmt_duration
 from clusterlab.units import parse_duration, parse_float, parse_int
 
@@ -100,16 +101,13 @@ def study_cluster(c, study: str = "study"):
     >>> study_cluster(Local()).kind, study_cluster(Local()).n_ranks(), study_cluster(InProcess(ranks=2)).n_ranks()
     ('loopback', 4, 2)
     """
-    if isinstance(c, Testbed):
-        if c.topo is None:
-            raise ConfigError(f"{study}: a study brings its testbed up per point: cluster=Testbed(StarTopo(...)), "
-                              f"not a testbed that is up ({c!r})")
-        return c
-    if isinstance(c, (InProcess, Local, Mpirun, Simulated)):
-        return c
-    raise ConfigError(f"{study}: cluster must be Testbed(StarTopo(...)), Simulated(StarTopo(...)), Local(), Mpirun(), "
-                      f"InProcess() (from "
-                      f"clusterlab.cluster) or Loopback/Mpi/InProcess(ranks=...), got {c!r}")
+    try:
+        kind = kinds.of(c)
+    except ConfigError:
+        raise ConfigError(f"{study}: cluster must be {', '.join(k.spelling for k in kinds.KINDS[:-1])}, "
+                          f"{kinds.KINDS[-1].spelling} (from clusterlab.cluster) or Loopback/Mpi/InProcess(ranks=...), "
+                          f"got {c!r}") from None
+    return kind.accept(c, study)
 
 
 def kind_of(c) -> str:
@@ -117,7 +115,7 @@ def kind_of(c) -> str:
     return c.kind
 
 
-CLUSTER_KINDS = ("testbed", "simulated")  # the values of a grid axis ``cluster``
+CLUSTER_KINDS = kinds.SWAPPABLE  # the values of a grid axis ``cluster`` (``testbed``, ``simulated``)
 
 
 def cluster_as(c, kind: str):
@@ -133,10 +131,8 @@ def cluster_as(c, kind: str):
         raise ConfigError(f"grid axis cluster: each value must be one of {', '.join(CLUSTER_KINDS)}, got {kind!r}")
     if kind_of(c) == kind:
         return c
-    if isinstance(c, Simulated):
-        return Testbed(c.topo, ranks=c.ranks)
-    if isinstance(c, Testbed) and c.topo is not None:
-        return Simulated(c.topo, ranks=c.ranks)
+    if kinds.of(c).swappable and c.topo is not None:
+        return kinds.by_name(kind).from_topo(c.topo, c.ranks)
     raise ConfigError(f"grid axis cluster swaps a Testbed(StarTopo(...)) and a Simulated one, not {c!r}")
 
 
@@ -464,15 +460,12 @@ class Study:
             if "cluster" in combo:
                 cluster = cluster_as(cluster, combo["cluster"])
             workload = self.workload.with_params(**{f: values[f] for f in self.workload.params})
-            dilation, note = self._dilation(cluster, tcp, workload)
-            if kind_of(cluster) == "testbed":
-                cluster = cluster.at_dilation(dilation)
+            # the cluster at the point's dilation, the transport checked against what it can take
+            cluster, dilation, note = kinds.of(cluster).resolve(cluster, tcp, workload)
         except ConfigError as e:
             raise ConfigError(f"point {index} ({desc or 'defaults'}): {e}") from None
-        if kind_of(cluster) == "testbed":
-            tcp = tcp.with_place("testbed")
-        elif kind_of(cluster) != "inprocess":
-            tcp = tcp.with_place("socket")
+        if kinds.of(cluster).place is not None:  # where its settings apply (no TCP in-process)
+            tcp = tcp.with_place(kinds.of(cluster).place)
         # The label: each axis once, in grid order, showing what ran.
         shown: dict[str, Any] = {}
         for k, v in {**combo, **forced}.items():
@@ -494,27 +487,6 @@ class Study:
         # no axis: what the one point ran (its TCP settings), not "defaults" for a tuned run
         settings["label"] = ", ".join(f"{k}={v}" for k, v in shown.items()) or f"TCP: {tcp.describe()}"
         return Point(index, settings, cluster, tcp, workload, dilation, note, check)
-
-    def _dilation(self, cluster, tcp: TransportConfig, workload: Workload) -> tuple[float, str]:
-        if kind_of(cluster) != "testbed":
-            cluster.check()
-            if kind_of(cluster) == "inprocess":
-                if not tcp.is_default():
-                    raise ConfigError("the in-process cluster has no TCP to set")
-            elif kind_of(cluster) == "simulated":
-                if not tcp.is_default() and cluster._timers(tcp) is None:
-                    raise ConfigError("the simulated cluster's flow model has no TCP timers, buffers or stacks (its "
-                                      "flows never lose a packet): transport settings would be ignored (with its "
-                                      "loss_model on, rto_min, rto_max and stack reach its loss/timeout model)")
-            else:
-                tcp.with_place("socket")  # socket options: refused here with the kernel's range
-            return 1.0, "no dilation (not a testbed)"
-        k, note = cluster.resolve_dilation(tcp)
-        if k != 1.0 and not workload.dilatable:
-            raise ConfigError(f"needs dilation {k:g} ({note}), but workload {workload.name} computes for real and a "
-                              "dilated run would not slow its computation down: use settings expressible at "
-                              "dilation 1, or compute replay")
-        return k, note
 
     def to_dict(self) -> dict:
         """Everything that defines the study, as JSON-able data (for meta.json)."""

@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 
 from clusterlab.errors import ConfigError
+from clusterlab.experiments import kinds
 from clusterlab.monitor.procfs import CPU_BOUND_SPARE
 
 MARKERS = "osD^v<>ph*X"
@@ -156,7 +157,8 @@ def setup_caption(rows, meta, shown=(), where=()) -> str:
             return
         parts.append(fmt.format(", ".join(_fmt(v) for v in vals)) + (" (varies)" if len(vals) > 1 else ""))
 
-    if kind == "testbed":
+    k = kinds.by_name(kind)
+    if k is not None and k.caption_network:
         if "hosts" not in shown and "ranks" not in shown:
             one("hosts" if _values(rows, "hosts") else "ranks", "{} hosts")
         one("rate", "{} links", cluster.get("rate"))
@@ -169,8 +171,7 @@ def setup_caption(rows, meta, shown=(), where=()) -> str:
             elif ks:  # per point (each marked k= where drawn)
                 parts.append("dilation k per point (" + ", ".join(_fmt(float(k)) for k in sorted(ks)) + ")")
     elif kind:
-        words = {"loopback": "local ranks over loopback", "inprocess": "ranks in one process (threads)",
-                 "mpi": "MPI ranks"}.get(kind, f"{kind} ranks")
+        words = k.ranks_words if k is not None else f"{kind} ranks"
         if "ranks" not in shown and "hosts" not in shown:
             one("ranks", "{} " + words)
         else:
@@ -473,7 +474,7 @@ def simulated_vs_testbed(rows, meta) -> list[dict]:
     by_key: dict[tuple, dict[str, dict]] = {}
     for pm in meta.get("points", []):
         st = pm.get("settings") or {}
-        if pm.get("check") or st.get("cluster") not in ("testbed", "simulated"):
+        if pm.get("check") or st.get("cluster") not in kinds.SWAPPABLE:  # the grid axis cluster's pair
             continue
         key = tuple(sorted((k, repr(v)) for k, v in st.items() if k not in _NOT_THE_POINT and not k.endswith("_s")))
         by_key.setdefault(key, {})[st["cluster"]] = pm
@@ -777,7 +778,8 @@ def _our_setup(meta, rows) -> dict:
            "TCP defaults": "Linux: MIN 200 ms, MAX 120 s (the study sets what it varies)"
                            + (f"; TCP stacks: {', '.join(stacks)} (see What was emulated)" if stacks else ""),
            "repetitions": f"{spec.get('repeat')} per point after {spec.get('warmup')} warm-up; every one its own mark"}
-    if c.get("kind") == "testbed":
+    k = kinds.by_name(c.get("kind"))
+    if k is not None and k.dilates:
         out["network"] = ((meta.get("emulated") or {}).get("network", "")
                           + f"; dilation k in {', '.join(f'{k:g}' for k in ks)}")
     else:

@@ -151,7 +151,7 @@ def execute(session, params: dict, reps: int, warmup: int):
     if params["compute"] == "real" and session.dilation != 1.0:
         raise ConfigError(f"a real mining job cannot run dilated (k={session.dilation:g}): its computation would "
                           "not slow down")
-    if session.kind == "testbed":
+    if session.testbed is not None:
         kw["setup_timeout"] = max(60.0, 3.0 * session.ranks)  # as Session.run: many ranks start slowly
     path = resolve_data(params["data"], session.cache_dir)
     config = ParallelConfig(block_bytes=parse_size(params["block_size"]))
