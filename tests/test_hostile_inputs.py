@@ -98,6 +98,11 @@ def _damaged_runs(root: Path) -> dict[str, Path]:
     (out["torn_parquet"] / "table.parquet").write_bytes(b"PAR1\x00\x01")
     (out["no_table"] / "meta.json").write_text(json.dumps(meta))
     (out["monitor_torn"] / "monitor.parquet").write_bytes(b"PAR1")
+    for name, label in (("run_a", "a"), ("run_b", "b")):  # two complete runs of one study: merge's parts
+        out[name] = root / name
+        out[name].mkdir(parents=True)
+        (out[name] / "meta.json").write_text(json.dumps({**meta, "points": [{"index": 0, "label": label}]}))
+        (out[name] / "table.csv").write_text("point,rep,seconds\n0,0,1.0\n")
     return out
 
 
@@ -187,6 +192,9 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
         ("experiment", "list"): (["experiment", "list"], {}),
         ("experiment", "status"): (["experiment", "status"], {
             "NAMES": ["nope", "../x"], "--records": ["/nonexistent", "@data"]}),
+        ("experiment", "merge"): (["experiment", "merge", "@run_a", "@run_b", "-o", "{out}/m", "--no-report"], {
+            "RUN_DIRS": ["", "/nonexistent", "@data", "@dir", "@meta_list", "@meta_not_json", "@no_table", "@run_a"],
+            "--out": UNWRITABLE_DIR, "--records": UNWRITABLE_DIR}),
         ("experiment", "record"): (["experiment", "record"], {
             "RUN_DIR": ["", "/nonexistent", "@data", "@dir", "@meta_list", "@meta_not_json", "@no_table"],
             "--records": UNWRITABLE_DIR}),
@@ -210,7 +218,7 @@ ROOT_TABLE = {
         "--workload": CHOICE, "--size": POS_SIZE, "--data": ["/nonexistent.dat"], "--min-support": POS_FLOAT,
         "--hosts": POS_INT, "--rate": RATE, "--buffer": POS_SIZE, "--mtu": POS_INT, "--grid": ["", "x", "rto_min="],
         "--runs": POS_INT, "--budget": POS_INT, "--eta": POS_INT, "--confirm": INT, "--output": UNWRITABLE_FILE,
-        "--dilation": [*FLOAT, "0", "0.5", "100000"]}),
+        "--dilation": [*FLOAT, "0", "0.5", "100000"], "--name": ["", "UPPER", "x" * 20, "../x"]}),
     ("tune", "sim"): (["tune", "sim", "--hosts", "2"], {
         "--hosts": [*POS_INT, "1"], "--rate": RATE, "--buffer": POS_SIZE, "--mtu": POS_INT, "--switch": CHOICE,
         "--sizes": ["", "x", "0KB", "nan"], "--reps": POS_INT, "--name": ["", "UPPER", "../x"],
@@ -245,7 +253,7 @@ def _argv(base: list[str], opt: str, value: str, files: dict, out: Path) -> list
         argv[pos] = value
     elif opt in ("FILE", "BINARY") and len(argv) > 1:
         argv[argv.index(fill(base[2 if argv[0] == "npb" else 1]))] = value
-    elif opt in ("RUN_DIR", "NAME", "NAMES"):
+    elif opt in ("RUN_DIR", "RUN_DIRS", "NAME", "NAMES"):
         argv.append(value)
     elif opt == "COMMAND":
         argv += ["--", value] if value != "--" else ["--", "/nonexistent/cmd"]
