@@ -655,7 +655,8 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     if meta.get("parts"):
         md += ["", f"Merged from {len(meta['parts'])} runs (`clusterlab experiment merge`), each point from one of them:"]
         md += [f"- points {_ranges(p.get('points') or [])}: git {str((p.get('git') or {}).get('revision'))[:12]}"
-               f"{' + local changes' if (p.get('git') or {}).get('dirty') else ''}, finished "
+               f"{' + local changes' if (p.get('git') or {}).get('dirty') else ''}, "
+               f"{(p.get('machine') or {}).get('cpu_model', '?')} (kernel {(p.get('machine') or {}).get('kernel', '?')}), finished "
                f"{_utc(p.get('finished'))}, load average before {p.get('load_before')} / after {p.get('load_after')}"
                + (f", --set {p['overrides']}" if p.get("overrides") else "") for p in meta["parts"]]
     md += ["", "## What was emulated", ""]
