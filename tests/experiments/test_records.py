@@ -27,7 +27,7 @@ def test_run_record_replaces_the_record_and_lists_it(toy_seed, tmp_path):  # noq
     r = _run("experiment", "run", "seed999-fig1", "--runs", str(tmp_path / "runs"), "--record", "--records", str(res))
     assert r.exception is None, r.output
     rec = res / "seed999-fig1"
-    assert sorted(p.name for p in rec.iterdir()) == ["meta.json", "report.html", "report.md", "table.parquet"]
+    assert sorted(p.name for p in rec.iterdir()) == ["meta.json", "report.md", "table.parquet"]
     assert pq.read_table(rec / "table.parquet").num_rows == 4  # 2 points x 2 repetitions
     assert "The record of this study: run " in (rec / "report.md").read_text()
     first = json.loads((rec / "meta.json").read_text())["started"]

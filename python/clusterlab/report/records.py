@@ -3,7 +3,7 @@ tree), and the at-a-glance view of where each study stands.
 
 A record is a finished run reduced to what a reader needs: ``meta.json`` (provenance: commit,
 date, machine, load, every setting, what was emulated), ``table.parquet`` (every repetition, one
-compact file), ``report.md`` / ``report.html`` and the figures they show (PNGs stored with a
+compact file), ``report.md`` and the figures it shows (PNGs stored with a
 64-colour palette: the plots' lines and text unchanged, a third of the bytes). The monitor's
 raw samples (``monitor.parquet``) and the CSV copy of the table stay in the run directory.
 Writing a record replaces the study's previous one (git keeps the history); ``results/README.md``
@@ -21,10 +21,11 @@ import subprocess
 from pathlib import Path
 
 from clusterlab.errors import ConfigError
-from clusterlab.report.study import _html
 
 # What a record keeps of a run besides its figures.
-KEPT = ("meta.json", "report.md", "report.html", "table.parquet")
+# (report.html stays in the run directory: the same text as report.md, which renders where the
+# records are read, and it was a tenth of the records' bytes.)
+KEPT = ("meta.json", "report.md", "table.parquet")
 PALETTE = 64  # colours a record's PNG keeps (matplotlib's figures use a handful plus anti-aliasing)
 
 
@@ -83,8 +84,6 @@ def write_record(run_dir, root="results") -> Path:
         md = _with_record_note(md, d.name)
         with open(tmp / "report.md", "w") as f:
             f.write(md)
-        with open(tmp / "report.html", "w") as f:
-            f.write(_html(md, meta.get("title") or name))
         for png in _figures(md):
             if (d / png).exists():
                 _compact_png(d / png, tmp / png)
