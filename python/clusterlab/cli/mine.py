@@ -19,10 +19,11 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import Finite, Int, OutputPath, Size
+from clusterlab.cli.options import Duration, Finite, Int, OutputPath, Size
 from clusterlab.cluster.api import MESHES
 from clusterlab.data.io import FORMATS
 from clusterlab.errors import ConfigError
+from clusterlab.mining.parallel.driver import JOB_TIMEOUT_MAX, JOB_TIMEOUT_MIN
 
 OUTPUT_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".txt": "spmf"}
 
@@ -52,6 +53,7 @@ class MineOptions:
     block_size: int = 8192
     partition: str = "prefix"
     record: str | None = None  # --auto-dilation: where the ranks record the job for its replays
+    timeout: str | None = None  # --timeout as typed: the whole job's limit (None: JOB_TIMEOUT)
 
 
 @dataclass
@@ -158,9 +160,18 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
     from clusterlab.diagnose.observe import observed
 
     streamed = {"output": opts.output, "memory": opts.memory} if opts.memory is not None else {}
-    with observed(cluster) as facts:  # what the closing diagnosis judges the run by (its fidelity)
-        r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
-                     config=config, format=opts.input_format, record=opts.record, **streamed)
+    from clusterlab.comm.errors import JobTimeout
+    from clusterlab.mining.parallel.driver import JOB_TIMEOUT
+    from clusterlab.units import parse_duration
+
+    limit = JOB_TIMEOUT if opts.timeout is None else parse_duration(opts.timeout, "--timeout")
+    try:
+        with observed(cluster) as facts:  # what the closing diagnosis judges the run by (its fidelity)
+            r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
+                         config=config, format=opts.input_format, record=opts.record, timeout=limit, **streamed)
+    except JobTimeout as e:
+        given = f"--timeout {opts.timeout}" if opts.timeout is not None else "the default --timeout of 1h"
+        raise JobTimeout(f"{e} ({given} bounds the whole job): give a longer --timeout, up to 168h") from None
     if r.table is None:  # another rank of a launched job: rank 0 reports
         return None
     timings = {"mine": r.wall_s, "job": r.job_s}
@@ -430,9 +441,15 @@ def _testbed_name(_ctx, _param, value):
                    "dilation k that passes, and diagnose that (docs/diagnose.md).")
 @click.option("--max-dilation", default=16.0, show_default=True, type=Finite(lo=1, hi=1e6),
               help="The highest dilation --auto-dilation tries.")
+@click.option("--timeout", "job_timeout", default=None, metavar="DURATION",
+              type=Duration(keep_text=True, lo=JOB_TIMEOUT_MIN, hi=JOB_TIMEOUT_MAX),
+              help="Parallel: the longest the whole job may run, 1s to 168h (e.g. 30min, 12h; default 1h). "
+                   "It bounds the job, not each wait: a rank that dies still ends the job within seconds, "
+                   "a stuck one after one wait's 120 s. In a launched job (clusterlab run, mpiexec) the "
+                   "launcher's limit applies instead.")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
          min_confidence, min_lift, consequents, rules_output, as_json, quiet, memory, nodes, backend, block_size,
-         partition, testbed_name, auto_dilation, max_dilation):
+         partition, testbed_name, auto_dilation, max_dilation, job_timeout):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     A parallel run (--nodes, --testbed) ends with its fidelity line and the diagnosis in one
@@ -485,8 +502,18 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         opts.nodes, opts.backend, opts.block_size = nodes, backend, parse_size(block_size)
         opts.partition = partition
         opts.testbed = testbed_name
+        opts.timeout = job_timeout
         if testbed_name and nodes is None:
             opts.nodes = 1
+    if job_timeout is not None:
+        from clusterlab.mining.parallel import launched_job
+
+        if launched_job() is not None:
+            raise ConfigError("--timeout: this mine runs as ranks of a launched job, which its launcher bounds "
+                              "(clusterlab run --timeout): drop it")
+        if opts.timeout is None:
+            raise ConfigError(f"--timeout {job_timeout} bounds a parallel job: give --nodes (or --testbed), "
+                              "or drop it")
     if auto_dilation:
         from clusterlab.diagnose.dilation import check_mine, ladder_limit
 
