@@ -204,7 +204,7 @@ def run_streamed(opts: MineOptions, status) -> dict:
     read_s = time.perf_counter() - t0
 
     def progress(n: int, seconds: float, rss: int) -> None:
-        status(f"{n:,} itemsets written ({n / max(seconds, 1e-9):,.0f}/s), {rss / 2**20:,.0f} MiB "
+        status(f"{n:,} itemsets found ({n / max(seconds, 1e-9):,.0f}/s), {rss / 2**20:,.0f} MiB "
                f"of {opts.memory / 2**20:,.0f} MiB")
 
     status(f"mining {len(b):,} transactions into {opts.output}")
@@ -224,7 +224,7 @@ def run_streamed(opts: MineOptions, status) -> dict:
 
         status(f"deriving rules from {r['itemsets']:,} itemsets into {rules_out}")
         rr = rules_to_parquet(opts.output, rules_out, min_confidence=opts.min_confidence, min_lift=opts.min_lift,
-                              memory=opts.memory, progress=rule_progress)
+                              memory=opts.memory, progress=rule_progress, consequents=opts.consequents)
         n_rules = rr["rules"]
         seconds["rules"] = round(rr["seconds"], 4)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
@@ -232,7 +232,7 @@ def run_streamed(opts: MineOptions, status) -> dict:
             "target": opts.target, "min_support": opts.min_support, "itemsets": r["itemsets"],
             "itemsets_by_length": r["itemsets_by_length"], "rules": n_rules, "seconds": seconds,
             "peak_rss_bytes": rss, "memory_bytes": opts.memory, "row_groups": r["row_groups"],
-            "output": opts.output, "rules_output": rules_out}
+            "spilled_bytes": r["spilled_bytes"], "runs": r["runs"], "output": opts.output, "rules_output": rules_out}
 
 
 def run_sequential(opts: MineOptions, status) -> MineResult:
@@ -369,7 +369,8 @@ def print_summary(s: dict, res: MineResult, console) -> None:
                                           "sorted runs spilled by the ranks")
     elif "memory_bytes" in s:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB (--memory {s['memory_bytes'] / 2**20:,.0f} MiB; "
-                                 f"{s['row_groups']:,} row groups written as found)")
+                                 f"{s['row_groups']:,} row groups in canonical order, {s['spilled_bytes'] / 2**20:,.1f} "
+                                 f"MiB in {s['runs']:,} sorted runs spilled)")
     else:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB")
     for key, label in (("output", "itemsets written to"), ("rules_output", "rules written to")):
@@ -419,9 +420,12 @@ def _testbed_name(_ctx, _param, value):
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
 @click.option("--memory", default=None, metavar="SIZE", type=Size(keep_text=True, lo=1),
               help="Stream the itemsets into the -o .parquet file as they are found, stopping with an error "
-                   "if a process passes SIZE (e.g. 2GB, at least 256MiB): the result never has to fit in memory. "
-                   "Sequential: one mining thread, rows in the order found. With --nodes: SIZE per rank, rank 0 "
-                   "writes in canonical order (the same file as without --memory). All frequent itemsets only. "
+                   "if a process passes SIZE (e.g. 2GB, at least 256MiB; a run whose input and first level, or a "
+                   "parallel pass whose candidates, cannot fit is refused before it runs, naming what would): the "
+                   "result never has to fit in memory. The file is "
+                   "the one written without --memory, byte for byte (canonical order). Sequential: one mining "
+                   "thread, sorted runs spilled beside -o and merged. With --nodes: SIZE per rank, rank 0 writes. "
+                   "All frequent itemsets only. "
                    "With --rules, rules (any --consequents) are derived from that file out of core into "
                    "NAME.rules.parquet.")
 @click.option("--nodes", "-n", default=None, type=Int(lo=1, hi=1024),
@@ -464,6 +468,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine ../shared/data/chess.dat -s 80% -o c.parquet --memory 1GB --rules   # + c.rules.parquet
       clusterlab mine ../shared/data/chess.dat -s 60% -n 2 -a pfp -o c.parquet --memory 1GB   # 1GB per rank
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
+      clusterlab mine big.dat -s 0.002 --nodes 4 -o b.parquet --memory 2GB --timeout 12h   # a long job
       clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
       clusterlab mine data.dat -s 0.007 --nodes 4 --testbed lab --auto-dilation

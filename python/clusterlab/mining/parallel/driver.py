@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import resource
 import stat
 import sys
 import time
@@ -234,8 +233,11 @@ def itemsets_table(offsets: np.ndarray, items: np.ndarray, counts: np.ndarray, n
 
 
 def _peak_rss() -> int:
-    # ru_maxrss is KiB on Linux, bytes on macOS.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    # This process image's own peak (ru_maxrss would include the launcher's: Linux carries it
+    # over fork and exec).
+    from clusterlab.mining.stream import peak_rss
+
+    return peak_rss()
 
 
 def _progress_line(row: dict) -> None:
