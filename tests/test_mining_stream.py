@@ -253,3 +253,19 @@ def test_cli_memory_refusals_are_one_line(capsys, tmp_path, args, msg):
         args += ["--memory", "1GB"]
     code, _, err = run(capsys, "mine", str(tmp_path / "b.dat"), "-s", "1", *args)
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_row_group_past_the_bound_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """The file's row groups are the in-memory run's (1 Mi itemsets): writing one costs
+    hundreds of MB, so one that would pass --memory is refused, naming what would fit, before
+    it is built (chess at 45% reached 414 MiB under --memory 300MiB before this check). Here
+    every itemset is made to cost a GiB."""
+    import clusterlab.mining.stream as stream
+
+    monkeypatch.setattr(stream, "ROW_GROUP_ROW_BYTES", 1 << 30)
+    with pytest.raises(ConfigError, match=r"^memory: writing a row group .* over the --memory of 1,024 MiB: "
+                                          r"give --memory \d+MiB or more$"):
+        mine_to_parquet([[1, 2], [1, 2], [2, 3]], tmp_path / "x.parquet", min_support=1, memory=1 << 30)
+    assert not list(tmp_path.iterdir())
+    s = mine_to_parquet([[1, 2], [1, 2], [2, 3]], tmp_path / "x.parquet", min_support=1)  # no bound: written
+    assert s["itemsets"] == 5

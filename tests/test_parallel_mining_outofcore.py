@@ -258,3 +258,15 @@ def test_a_pass_that_cannot_fit_is_refused_before_it_runs(capsys, tmp_path, algo
     fit = int(line.split("give --memory ")[1].split("MiB")[0])
     assert fit > 2048  # gigabytes: the candidates alone take ~1.6e8 x 48 bytes (HPA: half on each rank)
     assert not out.exists()
+
+
+def test_rank_0s_row_group_past_the_bound_is_refused(tmp_path, monkeypatch):
+    """Rank 0's row groups are the in-memory file's (1 Mi itemsets): one that would take it past
+    --memory is refused before it is built, one error for the job, no file left."""
+    data = tmp_path / "d.dat"
+    data.write_text("1 2 3\n1 2\n2 3\n1 2 3\n")
+    monkeypatch.setattr(stream, "ROW_GROUP_ROW_BYTES", 1 << 34)
+    with pytest.raises(ConfigError, match=r"memory: rank 0 writing a row group .* give --memory \d+MiB or more"):
+        run_parallel(data, nodes=2, algorithm="cd", min_support=2, cluster=InProcess(), output=tmp_path / "x.parquet",
+                     memory=256 << 20)
+    assert not (tmp_path / "x.parquet").exists()

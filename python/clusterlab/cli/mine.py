@@ -420,7 +420,8 @@ def _testbed_name(_ctx, _param, value):
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
 @click.option("--memory", default=None, metavar="SIZE", type=Size(keep_text=True, lo=1),
               help="Stream the itemsets into the -o .parquet file as they are found, stopping with an error "
-                   "if a process passes SIZE (e.g. 2GB, at least 256MiB; a run whose input and first level, or a "
+                   "if a process passes SIZE (e.g. 2GB; at least 256MiB, about 512MiB for a million itemsets or more: "
+                   "the file's row groups hold 1 Mi of them; a run whose input and first level, or a "
                    "parallel pass whose candidates, cannot fit is refused before it runs, naming what would): the "
                    "result never has to fit in memory. The file is "
                    "the one written without --memory, byte for byte (canonical order). Sequential: one mining "

@@ -94,8 +94,21 @@ class RankOutput:
         if self.comm.rank == 0 and self.writer is None:
             from clusterlab.mining.stream import CanonicalWriter
 
-            self.writer = CanonicalWriter(self.path, n_transactions, self.labels, min_count=int(min_count),
-                                          target="all", min_len=1, max_len=self.max_len, algorithm=self.algorithm)
+            self.writer = CanonicalWriter(self.path, n_transactions, self.labels, before_flush=self._before_flush,
+                                          min_count=int(min_count), target="all", min_len=1, max_len=self.max_len,
+                                          algorithm=self.algorithm)
+
+    def _before_flush(self, need: int) -> None:
+        """Rank 0: refuse a row group that would take it past the bound, before building it."""
+        from clusterlab.mining.stream import ROW_GROUP, current_rss
+
+        now = current_rss()
+        if self.limit is not None and now + need > self.limit:
+            fit = -(-(now + need) // (64 << 20)) * 64
+            raise ConfigError(f"memory: rank 0 writing a row group ({ROW_GROUP:,} itemsets, as the in-memory run's "
+                              f"file has them) would take about {need / 2**20:,.0f} MiB on top of the "
+                              f"{now / 2**20:,.0f} MiB it holds, over the --memory of {self.per_rank / 2**20:,.0f} "
+                              f"MiB a rank may take: give --memory {fit}MiB or more")
 
     def write(self, offsets: np.ndarray, items: np.ndarray, counts: np.ndarray) -> None:
         """Rank 0: append itemsets (canonical, item ids) to the file; a failure is kept for
@@ -106,6 +119,8 @@ class RankOutput:
 
         try:
             self.writer.write(offsets, items, counts)
+        except ConfigError as e:  # a row group past the bound (_before_flush)
+            self._error = e
         except (OSError, pa.ArrowException) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
             self._error = ConfigError(f"cannot write {self.path}: {detail}")
@@ -131,6 +146,8 @@ class RankOutput:
         writer, self.writer = self.writer, None
         try:
             s = writer.close()  # (a failure removes the unfinished file)
+        except ConfigError as e:  # the last row group past the bound (_before_flush)
+            raise _agreed(e) from None
         except (OSError, pa.ArrowException) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
             raise _agreed(ConfigError(f"cannot write {self.path}: {detail}")) from None
