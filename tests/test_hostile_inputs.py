@@ -124,7 +124,8 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "--threads": POS_INT, "--format": CHOICE, "--output": UNWRITABLE_FILE, "--min-confidence": UNIT_FLOAT,
             "--min-lift": FLOAT, "--consequents": CHOICE, "--rules-output": UNWRITABLE_FILE,
             "--nodes": POS_INT, "--backend": CHOICE, "--block-size": POS_SIZE, "--partition": CHOICE,
-            "--testbed": ["", "NOPE"], "--memory": POS_SIZE, "--max-dilation": [*FLOAT, "0", "0.5"]}),
+            "--testbed": ["", "NOPE"], "--memory": POS_SIZE, "--max-dilation": [*FLOAT, "0", "0.5"],
+            "--timeout": [*DURATION, "0", "0.5s", "169h", "10d"]}),
         ("demo",): (["demo", "--workdir", "{out}/demo"], {
             "--workdir": UNWRITABLE_DIR, "--transactions": POS_INT, "--nodes": POS_INT, "--min-support": POS_FLOAT}),
         ("bench", "pingpong"): (["bench", "pingpong", "--backend", "inproc", "--np-out", ""], {

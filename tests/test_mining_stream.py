@@ -29,32 +29,36 @@ def canonical(table):
 baskets = st.lists(st.lists(st.integers(0, 11), max_size=8), min_size=0, max_size=30)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(txs=baskets, min_count=st.integers(1, 4), algo=st.sampled_from(ALGOS), span=st.integers(0, 3),
-       chunk=st.sampled_from([1, 3, 1 << 17]))
-def test_streamed_equals_in_memory(tmp_path_factory, txs, min_count, algo, span, chunk):
-    path = tmp_path_factory.mktemp("s") / "sets.parquet"
-    max_len = None if span == 0 else span
+       min_len=st.integers(1, 3), chunk=st.sampled_from([1, 3, 1 << 17]), row_group=st.sampled_from([2, 7, 1 << 20]),
+       labelled=st.booleans())
+def test_streamed_file_is_the_in_memory_file_byte_for_byte(tmp_path_factory, txs, min_count, algo, span, min_len,
+                                                          chunk, row_group, labelled):
+    """The streamed file is ``mine()``'s table written with ``pq.write_table`` (what ``mine -o``
+    writes), byte for byte: canonical order, schema, metadata, row groups. Small chunks make
+    sorted runs of 8 x chunk itemsets, spilled and merged; small row groups split them."""
+    import pyarrow.parquet as pq
+
     import clusterlab.mining.stream as stream
 
-    old, stream.CHUNK = stream.CHUNK, chunk
-    try:
-        s = mine_to_parquet(txs, path, min_support=min_count, algorithm=algo, max_len=max_len)
-    finally:
-        stream.CHUNK = old
-    ref = clusterlab.mine(txs, min_count, algorithm=algo, max_len=max_len)
-    got = pq.read_table(path)
-    # Parquet names a list's child "element" (Arrow: "item"), whichever way the file was written.
-    assert [(f.name, str(f.type).replace("element", "item")) for f in got.schema] == \
-        [(f.name, str(f.type)) for f in ref.schema]
-    assert got.schema.metadata == ref.schema.metadata
-    assert canonical(got) == canonical(ref)
+    d = tmp_path_factory.mktemp("s")
+    max_len = None if span == 0 else max(span, min_len)
+    if labelled:
+        txs = [[f"i{x}" for x in t] for t in txs]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stream, "CHUNK", chunk)
+        mp.setattr(stream, "ROW_GROUP", row_group)
+        s = mine_to_parquet(txs, d / "streamed.parquet", min_support=min_count, algorithm=algo, min_len=min_len,
+                            max_len=max_len)
+    ref = clusterlab.mine(txs, min_count, algorithm=algo, min_len=min_len, max_len=max_len)
+    pq.write_table(ref, d / "memory.parquet", row_group_size=row_group)
+    assert (d / "streamed.parquet").read_bytes() == (d / "memory.parquet").read_bytes()
     assert s["itemsets"] == ref.num_rows
-    meta = pq.ParquetFile(path).metadata
-    assert meta.num_row_groups == s["row_groups"]
-    # A row group gathers hand-overs until it holds a chunk: fewer than two chunks' worth.
-    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-    assert all(0 < r < 2 * chunk for r in sizes) and all(r >= chunk for r in sizes[:-1])
+    groups = pq.ParquetFile(d / "streamed.parquet").metadata.num_row_groups
+    assert s["row_groups"] == (groups if ref.num_rows else 0)  # (no rows: one empty group, as write_table's)
+    assert (s["runs"] > 0) == (ref.num_rows >= 8 * chunk)  # runs of 8 x chunk: one only in memory
+    assert sorted(p.name for p in d.iterdir()) == ["memory.parquet", "streamed.parquet"]  # the spill is gone
 
 
 def test_one_thread_streams_the_same_file_every_run_and_labels_survive(tmp_path):
@@ -95,8 +99,12 @@ def test_a_failing_writer_stops_the_kernel_and_leaves_no_file(tmp_path):
 def test_memory_limit_is_a_clear_error(tmp_path, monkeypatch):
     import clusterlab.mining.stream as stream
 
-    # 16 MiB: below what the interpreter alone takes, so the first chunk is over it.
+    # 16 MiB: below what the interpreter alone takes: refused up front, naming what would fit.
     monkeypatch.setattr(stream, "MIN_MEMORY", 1 << 20)
+    with pytest.raises(ConfigError, match=r"^--memory 16 MiB cannot hold this run: .* give --memory \d+MiB or more$"):
+        mine_to_parquet(shared_data("chess.dat"), tmp_path / "x.parquet", min_support=0.6, memory=16 << 20)
+    # Past the up-front check (here skipped), the first chunk is over it: the run stops.
+    monkeypatch.setattr(stream, "check_fits", lambda *a: None)
     with pytest.raises(ConfigError, match="over the --memory"):
         mine_to_parquet(shared_data("chess.dat"), tmp_path / "x.parquet", min_support=0.6, memory=16 << 20)
     monkeypatch.undo()
@@ -118,10 +126,13 @@ def rule_rows(table):
 @settings(max_examples=40, deadline=None)
 @given(txs=baskets, min_count=st.integers(1, 4), conf=st.sampled_from([0.0, 0.3, 0.5, 0.8, 1.0]),
        lift=st.sampled_from([None, 0.0, 1.0, 1.5]), bucket_bytes=st.sampled_from([1, 200, 1 << 28]),
-       labelled=st.booleans())
-def test_rules_out_of_core_equal_in_memory(tmp_path_factory, txs, min_count, conf, lift, bucket_bytes, labelled):
+       labelled=st.booleans(), row_group=st.sampled_from([3, 1 << 20]), small_runs=st.booleans())
+def test_rules_out_of_core_equal_in_memory(tmp_path_factory, txs, min_count, conf, lift, bucket_bytes, labelled,
+                                           row_group, small_runs):
     """Rules derived from the streamed itemset file through buckets on disk (a budget of one
-    byte: a bucket per itemset's row at most) are rules() on the same itemsets."""
+    byte: a bucket per itemset's row at most) and sorted runs (``small_runs``: a few rules
+    each) are rules() on the same itemsets written with ``pq.write_table``, byte for byte
+    (multi-item consequents: ``test_parallel_mining_outofcore``)."""
     import clusterlab.mining.stream as stream
 
     assume(txs)  # no transactions: no rules either way (both refuse n_transactions 0)
@@ -129,21 +140,20 @@ def test_rules_out_of_core_equal_in_memory(tmp_path_factory, txs, min_count, con
         txs = [[f"i{x}" for x in t] for t in txs]
     d = tmp_path_factory.mktemp("r")
     mine_to_parquet(txs, d / "sets.parquet", min_support=min_count)
-    old, stream.RULES_BUCKET_BYTES = stream.RULES_BUCKET_BYTES, bucket_bytes
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stream, "RULES_BUCKET_BYTES", bucket_bytes)
+        mp.setattr(stream, "ROW_GROUP", row_group)
+        if small_runs:  # (with a bucket budget of 1 or 200 bytes: runs of 3 rules)
+            mp.setattr(stream, "RULES_RUN_MIN", 3)
         s = rules_to_parquet(d / "sets.parquet", d / "rules.parquet", min_confidence=conf, min_lift=lift)
-    finally:
-        stream.RULES_BUCKET_BYTES = old
     ref = clusterlab.rules(clusterlab.mine(txs, min_count), min_confidence=conf, min_lift=lift)
-    got = pq.read_table(d / "rules.parquet")
-    assert [(f.name, str(f.type).replace("element", "item")) for f in got.schema] == \
-        [(f.name, str(f.type)) for f in ref.schema]
-    assert got.schema.metadata == ref.schema.metadata
-    assert rule_rows(got) == rule_rows(ref) and s["rules"] == ref.num_rows
-    assert sorted(p.name for p in d.iterdir()) == ["rules.parquet", "sets.parquet"]  # no spill left
+    pq.write_table(ref, d / "ref.parquet", row_group_size=row_group)
+    assert (d / "rules.parquet").read_bytes() == (d / "ref.parquet").read_bytes()
+    assert s["rules"] == ref.num_rows
+    assert sorted(p.name for p in d.iterdir()) == ["ref.parquet", "rules.parquet", "sets.parquet"]  # no spill left
     # rules() of the file's path: out of core, the same table as of the table in memory.
     of_path = clusterlab.rules(d / "sets.parquet", min_confidence=conf, min_lift=lift)
-    assert of_path.schema == ref.schema and rule_rows(of_path) == rule_rows(ref)
+    assert of_path.schema == ref.schema and of_path.equals(ref)
 
 
 def test_rules_out_of_core_survive_hash_collisions(tmp_path, monkeypatch):
@@ -189,27 +199,34 @@ def run(capsys, *args):
 
 
 def test_cli_memory_streams_to_parquet(capsys, tmp_path):
+    """`mine -o X --memory SIZE` writes the file `mine -o X` writes, byte for byte."""
     t10 = shared_data("T10I4D100K.dat")
-    out = tmp_path / "t10.parquet"
+    out, ref_out = tmp_path / "t10.parquet", tmp_path / "ref.parquet"
     code, stdout, _ = run(capsys, "mine", str(t10), "-s", "0.5%", "-o", str(out), "--memory", "2GB", "--json")
     assert code == 0
     s = json.loads(stdout)
-    ref = clusterlab.mine(str(t10), 0.005)
-    assert s["itemsets"] == ref.num_rows and s["row_groups"] >= 1 and s["peak_rss_bytes"] < 2e9
-    assert canonical(pq.read_table(out)) == canonical(ref)
-    assert np.array_equal(np.sort(pq.read_table(out)["count"].to_numpy()), np.sort(ref["count"].to_numpy()))
+    assert run(capsys, "mine", str(t10), "-s", "0.5%", "-o", str(ref_out), "-q")[0] == 0
+    assert out.read_bytes() == ref_out.read_bytes()
+    assert s["itemsets"] == pq.ParquetFile(ref_out).metadata.num_rows and s["peak_rss_bytes"] < 2e9
+    assert s["runs"] == 0 and s["spilled_bytes"] == 0  # one run: sorted and written from memory
 
 
-def test_cli_memory_rules_out_of_core(capsys, tmp_path):
+@pytest.mark.parametrize("consequents", ["single", "multi"])
+def test_cli_memory_rules_out_of_core(capsys, tmp_path, consequents):
+    """`--memory --rules` writes the rule file `--rules` writes without it, byte for byte, for
+    either --consequents (the sequential path once ignored --consequents there)."""
     t10 = shared_data("T10I4D100K.dat")
-    out = tmp_path / "t10.parquet"
-    code, stdout, _ = run(capsys, "mine", str(t10), "-s", "0.5%", "-o", str(out), "--memory", "1GB", "--rules",
-                          "--min-confidence", "0.3", "--json")
+    common = ["-s", "0.5%", "--rules", "--min-confidence", "0.3", "--consequents", consequents]
+    code, stdout, _ = run(capsys, "mine", str(t10), *common, "-o", str(tmp_path / "a.parquet"), "--memory", "1GB",
+                          "--json")
     assert code == 0
     s = json.loads(stdout)
-    ref = clusterlab.rules(clusterlab.mine(str(t10), 0.005), min_confidence=0.3)
-    assert s["rules_output"] == str(tmp_path / "t10.rules.parquet") and s["rules"] == ref.num_rows > 0
-    assert rule_rows(pq.read_table(tmp_path / "t10.rules.parquet")) == rule_rows(ref)
+    assert run(capsys, "mine", str(t10), *common, "-o", str(tmp_path / "b.parquet"), "-q")[0] == 0
+    assert s["rules_output"] == str(tmp_path / "a.rules.parquet") and s["rules"] > 0
+    assert (tmp_path / "a.rules.parquet").read_bytes() == (tmp_path / "b.rules.parquet").read_bytes()
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    multi = pq.read_table(tmp_path / "a.rules.parquet")["consequent"].to_pylist()
+    assert any(len(c) > 1 for c in multi) == (consequents == "multi")
 
 
 @pytest.mark.parametrize("args, msg", [
@@ -236,3 +253,19 @@ def test_cli_memory_refusals_are_one_line(capsys, tmp_path, args, msg):
         args += ["--memory", "1GB"]
     code, _, err = run(capsys, "mine", str(tmp_path / "b.dat"), "-s", "1", *args)
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_row_group_past_the_bound_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """The file's row groups are the in-memory run's (1 Mi itemsets): writing one costs
+    hundreds of MB, so one that would pass --memory is refused, naming what would fit, before
+    it is built (chess at 45% reached 414 MiB under --memory 300MiB before this check). Here
+    every itemset is made to cost a GiB."""
+    import clusterlab.mining.stream as stream
+
+    monkeypatch.setattr(stream, "ROW_GROUP_ROW_BYTES", 1 << 30)
+    with pytest.raises(ConfigError, match=r"^memory: writing a row group .* over the --memory of 1,024 MiB: "
+                                          r"give --memory \d+MiB or more$"):
+        mine_to_parquet([[1, 2], [1, 2], [2, 3]], tmp_path / "x.parquet", min_support=1, memory=1 << 30)
+    assert not list(tmp_path.iterdir())
+    s = mine_to_parquet([[1, 2], [1, 2], [2, 3]], tmp_path / "x.parquet", min_support=1)  # no bound: written
+    assert s["itemsets"] == 5

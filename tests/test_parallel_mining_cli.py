@@ -242,3 +242,51 @@ def test_progress_on_a_terminal_only_and_not_with_q(small):
     r = subprocess.run([sys.executable, "-m", "clusterlab", "mine", str(small), "-s", "0.02", "--nodes", "2"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "pass 1:" not in r.stderr  # not a terminal: quiet
+
+
+def test_mine_timeout_bounds_the_whole_job(tmp_path):
+    """`mine --timeout` is the job's limit (it was a fixed 150 s): past it the job ends with one
+    line naming the option (a dense file at 30% on 2 ranks runs far longer than 1 s)."""
+    r = _cli("mine", _dense(tmp_path), "-s", "0.3", "--nodes", "2", "--timeout", "1s", "-q", "-o",
+             tmp_path / "x.parquet")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "--timeout 1s bounds the whole job" in r.stderr
+    assert not (tmp_path / "x.parquet").exists()
+    # Without --nodes there is no job to bound: refused, not ignored.
+    r = CliRunner().invoke(cli, ["mine", str(tmp_path / "none.dat"), "--timeout", "1h"])
+    assert r.exit_code != 0 and "bounds a parallel job" in str(r.exception)
+
+
+def _dense(tmp_path):
+    """A dense file whose 30%-support run takes minutes (30 items in 90% of the transactions
+    each: every set of up to 11 of them is frequent, tens of millions of itemsets)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    p = tmp_path / "dense.dat"
+    p.write_text("\n".join(" ".join(map(str, np.flatnonzero(rng.random(40) < np.r_[np.full(30, 0.9), np.full(10, 0.2)])))
+                           for _ in range(3000)) + "\n")
+    return p
+
+
+def test_dead_rank_ends_a_long_job_within_seconds(tmp_path):
+    """The job's limit is long (one hour by default) and bounds only the whole job: a rank that
+    dies mid-run still ends the job at once (its peers see its connections drop), not after
+    the limit or a wait's timeout. Rank 1 runs under `timeout -s KILL 3`."""
+    import shutil
+    import time
+
+    from clusterlab.comm.errors import CommError
+    from clusterlab.mining.parallel import run_parallel
+    from clusterlab.mining.parallel.driver import JOB_TIMEOUT
+
+    if shutil.which("timeout") is None:
+        pytest.skip("coreutils timeout is not installed")
+    assert JOB_TIMEOUT >= 3600
+    data = _dense(tmp_path)
+    t0 = time.monotonic()
+    with pytest.raises(CommError, match="rank 1"):
+        run_parallel(data, nodes=2, algorithm="hpa", min_support=0.3,
+                     cluster=Local(prefix={1: ["timeout", "-s", "KILL", "3"]}))
+    # Far below the per-wait timeout (120 s) and the job's: robust to a loaded machine.
+    assert time.monotonic() - t0 < 60

@@ -40,7 +40,7 @@ def small_blocks(monkeypatch):
     """Row groups of 500 rows, merge blocks of a few rows and PFP chunks of ~700 itemsets (a
     top-level item's are never split): many of each on a small result."""
     monkeypatch.setattr(stream, "ROW_GROUP", 500)
-    monkeypatch.setattr(outofcore, "MERGE_BLOCK_BYTES", 600)
+    monkeypatch.setattr(stream, "MERGE_BLOCK_BYTES", 600)
     monkeypatch.setattr(outofcore, "CHUNK_MAX", 700)
     return 500
 
@@ -179,25 +179,28 @@ baskets = st.lists(st.lists(st.integers(0, 9), max_size=8), min_size=1, max_size
 
 @settings(max_examples=15, deadline=None)
 @given(txs=baskets, min_count=st.integers(1, 4), conf=st.sampled_from([0.0, 0.3, 0.5, 0.8, 1.0]),
-       lift=st.sampled_from([None, 1.0]), bucket_bytes=st.sampled_from([1, 300, 1 << 28]), labelled=st.booleans())
+       lift=st.sampled_from([None, 1.0]), bucket_bytes=st.sampled_from([1, 300, 1 << 28]), labelled=st.booleans(),
+       row_group=st.sampled_from([3, 1 << 20]), small_runs=st.booleans())
 def test_multi_consequent_rules_out_of_core_equal_in_memory(tmp_path_factory, txs, min_count, conf, lift,
-                                                            bucket_bytes, labelled):
+                                                            bucket_bytes, labelled, row_group, small_runs):
+    """rules(consequents="multi") out of core is the in-memory table written with
+    ``pq.write_table``, byte for byte (its order too), also through runs of 3 rules."""
     assume(any(txs))
     if labelled:
         txs = [[f"i{x}" for x in t] for t in txs]
     d = tmp_path_factory.mktemp("m")
     mine_to_parquet(txs, d / "sets.parquet", min_support=min_count)
-    old, stream.RULES_BUCKET_BYTES = stream.RULES_BUCKET_BYTES, bucket_bytes
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stream, "RULES_BUCKET_BYTES", bucket_bytes)
+        mp.setattr(stream, "ROW_GROUP", row_group)
+        if small_runs:  # (with a bucket budget of 1 or 300 bytes: runs of 3 rules)
+            mp.setattr(stream, "RULES_RUN_MIN", 3)
         s = rules_to_parquet(d / "sets.parquet", d / "rules.parquet", min_confidence=conf, min_lift=lift,
                              consequents="multi")
-    finally:
-        stream.RULES_BUCKET_BYTES = old
     ref = clusterlab.rules(clusterlab.mine(txs, min_count), min_confidence=conf, min_lift=lift, consequents="multi")
-    got = pq.read_table(d / "rules.parquet")
-    assert got.schema.metadata == ref.schema.metadata
-    assert rule_rows(got) == rule_rows(ref) and s["rules"] == ref.num_rows
-    assert sorted(p.name for p in d.iterdir()) == ["rules.parquet", "sets.parquet"]
+    pq.write_table(ref, d / "ref.parquet", row_group_size=row_group)
+    assert (d / "rules.parquet").read_bytes() == (d / "ref.parquet").read_bytes() and s["rules"] == ref.num_rows
+    assert sorted(p.name for p in d.iterdir()) == ["ref.parquet", "rules.parquet", "sets.parquet"]
 
 
 def test_multi_consequent_rules_of_chess_out_of_core(tmp_path):
@@ -210,4 +213,60 @@ def test_multi_consequent_rules_of_chess_out_of_core(tmp_path):
     inmem = clusterlab.rules(clusterlab.mine(chess, 0.85), min_confidence=0.9, consequents="multi")
     assert s["rules"] == ref.num_rows == inmem.num_rows > 10_000
     assert max(len(c) for c in ref["consequent"].to_pylist()) >= 5
-    assert rule_rows(pq.read_table(tmp_path / "r.parquet")) == rule_rows(inmem)
+    pq.write_table(inmem, tmp_path / "inmem.parquet")
+    assert (tmp_path / "r.parquet").read_bytes() == (tmp_path / "inmem.parquet").read_bytes()
+    assert ref.equals(inmem)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sets=st.sets(st.frozensets(st.integers(0, 9), min_size=1, max_size=4), max_size=60), k=st.integers(2, 5))
+def test_join_bound_bounds_the_candidates(sets, k):
+    """``join_bound`` counts what the Apriori join can make: never fewer than the candidates
+    (after the prune) that ``hpa_candidates`` makes from the same large (k-1)-itemsets."""
+    from clusterlab import _core
+
+    rows = sorted(tuple(sorted(s)) for s in sets if len(s) == k - 1)
+    prev = np.array(rows, dtype=np.uint32).ravel() if rows else np.zeros(0, dtype=np.uint32)
+    made = _core.hpa_candidates(prev, k - 1, 1, 0).size // k if prev.size else 0
+    bound = outofcore.join_bound(prev, k)
+    assert bound.size == len(rows) and (bound >= 0).all() and int(bound.sum()) >= made
+    if k == 2:
+        assert int(bound.sum()) == len(rows) * (len(rows) - 1) // 2 == made
+
+
+def _dense(path, items=1000, transactions=100):
+    """Every item in ~95% of the transactions: pass 3 would hold C(items, 3) candidates."""
+    rng = np.random.default_rng(1)
+    path.write_text("\n".join(" ".join(map(str, np.flatnonzero(rng.random(items) < 0.95)))
+                              for _ in range(transactions)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("algorithm", ["hpa", "cd"])
+def test_a_pass_that_cannot_fit_is_refused_before_it_runs(capsys, tmp_path, algorithm):
+    """Pass 3 of 1000 items all frequent in pairs is ~166M candidates (gigabytes on each
+    rank): with --memory 256MiB the job stops before making them, in one line naming
+    --memory and what would fit, with no file left (not an out-of-memory abort mid-pass)."""
+    data = _dense(tmp_path / "dense.dat")
+    out = tmp_path / "x.parquet"
+    code, _, err = run(capsys, "mine", str(data), "-s", "0.5", "--nodes", "2", "-a", algorithm, "-o", str(out),
+                       "--memory", "256MiB", "-q")
+    assert code == 2, err
+    line = err.strip()
+    assert len(line.splitlines()) == 1 and "memory: pass 3 would need about" in line
+    assert "over the --memory of 256 MiB" in line and "give --memory" in line and "MiB or more (per rank)" in line
+    fit = int(line.split("give --memory ")[1].split("MiB")[0])
+    assert fit > 2048  # gigabytes: the candidates alone take ~1.6e8 x 48 bytes (HPA: half on each rank)
+    assert not out.exists()
+
+
+def test_rank_0s_row_group_past_the_bound_is_refused(tmp_path, monkeypatch):
+    """Rank 0's row groups are the in-memory file's (1 Mi itemsets): one that would take it past
+    --memory is refused before it is built, one error for the job, no file left."""
+    data = tmp_path / "d.dat"
+    data.write_text("1 2 3\n1 2\n2 3\n1 2 3\n")
+    monkeypatch.setattr(stream, "ROW_GROUP_ROW_BYTES", 1 << 34)
+    with pytest.raises(ConfigError, match=r"memory: rank 0 writing a row group .* give --memory \d+MiB or more"):
+        run_parallel(data, nodes=2, algorithm="cd", min_support=2, cluster=InProcess(), output=tmp_path / "x.parquet",
+                     memory=256 << 20)
+    assert not (tmp_path / "x.parquet").exists()

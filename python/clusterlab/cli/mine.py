@@ -19,10 +19,11 @@ from pathlib import Path
 
 import click
 
-from clusterlab.cli.options import Finite, Int, OutputPath, Size
+from clusterlab.cli.options import Duration, Finite, Int, OutputPath, Size
 from clusterlab.cluster.api import MESHES
 from clusterlab.data.io import FORMATS
 from clusterlab.errors import ConfigError
+from clusterlab.mining.parallel.driver import JOB_TIMEOUT_MAX, JOB_TIMEOUT_MIN
 
 OUTPUT_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".txt": "spmf"}
 
@@ -52,6 +53,7 @@ class MineOptions:
     block_size: int = 8192
     partition: str = "prefix"
     record: str | None = None  # --auto-dilation: where the ranks record the job for its replays
+    timeout: str | None = None  # --timeout as typed: the whole job's limit (None: JOB_TIMEOUT)
 
 
 @dataclass
@@ -158,9 +160,18 @@ def run_parallel(opts: MineOptions) -> MineResult | None:
     from clusterlab.diagnose.observe import observed
 
     streamed = {"output": opts.output, "memory": opts.memory} if opts.memory is not None else {}
-    with observed(cluster) as facts:  # what the closing diagnosis judges the run by (its fidelity)
-        r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
-                     config=config, format=opts.input_format, record=opts.record, **streamed)
+    from clusterlab.comm.errors import JobTimeout
+    from clusterlab.mining.parallel.driver import JOB_TIMEOUT
+    from clusterlab.units import parse_duration
+
+    limit = JOB_TIMEOUT if opts.timeout is None else parse_duration(opts.timeout, "--timeout")
+    try:
+        with observed(cluster) as facts:  # what the closing diagnosis judges the run by (its fidelity)
+            r = parallel(opts.file, nodes=opts.nodes, algorithm=algo, min_support=opts.min_support, cluster=cluster,
+                         config=config, format=opts.input_format, record=opts.record, timeout=limit, **streamed)
+    except JobTimeout as e:
+        given = f"--timeout {opts.timeout}" if opts.timeout is not None else "the default --timeout of 1h"
+        raise JobTimeout(f"{e} ({given} bounds the whole job): give a longer --timeout, up to 168h") from None
     if r.table is None:  # another rank of a launched job: rank 0 reports
         return None
     timings = {"mine": r.wall_s, "job": r.job_s}
@@ -193,7 +204,7 @@ def run_streamed(opts: MineOptions, status) -> dict:
     read_s = time.perf_counter() - t0
 
     def progress(n: int, seconds: float, rss: int) -> None:
-        status(f"{n:,} itemsets written ({n / max(seconds, 1e-9):,.0f}/s), {rss / 2**20:,.0f} MiB "
+        status(f"{n:,} itemsets found ({n / max(seconds, 1e-9):,.0f}/s), {rss / 2**20:,.0f} MiB "
                f"of {opts.memory / 2**20:,.0f} MiB")
 
     status(f"mining {len(b):,} transactions into {opts.output}")
@@ -213,7 +224,7 @@ def run_streamed(opts: MineOptions, status) -> dict:
 
         status(f"deriving rules from {r['itemsets']:,} itemsets into {rules_out}")
         rr = rules_to_parquet(opts.output, rules_out, min_confidence=opts.min_confidence, min_lift=opts.min_lift,
-                              memory=opts.memory, progress=rule_progress)
+                              memory=opts.memory, progress=rule_progress, consequents=opts.consequents)
         n_rules = rr["rules"]
         seconds["rules"] = round(rr["seconds"], 4)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
@@ -221,7 +232,7 @@ def run_streamed(opts: MineOptions, status) -> dict:
             "target": opts.target, "min_support": opts.min_support, "itemsets": r["itemsets"],
             "itemsets_by_length": r["itemsets_by_length"], "rules": n_rules, "seconds": seconds,
             "peak_rss_bytes": rss, "memory_bytes": opts.memory, "row_groups": r["row_groups"],
-            "output": opts.output, "rules_output": rules_out}
+            "spilled_bytes": r["spilled_bytes"], "runs": r["runs"], "output": opts.output, "rules_output": rules_out}
 
 
 def run_sequential(opts: MineOptions, status) -> MineResult:
@@ -358,7 +369,8 @@ def print_summary(s: dict, res: MineResult, console) -> None:
                                           "sorted runs spilled by the ranks")
     elif "memory_bytes" in s:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB (--memory {s['memory_bytes'] / 2**20:,.0f} MiB; "
-                                 f"{s['row_groups']:,} row groups written as found)")
+                                 f"{s['row_groups']:,} row groups in canonical order, {s['spilled_bytes'] / 2**20:,.1f} "
+                                 f"MiB in {s['runs']:,} sorted runs spilled)")
     else:
         t.add_row("peak memory", f"{s['peak_rss_bytes'] / 2**20:,.0f} MiB")
     for key, label in (("output", "itemsets written to"), ("rules_output", "rules written to")):
@@ -408,9 +420,13 @@ def _testbed_name(_ctx, _param, value):
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (also off when stderr is not a terminal).")
 @click.option("--memory", default=None, metavar="SIZE", type=Size(keep_text=True, lo=1),
               help="Stream the itemsets into the -o .parquet file as they are found, stopping with an error "
-                   "if a process passes SIZE (e.g. 2GB, at least 256MiB): the result never has to fit in memory. "
-                   "Sequential: one mining thread, rows in the order found. With --nodes: SIZE per rank, rank 0 "
-                   "writes in canonical order (the same file as without --memory). All frequent itemsets only. "
+                   "if a process passes SIZE (e.g. 2GB; at least 256MiB, about 512MiB for a million itemsets or more: "
+                   "the file's row groups hold 1 Mi of them; a run whose input and first level, or a "
+                   "parallel pass whose candidates, cannot fit is refused before it runs, naming what would): the "
+                   "result never has to fit in memory. The file is "
+                   "the one written without --memory, byte for byte (canonical order). Sequential: one mining "
+                   "thread, sorted runs spilled beside -o and merged. With --nodes: SIZE per rank, rank 0 writes. "
+                   "All frequent itemsets only. "
                    "With --rules, rules (any --consequents) are derived from that file out of core into "
                    "NAME.rules.parquet.")
 @click.option("--nodes", "-n", default=None, type=Int(lo=1, hi=1024),
@@ -430,9 +446,15 @@ def _testbed_name(_ctx, _param, value):
                    "dilation k that passes, and diagnose that (docs/diagnose.md).")
 @click.option("--max-dilation", default=16.0, show_default=True, type=Finite(lo=1, hi=1e6),
               help="The highest dilation --auto-dilation tries.")
+@click.option("--timeout", "job_timeout", default=None, metavar="DURATION",
+              type=Duration(keep_text=True, lo=JOB_TIMEOUT_MIN, hi=JOB_TIMEOUT_MAX),
+              help="Parallel: the longest the whole job may run, 1s to 168h (e.g. 30min, 12h; default 1h). "
+                   "It bounds the job, not each wait: a rank that dies still ends the job within seconds, "
+                   "a stuck one after one wait's 120 s. In a launched job (clusterlab run, mpiexec) the "
+                   "launcher's limit applies instead.")
 def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_format, output, rules,
          min_confidence, min_lift, consequents, rules_output, as_json, quiet, memory, nodes, backend, block_size,
-         partition, testbed_name, auto_dilation, max_dilation):
+         partition, testbed_name, auto_dilation, max_dilation, job_timeout):
     """Frequent (closed, maximal) itemsets of FILE, optionally with association rules.
 
     A parallel run (--nodes, --testbed) ends with its fidelity line and the diagnosis in one
@@ -447,6 +469,7 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
       clusterlab mine ../shared/data/chess.dat -s 80% -o c.parquet --memory 1GB --rules   # + c.rules.parquet
       clusterlab mine ../shared/data/chess.dat -s 60% -n 2 -a pfp -o c.parquet --memory 1GB   # 1GB per rank
       clusterlab mine data.dat -s 0.007 --nodes 4 -a hpa            # 4 local ranks (TCP mesh)
+      clusterlab mine big.dat -s 0.002 --nodes 4 -o b.parquet --memory 2GB --timeout 12h   # a long job
       clusterlab mine baskets.csv -s 0.05 --nodes 2 -a cd -q        # any input format, no progress
       clusterlab mine data.dat -s 0.007 --nodes 4 -a pfp --testbed lab   # on a namespace testbed
       clusterlab mine data.dat -s 0.007 --nodes 4 --testbed lab --auto-dilation
@@ -485,8 +508,18 @@ def mine(file, min_support, algorithm, target, min_len, max_len, threads, input_
         opts.nodes, opts.backend, opts.block_size = nodes, backend, parse_size(block_size)
         opts.partition = partition
         opts.testbed = testbed_name
+        opts.timeout = job_timeout
         if testbed_name and nodes is None:
             opts.nodes = 1
+    if job_timeout is not None:
+        from clusterlab.mining.parallel import launched_job
+
+        if launched_job() is not None:
+            raise ConfigError("--timeout: this mine runs as ranks of a launched job, which its launcher bounds "
+                              "(clusterlab run --timeout): drop it")
+        if opts.timeout is None:
+            raise ConfigError(f"--timeout {job_timeout} bounds a parallel job: give --nodes (or --testbed), "
+                              "or drop it")
     if auto_dilation:
         from clusterlab.diagnose.dilation import check_mine, ladder_limit
 

@@ -42,7 +42,7 @@ from clusterlab.cluster.supervisor import (
     check_command,
     describe_status,
 )
-from clusterlab.comm.errors import CommTimeout, PeerFailure
+from clusterlab.comm.errors import JobTimeout, PeerFailure
 from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 from clusterlab.rendezvous import contract
@@ -220,7 +220,7 @@ def run(fn, n: int, *args, backend: str = "tcp", config: TransportConfig | None 
 
     ``fn`` must be a module-level function; return values must be JSON-able or bytes.
     Raises ``PeerFailure`` naming the first rank that failed (with its error if it raised),
-    ``CommTimeout`` if the job exceeds ``timeout`` seconds. Other keywords go to ``launch``
+    ``JobTimeout`` (a ``CommTimeout``) if the job exceeds ``timeout`` seconds. Other keywords go to ``launch``
     (or ``launch_mpi`` with ``backend="mpi"``, or ``launcher``: a function with ``launch``'s
     signature that starts the ranks some other way).
     """
@@ -256,7 +256,7 @@ def raise_for(res: JobResult, *, show_traceback: bool = True) -> None:
     if res.interrupted:
         raise KeyboardInterrupt(res.reason)
     if res.failed_rank == -1:
-        raise CommTimeout(res.reason)
+        raise JobTimeout(res.reason)
     if res.failed_rank is not None:
         r = res.failed_rank
         tb = res.tracebacks.get(r)

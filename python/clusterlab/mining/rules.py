@@ -34,7 +34,7 @@ def rules(itemsets, min_confidence: float = 0.8, min_lift: float | None = None,
     of a frequent itemset must be present to know its count), or the path of such a table in
     a Parquet file (``clusterlab mine -o X.parquet``, streamed or not): the rules are then
     derived out of core (:func:`clusterlab.mining.stream.rules_to_parquet`, spilling to the
-    temporary directory) and only they are held in memory, in another row order. ``consequents="single"`` gives
+    temporary directory) and only they are held in memory, the same table. ``consequents="single"`` gives
     one-item consequents (pyfim and Spark behaviour), ``"multi"`` every non-empty proper
     subset as consequent (mlxtend behaviour). ``n_transactions`` defaults to the table's
     metadata. Columns: antecedent, consequent (lists like the ``items`` column), count,

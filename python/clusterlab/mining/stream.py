@@ -1,19 +1,20 @@
 """Itemsets written to a Parquet file as they are found: a result never has to fit in memory.
 
-The kernel runs on one thread and hands its itemsets over in chunks, while this thread
-writes them as Parquet row groups; at most a few chunks are in flight, so memory holds the
-input, the kernel's working set and those chunks, whatever the number of itemsets. Rows
-are in the order the kernel finds them, not sorted (one mining thread: the same file every
-run); the set of rows, counts and metadata is the in-memory ``mine()``'s. Only all frequent
-itemsets stream (closed and maximal sets are judged against all of them).
-:func:`rules_to_parquet` derives the rules from such a file out of core.
+The kernel runs on one thread and hands its itemsets over in chunks; they gather into runs,
+each sorted and (once there are two) spilled beside the output, and the runs are merged length
+by length into the file, in canonical order: the file is ``mine()``'s table written with
+``pq.write_table``, byte for byte (``clusterlab mine -o`` with or without ``--memory``).
+Memory holds the input, the kernel's working set, a run and a row group, whatever the number
+of itemsets. Only all frequent itemsets stream (closed and maximal sets are judged against all
+of them). :func:`rules_to_parquet` derives the rules from such a file out of core, in
+``rules()``'s order, byte for byte too.
 
 >>> import tempfile, os, pyarrow.parquet as pq
 >>> import clusterlab
 >>> d = tempfile.mkdtemp()
 >>> s = mine_to_parquet([[1, 2], [1, 2], [1, 3]], os.path.join(d, "sets.parquet"), min_support=2)
->>> s["itemsets"], sorted(pq.read_table(os.path.join(d, "sets.parquet"))["items"].to_pylist())
-(3, [[1], [1, 2], [2]])
+>>> s["itemsets"], pq.read_table(os.path.join(d, "sets.parquet"))["items"].to_pylist()
+(3, [[1], [2], [1, 2]])
 """
 
 from __future__ import annotations
@@ -36,6 +37,24 @@ CHUNK = 1 << 17
 MIN_MEMORY = 256 << 20
 
 
+def peak_rss() -> int:
+    """This process's peak resident memory (bytes): VmHWM, this process image's own, not
+    ``ru_maxrss``, which Linux carries over fork and exec, so that a rank started by a large
+    process (a test runner) would count the starter's peak as its own. ``ru_maxrss`` where
+    /proc is missing."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+    import sys
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+
 def current_rss() -> int:
     """This process's resident memory now (bytes; 0 where /proc is missing)."""
     try:
@@ -45,25 +64,50 @@ def current_rss() -> int:
         return 0
 
 
-def itemset_schema(labelled: bool, meta: dict) -> pa.Schema:
-    value = pa.string() if labelled else pa.uint32()
-    return pa.schema([("items", pa.large_list(value)), ("count", pa.int64()), ("support", pa.float64())],
-                     metadata={META_KEY: json.dumps(meta).encode()})
+def run_rows_of(memory: int | None) -> int:
+    """Itemsets per sorted run of ``mine_to_parquet`` (a small part of ``memory``: ~2 KB of it
+    per itemset, ``CHUNK`` to 1 Mi; ``8 x CHUNK`` without a bound)."""
+    return CHUNK * 8 if memory is None else int(max(CHUNK, min(1 << 20, memory // 2048)))
+
+
+def check_fits(baskets, memory: int) -> None:
+    """Refuse up front, in one line naming ``--memory`` and what would fit, a streamed run
+    that cannot fit ``memory`` bytes: the process as it is (the input read, the interpreter),
+    plus what the kernel's first level holds at least (an eighth of the input's item array:
+    the budget of its conditional databases, ``prep.rs``) and one sorted run (three copies of
+    ``run_rows_of(memory)`` itemsets at ~48 bytes each), would already pass it. The run's
+    later levels are checked as they come (past the bound the run stops naming it)."""
+    now = current_rss()
+    need = now + baskets.items.nbytes // 8 + 3 * 48 * run_rows_of(memory)
+    if need > memory:
+        fit = -(-need // (64 << 20)) * 64  # MiB, rounded up to 64 MiB
+        raise ConfigError(f"--memory {memory / 2**20:,.0f} MiB cannot hold this run: the process takes "
+                          f"{now / 2**20:,.0f} MiB with the input read ({(baskets.offsets.nbytes + baskets.items.nbytes) / 2**20:,.0f} "
+                          f"MiB as CSR), and the kernel's first level and one sorted run need at least "
+                          f"{(need - now) / 2**20:,.0f} MiB more: give --memory {fit}MiB or more")
 
 
 def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "auto", min_len: int = 1,
                     max_len: int | None = None, memory: int | None = None, format: str | None = None,
                     max_itemsets: int | None = None, progress=None) -> dict:
-    """Mine all frequent itemsets straight into the Parquet file ``path`` (atomically).
+    """Mine all frequent itemsets straight into the Parquet file ``path`` (atomically), in
+    canonical order: byte-identical to ``mine()``'s table (same arguments) written with
+    ``pq.write_table`` (``clusterlab mine -o``).
 
-    ``memory`` (bytes): the run stops with an error naming it once this process's resident
-    memory passes it (checked at every chunk), and the chunks are sized to a small part of it.
-    ``progress(itemsets, seconds, rss_bytes)`` is called after every chunk. Returns a summary:
-    ``itemsets``, ``itemsets_by_length``, ``n_transactions``, ``algorithm``, ``row_groups``,
-    ``peak_rss_bytes`` (the largest RSS seen at a chunk).
+    The kernel (one thread) hands its itemsets over in chunks as it finds them; they gather
+    into runs of up to ``run_rows`` itemsets, each sorted and, once a second run is needed,
+    spilled to a temporary directory beside ``path`` (``SortedRuns``, about 8 + 4 x length
+    bytes per itemset, removed at the end); then the runs are merged length by length into
+    ``CanonicalWriter`` (a result of one run is written straight from memory).
+
+    ``memory`` (bytes): checked up front (``check_fits``: the input and the kernel's first
+    level must fit), then the run stops with an error naming it once this process's resident
+    memory passes it (checked at every chunk and merged block); the chunks and runs are
+    sized to a small part of it. ``progress(itemsets, seconds, rss_bytes)`` is called after
+    every chunk the kernel hands over. Returns a summary: ``itemsets``,
+    ``itemsets_by_length``, ``n_transactions``, ``algorithm``, ``row_groups``, ``runs``
+    (spilled), ``spilled_bytes``, ``peak_rss_bytes`` (the largest RSS seen at a check).
     """
-    from clusterlab._atomic import atomic_path
-
     check_mine_args(algorithm, min_len, max_len, max_itemsets)
     if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer))
                                or memory < MIN_MEMORY):
@@ -73,80 +117,125 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
     n = len(b)
     min_count = min_count_of(min_support, n)
     algo = choose_algorithm(b, min_count) if algorithm == "auto" else algorithm
-    # A chunk of 2^17 itemsets takes ~4-8 MB; a smaller budget gets smaller chunks.
+    if memory is not None:
+        check_fits(b, memory)
+    # A chunk of 2^17 itemsets takes ~4-8 MB; a smaller budget gets smaller chunks. A run
+    # (sorted in memory: about three copies of it) takes a small part of the budget too.
     chunk = CHUNK if memory is None else int(max(1024, min(CHUNK, memory // 2048)))
-    meta = {"n_transactions": n, "min_count": min_count, "target": "all", "min_len": int(min_len),
-            "max_len": max_len, "algorithm": algo}
-    schema = itemset_schema(b.labels is not None, meta)
-    labels = None if b.labels is None else pa.array(b.labels, type=pa.string())
-    state = {"itemsets": 0, "row_groups": 0, "peak": 0, "lengths": np.zeros(1, dtype=np.int64)}
+    run_rows = run_rows_of(memory)
+    def before_flush(need: int) -> None:
+        """Refuse a row group that would take the run past ``memory`` before building it."""
+        now = current_rss()
+        if memory is not None and now + need > memory:
+            fit = -(-(now + need) // (64 << 20)) * 64
+            raise ConfigError(f"memory: writing a row group ({ROW_GROUP:,} itemsets, as the in-memory run's file "
+                              f"has them) would take about {need / 2**20:,.0f} MiB on top of the "
+                              f"{now / 2**20:,.0f} MiB this run holds, over the --memory of "
+                              f"{memory / 2**20:,.0f} MiB: give --memory {fit}MiB or more")
+
+    writer = CanonicalWriter(path, n, b.labels, before_flush=before_flush, min_count=min_count, target="all",
+                             min_len=int(min_len), max_len=max_len, algorithm=algo)
+    runs = None
+    state = {"itemsets": 0, "peak": 0, "rows": 0}
+    pending: list = []  # (offsets, items, counts) as handed over, not yet in a run
     t0 = time.perf_counter()
-    import pyarrow.parquet as pq
+    input_mib = (b.offsets.nbytes + b.items.nbytes) / 2**20
 
-    pending: list = []
-    state["pending_rows"] = 0
+    def over(rss: int, where: str) -> ConfigError:
+        return ConfigError(f"memory: this run reached {rss / 2**20:,.0f} MiB {where}, over the --memory of "
+                           f"{memory / 2**20:,.0f} MiB (the input's {input_mib:,.0f} MiB and the kernel's working "
+                           "set must fit it): raise it or min_support")
 
-    with atomic_path(path) as tmp:
-        writer = pq.ParquetWriter(tmp, schema)
+    def check(where: str) -> int:
+        rss = current_rss()
+        state["peak"] = max(state["peak"], rss)
+        if memory is not None and rss > memory:
+            raise MemoryError(rss, where)
+        return rss
 
-        def flush():
-            if pending:
-                writer.write_table(pa.Table.from_batches(pending, schema=schema), row_group_size=1 << 30)
-                pending.clear()
-                state["pending_rows"] = 0
-                state["row_groups"] += 1
+    def one_run():
+        """The pending itemsets as one canonical CSR (pending emptied)."""
+        offs, its, cnts, base = [np.zeros(1, dtype=np.int64)], [], [], 0
+        for o, it, c in pending:
+            offs.append(np.asarray(o[1:], dtype=np.int64) - int(o[0]) + base)
+            its.append(np.asarray(it[int(o[0]):int(o[-1])], dtype=np.uint32))
+            cnts.append(np.asarray(c, dtype=np.uint64))
+            base += int(o[-1]) - int(o[0])
+        pending.clear()
+        state["rows"] = 0
+        return _core.canonical_itemsets(np.concatenate(offs), np.concatenate(its) if its else np.zeros(0, np.uint32),
+                                        np.concatenate(cnts) if cnts else np.zeros(0, np.uint64))
+
+    def spill():
+        nonlocal runs
+        if runs is None:
+            runs = SortedRuns(os.path.dirname(os.path.abspath(os.fspath(path))))
+        runs.add(*one_run())
+
+    try:
+        def write(offsets, items, counts):
+            if counts.size:
+                pending.append((offsets, items, counts))
+                state["rows"] += counts.size
+                state["itemsets"] += counts.size
+            if state["rows"] >= run_rows:
+                spill()
+            rss = check("while mining")
+            if progress is not None:
+                progress(state["itemsets"], time.perf_counter() - t0, rss)
 
         try:
-            def write(offsets, items, counts):
-                values = numpy_array(items, np.uint32)
-                if labels is not None:
-                    values = labels.take(values)
-                count = counts.astype(np.int64)
-                batch = pa.record_batch([list_array(offsets, values), numpy_array(count), numpy_array(count / max(n, 1))],
-                                        schema=schema)
-                # Kernels hand over what each first-level item leaves (often a few itemsets):
-                # gather a chunk's worth per row group.
-                pending.append(batch)
-                state["pending_rows"] += batch.num_rows
-                if state["pending_rows"] >= chunk:
-                    flush()
-                lens = np.bincount(np.diff(offsets))
-                if lens.size > state["lengths"].size:
-                    lens[:state["lengths"].size] += state["lengths"]
-                    state["lengths"] = lens
-                else:
-                    state["lengths"][:lens.size] += lens
-                state["itemsets"] += counts.size
-                rss = current_rss()
-                state["peak"] = max(state["peak"], rss)
-                if memory is not None and rss > memory:
-                    raise MemoryError(rss)
-                if progress is not None:
-                    progress(state["itemsets"], time.perf_counter() - t0, rss)
-
-            try:
-                _core.mine_stream(b.offsets, b.items, min_count, algo, int(min_len),
-                                  None if max_len is None else int(max_len),
-                                  None if max_itemsets is None else int(max_itemsets), chunk, write)
-            except _core.TooManyItemsets as e:
-                reached, limit = e.args
-                raise TooManyItemsets(f"too many itemsets: stopped after {reached:,}, more would pass the limit of "
-                                      f"{limit:,} (max_itemsets)", reached, limit) from None
-            except MemoryError as e:
-                rss = e.args[0] if e.args and isinstance(e.args[0], int) else current_rss()
-                raise ConfigError(f"memory: this run reached {rss / 2**20:,.0f} MiB, over the --memory of "
-                                  f"{memory / 2**20:,.0f} MiB (the input's {(b.offsets.nbytes + b.items.nbytes) / 2**20:,.0f} MiB and the "
-                                  "kernel's working set must fit it): raise it or min_support") from None
-            flush()
-        finally:
-            writer.close()
-    lengths = state["lengths"]
-    return {"itemsets": state["itemsets"], "itemsets_by_length": {int(k): int(v) for k, v in enumerate(lengths) if v},
-            "n_transactions": n, "algorithm": algo, "row_groups": state["row_groups"],
-            "peak_rss_bytes": max(state["peak"], current_rss()), "seconds": time.perf_counter() - t0}
+            _core.mine_stream(b.offsets, b.items, min_count, algo, int(min_len),
+                              None if max_len is None else int(max_len),
+                              None if max_itemsets is None else int(max_itemsets), chunk, write)
+            del b  # the merge needs only the runs
+            if runs is None:  # one run: straight from memory
+                writer.write(*one_run())
+            else:
+                if pending:
+                    spill()
+                for k in range(1, runs.max_len + 1):
+                    merger = runs.merged(k)
+                    while True:
+                        items, counts = merger.next()
+                        if counts.size == 0:
+                            break
+                        writer.write(np.arange(0, (counts.size + 1) * k, k, dtype=np.int64), items.ravel(), counts)
+                        del items, counts
+                        check(f"merging the itemsets of length {k}")
+        except _core.TooManyItemsets as e:
+            reached, limit = e.args
+            raise TooManyItemsets(f"too many itemsets: stopped after {reached:,}, more would pass the limit of "
+                                  f"{limit:,} (max_itemsets)", reached, limit) from None
+        except MemoryError as e:
+            if len(e.args) == 2 and isinstance(e.args[0], int):
+                raise over(*e.args) from None
+            raise over(current_rss(), "(out of memory)") from None
+        summary = writer.close()
+    except BaseException as e:
+        writer.abort(e)
+        raise
+    finally:
+        if runs is not None:
+            runs.cleanup()
+    return {**summary, "n_transactions": n, "algorithm": algo, "runs": 0 if runs is None else len(runs.runs),
+            "spilled_bytes": 0 if runs is None else runs.bytes, "peak_rss_bytes": max(state["peak"], current_rss()),
+            "seconds": time.perf_counter() - t0}
 
 
 # ---- itemsets handed over in canonical order, written as the in-memory table is -----------
+
+#: What writing a row group takes at its peak, per itemset and per item in it: measured at
+#: 1 Mi itemsets of 4, 8 and 12 items, 155, 187 and 271 MiB for the Arrow table and Parquet's
+#: encoding buffers, plus the pending pieces (16 + 4 x length bytes an itemset) and a margin
+#: (chess at 45%, 2.8M itemsets streamed: a peak of 428 MiB, 149 MiB before its last group).
+ROW_GROUP_ROW_BYTES, ROW_GROUP_ITEM_BYTES = 140, 20
+
+
+def row_group_bytes(rows: int, items: int) -> int:
+    """Bytes a row group of ``rows`` itemsets holding ``items`` items in all takes to write."""
+    return ROW_GROUP_ROW_BYTES * int(rows) + ROW_GROUP_ITEM_BYTES * int(items)
+
 
 #: Rows per row group of a file ``CanonicalWriter`` writes: pyarrow's default for
 #: ``pq.write_table`` (1 Mi rows), so the file is the in-memory table's, byte for byte.
@@ -177,12 +266,13 @@ class CanonicalWriter:
     True
     """
 
-    def __init__(self, path, n_transactions: int, labels=None, **info):
+    def __init__(self, path, n_transactions: int, labels=None, before_flush=None, **info):
         import contextlib
 
         from clusterlab._atomic import atomic_path
 
         self.n_transactions, self.labels, self.info = int(n_transactions), labels, info
+        self.before_flush = before_flush  # called with the bytes a row group will take (row_group_bytes)
         self._stack = contextlib.ExitStack()
         self._tmp = self._stack.enter_context(atomic_path(path))
         self._writer = None
@@ -242,6 +332,8 @@ class CanonicalWriter:
             if taken == rows:
                 rest = self._pending[i + 1:]
                 break
+        if self.before_flush is not None:
+            self.before_flush(row_group_bytes(taken, sum(int(x.size) for x in its)))
         self._pending = rest
         self._rows -= taken
         table = itemset_table(np.concatenate(offs), np.concatenate(its) if its else np.zeros(0, np.uint32),
@@ -281,12 +373,137 @@ class CanonicalWriter:
             self._stack.__exit__(type(err), err, err.__traceback__)
 
 
+# ---- sorted runs on disk, merged back in canonical order -----------------------------------
+
+#: Bytes of the blocks a merge of sorted runs holds in all (``SortedRuns.merged``; a parallel
+#: rank also hands rank 0 blocks of this size).
+MERGE_BLOCK_BYTES = 4 << 20
+
+
+class SortedRuns:
+    """A rank's itemsets spilled to a temporary directory as sorted runs: every ``add`` (a
+    chunk of itemsets in canonical order, item ids) is one run, one items file and one counts
+    file per length; ``merged(k)`` reads the length-k itemsets of all runs back in order.
+    ``directory``: where the temporary directory goes (None: ``TMPDIR``)."""
+
+    def __init__(self, directory: str | None = None):
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory(prefix="clusterlab-spill-", dir=directory)
+        self.dir = self._dir.name
+        self.runs: list[dict[int, int]] = []  # per run: length -> rows
+        self.bytes = 0
+
+    def add(self, offsets: np.ndarray, items: np.ndarray, counts: np.ndarray) -> None:
+        lens = np.diff(offsets)
+        if lens.size == 0:
+            return
+        if (np.diff(lens) < 0).any():
+            raise ValueError("itemsets must be in canonical order (by length)")
+        run: dict[int, int] = {}
+        for k in np.unique(lens):
+            k = int(k)
+            a, b = int(np.searchsorted(lens, k, "left")), int(np.searchsorted(lens, k, "right"))
+            it = np.ascontiguousarray(items[int(offsets[a]):int(offsets[b])], dtype=np.uint32)
+            c = np.ascontiguousarray(counts[a:b], dtype=np.uint64)
+            it.tofile(self._path(len(self.runs), k, "items"))
+            c.tofile(self._path(len(self.runs), k, "counts"))
+            run[k] = b - a
+            self.bytes += it.nbytes + c.nbytes
+        self.runs.append(run)
+
+    @property
+    def max_len(self) -> int:
+        return max((k for run in self.runs for k in run), default=0)
+
+    def _path(self, run: int, k: int, what: str) -> str:
+        return os.path.join(self.dir, f"{run}.{k}.{what}")
+
+    def _reader(self, run: int, k: int, rows: int):
+        pos = [0]
+        n = self.runs[run].get(k, 0)
+
+        def read():
+            m = max(0, min(rows, n - pos[0]))
+            if m == 0:
+                return np.zeros((0, k), np.uint32), np.zeros(0, np.uint64)
+            items = np.fromfile(self._path(run, k, "items"), dtype=np.uint32, count=m * k, offset=pos[0] * k * 4)
+            counts = np.fromfile(self._path(run, k, "counts"), dtype=np.uint64, count=m, offset=pos[0] * 8)
+            pos[0] += m
+            return items.reshape(m, k), counts
+
+        return read
+
+    def merged(self, k: int) -> Merger:
+        """The length-k itemsets of every run, in order (``MERGE_BLOCK_BYTES`` of them held in all)."""
+        have = [r for r, run in enumerate(self.runs) if k in run]
+        rows = max(256, MERGE_BLOCK_BYTES // max(len(have), 1) // (8 + 4 * k))
+        return Merger([self._reader(r, k, rows) for r in have], k)
+
+    def cleanup(self) -> None:
+        self._dir.cleanup()
+
+
+def _count_le(rows: np.ndarray, bound: np.ndarray) -> int:
+    """How many rows of a sorted (n, k) array are lexicographically <= ``bound``."""
+    diff = rows != bound
+    first = diff.argmax(axis=1)
+    le = ~diff.any(axis=1) | (rows[np.arange(rows.shape[0]), first] < bound[first])
+    return int(le.sum())
+
+
+def _lex_order(rows: np.ndarray) -> np.ndarray:
+    return np.lexsort(tuple(rows[:, j] for j in range(rows.shape[1] - 1, -1, -1)))
+
+
+class Merger:
+    """Length-k itemsets of several sorted sources merged in order. A source is a function
+    returning its next block ``(items (n, k) uint32, counts)``, empty at its end; rows are
+    unique across sources. ``next()`` gives the next rows: every held row up to the
+    smallest of the held blocks' last rows (no source can hold a smaller one after its
+    block), sorted; the blocks used up are refilled. Empty at the end."""
+
+    def __init__(self, sources: list, k: int):
+        self.sources, self.k = sources, k
+        self.buf: list = [None] * len(sources)
+        self.done = [False] * len(sources)
+
+    def next(self) -> tuple[np.ndarray, np.ndarray]:
+        for i, src in enumerate(self.sources):
+            if not self.done[i] and self.buf[i] is None:
+                items, counts = src()
+                if counts.size:
+                    self.buf[i] = (items, counts)
+                else:
+                    self.done[i] = True
+        active = [i for i, b in enumerate(self.buf) if b is not None]
+        if not active:
+            return np.zeros((0, self.k), np.uint32), np.zeros(0, np.uint64)
+        if len(active) == 1:  # every other source is done
+            out, self.buf[active[0]] = self.buf[active[0]], None
+            return out
+        lasts = np.stack([self.buf[i][0][-1] for i in active])
+        bound = lasts[_lex_order(lasts)[0]]
+        parts, counts = [], []
+        for i in active:
+            items, c = self.buf[i]
+            n = _count_le(items, bound)
+            parts.append(items[:n])
+            counts.append(c[:n])
+            self.buf[i] = (items[n:], c[n:]) if n < c.size else None
+        items, c = np.concatenate(parts), np.concatenate(counts)
+        order = _lex_order(items)
+        return items[order], c[order]
+
+
 # ---- association rules from an itemset Parquet file, out of core ---------------------------
 
 #: Multipliers of the bucket hash (the powers of an odd 64-bit constant).
 _POW = np.array([pow(0x9E3779B97F4A7C15, j + 1, 1 << 64) for j in range(256)], dtype=np.uint64)
 #: Bytes one bucket of one length may take in memory when no ``memory`` is given.
 RULES_BUCKET_BYTES = 256 << 20
+#: The fewest rules a sorted run of ``rules_to_parquet`` holds (more under a larger budget).
+RULES_RUN_MIN = 1 << 12
 
 
 def _hash(rows: np.ndarray) -> np.ndarray:
@@ -395,14 +612,16 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
     itemsets, in any row order: ``mine_to_parquet``'s or ``mine()``'s written out), written to
     the Parquet file ``path`` (atomically) without holding the itemsets or the rules in
     memory. ``consequents``: ``"single"`` (one-item consequents) or ``"multi"`` (any; see
-    below).
+    below). The file is ``rules()``'s table (same ``consequents``) on the same itemsets written
+    with ``pq.write_table``, byte for byte.
 
     The itemsets and every rule's antecedent (an itemset less one item) are spilled into
     hash buckets on disk (a temporary directory beside ``path``), sized so that one bucket of
     one length fits a small part of ``memory``; each bucket's antecedents are then matched to
-    their itemsets' counts by sorting, and the rules that pass ``min_confidence`` (and
-    ``min_lift``) are written as row groups. The rows, columns and metadata are ``rules()``'s
-    (of the same ``consequents``) on the same itemsets, in another order.
+    their itemsets' counts by sorting. The rules that pass ``min_confidence`` wait in sorted
+    runs on disk (keyed as ``rules()`` orders them: by itemset in canonical order, consequent
+    size, then the consequent's positions in the itemset), merged at the end into row groups of
+    ``ROW_GROUP`` rules (``min_lift`` applied there); one row group is held in memory.
 
     ``"multi"`` grows the consequents level by level as ``rules()`` does, on disk: round j
     spills every itemset's candidate consequents of j items (round 1: each item) by the
@@ -519,11 +738,10 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
         rows = int(per_length[k]) + (k + 1) * int(per_length[k + 1] if k + 1 < per_length.size else 0)
         need = max(need, 2 * rows * (12 + 4 * k))
     n_buckets = max(1, -(-need // budget))
-    out_schema = pa.schema([("antecedent", pa.large_list(value_type if labelled else pa.uint32())),
-                            ("consequent", pa.large_list(value_type if labelled else pa.uint32())),
-                            ("count", pa.int64()), ("support", pa.float64()), ("confidence", pa.float64()),
-                            ("lift", pa.float64()), ("leverage", pa.float64()), ("conviction", pa.float64())],
-                           metadata=rule_metadata(n, min_confidence, min_lift, consequents))
+    out_meta = rule_metadata(n, min_confidence, min_lift, consequents)
+    # Rules wait in sorted runs for the canonical order: a key row of (7 + length) words each,
+    # sorting holds about three copies of a run.
+    run_rows = max(RULES_RUN_MIN, budget // (3 * 4 * (8 + per_length.size)))
     state = {"rules": 0, "row_groups": 0}
     directory = os.path.dirname(os.path.abspath(os.fspath(path)))
     with tempfile.TemporaryDirectory(prefix=".rules-", dir=directory) as tmpdir, atomic_path(path) as tmp:
@@ -555,36 +773,96 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                     spill.append("R", _bucket_of(ante, n_buckets), n_buckets, k - 1, ante, cons,
                                  np.tile(counts[sel], k))
             check_memory()
-        # Pass 3: per bucket and length, the antecedents' counts by sorted matching; rules out.
-        writer = pq.ParquetWriter(tmp, out_schema)
-        pending: list = []
-        pending_rows = [0]
+        # Pass 3: per bucket and length, the antecedents' counts by sorted matching; the rules
+        # that pass go to sorted runs (the order rules() gives: by itemset in canonical order,
+        # then consequent size, then the consequent's positions in the itemset as a bit mask).
+        rule_runs = SortedRuns(tmpdir)
+        waiting: dict[int, list] = {}  # key width -> [(key rows, rule counts)] not yet in a run
+        waiting_rows = [0]
 
-        def flush():
-            if pending:
-                writer.write_table(pa.Table.from_batches(pending, schema=out_schema), row_group_size=1 << 30)
-                pending.clear()
-                pending_rows[0] = 0
-                state["row_groups"] += 1
+        def spill_rules():
+            """The waiting rules as one sorted run (key rows of each width in lexicographic order)."""
+            if not waiting:
+                return
+            offs, its, cnts, base = [np.zeros(1, dtype=np.int64)], [], [], 0
+            for w in sorted(waiting):
+                keys = np.concatenate([k for k, _ in waiting[w]])
+                rc = np.concatenate([c for _, c in waiting[w]])
+                order = _lex_order(keys)
+                its.append(keys[order].ravel())
+                cnts.append(rc[order])
+                offs.append(base + w * np.arange(1, rc.size + 1, dtype=np.int64))
+                base += w * rc.size
+            waiting.clear()
+            waiting_rows[0] = 0
+            rule_runs.add(np.concatenate(offs), np.concatenate(its), np.concatenate(cnts))
+            check_memory()
+
+        def emit(z, masks, j, rc, ac, cc):
+            """Rules of itemset code rows ``z`` (one length m) whose consequent is the items at
+            the ``j`` bits of ``masks``: kept as key rows (z, j, mask, ac, cc), width m + 7."""
+            n_rules, m = z.shape
+            key = np.empty((n_rules, m + 7), dtype=np.uint32)
+            key[:, :m] = z
+            key[:, m] = j
+            for col, v in ((m + 1, masks), (m + 3, ac), (m + 5, cc)):
+                v = np.asarray(v, dtype=np.uint64)
+                key[:, col] = (v >> np.uint64(32)).astype(np.uint32)
+                key[:, col + 1] = (v & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            waiting.setdefault(m + 7, []).append((key, np.asarray(rc, dtype=np.uint64)))
+            waiting_rows[0] += n_rules
+            if waiting_rows[0] >= run_rows:
+                spill_rules()
+            check_memory()
+
+        def single(ante, cons, rc, ac):
+            """``emit`` of single-item consequents: ``ante`` rows (ascending codes) and ``cons``."""
+            z = np.sort(np.concatenate([ante, cons[:, None]], axis=1), axis=1)
+            pos = (z < cons[:, None]).sum(axis=1).astype(np.uint64)
+            emit(z, np.uint64(1) << pos, 1, rc, ac, counts1[cons])
+
+        def rules_of(keys, rc):
+            """The rule table of merged key rows (as ``rules()`` builds it)."""
+            m = keys.shape[1] - 7
+
+            def u64(col):
+                return (keys[:, col].astype(np.uint64) << np.uint64(32)) | keys[:, col + 1].astype(np.uint64)
+
+            z, masks, ac, cc = keys[:, :m], u64(m + 1), u64(m + 3), u64(m + 5)
+            bits = _bits(masks, m)
+            a_vals, c_vals = z[~bits], z[bits]  # row by row, ascending within a row
+            c_len = bits.sum(axis=1)
+            c_off = np.concatenate([[0], np.cumsum(c_len)]).astype(np.int64)
+            a_off = np.concatenate([[0], np.cumsum(m - c_len)]).astype(np.int64)
+            a_vals = vocab.take(numpy_array(a_vals)) if labelled else numpy_array(ids[a_vals])
+            c_vals = vocab.take(numpy_array(c_vals)) if labelled else numpy_array(ids[c_vals])
+            return rule_table(list_array(a_off, a_vals), list_array(c_off, c_vals), rc, ac, cc, n, min_lift)
+
+        writer = None
+        tables: list = []
+        held = [0]
+
+        def write_groups(final: bool = False):
+            """Row groups of ``ROW_GROUP`` rules out of the tables held (the last one shorter)."""
+            nonlocal writer
+            while held[0] >= ROW_GROUP or (final and (held[0] or writer is None)):
+                t = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+                rows = min(ROW_GROUP, t.num_rows)
+                group = t.slice(0, rows).combine_chunks().replace_schema_metadata(out_meta)
+                rest = t.slice(rows)
+                tables[:] = [rest] if rest.num_rows else []
+                held[0] = rest.num_rows
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, group.schema)
+                writer.write_table(group)
+                if group.num_rows:
+                    state["row_groups"] += 1
+                state["rules"] += group.num_rows
                 rss = check_memory()
                 if progress is not None:
                     progress(state["rules"], time.perf_counter() - t0, rss)
-
-        def emit(ante, cons, rc, ac, cc):
-            """Rules (antecedent and consequent code rows) out, a row group at a time."""
-            a_vals, c_vals = ante.ravel(), cons.ravel()
-            a_vals = vocab.take(numpy_array(a_vals)) if labelled else numpy_array(ids[a_vals])
-            c_vals = vocab.take(numpy_array(c_vals)) if labelled else numpy_array(ids[c_vals])
-            a_off = np.arange(0, (rc.size + 1) * ante.shape[1], ante.shape[1], dtype=np.int64)
-            c_off = np.arange(0, (rc.size + 1) * cons.shape[1], cons.shape[1], dtype=np.int64)
-            table = rule_table(list_array(a_off, a_vals), list_array(c_off, c_vals), rc, ac, cc, n, min_lift)
-            for batch in table.to_batches():
-                pending.append(batch)
-                pending_rows[0] += batch.num_rows
-            state["rules"] += table.num_rows
-            if pending_rows[0] >= CHUNK:
-                flush()
-            check_memory()
+                if final and not held[0]:
+                    break
 
         def counts_of(rows, b, keep=True):
             """The counts of itemset rows (all of one length) in bucket b: the spilled itemsets'
@@ -626,8 +904,8 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                         masks = spill.load("P1", b, m, np.uint64)
                         rc = spill.load("P2", b, m, np.uint64)
                         ac = spill.load("P3", b, m, np.uint64)
-                        ante, cons = _split(z, masks, j)
-                        emit(ante, cons, rc, ac, counts_of(cons, b))
+                        _, cons = _split(z, masks, j)
+                        emit(z, masks, j, rc, ac, counts_of(cons, b))
                 more = 0
                 for b in range(n_buckets):  # next round's candidates: all j-item subsets passed
                     for m in range(j + 2, per_length.size):
@@ -661,12 +939,27 @@ def rules_to_parquet(itemsets_path, path, min_confidence: float = 0.8, min_lift:
                     keep = np.flatnonzero(rc.astype(np.float64) / ac.astype(np.float64) >= min_confidence)
                     if keep.size == 0:
                         continue
-                    ante, cons, rc, ac = ante[keep], cons[keep], rc[keep], ac[keep]
-                    emit(ante, cons.reshape(-1, 1), rc, ac, counts1[cons])
-            flush()
+                    single(ante[keep], cons[keep], rc[keep], ac[keep])
+            spill_rules()
+            for w in sorted({w for run in rule_runs.runs for w in run}):  # by itemset length
+                merger = rule_runs.merged(w)
+                while True:
+                    keys, rc = merger.next()
+                    if rc.size == 0:
+                        break
+                    t = rules_of(keys, rc)
+                    if t.num_rows:
+                        tables.append(t)
+                        held[0] += t.num_rows
+                    write_groups()
+            if not tables and writer is None:  # no rule at all: one empty table, as write_table writes it
+                tables.append(rules_of(np.zeros((0, 8), dtype=np.uint32), np.zeros(0, dtype=np.uint64)))
+            write_groups(final=True)
         finally:
-            writer.close()
-        spilled = spill.bytes
+            if writer is not None:
+                writer.close()
+            rule_runs.cleanup()
+        spilled = spill.bytes + rule_runs.bytes
     return {"rules": state["rules"], "itemsets": int(per_length.sum()), "buckets": n_buckets,
             "spilled_bytes": spilled, "row_groups": state["row_groups"],
             "peak_rss_bytes": max(peak[0], current_rss()), "seconds": time.perf_counter() - t0}

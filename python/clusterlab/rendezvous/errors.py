@@ -21,5 +21,10 @@ class CommTimeout(CommError):
     """A blocking wait exceeded its timeout."""
 
 
+class JobTimeout(CommTimeout):
+    """A whole job ran past the limit its launcher was given (not one wait: a caller can name
+    the setting that sets it)."""
+
+
 class ProtocolError(CommError):
     """A peer sent a frame that breaks the protocol (bad magic, oversize, failed authentication)."""

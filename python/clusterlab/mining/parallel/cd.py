@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from clusterlab import _core
-from clusterlab.mining.parallel.outofcore import Levels
+from clusterlab.mining.parallel.outofcore import Levels, pass_need
 from clusterlab.mining.parallel.passes import (
     allreduce_sum,
     dense_pairs_ok,
@@ -51,12 +51,19 @@ def mine(comm, baskets, min_support, config, stats, out=None):
                                                       fp.offsets, fp.ranks)
     del fp  # the transactions are held once (a pass's shrink frees the old ones)
     levels = Levels(freq, fcounts, n_tx, min_count, out)
-    tidlists = None
+    tidlists = prev_tids = None  # prev_tids: this rank's tid-list length of each large (k-1)-itemset
+    n_local = offsets.size - 1
     k = 2
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
         prev = levels[-1][0]
+        dense = k == 2 and config.local_pairs and dense_pairs_ok(freq.size)
+        if out is not None and not dense:  # refuse a pass that cannot fit, before building it
+            tids = None
+            if k >= 3 and config.counting == "tidlist":  # (first time: the global counts' local share)
+                tids = prev_tids if prev_tids is not None else levels[-1][1] * (n_local / max(n_tx, 1))
+            out.admit(k, *pass_need(prev, k, 1.0, tids))
         row = stats.start(k)
-        if k == 2 and config.local_pairs and dense_pairs_ok(freq.size):
+        if dense:
             large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row)
         elif k >= 3 and config.counting == "tidlist":
             t = time.perf_counter()
@@ -80,6 +87,7 @@ def mine(comm, baskets, min_support, config, stats, out=None):
             row["t_sync"] = time.perf_counter() - t
             keep = counts >= min_count
             tidlists = tidlists.retain(keep)
+            prev_tids = local[keep]
             large_flat = cands.reshape(-1, k)[keep].ravel() if cands.size else cands
             large_counts = counts[keep]
             row["candidates"], row["large"] = len(keep), int(large_counts.size)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import resource
 import stat
 import sys
 import time
@@ -234,8 +233,11 @@ def itemsets_table(offsets: np.ndarray, items: np.ndarray, counts: np.ndarray, n
 
 
 def _peak_rss() -> int:
-    # ru_maxrss is KiB on Linux, bytes on macOS.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    # This process image's own peak (ru_maxrss would include the launcher's: Linux carries it
+    # over fork and exec).
+    from clusterlab.mining.stream import peak_rss
+
+    return peak_rss()
 
 
 def _progress_line(row: dict) -> None:
@@ -401,7 +403,10 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     are found, byte-identical to the in-memory table written with ``pq.write_table``, and
     ``memory`` (bytes, at least ``mining.stream.MIN_MEMORY``; needs ``output``) bounds each
     rank's process (``outofcore``); the run's ``table`` is then empty and ``streamed`` says
-    what was written. Other keywords go to ``cluster.run`` (``timeout``...).
+    what was written. Other keywords go to ``cluster.run``: ``timeout``, seconds the whole
+    job may take (default ``JOB_TIMEOUT``, one hour; ``mine --timeout``), not each wait: a
+    wait for another rank times out after ``config.timeout``, and a rank that dies ends the
+    job at once (its peers see its connections drop).
     """
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown parallel algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -426,7 +431,7 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
         raise ConfigError(f"nodes must be a positive integer, got {nodes!r}")
     fmt = check_input(path, nodes, format)
     t0 = time.perf_counter()
-    options.setdefault("timeout", config.timeout + 30)
+    options.setdefault("timeout", JOB_TIMEOUT)
     if record is not None:
         record = os.path.abspath(os.fspath(record))
     results = cluster.run(rank_job, nodes, os.fspath(path), algorithm, min_support, config.as_dict(), fmt, record,
@@ -441,6 +446,14 @@ def run_parallel(path, nodes: int | None = None, algorithm: str = "hpa", min_sup
     table, passes, ranks = decode_result(first)
     return _finish(table, passes, ranks, algorithm, nodes, cluster.name, time.perf_counter() - t0)
 
+
+#: Seconds a whole job that ``run_parallel`` starts may take by default. It bounds the job,
+#: not each wait (``ParallelConfig.timeout``), so it can be long: a big input on several nodes
+#: runs for minutes to hours, while a dead or stuck rank still fails the job within seconds
+#: (connections drop) or one wait's timeout.
+JOB_TIMEOUT = 3600.0
+#: The longest job ``mine --timeout`` accepts (a week), and the shortest.
+JOB_TIMEOUT_MAX, JOB_TIMEOUT_MIN = 7 * 86400.0, 1.0
 
 # A pass whose ranks kept at least this share of the machine's cores busy is flagged CPU-bound.
 CPU_BOUND_SHARE = 0.9

@@ -49,7 +49,7 @@ import numpy as np
 
 from clusterlab import _core
 from clusterlab.comm.errors import CommTimeout, ProtocolError
-from clusterlab.mining.parallel.outofcore import Levels
+from clusterlab.mining.parallel.outofcore import Levels, pass_need
 from clusterlab.mining.parallel.passes import (
     allgather_large,
     allreduce_sum,
@@ -248,6 +248,8 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=No
         k = 3
     while levels[-1][1].size >= 2 and (config.max_len == 0 or k <= config.max_len):
         prev = levels[-1][0]
+        if out is not None:  # refuse a pass whose candidates cannot fit, before making them
+            out.admit(k, *pass_need(prev, k, 1.0 / P))
         row = stats.start(k)
         if rescan is not None:
             offsets, ranks = _rescanned(rescan, freq, prev, k, row)

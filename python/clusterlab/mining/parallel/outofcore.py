@@ -18,7 +18,9 @@ written with ``-o``, whatever the node count:
 ``ParallelConfig.memory`` bounds each rank's process (ranks that are threads of one process
 share it: that process gets ``nodes`` times the bound). Every rank checks its peak at every
 pass end and the ranks agree, so a job over the bound ends with one error naming the rank;
-rank 0 also checks at every block it merges, a PFP rank at every chunk. What must fit a rank:
+rank 0 also checks at every block it merges, a PFP rank at every chunk. Before a level-wise
+pass makes its candidates, the ranks agree on its estimated working set (``pass_need``,
+``RankOutput.admit``) and refuse a pass that cannot fit, naming what would. What must fit a rank:
 its share of the input, one pass's large itemsets and its candidates (HPA, CD), or its group's
 transactions and one chunk (PFP; the "fptree" and "fpgrowth" kernels hand over a group's
 itemsets at once), and one row group being written.
@@ -44,20 +46,16 @@ itemsets at once), and one row group being written.
 from __future__ import annotations
 
 import os
-import resource
-import sys
-import tempfile
 import time
 
 import numpy as np
 
 from clusterlab.errors import ClusterlabError, ConfigError
 from clusterlab.mining.parallel.passes import as_array, assemble
+from clusterlab.mining.stream import Merger, SortedRuns  # (sorted runs on disk: the sequential path's too)
 
 #: Requests to a rank during the merge travel with this tag; its blocks come back on MERGE_TAG + 1.
 MERGE_TAG = 3100
-#: Bytes of one block a rank hands rank 0 during the merge (and rank 0 reads of its own).
-MERGE_BLOCK_BYTES = 4 << 20
 #: The most itemsets a PFP rank's kernel hands over at a time (``RankOutput.chunk``).
 CHUNK_MAX = 1 << 20
 #: Requests: k >= 1 (a block of length-k itemsets, at most ``rows`` of them), a keep-alive, the end, an abort.
@@ -96,8 +94,21 @@ class RankOutput:
         if self.comm.rank == 0 and self.writer is None:
             from clusterlab.mining.stream import CanonicalWriter
 
-            self.writer = CanonicalWriter(self.path, n_transactions, self.labels, min_count=int(min_count),
-                                          target="all", min_len=1, max_len=self.max_len, algorithm=self.algorithm)
+            self.writer = CanonicalWriter(self.path, n_transactions, self.labels, before_flush=self._before_flush,
+                                          min_count=int(min_count), target="all", min_len=1, max_len=self.max_len,
+                                          algorithm=self.algorithm)
+
+    def _before_flush(self, need: int) -> None:
+        """Rank 0: refuse a row group that would take it past the bound, before building it."""
+        from clusterlab.mining.stream import ROW_GROUP, current_rss
+
+        now = current_rss()
+        if self.limit is not None and now + need > self.limit:
+            fit = -(-(now + need) // (64 << 20)) * 64
+            raise ConfigError(f"memory: rank 0 writing a row group ({ROW_GROUP:,} itemsets, as the in-memory run's "
+                              f"file has them) would take about {need / 2**20:,.0f} MiB on top of the "
+                              f"{now / 2**20:,.0f} MiB it holds, over the --memory of {self.per_rank / 2**20:,.0f} "
+                              f"MiB a rank may take: give --memory {fit}MiB or more")
 
     def write(self, offsets: np.ndarray, items: np.ndarray, counts: np.ndarray) -> None:
         """Rank 0: append itemsets (canonical, item ids) to the file; a failure is kept for
@@ -108,6 +119,8 @@ class RankOutput:
 
         try:
             self.writer.write(offsets, items, counts)
+        except ConfigError as e:  # a row group past the bound (_before_flush)
+            self._error = e
         except (OSError, pa.ArrowException) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
             self._error = ConfigError(f"cannot write {self.path}: {detail}")
@@ -133,6 +146,8 @@ class RankOutput:
         writer, self.writer = self.writer, None
         try:
             s = writer.close()  # (a failure removes the unfinished file)
+        except ConfigError as e:  # the last row group past the bound (_before_flush)
+            raise _agreed(e) from None
         except (OSError, pa.ArrowException) as e:
             detail = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
             raise _agreed(ConfigError(f"cannot write {self.path}: {detail}")) from None
@@ -148,11 +163,9 @@ class RankOutput:
     # ---- memory ---------------------------------------------------------------------
     def rss(self) -> int:
         """This rank's memory: its process's peak, or (threads of one process) its current RSS."""
-        from clusterlab.mining.stream import current_rss
+        from clusterlab.mining.stream import current_rss, peak_rss
 
-        if self.shares_process:
-            return current_rss()
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+        return current_rss() if self.shares_process else peak_rss()
 
     def _over(self, rank: int, rss: int, where: str) -> ConfigError:
         shared = (f" ({self.limit / 2**20:,.0f} MiB for the {self.comm.size} ranks of this process)"
@@ -193,6 +206,39 @@ class RankOutput:
                 r = int(over[0])
                 raise _agreed(self._over(r, int(every[r]), where))
 
+    def admit(self, k: int, need: int, what: str) -> None:
+        """Every rank at once, before pass ``k`` builds its working set: ``need`` is this
+        rank's estimate of it in bytes (``pass_need``; ``what`` says what it holds). If some
+        rank's memory now plus its need passes the bound, raise (on every rank) one error
+        naming ``--memory`` and the size that would fit, instead of running into the bound
+        mid-pass or the machine's out-of-memory killer."""
+        if self.limit is None:
+            return
+        from clusterlab.mining.stream import current_rss
+
+        P, me = self.comm.size, self.comm.rank
+        mine = np.zeros(2 * P, dtype=np.int64)
+        mine[me], mine[P + me] = current_rss(), int(need)
+        every = as_array(self.comm.allreduce(mine, "sum"), np.int64) if P > 1 else mine
+        nows, needs = every[:P], every[P:]
+        if self.shares_process:  # one process: its memory now and every rank's need
+            total = int(nows.max() + needs.sum())
+            if total <= self.limit:
+                return
+            r = int(np.argmax(needs))
+            fit = -(-total // P)
+        else:
+            over = np.flatnonzero(nows + needs > self.limit)
+            if not over.size:
+                return
+            r = int(over[np.argmax((nows + needs)[over])])
+            fit = int(nows[r] + needs[r])
+        fit_mib = -(-fit // (64 << 20)) * 64  # rounded up to 64 MiB
+        raise _agreed(ConfigError(
+            f"memory: pass {k} would need about {needs[r] / 2**20:,.0f} MiB on rank {r} ({what}) on top of the "
+            f"{nows[r] / 2**20:,.0f} MiB it holds, over the --memory of {self.per_rank / 2**20:,.0f} MiB a rank may "
+            f"take: give --memory {fit_mib}MiB or more (per rank), more --nodes, or a higher min_support"))
+
     def check_here(self, where: str) -> None:
         """This rank alone (rank 0 while it merges): raise if it passed the bound or could not write."""
         if self._error is not None:
@@ -201,6 +247,46 @@ class RankOutput:
         self.peak = max(self.peak, rss)
         if self.limit is not None and rss > self.limit:
             raise _agreed(self._over(self.comm.rank, rss, where))
+
+
+def join_bound(prev: np.ndarray, k: int) -> np.ndarray:
+    """Per large (k-1)-itemset of ``prev`` (flat, canonical), at most how many k-candidates
+    the Apriori join makes with it as their prefix generator: the itemsets after it that share
+    its first k - 2 items (before the prune).
+
+    >>> join_bound(np.array([0, 1, 0, 2, 0, 3, 1, 2], dtype=np.uint32), 3).tolist()
+    [2, 1, 0, 0]
+    """
+    rows = prev.reshape(-1, k - 1)
+    n = rows.shape[0]
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    new = np.ones(n, dtype=bool)
+    if k > 2:
+        new[1:] = (rows[1:, :k - 2] != rows[:-1, :k - 2]).any(axis=1)
+    else:
+        new[1:] = False
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], n)
+    end_of = np.repeat(ends, ends - starts)
+    return (end_of - 1 - np.arange(n)).astype(np.int64)
+
+
+def pass_need(prev: np.ndarray, k: int, share: float = 1.0, tids: np.ndarray | None = None) -> tuple[int, str]:
+    """A rank's working set of pass ``k`` before it is built, in bytes, and what it holds:
+    ``share`` of the join's candidates (``join_bound``; HPA: 1/P, Count Distribution: all),
+    each as its items, a count and a slot of the candidate table (~8k + 24 bytes), and with
+    ``tids`` (the number of this rank's transactions holding each itemset of ``prev``: Count
+    Distribution's tid-lists) a tid-list of at most its prefix generator's length (4 bytes a
+    transaction)."""
+    per = join_bound(prev, k)
+    n = int(round(int(per.sum()) * share))
+    need = n * (8 * k + 24)
+    what = f"{n:,} candidates of {k} items"
+    if tids is not None and per.size:
+        need += 4 * int((per * np.asarray(tids, dtype=np.int64)).sum())
+        what += " and their tid-lists"
+    return need, what
 
 
 class Levels:
@@ -244,119 +330,6 @@ class Levels:
 class OverBound(Exception):
     """Raised by a PFP rank's chunk hand-over past its bound, to stop its kernel; the ranks'
     next common check then stops the job with the error naming it."""
-
-
-class SortedRuns:
-    """A rank's itemsets spilled to a temporary directory as sorted runs: every ``add`` (a
-    chunk of itemsets in canonical order, item ids) is one run, one items file and one counts
-    file per length; ``merged(k)`` reads the length-k itemsets of all runs back in order."""
-
-    def __init__(self):
-        self._dir = tempfile.TemporaryDirectory(prefix="clusterlab-spill-")
-        self.dir = self._dir.name
-        self.runs: list[dict[int, int]] = []  # per run: length -> rows
-        self.bytes = 0
-
-    def add(self, offsets: np.ndarray, items: np.ndarray, counts: np.ndarray) -> None:
-        lens = np.diff(offsets)
-        if lens.size == 0:
-            return
-        if (np.diff(lens) < 0).any():
-            raise ValueError("itemsets must be in canonical order (by length)")
-        run: dict[int, int] = {}
-        for k in np.unique(lens):
-            k = int(k)
-            a, b = int(np.searchsorted(lens, k, "left")), int(np.searchsorted(lens, k, "right"))
-            it = np.ascontiguousarray(items[int(offsets[a]):int(offsets[b])], dtype=np.uint32)
-            c = np.ascontiguousarray(counts[a:b], dtype=np.uint64)
-            it.tofile(self._path(len(self.runs), k, "items"))
-            c.tofile(self._path(len(self.runs), k, "counts"))
-            run[k] = b - a
-            self.bytes += it.nbytes + c.nbytes
-        self.runs.append(run)
-
-    @property
-    def max_len(self) -> int:
-        return max((k for run in self.runs for k in run), default=0)
-
-    def _path(self, run: int, k: int, what: str) -> str:
-        return os.path.join(self.dir, f"{run}.{k}.{what}")
-
-    def _reader(self, run: int, k: int, rows: int):
-        pos = [0]
-        n = self.runs[run].get(k, 0)
-
-        def read():
-            m = max(0, min(rows, n - pos[0]))
-            if m == 0:
-                return np.zeros((0, k), np.uint32), np.zeros(0, np.uint64)
-            items = np.fromfile(self._path(run, k, "items"), dtype=np.uint32, count=m * k, offset=pos[0] * k * 4)
-            counts = np.fromfile(self._path(run, k, "counts"), dtype=np.uint64, count=m, offset=pos[0] * 8)
-            pos[0] += m
-            return items.reshape(m, k), counts
-
-        return read
-
-    def merged(self, k: int) -> Merger:
-        """The length-k itemsets of every run, in order (``MERGE_BLOCK_BYTES`` of them held in all)."""
-        have = [r for r, run in enumerate(self.runs) if k in run]
-        rows = max(256, MERGE_BLOCK_BYTES // max(len(have), 1) // (8 + 4 * k))
-        return Merger([self._reader(r, k, rows) for r in have], k)
-
-    def cleanup(self) -> None:
-        self._dir.cleanup()
-
-
-def _count_le(rows: np.ndarray, bound: np.ndarray) -> int:
-    """How many rows of a sorted (n, k) array are lexicographically <= ``bound``."""
-    diff = rows != bound
-    first = diff.argmax(axis=1)
-    le = ~diff.any(axis=1) | (rows[np.arange(rows.shape[0]), first] < bound[first])
-    return int(le.sum())
-
-
-def _lex_order(rows: np.ndarray) -> np.ndarray:
-    return np.lexsort(tuple(rows[:, j] for j in range(rows.shape[1] - 1, -1, -1)))
-
-
-class Merger:
-    """Length-k itemsets of several sorted sources merged in order. A source is a function
-    returning its next block ``(items (n, k) uint32, counts)``, empty at its end; rows are
-    unique across sources. ``next()`` gives the next rows: every held row up to the
-    smallest of the held blocks' last rows (no source can hold a smaller one after its
-    block), sorted; the blocks used up are refilled. Empty at the end."""
-
-    def __init__(self, sources: list, k: int):
-        self.sources, self.k = sources, k
-        self.buf: list = [None] * len(sources)
-        self.done = [False] * len(sources)
-
-    def next(self) -> tuple[np.ndarray, np.ndarray]:
-        for i, src in enumerate(self.sources):
-            if not self.done[i] and self.buf[i] is None:
-                items, counts = src()
-                if counts.size:
-                    self.buf[i] = (items, counts)
-                else:
-                    self.done[i] = True
-        active = [i for i, b in enumerate(self.buf) if b is not None]
-        if not active:
-            return np.zeros((0, self.k), np.uint32), np.zeros(0, np.uint64)
-        if len(active) == 1:  # every other source is done
-            out, self.buf[active[0]] = self.buf[active[0]], None
-            return out
-        lasts = np.stack([self.buf[i][0][-1] for i in active])
-        bound = lasts[_lex_order(lasts)[0]]
-        parts, counts = [], []
-        for i in active:
-            items, c = self.buf[i]
-            n = _count_le(items, bound)
-            parts.append(items[:n])
-            counts.append(c[:n])
-            self.buf[i] = (items[n:], c[n:]) if n < c.size else None
-        items, c = np.concatenate(parts), np.concatenate(counts)
-        order = _lex_order(items)
-        return items[order], c[order]
 
 
 def merge_runs(comm, out: RankOutput, runs: SortedRuns) -> None:
