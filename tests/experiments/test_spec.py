@@ -172,3 +172,15 @@ def test_hosts_none_follows_the_ranks():
     c = Testbed(StarTopo(hosts=16)).with_settings(hosts=None)
     s = Study(name="x", cluster=c, workload=alltoall_broadcast(), grid=Grid(ranks=[1, 3]))
     assert [(p.cluster.topo.hosts, p.cluster.n_ranks()) for p in s.points()] == [(2, 1), (3, 3)]
+
+
+def test_checks_none_leaves_out_the_checks_points():
+    """A study run in parts (experiment merge) runs its dilation checks in one part only."""
+    from clusterlab.experiments.studies import load
+
+    study = load("seed000-fig3")
+    assert any(p.check for p in study.points())
+    assert not any(p.check for p in study.with_settings({"checks": "none"}).points())
+    assert [p.label for p in study.with_settings({"checks": "all"}).points()] == [p.label for p in study.points()]
+    with pytest.raises(ConfigError, match="checks: none or all"):
+        study.with_settings({"checks": "some"})

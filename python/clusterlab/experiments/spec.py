@@ -355,7 +355,7 @@ class Study:
         return owners
 
     def known_settings(self) -> str:
-        return ", ".join(sorted([*self._owners(), "tcp", "cluster"]))
+        return ", ".join(sorted([*self._owners(), "tcp", "cluster", "checks"]))
 
     def defaults(self) -> dict:
         """Every setting's value before the grid: cluster, transport, workload."""
@@ -366,7 +366,7 @@ class Study:
 
     def with_settings(self, overrides: dict[str, str], source: str = "--set") -> Study:
         """A copy with ``key=value`` text applied (``--set``, ``--quick``): a study field
-        (repeat, warmup, monitor, monitor_interval), a grid axis (comma-separated values; ``tcp``
+        (repeat, warmup, monitor, monitor_interval; checks=none leaves out the checks' points), a grid axis (comma-separated values; ``tcp``
         values separated by ';'), or any other setting (fixed for every point)."""
         s = self
         owners = self._owners()
@@ -376,6 +376,10 @@ class Study:
             check_name(key, source)
             if key in STUDY_FIELDS:
                 s = dataclasses.replace(s, **{key: coerce(value, getattr(self, key), f"{source} {key}")})
+            elif key == "checks":  # none: leave the checks' points to another part of the study (merge)
+                if value not in ("none", "all"):
+                    raise ConfigError(f"{source} checks: none or all, got {value!r}")
+                s = dataclasses.replace(s, checks=[] if value == "none" else self.checks)
             elif key == "tcp":
                 axes["tcp"] = [tcp_of(v) for v in _split_list(value, ";")]
             elif key == "cluster":
