@@ -199,7 +199,7 @@ class Simulated:
         ``transport`` may set only what the loss model takes (``rto_min``, ``rto_max``, ``stack``,
         with ``loss_model`` on): the flow model has no TCP timers or buffers. A replay takes them
         too (a study's timer axis runs simulated) but has no loss model: they change nothing
-        there, and its rows say so (``time_model``)."""
+        there, and its per-rank results say so (``time_model``)."""
         from clusterlab.comm.places import has_knobs
 
         timers = self._timers(transport)
