@@ -120,6 +120,17 @@ class Session:
         testbed's ranks get the testbed's own transport)."""
         return {"cluster": self.cluster, "transport": self._config}
 
+    def recording_options(self) -> dict:
+        """Where a compute replay's recording (one real run) is made: the point's own cluster,
+        or, for a simulated point (whose ranks run no program), this machine's loopback mesh
+        (``Local()``, default transport; the recording is shared with the testbed's points of
+        the same job and rank count, see ``workloads.mining.recording``)."""
+        if not self.study_kind.runs_programs:
+            from clusterlab.cluster import Local
+
+            return {"cluster": Local(), "transport": None}
+        return self.mining_options()
+
     def monitor(self, interval: float):
         """A started monitor of this cluster (testbed: every host and switch port; otherwise the
         machine's loopback, with the packet capture only as root)."""

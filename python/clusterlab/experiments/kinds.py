@@ -142,6 +142,7 @@ class StudyKind:
     # A broadcast's buffers are checked against this machine's free memory before a point runs
     # (not for in-process ranks, as before; a simulated broadcast holds no buffers).
     checks_memory = True
+    runs_programs = True  # its ranks are processes running the workload's code (a simulation only replays)
     caption_network = False  # a figure's caption spells out its network (hosts, links, buffer, switch, dilation)
 
     @property
@@ -338,7 +339,7 @@ class SimulatedKind(StudyKind):
 
     cls, spelling = Simulated, "Simulated(StarTopo(...))"
     swappable = True
-    monitored = checks_memory = False
+    monitored = checks_memory = runs_programs = False
 
     def from_topo(self, topo, ranks):
         return Simulated(topo, ranks=ranks)

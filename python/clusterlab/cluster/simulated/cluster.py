@@ -4,8 +4,9 @@ namespaces (see docs/simulation.md).
 The same ``Cluster`` interface as the others: ``run(fn, n, *args)`` returns what ``fn`` returns
 on each rank. A simulated rank runs no Python of the caller's: the cluster knows the rank
 functions it has a model of (``MODELS``: the all-to-all broadcast and the ping-pong of
-``clusterlab.bench``), runs that model in the engine, and returns rows of the same shape the
-real function returns (rank 0's rows, None on the other ranks). Any other function is refused
+``clusterlab.bench``, rank 0's rows and None on the other ranks; a recorded parallel mining job's
+replay, ``replay_parallel``'s ranks, every rank's result), runs that model in the engine, and
+returns what the real function returns, in the same shape. Any other function is refused
 by name. ``launch`` (a program) is refused: there is no program to run.
 
 >>> from clusterlab.cluster.testbed import StarTopo
@@ -38,7 +39,8 @@ from clusterlab.units import parse_duration
 MESSAGE_HEADER = 40
 BROADCAST = "clusterlab.bench.alltoall_broadcast:alltoall_broadcast"
 PINGPONG = "clusterlab.bench.pingpong:pingpong"
-MODELS = (BROADCAST, PINGPONG)
+REPLAY = "clusterlab.mining.parallel.driver:replay_job"  # replay_parallel's ranks (compute replay)
+MODELS = (BROADCAST, PINGPONG, REPLAY)
 
 
 def _factor(v, name: str) -> float:
@@ -107,6 +109,7 @@ class Simulated:
         if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= topo.hosts):
             raise ConfigError(f"ranks must be 1..hosts ({topo.hosts}), got {ranks!r}")
         self.ranks, self.timeout = ranks, float(timeout)
+        self._replayed = None  # (key, result) of the last replay
         self.platform = Platform.of(topo, latency=self.latency)
 
     def __repr__(self) -> str:
@@ -166,7 +169,8 @@ class Simulated:
                 + (f", two sites joined by a {self.topo.wan_rate} line of {self.topo.wan_delay}" if self.topo.sites else "")
                 + f"; latency factor {f['network/latency-factor']:g}, bandwidth factor {f['network/bandwidth-factor']:g}"
                 + f", {self.overhead * 1e6:.3g} us per message and {self.overhead_per_byte * 1e9:.3g} ns per byte "
-                  "and rank in a broadcast"
+                  "and rank in a broadcast; a mining replay: its flows and each rank's recorded computation slept, "
+                  "no loss model"
                 + (f" (calibration {self.calibration})" if self.calibration else " (uncalibrated)"))
 
     def engine_config(self) -> dict:
@@ -181,18 +185,21 @@ class Simulated:
         """Run one engine job (``engine.py``'s kinds) on hosts 0..n-1; the engine's result."""
         from clusterlab.cluster.simulated.run import run_engine
 
-        if not 2 <= n <= self.topo.hosts:
-            raise ConfigError(f"ranks must be 2..hosts ({self.topo.hosts}), got {n}")
+        lo = 1 if work["kind"] == "replay" else 2
+        if not lo <= n <= self.topo.hosts:
+            raise ConfigError(f"ranks must be {lo}..hosts ({self.topo.hosts}), got {n}")
         return run_engine(self.platform.xml(), list(self.platform.hosts[:n]),
                           {"header": MESSAGE_HEADER, **({"overhead": self.overhead,
                                                          "overhead_per_byte": self.overhead_per_byte}
-                                                        if work["kind"] != "pingpong" else {}), **work},
+                                                        if work["kind"] == "alltoall_broadcast" else {}), **work},
                           self.engine_config(), timeout=self.timeout)
 
     def run(self, fn, n, *args, transport=None, timeout: float | None = 300.0, kwargs=None, **options) -> list:
         """``fn``'s result on each rank, from its model (``MODELS``); ``n`` None: ``n_ranks()``.
         ``transport`` may set only what the loss model takes (``rto_min``, ``rto_max``, ``stack``,
-        with ``loss_model`` on): the flow model has no TCP timers or buffers."""
+        with ``loss_model`` on): the flow model has no TCP timers or buffers. A replay takes them
+        too (a study's timer axis runs simulated) but has no loss model: they change nothing
+        there, and its per-rank results say so (``time_model``)."""
         from clusterlab.comm.places import has_knobs
 
         timers = self._timers(transport)
@@ -208,6 +215,8 @@ class Simulated:
             raise ConfigError(f"the simulated cluster runs only the rank functions it has a model of "
                               f"({', '.join(MODELS)}), not {name}")
         n = n or self.n_ranks()
+        if name == REPLAY:
+            return self._replay(n, *args)
         if name == BROADCAST:
             rows = self._broadcast(n, *args, timers=timers or {})
         else:
@@ -273,6 +282,38 @@ class Simulated:
                 with open(progress, "a") as f:
                     f.write(json.dumps(row) + "\n")
         return rows
+
+    def _replay(self, n, directory, compute="wall", scale=1.0, runtime_scale=None) -> list:
+        """``replay_rank``'s result on each rank, simulated: the recording's messages as flows,
+        each rank's computation slept (``replay.translate``). Deterministic: the last answer is
+        kept and given again for the same recording and settings (a study's repetitions)."""
+        import os
+
+        from clusterlab.cluster.simulated.replay import translate
+        from clusterlab.mining.parallel.trace import recorded_size
+
+        directory = os.path.abspath(os.fspath(directory))
+        recorded = recorded_size(directory)
+        if recorded != n:
+            raise ConfigError(f"{directory} was recorded on {recorded} ranks; replay it on as many, not {n}")
+        stamp = [os.stat(os.path.join(directory, f"rank{r}.json")).st_mtime_ns for r in range(n)]
+        key = json.dumps([directory, stamp, compute, scale, runtime_scale, n, self.engine_config(),
+                          self.platform.xml()], sort_keys=True)
+        if self._replayed is not None and self._replayed[0] == key:
+            return self._replayed[1]
+        t = translate(directory, compute, scale, runtime_scale)
+        out = self.simulate({"kind": "replay", "ranks": t["ranks"]}, n)
+        model = ("flow time + replayed computation; no loss model for a replay (it is fitted to broadcast rounds): "
+                 "no packet is lost, no RTO waited, and rto_min, rto_max, stack change nothing")
+        per_rank = []
+        for r, res in enumerate(out["ranks"]):
+            passes = [{**p, "retransmissions": 0, "timeouts": 0, "rto_time_ms": 0} for p in res["passes"]]
+            per_rank.append({"rank": r, "job_s": res["job_s"], "passes": passes, "simulated": True,
+                             "time_model": model, "compute_s": t["compute_s"][r],
+                             "collectives": t["collectives"], "substituted": t["substituted"],
+                             "engine_wall_seconds": out["engine"]["wall_seconds"]})
+        self._replayed = (key, per_rank)
+        return per_rank
 
     def _pingpong(self, n, sizes, trial_time=0.05, trials=3, min_reps=2, max_reps=20000, peer=1):
         if peer != 1:

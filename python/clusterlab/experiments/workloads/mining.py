@@ -13,7 +13,9 @@ generated once into the run cache (deterministic: the same name gives the same f
 ``compute``: ``real`` runs the miners; a real job cannot run dilated (its computation would
 not slow down with the network). ``replay``: one real run per rank count records every rank's
 computation gaps and messages (``run_parallel(record=...)``, on the point's own cluster, kept
-in the run cache and shared by every transport setting and repetition); each repetition then
+in the run cache and shared by every transport setting and repetition; a simulated point records
+on this machine's loopback, ``Local()``, and shares recordings with the testbed's points of the
+same job and ranks); each repetition then
 replays it (``replay_parallel(compute="cpu")``): the same messages over the point's real TCP
 while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
 the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
@@ -151,11 +153,15 @@ def execute(session, params: dict, reps: int, warmup: int):
     if params["compute"] == "real" and session.dilation != 1.0:
         raise ConfigError(f"a real mining job cannot run dilated (k={session.dilation:g}): its computation would "
                           "not slow down")
+    if not session.study_kind.runs_programs and params["compute"] != "replay":
+        raise ConfigError("a simulated cluster runs no miners: use compute=replay (a real run on this machine's "
+                          "loopback is recorded once and replayed in the simulation)")
     if session.testbed is not None:
         kw["setup_timeout"] = max(60.0, 3.0 * session.ranks)  # as Session.run: many ranks start slowly
     path = resolve_data(params["data"], session.cache_dir)
     config = ParallelConfig(block_bytes=parse_size(params["block_size"]))
-    trace = recording(session, path, params, config, kw) if params["compute"] == "replay" else None
+    trace = (recording(session, path, params, config, {**kw, **session.recording_options()})
+             if params["compute"] == "replay" else None)
     for i in range(warmup + reps):
         t0 = time.perf_counter()
         if trace is None:
