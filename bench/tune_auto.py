@@ -76,11 +76,16 @@ def main() -> None:
         return
     kw = {k: setup[k] for k in ("hosts", "rate", "buffer", "mtu", "size", "space", "runs", "workload", "data",
                                 "min_support") if k in setup}
-    res = auto.tune_auto(**kw, grid=a.phase == "grid", search=a.phase == "search")
+    from clusterlab.diagnose.search import observe_visit, search_fidelity
+
+    res = auto.tune_auto(**kw, grid=a.phase == "grid", search=a.phase == "search", watch=observe_visit)
+    key = "search" if a.phase == "search" else "grid"
+    # whether the runs can be believed, as `clusterlab tune auto` says it (each visit monitored)
+    res["fidelity"] = search_fidelity(res.pop("visits"), 1.0, res[key]["chosen"])
     d.mkdir(parents=True, exist_ok=True)
     with atomic_open(d / f"{stem}_{a.phase}.json") as f:
         json.dump(res, f, indent=1)
-    key = "search" if a.phase == "search" else "grid"
+    print(res["fidelity"]["line"])
     print(f"{key}: {res[key]['runs']} runs, {res[key]['visits']} jobs, {res[key]['seconds']:.0f} s, "
           f"chose {res[key]['chosen']}; load {res['loadavg_before']} -> {res['loadavg_after']}")
 
