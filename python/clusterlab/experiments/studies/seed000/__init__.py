@@ -45,20 +45,27 @@ SETUP = [
 
 
 def spread(x, y, limit: float | None, group="scale", unit=""):
+    """The medians of ``y`` over ``x`` within ``limit`` x of each other, per ``group``; judged only
+    where two or more values of ``x`` were measured. Points whose rounds never finished (failed
+    rows: retransmissions locked in step at a port) are told, not judged."""
     def f(rows):
         parts, oks = [], []
         for g, rs in groups(rows, group).items():
-            xs = sorted({r[x] for r in rs if r.get(x) is not None})
+            xs = sorted({r[x] for r in rs if r.get(x) is not None and not r.get("failed")})
             meds = [(xx, median_of(rs, y, **{x: xx})) for xx in xs]
             meds = [(a, b) for a, b in meds if b is not None]
+            stalled = sorted({r[x] for r in rs if r.get("failed") and r.get(x) is not None} - {a for a, _ in meds})
+            note = (f" ({x.removesuffix('_s')} {', '.join(fmt_secs(v) for v in stalled)}: no round finished)"
+                    if stalled else "")
             if not meds:
+                parts.append(f"{g}: not measured{note}" if stalled else "")
                 continue
             lo, hi = min(b for _, b in meds), max(b for _, b in meds)
             parts.append(f"{g}: medians {fmt(lo)}..{fmt(hi)}{unit} over {x.removesuffix('_s')} "
-                         f"{fmt_secs(meds[0][0])}..{fmt_secs(meds[-1][0])}")
-            if limit is not None and lo > 0:
+                         f"{fmt_secs(meds[0][0])}..{fmt_secs(meds[-1][0])}{note}")
+            if limit is not None and lo > 0 and len(meds) > 1:
                 oks.append(hi / lo <= limit)
-        return "; ".join(parts) or "not measured", (all(oks) if oks else None)
+        return "; ".join(p for p in parts if p) or "not measured", (all(oks) if oks else None)
     return f
 
 
