@@ -79,25 +79,37 @@ def _subject(n: ast.AST) -> str:
     return ""
 
 
-def choices(path: pathlib.Path) -> list[tuple[int, str, str]]:
-    """Every backend list or launcher choice in ``path``: (line, what, the expression)."""
+def scan(path: pathlib.Path, list_words: set[str], words: set[str], subject: re.Pattern, labels: tuple[str, str, str],
+         name_of=_subject, other=None) -> list[tuple[int, str, str]]:
+    """(line, what, the expression) of every collection holding two or more of ``list_words``
+    (``labels[0]``, a dict's keys: ``labels[1]``), every comparison of one of ``words`` with
+    something ``subject`` names (``labels[2]``), and whatever ``other(node)`` calls something."""
     text = path.read_text()
     out = []
     for n in ast.walk(ast.parse(text, str(path))):
         what = None
-        if isinstance(n, (ast.Tuple, ast.List, ast.Set)) and len(_strings([n]) & LIST_WORDS) >= 2:
-            what = "backend list"
-        elif isinstance(n, ast.Dict) and len(_strings([k for k in n.keys if k is not None]) & LIST_WORDS) >= 2:
-            what = "backend table"
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)) and len(_strings([n]) & list_words) >= 2:
+            what = labels[0]
+        elif isinstance(n, ast.Dict) and len(_strings([k for k in n.keys if k is not None]) & list_words) >= 2:
+            what = labels[1]
         elif isinstance(n, ast.Compare):
             sides = [n.left, *n.comparators]
-            if _strings(sides) & WORDS and any(SUBJECT.search(_subject(s)) for s in sides if _subject(s)):
-                what = "choice by backend name"
-        elif isinstance(n, ast.IfExp) and len(_strings([n.body, n.orelse]) & LIST_WORDS) >= 2:
-            what = "backend chosen"
+            if _strings(sides) & words and any(subject.search(name_of(s)) for s in sides if name_of(s)):
+                what = labels[2]
+        elif other is not None:
+            what = other(n)
         if what:
             out.append((n.lineno, what, ast.get_source_segment(text, n)))
     return out
+
+
+def choices(path: pathlib.Path) -> list[tuple[int, str, str]]:
+    """Every backend list or launcher choice in ``path``: (line, what, the expression)."""
+    def chosen(n):
+        return "backend chosen" if isinstance(n, ast.IfExp) and len(_strings([n.body, n.orelse]) & LIST_WORDS) >= 2 \
+            else None
+    return scan(path, LIST_WORDS, WORDS, SUBJECT, ("backend list", "backend table", "choice by backend name"),
+                other=chosen)
 
 
 def _outside_cluster() -> list[tuple[str, int, str, str]]:

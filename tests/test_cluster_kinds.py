@@ -22,7 +22,7 @@ import pathlib
 import re
 
 from clusterlab.experiments import kinds
-from tests.test_backend_choices import _strings, _subject
+from tests.test_backend_choices import _subject, scan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "python" / "clusterlab"
 REGISTRY = "experiments/kinds.py"
@@ -59,26 +59,15 @@ def _name_of(n: ast.AST) -> str:
 
 def branches(path: pathlib.Path) -> list[tuple[int, str, str]]:
     """Every branch on a study cluster's kind in ``path``: (line, what, the expression)."""
-    text = path.read_text()
-    out = []
-    for n in ast.walk(ast.parse(text, str(path))):
-        what = None
-        if isinstance(n, (ast.Tuple, ast.List, ast.Set)) and len(_strings([n]) & NAMES) >= 2:
-            what = "list of kinds"
-        elif isinstance(n, ast.Dict) and len(_strings([k for k in n.keys if k is not None]) & NAMES) >= 2:
-            what = "table of kinds"
-        elif isinstance(n, ast.Compare):
-            sides = [n.left, *n.comparators]
-            if _strings(sides) & NAMES and any(SUBJECT.search(_name_of(s)) for s in sides if _name_of(s)):
-                what = "choice by kind name"
-        elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("isinstance", "issubclass")
-              and len(n.args) == 2):
+    def by_class(n):
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("isinstance", "issubclass")
+                and len(n.args) == 2):
             classes = n.args[1].elts if isinstance(n.args[1], ast.Tuple) else [n.args[1]]
             if any(_subject(c) in CLASSES for c in classes):
-                what = "choice by cluster class"
-        if what:
-            out.append((n.lineno, what, ast.get_source_segment(text, n)))
-    return out
+                return "choice by cluster class"
+        return None
+    return scan(path, NAMES, NAMES, SUBJECT, ("list of kinds", "table of kinds", "choice by kind name"),
+                name_of=_name_of, other=by_class)
 
 
 def _outside_registry() -> list[tuple[str, int, str, str]]:
