@@ -5,6 +5,7 @@ search on a testbed against the full grid."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -225,7 +226,8 @@ def test_the_search_ends_with_its_fidelity_line(tmp_path):
     assert p.returncode == 0, p.stderr
     assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
     last = p.stdout.strip().splitlines()[-1]
-    assert last.startswith("fidelity: FAIL (") and "rto_min=5ms (timer" in last, p.stdout
+    # the 5 ms setting fails the timer check (a loaded machine may fail the CPU check beside it)
+    assert last.startswith("fidelity: FAIL (") and re.search(r"rto_min=5ms \([^)]*timer", last), p.stdout
     assert "search again at --dilation 4" in last
     assert any(ln.startswith("fidelity of rto_min=5ms (1 of 1 visits fail): FAIL") for ln in p.stdout.splitlines())
     res = json.loads(out.read_text())
