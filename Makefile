@@ -52,8 +52,8 @@ rust-test:
 # Two workers: much of the suite waits on dilated networks and timeouts, not the CPU (on 2 cores:
 # 869 s serial, 440 s on two workers with a study running beside); then the `serial` tests alone.
 py-test: setup
-	$(PY) -m pytest -q -n 2 -m "not serial"
-	$(PY) -m pytest -q -m serial
+	$(PY) -m pytest -q -n 2 -m "not serial" --durations=25
+	$(PY) -m pytest -q -m serial --durations=10
 
 test: system-deps setup lint rust-test py-test
 
