@@ -110,7 +110,9 @@ def merge_runs(run_dirs, out) -> Path:
                 r = {**r, "point": new.get(r["point"], r["point"])}
             rows.append(r)
         for part in meta.get("parts") or [{k: meta.get(k) for k in PART_KEYS} | {"run": str(d)}]:
-            parts.append({**part, "points": sorted(new.values())} if "points" not in part else part)
+            # a part that was itself merged keeps its own parts, their points renumbered
+            parts.append({**part, "points": sorted(new[i] for i in part["points"]) if "points" in part
+                          else sorted(new.values())})
         renumbered.append(new)
         for k, v in (meta.get("emulated") or {}).items():
             emulated.setdefault(k, []).append(_renumber(str(v), new))
