@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import resource
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ from clusterlab.cluster.api import MESHES
 from clusterlab.data.io import FORMATS
 from clusterlab.errors import ConfigError
 from clusterlab.mining.parallel.driver import JOB_TIMEOUT_MAX, JOB_TIMEOUT_MIN
+from clusterlab.mining.stream import peak_rss
 
 OUTPUT_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".txt": "spmf"}
 
@@ -227,7 +227,7 @@ def run_streamed(opts: MineOptions, status) -> dict:
                               memory=opts.memory, progress=rule_progress, consequents=opts.consequents)
         n_rules = rr["rules"]
         seconds["rules"] = round(rr["seconds"], 4)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    rss = peak_rss()
     return {"file": opts.file, "transactions": r["n_transactions"], "algorithm": r["algorithm"],
             "target": opts.target, "min_support": opts.min_support, "itemsets": r["itemsets"],
             "itemsets_by_length": r["itemsets_by_length"], "rules": n_rules, "seconds": seconds,
@@ -315,8 +315,7 @@ def summary(res: MineResult, opts: MineOptions) -> dict:
     if st is not None:  # written by rank 0 as found (--memory): its counts
         n_sets, n_rules = st["itemsets"], st.get("rules")
         by_length = {int(k): int(v) for k, v in st["itemsets_by_length"].items()}
-    # ru_maxrss is KiB on Linux, bytes on macOS.
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    rss = peak_rss()
     return {
         "file": opts.file, "transactions": res.n_transactions, "algorithm": res.algorithm, "target": opts.target,
         "min_support": opts.min_support, "itemsets": n_sets, "itemsets_by_length": by_length, "rules": n_rules,

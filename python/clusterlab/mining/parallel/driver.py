@@ -232,14 +232,6 @@ def itemsets_table(offsets: np.ndarray, items: np.ndarray, counts: np.ndarray, n
                          min_len=1, max_len=max_len, algorithm=algorithm)
 
 
-def _peak_rss() -> int:
-    # This process image's own peak (ru_maxrss would include the launcher's: Linux carries it
-    # over fork and exec).
-    from clusterlab.mining.stream import peak_rss
-
-    return peak_rss()
-
-
 def _progress_line(row: dict) -> None:
     sys.stderr.write(f"pass {int(row['pass'])}: {int(row['candidates']):,} candidates, {int(row['large']):,} large, "
                      f"{row['t_total']:.2f} s\n")
@@ -295,7 +287,9 @@ def rank_run(comm, path, algorithm: str, min_support, config: ParallelConfig | N
         if out is not None:
             out.abort(e)
         raise
-    me = np.array([_peak_rss(), t_read, time.process_time() - cpu0, time.perf_counter() - t0, csr_bytes],
+    from clusterlab.mining.stream import peak_rss  # this image's own peak, not its launcher's
+
+    me = np.array([peak_rss(), t_read, time.process_time() - cpu0, time.perf_counter() - t0, csr_bytes],
                   dtype=np.float64)
     if record is not None:
         traced.save(record, {"algorithm": algorithm, "path": os.fspath(path), "min_support": min_support,
