@@ -77,7 +77,7 @@ def merge_runs(run_dirs, out) -> Path:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out}: exists and is not an empty directory (the merged run is written to a new one)")
-    check_output(out.parent if str(out.parent) else Path("."), "the merged run's parent directory", directory=True)
+    check_output(out.parent, "the merged run's parent directory", directory=True)
     runs = []
     for d in dirs:
         rows, meta = load_run(d)
