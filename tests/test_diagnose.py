@@ -170,8 +170,12 @@ def test_fidelity_passes_a_local_run_and_judges_an_emulated_one():
     assert not starved["ok"] and "spare CPU 5%" in starved["line"]
     coarse = fidelity.check(Job("b", "study", 1, cluster=tb, transport={"rto_min": "10ms"}))
     assert not coarse["ok"] and "jiffies" in coarse["line"]
-    dilated = fidelity.check(Job("b", "study", 1, cluster={**tb, "dilation": 10.0}, transport={"rto_min": "10ms"}))
+    dilated = fidelity.check(Job("b", "study", 1, cluster={**tb, "dilation": 10.0}, transport={"rto_min": "10ms"},
+                                 monitor={"mean_cpu_spare": 0.8}))
     assert dilated["ok"]
+    # without the monitor's samples nothing vouches for the CPU, link rate or RTT: not checked, not a PASS
+    unseen = fidelity.check(Job("b", "study", 1, cluster={**tb, "dilation": 10.0}, transport={"rto_min": "10ms"}))
+    assert unseen["ok"] is None and unseen["line"].startswith("fidelity: NOT CHECKED")
     slow = fidelity.check(Job("b", "study", 1, cluster=tb, monitor={"peak_tx_bytes_per_s": 2e6, "busy_samples": 9,
                                                                     "max_host_tx_bytes": 1e9, "interval": 0.1}))
     assert not slow["ok"] and "peak link rate 10%" in slow["line"]

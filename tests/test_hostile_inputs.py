@@ -195,7 +195,7 @@ def table() -> dict[tuple[str, ...], tuple[list[str], dict[str, list[str]]]]:
             "NAMES": ["nope", "../x"], "--records": ["/nonexistent", "@data"]}),
         ("experiment", "merge"): (["experiment", "merge", "@run_a", "@run_b", "-o", "{out}/m", "--no-report"], {
             "RUN_DIRS": ["", "/nonexistent", "@data", "@dir", "@meta_list", "@meta_not_json", "@no_table", "@run_a"],
-            "--out": UNWRITABLE_DIR, "--records": UNWRITABLE_DIR}),
+            "--out": UNWRITABLE_DIR, "--records": UNWRITABLE_DIR, "--as": ["", "nope", "seed000-fig4"]}),
         ("experiment", "record"): (["experiment", "record"], {
             "RUN_DIR": ["", "/nonexistent", "@data", "@dir", "@meta_list", "@meta_not_json", "@no_table"],
             "--records": UNWRITABLE_DIR}),

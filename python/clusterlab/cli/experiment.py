@@ -293,19 +293,24 @@ def report_cmd(run_dir):
 @click.option("--record", is_flag=True, help="Make the merged run the study's record (as `experiment record`).")
 @click.option("--records", "records_root", default="results", show_default=True, type=OutputPath(directory=True),
               help="The records directory (the repository's results/).")
-def merge_cmd(run_dirs, out, report, record, records_root):
+@click.option("--as", "as_study", default=None, metavar="STUDY",
+              help="Make the result a run of STUDY, a study that reports the same runs (seed000-fig4 reports "
+                   "seed000-fig3's); one run is enough.")
+def merge_cmd(run_dirs, out, report, record, records_root, as_study):
     """Merge complete runs (or records) of one study, run in parts, into one run: every point
     once, points renumbered, each part's provenance (commit, load, --set) kept in meta.json
     and told in the report.
 
     \b
-    Example:
+    Examples:
       clusterlab experiment merge results/seed000-fig5 runs/seed000-fig5/20260101-120000 -o runs/seed000-fig5-both
+      clusterlab experiment merge results/seed000-fig3 --as seed000-fig4 -o runs/seed000-fig4-from-fig3
     """
     from clusterlab.report.merge import merge_runs
 
-    dest = merge_runs(run_dirs, out)
-    click.echo(f"{dest}: {len(run_dirs)} runs merged")
+    dest = merge_runs(run_dirs, out, as_study=as_study)
+    click.echo(f"{dest}: {len(run_dirs)} run{'s' if len(run_dirs) > 1 else ''} merged"
+               + (f" as {as_study}" if as_study is not None else ""))
     if report or record:
         _report(str(dest))
     if record:

@@ -21,7 +21,8 @@ Each check compares what the emulation was asked for with what the run recorded:
   (dilated: times the dilation): an RTO min of a few jiffies is rounded by up to 4 ms; and
   told beside it, the timer-wheel bucket the RTO max as run falls in (``wheel_bucket_s``).
 
-``check(job)`` returns ``{"ok": bool, "line": str, "checks": [...]}``. A local run has nothing
+``check(job)`` returns ``{"ok": bool | None, "line": str, "checks": [...]}`` (None: a testbed
+run without the monitor's samples, not checked). A local run has nothing
 emulated, but its times are still this machine's: it fails when the machine was loaded, i.e.
 every rank computed at under ``MACHINE_SHARE_MIN`` of a core (``machine.machine_factor``: the
 least starved rank's wall seconds per CPU second, else the load average recorded before the job). That slowdown is then charged apart (``machine_load``), never named as the job's loss.
@@ -260,9 +261,15 @@ def check(job) -> dict:
         + _wheel_note(_seconds(job.transport, "rto_max", None), k),
         jiffy_share=round(share, 3))
     bad = [c for c in checks if not c["ok"]]
-    head = "fidelity: PASS" if not bad else "fidelity: FAIL (" + "; ".join(c["text"] for c in bad) + ")"
-    detail = "; ".join(c["text"] for c in checks if c["ok"])
-    return {"ok": not bad, "emulated": True, "checks": checks, "line": f"{head}" + (f" - {detail}" if detail else "")}
+    # without the monitor's samples the CPU, link-rate and RTT checks had nothing to judge: a
+    # PASS would vouch for what nobody looked at (ok None: not known, neither trusted nor failed)
+    unknown = spare is None and not bad
+    head = ("fidelity: FAIL (" + "; ".join(c["text"] for c in bad) + ")" if bad else
+            "fidelity: NOT CHECKED (no monitor samples: spare CPU, link rate and RTT unknown)" if unknown else
+            "fidelity: PASS")
+    detail = "; ".join(c["text"] for c in checks if c["ok"] and not (unknown and c["check"] == "cpu"))
+    return {"ok": None if unknown else not bad, "emulated": True, "checks": checks,
+            "line": f"{head}" + (f" - {detail}" if detail else "")}
 
 
 def _wheel_note(rto_max: float | None, k: float) -> str:

@@ -7,7 +7,20 @@ from clusterlab.diagnose.rules import EXTERNAL
 
 
 def _fmt(s: float) -> str:
-    return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
+    """A duration as the diagnosis prints it.
+
+    >>> _fmt(3.6e-05), _fmt(0.0123), _fmt(2.5)
+    ('36.0 us', '12.3 ms', '2.50 s')
+    """
+    return f"{s * 1e6:.1f} us" if 0 < s < 1e-3 else f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def none_found(d: dict) -> str:
+    """What a job without a dominant loss is told: its time was computation and transfer, or (a
+    workload that records no split of its time) nothing in what it recorded."""
+    if any(c["cause"] == "unsplit" for c in d["causes"]):
+        return "none found in what it recorded (its time is not split into computation, transfer and waits)"
+    return "none found (the time is computation and transfer at line rate)"
 
 
 def job_lines(d: dict) -> list[str]:
@@ -22,7 +35,7 @@ def job_lines(d: dict) -> list[str]:
         lines.append(f"  fix: {la['fix']}")
         lines.append(f"  predicted gain: {_fmt(la['predicted_gain_s'])} ({la['method']})")
     if dom is None:
-        lines.append("dominant loss in the job: none found (the time is computation and transfer at line rate)")
+        lines.append(f"dominant loss in the job: {none_found(d)}")
     else:
         lines.append(f"dominant loss in the job: {dom['title']}, {_fmt(dom['seconds'])} ({dom['seconds'] / max(total, 1e-9):.0%} of the job)")
         lines.append(f"  evidence: {dom['evidence']}")

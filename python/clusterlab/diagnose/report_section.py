@@ -40,7 +40,7 @@ def append_diagnosis(report_dir, result: dict) -> bool:
 def one_line(d: dict) -> str:
     """A job's diagnosis in one line: what is named first (the dominant loss, or the launch when
     it costs many times the job), its fix and the predicted gain."""
-    from clusterlab.diagnose.render import _fmt
+    from clusterlab.diagnose.render import _fmt, none_found
 
     total = max(d["seconds"], 1e-9)
     if d.get("launch_first"):
@@ -49,7 +49,7 @@ def one_line(d: dict) -> str:
                 f"predicted gain: {_fmt(la['predicted_gain_s'])} ({la['method']})")
     dom = d["dominant"]
     if dom is None:
-        return "dominant loss: none found (the time is computation and transfer at line rate)"
+        return f"dominant loss: {none_found(d)}"
     out = f"dominant loss: {dom['title']}, {_fmt(dom['seconds'])} ({dom['seconds'] / total:.0%} of the job)"
     out += f"; fix: {dom['fix']}" if dom["fix"] else "; fix: none named"
     if dom["predicted_gain_s"] is not None:

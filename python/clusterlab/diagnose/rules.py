@@ -63,11 +63,12 @@ SOCKET_RTO_MIN_S = 0.005  # the lowest RTO min a socket can take (TCP_RTO_MIN_US
 BACKOFF_RATIO = 2.0
 RTO_MAX_FLOOR_S = 1.0  # the least TCP_RTO_MAX_MS / tcp_rto_max_ms takes
 LAUNCH_WARN_RATIO = 5.0  # the launch is named first when it costs this many times the job
-NOT_LOSSES = ("compute", "transfer")
+NOT_LOSSES = ("compute", "transfer", "unsplit")
 EXTERNAL = ("machine_load",)  # losses that are this machine's, not the job's: shown, never named as the job's
 
 CAUSE_TITLES = {
     "compute": "compute (balanced)",
+    "unsplit": "not split by the workload",
     "transfer": "transfer at line rate",
     "skew": "skew between ranks (straggler)",
     "cpu_starvation": "CPU starvation",
@@ -285,7 +286,11 @@ def causes(job) -> list[dict]:
     if st is not None:  # the job's reads are inside its computation time as recorded: taken out of it
         tot["compute"] = max(0.0, tot["compute"] - st["seconds"])
         out.append(st)
-    out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
+    if job.options.get("unsplit"):  # no compute/transfer record: calling the rest computation would invent it
+        out.append(_cause("unsplit", tot["compute"], f"the workload ({job.options.get('workload') or '?'}) records no split "
+                          "of its time into computation, transfer and RTO waits"))
+    else:
+        out.append(_cause("compute", tot["compute"], f"the ranks' mean computation per pass, summed over {len(splits)} passes"))
     w = _worst(splits, "line")
     local_job = (job.cluster or {}).get("kind") != "testbed"
     if not local_job and job.options.get("workload") == "alltoall_broadcast":

@@ -263,7 +263,7 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
         except ValueError:
             per_rank = None
     seconds = _num(row.get("seconds"))
-    passes = []
+    passes, unsplit = [], False
     by_pass = row.get("seconds_by_pass")
     if isinstance(by_pass, list) and by_pass:  # a mining study: its per-pass split (slowest rank's)
         comp = row.get("time_compute_by_pass") or [0.0] * len(by_pass)
@@ -284,6 +284,7 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
         w, tr = _num(row.get("time_rto_wait")), _num(row.get("time_transfer"))
         c = _num(row.get("time_compute"), max(0.0, seconds - w - tr))
         passes.append(Pass("all", seconds, [RankPass(0, seconds, c, None, seconds - c, w)]))
+        unsplit = all(row.get(k) is None for k in ("time_rto_wait", "time_transfer", "time_compute"))
     ports = row.get("drops_per_port")
     if isinstance(ports, str):
         try:
@@ -302,6 +303,8 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
     options = {**(workload.get("params") or {}), **{k: row[k] for k in ("size", "order", "algorithm", "block_size",
                                                                         "partition") if row.get(k) is not None}}
     options["workload"] = workload.get("name")
+    if unsplit:
+        options["unsplit"] = True
     if row.get("read_seconds") is not None:  # a job reading its data from the iSCSI target (storage workloads)
         options["storage"] = {k: row[k] for k in ("read_seconds", "rescan_seconds", "io_share", "passes", "stored_bytes",
                                                    "bytes", "backing_mbps", "bottleneck", "local_seconds",

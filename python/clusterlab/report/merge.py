@@ -8,6 +8,11 @@ two sittings are not pooled silently). The merged ``meta.json`` keeps every part
 newest part's. Point numbers are renumbered in part order, and the ``emulated`` descriptions
 that name points ("a 9MB host queue at points 0, 1") are renumbered with them.
 
+A study may report the runs of another (seed 000's Fig. 4 is Fig. 3's runs reported for their
+retransmissions): ``as_study`` makes the merged run (of one run or several) that study's, after
+checking that the two run the same points the same way (everything but name, title, report
+and notes equal).
+
 >>> _renumber("a host queue at points 0, 1, 4; seed-era TCP at point 2", {0: 10, 1: 11, 2: 12, 4: 14})
 'a host queue at points 10, 11, 14; seed-era TCP at point 12'
 """
@@ -64,16 +69,35 @@ def _merge_monitor(dirs: list[Path], renumbered: list[dict[int, int]], dest: Pat
     pq.write_table(pa.concat_tables(tables, promote_options="default"), str(dest))
 
 
-def merge_runs(run_dirs, out) -> Path:
+# What a study's report shows, not what it runs: two studies equal but for these run the same points.
+PRESENTATION = ("name", "title", "report", "notes")
+
+
+def _same_runs(source: str, target: str) -> dict:
+    """The spec of study ``target`` (as a run's meta.json keeps it) when it runs what study
+    ``source`` runs; otherwise a ConfigError saying what differs."""
+    from clusterlab.experiments.studies import load
+
+    a, b = load(source).to_dict(), load(target).to_dict()
+    differ = sorted(k for k in set(a) | set(b) if k not in PRESENTATION and a.get(k) != b.get(k))
+    if differ:
+        raise ConfigError(f"--as {target}: it does not report the runs of {source} (its {', '.join(differ)} differ); "
+                          "a study reports another's runs only where it runs the same points")
+    return b
+
+
+def merge_runs(run_dirs, out, as_study: str | None = None) -> Path:
     """Merge the complete runs ``run_dirs`` (run directories or records) of one study into the
-    new run directory ``out`` (built beside it and renamed into place); returns ``out``."""
+    new run directory ``out`` (built beside it and renamed into place); returns ``out``. With
+    ``as_study`` (one run is enough) the result is a run of that study, which must report the
+    same runs (``_same_runs``)."""
     from clusterlab._atomic import check_output
     from clusterlab.experiments.runner import rows_table
     from clusterlab.report.study import load_run
 
     dirs = [Path(d) for d in run_dirs]
-    if len(dirs) < 2:
-        raise ConfigError("merge needs at least two run directories")
+    if len(dirs) < (1 if as_study is not None else 2):
+        raise ConfigError("merge needs at least two run directories (or one with --as)")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out}: exists and is not an empty directory (the merged run is written to a new one)")
@@ -89,6 +113,7 @@ def merge_runs(run_dirs, out) -> Path:
     names = {m.get("study") for _, _, m in runs}
     if len(names) != 1:
         raise ConfigError(f"the runs are of different studies ({', '.join(sorted(map(str, names)))}); merge runs of one")
+    target_spec = _same_runs(next(iter(names)), as_study) if as_study is not None else None
     seen: dict[str, Path] = {}
     for d, _, meta in runs:
         for pm in meta.get("points", []):
@@ -123,6 +148,9 @@ def merge_runs(run_dirs, out) -> Path:
                   load_before=runs[0][2].get("load_before"), load_after=runs[-1][2].get("load_after"),
                   overrides=_overrides(parts), argv=None)
     merged["git"] = dict(newest.get("git") or {})
+    if target_spec is not None:
+        merged.update(study=as_study, title=target_spec["title"], reported_from=runs[0][2].get("study"),
+                      spec={**(merged.get("spec") or {}), **{k: target_spec[k] for k in PRESENTATION}})
     failed = [pm["index"] for pm in points if pm.get("failed")]
     merged.pop("failed_points", None)
     if failed:

@@ -652,6 +652,9 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
            f"{' + local changes' if (meta.get('git') or {}).get('dirty') else ''})."]
     if meta.get("overrides"):
         md.append(f"Settings changed with --set: {meta['overrides']}.")
+    if meta.get("reported_from"):
+        md += ["", f"The runs of study `{meta['reported_from']}` (this study runs the same points and reports them "
+               "its own way: `clusterlab experiment merge --as`)."]
     if meta.get("parts"):
         md += ["", f"Merged from {len(meta['parts'])} runs (`clusterlab experiment merge`), each point from one of them:"]
         md += [f"- points {_ranges(p.get('points') or [])}: git {str((p.get('git') or {}).get('revision'))[:12]}"

@@ -1,0 +1,50 @@
+"""`experiment merge`: runs of one study in parts made one run, and a study that reports
+another's runs (seed000-fig4 is seed000-fig3's runs) made from them."""
+
+import json
+
+import pytest
+
+from clusterlab.errors import ConfigError
+from clusterlab.experiments.studies import load
+from clusterlab.report.merge import merge_runs
+from clusterlab.report.study import load_run
+
+
+def _run(d, study, labels, started):
+    d.mkdir(parents=True)
+    meta = {"study": study, "title": load(study).title, "status": "complete", "spec": load(study).to_dict(),
+            "started": started, "finished": started + 10, "repetitions": len(labels),
+            "git": {"revision": f"{started:040d}"}, "points": [{"index": i, "label": lab} for i, lab in enumerate(labels)]}
+    (d / "meta.json").write_text(json.dumps(meta))
+    (d / "table.csv").write_text("point,rep,seconds\n" + "".join(f"{i},0,{i + 1}.5\n" for i in range(len(labels))))
+    return d
+
+
+def test_parts_merge_into_one_run_with_every_point_once_and_each_parts_provenance(tmp_path):
+    a = _run(tmp_path / "a", "seed000-fig3", ["p", "q"], 100)
+    b = _run(tmp_path / "b", "seed000-fig3", ["r"], 200)
+    out = merge_runs([b, a], tmp_path / "m")
+    rows, meta = load_run(out)
+    assert [pm["label"] for pm in meta["points"]] == ["p", "q", "r"]  # parts in the order they ran
+    assert sorted((r["point"], r["seconds"]) for r in rows) == [(0, 1.5), (1, 2.5), (2, 1.5)]
+    assert [p["points"] for p in meta["parts"]] == [[0, 1], [2]]
+    assert meta["git"]["revision"] == f"{200:040d}" and meta["study"] == "seed000-fig3"
+    with pytest.raises(ConfigError, match="'q' is in both"):
+        merge_runs([a, _run(tmp_path / "c", "seed000-fig3", ["q"], 300)], tmp_path / "m2")
+    with pytest.raises(ConfigError, match="at least two"):
+        merge_runs([a], tmp_path / "m3")
+
+
+def test_a_run_is_made_the_run_of_a_study_that_reports_the_same_points(tmp_path):
+    a = _run(tmp_path / "a", "seed000-fig3", ["p"], 100)
+    out = merge_runs([a], tmp_path / "m", as_study="seed000-fig4")
+    _, meta = load_run(out)
+    fig4 = load("seed000-fig4").to_dict()
+    assert meta["study"] == "seed000-fig4" and meta["reported_from"] == "seed000-fig3"
+    assert meta["title"] == fig4["title"] and meta["spec"]["report"] == json.loads(json.dumps(fig4["report"]))
+    assert meta["spec"]["grid"] == json.loads(json.dumps(load("seed000-fig3").to_dict()["grid"]))
+    # seed000-fig5 runs other points (random MIN): it cannot report fig3's runs
+    with pytest.raises(ConfigError, match=r"does not report the runs of seed000-fig3 \(its .*grid"):
+        merge_runs([a], tmp_path / "m2", as_study="seed000-fig5")
+    assert not (tmp_path / "m2").exists()
