@@ -116,7 +116,8 @@ def _run(argv: list[str] | None) -> None:
         # A fault of the machine, not of the program: full disk, a path that went away.
         if e.errno == errno.ENOSPC:
             click.echo(f"clusterlab: error: disk full{f' writing {e.filename}' if e.filename else ''}: "
-                       "the finished work is kept", err=True)
+                       f"{e.strerror or 'no space left'}; no output is left half-written (the finished work of "
+                       "a study is kept)", err=True)
             sys.exit(1)
         raise
     sys.exit(rv if isinstance(rv, int) else 0)

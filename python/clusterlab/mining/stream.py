@@ -19,6 +19,7 @@ of them). :func:`rules_to_parquet` derives the rules from such a file out of cor
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -380,6 +381,27 @@ class CanonicalWriter:
 MERGE_BLOCK_BYTES = 4 << 20
 
 
+def write_array(arr: np.ndarray, dest, where: str) -> None:
+    """``arr``'s bytes written to ``dest`` (a path, or a file opened in binary mode) in the spill
+    directory ``where``; refused up front when the file system lacks the room. Not
+    ``ndarray.tofile``: it loses a small write's failure at close and reports a short one
+    without an errno."""
+    try:
+        st = os.statvfs(where)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = None
+    if free is not None and arr.nbytes > free:
+        raise OSError(errno.ENOSPC, f"no room to spill {arr.nbytes:,} bytes ({free:,} free; --memory larger, or "
+                      "TMPDIR/the output on a larger file system)", where)
+    data = memoryview(np.ascontiguousarray(arr)).cast("B")
+    if isinstance(dest, (str, os.PathLike)):
+        with open(dest, "wb") as f:
+            f.write(data)
+    else:
+        dest.write(data)
+
+
 class SortedRuns:
     """A rank's itemsets spilled to a temporary directory as sorted runs: every ``add`` (a
     chunk of itemsets in canonical order, item ids) is one run, one items file and one counts
@@ -406,8 +428,8 @@ class SortedRuns:
             a, b = int(np.searchsorted(lens, k, "left")), int(np.searchsorted(lens, k, "right"))
             it = np.ascontiguousarray(items[int(offsets[a]):int(offsets[b])], dtype=np.uint32)
             c = np.ascontiguousarray(counts[a:b], dtype=np.uint64)
-            it.tofile(self._path(len(self.runs), k, "items"))
-            c.tofile(self._path(len(self.runs), k, "counts"))
+            write_array(it, self._path(len(self.runs), k, "items"), self.dir)
+            write_array(c, self._path(len(self.runs), k, "counts"), self.dir)
             run[k] = b - a
             self.bytes += it.nbytes + c.nbytes
         self.runs.append(run)
@@ -576,7 +598,7 @@ class _Spill:
                 for j, a in enumerate(arrays):
                     part = np.ascontiguousarray(a[sel])
                     with open(self.path(f"{kind}{j}", b, length), "ab") as f:
-                        part.tofile(f)
+                        write_array(part, f, self.dir)
                     self.bytes += part.nbytes
             start = end
 
