@@ -47,7 +47,7 @@ lint: setup
 	cargo clippy --workspace --all-targets --release -- -D warnings
 
 rust-test:
-	cargo test -p clusterlab-core -p clusterlab-net -p clusterlab-wan -p clusterlab-atm --release
+	cargo test -p clusterlab-core -p clusterlab-net -p clusterlab-wan -p clusterlab-atm --profile release-tests
 
 # Two workers: much of the suite waits on dilated networks and timeouts, not the CPU (on 2 cores:
 # 869 s serial, 440 s on two workers with a study running beside); then the `serial` tests alone.
