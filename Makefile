@@ -51,8 +51,11 @@ rust-test:
 
 # Two workers: much of the suite waits on dilated networks and timeouts, not the CPU (on 2 cores:
 # 869 s serial, 440 s on two workers with a study running beside); then the `serial` tests alone.
+# worksteal, not xdist's default load: load hands out long runs of consecutive tests that are never
+# taken back, so the documented-command tests (16 in a row, about 450 s) can all land on one worker
+# while the other runs out of work; worksteal lets an idle worker take half of the other's queue.
 py-test: setup
-	$(PY) -m pytest -q -n 2 -m "not serial" --durations=25
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not serial" --durations=25
 	$(PY) -m pytest -q -m serial --durations=10
 
 test: system-deps setup lint rust-test py-test
