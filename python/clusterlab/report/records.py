@@ -364,7 +364,7 @@ def staleness(commit: str | None, files: list[Path], cache: dict | None = None) 
     if top is None:
         return {"stale": None, "changed": [], "why": "not in a git repository"}
     top_r, resolved = top.resolve(), [f.resolve() for f in files]
-    outside = [f for f, r in zip(files, resolved) if not r.is_relative_to(top_r)]
+    outside = [f for f, r in zip(files, resolved, strict=True) if not r.is_relative_to(top_r)]
     if outside:  # git cannot say whether a file outside the repository changed since the commit
         return {"stale": None, "changed": [], "why": f"{outside[0]} is not in the git repository {top}"}
     rel = [str(r.relative_to(top_r)) for r in resolved]
