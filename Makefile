@@ -21,6 +21,7 @@ setup: $(VENV)/.built
 # `make test` stays idempotent; tests skip without them.
 SYSTEM_PKGS := tgt libiscsi-dev libiscsi-bin bonnie++ strace iperf3 python3-simgrid
 system-deps:
+	@echo "== system-deps $$(date -u +%T)"
 	@missing=$$(for p in $(SYSTEM_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then echo "system-deps: missing" $$missing "(needs root and apt-get; their tests skip)"; \
@@ -36,26 +37,37 @@ $(VENV)/.tools: pyproject.toml
 # maturin develop builds the Rust core in release mode, links the package source into the
 # venv (Python edits need no rebuild) and installs the dev extras.
 $(VENV)/.built: $(VENV)/.tools $(RUST_SRC)
+	@echo "== maturin develop $$(date -u +%T)"
 	$(BIN)/maturin develop --release --extras dev,report,bench -q
 	touch $@
 
 run: setup
 	$(BIN)/clusterlab demo
 
+# Each step of `make test` prints when it starts (`make test` ends with the time too): the CI log
+# then says where its minutes go.
 lint: setup
+	@echo "== lint $$(date -u +%T)"
 	$(BIN)/ruff check python tests bench
 	cargo clippy --workspace --all-targets --release -- -D warnings
 
 rust-test:
-	cargo test -p clusterlab-core -p clusterlab-net -p clusterlab-wan -p clusterlab-atm --release
+	@echo "== rust-test $$(date -u +%T)"
+	cargo test -p clusterlab-core -p clusterlab-net -p clusterlab-wan -p clusterlab-atm --profile release-tests
 
 # Two workers: much of the suite waits on dilated networks and timeouts, not the CPU (on 2 cores:
 # 869 s serial, 440 s on two workers with a study running beside); then the `serial` tests alone.
+# worksteal, not xdist's default load: load hands out long runs of consecutive tests that are never
+# taken back, so the documented-command tests (16 in a row, about 450 s) can all land on one worker
+# while the other runs out of work; worksteal lets an idle worker take half of the other's queue.
 py-test: setup
-	$(PY) -m pytest -q -n 2 -m "not serial" --durations=25
+	@echo "== py-test $$(date -u +%T)"
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not serial" --durations=60
+	@echo "== py-test serial $$(date -u +%T)"
 	$(PY) -m pytest -q -m serial --durations=10
 
 test: system-deps setup lint rust-test py-test
+	@echo "== test done $$(date -u +%T)"
 
 bench: setup
 	$(PY) bench/generate.py

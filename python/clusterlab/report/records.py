@@ -361,23 +361,31 @@ def _find(mod: str):
         return None
 
 
-def staleness(commit: str | None, files: list[Path]) -> dict:
+def staleness(commit: str | None, files: list[Path], cache: dict | None = None) -> dict:
     """Which of ``files`` changed between ``commit`` and the working tree (committed or not):
     ``{"stale": bool | None, "changed": [paths]}``; None when git cannot tell (no repository,
-    a file outside it, or the commit is not in it)."""
+    a file outside it, or the commit is not in it). ``cache``: a dict shared by the calls of one
+    status() (the repository and each commit's diff asked of git once, not once per study)."""
     if not commit or not files:
         return {"stale": None, "changed": [], "why": "the record names no commit"}
-    top = _repo_root(files[0].parent if files[0].is_file() else files[0])
+    cache = {} if cache is None else cache
+    start = files[0].parent if files[0].is_file() else files[0]
+    if ("top", start) not in cache:
+        cache["top", start] = _repo_root(start)
+    top = cache["top", start]
     if top is None:
         return {"stale": None, "changed": [], "why": "not in a git repository"}
-    outside = [f for f in files if not f.resolve().is_relative_to(top.resolve())]
+    top_r, resolved = top.resolve(), [f.resolve() for f in files]
+    outside = [f for f, r in zip(files, resolved, strict=True) if not r.is_relative_to(top_r)]
     if outside:  # git cannot say whether a file outside the repository changed since the commit
         return {"stale": None, "changed": [], "why": f"{outside[0]} is not in the git repository {top}"}
-    rel = [str(f.resolve().relative_to(top.resolve())) for f in files]
+    rel = [str(r.relative_to(top_r)) for r in resolved]
     # The whole tree with rename detection, then our files: a file only moved (R100: the study
     # folders were made by moving files) did not change what the record measured.
-    r = subprocess.run(["git", "-C", str(top), "diff", "--name-status", "-M", commit],
-                       capture_output=True, text=True, timeout=60)
+    if ("diff", top_r, commit) not in cache:
+        cache["diff", top_r, commit] = subprocess.run(["git", "-C", str(top), "diff", "--name-status", "-M", commit],
+                                                      capture_output=True, text=True, timeout=60)
+    r = cache["diff", top_r, commit]
     if r.returncode != 0:
         return {"stale": None, "changed": [], "why": f"git cannot compare with {commit[:10]} ({r.stderr.strip()[:80]})"}
     wanted = set(rel)
@@ -403,12 +411,12 @@ def status(root="results", only: list[str] | None = None) -> list[dict]:
     for n in only or []:
         module(n)  # an unknown name: ConfigError naming the known ones
     recs = records(root)
-    out = []
+    out, cache = [], {}
     for n in only or all_names:
         rec = recs.get(n)
         entry = {"study": n, "record": rec}
         if rec is not None:
-            entry.update(staleness(rec["commit"], dependencies(n)))
+            entry.update(staleness(rec["commit"], dependencies(n), cache))
         out.append(entry)
     return out
 
