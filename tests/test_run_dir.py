@@ -226,3 +226,27 @@ def test_mpi_runs_say_what_they_lack(tmp_path, prog):
 
 def meta_of(d):
     return json.loads((d / "meta.json").read_text())
+
+
+def _times_out_on_rank_1(comm):
+    """A rank function: rank 1 gives up waiting (a communication failure, not a bug)."""
+    from clusterlab.comm.errors import CommTimeout
+
+    comm.barrier()
+    if comm.rank == 1:
+        raise CommTimeout("rank 1: timed out waiting for a message from rank 0 with tag 7")
+    comm.recv(1, 7, timeout=30)
+
+
+def test_a_ranks_timeout_is_one_line_and_a_bug_keeps_its_traceback(capfd):
+    """A timeout or a dead peer is said in full by the line naming the rank and what it waited
+    for; a traceback (of this library's own code) would only bury it. A bug keeps its traceback."""
+    from clusterlab.cluster import Local
+    from clusterlab.comm.errors import PeerFailure
+
+    with pytest.raises(PeerFailure, match=r"rank 1 .*timed out waiting for a message from rank 0 with tag 7"):
+        Local().run(_times_out_on_rank_1, 2)
+    assert "Traceback" not in capfd.readouterr().err
+    with pytest.raises(PeerFailure, match="rank 1 gives up"):
+        Local().run(_fails_on_rank_1, 2, 0.0)
+    assert "traceback of rank 1" in capfd.readouterr().err

@@ -250,6 +250,19 @@ class RankError(PeerFailure):
     line."""
 
 
+def _comm_failure(detail: str) -> bool:
+    """Whether a rank's failure (``"CommTimeout: rank 6: timed out ..."``) was a communication
+    failure (a ``CommError``), not a bug.
+
+    >>> _comm_failure("CommTimeout: rank 6: timed out waiting for a message from rank 8"), _comm_failure("KeyError: 3")
+    (True, False)
+    """
+    from clusterlab.rendezvous import errors
+
+    names = {c.__name__ for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.CommError)}
+    return detail.split(":", 1)[0].strip() in names
+
+
 def raise_for(res: JobResult, *, show_traceback: bool = True) -> None:
     """Turn a failed ``JobResult`` into the exception a caller expects. A rank's traceback
     (a bug, not a user error) is written to stderr once, since its rank printed nothing."""
@@ -260,10 +273,12 @@ def raise_for(res: JobResult, *, show_traceback: bool = True) -> None:
     if res.failed_rank is not None:
         r = res.failed_rank
         tb = res.tracebacks.get(r)
-        if show_traceback and tb and not res.user_error:
+        detail = res.reason.split(": ", 1)[1] if ": " in res.reason else res.reason.replace(f"rank {r} ", "", 1)
+        # a timeout or a dead peer is said in full by the one line (which rank, waiting for what);
+        # a traceback is for a bug
+        if show_traceback and tb and not res.user_error and not _comm_failure(detail):
             sys.stderr.write(f"clusterlab: traceback of rank {r}:\n{tb}")
             sys.stderr.flush()
-        detail = res.reason.split(": ", 1)[1] if ": " in res.reason else res.reason.replace(f"rank {r} ", "", 1)
         err = (RankError if res.user_error else PeerFailure)(r, detail)
         err.result = res
         raise err
