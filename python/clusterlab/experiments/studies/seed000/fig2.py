@@ -66,6 +66,9 @@ def _extremes(x, y, expect_larger_at_max: bool | None, group="scale"):
                 continue
             lo, hi = median_of(rs, y, **{x: xs[0]}), median_of(rs, y, **{x: xs[-1]})
             bound = _timed_out_after(rs, x, xs[-1]) if hi is None else None
+            if lo is None and _timed_out_after(rs, x, xs[0]) is not None:
+                parts.append(f"{g}: not measured (no round finished at MAX {fmt_secs(xs[0])}, so nothing to compare with)")
+                continue
             if lo is None or (hi is None and bound is None):
                 continue
             if hi is None:
