@@ -480,18 +480,6 @@ fn pfp_mine_group_stream(
     }
 }
 
-/// Itemsets in canonical order (items ascending; by length, then lexicographic).
-#[pyfunction]
-fn canonical_itemsets<'py>(py: Python<'py>, offsets: PyReadonlyArray1<i64>, items: PyReadonlyArray1<u32>, counts: PyReadonlyArray1<u64>) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<u64>>)> {
-    let (o, i, c) = (offsets.as_slice()?, items.as_slice()?, counts.as_slice()?);
-    check_csr(o, i.len())?;
-    if c.len() + 1 != o.len() {
-        return Err(PyValueError::new_err("one count per itemset"));
-    }
-    let (a, b, d) = py.detach(|| pfp::canonical_order(o, i, c));
-    Ok((PyArray1::from_vec(py, a), PyArray1::from_vec(py, b), PyArray1::from_vec(py, d)))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hpa_owner, m)?)?;
     m.add_function(wrap_pyfunction!(hpa_candidates, m)?)?;
@@ -511,6 +499,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pfp_group_transactions, m)?)?;
     m.add_function(wrap_pyfunction!(pfp_mine_group, m)?)?;
     m.add_function(wrap_pyfunction!(pfp_mine_group_stream, m)?)?;
-    m.add_function(wrap_pyfunction!(canonical_itemsets, m)?)?;
     Ok(())
 }

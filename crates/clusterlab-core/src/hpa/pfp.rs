@@ -380,31 +380,6 @@ fn grow(prefix: &mut Vec<u32>, class: &[(u32, Vec<u32>)], min_count: u64, max_le
     }
 }
 
-/// Itemsets in canonical order: items ascending inside each itemset, itemsets by length, then
-/// lexicographically. Returns the permuted (offsets, items, counts).
-pub fn canonical_order(offsets: &[i64], items: &[u32], counts: &[u64]) -> (Vec<i64>, Vec<u32>, Vec<u64>) {
-    let n = counts.len();
-    let mut sets: Vec<Vec<u32>> = (0..n)
-        .map(|i| {
-            let mut s = items[offsets[i] as usize..offsets[i + 1] as usize].to_vec();
-            s.sort_unstable();
-            s
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_unstable_by(|&a, &b| sets[a].len().cmp(&sets[b].len()).then_with(|| sets[a].cmp(&sets[b])));
-    let mut o = Vec::with_capacity(n + 1);
-    o.push(0i64);
-    let mut it = Vec::with_capacity(items.len());
-    let mut c = Vec::with_capacity(n);
-    for i in order {
-        it.append(&mut sets[i]);
-        o.push(it.len() as i64);
-        c.push(counts[i]);
-    }
-    (o, it, c)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,11 +455,5 @@ mod tests {
             false
         });
         assert_eq!((stopped, calls), (Ok(false), 1));
-    }
-
-    #[test]
-    fn canonical() {
-        let (o, i, c) = canonical_order(&[0, 2, 3, 5], &[5, 1, 4, 2, 1], &[7, 8, 9]);
-        assert_eq!((o, i, c), (vec![0, 1, 3, 5], vec![4, 1, 2, 1, 5], vec![8, 9, 7]));
     }
 }
