@@ -17,7 +17,14 @@ def _fmt(s: float) -> str:
 
 def none_found(d: dict) -> str:
     """What a job without a dominant loss is told: its time was computation and transfer, or (a
-    workload that records no split of its time) nothing in what it recorded."""
+    workload that records no split of its time) nothing in what it recorded, or (a failed job)
+    that it has no time to judge.
+
+    >>> none_found({"causes": [], "failed": "rank 6 failed: CommTimeout: rank 6: timed out"})
+    'not judged: the job failed (rank 6 failed: CommTimeout: rank 6: timed out)'
+    """
+    if d.get("failed"):
+        return f"not judged: the job failed ({d['failed']})"
     if any(c["cause"] == "unsplit" for c in d["causes"]):
         return "none found in what it recorded (its time is not split into computation, transfer and waits)"
     return "none found (the time is computation and transfer at line rate)"
@@ -27,7 +34,7 @@ def job_lines(d: dict) -> list[str]:
     lines = [d["fidelity"]["line"]]
     lines += [f"WARNING: {w}" for w in d["warnings"]]
     total = d["seconds"]
-    lines.append(f"{d['job']}: {_fmt(total)} on {d['nodes']} ranks")
+    lines.append(f"{d['job']}: " + ("failed" if d.get("failed") else _fmt(total)) + f" on {d['nodes']} ranks")
     dom = d["dominant"]
     if d.get("launch_first"):
         la = d["launch"]

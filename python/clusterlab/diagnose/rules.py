@@ -682,6 +682,8 @@ def diagnose(job) -> dict:
                     key=lambda c: -(c["predicted_gain_s"] if c["predicted_gain_s"] is not None else c["seconds"]))
     out = {"job": job.label, "kind": job.kind, "seconds": round(job.seconds, 6), "nodes": job.nodes,
            "fidelity": fidelity.check(job), "causes": cs, "dominant": losses[0] if losses else None, "warnings": []}
+    if job.options.get("failed"):
+        out["failed"] = job.options["failed"]
     if job.wall_seconds is not None and job.wall_seconds > job.seconds:
         launch = job.wall_seconds - job.seconds
         out["launch"] = _cause("launch", launch, f"{_fmt(launch)} of the run's {_fmt(job.wall_seconds)} was outside "

@@ -305,6 +305,8 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
     options["workload"] = workload.get("name")
     if unsplit:
         options["unsplit"] = True
+    if row.get("failed"):  # a point whose job failed: there is no time to split, only the reason
+        options["failed"] = str(row["failed"])
     if row.get("read_seconds") is not None:  # a job reading its data from the iSCSI target (storage workloads)
         options["storage"] = {k: row[k] for k in ("read_seconds", "rescan_seconds", "io_share", "passes", "stored_bytes",
                                                    "bytes", "backing_mbps", "bottleneck", "local_seconds",
