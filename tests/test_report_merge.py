@@ -44,6 +44,8 @@ def test_a_run_is_made_the_run_of_a_study_that_reports_the_same_points(tmp_path)
     assert meta["study"] == "seed000-fig4" and meta["reported_from"] == "seed000-fig3"
     assert meta["title"] == fig4["title"] and meta["spec"]["report"] == json.loads(json.dumps(fig4["report"]))
     assert meta["spec"]["grid"] == json.loads(json.dumps(load("seed000-fig3").to_dict()["grid"]))
+    _, same = load_run(merge_runs([a], tmp_path / "m1", as_study="seed000-fig3"))
+    assert same["study"] == "seed000-fig3" and "reported_from" not in same  # its own study: not "another's runs"
     # seed000-fig5 runs other points (random MIN): it cannot report fig3's runs
     with pytest.raises(ConfigError, match=r"does not report the runs of seed000-fig3 \(its .*grid"):
         merge_runs([a], tmp_path / "m2", as_study="seed000-fig5")

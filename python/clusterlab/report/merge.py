@@ -148,7 +148,7 @@ def merge_runs(run_dirs, out, as_study: str | None = None) -> Path:
                   load_before=runs[0][2].get("load_before"), load_after=runs[-1][2].get("load_after"),
                   overrides=_overrides(parts), argv=None)
     merged["git"] = dict(newest.get("git") or {})
-    if target_spec is not None:
+    if target_spec is not None and as_study != runs[0][2].get("study"):  # --as its own study changes nothing
         merged.update(study=as_study, title=target_spec["title"], reported_from=runs[0][2].get("study"),
                       spec={**(merged.get("spec") or {}), **{k: target_spec[k] for k in PRESENTATION}})
     failed = [pm["index"] for pm in points if pm.get("failed")]
