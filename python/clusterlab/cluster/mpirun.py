@@ -190,6 +190,10 @@ def launch_mpi(argv: list[str], n: int, *, config: TransportConfig | None = None
             while sup.alive():
                 job.tick()
                 sup.step()
+            if sup.failed_rank is not None or sup.interrupted or job.mpiexec.rc not in (0, None):
+                # a failed mpiexec and its proxies can leave ranks running (blocked on the dead
+                # one) that would hold their links open for read_to_end's 10 s
+                sup.kill_descendants()
             # mpiexec can exit a moment before its ranks' last words reach us
             rdv.read_to_end()
         finally:

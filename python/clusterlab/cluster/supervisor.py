@@ -406,16 +406,11 @@ class Supervisor:
                     self._descendants[k] = table[k][2]
                 todo.append(k)
 
-    def close(self) -> None:
-        """Kill whatever is left (process groups, then tracked descendants), reap, restore
-        the signal handlers. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self.track_descendants and self.children:
+    def kill_descendants(self, scan: bool = True) -> None:
+        """SIGKILL every tracked descendant still running (the same process: its start time
+        checked), e.g. ranks that outlived a failed ``mpiexec`` and its proxies."""
+        if scan and self.track_descendants and self.children:
             self._scan_descendants()
-        for c in self.children:  # groups are still reserved by the unreaped leaders: no pid reuse race
-            _killpg(c.pgid, signal.SIGKILL)
         if self._descendants:
             table = _proc_table()
             for pid, start in self._descendants.items():
@@ -423,6 +418,18 @@ class Supervisor:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(pid, signal.SIGKILL)
             self._descendants.clear()
+
+    def close(self) -> None:
+        """Kill whatever is left (process groups, then tracked descendants), reap, restore
+        the signal handlers. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.track_descendants and self.children:
+            self._scan_descendants()  # before the groups die: orphans leave the tree
+        for c in self.children:  # groups are still reserved by the unreaped leaders: no pid reuse race
+            _killpg(c.pgid, signal.SIGKILL)
+        self.kill_descendants(scan=False)
         for c in self.children:
             with contextlib.suppress(Exception):
                 c.proc.wait(timeout=5)
