@@ -44,10 +44,11 @@ def test_seed000_fig2_quick_runs_and_reports(tmp_path):
     from clusterlab.cli import cli
     from clusterlab.cluster.testbed import leftovers
 
-    # 4 hosts, not the quick run's 8: the same points, checks and report; half the namespaces
-    # and rounds that end sooner (the suite's time; README's seed000-fig3 run has 4 hosts too)
+    # 4 hosts, not the quick run's 8, and no warm-up round: the same points, checks and report;
+    # half the namespaces and rounds that end sooner (the suite's time; README's seed000-fig3 run
+    # has 4 hosts too)
     r = CliRunner().invoke(cli, ["experiment", "run", "seed000-fig2", "--quick", "--set", "repeat=2", "--set",
-                                 "hosts=4", "--out", str(tmp_path)], catch_exceptions=False)
+                                 "hosts=4", "--set", "warmup=0", "--out", str(tmp_path)], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["status"] == "complete" and meta["repetitions"] == 2 * len(meta["points"])

@@ -49,7 +49,7 @@ STUDY = Study(
               **({"timers": TIMERS} if COMPUTE == "replay" else {"tcp": [SOLARIS, TUNED_REAL_TIME]}),
               compute_scale=[1, SEED_CPU] if COMPUTE == "replay" else [1]),
     repeat=10, warmup=1, monitor=True,
-    quick={"data": "seed000:100K", "ranks": "1,4", "compute_scale": "1", "repeat": "1", "switch": "atm"},
+    quick={"data": "seed000:100K", "ranks": "1,4", "compute_scale": "1", "repeat": "1", "warmup": "0", "switch": "atm"},
     report=[speedup(x="ranks", y="seconds", hue=HUE, where={"compute_scale": 1},
                     title="speedup, this machine's CPU (compute_scale 1)"),
             speedup(x="ranks", y="seconds", hue=HUE, where={"compute_scale": SEED_CPU},
