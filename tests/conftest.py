@@ -30,7 +30,7 @@ def shared(name: str) -> Path:
 is_root = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-# `make test` runs the suite on two xdist workers, then the tests marked `serial` on their own:
+# `make test` runs the suite on three xdist workers, then the tests marked `serial` on their own:
 # tests that share fixed names (marked where they are), the diagnose corpus's scenarios (their
 # local jobs' cause depends on the CPU each rank gets: beside a second worker at load 9 the
 # skewed partition's straggler came out as CPU starvation) and the tests that start MPICH ranks
