@@ -269,3 +269,25 @@ def test_a_row_group_past_the_bound_is_refused_before_it_is_built(tmp_path, monk
     assert not list(tmp_path.iterdir())
     s = mine_to_parquet([[1, 2], [1, 2], [2, 3]], tmp_path / "x.parquet", min_support=1)  # no bound: written
     assert s["itemsets"] == 5
+
+
+@pytest.mark.parametrize("share", [0.6, 0.0])
+def test_under_a_bound_a_run_grows_while_its_sort_fits(tmp_path, monkeypatch, share):
+    """With room (2 GB) the whole result is one run past the smallest run size, sorted and
+    written from memory; with no room (a run share of 0) every run of the smallest size is
+    spilled. The file is the same either way."""
+    import clusterlab.mining.stream as stream
+
+    monkeypatch.setattr(stream, "CHUNK", 1 << 10)
+    monkeypatch.setattr(stream, "run_rows_of", lambda memory: 1000)
+    monkeypatch.setattr(stream, "RUN_SHARE", share)
+    chess = shared_data("chess.dat")
+    s = mine_to_parquet(chess, tmp_path / "got.parquet", min_support=0.75, memory=2 << 30)
+    ref = clusterlab.mine(chess, 0.75)
+    pq.write_table(ref, tmp_path / "ref.parquet")
+    assert (tmp_path / "got.parquet").read_bytes() == (tmp_path / "ref.parquet").read_bytes()
+    assert s["itemsets"] == ref.num_rows == 20993
+    if share:
+        assert s["runs"] == 0 and s["spilled_bytes"] == 0
+    else:  # a spill at the first chunk that reaches 1000 itemsets: runs of 1000 or a bit more
+        assert 10 <= s["runs"] <= ref.num_rows // 1000, s["runs"]
