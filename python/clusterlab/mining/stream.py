@@ -197,7 +197,7 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
     def spill():
         nonlocal runs
         if runs is None:
-            runs = SortedRuns(os.path.dirname(os.path.abspath(os.fspath(path))))
+            runs = SortedRuns(os.path.dirname(os.path.abspath(os.fspath(path))), itemsets=True)
         runs.add(*one_run())
 
     try:
@@ -434,10 +434,14 @@ class SortedRuns:
     """A rank's itemsets spilled to a temporary directory as sorted runs: every ``add`` (a
     chunk of itemsets in canonical order, item ids) is one run, one items file and one counts
     file per length; ``merged(k)`` reads the length-k itemsets of all runs back in order.
-    ``directory``: where the temporary directory goes (None: ``TMPDIR``)."""
+    ``directory``: where the temporary directory goes (None: ``TMPDIR``). ``itemsets``: every
+    row's values ascend (item ids of an itemset), so the merge may sort with the core's
+    canonical sort (``Merger``); rows of other keys (the rules' runs) keep numpy's lexsort."""
 
-    def __init__(self, directory: str | None = None):
+    def __init__(self, directory: str | None = None, *, itemsets: bool = False):
         import tempfile
+
+        self.itemsets = itemsets
 
         self._dir = tempfile.TemporaryDirectory(prefix="clusterlab-spill-", dir=directory)
         self.dir = self._dir.name
@@ -488,7 +492,7 @@ class SortedRuns:
         """The length-k itemsets of every run, in order (``MERGE_BLOCK_BYTES`` of them held in all)."""
         have = [r for r, run in enumerate(self.runs) if k in run]
         rows = max(256, MERGE_BLOCK_BYTES // max(len(have), 1) // (8 + 4 * k))
-        return Merger([self._reader(r, k, rows) for r in have], k)
+        return Merger([self._reader(r, k, rows) for r in have], k, itemsets=self.itemsets)
 
     def cleanup(self) -> None:
         self._dir.cleanup()
@@ -511,10 +515,12 @@ class Merger:
     returning its next block ``(items (n, k) uint32, counts)``, empty at its end; rows are
     unique across sources. ``next()`` gives the next rows: every held row up to the
     smallest of the held blocks' last rows (no source can hold a smaller one after its
-    block), sorted; the blocks used up are refilled. Empty at the end."""
+    block), sorted; the blocks used up are refilled. Empty at the end. ``itemsets``: every
+    row's values ascend, so the core's canonical sort (packed keys, 3x numpy's lexsort over k
+    columns) orders them."""
 
-    def __init__(self, sources: list, k: int):
-        self.sources, self.k = sources, k
+    def __init__(self, sources: list, k: int, *, itemsets: bool = False):
+        self.sources, self.k, self.itemsets = sources, k, itemsets
         self.buf: list = [None] * len(sources)
         self.done = [False] * len(sources)
 
@@ -542,8 +548,13 @@ class Merger:
             counts.append(c[:n])
             self.buf[i] = (items[n:], c[n:]) if n < c.size else None
         items, c = np.concatenate(parts), np.concatenate(counts)
-        order = _lex_order(items)
-        return items[order], c[order]
+        if not self.itemsets:
+            order = _lex_order(items)
+            return items[order], c[order]
+        _, items, c = _core.canonical_itemsets(np.arange(0, (c.size + 1) * self.k, self.k, dtype=np.int64),
+                                               np.ascontiguousarray(items, dtype=np.uint32).ravel(),
+                                               np.ascontiguousarray(c, dtype=np.uint64))
+        return np.asarray(items).reshape(-1, self.k), np.asarray(c)
 
 
 # ---- association rules from an itemset Parquet file, out of core ---------------------------

@@ -358,7 +358,7 @@ def merge_runs(comm, out: RankOutput, runs: SortedRuns) -> None:
 def merge_to_root(comm, out: RankOutput, arrays: list) -> None:
     """``merge_runs`` of one run: ``arrays = [offsets, items, counts]`` (canonical CSR of item
     ids), spilled first (the list is emptied, so they are freed)."""
-    runs = SortedRuns()
+    runs = SortedRuns(itemsets=True)
     try:
         runs.add(*arrays)
     except BaseException:
@@ -412,7 +412,7 @@ def _merge_root(comm, out: RankOutput, runs: SortedRuns, K: int) -> None:
     ok = False
     try:
         for k in range(1, K + 1):
-            merger = Merger([runs.merged(k).next] + [remote(r, k) for r in range(1, P)], k)
+            merger = Merger([runs.merged(k).next] + [remote(r, k) for r in range(1, P)], k, itemsets=True)
             while True:
                 items, counts = merger.next()
                 if counts.size == 0:

@@ -73,7 +73,7 @@ def mine(comm, baskets, min_support, config, stats, out=None):
         from clusterlab.mining.parallel.outofcore import OverBound, SortedRuns, merge_runs
 
         out.begin(n_tx, min_count)
-        runs = SortedRuns()
+        runs = SortedRuns(itemsets=True)
         try:
             def take(o, it, c):
                 runs.add(*_core.canonical_itemsets(o, flist[it], c))
