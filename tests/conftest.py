@@ -56,3 +56,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.serial)
         if rel in MPI_IN_TESTBED:
             item.add_marker(pytest.mark.flaky(reruns=2, only_rerun=[UCX_START_FAILURE]))
+    # The long tests first (the documented commands, the quick studies: 15-60 s each), so that the
+    # xdist workers end on short ones instead of two of them idling while a third runs one late.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -93,6 +93,7 @@ def _cli(*args, timeout=120, **kw):
     return subprocess.run([sys.executable, "-m", "clusterlab", *map(str, args)], text=True, timeout=timeout, **kw)
 
 
+@pytest.mark.slow
 def test_every_input_format_in_parallel_equals_sequential(tmp_path):
     """`mine --nodes` read only FIMI: CSV was parsed as FIMI, an empty .csv exited 0."""
     import pyarrow as pa

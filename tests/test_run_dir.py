@@ -199,6 +199,7 @@ for _ in range(20):
 """
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_mpi_runs_say_what_they_lack(tmp_path, prog):
     # a world() program on MPI's own transport: timed calls, but no TCP_INFO (RTO wait unknown)

@@ -73,6 +73,7 @@ def test_two_region_fit_ignores_the_middle_sizes():
     assert 8 / beta / 1e6 == pytest.approx(155, rel=0.02)  # 155 Mbit/s
 
 
+@pytest.mark.slow
 def test_tiny_run_on_a_testbed_measures_both_modes():
     reason = netns_unavailable()
     if reason:
@@ -172,6 +173,7 @@ def test_the_slowest_ranks_warm_up_sets_the_iterations():
     assert 3 <= rows[0]["iterations"] <= 10  # ~0.05 s / 10 ms, not the root's ~1000
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_paced_and_flat_with_one_slow_receiver_take_its_link_time():
     """The quick version of bench/results/seed002_paced.json: h1's link at a tenth of the others'

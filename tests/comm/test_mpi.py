@@ -215,10 +215,10 @@ def test_unreachable_host_is_named_within_the_set_up_timeout(hosts3, tmp_path, m
     with in_netns(tb.switch.ns):
         res = launch_mpi([sys.executable, str(prog), str(tmp_path), "ok", marker], 3, backend="tcp", hostfile=hostfile,
                          mpiexec_args=args, rendezvous_host=tb.topo.switch_address, grace=2.0,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120, setup_timeout=10)
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120, setup_timeout=5)
     took = time.monotonic() - t
-    assert res.failed_rank == 2 and "rank 2 on h2 did not check in within 10 s" in res.reason, res
-    assert took < 10 + 2 + 2 + 5, took   # set-up timeout + grace + kill + start-up
+    assert res.failed_rank == 2 and "rank 2 on h2 did not check in within 5 s" in res.reason, res
+    assert took < 5 + 2 + 2 + 5, took   # set-up timeout + grace + kill + start-up
     assert_nothing_left(marker)
 
 

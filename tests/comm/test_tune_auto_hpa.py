@@ -85,6 +85,7 @@ def test_cli_bad_hpa_input_is_one_line_exit_2(args, words):
     assert words in p.stderr and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_on_a_testbed_the_hpa_search_runs_a_quarter_of_the_grid(tmp_path):
     reason = netns_unavailable()
     if reason:

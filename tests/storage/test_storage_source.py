@@ -89,6 +89,7 @@ def test_hpa_rescan_reads_the_share_again_every_pass(tmp_path, monkeypatch):
         driver.run_parallel(data, 2, "cd", 0.02, cluster=InProcess(), config=ParallelConfig(rescan=True))
 
 
+@pytest.mark.slow
 def test_mining_from_the_target_equals_mining_the_file(tmp_path):
     from .test_storage_root import _require
 

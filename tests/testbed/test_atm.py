@@ -141,6 +141,7 @@ def test_two_sites_on_atm_switches(name):
     assert t["frames_read"][ports.index("wan0")] > 0 and t["frames_read"][ports.index("wan1")] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.root
 def test_tcp_incast_overflows_the_port_and_each_discard_policy_acts(name):
     """Four TCP flows of 8 MB into one port of 256 cells, MTU 9180. The goodput ordering of the

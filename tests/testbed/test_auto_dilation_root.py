@@ -15,6 +15,7 @@ from .helpers import require_netns
 pytestmark = [pytest.mark.root]
 
 
+@pytest.mark.slow
 def test_a_run_that_fails_fidelity_is_rerun_at_the_smallest_passing_dilation(tmp_path):
     require_netns()
     d = tmp_path / "auto"
@@ -83,6 +84,7 @@ def test_a_study_point_that_fails_fidelity_is_rerun_and_replaced(tmp_path, monke
         assert rtt["ok"] and rtt["text"].startswith("RTT not recorded"), rtt
 
 
+@pytest.mark.slow
 def test_mine_on_a_testbed_that_fails_fidelity_replays_the_job_dilated(tmp_path):
     """``mine --testbed NAME --auto-dilation``: the real run (5 ms RTO min at dilation 1: one jiffy)
     is the first rung; the kept run replays its recorded messages and CPU seconds on a testbed like

@@ -38,6 +38,7 @@ def _cli(*args):
                           timeout=180)
 
 
+@pytest.mark.slow
 def test_program_on_a_testbed_recorded_reported_and_diagnosed(name, tmp_path):
     tb = TestbedNetwork(StarTopo(hosts=3, rate="100Mbit"), name=name,
                         transport=TransportConfig(rto_min=0.005, place="testbed")).up()
