@@ -75,9 +75,8 @@ def run_rows_of(memory: int | None) -> int:
 #: Under a ``memory`` bound a run grows past ``run_rows_of`` while this process's resident
 #: memory plus what its sort takes (``one_run``: the pieces joined, the sort's keys and order,
 #: the sorted copy; about three times the run as handed over) stays within this share of the
-#: bound; the rest is headroom for the kernel's later levels. Runs of a fixed 1 Mi itemsets made
-#: chess at 40% seven runs to spill and merge under a 2 GB bound (10.3 s against 4.9 s in
-#: memory) although the whole result sorts in 0.8 GB.
+#: bound; the rest is headroom for the kernel's later levels. Fewer, larger runs: less to spill
+#: and merge (a fixed 1 Mi itemsets made chess at 40% seven runs under 2 GB).
 RUN_SHARE = 0.6
 RUN_SORT_COPIES = 3
 
@@ -106,7 +105,7 @@ def check_fits(baskets, memory: int) -> None:
     ``run_rows_of(memory)`` itemsets at ~48 bytes each), would already pass it. The run's
     later levels are checked as they come (past the bound the run stops naming it)."""
     now = current_rss()
-    need = now + baskets.items.nbytes // 8 + 3 * 48 * run_rows_of(memory)
+    need = now + baskets.items.nbytes // 8 + RUN_SORT_COPIES * 48 * run_rows_of(memory)
     if need > memory:
         fit = -(-need // (64 << 20)) * 64  # MiB, rounded up to 64 MiB
         raise ConfigError(f"--memory {memory / 2**20:,.0f} MiB cannot hold this run: the process takes "
@@ -148,8 +147,8 @@ def mine_to_parquet(baskets_or_path, path, min_support=0.01, algorithm: str = "a
     algo = choose_algorithm(b, min_count) if algorithm == "auto" else algorithm
     if memory is not None:
         check_fits(b, memory)
-    # A chunk of 2^17 itemsets takes ~4-8 MB; a smaller budget gets smaller chunks. A run
-    # (sorted in memory: about three copies of it) takes a small part of the budget too.
+    # A chunk of 2^17 itemsets takes ~4-8 MB; a smaller budget gets smaller chunks. A run grows
+    # while its sort fits RUN_SHARE of the budget (spill_now).
     chunk = CHUNK if memory is None else int(max(1024, min(CHUNK, memory // 2048)))
     def before_flush(need: int) -> None:
         """Refuse a row group that would take the run past ``memory`` before building it."""
@@ -442,7 +441,6 @@ class SortedRuns:
         import tempfile
 
         self.itemsets = itemsets
-
         self._dir = tempfile.TemporaryDirectory(prefix="clusterlab-spill-", dir=directory)
         self.dir = self._dir.name
         self.runs: list[dict[int, int]] = []  # per run: length -> rows

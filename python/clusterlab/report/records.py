@@ -395,11 +395,10 @@ def staleness(commit: str | None, files: list[Path], cache: dict | None = None) 
     if outside:  # git cannot say whether a file outside the repository changed since the commit
         return {"stale": None, "changed": [], "why": f"{outside[0]} is not in the git repository {top}"}
     rel = [str(r.relative_to(top_r)) for r in resolved]
-    # The whole tree with rename detection, then our files: a file only moved (R100: the study
-    # folders were made by moving files) did not change what the record measured.
-    # Only the top-level folders our files are in: rename detection over the whole tree (the
-    # records' JSON and images) took 0.1-0.4 s per commit, and a move within them is still seen
-    # (a file at the top, Cargo.lock: every top-level file, `*` not crossing a slash).
+    # With rename detection: a file only moved (R100: the study folders were made by moving
+    # files) did not change what the record measured. Over the top-level folders our files are
+    # in, not the whole tree (the records' JSON and images took 0.1-0.4 s per commit), so a move
+    # within them is still seen; a file at the top (Cargo.lock): every top-level file (`*`).
     spec = tuple(sorted({x.split("/", 1)[0] if "/" in x or r.is_dir() else ":(glob)*"
                          for x, r in zip(rel, resolved, strict=True)}))
     if ("diff", top_r, commit, spec) not in cache:
