@@ -35,17 +35,9 @@ is_root = hasattr(os, "geteuid") and os.geteuid() == 0
 # local jobs' cause depends on the CPU each rank gets: beside a second worker at load 9 the
 # skewed partition's straggler came out as CPU starvation) and the tests that start MPICH ranks
 # in testbed hosts.
-#
-# An open bug, not understood yet (docs/comm.md): right after a testbed comes up, an MPICH job
-# in its hosts sometimes fails at MPI_Init, every rank aborting with UCX "Destination is
-# unreachable" (about 1 run in 3 of test_mpi_c_program_built_with_mpicc_runs_in_the_hosts, also
-# alone; UCX 1.18 and 1.20 alike; one failure's UCX debug log: a rank said "network device
-# 'eth0' is not available, please use one or more of: 'lo'"). Those tests are rerun (twice at
-# most) on that failure only, so that the rest of what they check is still checked.
 MPI_IN_TESTBED = ("tests/comm/test_mpi.py", "tests/testbed/test_run_mpi_root.py",
                   "tests/testbed/test_testbed_cluster_root.py", "tests/npb/test_stack.py")
 SERIAL_FILES = (*MPI_IN_TESTBED, "tests/test_diagnose_scenarios.py")
-UCX_START_FAILURE = r"Destination is unreachable|a rank exited with 15 or was killed by SIGTERM"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -54,8 +46,6 @@ def pytest_collection_modifyitems(config, items):
         rel = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
         if rel in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
-        if rel in MPI_IN_TESTBED:
-            item.add_marker(pytest.mark.flaky(reruns=2, only_rerun=[UCX_START_FAILURE]))
     # The long tests first (the documented commands, the quick studies: 15-60 s each), so that the
     # xdist workers end on short ones instead of two of them idling while a third runs one late.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

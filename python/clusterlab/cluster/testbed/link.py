@@ -26,7 +26,7 @@ These functions only write the ``ip -batch`` / ``tc -batch`` lines; ``net.Testbe
 >>> from clusterlab.cluster.testbed.topo import StarTopo
 >>> t = StarTopo(hosts=2, rate="155Mbit", buffer="64KB")
 >>> print(veth_lines("t1", t)[0])
-link add name eth0 address 02:c1:ab:00:00:00 mtu 9000 netns clab-t1-h0 type veth peer name p0 mtu 9000 netns clab-t1-sw
+link add name p0 index 1000 mtu 9000 netns clab-t1-sw type veth peer name eth0 address 02:c1:ab:00:00:00 mtu 9000 netns clab-t1-h0
 >>> port_qdisc_lines(t)[0]
 'qdisc replace dev p0 root tbf rate 155000000bit burst 18028 limit 64000'
 """
@@ -74,8 +74,8 @@ def veth_lines(testbed: str, topo: StarTopo) -> list[str]:
     sw = ns_name(testbed, "sw")
     out = []
     for i, name in enumerate(topo.host_names()):
-        out.append(f"link add name eth0 address {topo.mac(i)} mtu {topo.mtu} netns {ns_name(testbed, name)} "
-                   f"type veth peer name p{i} mtu {topo.mtu} netns {sw}")
+        out.append(f"link add name p{i} index {PORT_IFINDEX + i} mtu {topo.mtu} netns {sw} type veth "
+                   f"peer name eth0 address {topo.mac(i)} mtu {topo.mtu} netns {ns_name(testbed, name)}")
     if topo.has_wan:
         router = ns_name(testbed, ROUTER)
         for end, port in zip(ROUTER_IFACES, WAN_PORTS, strict=True):
@@ -86,6 +86,13 @@ def veth_lines(testbed: str, topo: StarTopo) -> list[str]:
                    f"peer name {CONTROL_PORT} mtu {topo.mtu} netns {sw}")
     return out
 
+
+PORT_IFINDEX = 1000
+"""Switch port i's interface index is 1000 + i, never its host's eth0's (2, after lo, in every
+host). The kernel's link watcher reports a carrier change at once for a veth whose index is
+not its peer's, but up to a second late when they are equal (the test it uses for "a device
+stacked on another"): with p0 at index 2, host 0's eth0 came up without IFF_RUNNING for about
+0.6 s, and MPICH's UCX, started in that window, found no usable eth0 and failed at MPI_Init."""
 
 ROUTER = "wan"
 """The router namespace's node name (``clab-<testbed>-wan``)."""

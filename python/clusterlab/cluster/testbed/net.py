@@ -203,6 +203,7 @@ class TestbedNetwork:
                 self.timings["atm_switch"] = time.perf_counter() - t
             else:
                 self._wait_forwarding([h.port for h in self.hosts] + (list(link.WAN_PORTS) if self.router else []))
+            self._wait_hosts_running()
         except BaseException:
             self.down()
             raise
@@ -246,6 +247,21 @@ class TestbedNetwork:
         came up later reports it up to a second after; a frame sent before is lost)."""
         self._wait_ports(["ip", "-n", self.switch.ns, "-j", "link", "show"], "operstate", "UP", ifaces, "up",
                          timeout)
+
+    def _wait_hosts_running(self, timeout: float = 5.0) -> None:
+        """Wait until every host's eth0 is IFF_RUNNING, as programs there see it: MPICH's UCX
+        takes an interface without it for absent and fails at MPI_Init ("Destination is
+        unreachable"). Normally already so (``link.PORT_IFINDEX`` says why it can lag)."""
+        from clusterlab.net.netns import IFF_RUNNING, iface_flags
+
+        deadline = time.monotonic() + timeout
+        waiting = list(self.hosts)
+        while waiting:
+            waiting = [h for h in waiting if not iface_flags(h.ns, "eth0") & IFF_RUNNING]
+            if waiting and time.monotonic() > deadline:
+                raise TestbedError(f"eth0 of {', '.join(h.name for h in waiting)} not running after {timeout} s")
+            if waiting:
+                time.sleep(0.02)
 
     @staticmethod
     def _wait_ports(cmd, key: str, want: str, ports, what: str, timeout: float) -> None:
