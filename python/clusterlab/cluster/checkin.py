@@ -135,7 +135,10 @@ class Rendezvous:
         self._reject(acc.sock, fd, peer, why)
 
     def _reject(self, sock: socket.socket, fd: int, peer: str, why: str) -> None:
-        _log(f"launcher rejected a connection from {peer}: {why}")
+        # Once the job is failing (a rank died, the timeout passed), ranks are being stopped and
+        # one killed in its handshake is not news: the job's one line says what happened.
+        if self.sup.fail_at is None:
+            _log(f"launcher rejected a connection from {peer}: {why}")
         self.sup.unwatch(fd)
         sock.close()
 
