@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 
 from clusterlab.cluster import InProcess, Local
@@ -89,6 +90,40 @@ def test_replay_scales_the_mining_and_not_the_runtime(tmp_path, monkeypatch):
     slept.clear()  # without runtime_scale, every gap takes the scale (recordings compared like with like)
     run_threads(lambda c: trace.replay_rank(c, tmp_path, "cpu", scale=10), 1)
     assert sum(slept) == pytest.approx(cpu * 10, abs=trace.SLEEP_MIN)
+
+
+def test_a_runtime_region_holds_calls_and_other_threads_stay_mining(tmp_path):
+    """HPA's receive loop is a runtime region with calls in it (between them it hands blocks to
+    the counting thread): the calls stay communication, this thread's CPU between them is
+    runtime, and what another thread computes meanwhile (the counting) stays mining. Before,
+    that loop's CPU was mining and at 100 ranks made each rank's replay at x100 2x too long."""
+    import threading
+
+    from clusterlab.comm.inproc import run_threads
+    from clusterlab.mining.parallel import trace
+
+    def job(comm):
+        t = trace.TracedComm(comm, record=True)
+        t.mark_pass(1)
+        burn_cpu(0.03)  # mining before the region
+        with t.runtime():
+            for _ in range(3):
+                t.allreduce(np.ones(2), "sum")
+                burn_cpu(0.02)  # the loop's bookkeeping
+            counting = threading.Thread(target=burn_cpu, args=(0.05,))
+            counting.start()
+            counting.join()  # this thread waits (no CPU); the other one counts
+        burn_cpu(0.03)  # mining after it
+        t.end_pass()
+        t.save(tmp_path)
+
+    run_threads(job, 1)
+    ev = json.loads((tmp_path / "rank0.json").read_text())["events"]
+    assert [e[0] for e in ev].count("allreduce") == 3
+    gaps = [e for e in ev if e[0] == "gap"]
+    cpu, runtime = sum(e[2] for e in gaps), sum(e[3] for e in gaps)
+    assert 0.06 <= runtime < 0.075, gaps
+    assert cpu - runtime >= 0.03 + 0.05 + 0.03, gaps
 
 
 def test_a_recorded_job_logs_its_statistics_as_runtime(recorded, monkeypatch):

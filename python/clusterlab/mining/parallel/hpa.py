@@ -131,19 +131,24 @@ class _Inbound:
             self.blocks += len(batch)
             self.counter.inbox.put(batch)
 
+    # Receiving is a loop of this implementation's (a recording takes one message a call, the
+    # real run all that arrived): between the calls it only hands blocks to the counting thread,
+    # which is runtime for a replay, not mining (passes.runtime_region).
     def poll(self) -> None:
         """Take whatever has arrived, without waiting."""
-        while self.pending:
-            try:
-                got = self.comm.recv_many(self.tag, timeout=self.POLL)
-            except CommTimeout:
-                return
-            self._take(got)
+        with runtime_region(self.comm):
+            while self.pending:
+                try:
+                    got = self.comm.recv_many(self.tag, timeout=self.POLL)
+                except CommTimeout:
+                    return
+                self._take(got)
 
     def finish(self, timeout: float) -> None:
         """Wait for every peer's remaining blocks and end marker."""
-        while self.pending:
-            self._take(self.comm.recv_many(self.tag, timeout=timeout))
+        with runtime_region(self.comm):
+            while self.pending:
+                self._take(self.comm.recv_many(self.tag, timeout=timeout))
 
 
 def _comb(n: np.ndarray, r: int) -> np.ndarray:
@@ -306,9 +311,7 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=No
             if ready:
                 comm.send_many(ready, tag)
                 send_calls += 1
-            for dest in range(P):
-                if dest != me:
-                    comm.send(dest, b"", tag)
+            comm.send_many([(dest, b"") for dest in range(P) if dest != me], tag)  # end markers
             t_send += time.perf_counter() - t
             t = time.perf_counter()
             if inbound is not None:

@@ -92,8 +92,9 @@ class PassStats:
 
 def runtime_region(comm):
     """A region of a rank's computation that is not the mining itself (statistics, the
-    implementation's own bookkeeping): a ``TracedComm`` logs its CPU apart so that a replay
-    scales it with ``runtime_scale``, not with the emulated CPU's ``scale`` (``trace.py``).
+    implementation's own bookkeeping, its receive loop): a ``TracedComm`` logs this thread's
+    CPU in it (outside communication calls) apart so that a replay scales it with
+    ``runtime_scale``, not with the emulated CPU's ``scale`` (``trace.py``).
     Reading every peer connection's TCP_INFO at each pass boundary costs this machine about
     0.2 ms per peer, which grows with the ranks while the mining shrinks."""
     region = getattr(comm, "runtime", None)
@@ -204,7 +205,10 @@ def global_item_counts(comm, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     if comm.size > 1:
         all_ids = [as_array(x, np.uint32) for x in comm.allgather(ids)]
         all_counts = [as_array(x, np.uint64) for x in comm.allgather(counts)]
-        ids, counts = _core.merge_item_counts(all_ids, all_counts)
+        # The sum over ranks (P lists, whatever each rank's share): the reduction an
+        # all-reduce does inside its call, runtime for a replay (runtime_region).
+        with runtime_region(comm):
+            ids, counts = _core.merge_item_counts(all_ids, all_counts)
     return ids, counts
 
 

@@ -19,7 +19,8 @@ only. The runtime part of a gap (the per-pass statistics: a TCP_INFO read per pe
 which grows with the ranks; HPA's prefix partitioning step, which the seed's hash partitioning
 does not have; the CPU of the communicator's own threads, the TCP mesh's drainer) is work of
 this implementation, not of the program the scale emulates: it is paid times
-``runtime_scale`` (default: ``scale``, everything alike).
+``runtime_scale`` (default: ``scale``, everything alike). So is the recording's own loop
+between the messages of one ``send_many``, which the real run sends in one call.
 
 >>> from clusterlab.comm.inproc import run_threads
 >>> import numpy as np, tempfile
@@ -87,8 +88,6 @@ class TracedComm:
         self.record = record
         self.comm_s = 0.0
         self.events: list = []
-        self.runtime_s = 0.0   # CPU seconds spent in runtime() regions so far
-        self._r = 0.0          # ... as of the last gap
         # The communicator's own threads (the TCP mesh's drainer reads the sockets while the
         # program is away from calls): their CPU in a gap is runtime too.
         self._bg_clocks = [time.pthread_getcpuclockid(t.ident) for t in
@@ -96,7 +95,9 @@ class TracedComm:
                            if t.ident is not None and hasattr(time, "pthread_getcpuclockid")]
         self._t = time.perf_counter()
         self._c = time.process_time()
+        self._tt = time.thread_time()
         self._b = self._background_cpu()
+        self._in_runtime = False  # inside a runtime() region
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -112,14 +113,21 @@ class TracedComm:
     @contextlib.contextmanager
     def runtime(self):
         """A region of the rank's computation that is this implementation's runtime, not the
-        mining (statistics, Python bookkeeping): its CPU seconds (this thread's) are logged
-        apart in the gap, and a replay pays them times ``runtime_scale``, not ``scale``.
-        Regions hold no communication calls."""
-        c = time.thread_time()
+        mining (statistics, Python bookkeeping): the CPU seconds this thread spends in it
+        outside communication calls are logged apart in its gaps, and a replay pays them times
+        ``runtime_scale``, not ``scale``. The gap under way is closed on entry and on exit, so
+        computation before and after the region stays mining; other threads' CPU (HPA's
+        counting thread) stays mining too. Calls inside stay communication."""
+        if self._in_runtime:  # nested
+            yield
+            return
+        self._gap()
+        self._in_runtime = True
         try:
             yield
         finally:
-            self.runtime_s += time.thread_time() - c
+            self._gap()
+            self._in_runtime = False
 
     def _background_cpu(self) -> float:
         total = 0.0
@@ -131,12 +139,12 @@ class TracedComm:
         return total
 
     def _gap(self) -> None:
-        t, c, b = time.perf_counter(), time.process_time(), self._background_cpu()
+        t, c, tt, b = time.perf_counter(), time.process_time(), time.thread_time(), self._background_cpu()
         if self.record and (t - self._t) > 0:
             # ["gap", wall, cpu, runtime cpu (part of cpu)]
-            runtime = (self.runtime_s - self._r) + max(0.0, b - self._b)
+            runtime = max(0.0, b - self._b) + (tt - self._tt if self._in_runtime else 0.0)
             self.events.append(["gap", t - self._t, c - self._c, min(c - self._c, runtime)])
-        self._t, self._c, self._r, self._b = t, c, self.runtime_s, b
+        self._t, self._c, self._tt, self._b = t, c, tt, b
 
     def _timed(self, event: list, fn, *args, **kw):
         self._gap()
@@ -149,7 +157,7 @@ class TracedComm:
                 # The call's own wall and CPU seconds, last: what the replay compares itself with.
                 event += [t - self._t, time.process_time() - self._c]
                 self.events.append(event)
-            self._t, self._c, self._b = t, time.process_time(), self._background_cpu()
+            self._t, self._c, self._tt, self._b = t, time.process_time(), time.thread_time(), self._background_cpu()
 
     # --- pass boundaries -----------------------------------------------------------------
     def mark_pass(self, k: int) -> None:
@@ -167,9 +175,10 @@ class TracedComm:
         return self._timed(["send", dest, tag, payload_spec(data)], self.inner.send, dest, data, tag)
 
     def send_many(self, blocks, tag: int = 0) -> int:
-        if self.record:  # a replay takes one event per message
-            for dest, data in blocks:
-                self.send(dest, data, tag)
+        if self.record:  # a replay takes one event per message; this loop is the recording's own
+            with self.runtime():
+                for dest, data in blocks:
+                    self.send(dest, data, tag)
             return len(blocks)
         return self._timed(["send_many"], self.inner.send_many, blocks, tag)
 
