@@ -60,18 +60,10 @@ def rank_compute(directory: Path, rank: int) -> dict:
 
 def main(argv=None) -> int:
     ap = harness.parser(__doc__, ROOT / "bench" / "results" / "replay_compute_scaling.json")
-    ap.add_argument("--ranks", default="1,4,16,64", help="rank counts (default %(default)s)")
-    ap.add_argument("--data", default="seed000:1M", help="the data, as a study names it (default %(default)s)")
-    ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")
+    harness.mining_options(ap, ("--ranks", "1,4,16,64", "rank counts"))
     ap.add_argument("--scale", type=float, default=100.0, help="the emulated CPU's compute_scale (default %(default)s)")
-    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "clusterlab-bench"),
-                    help="where generated data is cached (default %(default)s)")
     a = ap.parse_args(argv)
-    try:
-        ranks = [int(x) for x in a.ranks.split(",")]
-    except ValueError:
-        print(f"--ranks: a comma-separated list of rank counts, got {a.ranks!r}", file=sys.stderr)
-        return 2
+    ranks = harness.counts(a.ranks, "--ranks")
     run = harness.start(ap, args=a)
     path = resolve_data(a.data, a.cache)
     rows = []

@@ -79,22 +79,14 @@ def simulated_replay(rec: Path, n: int, scale: float, calibration) -> dict:
 
 def main(argv=None) -> int:
     ap = harness.parser(__doc__, ROOT / "bench" / "results" / "sim_replay_validation.json")
-    ap.add_argument("--hosts", default="8,16,32,64", help="host counts (default %(default)s)")
+    harness.mining_options(ap, ("--hosts", "8,16,32,64", "host counts"))
     ap.add_argument("--reps", type=int, default=3, help="testbed replays per point (default %(default)s)")
     ap.add_argument("--dilation", type=float, default=3.0, help="the testbed's dilation (default %(default)s)")
     ap.add_argument("--scale", type=float, default=1.0, help="compute_scale of the replayed mining (default %(default)s)")
-    ap.add_argument("--data", default="seed000:1M", help="the data, as a study names it (default %(default)s)")
-    ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")
     ap.add_argument("--calibration", default=str(ROOT / "bench" / "results" / "sim_calibration.json"),
                     help="a `clusterlab tune sim` record for the calibrated side (default %(default)s)")
-    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "clusterlab-bench"),
-                    help="where generated data is cached (default %(default)s)")
     a = ap.parse_args(argv)
-    try:
-        hosts = [int(x) for x in a.hosts.split(",")]
-    except ValueError:
-        print(f"--hosts: a comma-separated list of host counts, got {a.hosts!r}", file=sys.stderr)
-        return 2
+    hosts = harness.counts(a.hosts, "--hosts")
     if a.reps < 1 or a.dilation < 1 or a.scale <= 0:
         print("--reps >= 1, --dilation >= 1 and --scale > 0", file=sys.stderr)
         return 2

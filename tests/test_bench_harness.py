@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "fim.py", "first_call.py", "fuzz_parsers.py",
          "generate.py", "hpa_block_size.py", "lists.py", "monitor_rtt.py", "npb.py", "npb_verify.py", "packed_codec.py",
          "parallel.py", "recv_pool_ab.py", "replay_compute_scaling.py", "seed000_sequential.py", "seed002_in_situ.py",
-         "seed002_phases.py", "sim_loss_fit.py", "sim_scale.py", "stream.py", "transport_pingpong.py")
+         "seed002_phases.py", "sim_loss_fit.py", "sim_replay_validation.py", "sim_scale.py", "stream.py",
+         "transport_pingpong.py")
 # positional arguments a script needs before its output is checked
 NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent"),
          "recv_pool_ab.py": ("--baseline", "/nonexistent")}
@@ -100,3 +101,13 @@ def test_moved_list_is_the_scripts_on_the_harness_and_bench_readme_names_them():
     assert on == sorted(MOVED)
     readme = " ".join((ROOT / "bench" / "README.md").read_text().split())
     assert "On the harness: " + ", ".join(f"`{n}`" for n in on) + "." in readme
+
+
+def test_counts_are_positive_integers_and_bad_input_is_one_line(capsys):
+    assert harness.counts("1,4,16", "--ranks") == [1, 4, 16]
+    for bad in ("", "0,4", "4,x", "-1"):
+        with pytest.raises(SystemExit) as e:
+            harness.counts(bad, "--hosts")
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("--hosts: ")

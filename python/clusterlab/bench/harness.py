@@ -62,6 +62,33 @@ def parser(doc: str, output: str | Path, *, repeat: tuple[str, int] | None = Non
     return ap
 
 
+def mining_options(ap: argparse.ArgumentParser, counts: tuple[str, str, str]) -> None:
+    """The options of a bench that records HPA on generated data: ``counts`` = (flag, default,
+    what) for its list of rank or host counts (read with :func:`counts`), ``--data`` (as a study
+    names it), ``--min-support`` and ``--cache`` (where generated data is kept)."""
+    import tempfile
+
+    flag, default, what = counts
+    ap.add_argument(flag, default=default, help=f"{what} (default %(default)s)")
+    ap.add_argument("--data", default="seed000:1M", help="the data, as a study names it (default %(default)s)")
+    ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")
+    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "clusterlab-bench"),
+                    help="where generated data is cached (default %(default)s)")
+
+
+def counts(text: str, flag: str) -> list[int]:
+    """A comma-separated list of positive counts (``--ranks 1,4,16``); bad input is one line
+    naming ``flag`` and exit 2."""
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or min(out) < 1:
+        print(f"{flag}: a comma-separated list of counts of at least 1, got {text!r}", file=sys.stderr)
+        raise SystemExit(2)
+    return out
+
+
 def _short(path: str | Path) -> str:
     """``.../bench/results/x.json`` as ``bench/results/x.json`` (the last ``bench`` in the path)."""
     parts = Path(path).parts
