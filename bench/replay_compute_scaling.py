@@ -23,17 +23,11 @@ Writes bench/results/replay_compute_scaling.json with the bench harness's proven
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 from clusterlab.bench import harness
-from clusterlab.cluster import Local
-from clusterlab.experiments.workloads.mining import resolve_data
-from clusterlab.mining.parallel import ParallelConfig, run_parallel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,32 +59,25 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     ranks = harness.counts(a.ranks, "--ranks")
     run = harness.start(ap, args=a)
-    path = resolve_data(a.data, a.cache)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in ranks:
-            rec = Path(tmp) / f"n{n}"
-            load = round(os.getloadavg()[0], 2)
-            t0 = time.perf_counter()
-            run_parallel(path, nodes=n, algorithm="hpa", min_support=a.min_support, cluster=Local(),
-                         config=ParallelConfig(), record=rec, timeout=1800)
-            per = [rank_compute(rec, r) for r in range(n)]
-            mean = {f: statistics.fmean(p[f] for p in per) for f in ("cpu_s", "runtime_s", "mining_s")}
-            passes = sorted({k for p in per for k in p["mining_by_pass_s"]})
-            row = {"ranks": n, "load1_before": load, "record_wall_s": round(time.perf_counter() - t0, 2),
-                   **{f"mean_{f}": v for f, v in mean.items()},
-                   "max_cpu_s": max(p["cpu_s"] for p in per),
-                   "mining_by_pass_s": [statistics.fmean(p["mining_by_pass_s"].get(k, 0.0) for p in per)
-                                        for k in passes],
-                   "replay_all_scaled_s": mean["cpu_s"] * a.scale,
-                   "replay_mining_scaled_s": mean["mining_s"] * a.scale + mean["runtime_s"]}
-            rows.append(row)
-            base = rows[0]
-            run.say(f"{n:4d} ranks: gap CPU/rank {mean['cpu_s'] * 1e3:7.1f} ms = mining {mean['mining_s'] * 1e3:7.1f} "
-                    f"+ runtime {mean['runtime_s'] * 1e3:6.1f} (1-rank mining / N: "
-                    f"{base['mean_mining_s'] / n * 1e3:6.1f}); replay at x{a.scale:g}: all scaled "
-                    f"{row['replay_all_scaled_s']:6.2f} s, mining scaled {row['replay_mining_scaled_s']:6.2f} s "
-                    f"(load {load})")
+    for n, rec, record_wall_s, load in harness.hpa_recordings(a, ranks):
+        per = [rank_compute(rec, r) for r in range(n)]
+        mean = {f: statistics.fmean(p[f] for p in per) for f in ("cpu_s", "runtime_s", "mining_s")}
+        passes = sorted({k for p in per for k in p["mining_by_pass_s"]})
+        row = {"ranks": n, "load1_before": load, "record_wall_s": record_wall_s,
+               **{f"mean_{f}": v for f, v in mean.items()},
+               "max_cpu_s": max(p["cpu_s"] for p in per),
+               "mining_by_pass_s": [statistics.fmean(p["mining_by_pass_s"].get(k, 0.0) for p in per)
+                                    for k in passes],
+               "replay_all_scaled_s": mean["cpu_s"] * a.scale,
+               "replay_mining_scaled_s": mean["mining_s"] * a.scale + mean["runtime_s"]}
+        rows.append(row)
+        base = rows[0]
+        run.say(f"{n:4d} ranks: gap CPU/rank {mean['cpu_s'] * 1e3:7.1f} ms = mining {mean['mining_s'] * 1e3:7.1f} "
+                f"+ runtime {mean['runtime_s'] * 1e3:6.1f} (1-rank mining / N: "
+                f"{base['mean_mining_s'] / n * 1e3:6.1f}); replay at x{a.scale:g}: all scaled "
+                f"{row['replay_all_scaled_s']:6.2f} s, mining scaled {row['replay_mining_scaled_s']:6.2f} s "
+                f"(load {load})")
     result = {"bench": "replay_compute_scaling", "data": a.data, "min_support": a.min_support, "scale": a.scale,
               "rows": rows}
     run.write(result)

@@ -29,15 +29,13 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from clusterlab.bench import harness
-from clusterlab.cluster import Local, Simulated, Testbed
+from clusterlab.cluster import Simulated, Testbed
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, require_root
-from clusterlab.experiments.workloads.mining import resolve_data
-from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
+from clusterlab.mining.parallel import replay_parallel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,27 +93,22 @@ def main(argv=None) -> int:
         return 2
     require_root()
     run = harness.start(ap, args=a)
-    path = resolve_data(a.data, a.cache)
     points = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in hosts:
-            rec = Path(tmp) / f"n{n}"
-            run_parallel(path, nodes=n, algorithm="hpa", min_support=a.min_support, cluster=Local(),
-                         config=ParallelConfig(), record=rec, timeout=1800)
-            tb = testbed_replays(rec, n, a.dilation, a.scale, a.reps)
-            target = 0.25 if tb["timeout_dominated"] else 0.15
-            p = {"hosts": n, "testbed": tb, "target": target}
-            for label, cal in (("uncalibrated", None), ("calibrated", a.calibration)):
-                s = simulated_replay(rec, n, a.scale, cal)
-                s["error"] = s["job_s"] / tb["median_s"] - 1
-                s["within_target"] = abs(s["error"]) <= target
-                p[label] = s
-            points.append(p)
-            c, u = p["calibrated"], p["uncalibrated"]
-            run.say(f"{n:3d} hosts: testbed {tb['median_s']:.2f} s (RTO wait <= {statistics.median(tb['rto_wait_bound_s']):.2f} s, "
-                    f"timeouts {tb['timeouts']}), simulated {c['job_s']:.2f} s calibrated ({c['error']:+.1%}), "
-                    f"{u['job_s']:.2f} s uncalibrated ({u['error']:+.1%}); target {target:.0%} "
-                    f"(load {tb['load_before']} -> {tb['load_after']})")
+    for n, rec, _, _ in harness.hpa_recordings(a, hosts):
+        tb = testbed_replays(rec, n, a.dilation, a.scale, a.reps)
+        target = 0.25 if tb["timeout_dominated"] else 0.15
+        p = {"hosts": n, "testbed": tb, "target": target}
+        for label, cal in (("uncalibrated", None), ("calibrated", a.calibration)):
+            s = simulated_replay(rec, n, a.scale, cal)
+            s["error"] = s["job_s"] / tb["median_s"] - 1
+            s["within_target"] = abs(s["error"]) <= target
+            p[label] = s
+        points.append(p)
+        c, u = p["calibrated"], p["uncalibrated"]
+        run.say(f"{n:3d} hosts: testbed {tb['median_s']:.2f} s (RTO wait <= {statistics.median(tb['rto_wait_bound_s']):.2f} s, "
+                f"timeouts {tb['timeouts']}), simulated {c['job_s']:.2f} s calibrated ({c['error']:+.1%}), "
+                f"{u['job_s']:.2f} s uncalibrated ({u['error']:+.1%}); target {target:.0%} "
+                f"(load {tb['load_before']} -> {tb['load_after']})")
     run.write({"bench": "sim_replay_validation", "data": a.data, "min_support": a.min_support, "scale": a.scale,
                "dilation": a.dilation, "reps": a.reps, "topology": "StarTopo(rate=155Mbit, buffer=64KB), bridge",
                "timers": "default (MIN 200 ms, MAX 120 s)", "calibration": os.path.relpath(a.calibration, ROOT),
