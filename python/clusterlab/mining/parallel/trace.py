@@ -17,10 +17,11 @@ machine can be replayed on hosts whose CPUs this machine does not have.
 ``scale`` stands for a slower CPU running the same program, so it multiplies the mining work
 only. The runtime part of a gap (the per-pass statistics: a TCP_INFO read per peer connection,
 which grows with the ranks; HPA's prefix partitioning step, which the seed's hash partitioning
-does not have; the CPU of the communicator's own threads, the TCP mesh's drainer) is work of
-this implementation, not of the program the scale emulates: it is paid times
-``runtime_scale`` (default: ``scale``, everything alike). So is the recording's own loop
-between the messages of one ``send_many``, which the real run sends in one call.
+does not have; HPA's receive loop, which between its calls only hands blocks to the counting
+thread; pass 1's sum of the ranks' item counts; the CPU of the communicator's own threads, the
+TCP mesh's drainer) is work of this implementation, not of the program the scale emulates: it
+is paid times ``runtime_scale`` (default: ``scale``, everything alike). So is the recording's
+own loop between the messages of one ``send_many``, which the real run sends in one call.
 
 >>> from clusterlab.comm.inproc import run_threads
 >>> import numpy as np, tempfile
