@@ -25,8 +25,9 @@ Pentium Pro), which sets the ratio of computation to communication that a speedu
 on. The part of the recorded computation that is this implementation's runtime, not mining (the
 per-pass statistics, which read TCP_INFO once per peer connection and so grow with the ranks;
 HPA's prefix partitioning step, which the seed's hash partitioning does not have; HPA's receive
-loop; the TCP mesh's drainer thread; ``trace.py`` lists them) is replayed at this machine's speed (times the dilation only): scaled along, it
-kept the per-rank computation from shrinking with the ranks (docs/studies.md, Fig. 6).
+loop; the TCP mesh's drainer thread; ``trace.py`` lists them) is replayed at this machine's
+speed (times the dilation only): scaled along, it kept the per-rank computation from shrinking
+with the ranks (docs/studies.md, Fig. 6).
 
 Time attribution per pass (``time_compute``, ``time_transfer``, ``time_rto_wait``), the slowest
 rank's split so the parts add up to the pass: compute is its time outside communication calls

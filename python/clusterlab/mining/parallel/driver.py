@@ -544,8 +544,9 @@ def replay_parallel(directory, cluster=None, transport=None, compute: str = "wal
     its own would take; ``"spin"``: those CPU seconds burnt on this machine's cores, loading
     them as the real run did) times ``scale`` instead of computing (see ``trace.py``). The
     part of each gap recorded as the job's runtime rather than its mining (per-pass statistics,
-    HPA's prefix partitioning step and receive loop: ``trace.py``) is paid times ``runtime_scale`` instead (None: ``scale``),
-    so that a scale emulating a slower CPU multiplies only the work that CPU's program did."""
+    HPA's prefix partitioning step and receive loop: ``trace.py``) is paid times
+    ``runtime_scale`` instead (None: ``scale``), so that a scale emulating a slower CPU
+    multiplies only the work that CPU's program did."""
     if compute not in COMPUTE_MODES:
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
