@@ -179,3 +179,16 @@ def test_loopback_connections_use_cubic_unless_told_otherwise():
     finally:
         for c in comms:
             c.close()
+
+
+@pytest.mark.parametrize("length", [0, 8, 103, 104, 240, 244, 248, 280, 512])
+def test_tcp_info_parse_reads_every_field_a_buffer_holds_at_its_offset(length):
+    """``parse`` reads a buffer in one unpack (a layout per length); each field must be the one
+    at its offset, and a field the buffer cuts short is absent (an older kernel's prefix)."""
+    import struct
+
+    raw = bytes((7 * i + 3) % 251 for i in range(length))
+    got = tcp_info.parse(raw)
+    want = {name: struct.unpack_from("<" + code, raw, off)[0] for name, code, off in tcp_info.FIELDS
+            if off + struct.calcsize("<" + code) <= length}
+    assert got == want

@@ -31,6 +31,7 @@ Offsets (bytes), all little-endian on x86-64/arm64::
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 
@@ -60,17 +61,29 @@ STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FI
           6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN", 11: "CLOSING"}
 
 
+@functools.lru_cache(maxsize=16)
+def _layout(length: int) -> tuple[tuple[str, ...], struct.Struct]:
+    """The fields a buffer of ``length`` bytes holds, and one struct reading them all (pad bytes
+    between them): a run's statistics read every peer connection at each pass boundary, 100
+    peers at 100 ranks, and one unpack is ~10x fewer calls than one per field."""
+    names, fmt, pos = [], "<", 0
+    for name, st, off in _COMPILED:
+        if off + st.size > length:
+            break
+        fmt += "x" * (off - pos) + st.format[1:]
+        names.append(name)
+        pos = off + st.size
+    return tuple(names), struct.Struct(fmt)
+
+
 def parse(raw: bytes) -> dict[str, int]:
     """Fields of a raw ``tcp_info`` buffer; fields past its end are left out.
 
     >>> parse(bytes(104))["total_retrans"], "bytes_acked" in parse(bytes(104))
     (0, False)
     """
-    out = {}
-    for name, st, off in _COMPILED:
-        if off + st.size <= len(raw):
-            out[name] = st.unpack_from(raw, off)[0]
-    return out
+    names, st = _layout(len(raw))
+    return dict(zip(names, st.unpack_from(raw), strict=True))
 
 
 def read(sock: socket.socket) -> dict[str, int]:

@@ -62,8 +62,8 @@ class PassStats:
         row["pass"] = k
         with runtime_region(self.comm):  # statistics, not mining: see runtime_region
             row["_t0"], row["_c0"], row["_comm0"] = time.perf_counter(), time.process_time(), getattr(self.comm, "comm_s", 0.0)
-            self._base = comm_counters(self.comm)
-            self._peer_base = peer_rto_state(self.comm)
+            s = comm_stats(self.comm)  # one read of every peer's TCP_INFO for both
+            self._base, self._peer_base = counters_of(s), peer_rto_of(s)
         return row
 
     def end(self, row: dict) -> None:
@@ -75,10 +75,11 @@ class PassStats:
         row["t_comm"] = min(getattr(self.comm, "comm_s", 0.0) - row.pop("_comm0"), row["t_total"])
         row["t_compute"] = row["t_total"] - row["t_comm"]
         with runtime_region(self.comm):
-            now = comm_counters(self.comm)
+            s = comm_stats(self.comm)
+            now = counters_of(s)
             for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
                 row[f] = now[f] - self._base[f]
-            row["peer_rto_ms"] = peer_rto_wait_ms(self.comm.size, self._peer_base, peer_rto_state(self.comm))
+            row["peer_rto_ms"] = peer_rto_wait_ms(self.comm.size, self._peer_base, peer_rto_of(s))
         self.rows.append(row)
         if self.on_pass is not None:
             self.on_pass(row)
@@ -116,7 +117,11 @@ def comm_stats(comm) -> dict:
 def comm_counters(comm) -> dict[str, float]:
     """Bytes and messages sent, TCP retransmissions and timeouts (RTOs) from ``comm.stats()``.
     Backends that do not know a counter report 0 for it."""
-    s = comm_stats(comm)
+    return counters_of(comm_stats(comm))
+
+
+def counters_of(s: dict) -> dict[str, float]:
+    """``comm_counters`` of a ``comm.stats()`` already read."""
     out = {"bytes_sent": float(s.get("bytes_sent", 0)), "messages_sent": float(s.get("messages_sent", s.get("msgs_sent", 0))),
            "retransmissions": 0.0, "timeouts": 0.0, "rto_time_ms": 0.0}
     for key_out, keys in (("retransmissions", ("total_retrans", "tcpi_total_retrans", "retransmissions")),
@@ -130,9 +135,14 @@ def peer_rto_state(comm) -> dict:
     """Each peer connection's cumulative RTO counters and current RTO
     (``clusterlab.net.tcp_info.rto_counters`` of ``comm.stats()``'s TCP_INFO; {} on backends
     without it)."""
+    return peer_rto_of(comm_stats(comm))
+
+
+def peer_rto_of(s: dict) -> dict:
+    """``peer_rto_state`` of a ``comm.stats()`` already read."""
     from clusterlab.net.tcp_info import rto_counters
 
-    peers = comm_stats(comm).get("peers", {})
+    peers = s.get("peers", {})
     return rto_counters({int(p): (d.get("tcp_info") or {}) for p, d in peers.items() if isinstance(d, dict)})
 
 
