@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from clusterlab.bench import harness
+from clusterlab.experiments.workloads.mining import hpa_recordings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
     ranks = harness.counts(a.ranks, "--ranks")
     run = harness.start(ap, args=a)
     rows = []
-    for n, rec, record_wall_s, load in harness.hpa_recordings(a, ranks):
+    for n, rec, record_wall_s, load in hpa_recordings(a.data, a.min_support, ranks, a.cache):
         per = [rank_compute(rec, r) for r in range(n)]
         mean = {f: statistics.fmean(p[f] for p in per) for f in ("cpu_s", "runtime_s", "mining_s")}
         passes = sorted({k for p in per for k in p["mining_by_pass_s"]})

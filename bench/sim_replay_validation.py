@@ -35,6 +35,7 @@ from pathlib import Path
 from clusterlab.bench import harness
 from clusterlab.cluster import Simulated, Testbed
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, require_root
+from clusterlab.experiments.workloads.mining import hpa_recordings
 from clusterlab.mining.parallel import replay_parallel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
     require_root()
     run = harness.start(ap, args=a)
     points = []
-    for n, rec, _, _ in harness.hpa_recordings(a, hosts):
+    for n, rec, _, _ in hpa_recordings(a.data, a.min_support, hosts, a.cache):
         tb = testbed_replays(rec, n, a.dilation, a.scale, a.reps)
         target = 0.25 if tb["timeout_dominated"] else 0.15
         p = {"hosts": n, "testbed": tb, "target": target}

@@ -76,28 +76,6 @@ def mining_options(ap: argparse.ArgumentParser, counts: tuple[str, str, str]) ->
                     help="where generated data is cached (default %(default)s)")
 
 
-def hpa_recordings(args, counts_: list[int]):
-    """For each count n: HPA on ``args.data`` at ``args.min_support`` (clusterlab's default HPA)
-    recorded as n local processes over loopback (``run_parallel(record=...)``, as a study's
-    replayed or simulated point records it); yields ``(n, directory, record_wall_s, load1_before)``.
-    The recordings live in a temporary directory for the loop's duration."""
-    import tempfile
-
-    from clusterlab.cluster import Local
-    from clusterlab.experiments.workloads.mining import resolve_data
-    from clusterlab.mining.parallel import ParallelConfig, run_parallel
-
-    path = resolve_data(args.data, args.cache)
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in counts_:
-            rec = Path(tmp) / f"n{n}"
-            load = round(os.getloadavg()[0], 2)
-            t0 = time.perf_counter()
-            run_parallel(path, nodes=n, algorithm="hpa", min_support=args.min_support, cluster=Local(),
-                         config=ParallelConfig(), record=rec, timeout=1800)
-            yield n, rec, round(time.perf_counter() - t0, 2), load
-
-
 def counts(text: str, flag: str) -> list[int]:
     """A comma-separated list of positive counts (``--ranks 1,4,16``); bad input is one line
     naming ``flag`` and exit 2."""

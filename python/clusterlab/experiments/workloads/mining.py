@@ -144,6 +144,29 @@ def resolve_data(data: str, cache_dir: str) -> str:
     return path
 
 
+def hpa_recordings(data: str, min_support: float, counts: list[int], cache_dir: str):
+    """For each count n: HPA on ``data`` (as a study names it) at ``min_support`` (clusterlab's
+    default HPA) recorded as n local processes over loopback (``run_parallel(record=...)``, as
+    a replayed or simulated point records it); yields ``(n, directory, record_wall_s,
+    load1_before)``. The recordings live in a temporary directory for the loop's duration
+    (the replay benches' common first step)."""
+    import tempfile
+    from pathlib import Path
+
+    from clusterlab.cluster import Local
+    from clusterlab.mining.parallel import ParallelConfig, run_parallel
+
+    path = resolve_data(data, cache_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in counts:
+            rec = Path(tmp) / f"n{n}"
+            load = round(os.getloadavg()[0], 2)
+            t0 = time.perf_counter()
+            run_parallel(path, nodes=n, algorithm="hpa", min_support=min_support, cluster=Local(),
+                         config=ParallelConfig(), record=rec, timeout=1800)
+            yield n, rec, round(time.perf_counter() - t0, 2), load
+
+
 def execute(session, params: dict, reps: int, warmup: int):
     from clusterlab.experiments.workloads.columns import undilate
     from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
