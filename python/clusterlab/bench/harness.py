@@ -62,13 +62,13 @@ def parser(doc: str, output: str | Path, *, repeat: tuple[str, int] | None = Non
     return ap
 
 
-def mining_options(ap: argparse.ArgumentParser, counts: tuple[str, str, str]) -> None:
-    """The options of a bench that records HPA on generated data: ``counts`` = (flag, default,
-    what) for its list of rank or host counts (read with :func:`counts`), ``--data`` (as a study
-    names it), ``--min-support`` and ``--cache`` (where generated data is kept)."""
+def mining_options(ap: argparse.ArgumentParser, count_option: tuple[str, str, str]) -> None:
+    """The options of a bench that records HPA on generated data: ``count_option`` = (flag,
+    default, what) for its list of rank or host counts (read with :func:`counts`), ``--data``
+    (as a study names it), ``--min-support`` and ``--cache`` (where generated data is kept)."""
     import tempfile
 
-    flag, default, what = counts
+    flag, default, what = count_option
     ap.add_argument(flag, default=default, help=f"{what} (default %(default)s)")
     ap.add_argument("--data", default="seed000:1M", help="the data, as a study names it (default %(default)s)")
     ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")

@@ -62,26 +62,3 @@ def in_netns(ns: str | None):
         os.close(target)
         os.close(home)
 
-
-IFF_UP, IFF_RUNNING = 0x1, 0x40
-_SIOCGIFFLAGS = 0x8913
-
-
-def iface_flags(ns: str | None, name: str) -> int:
-    """Interface ``name``'s flags (``IFF_*``) in namespace ``ns``, as a program there sees them
-    (``SIOCGIFFLAGS``: IFF_RUNNING is the kernel's operational state, which follows the carrier
-    only when the link watcher has run)."""
-    import fcntl
-    import socket
-    import struct
-
-    with in_netns(ns):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        out = fcntl.ioctl(s.fileno(), _SIOCGIFFLAGS, struct.pack("16sH14x", name.encode(), 0))
-    except OSError as e:
-        raise TestbedError(f"interface {name} in {ns}: {e.strerror}") from None
-    finally:
-        s.close()
-    return struct.unpack_from("16sH", out)[1]
-

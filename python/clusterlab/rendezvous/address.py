@@ -17,22 +17,13 @@ nothing.
 
 from __future__ import annotations
 
-import fcntl
 import ipaddress
 import socket
-import struct
 
 from clusterlab.errors import ConfigError
+from clusterlab.net.iface import IFF_LOOPBACK, IFF_UP, SIOCGIFADDR, flags, ifreq
 
 LOOPBACK = "127.0.0.1"
-_SIOCGIFADDR = 0x8915
-_SIOCGIFFLAGS = 0x8913
-_IFF_UP = 0x1
-_IFF_LOOPBACK = 0x8
-
-
-def _ifreq(sock: socket.socket, name: str, request: int) -> bytes:
-    return fcntl.ioctl(sock.fileno(), request, struct.pack("256s", name.encode()[:15]))
 
 
 def interface_address(name: str) -> str:
@@ -42,7 +33,7 @@ def interface_address(name: str) -> str:
         raise ConfigError(f"interface {name!r} does not exist on this host (it has: {', '.join(names)})")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         try:
-            return socket.inet_ntoa(_ifreq(s, name, _SIOCGIFADDR)[20:24])
+            return socket.inet_ntoa(ifreq(s, name, SIOCGIFADDR)[20:24])
         except OSError:
             raise ConfigError(f"interface {name!r} has no IPv4 address") from None
 
@@ -53,10 +44,10 @@ def local_addresses() -> list[tuple[str, str]]:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for _, name in socket.if_nameindex():
             try:
-                flags = struct.unpack_from("H", _ifreq(s, name, _SIOCGIFFLAGS), 16)[0]
-                if not flags & _IFF_UP or flags & _IFF_LOOPBACK:
+                f = flags(s, name)
+                if not f & IFF_UP or f & IFF_LOOPBACK:
                     continue
-                out.append((name, socket.inet_ntoa(_ifreq(s, name, _SIOCGIFADDR)[20:24])))
+                out.append((name, socket.inet_ntoa(ifreq(s, name, SIOCGIFADDR)[20:24])))
             except OSError:
                 continue  # no IPv4 address
     return out

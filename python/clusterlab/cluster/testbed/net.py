@@ -252,12 +252,12 @@ class TestbedNetwork:
         """Wait until every host's eth0 is IFF_RUNNING, as programs there see it: MPICH's UCX
         takes an interface without it for absent and fails at MPI_Init ("Destination is
         unreachable"). Normally already so (``link.PORT_IFINDEX`` says why it can lag)."""
-        from clusterlab.net.netns import IFF_RUNNING, iface_flags
+        from clusterlab.net.iface import IFF_RUNNING, flags_in
 
         deadline = time.monotonic() + timeout
         waiting = list(self.hosts)
         while waiting:
-            waiting = [h for h in waiting if not iface_flags(h.ns, "eth0") & IFF_RUNNING]
+            waiting = [h for h in waiting if not flags_in(h.ns, "eth0") & IFF_RUNNING]
             if waiting and time.monotonic() > deadline:
                 raise TestbedError(f"eth0 of {', '.join(h.name for h in waiting)} not running after {timeout} s")
             if waiting:
