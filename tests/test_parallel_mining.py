@@ -409,3 +409,38 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path, t10):
     (rec / "rank1.json").write_text("{")
     with pytest.raises(ConfigError, match="not a readable trace"):
         replay_parallel(rec, cluster=InProcess())
+
+
+@pytest.mark.parametrize("spread", [1, 1000, 1 << 20])
+def test_item_counts_dense_and_sparse_agree(spread):
+    """Pass 1's two ways (a dense count vector all-reduced, or each rank's (id, count) lists
+    all-gathered) give the same counts; which one runs follows the ids' density: dense ids take
+    the all-reduce, sparse ones (1000 or 2^20 apart) the all-gather."""
+    from clusterlab.comm.inproc import run_threads
+    from clusterlab.mining.parallel.passes import global_item_counts
+
+    rng = np.random.default_rng(7)
+    items = [np.sort(rng.choice(60, size=40, replace=False)).astype(np.uint32) * spread for _ in range(3)]
+    want = Counter(int(x) for a in items for x in a)
+
+    class Counting:
+        def __init__(self, comm):
+            self.comm, self.calls = comm, Counter()
+
+        def __getattr__(self, name):
+            attr = getattr(self.comm, name)
+            if callable(attr):
+                def call(*a, **k):
+                    self.calls[name] += 1
+                    return attr(*a, **k)
+                return call
+            return attr
+
+    def job(comm):
+        c = Counting(comm)
+        ids, counts = global_item_counts(c, items[comm.rank], n_tx=100)
+        return dict(zip(ids.tolist(), counts.tolist(), strict=True)), counts.dtype, dict(c.calls)
+
+    for got, dtype, calls in run_threads(job, 3):
+        assert got == dict(want) and dtype == np.uint64
+        assert ("allgather" in calls) == (spread > 1), calls

@@ -34,7 +34,7 @@ import numpy as np
 from clusterlab import _core
 from clusterlab.mining.parallel.outofcore import Levels, pass_need
 from clusterlab.mining.parallel.passes import (
-    allreduce_sum,
+    allreduce_counts,
     dense_pairs_ok,
     first_pass,
     global_pairs,
@@ -64,7 +64,7 @@ def mine(comm, baskets, min_support, config, stats, out=None):
             out.admit(k, *pass_need(prev, k, 1.0, tids))
         row = stats.start(k)
         if dense:
-            large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row)
+            large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row, n_tx)
         elif k >= 3 and config.counting == "tidlist":
             t = time.perf_counter()
             cands = _core.hpa_candidates(prev, k - 1, 1, 0)
@@ -83,7 +83,7 @@ def mine(comm, baskets, min_support, config, stats, out=None):
             local = tidlists.counts()
             row["t_count"] = time.perf_counter() - t
             t = time.perf_counter()
-            counts = allreduce_sum(comm, local.astype(np.int64)).astype(np.uint64)
+            counts = allreduce_counts(comm, local, n_tx)
             row["t_sync"] = time.perf_counter() - t
             keep = counts >= min_count
             tidlists = tidlists.retain(keep)
@@ -92,7 +92,7 @@ def mine(comm, baskets, min_support, config, stats, out=None):
             large_counts = counts[keep]
             row["candidates"], row["large"] = len(keep), int(large_counts.size)
         else:
-            large_flat, large_counts = _count_by_trie(comm, k, prev, offsets, ranks, freq.size, min_count, config, row)
+            large_flat, large_counts = _count_by_trie(comm, k, prev, offsets, ranks, freq.size, min_count, config, row, n_tx)
         t = time.perf_counter()
         if large_counts.size and tidlists is None:
             offsets, ranks = shrink_transactions(offsets, ranks, large_flat, freq.size, k + 1)
@@ -105,7 +105,7 @@ def mine(comm, baskets, min_support, config, stats, out=None):
     return levels.result()
 
 
-def _count_by_trie(comm, k, prev, offsets, ranks, n_items, min_count, config, row):
+def _count_by_trie(comm, k, prev, offsets, ranks, n_items, min_count, config, row, n_tx):
     """Pass k counted by walking each local transaction's subsets through all candidates."""
     t = time.perf_counter()
     cands = _core.hpa_candidates(prev, k - 1, 1, 0)
@@ -117,7 +117,7 @@ def _count_by_trie(comm, k, prev, offsets, ranks, n_items, min_count, config, ro
         router.route(offsets, ranks, lo, hi)
     row["t_count"] = time.perf_counter() - t
     t = time.perf_counter()
-    counts = allreduce_sum(comm, router.local_counts().astype(np.int64)).astype(np.uint64)
+    counts = allreduce_counts(comm, router.local_counts(), n_tx)
     row["t_sync"] = time.perf_counter() - t
     keep = counts >= min_count
     row["candidates"], row["large"] = len(table), int(keep.sum())

@@ -528,7 +528,7 @@ def combine_replay(per_rank: list[dict]) -> list[dict]:
         for f in ("t_total", "t_wait_compute", "t_comm"):
             d[f] = max(x[f] for x in rows)
         for f in ("bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"):
-            d[f] = int(sum(x[f] for x in rows))
+            d[f] = int(round(sum(x[f] for x in rows)))  # a simulated replay's modelled timeouts are fractions
         d["ranks"] = [{"rank": r["rank"], **r["passes"][i]} for r in per_rank if len(r["passes"]) > i]
         out.append(d)
     return out

@@ -52,6 +52,7 @@ from clusterlab.comm.errors import CommTimeout, ProtocolError
 from clusterlab.mining.parallel.outofcore import Levels, pass_need
 from clusterlab.mining.parallel.passes import (
     allgather_large,
+    allreduce_counts,
     allreduce_sum,
     canonical_level,
     dense_pairs_ok,
@@ -241,7 +242,7 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=No
         row = stats.start(2)
         if rescan is not None:
             offsets, ranks = _rescanned(rescan, freq, None, 2, row)
-        large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row)
+        large_flat, large_counts = global_pairs(comm, offsets, ranks, freq.size, min_count, row, n_tx)
         t = time.perf_counter()
         if large_counts.size and rescan is None:
             offsets, ranks = shrink_transactions(offsets, ranks, large_flat, freq.size, 3)
@@ -335,7 +336,7 @@ def mine(comm, baskets, min_support, config, stats, eld: bool = False, rescan=No
         large_flat, large_counts = allgather_large(comm, k, own_large, counts[keep])
         n_cand_total = int(allreduce_sum(comm, np.array([len(table)]))[0])
         if eld_table is not None:
-            ecounts = allreduce_sum(comm, router.eld_counts().astype(np.int64)).astype(np.uint64)
+            ecounts = allreduce_counts(comm, router.eld_counts(), n_tx)
             ekeep = ecounts >= min_count
             ef = eld_flat.reshape(-1, k)[ekeep].ravel()
             both_flat = np.concatenate([large_flat, ef]).astype(np.uint32)

@@ -207,18 +207,55 @@ def allreduce_sum(comm, array: np.ndarray) -> np.ndarray:
     return a if comm.size == 1 else as_array(comm.allreduce(a, "sum"), np.int64)
 
 
-def global_item_counts(comm, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every distinct item of all ranks with its support: ``(ids ascending uint32, counts
-    uint64)``. Each rank sends its own distinct items and counts, so traffic and memory follow
-    the number of distinct items, never the largest id."""
-    ids, counts = _core.distinct_item_counts(np.ascontiguousarray(items, dtype=np.uint32))
+def count_dtype(bound: int):
+    """The narrowest unsigned type that holds every count of a job with ``bound`` transactions
+    (a support, and every partial sum of one over ranks, is at most that): 32 bits unless the
+    job has 2^32 transactions or more. Counts travel in it, half the bytes of 64 bits."""
+    return np.uint32 if bound < 1 << 32 else np.uint64
+
+
+def allreduce_counts(comm, counts: np.ndarray, bound: int) -> np.ndarray:
+    """Elementwise sum of every rank's support counts (uint64 out), sent as ``count_dtype(bound)``."""
+    dt = count_dtype(bound)
+    a = np.ascontiguousarray(counts, dtype=dt)
     if comm.size > 1:
-        all_ids = [as_array(x, np.uint32) for x in comm.allgather(ids)]
-        all_counts = [as_array(x, np.uint64) for x in comm.allgather(counts)]
-        # The sum over ranks (P lists, whatever each rank's share): the reduction an
-        # all-reduce does inside its call, runtime for a replay (runtime_region).
-        with runtime_region(comm):
-            ids, counts = _core.merge_item_counts(all_ids, all_counts)
+        a = as_array(comm.allreduce(a, "sum"), dt)
+    return a.astype(np.uint64)
+
+
+# Pass 1's dense all-reduce holds one count per id up to the largest: at most this many (64 MB
+# of 32-bit counts); sparser or larger id spaces are all-gathered as (id, count) lists.
+DENSE_ITEMS_MAX = 1 << 24
+
+
+def global_item_counts(comm, items: np.ndarray, n_tx: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every distinct item of all ranks with its support: ``(ids ascending uint32, counts
+    uint64)``. Two ways, whichever moves fewer bytes (every rank takes the same from one small
+    all-reduce of the largest id and the most distinct items of a rank): each rank's distinct
+    items and counts all-gathered (traffic and memory follow the number of distinct items,
+    never the largest id, but every rank receives every other rank's list: n - 1 lists), or,
+    when the ids are dense enough, one count per id up to the largest all-reduced (each rank
+    sends and receives about twice the vector, whatever the rank count). ``n_tx``: the global
+    number of transactions, which bounds every count (None: counts sent as 64 bits)."""
+    ids, counts = _core.distinct_item_counts(np.ascontiguousarray(items, dtype=np.uint32))
+    if comm.size == 1:
+        return ids, counts
+    bound = (1 << 63) if n_tx is None else n_tx
+    width = np.dtype(count_dtype(bound)).itemsize
+    top, most = (int(x) for x in as_array(comm.allreduce(
+        np.array([int(ids[-1]) + 1 if ids.size else 0, ids.size], dtype=np.int64), "max"), np.int64))
+    if top <= DENSE_ITEMS_MAX and top * width <= (comm.size - 1) * most * (4 + 8):
+        dense = np.zeros(top, dtype=count_dtype(bound))
+        dense[ids] = counts
+        total = as_array(comm.allreduce(dense, "sum"), dense.dtype)
+        ids = np.flatnonzero(total).astype(np.uint32)
+        return ids, total[ids].astype(np.uint64)
+    all_ids = [as_array(x, np.uint32) for x in comm.allgather(ids)]
+    all_counts = [as_array(x, np.uint64) for x in comm.allgather(counts)]
+    # The sum over ranks (P lists, whatever each rank's share): the reduction an
+    # all-reduce does inside its call, runtime for a replay (runtime_region).
+    with runtime_region(comm):
+        ids, counts = _core.merge_item_counts(all_ids, all_counts)
     return ids, counts
 
 
@@ -242,8 +279,8 @@ def first_pass(comm, baskets, min_support, stats: PassStats, order: str = "id", 
     and the transactions reduced to ranks (those shorter than ``min_len`` dropped)."""
     row = stats.start(1)
     t = time.perf_counter()
-    ids, counts = global_item_counts(comm, baskets.items)
     n_tx = int(allreduce_sum(comm, np.array([len(baskets)]))[0])
+    ids, counts = global_item_counts(comm, baskets.items, n_tx)
     row["t_sync"] += time.perf_counter() - t
     min_count = min_count_of(min_support, n_tx)
     keep = counts >= min_count
@@ -285,18 +322,19 @@ def dense_pairs_ok(n_items: int) -> bool:
     return 2 <= n_items and n_items * (n_items - 1) // 2 <= DENSE_PAIRS_MAX
 
 
-def global_pairs(comm, offsets, ranks, n_items: int, min_count: int, row: dict):
+def global_pairs(comm, offsets, ranks, n_items: int, min_count: int, row: dict, n_tx: int | None = None):
     """Pass 2 counted locally and all-reduced: every pair of frequent items is a candidate,
     each rank counts its transactions' pairs in a triangle (one memory access per pair), one
-    all-reduce sums them. Returns the large pairs (flat, lexicographic) and their counts."""
+    all-reduce sums them (as 32-bit counts below 2^32 transactions, ``n_tx``; 64 bits when
+    None). Returns the large pairs (flat, lexicographic) and their counts."""
     t = time.perf_counter()
     local = _core.count_pairs(offsets, ranks, n_items)
     row["t_count"] += time.perf_counter() - t
     t = time.perf_counter()
-    total = allreduce_sum(comm, local)
+    total = allreduce_counts(comm, local, (1 << 63) if n_tx is None else n_tx)
     row["t_sync"] += time.perf_counter() - t
     t = time.perf_counter()
-    flat, counts = _core.frequent_pairs(total.astype(np.uint64), n_items, min_count)
+    flat, counts = _core.frequent_pairs(total, n_items, min_count)
     row["t_generate"] += time.perf_counter() - t
     row["candidates"], row["large"] = n_items * (n_items - 1) // 2, int(counts.size)
     lens = np.diff(offsets)
