@@ -21,7 +21,7 @@ MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "diagnose_corpus.py",
          "replay_validation.py", "seed000_sequential.py", "seed002.py", "seed002_in_situ.py", "seed002_noise.py",
          "seed002_phases.py", "sim_loss_fit.py", "sim_replay_validation.py", "sim_scale.py", "sim_validation.py",
          "soak.py", "storage.py", "stream.py", "switch.py", "testbed.py", "transport_pingpong.py", "tune_auto.py",
-         "wan_cells.py")
+         "wan.py", "wan_cells.py")
 # positional arguments a script needs before its output is checked
 NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent"),
          "recv_pool_ab.py": ("--baseline", "/nonexistent"), "tune_auto.py": ("compare",),
