@@ -97,6 +97,7 @@ def test_moved_scripts_help_and_bad_output(name, no_atheris):
     assert "(default bench/results/" in help_text or "(default runs/" in help_text
     r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json", path=no_atheris)
     assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout, (r.stdout, r.stderr)  # one line, no work
 
 
 def test_moved_list_is_the_scripts_on_the_harness_and_bench_readme_names_them():
