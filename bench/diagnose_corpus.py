@@ -9,16 +9,16 @@ CPU-starved rank without its cgroup's CPU limit; the per-call program with persi
 connections; the job reading from the iSCSI target rerun, then on the local file (the study's
 ``compare_local``); the tiny job sequentially (the launch fix); testbed runs with the fix's setting
 (``--transport``/``--host-queue``/``--buffer``, no ``--host-rate``/``--loss``/``--sites``). The
-load average is recorded beside every scenario and for the whole run, with the machine's spare
-CPU (2 CPUs shared with other users: their load is part of what is measured; the fidelity
-check of each local run says whether it slowed every rank down).
+load average is recorded beside every scenario, and the record carries the bench harness's
+provenance for the whole run (``clusterlab.bench.harness``: commit, machine, load, the
+machine's spare CPU, autogroup; 2 CPUs shared with other users: their load is part of what is
+measured; the fidelity check of each local run says whether it slowed every rank down).
 
     python bench/diagnose_corpus.py [--quick-only] [-o bench/results/diagnose_corpus.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -28,20 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.diagnose import diagnose_dir
 from clusterlab.diagnose import scenarios as sc
 from clusterlab.diagnose.run import load
 from clusterlab.diagnose.verify import verify
+from clusterlab.monitor.provenance import load_average
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cpu_times() -> tuple[float, float]:
-    """(busy, total) jiffies of the whole machine from /proc/stat (idle and I/O wait are not busy)."""
-    with open("/proc/stat") as f:
-        v = [float(x) for x in f.readline().split()[1:]]
-    return sum(v) - v[3] - v[4], sum(v)
 
 
 def _kept(dirs: list, d):
@@ -197,16 +191,17 @@ def _rerun_gain(s: sc.Scenario, d: str, diag: dict, work: str) -> dict:
             "as_recorded_dirs": [Path(v["runs"]) / "as_recorded" for v in vs]}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick-only", action="store_true", help="Only the scenarios that need no root.")
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "diagnose_corpus.json"))
-    a = ap.parse_args()
-    root = os.geteuid() == 0
-    from clusterlab.monitor.provenance import git_revision, load_average
+def _load1() -> float | None:
+    la = load_average()
+    return round(la[0], 2) if la else None
 
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    load_before, cpu0 = load_average(), _cpu_times()
+
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "diagnose_corpus.json")
+    ap.add_argument("--quick-only", action="store_true", help="Only the scenarios that need no root.")
+    run = harness.start(ap, argv)
+    a = run.args
+    root = os.geteuid() == 0
     rows = []
     with tempfile.TemporaryDirectory(prefix="diagnose-corpus-") as tmp:
         for s in sc.SCENARIOS:
@@ -214,7 +209,7 @@ def main() -> None:
                 continue
             work = os.path.join(tmp, s.name)
             os.makedirs(work)
-            load0 = os.getloadavg()[0]
+            load0 = _load1()
             t = time.perf_counter()
             d = s.run(work)
             diag = diagnose_dir(d)["jobs"][0]
@@ -243,16 +238,10 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - a rerun that fails is recorded, the corpus goes on
                 row["rerun_error"] = f"{type(e).__name__}: {e}"[:300]
             row["seconds"] = round(time.perf_counter() - t, 1)
-            row["load_before_after"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-            print(json.dumps(row), flush=True)
+            row["load_before_after"] = [load0, _load1()]
+            run.say(json.dumps(row))
             rows.append(row)
-    cpu1 = _cpu_times()
-    busy, total = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
-    doc = {"provenance": {"date": started, "commit": git_revision(), "load_before": load_before,
-                          "load_after": load_average(),
-                          "spare_cpu": round(1.0 - busy / total, 3) if total > 0 else None,
-                          "spare_cpu_means": "share of the machine's CPU time idle (or I/O wait) over the whole corpus run"},
-           "scenarios": len(rows), "named_first": sum(r["named_first_ok"] for r in rows),
+    doc = {"scenarios": len(rows), "named_first": sum(r["named_first_ok"] for r in rows),
            "gain_within_30pct": sum(bool(r.get("gain_within_30pct")) for r in rows),
            "gain_within_30pct_back_to_back": sum(bool(r.get("gain_within_30pct_back_to_back")) for r in rows),
            "gain_means": ("measured share of the fix's gain (reruns as recorded and with the fix) within 30% of the "
@@ -260,11 +249,11 @@ def main() -> None:
                           "gain_within_30pct_back_to_back, predicted on the reruns as recorded (median), each "
                           "diagnosed just before its fix's rerun, at the same load"),
            "loaded_machine_flagged": [r["scenario"] for r in rows if not r["fidelity_ok"]],
-           "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}, "root": root, "runs": rows}
-    print({k: v for k, v in doc.items() if k != "runs"})
-    with atomic_open(a.output, "w") as f:
-        json.dump(doc, f, indent=1)
+           "root": root, "runs": rows}
+    run.say({k: v for k, v in doc.items() if k != "runs"})
+    run.write(doc)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,60 +19,63 @@ average is recorded with every run; the machine is shared.
 
     python bench/replay_validation.py [--hosts 4,8,16] [--reps 5] [--transactions 200000]
 
-Writes bench/results/replay_validation.json.
+Writes bench/results/replay_validation.json with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import secrets
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.cluster import Testbed as OnTestbed
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 from clusterlab.mining.parallel import ParallelConfig, replay_parallel, run_parallel
+from clusterlab.monitor.provenance import load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("spin", "wall", "cpu")
 
 
-def load() -> float:
-    return round(os.getloadavg()[0], 2)
+def load() -> float | None:
+    """The 1-minute load average now, recorded with every run (the runner's report quotes them)."""
+    la = load_average()
+    return round(la[0], 2) if la else None
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hosts", default="4,8,16")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--transactions", type=int, default=200_000)
-    ap.add_argument("--min-support", type=float, default=0.007)
-    ap.add_argument("-o", "--output", default=str(ROOT / "bench" / "results" / "replay_validation.json"))
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "replay_validation.json", repeat=("--reps", 5),
+                        repeat_help="real runs and their replays per host count, interleaved")
+    ap.add_argument("--hosts", default="4,8,16", help="host counts (default %(default)s)")
+    ap.add_argument("--transactions", type=int, default=200_000,
+                    help="seed000-style transactions generated (default %(default)s)")
+    ap.add_argument("--min-support", type=float, default=0.007, help="relative minimum support (default %(default)s)")
     a = ap.parse_args(argv)
+    a.host_counts = harness.counts(a.hosts, "--hosts")
+    run = harness.start(ap, repeat_flag="--reps", args=a)
     if os.geteuid() != 0:
-        print("needs root (network namespaces)", file=sys.stderr)
-        return 2
+        ap.exit(2, f"{ap.prog}: needs root (network namespaces)\n")
     with tempfile.TemporaryDirectory(prefix="replay-validation-") as tmp:  # data and recordings
-        points = validate(a, Path(tmp))
+        points = validate(a, Path(tmp), run)
     res = {"machine": {"cpus": os.cpu_count(), "note": "2 cores shared with other jobs; load per run"},
            "topology": "StarTopo defaults (155Mbit links, 64KB port buffer)", "algorithm": "hpa (itemset, every pass shipped)",
-           "transactions": a.transactions, "min_support": a.min_support, "compute": "spin (validated); wall and cpu measured beside it", "points": points,
-           "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
-    with atomic_open(a.output) as f:
-        json.dump(res, f, indent=1)
-    print(json.dumps([{k: p[k] for k in ("hosts", "median_real_s", "median_replay_s", "replay_over_real",
-                                          "wall_over_real", "cpu_over_real",
-                                          "within_15pct", "same_bytes_per_pass", "cpu_bound")} for p in points], indent=1))
+           "transactions": a.transactions, "min_support": a.min_support, "compute": "spin (validated); wall and cpu measured beside it", "points": points}
+    # the runner's report quotes "finished" and machine.cpus (experiments/runner.py: replay_validation)
+    res["finished"] = run.provenance()["finished"]
+    run.say(json.dumps([{k: p[k] for k in ("hosts", "median_real_s", "median_replay_s", "replay_over_real",
+                                            "wall_over_real", "cpu_over_real",
+                                            "within_15pct", "same_bytes_per_pass", "cpu_bound")} for p in points], indent=1))
+    run.write(res)
     return 0
 
 
-def validate(a, work: Path) -> list:
+def validate(a, work: Path, run: harness.Run) -> list:
     """The points: per host count, real runs and their replays (see the module docstring)."""
     from clusterlab.data.generate import generate_file
 
@@ -80,7 +83,7 @@ def validate(a, work: Path) -> list:
     generate_file(data, "seed000", transactions=a.transactions, seed=0)
     config = ParallelConfig(partition="itemset", local_pairs=False, timeout=600)  # seed 000's HPA
     points = []
-    for n in [int(x) for x in a.hosts.split(",")]:
+    for n in a.host_counts:
         name = "t" + secrets.token_hex(3)
         with TestbedNetwork(StarTopo(hosts=n), name=name):
             real, replayed = [], []
@@ -99,9 +102,9 @@ def validate(a, work: Path) -> list:
                     if mode == "spin":
                         row["bytes"] = [p["bytes_sent"] for p in rp.passes]
                 replayed.append(row)
-                print(f"{n} hosts rep {rep}: real {r.job_s:.2f} s, replay " +
-                      ", ".join(f"{m} {row[m]:.2f} s" for m in MODES) +
-                      f", cpu-bound passes {real[-1]['cpu_bound_passes']}/{len(r.passes)}, load {load()}", flush=True)
+                run.say(f"{n} hosts rep {rep}: real {r.job_s:.2f} s, replay " +
+                        ", ".join(f"{m} {row[m]:.2f} s" for m in MODES) +
+                        f", cpu-bound passes {real[-1]['cpu_bound_passes']}/{len(r.passes)}, load {load()}")
         med_real = statistics.median(x["job_s"] for x in real)
         med = {m: statistics.median(x[m] for x in replayed) for m in MODES}
         med_rep = med["spin"]

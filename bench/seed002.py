@@ -10,38 +10,37 @@ Run as root:
 ``--algorithms flat,paced,...`` times bcast with each named algorithm instead (every one in each
 of ``--modes``), on the bridge or the ATM cell switch (``--switch``), optionally with slower
 links for some hosts (``--host-rates h1=15.5Mbit``: the slowest receiver the paced broadcast
-matches); rows, the median per line and the loadavg go to ``-o``:
+matches); the rows and the median per line go to ``-o``:
     .venv/bin/python bench/seed002.py --algorithms flat,binomial,scatter_allgather,paced \
         --hosts 6 --host-rates h1=15.5Mbit -o bench/results/seed002_paced.json
 
-Writes bench/results/seed002.json (rows, models, median |error| per (hosts, op, mode), load)
-and bench/results/seed002.png.
+Writes bench/results/seed002.json (rows, models, median |error| per (hosts, op, mode)) with the
+bench harness's provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU,
+autogroup), and bench/results/seed002.png beside it.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open, atomic_path
+from clusterlab._atomic import atomic_path
 from clusterlab.bench import collective_testbed as ct
+from clusterlab.bench import harness
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+from clusterlab.monitor.provenance import load_average
 
 OPS = ("bcast", "scatter")
 RESULTS = Path(__file__).parent / "results"
 
 
-def loadavg() -> list[float]:
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, RESULTS / "seed002.json", output_aliases=("--out",),
+                        output_help="the record, written atomically with its provenance, and its figure beside it "
+                                    "(.png; not with --algorithms) (default bench/results/seed002.json)")
     ap.add_argument("--rate", default="155Mbit", help="link rate (seed 002: ATM 155 Mbit/s)")
     ap.add_argument("--mtu", type=int, default=9180, help="MTU (classical IP over ATM: 9180)")
     ap.add_argument("--fig1-hosts", type=int, default=6)
@@ -60,34 +59,35 @@ def main() -> int:
     ap.add_argument("--modes", default="persistent", help="with --algorithms: connection modes (comma list)")
     ap.add_argument("--switch", default="bridge", choices=("bridge", "atm"), help="with --algorithms: the switch")
     ap.add_argument("--host-rates", help="with --algorithms: slower links, e.g. h1=15.5Mbit")
-    ap.add_argument("-o", "--out", default=str(RESULTS / "seed002.json"))
-    a = ap.parse_args()
+    run = harness.start(ap, argv)
+    a = run.args
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: needs root (namespace testbed)\n")
     if a.algorithms:
-        return algorithms(a)
+        return algorithms(a, run)
     if a.quick:
         a.fig1_hosts, a.hosts, a.sizes, a.time_per_size = 4, "2,4", "65536,1048576", 0.2
     sizes = [int(s) for s in a.sizes.split(",")]
     host_counts = sorted({int(h) for h in a.hosts.split(",")} | {a.fig1_hosts})
     big = max(host_counts)
     t0 = time.perf_counter()
-    started = loadavg()
     rows: list[dict] = []
     with TestbedNetwork(StarTopo(hosts=big, rate=a.rate, mtu=a.mtu, buffer="256KB")) as tb:
         model = ct.fit_model(tb, cpu_sizes=ct.CPU_SIZES if a.cpu_term else None)
-        print(f"model: alpha {model.alpha * 1e6:.1f} us, beta {8 / model.beta / 1e6 if model.beta else 0:.1f} Mbit/s, "
+        run.say(f"model: alpha {model.alpha * 1e6:.1f} us, beta {8 / model.beta / 1e6 if model.beta else 0:.1f} Mbit/s, "
               f"set-up {model.setup * 1e6:.0f} us, overhead {model.overhead * 1e6:.1f} us, CPU per message "
               f"{model.cpu_message * 1e6:.1f} us + {model.cpu_byte * 1e9:.2f} ns/B on {model.cpus:g} CPUs, per-call "
               f"fixed {model.call_setup * 1e3:.2f} ms, window {model.window:.0f} B, root's barrier lateness "
-              + ", ".join(f"{k} hosts {v * 1e6:.0f} us" for k, v in model.start_lateness.items()), flush=True)
+              + ", ".join(f"{k} hosts {v * 1e6:.0f} us" for k, v in model.start_lateness.items()))
         for n in host_counts:
             these = sizes if n == a.fig1_hosts or a.all_sizes else [65536, 1048576]
             for op in OPS:
                 for mode in ct.MODES:
                     got = ct.measure(tb, op, these, mode, model, nranks=n, time_per_size=a.time_per_size)
                     for r in got:
-                        print(f"{n:3d} hosts {op:8s} {mode:10s} {r['bytes']:8d} B  measured {r['p50_us'] / 1e3:8.2f} ms"
-                              f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  error {r['relative_error']:+.0%}"
-                              f"  {r['algorithm']}", flush=True)
+                        run.say(f"{n:3d} hosts {op:8s} {mode:10s} {r['bytes']:8d} B  measured {r['p50_us'] / 1e3:8.2f} ms"
+                                f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  error {r['relative_error']:+.0%}"
+                                f"  {r['algorithm']}")
                     rows += got
                     if a.batched:
                         by = {r["bytes"]: r for r in got}
@@ -96,9 +96,9 @@ def main() -> int:
                             row = by[b["bytes"]]
                             row.update({"batched_us": b["batched_us"], "batched_calls": b["calls"],
                                         "batched_algorithm": b["algorithm"], "batched_error": b["batched_error"]})
-                            print(f"{n:3d} hosts {op:8s} {mode:10s} {b['bytes']:8d} B  back to back "
-                                  f"{b['batched_us'] / 1e3:8.2f} ms  predicted {b['predicted_us'] / 1e3:8.2f} ms  "
-                                  f"error {b['batched_error']:+.0%}", flush=True)
+                            run.say(f"{n:3d} hosts {op:8s} {mode:10s} {b['bytes']:8d} B  back to back "
+                                    f"{b['batched_us'] / 1e3:8.2f} ms  predicted {b['predicted_us'] / 1e3:8.2f} ms  "
+                                    f"error {b['batched_error']:+.0%}")
     summary, links_only, batched_summary = {}, {}, {}
     for n in host_counts:
         for op in OPS:
@@ -117,23 +117,21 @@ def main() -> int:
            "model": model.to_dict(), "rows": rows, "median_abs_error": summary,
            "median_abs_error_links_only": links_only,
            "median_abs_error_batched": batched_summary,
-           "loadavg_start": started, "loadavg_end": loadavg(), "seconds": time.perf_counter() - t0,
+           "seconds": time.perf_counter() - t0,
            "note": "p50 of the slowest rank per call, each call timed from its own barrier, vs the cost model "
                    "fitted on the same testbed's links (predicted_us: the call plus the root's calibrated barrier "
                    "lateness, CostModel.predict_from_barrier; predicted_call_us: the call alone); batched_us: "
                    "calls back to back, against the call alone; predicted_links_only_us: without the shared-CPU "
                    "step term (--cpu-term)"}
-    with atomic_open(a.out) as f:
-        json.dump(out, f, indent=1)
-    plot(out, Path(a.out).with_suffix(".png"))
     for k, v in summary.items():
-        print(f"median |error| {k}: {v:.0%}" + (f" (back to back: {batched_summary[k]:.0%})" if k in batched_summary
-                                                else ""))
-    print(f"-> {a.out} ({out['seconds']:.0f} s, load {started} -> {out['loadavg_end']})")
+        run.say(f"median |error| {k}: {v:.0%}" + (f" (back to back: {batched_summary[k]:.0%})" if k in batched_summary
+                                                  else ""))
+    run.write(out)
+    plot(out, run.output.with_suffix(".png"))
     return 0
 
 
-def algorithms(a) -> int:
+def algorithms(a, run: harness.Run) -> int:
     """``--algorithms``: bcast with each named algorithm in each mode at each host count."""
     from clusterlab.comm import collectives
 
@@ -148,7 +146,7 @@ def algorithms(a) -> int:
     hosts = sorted({int(h) for h in a.hosts.split(",")})
     kw = {"switch": "atm", "rate": "155.52Mbit", "buffer": "1000cells"} if a.switch == "atm" else \
         {"rate": a.rate, "mtu": a.mtu, "buffer": "256KB", "host_rates": a.host_rates}
-    t0, started = time.perf_counter(), loadavg()
+    t0 = time.perf_counter()
     rows: list[dict] = []
     with TestbedNetwork(StarTopo(hosts=max(hosts), **kw)) as tb:
         model = ct.fit_model(tb)
@@ -158,24 +156,18 @@ def algorithms(a) -> int:
                     got = ct.measure(tb, "bcast", sizes, mode, model, nranks=n, time_per_size=a.time_per_size,
                                      algorithm=name)
                     for r in got:
-                        r["load"] = loadavg()[0]
-                        print(f"{n:3d} hosts {name:18s} {mode:10s} {r['bytes']:8d} B  p50 {r['p50_us'] / 1e3:8.2f} ms"
-                              f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  load {r['load']:.1f}", flush=True)
+                        r["load"] = (load_average() or [None])[0]
+                        run.say(f"{n:3d} hosts {name:18s} {mode:10s} {r['bytes']:8d} B  p50 {r['p50_us'] / 1e3:8.2f} ms"
+                                f"  predicted {r['predicted_us'] / 1e3:8.2f} ms  load {r['load']}")
                     rows += got
-    import subprocess
-
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
-    out = {"date": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "commit": head.stdout.strip() or None,
-           "switch": a.switch, "topology": {k: v for k, v in kw.items() if v is not None}, "hosts": hosts,
+    out = {"switch": a.switch, "topology": {k: v for k, v in kw.items() if v is not None}, "hosts": hosts,
            "algorithms": names, "modes": modes, "model": model.to_dict(), "rows": rows,
            "p50_ms": {f"{r['hosts']} hosts {r['algorithm']} {r['connections']} {r['bytes']}": round(r["p50_us"] / 1e3, 3)
                       for r in rows},
-           "loadavg_start": started, "loadavg_end": loadavg(), "seconds": time.perf_counter() - t0,
+           "seconds": time.perf_counter() - t0,
            "note": "p50 over calls of the slowest rank, each call timed from its own barrier (bench.collective), "
                    "bcast with the named algorithm; predicted_us: the cost model fitted on the same testbed"}
-    with atomic_open(a.out) as f:
-        json.dump(out, f, indent=1)
-    print(f"-> {a.out} ({out['seconds']:.0f} s, load {started} -> {out['loadavg_end']})")
+    run.write(out)
     return 0
 
 
@@ -224,7 +216,4 @@ def plot(out: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("seed002.py: needs root (namespace testbed)", file=sys.stderr)
-        sys.exit(2)
     sys.exit(main())

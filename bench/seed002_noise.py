@@ -3,15 +3,14 @@
 study's timing) and back to back (``measure_batched``), in interleaved rounds, with the load and
 the busiest other processes recorded per round; and how late the ranks leave the benchmark's
 barrier at 2..16 hosts (``collective_testbed.barrier_exits``: every rank's CLOCK_MONOTONIC exit
-time, one clock on the testbed). Root:
+time, one clock on the testbed). The record carries the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup). Root:
 
     .venv/bin/python bench/seed002_noise.py   # ~3 min -> bench/results/seed002_noise.json
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -19,9 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
 from clusterlab.bench import collective_testbed as ct
+from clusterlab.bench import harness
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
+from clusterlab.monitor.provenance import load_average
 
 SIZES = [4096, 65536, 262144, 1 << 20]
 # the same 16-host bcast by four paths: the benchmark's (the root announces the model's pick, then
@@ -67,10 +67,6 @@ def paths(comm, m: int, rounds: int, calls: int) -> list[dict] | None:
     return rows if comm.rank == 0 else None
 
 
-def loadavg() -> list[float]:
-    return [float(x) for x in open("/proc/loadavg").read().split()[:3]]
-
-
 def others() -> list[str]:
     """The busiest processes other than this run's (pid, nice, %CPU since start, command)."""
     out = subprocess.run(["ps", "-eo", "pid,ni,pcpu,etimes,comm", "--sort=-pcpu"], capture_output=True, text=True,
@@ -93,19 +89,22 @@ def set_autogroup_nice(nice: int) -> None:
         f.write(str(nice))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, Path(__file__).parent / "results" / "seed002_noise.json", output_aliases=("--out",))
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the bcast timed both ways (0: only "
+                    "the barrier exits; with --paths: twice as many rounds of the paths) (default %(default)s)")
     ap.add_argument("--exit-hosts", default="2,4,6,8,16", help="host counts of the barrier-exit calibration")
-    ap.add_argument("--time-per-size", type=float, default=0.4)
+    ap.add_argument("--time-per-size", type=float, default=0.4, help="seconds of calls per size (default %(default)s)")
     ap.add_argument("--paths", type=int, default=0, metavar="BYTES",
                     help="only compare the bcast's paths (PATHS) at this size, back to back, in rounds")
     ap.add_argument("--autogroup-nice", type=int, default=None, metavar="N",
                     help="run in a session of its own (setsid) and alternate rounds with its autogroup at nice 0 "
                          "and at N (an A/B of other sessions' niced jobs taking CPU from the run)")
-    ap.add_argument("-o", "--out", default=str(Path(__file__).parent / "results" / "seed002_noise.json"))
-    a = ap.parse_args()
-    out = {"loadavg_start": loadavg(), "others_start": others(), "autogroup": autogroup(), "exits": {}, "rounds": []}
+    run = harness.start(ap, argv)
+    a = run.args
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: needs root (namespace testbed)\n")
+    out = {"others_start": others(), "autogroup": autogroup(), "exits": {}, "rounds": []}
     t0 = time.perf_counter()
     with TestbedNetwork(StarTopo(hosts=16, rate="155Mbit", mtu=9180, buffer="256KB")) as tb:
         model = ct.fit_model(tb)
@@ -120,7 +119,7 @@ def main() -> int:
                 out["paths"] = tb.run(paths, 16, a.paths, 2 * a.rounds, 20, timeout=300, env=env)[0]
             for p in PATHS:
                 got = [r["ms_per_call"] for r in out["paths"] if r["path"] == p]
-                print(f"{p:12s} {a.paths} B: {statistics.median(got):.2f} ms per call (rounds {got})", flush=True)
+                run.say(f"{p:12s} {a.paths} B: {statistics.median(got):.2f} ms per call (rounds {got})")
             a.exit_hosts, a.rounds = "", 0
         for n in (int(h) for h in a.exit_hosts.split(",") if h):
             got = tb.run(ct.barrier_exits, n, 100, timeout=300)[0]
@@ -130,39 +129,33 @@ def main() -> int:
                                     "empty_call_us": statistics.median(got["calls"]) * 1e6,
                                     "per_rank_median_us": [statistics.median(row[r] for row in got["exits"]) * 1e6
                                                            for r in range(n)]}
-            print(n, "hosts", {k: v for k, v in out["exits"][str(n)].items() if k != "per_rank_median_us"},
-                  flush=True)
+            run.say(n, "hosts", {k: v for k, v in out["exits"][str(n)].items() if k != "per_rank_median_us"})
         for i in range(a.rounds):
-            rnd = {"loadavg_start": loadavg()}
+            rnd = {"loadavg_start": load_average()}
             if a.autogroup_nice is not None:  # alternate rounds: this session's group at nice 0, then at N
                 set_autogroup_nice(a.autogroup_nice if i % 2 else 0)
                 rnd["autogroup"] = autogroup()
                 got = tb.run(ct.barrier_exits, 16, 100, timeout=300)[0]
                 rnd["root_lateness_us"] = ct.root_lateness(got["exits"]) * 1e6
                 rnd["exit_span_us"] = statistics.median(max(row) for row in got["exits"]) * 1e6
-                print(f"round {i} {rnd['autogroup']}: root lateness {rnd['root_lateness_us']:.0f} us, exit span "
-                      f"{rnd['exit_span_us']:.0f} us", flush=True)
+                run.say(f"round {i} {rnd['autogroup']}: root lateness {rnd['root_lateness_us']:.0f} us, exit span "
+                        f"{rnd['exit_span_us']:.0f} us")
             rows = ct.measure(tb, "bcast", SIZES, "persistent", model, nranks=16, time_per_size=a.time_per_size)
             back = ct.measure_batched(tb, "bcast", SIZES, "persistent", model, nranks=16,
                                       time_per_size=a.time_per_size)
             rnd["rows"] = [{"bytes": r["bytes"], "algorithm": r["algorithm"], "barrier_us": r["p50_us"],
                             "predicted_us": r["predicted_us"], "back_to_back_us": b["batched_us"]}
                            for r, b in zip(rows, back, strict=True)]
-            rnd.update({"loadavg_end": loadavg(), "others": others()})
+            rnd.update({"loadavg_end": load_average(), "others": others()})
             for r in rnd["rows"]:
-                print(f"round {i} {r['bytes']:8d} B barrier {r['barrier_us'] / 1e3:8.2f} ms  back to back "
-                      f"{r['back_to_back_us'] / 1e3:8.2f} ms  predicted {r['predicted_us'] / 1e3:8.2f} ms "
-                      f"{r['algorithm']}", flush=True)
+                run.say(f"round {i} {r['bytes']:8d} B barrier {r['barrier_us'] / 1e3:8.2f} ms  back to back "
+                        f"{r['back_to_back_us'] / 1e3:8.2f} ms  predicted {r['predicted_us'] / 1e3:8.2f} ms "
+                        f"{r['algorithm']}")
             out["rounds"].append(rnd)
-    out.update({"loadavg_end": loadavg(), "others_end": others(), "seconds": time.perf_counter() - t0})
-    with atomic_open(a.out) as f:
-        json.dump(out, f, indent=1)
-    print(f"-> {a.out} ({out['seconds']:.0f} s, load {out['loadavg_start']} -> {out['loadavg_end']})")
+    out.update({"others_end": others(), "seconds": time.perf_counter() - t0})
+    run.write(out)
     return 0
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("seed002_noise.py: needs root (namespace testbed)", file=sys.stderr)
-        sys.exit(2)
     sys.exit(main())

@@ -19,22 +19,21 @@ Needs root. The machine is shared: the load is recorded before and after each po
 
     sudo .venv/bin/python bench/sim_validation.py [--hosts 8,16,32] [--sizes 50KB,2KB] [--reps 10]
 
-Writes bench/results/sim_validation.json.
+Writes bench/results/sim_validation.json with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import statistics
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
 from clusterlab.cluster import Simulated, Testbed
-from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, require_root
-from clusterlab.monitor.provenance import git_revision, load_average, machine, version
+from clusterlab.cluster.testbed import StarTopo, TestbedError, TestbedNetwork, require_root
+from clusterlab.errors import ConfigError
+from clusterlab.monitor.provenance import load_average
 from clusterlab.units import parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,20 +81,26 @@ def point(n: int, size: int, reps: int, name: str, calibration) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hosts", default="8,16,32")
+    ap = harness.parser(__doc__, ROOT / "bench" / "results" / "sim_validation.json", repeat=("--reps", 10),
+                        repeat_help="timed broadcast rounds per point", output_aliases=("--out",))
+    ap.add_argument("--hosts", default="8,16,32", help="host counts (default %(default)s)")
     ap.add_argument("--sizes", default="50KB,2KB",
                     help="block sizes (50KB: seed 000's, lossy here; 2KB: rounds that mostly do not lose)")
-    ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--calibration", default=None,
                     help="a `clusterlab tune sim` record to use; default: calibrate first, on 8 hosts, in this run "
                          "(the per-message time it fits depends on the machine's load: the same minutes as the "
                          "validation)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "sim_validation.json"))
     a = ap.parse_args(argv)
-    require_root()
-    sizes = [parse_size(x, "--sizes", lo=1) for x in a.sizes.split(",")]
-    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    try:
+        sizes = [parse_size(x, "--sizes", lo=1) for x in a.sizes.split(",")]
+    except ConfigError as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
+    hosts = harness.counts(a.hosts, "--hosts")
+    run = harness.start(ap, repeat_flag="--reps", args=a)
+    try:
+        require_root()
+    except TestbedError as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
     if a.calibration:
         calibration = a.calibration
         cal_record = {"file": a.calibration}
@@ -106,26 +111,24 @@ def main(argv=None) -> int:
         calibration = {"fit": cal["fit"]}
         cal_record = {"fit": cal["fit"], "broadcast_check": cal["fit_details"]["broadcast_check"],
                       "load_before": cal["provenance"]["load_before"], "load_after": cal["provenance"]["load_after"]}
-        print(f"calibrated: {cal['fit']}", flush=True)
+        run.say(f"calibrated: {cal['fit']}")
     points = []
     for size in sizes:
-        for n in [int(x) for x in a.hosts.split(",")]:
+        for n in hosts:
             p = point(n, size, a.reps, f"s28b{n}", calibration)
             points.append(p)
             c = p["calibrated"]
-            print(f"{size} B, {n} hosts: testbed median {p['testbed']['median_s'] * 1e3:.1f} ms "
-                  f"({p['rounds_with_retransmissions']}/{a.reps} rounds retransmitted, "
-                  f"{p['testbed']['rounds_with_timeouts']} had timeouts), simulated "
-                  f"{c['seconds'] * 1e3:.1f} ms (flow {c['flow_seconds'] * 1e3:.1f} + loss model "
-                  f"{c['loss_model_rto_wait_s'] * 1e3:.1f}): error {c['error']:+.1%}, flow only {c['flow_error']:+.1%} "
-                  f"(target {p['target']:.0%}); uncalibrated {p['uncalibrated']['error']:+.1%}", flush=True)
+            run.say(f"{size} B, {n} hosts: testbed median {p['testbed']['median_s'] * 1e3:.1f} ms "
+                    f"({p['rounds_with_retransmissions']}/{a.reps} rounds retransmitted, "
+                    f"{p['testbed']['rounds_with_timeouts']} had timeouts), simulated "
+                    f"{c['seconds'] * 1e3:.1f} ms (flow {c['flow_seconds'] * 1e3:.1f} + loss model "
+                    f"{c['loss_model_rto_wait_s'] * 1e3:.1f}): error {c['error']:+.1%}, flow only {c['flow_error']:+.1%} "
+                    f"(target {p['target']:.0%}); uncalibrated {p['uncalibrated']['error']:+.1%}")
     rec = {"what": "simulated (SimGrid flow model, alone and plus the fitted loss/timeout model) vs testbed: median "
                    "all-to-all broadcast round, default TCP timers",
            "sizes_bytes": sizes, "reps": a.reps, "order": "same", "rate": "155Mbit", "buffer": "64KB",
-           "switch": "bridge", "calibration": cal_record, "points": points,
-           "provenance": {"started": started, "clusterlab": version(), **git_revision(), "machine": machine()}}
-    with atomic_open(a.out) as f:
-        json.dump(rec, f, indent=1)
+           "switch": "bridge", "calibration": cal_record, "points": points}
+    run.write(rec)
     return 0
 
 

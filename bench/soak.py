@@ -21,8 +21,10 @@ glibc's heap, which kept the most a rank ever held: a round in which all 15 bloc
 arrived before rank 0 asked for them raised it by 732 KB, once; now the pool is filled to its
 bound in the first round and gives back what is above it: see ``docs/notes/soak.md``);
 ``grows``, over it even without them. Writes ``bench/results/soak.json`` atomically, a section per cluster
-(``loopback``, ``testbed``; a cluster not run keeps the record's), with commit, date, machine,
-load before/after, the ranks' ``CLUSTERLAB_MALLOC_TUNE`` and the samples. Exit status 1 when a
+(``loopback``, ``testbed``; a cluster not run keeps the record's), each with the settings (the
+ranks' ``CLUSTERLAB_MALLOC_TUNE`` among them), the samples and the bench harness's provenance of
+the run that measured it (``clusterlab.bench.harness``: commit, date, machine, load before/after,
+spare CPU, autogroup); the record's own ``provenance`` is the last run's. Exit status 1 when a
 process grows.
 
 Usage: ``.venv/bin/python bench/soak.py [--ranks 16] [--rounds 300] [--every 10] [--testbed [--name bsoak]]``
@@ -30,29 +32,22 @@ Usage: ``.venv/bin/python bench/soak.py [--ranks 16] [--rounds 300] [--every 10]
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import sys
 import threading
 import time
 
 import numpy as np
 
-from clusterlab._atomic import atomic_open, check_writable
+from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
 from clusterlab.errors import ConfigError
-from clusterlab.experiments.runner import git_revision
 from clusterlab.net.netns import TestbedError
 from clusterlab.rendezvous import contract
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "soak.json")
-
-
-def load() -> list[float]:
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
 
 
 def memory_kb(pid: int) -> tuple[int, int]:
@@ -239,7 +234,7 @@ def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: 
         os.chmod(tmp, 0o755)  # ranks in namespaces run as this user too; the file is rank 0's
         sampler = Sampler(progress, ranks, rounds, every)
         timeout = max(600.0, 2.0 * rounds)
-        l0, t0 = load(), time.monotonic()
+        t0 = time.monotonic()
         sampler.start()
         try:
             if topo is not None:
@@ -263,7 +258,7 @@ def soak(ranks: int, rounds: int, size: int, every: int, warmup: int, limit_kb: 
     if not isinstance(out, list) or len(out) != rounds:
         got = f"{len(out)} rounds" if isinstance(out, list) else "no result from rank 0"
         raise SystemExit(f"bench/soak.py: the job returned {got} (of {rounds} rounds)")
-    settings.update(load_before=l0, load_after=load(), wall_s=round(wall, 1),
+    settings.update(wall_s=round(wall, 1),
                     median_round_s=float(np.median([r["seconds"] for r in out])))
     n = sampler.taken
     return {"settings": settings,
@@ -275,7 +270,9 @@ def refit(path: str) -> int:
     try:
         with open(path) as f:
             rec = json.load(f)
-        for sec in rec.values():
+        for key, sec in rec.items():
+            if key == "provenance":  # the record's: the run that measured it, kept
+                continue
             st, smp = sec["settings"], sec["samples"]
             sec.update(summarize(np.array(smp["round"]), np.array(smp["rss_kb"]), np.array(smp["anon_kb"]),
                                  st["warmup_rounds"], st["limit_kb_per_100_rounds"]))
@@ -286,13 +283,15 @@ def refit(path: str) -> int:
     with atomic_open(path) as f:
         json.dump(rec, f, indent=1)
     for key, sec in rec.items():
+        if key == "provenance":
+            continue
         odd = ", ".join(f"{p['process']} {p['verdict']}" for p in sec["processes"] if p["verdict"] != "flat")
         print(f"{path} {key}: {odd or 'every process flat'}")
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, OUT, output_help="the record to update (default bench/results/soak.json)")
     ap.add_argument("--ranks", type=int, default=16, help="ranks (testbed: hosts), default 16")
     ap.add_argument("--rounds", type=int, default=300, help="all-to-all rounds, default 300")
     ap.add_argument("--size", type=int, default=50_000, help="bytes each rank sends each other rank per "
@@ -306,10 +305,9 @@ def main() -> int:
     ap.add_argument("--dilation", type=float, default=1.0, help="--testbed: dilation (default 1)")
     ap.add_argument("--name", default="bsoak", help="--testbed: the testbed's name (1-8 lowercase letters or "
                     "digits; default bsoak)")
-    ap.add_argument("-o", "--output", default=OUT, help="the record to update (default bench/results/soak.json)")
     ap.add_argument("--refit", action="store_true", help="run nothing: fit the record's samples again (each "
                     "section with its own warm-up and limit) and rewrite its verdicts")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.refit:
         return refit(a.output)
     if not 2 <= a.ranks <= 100 or not 1 <= a.every <= a.rounds or not 0 <= a.warmup <= a.rounds - 3 * a.every \
@@ -317,11 +315,11 @@ def main() -> int:
         print("bench/soak.py: need --ranks 2..100, --every 1..rounds, --warmup 0..rounds - 3*every "
               "(three samples to fit), --size 0..64 MiB, --limit-kb > 0, --dilation 1..100", file=sys.stderr)
         return 2
+    run = harness.start(ap, args=a)  # the output is refused now, not after the soak
     if a.testbed and os.geteuid() != 0:
         print("bench/soak.py: --testbed needs root (network namespaces)", file=sys.stderr)
         return 2
     try:
-        check_writable(a.output, "-o")  # refused now, not after the soak
         topo = None
         if a.testbed:
             from clusterlab.cluster.testbed import StarTopo
@@ -332,9 +330,6 @@ def main() -> int:
     except ConfigError as e:
         print(f"bench/soak.py: {e}", file=sys.stderr)
         return 2
-    prov = {"git": git_revision(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": {"node": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()},
-            "python": platform.python_version()}
     try:
         res = soak(a.ranks, a.rounds, a.size, a.every, a.warmup, a.limit_kb, topo, a.name)
     except (ConfigError, TestbedError) as e:  # e.g. a testbed of this name is up already
@@ -346,19 +341,17 @@ def main() -> int:
             rec = json.load(f)
     except (FileNotFoundError, json.JSONDecodeError):
         rec = {}
-    rec[key] = {"provenance": prov, **res}
-    with atomic_open(a.output) as f:
-        json.dump(rec, f, indent=1)
+    rec[key] = {"provenance": run.provenance(), **res}
     s = res["settings"]
-    print(f"{key}: {a.ranks} ranks, {a.rounds} rounds of {a.size} B, {s['wall_s']} s, "
-          f"load {s['load_before'][0]} -> {s['load_after'][0]}; growth after round {a.warmup}, KB per 100 rounds:")
+    run.say(f"{key}: {a.ranks} ranks, {a.rounds} rounds of {a.size} B, {s['wall_s']} s; growth after round "
+            f"{a.warmup}, KB per 100 rounds:")
     for p in res["processes"]:
         steps = ", ".join(f"{x['kb']} kB at round {x['at_round']}" for x in p["steps"])
         if steps:
             steps = f"  steps {steps}, without them {p['without_steps_kb_per_100_rounds']:.1f}"
-        print(f"  {p['process']:>9}: rss {p['rss_kb_per_100_rounds']:7.1f}  anon {p['anon_kb_per_100_rounds']:7.1f}"
-              f"  ({p['rss_kb_first']} -> {p['rss_kb_last']} kB){steps}  {p['verdict']}")
-    print(f"wrote {a.output}")
+        run.say(f"  {p['process']:>9}: rss {p['rss_kb_per_100_rounds']:7.1f}  anon {p['anon_kb_per_100_rounds']:7.1f}"
+                f"  ({p['rss_kb_first']} -> {p['rss_kb_last']} kB){steps}  {p['verdict']}")
+    run.write(rec)
     return 0 if res["none_grows"] else 1
 
 

@@ -11,9 +11,10 @@ file, and one iperf3 TCP stream each way between st and h0 on the same links bef
 bottleneck named (``phase_usage``). Reported as MB/s and as ratios: 1 initiator vs the link
 rate (issue 13's target: >= 90 %), iSCSI vs local. The machine's load is recorded per run.
 
-Writes ``bench/results/storage.json`` atomically. With ``--mining N``: instead, HPA, PFP and CD
-on ``--counts``' largest count of hosts over N generated transactions of 1000 items, each
-rank reading its partition from the local file, from the LUN's layout in a local file and from
+Writes ``bench/results/storage.json`` atomically, with the bench harness's provenance
+(``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup). With ``--mining
+N``: instead, HPA, PFP and CD on ``--counts``' largest count of hosts over N generated
+transactions of 1000 items, each rank reading its partition from the local file, from the LUN's layout in a local file and from
 a shared LUN on the target in each ``--layout`` (``clusterlab.experiments.storage_bench.mining_from_target``;
 issue 13's target: iSCSI within 1.3x of local), into ``bench/results/storage_mining.json``.
 
@@ -27,24 +28,26 @@ per job also the machine's busy CPU seconds, and what the target's path adds per
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
-import platform
+import os
 import sys
-import time
 from pathlib import Path
+
+from clusterlab.bench import harness
 
 HERE = Path(__file__).resolve().parent
 
 
-def main() -> int:
-    from clusterlab._atomic import atomic_open
+def main(argv=None) -> int:
     from clusterlab.bench.storage import parse_counts
+    from clusterlab.errors import ConfigError
     from clusterlab.experiments.storage_bench import run
     from clusterlab.units import parse_rate, parse_size
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__, HERE / "results" / "storage.json", output_aliases=("--out",),
+                        output_help="the record, written atomically with its provenance (default "
+                                    "bench/results/storage.json; bench/results/storage_mining.json with --mining)")
+    ap.set_defaults(output=None)
     ap.add_argument("--size", default="32MB")
     ap.add_argument("--block", default="64KB")
     ap.add_argument("--counts", default="1,8")
@@ -73,10 +76,8 @@ def main() -> int:
                     "comma-separated to compare (interleaved), e.g. reno,bbr (default: the testbed's)")
     ap.add_argument("--layout", default="packed", help="with --mining: the LUN layouts to compare, comma-separated "
                     "(packed, fimi), interleaved repetition by repetition")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.mining:
-        from clusterlab.errors import ConfigError
         from clusterlab.storage.source import check_layout
 
         try:
@@ -85,13 +86,19 @@ def main() -> int:
         except ConfigError as e:
             print(f"bench/storage.py: --layout: {e}", file=sys.stderr)
             return 2
-        return mining(a)
-    a.out = a.out or str(HERE / "results" / "storage.json")
-    size, block, counts = parse_size(a.size), parse_size(a.block), parse_counts(a.counts)
+    try:
+        size, block, counts = parse_size(a.size), parse_size(a.block), parse_counts(a.counts)
+    except ConfigError as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
+    a.output = a.output or str(HERE / "results" / ("storage_mining.json" if a.mining else "storage.json"))
+    run_ = harness.start(ap, args=a)
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: needs root (namespace testbed, tgtd)\n")
+    if a.mining:
+        return mining(a, run_)
     out = {"what": "bonnie-style sequential block write then read over iSCSI (tgt on testbed host st, "
                    "libiscsi initiators in compute hosts, one LUN each, file-backed through the page cache)",
-           "machine": {"node": platform.node(), "cpus": __import__("os").cpu_count()},
-           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "size": size, "block": block, "runs": []}
+           "size": size, "block": block, "runs": []}
     first = True
     backing = None if a.backing_rate == "none" else parse_size(a.backing_rate)
     sans = {"no": [False], "yes": [True], "both": [False, True]}[a.san]
@@ -115,29 +122,24 @@ def main() -> int:
                 x["write_vs_tcp"] = round(x["write"]["aggregate_mbps"] / tcp["to_target"]["mbps"], 3)
                 x["read_vs_tcp"] = round(x["read"]["aggregate_mbps"] / tcp["from_target"]["mbps"], 3)
             out["runs"].append(x)
-            print(f"{rate:>8} n={x['initiators']} c={conns}{' SAN' if san else ''}: write {x['write']['aggregate_mbps']:.1f} MB/s "
-                  f"({x['write'].get('monitor', {}).get('bottleneck')}), read {x['read']['aggregate_mbps']:.1f} "
-                  f"MB/s ({x['read'].get('monitor', {}).get('bottleneck')}); iperf3 to/from st "
-                  f"{tcp.get('to_target', {}).get('mbps')}/{tcp.get('from_target', {}).get('mbps')} MB/s "
-                  f"(load {x['load'][0]:.1f})", flush=True)
+            run_.say(f"{rate:>8} n={x['initiators']} c={conns}{' SAN' if san else ''}: write {x['write']['aggregate_mbps']:.1f} MB/s "
+                     f"({x['write'].get('monitor', {}).get('bottleneck')}), read {x['read']['aggregate_mbps']:.1f} "
+                     f"MB/s ({x['read'].get('monitor', {}).get('bottleneck')}); iperf3 to/from st "
+                     f"{tcp.get('to_target', {}).get('mbps')}/{tcp.get('from_target', {}).get('mbps')} MB/s "
+                     f"(load {x['load'][0]:.1f})")
     loc = out.get("local")
     if loc:
         for x in out["runs"]:
             x["write_vs_local"] = round(x["write"]["aggregate_mbps"] / loc["write_mbps"], 3)
             x["read_vs_local"] = round(x["read"]["aggregate_mbps"] / loc["read_mbps"], 3)
-    with open("/proc/loadavg") as f:
-        out["load_after"] = f.read().split()[:3]
-    with atomic_open(a.out) as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {a.out}")
+    run_.write(out)
     return 0
 
 
-def mining(a) -> int:
+def mining(a, run: harness.Run) -> int:
     import tempfile
 
     import clusterlab
-    from clusterlab._atomic import atomic_open
     from clusterlab.bench.storage import parse_counts
     from clusterlab.experiments.storage_bench import mining_from_target
     from clusterlab.units import parse_size
@@ -167,20 +169,18 @@ def mining(a) -> int:
                     row.update(rep=rep, bstype=bstype, iothreads=threads, offloads=offloads, in_flight=in_flight,
                                tbf_bucket=bucket, tbf_bucket_bytes=r["config"]["tbf_bucket_bytes"], congestion=cc)
                     lo, ll, sc = row["local"], row["local_layout"], row["iscsi"]
-                    print(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} in flight {in_flight} "
+                    run.say(f"{bstype}:{threads or 16}{' offloads' if offloads else ''} in flight {in_flight} "
                           f"bucket {bucket} {cc} {row['layout']:>6} "
-                          f"{row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
-                          f"{lo['read_s']:.2f} + {lo['rescan_s']:.2f}), {row['layout']} file {ll['job_s']:.2f} s (read "
-                          f"{ll['read_s']:.2f}), iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f}"
-                          f" + {sc['rescan_s']:.2f}, tgtd {sc['tgtd_cpu_s']:.2f} cpu-s): {row['iscsi_vs_local']:.2f}x, "
-                          f"{row['iscsi_vs_local_layout']:.2f}x its file; "
-                          f"extra CPU {row['extra_cpu_s']:.2f} s ({row['extra_cpu_s_per_mb'] * 1e3:.1f} ms/MB, floor "
-                          f"{row['cpu_floor_s']:.2f} s) vs added {row['added_s']:.2f} s (load {row['load'][0]:.1f})",
-                          flush=True)
+                            f"{row['algorithm']:>10}: local {lo['job_s']:.2f} s (read "
+                            f"{lo['read_s']:.2f} + {lo['rescan_s']:.2f}), {row['layout']} file {ll['job_s']:.2f} s (read "
+                            f"{ll['read_s']:.2f}), iscsi {sc['job_s']:.2f} s (read {sc['read_s']:.2f}"
+                            f" + {sc['rescan_s']:.2f}, tgtd {sc['tgtd_cpu_s']:.2f} cpu-s): {row['iscsi_vs_local']:.2f}x, "
+                            f"{row['iscsi_vs_local_layout']:.2f}x its file; "
+                            f"extra CPU {row['extra_cpu_s']:.2f} s ({row['extra_cpu_s_per_mb'] * 1e3:.1f} ms/MB, floor "
+                            f"{row['cpu_floor_s']:.2f} s) vs added {row['added_s']:.2f} s (load {row['load'][0]:.1f})")
                 res["configs"].append(r)
         res["runs"] = [row for r in res["configs"] for row in r.pop("runs")]
         res["config"] = res["configs"][0]["config"]
-        res["load_before"], res["load_after"] = res["configs"][0]["load_before"], res["configs"][-1]["load_after"]
     res["what"] = (f"HPA (reading once, and rescanning every pass)/PFP/CD on {nodes} testbed hosts, {a.mining} "
                    "transactions (T10I4, 1000 items): each rank reads its partition from the local file vs from a "
                    f"shared iSCSI LUN on st ({a.block} READ commands, {a.in_flight} in flight, read ahead in 2 MiB pieces "
@@ -191,11 +191,7 @@ def mining(a) -> int:
                    + a.tbf_bucket + ", storage-host congestion control " + a.congestion + " interleaved; extra_cpu_s: "
                    "the machine's busy CPU "
                    "seconds (nice 0) of the iSCSI job minus the local one; cpu_floor_s: that over the cores")
-    res["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    out = a.out or str(HERE / "results" / "storage_mining.json")
-    with atomic_open(out) as f:
-        json.dump(res, f, indent=1)
-    print(f"wrote {out}")
+    run.write(res)
     return 0
 
 

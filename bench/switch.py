@@ -17,34 +17,27 @@
    switch its process's CPU (utime + stime; softirq work of the frames it writes is charged to
    it) per second and per Gbit of frames it moved.
 
-Records commit, date, machine, load and autogroup, and writes ``bench/results/switch.json``
-atomically (a section per part; a part not run keeps the record's). Usage:
-``.venv/bin/python bench/switch.py --incast 3 --cost 3``.
+Writes ``bench/results/switch.json`` (``-o``) atomically: a section per part (a part not run
+keeps the record's), each with the bench harness's provenance of the run that measured it
+(``clusterlab.bench.harness``: commit, date, machine, load, spare CPU, autogroup); the record's
+own ``provenance`` is the last run's. Usage: ``.venv/bin/python bench/switch.py --incast 3 --cost 3``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.bench.switch import incast
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
-from clusterlab.experiments.runner import git_revision
-from clusterlab.monitor.procfs import sched_autogroup
+from clusterlab.monitor.provenance import load_average as load
 from clusterlab.net.transport_config import TransportConfig
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "switch.json")
-
-
-def load() -> list[float]:
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
 
 
 def cpu_times() -> tuple[float, float]:
@@ -66,7 +59,8 @@ INCAST_MTUS = (9180, 1500)
 DISCARDS = ("none", "ppd", "epd")
 
 
-def part_incast(reps: int, senders: int, buffer_cells: int, stacks: list[str], dilation: float) -> dict:
+def part_incast(run: harness.Run, reps: int, senders: int, buffer_cells: int, stacks: list[str],
+                dilation: float) -> dict:
     rows = []
     for rep in range(reps):
         for stack in stacks:
@@ -82,7 +76,7 @@ def part_incast(reps: int, senders: int, buffer_cells: int, stacks: list[str], d
                                  **{k: r[k] for k in ("seconds", "goodput_mbps", "ideal_mbps", "goodput_share",
                                                       "retransmits", "stalled_flows")},
                                  **{f"port_{k}": v for k, v in r["port"].items()}})
-                    print(json.dumps(rows[-1]), flush=True)
+                    run.say(json.dumps(rows[-1]))
     summary = {}
     for stack in stacks:
         for mtu in INCAST_MTUS:
@@ -106,7 +100,7 @@ def part_incast(reps: int, senders: int, buffer_cells: int, stacks: list[str], d
 COST_TIMERS = "rto_min=200ms,rto_min_jitter=100ms,rto_max_offset=1s"
 
 
-def part_cost(reps: int, hosts100: bool) -> dict:
+def part_cost(run: harness.Run, reps: int, hosts100: bool) -> dict:
     from clusterlab.bench.alltoall_broadcast import alltoall_broadcast
 
     # 100 hosts send the seed's 50 KB blocks: 256 KB from 99 senders at 15.5 Mbit/s a port ran
@@ -137,15 +131,16 @@ def part_cost(reps: int, hosts100: bool) -> dict:
                            late_mean_us=t["late_mean_ns"] / 1e3, late_max_us=t["late_max_ns"] / 1e3,
                            kernel_drops=t["kernel_drops"], send_errors=t["send_errors"])
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            run.say(json.dumps(row))
     return {"settings": {"size": "256 KiB (16 hosts), 50 KB (100 hosts)", "rate": "155.52Mbit", "buffer": "64KB", "reps": reps,
                          "transport": COST_TIMERS}, "rows": rows}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--incast", type=int, default=0, metavar="REPS")
-    ap.add_argument("--cost", type=int, default=0, metavar="REPS")
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, OUT, output_help="the record to update, written atomically with its provenance "
+                        "(default bench/results/switch.json)")
+    ap.add_argument("--incast", type=int, default=0, metavar="REPS", help="part 1: rounds of the incast (0: not run)")
+    ap.add_argument("--cost", type=int, default=0, metavar="REPS", help="part 2: repetitions per point (0: not run)")
     ap.add_argument("--hosts100", action="store_true", help="also 100 hosts at dilation 10 in --cost")
     ap.add_argument("--senders", type=int, default=10, help="--incast: TCP flows into one port (default 10, as "
                     "Floyd and Romanow)")
@@ -155,10 +150,7 @@ def main() -> int:
                     "back off past the round's limit)")
     ap.add_argument("--dilation", type=float, default=2.0, help="--incast: dilation (default 2: at 1 a loaded "
                     "2-core machine delays the hosts' frames in softirq by tens of ms)")
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        print("bench/switch.py: needs root (network namespaces)", file=sys.stderr)
-        return 2
+    a = ap.parse_args(argv)
     stacks = [x.strip() for x in a.stacks.split(",") if x.strip()]
     if not 1 <= a.senders <= 99 or not 64 <= a.buffer_cells <= 1_000_000 or not 1 <= a.dilation <= 100 or \
             not stacks or any(x not in ("linux", "seed-era") for x in stacks):
@@ -168,24 +160,22 @@ def main() -> int:
     if not (a.incast or a.cost):
         print("bench/switch.py: give --incast REPS and/or --cost REPS", file=sys.stderr)
         return 2
+    run = harness.start(ap, args=a)
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: needs root (network namespaces)\n")
     try:
-        with open(OUT) as f:
+        with open(run.output) as f:
             rec = json.load(f)
     except (FileNotFoundError, json.JSONDecodeError):
         rec = {}
-    prov = {"git": git_revision(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": {"node": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()},
-            "sched_autogroup": sched_autogroup(), "load_before": load()}
+    # each part's provenance covers this run up to the part's end (the parts run one after the other)
     if a.incast:
-        rec["incast"] = {"provenance": prov, **part_incast(a.incast, a.senders, a.buffer_cells, stacks, a.dilation)}
+        part = part_incast(run, a.incast, a.senders, a.buffer_cells, stacks, a.dilation)
+        rec["incast"] = {"provenance": run.provenance(), **part}
     if a.cost:
-        rec["cost"] = {"provenance": prov, **part_cost(a.cost, a.hosts100)}
-    for part in ("incast", "cost"):
-        if part in rec and a.__dict__[part]:
-            rec[part]["provenance"]["load_after"] = load()
-    with atomic_open(OUT) as f:
-        json.dump(rec, f, indent=1)
-    print(f"wrote {OUT}")
+        part = part_cost(run, a.cost, a.hosts100)
+        rec["cost"] = {"provenance": run.provenance(), **part}
+    run.write(rec)
     return 0
 
 

@@ -15,23 +15,26 @@
 4. 100 hosts at dilation 10 (``--hosts100``), default vs tuned, with time attribution.
 
 Every point records the load average before/after and the rounds whose machine was CPU-bound
-(spare CPU < 15%: idle, I/O wait or niced; they measured the CPU, not the network). Writes ``bench/results/testbed.json``
-atomically.
+(spare CPU < 15%: idle, I/O wait or niced; they measured the CPU, not the network). Writes
+``bench/results/testbed.json`` atomically after each part (a part not run keeps the record's,
+a replaced one moves to ``<part>_previous``), each part with the bench harness's provenance of
+the run that measured it (``clusterlab.bench.harness``: commit, date, machine, load, spare CPU,
+autogroup); the record's own ``provenance`` is the last run's.
 
 Usage: ``.venv/bin/python bench/testbed.py [--reps 10] [--skip-updown] [--hosts100]``
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from clusterlab.bench import harness
 
 HERE = Path(__file__).resolve().parent
 # "linux": this kernel's TCP as it is; "seed-era": seed 000's Solaris 2.5.1 (Reno, initial window
@@ -109,13 +112,13 @@ def point(hosts: int, reps: int, transport: str, dilation: float = 1.0, host_que
             "loadavg_before": s["loadavg_before"], "loadavg_after": s["loadavg_after"]}
 
 
-def incast_table(args) -> list[dict]:
+def incast_table(args, run: harness.Run) -> list[dict]:
     rows = []
     for dilation in args.dilations:
         base = point(16, args.reps, "", dilation, "1000p", "same", buffer="4MB")
         base["label"] = "loss-free (4 MB port buffers)"
         rows.append(base)
-        print(json.dumps(base), flush=True)
+        run.say(json.dumps(base))
         for queue in args.queues:
             for order in args.orders:
                 for tcp in args.tcp:
@@ -129,11 +132,11 @@ def incast_table(args) -> list[dict]:
                                                        / pair["tuned"]["median_seconds"], 2),
                            "tuned_over_line_rate": pair["tuned"]["ratio_to_line_rate"]}
                     rows.append(row)
-                    print(json.dumps({k: v for k, v in row.items() if k not in ("default", "tuned")}
-                                     | {"default_s": pair["default"]["median_seconds"],
-                                        "tuned_s": pair["tuned"]["median_seconds"],
-                                        "cpu_bound": bool(pair["default"]["cpu_bound_reps"]
-                                                          or pair["tuned"]["cpu_bound_reps"])}), flush=True)
+                    run.say(json.dumps({k: v for k, v in row.items() if k not in ("default", "tuned")}
+                                       | {"default_s": pair["default"]["median_seconds"],
+                                          "tuned_s": pair["tuned"]["median_seconds"],
+                                          "cpu_bound": bool(pair["default"]["cpu_bound_reps"]
+                                                            or pair["tuned"]["cpu_bound_reps"])}))
     return rows
 
 
@@ -148,10 +151,12 @@ def dilation_agreement(args) -> dict:
     return {"transport": text, "dilations": ks, "points": pts, **res}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, HERE / "results" / "testbed.json", repeat=("--reps", 10),
+                        repeat_help="rounds per point", output_aliases=("--out",),
+                        output_help="the record to update, written atomically with its provenance after each part "
+                                    "(default bench/results/testbed.json)")
     ap.add_argument("--hosts-updown", type=int, default=100)
-    ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--dilations", type=float, nargs="+", default=[1.0, 4.0])
     ap.add_argument("--tcp", nargs="+", default=["linux", "seed-era"], choices=sorted(TCP))
     ap.add_argument("--queues", nargs="+", default=["256KB", "1000p"], help="host queues of the incast table")
@@ -162,31 +167,28 @@ def main() -> int:
     ap.add_argument("--skip-incast", action="store_true")
     ap.add_argument("--skip-agreement", action="store_true")
     ap.add_argument("--hosts100", action="store_true", help="also 100 hosts at dilation 10 (3 rounds each)")
-    ap.add_argument("-o", "--out", default=str(HERE / "results" / "testbed.json"))
-    args = ap.parse_args()
+    run = harness.start(ap, argv, repeat_flag="--reps")
+    args = run.args
     if os.geteuid() != 0:
-        print("bench/testbed.py needs root (network namespaces)", file=sys.stderr)
-        return 2
-    from clusterlab._atomic import atomic_open
+        ap.exit(2, f"{ap.prog}: needs root (network namespaces)\n")
+    from clusterlab.monitor.provenance import load_average
 
-    with open("/proc/loadavg") as f:
-        load_before = f.read().split()[:3]
     res: dict = {}
-    if os.path.exists(args.out):  # keep what this run does not re-measure; the replaced tables as *_previous
-        with open(args.out) as f:
+    if run.output.exists():  # keep what this run does not re-measure; the replaced tables as *_previous
+        with open(run.output) as f:
             res = json.load(f)
-    res["machine"] = {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": load_before,
-                      "note": "shared machine: other helpers' jobs (niced) ran meanwhile; see cpu_spare per round"}
+    res["machine"] = {"note": "shared machine: other helpers' jobs (niced) ran meanwhile; see cpu_spare per round"}
 
     def replace(key, value):
         if key in res:
             res[key + "_previous"] = res.pop(key)
         res[key] = value
 
-    def save():
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
-        with atomic_open(args.out) as f:
-            json.dump(res, f, indent=1)
+    def save(key=None):
+        """The record so far; ``key``: the part just measured, stamped with this run's provenance."""
+        if key is not None:
+            res[key]["provenance"] = run.provenance()
+        run.write(res, final=False)
 
     if not args.skip_updown:
         u = updown(args.hosts_updown)
@@ -196,17 +198,17 @@ def main() -> int:
             u["naive_one_process_per_command_seconds"] = round(naive_updown(args.hosts_updown), 3)
             u["speedup_vs_naive"] = round(u["naive_one_process_per_command_seconds"] / u["total_seconds"], 1)
         replace("updown", u)
-        print(json.dumps(u), flush=True)
-        save()
+        run.say(json.dumps(u))
+        save("updown")
     if not args.skip_incast:
         replace("incast16", {"reps": args.reps, "tuned": args.tuned, "tcp": {k: TCP[k] or "kernel defaults"
                                                                             for k in args.tcp},
-                             "rows": incast_table(args)})
-        save()
+                             "rows": incast_table(args, run)})
+        save("incast16")
     if not args.skip_agreement:
         replace("dilation_agreement", dilation_agreement(args))
-        print(json.dumps({k: v for k, v in res["dilation_agreement"].items() if k != "points"}), flush=True)
-        save()
+        run.say(json.dumps({k: v for k, v in res["dilation_agreement"].items() if k != "points"}))
+        save("dilation_agreement")
     if args.hosts100:
         pts = {}
         replace("hosts100", pts)
@@ -215,20 +217,16 @@ def main() -> int:
             try:
                 pts[label] = point(100, 3, text, 10.0, "1000p", "same")
             except Exception as e:  # e.g. 100 interpreters not started in time on a loaded machine
-                with open("/proc/loadavg") as f:
-                    pts[label] = {"error": str(e)[:300], "loadavg": f.read().split()[:3]}
-            print(label, json.dumps({k: v for k, v in pts[label].items() if k != "seconds"}), flush=True)
-            save()
-    with open("/proc/loadavg") as f:
-        res["machine"]["loadavg_after"] = f.read().split()[:3]
+                pts[label] = {"error": str(e)[:300], "loadavg": load_average()}
+            run.say(label, json.dumps({k: v for k, v in pts[label].items() if k != "seconds"}))
+            save("hosts100")
     res["machine"]["median_cpu_spare"] = statistics.median(
         [i for r in res.get("incast16", {}).get("rows", []) for p in ([r] if "cpu_spare" in r else [r["default"], r["tuned"]])
          for i in p.get("cpu_spare", []) if i is not None] or [float("nan")])
     res["machine"]["median_cpu_idle"] = statistics.median(
         [i for r in res.get("incast16", {}).get("rows", []) for p in ([r] if "cpu_idle" in r else [r["default"], r["tuned"]])
          for i in p["cpu_idle"]] or [float("nan")])
-    save()
-    print(f"wrote {args.out}")
+    run.write(res)
     return 0
 
 

@@ -24,16 +24,21 @@ settings), the record in ``tune_auto_hpa.json``:
 ``compare`` puts both beside each other: the grid's mean time of the search's choice over the
 grid's best mean (target <= 1.10), the share of the grid's runs the search used (target <=
 0.25), and the search replayed 1000 times on the grid's measured runs.
+
+Every phase writes through the bench harness (``clusterlab.bench.harness``): its output is
+checked before the work (``-o``: where this phase writes) and carries a ``provenance`` block
+(commit, machine, load, spare CPU, autogroup); the record keeps each phase's in its ``search``
+and ``grid``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.tune import auto
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,35 +50,45 @@ HPA_SETUP = {**SETUP, "hosts": 6, "space": "rto_min=5ms,200ms;congestion=cubic,r
              "allreduce=auto,ring", "workload": "hpa", "data": "seed000:200K", "min_support": 0.007}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, RESULTS / "tune_auto.json",
+                        output_help="where this phase writes: compare's record (default "
+                                    "bench/results/tune_auto.json, tune_auto_hpa.json with --workload hpa), "
+                                    "search's and grid's run (default DIR/<stem>_search.json, <stem>_grid.json)")
+    ap.set_defaults(output=None)
     ap.add_argument("phase", choices=["search", "grid", "compare"])
-    ap.add_argument("--workload", choices=auto.WORKLOADS, default="alltoall_broadcast")
-    ap.add_argument("--hosts", type=int, default=None)
-    ap.add_argument("--runs", type=int, default=None)
-    ap.add_argument("--space", default=None)
+    ap.add_argument("--workload", choices=auto.WORKLOADS, default="alltoall_broadcast",
+                    help="the objective (default %(default)s)")
+    ap.add_argument("--hosts", type=int, default=None, help="testbed hosts (default: the workload's setup)")
+    ap.add_argument("--runs", type=int, default=None, help="runs per setting in the grid (default: the workload's setup)")
+    ap.add_argument("--space", default=None, help="the settings searched (default: the workload's setup)")
     ap.add_argument("--dir", default=str(PHASES), help="where search and grid write their JSON and compare reads it")
-    ap.add_argument("-o", "--output", default=None,
-                    help="compare's record (default bench/results/tune_auto.json, tune_auto_hpa.json with --workload hpa)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     d = Path(a.dir)
     base = HPA_SETUP if a.workload == "hpa" else SETUP
     setup = {**base, **{k: v for k, v in (("hosts", a.hosts), ("runs", a.runs), ("space", a.space)) if v is not None}}
     stem = "tune_auto_hpa" if a.workload == "hpa" else "tune_auto"
+    if a.output is None:
+        a.output = str(RESULTS / f"{stem}.json" if a.phase == "compare" else d / f"{stem}_{a.phase}.json")
+    run = harness.start(ap, args=a)
     if a.phase == "compare":
-        s = json.loads((d / f"{stem}_search.json").read_text())
-        g = json.loads((d / f"{stem}_grid.json").read_text())
+        try:
+            s = json.loads((d / f"{stem}_search.json").read_text())
+            g = json.loads((d / f"{stem}_grid.json").read_text())
+        except (OSError, ValueError) as e:
+            ap.exit(2, f"{ap.prog}: compare: {e} (run search and grid first, --dir {d})\n")
         if s["space"] != g["space"] or s["testbed"] != g["testbed"]:
-            sys.exit("the search and the grid ran different spaces or testbeds")
+            ap.exit(2, f"{ap.prog}: the search and the grid ran different spaces or testbeds\n")
         search = {**s["search"], "chosen": dict(p.split("=", 1) for p in s["search"]["chosen"].split(","))}
         out = {"setup": setup, "search": s, "grid": g, "comparison": auto.compare(search, g["grid"]),
                "replay": auto.replay(g["grid"], s["search"]["budget"], s["search"]["eta"])}
         c = out["comparison"]
         c["met"] = c["chosen_over_best"] <= 1.10 and c["runs_share"] <= 0.25
-        with atomic_open(Path(a.output or RESULTS / f"{stem}.json")) as f:
-            json.dump(out, f, indent=1)
-        print(json.dumps({**c, "replay": out["replay"]}, indent=1))
-        return
+        run.say(json.dumps({**c, "replay": out["replay"]}, indent=1))
+        run.write(out)
+        return 0
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: {a.phase} needs root (namespace testbed)\n")
     kw = {k: setup[k] for k in ("hosts", "rate", "buffer", "mtu", "size", "space", "runs", "workload", "data",
                                 "min_support") if k in setup}
     from clusterlab.diagnose.search import observe_visit, search_fidelity
@@ -82,13 +97,12 @@ def main() -> None:
     key = "search" if a.phase == "search" else "grid"
     # whether the runs can be believed, as `clusterlab tune auto` says it (each visit monitored)
     res["fidelity"] = search_fidelity(res.pop("visits"), 1.0, res[key]["chosen"])
-    d.mkdir(parents=True, exist_ok=True)
-    with atomic_open(d / f"{stem}_{a.phase}.json") as f:
-        json.dump(res, f, indent=1)
-    print(res["fidelity"]["line"])
-    print(f"{key}: {res[key]['runs']} runs, {res[key]['visits']} jobs, {res[key]['seconds']:.0f} s, "
-          f"chose {res[key]['chosen']}; load {res['loadavg_before']} -> {res['loadavg_after']}")
+    run.say(res["fidelity"]["line"])
+    run.say(f"{key}: {res[key]['runs']} runs, {res[key]['visits']} jobs, {res[key]['seconds']:.0f} s, "
+            f"chose {res[key]['chosen']}; load {res['loadavg_before']} -> {res['loadavg_after']}")
+    run.write(res)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

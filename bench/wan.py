@@ -43,23 +43,27 @@ buffers tuned (``tcp_rmem``/``tcp_wmem`` max 8 MB, above the 202 KB bandwidth-de
    Both add their section (``incremental_cpu``, ``idle_rtt``) to the JSON and keep the rest; a
    full run keeps them too.
 
-Records /proc/loadavg before and after every point. Writes ``bench/results/wan.json``
-atomically. Usage: ``.venv/bin/python bench/wan.py [--seconds 10]``, then
+Records the load average before and after every point. Writes ``bench/results/wan.json``
+(``-o``) atomically with the bench harness's provenance (``clusterlab.bench.harness``: commit,
+machine, load, spare CPU, autogroup; ``--incremental`` and ``--idle-rtt``, run apart, stamp their
+section with it too, and keep the block of the run that measured the points as
+``points_provenance``). Usage: ``.venv/bin/python bench/wan.py [--seconds 10]``, then
 ``... bench/wan.py --incremental 3 --seconds 8`` and ``... --idle-rtt 3`` (each under 6 minutes).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import secrets
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from clusterlab.bench import harness
+from clusterlab.monitor.provenance import load_average
 
 HERE = Path(__file__).resolve().parent
 RATE = 135e6
@@ -90,9 +94,14 @@ while True:
 """
 
 
-def loadavg() -> list[str]:
-    with open("/proc/loadavg") as f:
-        return f.read().split()[:3]
+_run: harness.Run | None = None  # main's run: progress goes where it says (stderr with --json)
+
+
+def say(*parts) -> None:
+    if _run is not None:
+        _run.say(*parts)
+    else:
+        print(*parts, flush=True)
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -269,15 +278,15 @@ def measure(name: str, topo_kw: dict, body, far_side_threads: bool = False) -> d
     tb = TestbedNetwork(topo, name="w" + secrets.token_hex(3), transport=TransportConfig.parse(TUNED, place="testbed"),
                  far_side_threads=far_side_threads)
     point = {"topology": topo.to_dict(), "far_side_threads": far_side_threads if topo.has_wan else None,
-             "loadavg_before": loadavg()}
+             "loadavg_before": load_average()}
     with tb:
         try:
             point.update(body(tb))
         except Exception as e:  # a point that fails says why; the others still run
             point["error"] = f"{type(e).__name__}: {str(e)[:300]}"
     point["line_totals"] = tb.wan_totals
-    point["loadavg_after"] = loadavg()
-    print(name, json.dumps({k: v for k, v in point.items() if k not in ("topology", "line_totals")}), flush=True)
+    point["loadavg_after"] = load_average()
+    say(name, json.dumps({k: v for k, v in point.items() if k not in ("topology", "line_totals")}))
     return point
 
 
@@ -513,9 +522,12 @@ def idle_rtt(wan: dict, n: int, reps: int) -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seconds", type=float, default=10.0)
+def main(argv=None) -> int:
+    global _run
+    ap = harness.parser(__doc__, HERE / "results" / "wan.json", output_aliases=("--out",),
+                        output_help="the record (--incremental, --idle-rtt: the record to update), written "
+                                    "atomically with its provenance (default bench/results/wan.json)")
+    ap.add_argument("--seconds", type=float, default=10.0, help="seconds of each TCP run (default %(default)s)")
     ap.add_argument("--sweep", type=lambda v: [int(x) for x in v.split(",")], default=None,
                     help="also offer UDP at these Mbit/s each way on the shared line, e.g. 40,60,70,80,100")
     ap.add_argument("--sweep-only", action="store_true", help="only the sweep (default 40,60,70,80,100)")
@@ -525,27 +537,28 @@ def main() -> int:
     ap.add_argument("--idle-rtt", type=int, metavar="REPS", default=0,
                     help="only the idle RTT (--pings per point, both far-side modes and LAN), REPS rounds, "
                          "into the existing JSON's 'idle_rtt'")
-    ap.add_argument("--pings", type=int, default=1000)
+    ap.add_argument("--pings", type=int, default=1000, help="--idle-rtt: pings per point (default %(default)s)")
     ap.add_argument("--plot-sweep", metavar="JSON", default=None,
                     help="only draw the overload figure of the sweep in JSON (written beside it as .png)")
-    ap.add_argument("-o", "--out", default=str(HERE / "results" / "wan.json"))
-    args = ap.parse_args()
-    from clusterlab._atomic import atomic_open
-    from clusterlab.cluster.testbed import require_root
+    args = ap.parse_args(argv)
+    from clusterlab.cluster.testbed import TestbedError, require_root
 
-    if args.plot_sweep:
+    if args.plot_sweep:  # draws a figure from a record, measures nothing
         with open(args.plot_sweep) as f:
             print(plot_overload(json.load(f)["overload_sweep"], os.path.splitext(args.plot_sweep)[0] + ".png"))
         return 0
-    require_root()
+    run = _run = harness.start(ap, args=args)
+    try:
+        require_root()
+    except TestbedError as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
     s = args.seconds
     wan = dict(hosts=2, rate="1Gbit", sites="1+1", wan_rate="135Mbit", wan_delay="6ms", wan_queue="256KiB")
-    res: dict = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": loadavg()},
-                 "targets": {"tcp_of_135mbit": 0.97, "rtt_error_ms": 0.3, "mdev_ms": 0.3, "cores_at_135mbit": 0.2},
+    res: dict = {"targets": {"tcp_of_135mbit": 0.97, "rtt_error_ms": 0.3, "mdev_ms": 0.3, "cores_at_135mbit": 0.2},
                  "settings": {"line": wan, "tcp": TUNED, "seconds": s}, "points": {}}
     pts = res["points"]
     if args.incremental or args.idle_rtt:
-        return update_json(args, wan)
+        return update_json(run, wan)
     if args.sweep_only:
         args.sweep = args.sweep or [40, 60, 70, 80, 100]
     else:
@@ -563,17 +576,14 @@ def main() -> int:
     if not args.sweep_only:
         res["summary"] = summary(pts)
         try:  # the --incremental / --idle-rtt sections of an earlier run stay
-            with open(args.out) as f:
+            with open(run.output) as f:
                 res.update({k: v for k, v in json.load(f).items() if k in ("incremental_cpu", "idle_rtt")})
         except (FileNotFoundError, ValueError):
             pass
-    res["machine"]["loadavg_after"] = loadavg()
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with atomic_open(args.out) as f:
-        json.dump(res, f, indent=1)
+    say(json.dumps(res.get("summary") or res.get("overload_sweep"), indent=1))
+    run.write(res)
     if args.sweep:
-        plot_overload(res["overload_sweep"], os.path.splitext(args.out)[0] + "_overload.png")
-    print(json.dumps(res.get("summary") or res.get("overload_sweep"), indent=1))
+        plot_overload(res["overload_sweep"], os.path.splitext(run.output)[0] + "_overload.png")
     return 0
 
 
@@ -606,27 +616,27 @@ def plot_overload(sweep: list[dict], path: str) -> str:
     return path
 
 
-def update_json(args, wan: dict) -> int:
-    """``--incremental`` / ``--idle-rtt``: measure those and add them to the JSON at ``--out``
-    (keeping its other points)."""
-    from clusterlab._atomic import atomic_open
-
+def update_json(run: harness.Run, wan: dict) -> int:
+    """``--incremental`` / ``--idle-rtt``: measure those and add them to the JSON at ``-o``
+    (keeping its other points), each section with this run's provenance."""
+    args = run.args
     try:
-        with open(args.out) as f:
+        with open(run.output) as f:
             res = json.load(f)
     except FileNotFoundError:
         res = {}
     new: dict = {}
-    before = loadavg()
     if args.incremental:
         new["incremental_cpu"] = incremental_cpu(wan, args.seconds, args.incremental)
     if args.idle_rtt:
         new["idle_rtt"] = idle_rtt(wan, args.pings, args.idle_rtt)
     for k, v in new.items():
-        res[k] = {"loadavg_before": before, "loadavg_after": loadavg(), "line": wan, "tcp": TUNED, **v}
-    with atomic_open(args.out) as f:
-        json.dump(res, f, indent=1)
-    print(json.dumps({k: v["summary"] for k, v in new.items()}, indent=1))
+        res[k] = {"provenance": run.provenance(), "line": wan, "tcp": TUNED, **v}
+    # the record's own block becomes this run's: the run that measured the points stays named
+    if "provenance" in res and "points_provenance" not in res:
+        res["points_provenance"] = res.pop("provenance")
+    say(json.dumps({k: v["summary"] for k, v in new.items()}, indent=1))
+    run.write(res)
     return 0
 
 

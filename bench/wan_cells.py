@@ -11,66 +11,53 @@ the policies interleaved per MTU (a testbed per policy). Per point: what was sen
 arrived (iperf3's count), and the load; per testbed: the line's totals over all its points.
 ``ideal_mbps`` is the UDP payload a saturated line carries (the cells' share).
 
-Records commit, date, machine and load in ``bench/results/wan_cells.json`` (replaced).
+Writes ``bench/results/wan_cells.json`` (``-o``; replaced atomically) with the bench harness's
+provenance (``clusterlab.bench.harness``: commit, machine, load, spare CPU, autogroup).
 Usage: ``sudo nice -n 10 .venv/bin/python bench/wan_cells.py``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import sys
-import time
+from pathlib import Path
 
-from clusterlab._atomic import atomic_open
+from clusterlab.bench import harness
 from clusterlab.bench.wanline import offered_goodput
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
-from clusterlab.experiments.runner import git_revision
-
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "wan_cells.json")
+from clusterlab.monitor.provenance import load_average
 
 
-def load() -> list[float]:
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", default="80,100,110,120,130,150,200,270", help="offered UDP Mbit/s, comma-separated")
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--wan-rate", default="135Mbit")
-    ap.add_argument("--queue-cells", type=int, default=2000)
-    ap.add_argument("--mtus", default="1500,9000")
-    a = ap.parse_args()
+def main(argv=None) -> int:
+    ap = harness.parser(__doc__, Path(__file__).resolve().parent / "results" / "wan_cells.json")
+    ap.add_argument("--rates", default="80,100,110,120,130,150,200,270",
+                    help="offered UDP Mbit/s, comma-separated (default %(default)s)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per offered rate (default %(default)s)")
+    ap.add_argument("--wan-rate", default="135Mbit", help="the line's rate (default %(default)s)")
+    ap.add_argument("--queue-cells", type=int, default=2000, help="the line's queue per direction (default %(default)s)")
+    ap.add_argument("--mtus", default="1500,9000", help="MTUs, comma-separated (default %(default)s)")
+    a = ap.parse_args(argv)
     try:
         rates = [float(x) * 1e6 for x in a.rates.split(",")]
         mtus = [int(x) for x in a.mtus.split(",")]
     except ValueError:
         print("bench/wan_cells.py: --rates and --mtus take comma-separated numbers", file=sys.stderr)
         return 2
-    prov = {"git": git_revision(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": {"node": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release()},
-            "load_before": load(), "note": "niced (nice -n 10) beside a running study"}
+    run = harness.start(ap, args=a)
+    if os.geteuid() != 0:
+        ap.exit(2, f"{ap.prog}: needs root (network namespaces)\n")
     runs = []
     for mtu in mtus:
         for discard in ("none", "ppd", "epd"):
             topo = StarTopo(hosts=2, sites="1+1", rate="1Gbit", mtu=mtu, wan_rate=a.wan_rate, wan_delay="6ms",
                             wan_cells=True, wan_queue=f"{a.queue_cells}cells", wan_discard=discard)
-            l0 = load()
+            l0 = load_average()
             r = offered_goodput(TestbedNetwork(topo, name="wancells"), rates, seconds=a.seconds)
-            r.update(mtu=mtu, load_before=l0, load_after=load(),
+            r.update(mtu=mtu, load_before=l0, load_after=load_average(),
                      epd_threshold_cells=topo.wan_epd_threshold_cells if discard == "epd" else None)
             runs.append(r)
-            print(mtu, discard, [round(p["goodput_mbps"], 1) for p in r["points"]], flush=True)
-    prov["load_after"] = load()
-    rec = {"provenance": prov, "wan_rate": a.wan_rate, "queue_cells": a.queue_cells, "seconds": a.seconds,
-           "runs": runs}
-    with atomic_open(OUT) as f:
-        json.dump(rec, f, indent=1)
-    print(f"wrote {OUT}")
+            run.say(mtu, discard, [round(p["goodput_mbps"], 1) for p in r["points"]])
+    run.write({"wan_rate": a.wan_rate, "queue_cells": a.queue_cells, "seconds": a.seconds, "runs": runs})
     return 0
 
 

@@ -15,14 +15,17 @@ import pytest
 from clusterlab.bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "fim.py", "first_call.py", "fuzz_parsers.py",
-         "generate.py", "hpa_block_size.py", "lists.py", "monitor_rtt.py", "npb.py", "npb_verify.py", "packed_codec.py",
-         "parallel.py", "recv_pool_ab.py", "replay_compute_scaling.py", "seed000_sequential.py", "seed002_in_situ.py",
-         "seed002_phases.py", "sim_loss_fit.py", "sim_replay_validation.py", "sim_scale.py", "stream.py",
-         "transport_pingpong.py")
+MOVED = ("auto_model.py", "comm.py", "comm_latency_ab.py", "diagnose_corpus.py", "fim.py", "first_call.py",
+         "fuzz_parsers.py", "generate.py", "hpa_block_size.py", "lists.py", "monitor_rtt.py", "npb.py",
+         "npb_verify.py", "packed_codec.py", "parallel.py", "recv_pool_ab.py", "replay_compute_scaling.py",
+         "replay_validation.py", "seed000_sequential.py", "seed002.py", "seed002_in_situ.py", "seed002_noise.py",
+         "seed002_phases.py", "sim_loss_fit.py", "sim_replay_validation.py", "sim_scale.py", "sim_validation.py",
+         "soak.py", "storage.py", "stream.py", "switch.py", "testbed.py", "transport_pingpong.py", "tune_auto.py",
+         "wan.py", "wan_cells.py")
 # positional arguments a script needs before its output is checked
 NEEDS = {"seed000_sequential.py": ("data.dat",), "comm_latency_ab.py": ("--baseline", "/nonexistent"),
-         "recv_pool_ab.py": ("--baseline", "/nonexistent")}
+         "recv_pool_ab.py": ("--baseline", "/nonexistent"), "tune_auto.py": ("compare",),
+         "switch.py": ("--cost", "1")}
 
 
 def test_write_carries_the_provenance_block(tmp_path, capsys):
@@ -94,6 +97,7 @@ def test_moved_scripts_help_and_bad_output(name, no_atheris):
     assert "(default bench/results/" in help_text or "(default runs/" in help_text
     r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json", path=no_atheris)
     assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout, (r.stdout, r.stderr)  # one line, no work
 
 
 def test_moved_list_is_the_scripts_on_the_harness_and_bench_readme_names_them():
