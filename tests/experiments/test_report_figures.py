@@ -125,6 +125,29 @@ def test_categorical_x_draws_bars_without_joining_lines_and_names_the_legend(tmp
     assert "dilation k=1" in title and "TCP: MIN 5ms" in title
 
 
+def test_improvement_draws_each_setting_against_the_baseline(tmp_path, drawn):
+    """Seed 003's Fig. 6(b): each buffer's gain over the default, per direction; the baseline
+    itself is no bar, and a setting twice as fast is +100%."""
+    from clusterlab.report.study import render
+
+    rows, point = [], 0
+    for buf, secs in (("4KiB", 20.0), ("16KiB", 5.0), ("autotuning", 10.0)):
+        for direction in ("forward", "backward"):
+            rows.append(_base(point, 0, label=f"tcp_buffer={buf}", tcp_buffer=buf, direction=direction,
+                              seconds=secs * (1.0 if direction == "forward" else 2.0)))
+        point += 1
+    d = _study_run(tmp_path / "run", rows, [{"kind": "improvement", "x": "tcp_buffer", "y": "seconds",
+                                             "hue": "direction", "baseline": "autotuning"}],
+                   {"tcp_buffer": ["4KiB", "16KiB", "autotuning"]})
+    render(d)
+    ax = drawn["fig1-improvement-seconds.png"].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["4KiB", "16KiB"]
+    heights = sorted(round(p.get_height(), 6) for p in ax.patches)
+    assert heights == [-50.0, -50.0, 100.0, 100.0]
+    assert ax.get_legend().get_title().get_text() == "direction"
+    assert "tcp_buffer=autotuning" in ax.get_ylabel()
+
+
 def test_attribution_keeps_settings_out_of_the_ticks(tmp_path, drawn):
     from clusterlab.report.study import TICK_LABEL_MAX, render
 

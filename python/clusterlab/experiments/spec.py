@@ -190,7 +190,9 @@ class Plot:
     """One figure of a study's report. ``kind``: ``scatter`` (every repetition its own mark,
     medians joined along a numeric x, bars side by side along a categorical one), ``speedup`` (y's median at the smallest x over each repetition),
     ``per_pass`` (a list column drawn per pass), ``attribution`` (time split, when the workload
-    returns ``time_*`` columns)."""
+    returns ``time_*`` columns), ``improvement`` (each x's gain over the ``baseline`` value of x,
+    in percent of the baseline's median: ``baseline / y - 1`` for a time, ``y / baseline - 1``
+    with ``higher_is_better``)."""
 
     kind: str
     x: str | None = None
@@ -200,6 +202,8 @@ class Plot:
     logy: bool = False
     title: str = ""
     where: tuple = ()  # (column, value) pairs selecting rows
+    baseline: object = None  # improvement: the value of x the others are measured against
+    higher_is_better: bool = False  # improvement: y is a rate (bandwidth), not a time
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -232,6 +236,14 @@ def per_pass(y: str, x: str | None = None, hue: str | None = None, title: str = 
 
 def attribution(x: str, hue: str | None = None, title: str = "") -> Plot:
     return Plot("attribution", x, None, hue, False, False, title)
+
+
+def improvement(x: str, baseline, y: str = "seconds", hue: str | None = None, title: str = "",
+                where: dict | None = None, higher_is_better: bool = False) -> Plot:
+    """Each value of ``x`` against ``baseline`` (another value of ``x``, such as the default
+    setting), as percent gained: the figure a tuning paper shows as "the benefits"."""
+    return Plot("improvement", x, y, hue, False, False, title, tuple((where or {}).items()), baseline,
+                bool(higher_is_better))
 
 
 def seed_numbers(seed: str, figure: str) -> SeedNumbers:
