@@ -14,6 +14,7 @@ import time
 import pytest
 
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork, clean, leftovers
+from clusterlab.cluster.testbed import storage as st
 from clusterlab.cluster.testbed.storage import (
     SOCKET_DIR,
     IscsiTarget,
@@ -21,6 +22,7 @@ from clusterlab.cluster.testbed.storage import (
     storage_leftovers,
     unavailable,
 )
+from clusterlab.errors import ConfigError
 from clusterlab.net.netns import in_netns
 
 from ..testbed.helpers import fresh_name, netns_unavailable
@@ -288,3 +290,19 @@ def test_tgtd_settings_out_of_range_are_refused(kw, msg):
     host = SimpleNamespace(name="st")
     with pytest.raises(TestbedError, match=msg):
         IscsiTarget(SimpleNamespace(name="tx1", hosts=[host]), host=host, clients=[SimpleNamespace(name="h0")], **kw)
+
+
+def test_local_disk_baseline_runs_at_the_backing_stores_rate_and_leaves_nothing(name):
+    """Seed 001's local baseline on a throttled store: the block loop on the target's disk
+    with direct I/O under the same limit (8 MB/s) is a disk of that rate, not the page cache
+    (GB/s); its file and cgroup are gone afterwards."""
+    with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb:
+        with IscsiTarget(tb, initiators=1, lun_size=4 << 20, backing_bps=8_000_000) as tgt:
+            r = tgt.local_disk_baseline(4 << 20, 64 << 10)
+            assert r["bad_blocks"] == 0 and r["direct"]
+            for what in ("write_mbps", "read_mbps"):
+                assert 2.0 < r[what] < 16.0, r  # the limit, give or take: not the page cache
+            assert "local.img" not in storage_leftovers(name)["files"]
+            assert not os.path.isdir(st._local_cgroup(name))
+        with pytest.raises(ConfigError, match="backing store limit"):
+            IscsiTarget(tb, initiators=1, lun_size=4 << 20).local_disk_baseline(4 << 20, 64 << 10)

@@ -483,37 +483,48 @@ fn check_loop(s: &Session, offset: u64, size: u64, block: u64) -> PyResult<()> {
 }
 
 /// The same seeded pattern in a local file, so the local baseline runs the identical block
-/// loop: (bytes, seconds) of a sequential write (with fsync) or a read of `path`.
+/// loop: (bytes, seconds) of a sequential write (with fsync) or a read of `path`. `direct`:
+/// open with O_DIRECT (the disk, not the page cache, serves every block; `block` a multiple of
+/// 4096), as a throttled disk's baseline must, since a block-I/O limit sees only what reaches it.
 #[pyfunction]
-#[pyo3(signature = (path, size, block, seed, write))]
-fn local_sequential(py: Python<'_>, path: &str, size: u64, block: u64, seed: u64, write: bool) -> PyResult<(u64, f64, u64)> {
+#[pyo3(signature = (path, size, block, seed, write, direct=false))]
+fn local_sequential(py: Python<'_>, path: &str, size: u64, block: u64, seed: u64, write: bool, direct: bool) -> PyResult<(u64, f64, u64)> {
     use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    const ALIGN: usize = 4096;
     if block == 0 || !size.is_multiple_of(block) || block > 1 << 30 {
         return Err(PyValueError::new_err(format!("block ({block}) must be positive, at most 1 GiB, and divide size ({size})")));
     }
+    if direct && !block.is_multiple_of(ALIGN as u64) {
+        return Err(PyValueError::new_err(format!("with direct I/O block ({block}) must be a multiple of {ALIGN}")));
+    }
     py.detach(|| -> std::io::Result<(u64, f64, u64)> {
-        let mut buf = vec![0u8; block as usize];
+        // O_DIRECT wants the buffer aligned: an aligned window of a slightly larger vector
+        let mut v = vec![0u8; block as usize + ALIGN];
+        let off = v.as_ptr().align_offset(ALIGN);
+        let buf = &mut v[off..off + block as usize];
+        let flags = if direct { libc::O_DIRECT } else { 0 };
         let t = Instant::now();
         let mut bad = 0u64;
         if write {
-            let mut f = std::fs::File::create(path)?;
+            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(flags).open(path)?;
             let mut pos = 0;
             while pos < size {
-                fill_pattern(&mut buf, seed, pos);
-                f.write_all(&buf)?;
+                fill_pattern(buf, seed, pos);
+                f.write_all(buf)?;
                 pos += block;
             }
             f.sync_all()?;
             return Ok((size, t.elapsed().as_secs_f64(), 0));
         }
-        let mut f = std::fs::File::open(path)?;
+        let mut f = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path)?;
         let mut secs = 0.0;
         let mut pos = 0;
         while pos < size {
             let t = Instant::now();
-            f.read_exact(&mut buf)?;
+            f.read_exact(buf)?;
             secs += t.elapsed().as_secs_f64();
-            bad += u64::from(pattern_differs(&buf, seed, pos));
+            bad += u64::from(pattern_differs(buf, seed, pos));
             pos += block;
         }
         Ok((size, secs, bad))

@@ -55,6 +55,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import zlib
 
@@ -98,6 +99,26 @@ def _cgroup_path(testbed: str) -> str | None:
             if "io" in f.read().split():
                 return os.path.join(CGROUP_V2, f"clusterlab-storage-{testbed}")
     return None
+
+
+def _local_cgroup(testbed: str) -> str | None:
+    """The cgroup of ``IscsiTarget.local_disk_baseline``'s loop (beside tgtd's, same limit)."""
+    cg = _cgroup_path(testbed)
+    return None if cg is None else cg + "-local"
+
+
+def _remove_cgroup(cg: str, grace: float = 2.0) -> bool:
+    """rmdir a cgroup once its last process has left (a killed one leaves when it is reaped)."""
+    deadline = time.monotonic() + grace
+    while os.path.isdir(cg):
+        try:
+            os.rmdir(cg)
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+    return False
 
 
 def backing_device(directory: str) -> str:
@@ -411,6 +432,50 @@ class IscsiTarget:
                        "pid": self.proc.pid if self.proc else None, "dir": self.dir, "luns": self.luns,
                        "cgroup": self.cgroup}, f)
 
+    def local_disk_baseline(self, size: int, block: int, seed: int = 0, timeout: float | None = None) -> dict:
+        """The local baseline at the backing store's rate: the same block loop on a file beside
+        the LUNs (the same disk), opened with O_DIRECT, in a cgroup of its own with the target's
+        limit (``backing_bps``; needs one), so that the local file is a disk of that rate as the
+        seed's local RAID was, not the page cache. Write (with fsync) then read; ``{"write_mbps",
+        "read_mbps", "bad_blocks"}``. Run it while no initiator uses the target (it shares the
+        disk, not the limit). The loop runs in a child process that dies with this one; the file
+        and the cgroup go with the target (``clean_storage``), also after a crash."""
+        if self.backing_bps is None:
+            raise ConfigError("a local disk baseline needs the target's backing store limit (backing_bps)")
+        if block <= 0 or block % 4096 or size % block:
+            raise ConfigError(f"block ({block}) must be a multiple of 4096 dividing size ({size}) for direct I/O")
+        cg = _local_cgroup(self.name)
+        if cg is None:
+            raise TestbedError("a throttled local baseline needs the blkio (cgroup v1) or io (v2) controller")
+        os.makedirs(self.dir, exist_ok=True)
+        path = os.path.join(self.dir, "local.img")
+        timeout = timeout if timeout is not None else 60.0 + 3.0 * size / self.backing_bps
+        # The child waits for a line on stdin (sent once it is in the throttled cgroup) and dies
+        # with its parent (PR_SET_PDEATHSIG), so a killed driver leaves no I/O running.
+        code = ("import ctypes,json,signal,sys;ctypes.CDLL(None).prctl(1,signal.SIGKILL);sys.stdin.readline();"
+                "from clusterlab import _core;p,n,b,s=sys.argv[1],*map(int,sys.argv[2:5]);"
+                "w=_core.local_sequential(p,n,b,s,True,True);r=_core.local_sequential(p,n,b,s,False,True);"
+                "print(json.dumps([w,r]))")
+        proc = subprocess.Popen([sys.executable, "-c", code, path, str(size), str(block), str(seed)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _throttle(cg, backing_device(self.dir), self.backing_bps, proc.pid)
+            out, err = proc.communicate("go\n", timeout=timeout)
+            if proc.returncode != 0:
+                raise TestbedError(f"the local disk baseline failed: {err.strip()[-300:]}")
+            (wn, ws, _), (rn, rs, bad) = json.loads(out)
+            return {"write_mbps": round(wn / ws / 1e6, 2), "read_mbps": round(rn / rs / 1e6, 2), "bad_blocks": bad,
+                    "backing_bps": self.backing_bps, "direct": True}
+        except subprocess.TimeoutExpired:
+            raise TestbedError(f"the local disk baseline did not finish in {timeout:.0f} s") from None
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            _remove_cgroup(cg)
+
     def stop(self) -> dict:
         """Remove LUNs and targets, stop tgtd, delete the files. Idempotent."""
         res = clean_storage(self.name)
@@ -494,6 +559,9 @@ def clean_storage(testbed: str, grace: float = 5.0) -> dict:
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.05)
+    local = _local_cgroup(name)
+    if local and _remove_cgroup(local, grace):
+        removed["cgroups"] += 1
     d = st.get("dir") or os.path.join(STORAGE_DIR, name)
     if os.path.isdir(d):
         removed["files"] = len(os.listdir(d))
@@ -518,7 +586,7 @@ def storage_leftovers(testbed: str) -> dict:
     d = os.path.join(STORAGE_DIR, name)
     out = {"processes": _tgtd_pids(port), "files": sorted(os.listdir(d)) if os.path.isdir(d) else [],
            "state_files": [_state_path(name)] if os.path.exists(_state_path(name)) else []}
-    cg = _cgroup_path(name)
-    if cg and os.path.isdir(cg):
-        out["cgroups"] = [cg]
+    cgs = [c for c in (_cgroup_path(name), _local_cgroup(name)) if c and os.path.isdir(c)]
+    if cgs:
+        out["cgroups"] = cgs
     return out

@@ -9,7 +9,9 @@ largest rank count + 1. Both are real I/O and computation: not dilatable.
 ``block``-byte commands, all at once, then reads them back (checked); row: aggregate and
 per-initiator MB/s of each phase, with the bottleneck the monitor named
 (``clusterlab.bench.storage.phase_usage``), and the same block loop on a local file
-(``local_write_mbps``, ``local_read_mbps``, first repetition of each point).
+(``local_write_mbps``, ``local_read_mbps``, once per point): with ``backing_rate`` a disk of
+that rate (``IscsiTarget.local_disk_baseline``: direct I/O under the same limit, as the seed's
+local RAID), without it the page cache (``local_backing_rate``: ``none``).
 
 ``mining_from_target``: the data (a FIMI file, or a generator name with a size such as
 ``T10I4N1000D100K:1M``: 1000 items, as the seed's) is written once per point to a shared LUN, one region per rank
@@ -121,8 +123,10 @@ def _bonnie(session, params, reps, warmup):
     tb, st, clients = _hosts(session)
     size, block = parse_size(params["size"]), parse_size(params["block"])
     backing = _rate(params["backing_rate"])
-    local = local_baseline(size, block, bonnie=False)
     with IscsiTarget(tb, host=st, clients=clients, lun_size=size, backing_bps=backing) as target:
+        # the local file: with a throttled backing store, a disk of that rate (direct I/O, the
+        # same limit); without one the page cache, as the target's unthrottled LUNs use
+        local = target.local_disk_baseline(size, block) if backing else local_baseline(size, block, bonnie=False)
         luns = open_all(tb, target, len(clients), connections=params["connections"])
         try:
             for i in range(warmup + reps):
@@ -143,6 +147,7 @@ def _bonnie(session, params, reps, warmup):
                        "target_cpu_read": rd["monitor"].get("target_cpu"),
                        "st_link_utilization_read": rd["monitor"]["st_link_utilization"],
                        "local_write_mbps": local["write_mbps"], "local_read_mbps": local["read_mbps"],
+                       "local_backing_rate": params["backing_rate"] if backing else "none",
                        "read_vs_local": round(rd["aggregate_mbps"] / n / local["read_mbps"], 4),
                        "write_vs_local": round(w["aggregate_mbps"] / n / local["write_mbps"], 4)}
         finally:
