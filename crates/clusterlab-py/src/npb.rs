@@ -1,9 +1,10 @@
-//! NPB kernels (EP, IS, CG, MG, FT): array conversion, size checks, and the GIL released
+//! NPB kernels (EP, IS, CG, MG, FT, LU): array conversion, size checks, and the GIL released
 //! around every kernel so in-process ranks (threads) compute in parallel. Grids and vectors
 //! are numpy arrays owned by Python and updated in place; complex arrays are passed as their
 //! float64 view (re, im interleaved).
 
-use clusterlab_core::npb::{cg, ep, ft, is, mg, randlc};
+use clusterlab_core::npb::{cg, ep, ft, is, lu, mg, randlc};
+use std::sync::Mutex;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -284,6 +285,144 @@ fn npb_mg_extremes<'py>(py: Python<'py>, z: PyReadonlyArrayDyn<f64>, n: [usize; 
     Ok((to(hi)?, to(lo)?))
 }
 
+/// One LU process's state (NPB's common blocks): its fields live in Rust; Python calls the
+/// steps of the SSOR solver and moves ghost layers between processes.
+#[pyclass(module = "clusterlab._core", frozen, name = "NpbLu")]
+struct LuRank {
+    inner: Mutex<lu::Lu>,
+}
+
+fn lu_field(name: &str) -> PyResult<lu::Field> {
+    match name {
+        "u" => Ok(lu::Field::U),
+        "rsd" => Ok(lu::Field::Rsd),
+        _ => Err(err(format!("LU field {name:?}: 'u' or 'rsd'"))),
+    }
+}
+
+impl LuRank {
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut lu::Lu) -> R + Send) -> R {
+        py.detach(|| f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    fn check_plane(&self, k: usize, lo: usize) -> PyResult<()> {
+        let nz = self.inner.lock().unwrap_or_else(|e| e.into_inner()).g.nz;
+        if k < lo || k + lo > nz + 1 {
+            return Err(err(format!("k-plane {k} outside {lo} ..= {}", nz + 1 - lo)));
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl LuRank {
+    /// Process (row, col) (0-based, row along x) of an xdim x ydim grid for an
+    /// nx0 x ny0 x nz0 problem with time step dt and relaxation omega.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(nx0: usize, ny0: usize, nz0: usize, xdim: usize, ydim: usize, row: usize, col: usize, dt: f64, omega: f64) -> PyResult<Self> {
+        Ok(LuRank { inner: Mutex::new(lu::Lu::new(nx0, ny0, nz0, xdim, ydim, row, col, dt, omega).map_err(err)?) })
+    }
+
+    /// The box: dict of nx, ny, nz, ipt, jpt, ist, iend, jst, jend, dxi, deta, dzeta.
+    fn geometry<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner()).g;
+        let d = pyo3::types::PyDict::new(py);
+        for (k, v) in [("nx", g.nx as isize), ("ny", g.ny as isize), ("nz", g.nz as isize), ("ipt", g.ipt as isize), ("jpt", g.jpt as isize), ("ist", g.ist), ("iend", g.iend), ("jst", g.jst), ("jend", g.jend)] {
+            d.set_item(k, v)?;
+        }
+        for (k, v) in [("dxi", g.dxi), ("deta", g.deta), ("dzeta", g.dzeta)] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// One of the steps: setbv, setiv, erhs_init, erhs_xi, erhs_eta, erhs_zeta, rhs_init,
+    /// rhs_xi, rhs_eta, rhs_zeta, scale_rsd, update_u.
+    fn step(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let f: fn(&mut lu::Lu) = match name {
+            "setbv" => lu::Lu::setbv,
+            "setiv" => lu::Lu::setiv,
+            "erhs_init" => lu::Lu::erhs_init,
+            "erhs_xi" => lu::Lu::erhs_xi,
+            "erhs_eta" => lu::Lu::erhs_eta,
+            "erhs_zeta" => lu::Lu::erhs_zeta,
+            "rhs_init" => lu::Lu::rhs_init,
+            "rhs_xi" => lu::Lu::rhs_xi,
+            "rhs_eta" => lu::Lu::rhs_eta,
+            "rhs_zeta" => lu::Lu::rhs_zeta,
+            "scale_rsd" => lu::Lu::scale_rsd,
+            "update_u" => lu::Lu::update_u,
+            _ => return Err(err(format!("unknown LU step {name:?}"))),
+        };
+        self.with(py, f);
+        Ok(())
+    }
+
+    /// jacld(k) (lower) or jacu(k) (upper), k in 2 ..= nz-1.
+    fn jacobian(&self, py: Python<'_>, k: usize, upper: bool) -> PyResult<()> {
+        self.check_plane(k, 2)?;
+        self.with(py, |l| if upper { l.jacu(k) } else { l.jacld(k) });
+        Ok(())
+    }
+
+    /// blts(k) (lower) or buts(k) (upper) without the exchanges.
+    fn sweep(&self, py: Python<'_>, k: usize, upper: bool) -> PyResult<()> {
+        self.check_plane(k, 2)?;
+        self.with(py, |l| if upper { l.buts(k) } else { l.blts(k) });
+        Ok(())
+    }
+
+    /// The 5-vectors of field ('u' or 'rsd') at layers along axis (0: i, 1: j), each k in
+    /// k0..=k1 and each t in t0..=t1 along the other axis.
+    #[allow(clippy::too_many_arguments)]
+    fn pack<'py>(&self, py: Python<'py>, field: &str, axis: usize, layers: Vec<isize>, t0: isize, t1: isize, k0: usize, k1: usize) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let f = lu_field(field)?;
+        let v = self.with(py, |l| if l.valid_points(axis, &layers, t0, t1, k0, k1) { Some(l.pack(f, axis, &layers, t0, t1, k0, k1)) } else { None });
+        Ok(PyArray1::from_vec(py, v.ok_or_else(|| err("ghost exchange outside the box"))?))
+    }
+
+    /// Writes data (as `pack` returns it) into those points.
+    #[allow(clippy::too_many_arguments)]
+    fn unpack(&self, py: Python<'_>, field: &str, axis: usize, layers: Vec<isize>, t0: isize, t1: isize, k0: usize, k1: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+        let f = lu_field(field)?;
+        let d = data.as_slice()?;
+        self.with(py, |l| if l.valid_points(axis, &layers, t0, t1, k0, k1) { l.unpack(f, axis, &layers, t0, t1, k0, k1, d) } else { Err("ghost exchange outside the box".into()) })
+            .map_err(err)
+    }
+
+    /// l2norm's per-column sums of squares of field over k (nx0 * ny0 * 5, zeros elsewhere).
+    fn l2_columns<'py>(&self, py: Python<'py>, field: &str) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let f = lu_field(field)?;
+        Ok(PyArray1::from_vec(py, self.with(py, |l| l.l2_columns(f))))
+    }
+
+    /// error's per-column sums of (exact - u)^2 over k, placed as l2_columns.
+    fn error_columns<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
+        PyArray1::from_vec(py, self.with(py, |l| l.error_columns()))
+    }
+
+    /// pintgr's integrand on a plane (see lu::Lu::phi_plane) as a 2-D array.
+    fn phi_plane<'py>(&self, py: Python<'py>, axis: usize, fixed: isize, r: (isize, isize), s: (isize, isize)) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let (v, dims) = self.with(py, |l| {
+            let g = l.g;
+            let dims = match axis {
+                2 => [g.nx + 2, g.ny + 2],
+                1 => [g.nx + 2, g.nz + 2],
+                _ => [g.ny + 2, g.nz + 2],
+            };
+            (l.phi_plane(axis, fixed, r, s), dims)
+        });
+        PyArray1::from_vec(py, v.map_err(err)?).reshape(dims)
+    }
+}
+
+/// NPB LU's process grid (xdim, ydim) for n processes, or None where NPB refuses n.
+#[pyfunction]
+fn npb_lu_proc_grid(n: usize) -> Option<(usize, usize)> {
+    lu::proc_grid(n)
+}
+
 /// NPB's roots-of-unity table for lengths up to n, as an (n, 2) array.
 #[pyfunction]
 fn npb_ft_roots<'py>(py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyArray2<f64>>> {
@@ -360,6 +499,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(npb_mg_norm_leaves, m)?)?;
     m.add_function(wrap_pyfunction!(npb_mg_zran3, m)?)?;
     m.add_function(wrap_pyfunction!(npb_mg_extremes, m)?)?;
+    m.add_class::<LuRank>()?;
+    m.add_function(wrap_pyfunction!(npb_lu_proc_grid, m)?)?;
     m.add_function(wrap_pyfunction!(npb_ft_roots, m)?)?;
     m.add_function(wrap_pyfunction!(npb_ft_fft, m)?)?;
     m.add_function(wrap_pyfunction!(npb_ft_transpose, m)?)?;

@@ -1,4 +1,4 @@
-//! Compute kernels of the NAS Parallel Benchmarks (NPB 3.x): EP, IS, CG, MG and FT.
+//! Compute kernels of the NAS Parallel Benchmarks (NPB 3.x): EP, IS, CG, MG, FT and LU.
 //!
 //! Only the per-rank computation lives here; the parallel algorithms (who sends what to whom)
 //! are written in Python against clusterlab's `Communicator` (`clusterlab.npb`). Every kernel
@@ -14,11 +14,14 @@
 //! - [`cg`]: the sparse matrix of CG (`makea`) and its leaf-ordered products.
 //! - [`mg`]: the V-cycle stencils of MG (resid, psinv, rprj3, interp), norms, zran3.
 //! - [`ft`]: initial conditions, the Stockham FFT on blocks of lines, twiddles, transposes.
+//! - [`lu`]: LU's SSOR solver: rhs, erhs, the Jacobians and the triangular sweeps per
+//!   k-plane, the boundary and initial values, and the per-column parts of its norms.
 
 pub mod cg;
 pub mod ep;
 pub mod ft;
 pub mod is;
+pub mod lu;
 pub mod mg;
 pub mod randlc;
 
