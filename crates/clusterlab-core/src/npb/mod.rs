@@ -1,4 +1,4 @@
-//! Compute kernels of the NAS Parallel Benchmarks (NPB 3.x): EP, IS, CG, MG and FT.
+//! Compute kernels of the NAS Parallel Benchmarks (NPB 3.x): EP, IS, CG, MG, FT and SP.
 //!
 //! Only the per-rank computation lives here; the parallel algorithms (who sends what to whom)
 //! are written in Python against clusterlab's `Communicator` (`clusterlab.npb`). Every kernel
@@ -14,6 +14,8 @@
 //! - [`cg`]: the sparse matrix of CG (`makea`) and its leaf-ordered products.
 //! - [`mg`]: the V-cycle stencils of MG (resid, psinv, rprj3, interp), norms, zran3.
 //! - [`ft`]: initial conditions, the Stockham FFT on blocks of lines, twiddles, transposes.
+//! - [`sp`]: SP's ADI solver on a slab of k-planes: compute_rhs, txinvr, the pentadiagonal
+//!   line solves, ninvr/pinvr/tzetar, add, the exact solution and forcing, the norms.
 
 pub mod cg;
 pub mod ep;
@@ -21,6 +23,7 @@ pub mod ft;
 pub mod is;
 pub mod mg;
 pub mod randlc;
+pub mod sp;
 
 /// Combine `v` (length a power of two) pairwise as a binary tree over adjacent entries:
 /// `((v0 + v1) + (v2 + v3)) + ...`. Every rank that owns an aligned run of leaves computes
