@@ -1,9 +1,10 @@
-//! NPB kernels (EP, IS, CG, MG, FT): array conversion, size checks, and the GIL released
+//! NPB kernels (EP, IS, CG, MG, FT, SP): array conversion, size checks, and the GIL released
 //! around every kernel so in-process ranks (threads) compute in parallel. Grids and vectors
 //! are numpy arrays owned by Python and updated in place; complex arrays are passed as their
 //! float64 view (re, im interleaved).
 
-use clusterlab_core::npb::{cg, ep, ft, is, mg, randlc};
+use clusterlab_core::npb::{cg, ep, ft, is, mg, randlc, sp};
+use std::sync::Mutex;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -284,6 +285,100 @@ fn npb_mg_extremes<'py>(py: Python<'py>, z: PyReadonlyArrayDyn<f64>, n: [usize; 
     Ok((to(hi)?, to(lo)?))
 }
 
+/// One SP process's state (NPB's common blocks for its slab of k-planes): the fields live in
+/// Rust; Python calls the steps of the ADI iteration and moves planes and z lines.
+#[pyclass(module = "clusterlab._core", frozen, name = "NpbSp")]
+struct SpRank {
+    inner: Mutex<sp::Sp>,
+}
+
+impl SpRank {
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut sp::Sp) -> R + Send) -> R {
+        py.detach(|| f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+}
+
+#[pymethods]
+impl SpRank {
+    /// The process owning planes k0 .. k1 of an nx x ny x nz grid, time step dt.
+    #[new]
+    fn new(nx: usize, ny: usize, nz: usize, dt: f64, k0: usize, k1: usize) -> PyResult<Self> {
+        Ok(SpRank { inner: Mutex::new(sp::Sp::new(nx, ny, nz, dt, k0, k1).map_err(err)?) })
+    }
+
+    /// The stored planes (lo, hi): the owned ones and up to two more on each side.
+    fn stored(&self) -> (usize, usize) {
+        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        (s.lo, s.hi)
+    }
+
+    /// One of the steps: exact_rhs, initialize, compute_aux, compute_rhs, txinvr, x_solve
+    /// (with ninvr), y_solve (with pinvr), tzetar_add.
+    fn step(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let f: fn(&mut sp::Sp) = match name {
+            "exact_rhs" => sp::Sp::exact_rhs,
+            "initialize" => sp::Sp::initialize,
+            "compute_aux" => sp::Sp::compute_aux,
+            "compute_rhs" => sp::Sp::compute_rhs,
+            "txinvr" => sp::Sp::txinvr,
+            "x_solve" => |s| s.xy_solve(0),
+            "y_solve" => |s| s.xy_solve(1),
+            "tzetar_add" => sp::Sp::tzetar_add,
+            _ => return Err(err(format!("unknown SP step {name:?}"))),
+        };
+        self.with(py, f);
+        Ok(())
+    }
+
+    /// u of stored planes ka .. kb.
+    fn planes<'py>(&self, py: Python<'py>, ka: usize, kb: usize) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        Ok(PyArray1::from_vec(py, self.with(py, |s| s.planes(ka, kb)).map_err(err)?))
+    }
+
+    /// Writes u of stored planes ka .. kb.
+    fn set_planes(&self, py: Python<'_>, ka: usize, kb: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+        let d = data.as_slice()?;
+        self.with(py, |s| s.set_planes(ka, kb, d)).map_err(err)
+    }
+
+    /// The owned planes' z-line data for rows j0 .. j1 (rhs, ws, rho_i, speed per point).
+    fn pack_z<'py>(&self, py: Python<'py>, j0: usize, j1: usize) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).ny;
+        if j0 > j1 || j1 > ny {
+            return Err(err(format!("rows {j0}..{j1} outside 0..{ny}")));
+        }
+        Ok(PyArray1::from_vec(py, self.with(py, |s| s.pack_z(j0, j1))))
+    }
+
+    /// Writes the solved rhs of the owned planes, rows j0 .. j1.
+    fn unpack_z(&self, py: Python<'_>, j0: usize, j1: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).ny;
+        if j0 > j1 || j1 > ny {
+            return Err(err(format!("rows {j0}..{j1} outside 0..{ny}")));
+        }
+        let d = data.as_slice()?;
+        self.with(py, |s| s.unpack_z(j0, j1, d)).map_err(err)
+    }
+
+    /// Solves whole z lines of nj rows (every k, pack_z pieces concatenated in k order):
+    /// the solved rhs, 5 per point.
+    fn z_solve<'py>(&self, py: Python<'py>, nj: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let d = data.as_slice()?;
+        let out = self.with(py, |s| sp::z_solve_lines(&s.c, s.nz, nj, s.nx - 2, d)).map_err(err)?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// error_norm's sums continued over the owned planes from acc.
+    fn error_norm_chain(&self, py: Python<'_>, acc: [f64; 5]) -> [f64; 5] {
+        self.with(py, |s| s.error_norm_chain(acc))
+    }
+
+    /// rhs_norm's sums continued over the owned interior planes from acc.
+    fn rhs_norm_chain(&self, py: Python<'_>, acc: [f64; 5]) -> [f64; 5] {
+        self.with(py, |s| s.rhs_norm_chain(acc))
+    }
+}
+
 /// NPB's roots-of-unity table for lengths up to n, as an (n, 2) array.
 #[pyfunction]
 fn npb_ft_roots<'py>(py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyArray2<f64>>> {
@@ -360,6 +455,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(npb_mg_norm_leaves, m)?)?;
     m.add_function(wrap_pyfunction!(npb_mg_zran3, m)?)?;
     m.add_function(wrap_pyfunction!(npb_mg_extremes, m)?)?;
+    m.add_class::<SpRank>()?;
     m.add_function(wrap_pyfunction!(npb_ft_roots, m)?)?;
     m.add_function(wrap_pyfunction!(npb_ft_fft, m)?)?;
     m.add_function(wrap_pyfunction!(npb_ft_transpose, m)?)?;

@@ -1,4 +1,4 @@
-"""``clusterlab npb``: the NAS Parallel Benchmarks (EP, IS, CG, MG, FT) on clusterlab's ranks.
+"""``clusterlab npb``: the NAS Parallel Benchmarks (EP, IS, CG, MG, FT, SP) on clusterlab's ranks.
 
 The command parses and prints; ``clusterlab.npb.run`` does the work.
 """
@@ -14,12 +14,12 @@ from clusterlab.cluster.api import BACKENDS
 from clusterlab.errors import ConfigError
 from clusterlab.units import MAX_SECONDS
 
-KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft")
+KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft", "sp")
 
 
 @click.group()
 def npb():
-    """NAS Parallel Benchmarks (NPB 3.x EP, IS, CG, MG, FT; classes S, W, A) with NPB's
+    """NAS Parallel Benchmarks (NPB 3.x EP, IS, CG, MG, FT, SP; classes S, W, A) with NPB's
     verification and Mop/s, per-rank compute time and traffic.
 
     \b
@@ -48,7 +48,7 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
 
     \b
     Rank counts: EP and IS any; CG a power of two; MG 1, 2, 4 or 8; FT a power of two
-    dividing the grid's ny and nz.
+    dividing the grid's ny and nz; SP 1 to the grid's size minus 2 (10 in class S).
 
     \b
     Examples:

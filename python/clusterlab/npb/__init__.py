@@ -1,9 +1,10 @@
-"""NAS Parallel Benchmarks (NPB 3.x: EP, IS, CG, MG, FT; classes S, W, A) on clusterlab's
+"""NAS Parallel Benchmarks (NPB 3.x: EP, IS, CG, MG, FT, SP; classes S, W, A) on clusterlab's
 Communicator, so they run on the TCP mesh (with every TCP knob), under MPI, or as threads.
 
 Compute is in Rust (``clusterlab._core``); communication follows the reference MPI code's
 pattern (EP a final reduction, IS an all-to-all-v of keys, CG row/column exchanges on NPB's
-2-D process grid, MG halo exchanges on its 3-D decomposition, FT transposes by all-to-all).
+2-D process grid, MG halo exchanges on its 3-D decomposition, FT transposes by all-to-all,
+SP plane halos on slabs of k-planes and an all-to-all transpose for its z lines).
 Each run is verified with NPB's own reference values and reports NPB's Mop/s, plus per-rank
 compute time between messages and traffic.
 
@@ -21,13 +22,13 @@ from clusterlab.comm.places import InProcess
 from clusterlab.errors import ConfigError
 from clusterlab.npb.common import CLASSES, KERNELS, NpbResult, TracedComm, check_class
 
-_MODULES = {"ep": "ep", "is": "is_", "cg": "cg", "mg": "mg", "ft": "ft"}
+_MODULES = {"ep": "ep", "is": "is_", "cg": "cg", "mg": "mg", "ft": "ft", "sp": "sp"}
 
 __all__ = ["CLASSES", "KERNELS", "NpbResult", "kernel_module", "run"]
 
 
 def kernel_module(kernel: str):
-    """The module implementing ``kernel`` (ep, is, cg, mg, ft)."""
+    """The module implementing ``kernel`` (ep, is, cg, mg, ft, sp)."""
     k = str(kernel).lower()
     if k not in _MODULES:
         raise ConfigError(f"unknown NPB kernel {kernel!r} (one of {', '.join(KERNELS)})")

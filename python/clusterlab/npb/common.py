@@ -19,7 +19,7 @@ import numpy as np
 from clusterlab.comm.communicator import Communicator, nbytes
 from clusterlab.errors import ConfigError
 
-KERNELS = ("ep", "is", "cg", "mg", "ft")
+KERNELS = ("ep", "is", "cg", "mg", "ft", "sp")
 CLASSES = ("S", "W", "A")
 
 
