@@ -22,9 +22,9 @@ from clusterlab.errors import ConfigError
 
 # the quantity each kernel verifies, as it appears in the result record
 KEY = {"ep": ("sx", "value"), "is": ("test_key_ranks",), "cg": ("zeta", "value"),
-       "mg": ("l2_norm", "value"), "ft": ("checksums",)}
+       "mg": ("l2_norm", "value"), "ft": ("checksums",), "sp": ()}
 # 8 ranks where the decomposition is new there (CG's non-square 2x4 grid, MG's 2x2x2)
-RANKS = {"ep": (1, 3), "is": (1, 3, 4), "cg": (1, 2, 4, 8), "mg": (1, 2, 4, 8), "ft": (1, 2, 4)}
+RANKS = {"ep": (1, 3), "is": (1, 3, 4), "cg": (1, 2, 4, 8), "mg": (1, 2, 4, 8), "ft": (1, 2, 4), "sp": (1, 4)}
 
 
 def checked(res) -> object:
@@ -111,7 +111,7 @@ def test_mpi_backend_with_misaligned_messages(kernel, n):
     assert r.verified and checked(r) == checked(npb.run(kernel, "S", n=1))
 
 
-@pytest.mark.parametrize("kernel,n", [("cg", 3), ("mg", 16), ("mg", 3), ("ft", 3), ("ep", 0), ("is", 129)])
+@pytest.mark.parametrize("kernel,n", [("cg", 3), ("mg", 16), ("mg", 3), ("ft", 3), ("ep", 0), ("is", 129), ("sp", 11)])
 def test_unsupported_rank_counts_are_refused(kernel, n):
     with pytest.raises(ConfigError):
         npb.run(kernel, "S", n=n)
