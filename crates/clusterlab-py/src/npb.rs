@@ -292,6 +292,14 @@ struct SpRank {
     inner: Mutex<sp::Sp>,
 }
 
+fn sp_field(name: &str) -> PyResult<sp::Field> {
+    match name {
+        "u" => Ok(sp::Field::U),
+        "rhs" => Ok(sp::Field::Rhs),
+        _ => Err(err(format!("SP field {name:?}: 'u' or 'rhs'"))),
+    }
+}
+
 impl SpRank {
     fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut sp::Sp) -> R + Send) -> R {
         py.detach(|| f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner())))
@@ -306,14 +314,46 @@ impl SpRank {
         Ok(SpRank { inner: Mutex::new(sp::Sp::new(nx, ny, nz, dt, k0, k1).map_err(err)?) })
     }
 
-    /// The stored planes (lo, hi): the owned ones and up to two more on each side.
-    fn stored(&self) -> (usize, usize) {
+    /// The process's cell o0 .. o1 (per axis x, y, z) of a grid of n points per axis.
+    #[staticmethod]
+    fn cell(n: [usize; 3], dt: f64, o0: [usize; 3], o1: [usize; 3]) -> PyResult<Self> {
+        Ok(SpRank { inner: Mutex::new(sp::Sp::new_box(n, dt, o0, o1).map_err(err)?) })
+    }
+
+    /// The stored box (s0, s1): the owned points and up to two more on each side.
+    fn stored(&self) -> ([usize; 3], [usize; 3]) {
         let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        (s.lo, s.hi)
+        (s.s0, s.s1)
+    }
+
+    /// The 5-vectors of field ('u' or 'rhs') on stored points lo .. hi (k, j, i order).
+    fn region<'py>(&self, py: Python<'py>, field: &str, lo: [usize; 3], hi: [usize; 3]) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let f = sp_field(field)?;
+        Ok(PyArray1::from_vec(py, self.with(py, |s| s.region(f, lo, hi)).map_err(err)?))
+    }
+
+    /// Writes field on stored points lo .. hi (as `region` returns it).
+    fn set_region(&self, py: Python<'_>, field: &str, lo: [usize; 3], hi: [usize; 3], data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+        let f = sp_field(field)?;
+        let d = data.as_slice()?;
+        self.with(py, |s| s.set_region(f, lo, hi, d)).map_err(err)
+    }
+
+    /// One half of the line solves along axis (0 x, 1 y, 2 z) over the cell: forward
+    /// elimination (incoming: the two last rows per line of the cell before, or empty) or back
+    /// substitution (incoming: the two first solved rows per line of the cell after). Returns
+    /// what goes on along the lines (empty at the grid's end).
+    fn sweep<'py>(&self, py: Python<'py>, axis: usize, forward: bool, incoming: PyReadonlyArrayDyn<f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        if axis > 2 {
+            return Err(err("axis must be 0, 1 or 2"));
+        }
+        let d = incoming.as_slice()?;
+        let out = self.with(py, |s| if forward { s.sweep_forward(axis, d) } else { s.sweep_backward(axis, d) }).map_err(err)?;
+        Ok(PyArray1::from_vec(py, out))
     }
 
     /// One of the steps: exact_rhs, initialize, compute_aux, compute_rhs, txinvr, x_solve
-    /// (with ninvr), y_solve (with pinvr), tzetar_add.
+    /// (with ninvr), y_solve (with pinvr), ninvr, pinvr, tzetar_add.
     fn step(&self, py: Python<'_>, name: &str) -> PyResult<()> {
         let f: fn(&mut sp::Sp) = match name {
             "exact_rhs" => sp::Sp::exact_rhs,
@@ -323,6 +363,8 @@ impl SpRank {
             "txinvr" => sp::Sp::txinvr,
             "x_solve" => |s| s.xy_solve(0),
             "y_solve" => |s| s.xy_solve(1),
+            "ninvr" => sp::Sp::ninvr,
+            "pinvr" => sp::Sp::pinvr,
             "tzetar_add" => sp::Sp::tzetar_add,
             _ => return Err(err(format!("unknown SP step {name:?}"))),
         };
@@ -343,7 +385,7 @@ impl SpRank {
 
     /// The owned planes' z-line data for rows j0 .. j1 (rhs, ws, rho_i, speed per point).
     fn pack_z<'py>(&self, py: Python<'py>, j0: usize, j1: usize) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).ny;
+        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).n[1];
         if j0 > j1 || j1 > ny {
             return Err(err(format!("rows {j0}..{j1} outside 0..{ny}")));
         }
@@ -352,7 +394,7 @@ impl SpRank {
 
     /// Writes the solved rhs of the owned planes, rows j0 .. j1.
     fn unpack_z(&self, py: Python<'_>, j0: usize, j1: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
-        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).ny;
+        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).n[1];
         if j0 > j1 || j1 > ny {
             return Err(err(format!("rows {j0}..{j1} outside 0..{ny}")));
         }
@@ -364,7 +406,7 @@ impl SpRank {
     /// the solved rhs, 5 per point.
     fn z_solve<'py>(&self, py: Python<'py>, nj: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let d = data.as_slice()?;
-        let out = self.with(py, |s| sp::z_solve_lines(&s.c, s.nz, nj, s.nx - 2, d)).map_err(err)?;
+        let out = self.with(py, |s| sp::z_solve_lines(&s.c, s.n[2], nj, s.n[0] - 2, d)).map_err(err)?;
         Ok(PyArray1::from_vec(py, out))
     }
 

@@ -304,16 +304,18 @@ impl LineSolver {
     }
 }
 
-/// One process's part of SP: planes `k0 .. k1` owned, `lo .. hi` stored.
+/// One process's part of SP (one of its cells): the box `o0 .. o1` (per axis x, y, z) owned,
+/// `s0 .. s1` stored (two more points on each side as far as the grid goes). A slab of
+/// k-planes is the box with whole x and y.
 pub struct Sp {
     pub c: Consts,
-    pub nx: usize,
-    pub ny: usize,
-    pub nz: usize,
-    pub k0: usize,
-    pub k1: usize,
-    pub lo: usize,
-    pub hi: usize,
+    pub n: [usize; 3],
+    pub o0: [usize; 3],
+    pub o1: [usize; 3],
+    pub s0: [usize; 3],
+    pub s1: [usize; 3],
+    sd: [usize; 3],
+    stride: [usize; 3],
     pub u: Vec<f64>,
     pub rhs: Vec<f64>,
     pub forcing: Vec<f64>,
@@ -324,31 +326,49 @@ pub struct Sp {
     rho_i: Vec<f64>,
     speed: Vec<f64>,
     square: Vec<f64>,
+    /// the line solves' normalized lhs(4), lhs(5) of lhs, lhsp, lhsm per owned point (kept
+    /// from the forward sweep for the backward one)
+    lhs45: Vec<f64>,
 }
 
-/// The five-point planes a process needs besides its own: two on each side.
+/// The points a process needs beyond its own on each side (the stencils' reach).
 pub const HALO: usize = 2;
 
+/// A field of `Sp` that moves between processes.
+#[derive(Clone, Copy, Debug)]
+pub enum Field {
+    U,
+    Rhs,
+}
+
 impl Sp {
+    /// The slab of planes `k0 .. k1` of an nx x ny x nz grid.
     pub fn new(nx: usize, ny: usize, nz: usize, dt: f64, k0: usize, k1: usize) -> Result<Sp, String> {
-        if nx < 6 || ny < 6 || nz < 6 {
-            return Err(format!("SP grid {nx}x{ny}x{nz}: at least 6 points per axis"));
+        Sp::new_box([nx, ny, nz], dt, [0, 0, k0], [nx, ny, k1])
+    }
+
+    /// The box `o0 .. o1` of a grid of `n` points per axis.
+    pub fn new_box(n: [usize; 3], dt: f64, o0: [usize; 3], o1: [usize; 3]) -> Result<Sp, String> {
+        if n.iter().any(|&m| m < 6) {
+            return Err(format!("SP grid {n:?}: at least 6 points per axis"));
         }
-        if k0 >= k1 || k1 > nz {
-            return Err(format!("SP slab {k0}..{k1} outside 0..{nz}"));
+        if (0..3).any(|a| o0[a] >= o1[a] || o1[a] > n[a]) {
+            return Err(format!("SP box {o0:?}..{o1:?} outside the grid {n:?}"));
         }
-        let lo = k0.saturating_sub(HALO);
-        let hi = (k1 + HALO).min(nz);
-        let pts = (hi - lo) * ny * nx;
+        let s0 = [0, 1, 2].map(|a| o0[a].saturating_sub(HALO));
+        let s1 = [0, 1, 2].map(|a| (o1[a] + HALO).min(n[a]));
+        let sd = [0, 1, 2].map(|a| s1[a] - s0[a]);
+        let pts = sd[0] * sd[1] * sd[2];
+        let owned = (0..3).map(|a| o1[a] - o0[a]).product::<usize>();
         Ok(Sp {
-            c: Consts::new([nx, ny, nz], dt),
-            nx,
-            ny,
-            nz,
-            k0,
-            k1,
-            lo,
-            hi,
+            c: Consts::new(n, dt),
+            n,
+            o0,
+            o1,
+            s0,
+            s1,
+            sd,
+            stride: [1, sd[0], sd[0] * sd[1]],
             u: vec![0.0; 5 * pts],
             rhs: vec![0.0; 5 * pts],
             forcing: vec![0.0; 5 * pts],
@@ -359,30 +379,31 @@ impl Sp {
             rho_i: vec![0.0; pts],
             speed: vec![0.0; pts],
             square: vec![0.0; pts],
+            lhs45: vec![0.0; 6 * owned],
         })
     }
 
     #[inline(always)]
     fn pt(&self, i: usize, j: usize, k: usize) -> usize {
-        ((k - self.lo) * self.ny + j) * self.nx + i
+        ((k - self.s0[2]) * self.sd[1] + (j - self.s0[1])) * self.sd[0] + (i - self.s0[0])
     }
 
-    /// Owned planes that are interior planes of the grid.
-    fn interior_k(&self) -> std::ops::Range<usize> {
-        self.k0.max(1)..self.k1.min(self.nz - 1)
+    /// Owned points along axis a that are interior points of the grid.
+    fn interior(&self, a: usize) -> std::ops::Range<usize> {
+        self.o0[a].max(1)..self.o1[a].min(self.n[a] - 1)
     }
 
-    /// NPB's `initialize` on every stored plane: the transfinite interpolation of the exact
+    /// NPB's `initialize` on every stored point: the transfinite interpolation of the exact
     /// solution on the faces inside, the exact solution on the boundary (faces in NPB's order,
     /// so the last face a point lies on gives its value, with that face's coordinate exact).
     pub fn initialize(&mut self) {
         let c = self.c.clone();
-        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
-        for k in self.lo..self.hi {
+        let [nx, ny, nz] = self.n;
+        for k in self.s0[2]..self.s1[2] {
             let zeta = k as f64 * c.dnzm1;
-            for j in 0..ny {
+            for j in self.s0[1]..self.s1[1] {
                 let eta = j as f64 * c.dnym1;
-                for i in 0..nx {
+                for i in self.s0[0]..self.s1[0] {
                     let xi = i as f64 * c.dnxm1;
                     let v = if k == 0 || k == nz - 1 {
                         c.exact(xi, eta, if k == 0 { 0.0 } else { 1.0 })
@@ -410,10 +431,11 @@ impl Sp {
         }
     }
 
-    /// NPB's `exact_rhs` on the owned planes (the forcing term).
+    /// NPB's `exact_rhs` on the owned points (the forcing term; each line's exact values are
+    /// computed over the whole grid line, as NPB does).
     pub fn exact_rhs(&mut self) {
         let c = self.c.clone();
-        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
+        let [nx, ny, nz] = self.n;
         self.forcing.iter_mut().for_each(|v| *v = 0.0);
         let nmax = nx.max(ny).max(nz);
         let mut ue = vec![[0.0f64; 5]; nmax];
@@ -441,14 +463,14 @@ impl Sp {
                 q[p] = 0.5 * (buf[p][1] * ue[p][1] + buf[p][2] * ue[p][2] + buf[p][3] * ue[p][3]);
             }
         };
-        let ks = self.interior_k();
+        let (is, js, ks) = (self.interior(0), self.interior(1), self.interior(2));
         // xi direction
         for k in ks.clone() {
             let zeta = k as f64 * c.dnzm1;
-            for j in 1..ny - 1 {
+            for j in js.clone() {
                 let eta = j as f64 * c.dnym1;
                 line(0, nx, &|i| (i as f64 * c.dnxm1, eta, zeta), &mut ue, &mut buf, &mut cuf, &mut q);
-                for i in 1..nx - 1 {
+                for i in is.clone() {
                     let p = self.pt(i, j, k);
                     let f = &mut self.forcing[5 * p..5 * p + 5];
                     flux(&c, 0, f, i, &ue, &buf, &cuf, &q);
@@ -461,10 +483,10 @@ impl Sp {
         // eta direction
         for k in ks.clone() {
             let zeta = k as f64 * c.dnzm1;
-            for i in 1..nx - 1 {
+            for i in is.clone() {
                 let xi = i as f64 * c.dnxm1;
                 line(1, ny, &|j| (xi, j as f64 * c.dnym1, zeta), &mut ue, &mut buf, &mut cuf, &mut q);
-                for j in 1..ny - 1 {
+                for j in js.clone() {
                     let p = self.pt(i, j, k);
                     let f = &mut self.forcing[5 * p..5 * p + 5];
                     flux(&c, 1, f, j, &ue, &buf, &cuf, &q);
@@ -474,11 +496,11 @@ impl Sp {
                 }
             }
         }
-        // zeta direction (the whole line, as NPB, for the owned planes)
+        // zeta direction
         if !ks.is_empty() {
-            for j in 1..ny - 1 {
+            for j in js.clone() {
                 let eta = j as f64 * c.dnym1;
-                for i in 1..nx - 1 {
+                for i in is.clone() {
                     let xi = i as f64 * c.dnxm1;
                     line(2, nz, &|k| (xi, eta, k as f64 * c.dnzm1), &mut ue, &mut buf, &mut cuf, &mut q);
                     for k in ks.clone() {
@@ -492,20 +514,15 @@ impl Sp {
                 }
             }
         }
-        for k in ks {
-            for j in 1..ny - 1 {
-                for i in 1..nx - 1 {
-                    let p = self.pt(i, j, k);
-                    for m in 0..5 {
-                        self.forcing[5 * p + m] = -self.forcing[5 * p + m]; // NPB: -1.d0 * forcing
-                    }
-                }
+        for p in self.interior_points() {
+            for m in 0..5 {
+                self.forcing[5 * p + m] = -self.forcing[5 * p + m]; // NPB: -1.d0 * forcing
             }
         }
     }
 
-    /// rho_i, us, vs, ws, square, qs, speed on every stored plane (the start of NPB's
-    /// `compute_rhs`; the caller has filled the planes it does not own).
+    /// rho_i, us, vs, ws, square, qs, speed on every stored point (the start of NPB's
+    /// `compute_rhs`; the caller has filled the points it does not own).
     pub fn compute_aux(&mut self) {
         let c1c2 = self.c.c1c2;
         for p in 0..self.us.len() {
@@ -523,69 +540,65 @@ impl Sp {
         }
     }
 
-    /// NPB's `compute_rhs` on the owned planes (after `compute_aux`).
+    /// The dissipation term of `compute_rhs` along axis a at point p (global index g).
+    #[inline(always)]
+    fn rhs_diss(&mut self, p: usize, g: usize, a: usize) {
+        let st = self.stride[a] as isize;
+        let n2 = self.n[a] - 2;
+        let dssp = self.c.dssp;
+        let u = &self.u;
+        for m in 0..5 {
+            let d = diss(g, n2, |s| u[5 * (p as isize + (s as isize - g as isize) * st) as usize + m]);
+            self.rhs[5 * p + m] = self.rhs[5 * p + m] - dssp * d;
+        }
+    }
+
+    /// NPB's `compute_rhs` on the owned points (after `compute_aux`).
     pub fn compute_rhs(&mut self) {
         let c = self.c.clone();
-        let (nx, ny, nz) = (self.nx, self.ny, self.nz);
-        for k in self.k0..self.k1 {
-            let a = self.pt(0, 0, k);
-            let b = self.pt(0, 0, k + 1);
-            self.rhs[5 * a..5 * b].copy_from_slice(&self.forcing[5 * a..5 * b]);
+        for k in self.o0[2]..self.o1[2] {
+            for j in self.o0[1]..self.o1[1] {
+                let a = self.pt(self.o0[0], j, k);
+                let b = a + self.o1[0] - self.o0[0];
+                self.rhs[5 * a..5 * b].copy_from_slice(&self.forcing[5 * a..5 * b]);
+            }
         }
-        let ks = self.interior_k();
-        let plane = nx * ny;
+        let (is, js, ks) = (self.interior(0), self.interior(1), self.interior(2));
         for k in ks.clone() {
-            for j in 1..ny - 1 {
-                for i in 1..nx - 1 {
+            for j in js.clone() {
+                for i in is.clone() {
                     let p = self.pt(i, j, k);
-                    self.rhs_terms(&c, p, 1, 0);
-                    let u = &self.u;
-                    for m in 0..5 {
-                        let d = diss(i, nx - 2, |s| u[5 * (p + s - i) + m]);
-                        self.rhs[5 * p + m] = self.rhs[5 * p + m] - c.dssp * d;
-                    }
+                    self.rhs_terms(&c, p, self.stride[0], 0);
+                    self.rhs_diss(p, i, 0);
                 }
             }
-            for j in 1..ny - 1 {
-                for i in 1..nx - 1 {
+            for j in js.clone() {
+                for i in is.clone() {
                     let p = self.pt(i, j, k);
-                    self.rhs_terms(&c, p, nx, 1);
-                    let u = &self.u;
-                    for m in 0..5 {
-                        let d = diss(j, ny - 2, |s| u[5 * (p + s * nx - j * nx) + m]);
-                        self.rhs[5 * p + m] = self.rhs[5 * p + m] - c.dssp * d;
-                    }
+                    self.rhs_terms(&c, p, self.stride[1], 1);
+                    self.rhs_diss(p, j, 1);
                 }
             }
         }
         for k in ks.clone() {
-            for j in 1..ny - 1 {
-                for i in 1..nx - 1 {
+            for j in js.clone() {
+                for i in is.clone() {
                     let p = self.pt(i, j, k);
-                    self.rhs_terms(&c, p, plane, 2);
-                }
-            }
-        }
-        for k in ks.clone() {
-            for j in 1..ny - 1 {
-                for i in 1..nx - 1 {
-                    let p = self.pt(i, j, k);
-                    let u = &self.u;
-                    for m in 0..5 {
-                        let d = diss(k, nz - 2, |s| u[5 * (p + s * plane - k * plane) + m]);
-                        self.rhs[5 * p + m] = self.rhs[5 * p + m] - c.dssp * d;
-                    }
+                    self.rhs_terms(&c, p, self.stride[2], 2);
                 }
             }
         }
         for k in ks {
-            for j in 1..ny - 1 {
-                for i in 1..nx - 1 {
+            for j in js.clone() {
+                for i in is.clone() {
                     let p = self.pt(i, j, k);
-                    for m in 0..5 {
-                        self.rhs[5 * p + m] = self.rhs[5 * p + m] * c.dt;
-                    }
+                    self.rhs_diss(p, k, 2);
                 }
+            }
+        }
+        for p in self.interior_points() {
+            for m in 0..5 {
+                self.rhs[5 * p + m] = self.rhs[5 * p + m] * c.dt;
             }
         }
     }
@@ -625,9 +638,9 @@ impl Sp {
 
     fn interior_points(&self) -> Vec<usize> {
         let mut v = Vec::new();
-        for k in self.interior_k() {
-            for j in 1..self.ny - 1 {
-                for i in 1..self.nx - 1 {
+        for k in self.interior(2) {
+            for j in self.interior(1) {
+                for i in self.interior(0) {
                     v.push(self.pt(i, j, k));
                 }
             }
@@ -680,44 +693,322 @@ impl Sp {
         }
     }
 
-    /// Solves the lines along x (a = 0) or y (a = 1) of the owned interior planes, then
+    /// NPB's `ninvr` (after the x lines).
+    pub fn ninvr(&mut self) {
+        self.inv(false)
+    }
+
+    /// NPB's `pinvr` (after the y lines).
+    pub fn pinvr(&mut self) {
+        self.inv(true)
+    }
+
+    /// Solves the lines along x (a = 0) or y (a = 1) of a box that holds them whole, then
     /// `ninvr` or `pinvr`.
     pub fn xy_solve(&mut self, a: usize) {
-        let n = if a == 0 { self.nx } else { self.ny };
-        let (other, stride) = if a == 0 { (self.ny, 1) } else { (self.nx, self.nx) };
-        let mut ls = LineSolver::new(n);
-        let (mut cv, mut rho, mut sp, mut r) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; 5 * n]);
-        for k in self.interior_k() {
-            for t in 1..other - 1 {
-                let base = if a == 0 { self.pt(0, t, k) } else { self.pt(t, 0, k) };
-                for p in 0..n {
-                    let q = base + p * stride;
-                    cv[p] = if a == 0 { self.us[q] } else { self.vs[q] };
-                    rho[p] = self.rho_i[q];
-                    sp[p] = self.speed[q];
-                    for m in 0..5 {
-                        r[m * n + p] = self.rhs[5 * q + m];
-                    }
-                }
-                ls.solve(&self.c, a, &cv, &rho, &sp, &mut r);
-                for p in 0..n {
-                    let q = base + p * stride;
-                    for m in 0..5 {
-                        self.rhs[5 * q + m] = r[m * n + p];
-                    }
-                }
-            }
-        }
+        self.sweep_forward(a, &[]).expect("whole lines");
+        self.sweep_backward(a, &[]).expect("whole lines");
         self.inv(a == 1);
     }
 
+    /// The other two axes of axis a (outer, inner loop of the lines) and the lines' count.
+    fn line_axes(&self, a: usize) -> (usize, usize, usize) {
+        let (b, c) = match a {
+            0 => (1, 2),
+            1 => (0, 2),
+            _ => (0, 1),
+        };
+        (c, b, self.interior(b).len() * self.interior(c).len())
+    }
+
+    /// The forward elimination of NPB's line solves along axis a over the owned part of each
+    /// line (the interior lines crossing the box). `incoming`: for each line, what the process
+    /// before along the axis sends (empty when the box starts the lines): its last two rows'
+    /// normalized lhs(4), lhs(5) of lhs, lhsp, lhsm and rhs, which NPB's elimination applies
+    /// to this box's first two rows. Returns the same for this box's last two rows (empty when
+    /// the box ends the lines).
+    pub fn sweep_forward(&mut self, a: usize, incoming: &[f64]) -> Result<Vec<f64>, String> {
+        const PER_ROW: usize = 11;
+        let (g0, g1, n) = (self.o0[a], self.o1[a], self.n[a]);
+        let len = g1 - g0;
+        let (oc, ob, nlines) = self.line_axes(a);
+        if g0 > 0 && incoming.len() != nlines * 2 * PER_ROW {
+            return Err(format!("line solve: {} values from before, expected {}", incoming.len(), nlines * 2 * PER_ROW));
+        }
+        if g1 < n && len < 2 {
+            return Err("line solve: a box that does not end the lines needs two rows".into());
+        }
+        let c = self.c.clone();
+        let (dtt1, dtt2, c2dtt1) = (c.dtt1[a], c.dtt2[a], c.c2dtt1[a]);
+        let (z1, z4, z5, z6) = (c.comz1, c.comz4, c.comz5, c.comz6);
+        let dfirst = c.d[a][a + 1];
+        let st = self.stride[a];
+        let mut out = Vec::with_capacity(if g1 < n { nlines * 2 * PER_ROW } else { 0 });
+        // l[s][comp][q]: lhs (s = 0), lhsp (1), lhsm (2) of row g0 + q; r[m][q] the rhs
+        let mut l = vec![[vec![0.0; len], vec![0.0; len], vec![0.0; len], vec![0.0; len], vec![0.0; len]]; 3];
+        let mut r = [vec![0.0; len], vec![0.0; len], vec![0.0; len], vec![0.0; len], vec![0.0; len]];
+        let cv = match a {
+            0 => &self.us,
+            1 => &self.vs,
+            _ => &self.ws,
+        };
+        let rhon = |q: usize| {
+            let ru1 = c.c3c4 * self.rho_i[q];
+            (dfirst + c.con43 * ru1).max(c.d[a][4] + c.c1c5 * ru1).max(c.dmax[a] + ru1).max(c.d[a][0])
+        };
+        let mut line = 0;
+        let mut store = Vec::with_capacity(nlines * len * 6);
+        let mut rhs_out = Vec::with_capacity(nlines * len * 5);
+        for tc in self.interior(oc) {
+            for tb in self.interior(ob) {
+                let mut at = [0usize; 3];
+                at[oc] = tc;
+                at[ob] = tb;
+                at[a] = g0;
+                let base = self.pt(at[0], at[1], at[2]);
+                // the rows' lhs (NPB's lhsinit for the boundary rows) and rhs
+                for q in 0..len {
+                    let g = g0 + q;
+                    let p = base + q * st;
+                    for m in 0..5 {
+                        r[m][q] = self.rhs[5 * p + m];
+                    }
+                    if g == 0 || g == n - 1 {
+                        for ls in l.iter_mut() {
+                            for comp in ls.iter_mut() {
+                                comp[q] = 0.0;
+                            }
+                            ls[2][q] = 1.0;
+                        }
+                        continue;
+                    }
+                    let mut v = [0.0, -dtt2 * cv[p - st] - dtt1 * rhon(p - st), 1.0 + c2dtt1 * rhon(p), dtt2 * cv[p + st] - dtt1 * rhon(p + st), 0.0];
+                    if g == 1 {
+                        v[2] += z5;
+                        v[3] -= z4;
+                        v[4] += z1;
+                    } else if g == 2 {
+                        v[1] -= z4;
+                        v[2] += z6;
+                        v[3] -= z4;
+                        v[4] += z1;
+                    } else if g == n - 3 {
+                        v[0] += z1;
+                        v[1] -= z4;
+                        v[2] += z6;
+                        v[3] -= z4;
+                    } else if g == n - 2 {
+                        v[0] += z1;
+                        v[1] -= z4;
+                        v[2] += z5;
+                    } else {
+                        v[0] += z1;
+                        v[1] -= z4;
+                        v[2] += z6;
+                        v[3] -= z4;
+                        v[4] += z1;
+                    }
+                    let (sm, sp) = (self.speed[p - st], self.speed[p + st]);
+                    for comp in 0..5 {
+                        l[0][comp][q] = v[comp];
+                        l[1][comp][q] = v[comp];
+                        l[2][comp][q] = v[comp];
+                    }
+                    l[1][1][q] = v[1] - dtt2 * sm;
+                    l[1][3][q] = v[3] + dtt2 * sp;
+                    l[2][1][q] = v[1] + dtt2 * sm;
+                    l[2][3][q] = v[3] - dtt2 * sp;
+                }
+                // the system of rhs component m: lhs for 1-3, lhsp for 4, lhsm for 5
+                const SYS: [usize; 5] = [0, 0, 0, 1, 2];
+                if g0 > 0 {
+                    // rows g0-2 (A) and g0-1 (B) of the process before: A's elimination step
+                    // reaches row g0 (as its i2), B's rows g0 (i1) and g0+1 (i2)
+                    let d = &incoming[line * 2 * PER_ROW..(line + 1) * 2 * PER_ROW];
+                    let (ra, rb) = (&d[..PER_ROW], &d[PER_ROW..]);
+                    for s in 0..3 {
+                        let (a4, a5, b4, b5) = (ra[2 * s], ra[2 * s + 1], rb[2 * s], rb[2 * s + 1]);
+                        let ls = &mut l[s];
+                        ls[1][0] = ls[1][0] - ls[0][0] * a4;
+                        ls[2][0] = ls[2][0] - ls[0][0] * a5;
+                        for m in (0..5).filter(|&m| SYS[m] == s) {
+                            r[m][0] = r[m][0] - ls[0][0] * ra[6 + m];
+                        }
+                        ls[2][0] = ls[2][0] - ls[1][0] * b4;
+                        ls[3][0] = ls[3][0] - ls[1][0] * b5;
+                        for m in (0..5).filter(|&m| SYS[m] == s) {
+                            r[m][0] = r[m][0] - ls[1][0] * rb[6 + m];
+                        }
+                        if len > 1 {
+                            ls[1][1] = ls[1][1] - ls[0][1] * b4;
+                            ls[2][1] = ls[2][1] - ls[0][1] * b5;
+                            for m in (0..5).filter(|&m| SYS[m] == s) {
+                                r[m][1] = r[m][1] - ls[0][1] * rb[6 + m];
+                            }
+                        }
+                    }
+                }
+                for q in 0..len {
+                    let g = g0 + q;
+                    if g + 1 >= n {
+                        break;
+                    }
+                    for s in 0..3 {
+                        let ls = &mut l[s];
+                        let fac1 = 1.0 / ls[2][q];
+                        ls[3][q] = fac1 * ls[3][q];
+                        ls[4][q] = fac1 * ls[4][q];
+                        for m in (0..5).filter(|&m| SYS[m] == s) {
+                            r[m][q] = fac1 * r[m][q];
+                        }
+                        if q + 1 < len {
+                            let q1 = q + 1;
+                            ls[2][q1] = ls[2][q1] - ls[1][q1] * ls[3][q];
+                            ls[3][q1] = ls[3][q1] - ls[1][q1] * ls[4][q];
+                            for m in (0..5).filter(|&m| SYS[m] == s) {
+                                r[m][q1] = r[m][q1] - ls[1][q1] * r[m][q];
+                            }
+                        }
+                        if g + 2 < n && q + 2 < len {
+                            let q2 = q + 2;
+                            ls[1][q2] = ls[1][q2] - ls[0][q2] * ls[3][q];
+                            ls[2][q2] = ls[2][q2] - ls[0][q2] * ls[4][q];
+                            for m in (0..5).filter(|&m| SYS[m] == s) {
+                                r[m][q2] = r[m][q2] - ls[0][q2] * r[m][q];
+                            }
+                        }
+                    }
+                    if g == n - 2 {
+                        // the last row (in this box: a box ending the lines holds both)
+                        let q1 = q + 1;
+                        let fac2 = 1.0 / l[0][2][q1];
+                        for m in 0..3 {
+                            r[m][q1] = fac2 * r[m][q1];
+                        }
+                        r[3][q1] = r[3][q1] / l[1][2][q1];
+                        r[4][q1] = r[4][q1] / l[2][2][q1];
+                    }
+                }
+                for q in 0..len {
+                    for s in 0..3 {
+                        store.push(l[s][3][q]);
+                        store.push(l[s][4][q]);
+                    }
+                    for m in 0..5 {
+                        rhs_out.push(r[m][q]);
+                    }
+                }
+                if g1 < n {
+                    for q in [len - 2, len - 1] {
+                        for s in 0..3 {
+                            out.push(l[s][3][q]);
+                            out.push(l[s][4][q]);
+                        }
+                        for m in 0..5 {
+                            out.push(r[m][q]);
+                        }
+                    }
+                }
+                line += 1;
+            }
+        }
+        self.lhs45[..store.len()].copy_from_slice(&store);
+        self.write_lines(a, &rhs_out);
+        Ok(out)
+    }
+
+    /// Writes per-line rhs (lines in `line_axes` order, rows along a, 5 per point).
+    fn write_lines(&mut self, a: usize, data: &[f64]) {
+        let (oc, ob, _) = self.line_axes(a);
+        let (g0, g1) = (self.o0[a], self.o1[a]);
+        let st = self.stride[a];
+        let mut it = data.chunks_exact(5);
+        for tc in self.interior(oc) {
+            for tb in self.interior(ob) {
+                let mut at = [0usize; 3];
+                at[oc] = tc;
+                at[ob] = tb;
+                at[a] = g0;
+                let base = self.pt(at[0], at[1], at[2]);
+                for q in 0..g1 - g0 {
+                    let p = base + q * st;
+                    self.rhs[5 * p..5 * p + 5].copy_from_slice(it.next().unwrap());
+                }
+            }
+        }
+    }
+
+    /// The back substitution after `sweep_forward` along axis a. `incoming`: per line, the
+    /// solved rhs of the two rows after this box (empty when the box ends the lines). Returns
+    /// this box's first two rows' solved rhs per line (empty when it starts the lines).
+    pub fn sweep_backward(&mut self, a: usize, incoming: &[f64]) -> Result<Vec<f64>, String> {
+        let (g0, g1, n) = (self.o0[a], self.o1[a], self.n[a]);
+        let len = g1 - g0;
+        let (oc, ob, nlines) = self.line_axes(a);
+        if g1 < n && incoming.len() != nlines * 10 {
+            return Err(format!("line solve: {} values from after, expected {}", incoming.len(), nlines * 10));
+        }
+        if g0 > 0 && len < 2 {
+            return Err("line solve: a box that does not start the lines needs two rows".into());
+        }
+        let st = self.stride[a];
+        let mut out = Vec::with_capacity(if g0 > 0 { nlines * 10 } else { 0 });
+        const SYS: [usize; 5] = [0, 0, 0, 1, 2];
+        let mut r = vec![[0.0f64; 5]; len + 2];
+        let mut line = 0;
+        for tc in self.interior(oc) {
+            for tb in self.interior(ob) {
+                let mut at = [0usize; 3];
+                at[oc] = tc;
+                at[ob] = tb;
+                at[a] = g0;
+                let base = self.pt(at[0], at[1], at[2]);
+                for q in 0..len {
+                    let p = base + q * st;
+                    r[q].copy_from_slice(&self.rhs[5 * p..5 * p + 5]);
+                }
+                if g1 < n {
+                    let d = &incoming[line * 10..(line + 1) * 10];
+                    r[len].copy_from_slice(&d[..5]);
+                    r[len + 1].copy_from_slice(&d[5..]);
+                }
+                let lhs = |q: usize, s: usize, comp: usize| self.lhs45[((line * len + q) * 3 + s) * 2 + comp];
+                let top = if g1 == n {
+                    let q = len - 2;
+                    for m in 0..5 {
+                        r[q][m] = r[q][m] - lhs(q, SYS[m], 0) * r[q + 1][m];
+                    }
+                    len - 2
+                } else {
+                    len
+                };
+                for q in (0..top).rev() {
+                    for m in 0..5 {
+                        r[q][m] = r[q][m] - lhs(q, SYS[m], 0) * r[q + 1][m] - lhs(q, SYS[m], 1) * r[q + 2][m];
+                    }
+                }
+                for q in 0..len {
+                    let p = base + q * st;
+                    self.rhs[5 * p..5 * p + 5].copy_from_slice(&r[q]);
+                }
+                if g0 > 0 {
+                    out.extend_from_slice(&r[0]);
+                    out.extend_from_slice(&r[1]);
+                }
+                line += 1;
+            }
+        }
+        Ok(out)
+    }
+
     /// The z lines' data of the owned planes for rows `j0 .. j1`, interior i: per point
-    /// (k, j, i order) rhs 1-5, ws, rho_i, speed.
+    /// (k, j, i order) rhs 1-5, ws, rho_i, speed. (Slabs: the box holds whole x and y.)
     pub fn pack_z(&self, j0: usize, j1: usize) -> Vec<f64> {
-        let mut v = Vec::with_capacity((self.k1 - self.k0) * (j1 - j0) * (self.nx - 2) * 8);
-        for k in self.k0..self.k1 {
+        let nx = self.n[0];
+        let mut v = Vec::with_capacity((self.o1[2] - self.o0[2]) * (j1 - j0) * (nx - 2) * 8);
+        for k in self.o0[2]..self.o1[2] {
             for j in j0..j1 {
-                for i in 1..self.nx - 1 {
+                for i in 1..nx - 1 {
                     let p = self.pt(i, j, k);
                     v.extend_from_slice(&self.rhs[5 * p..5 * p + 5]);
                     v.extend_from_slice(&[self.ws[p], self.rho_i[p], self.speed[p]]);
@@ -729,14 +1020,15 @@ impl Sp {
 
     /// Writes back solved rhs (k, j, i order, 5 per point) of owned planes, rows `j0 .. j1`.
     pub fn unpack_z(&mut self, j0: usize, j1: usize, data: &[f64]) -> Result<(), String> {
-        let want = (self.k1 - self.k0) * (j1 - j0) * (self.nx - 2) * 5;
+        let nx = self.n[0];
+        let want = (self.o1[2] - self.o0[2]) * (j1 - j0) * (nx - 2) * 5;
         if data.len() != want {
             return Err(format!("z lines: {} values, expected {want}", data.len()));
         }
         let mut it = data.chunks_exact(5);
-        for k in self.k0..self.k1 {
+        for k in self.o0[2]..self.o1[2] {
             for j in j0..j1 {
-                for i in 1..self.nx - 1 {
+                for i in 1..nx - 1 {
                     let p = self.pt(i, j, k);
                     self.rhs[5 * p..5 * p + 5].copy_from_slice(it.next().unwrap());
                 }
@@ -772,37 +1064,76 @@ impl Sp {
         }
     }
 
-    /// u of planes `ka .. kb` (stored ones), 5 per point.
-    pub fn planes(&self, ka: usize, kb: usize) -> Result<Vec<f64>, String> {
-        if ka < self.lo || kb > self.hi || ka > kb {
-            return Err(format!("planes {ka}..{kb} not stored ({}..{})", self.lo, self.hi));
+    fn check_region(&self, lo: [usize; 3], hi: [usize; 3]) -> Result<(), String> {
+        if (0..3).any(|a| lo[a] < self.s0[a] || hi[a] > self.s1[a] || lo[a] > hi[a]) {
+            return Err(format!("region {lo:?}..{hi:?} not stored ({:?}..{:?})", self.s0, self.s1));
         }
-        let (a, b) = (self.pt(0, 0, ka), self.pt(0, 0, kb));
-        Ok(self.u[5 * a..5 * b].to_vec())
-    }
-
-    /// Writes u of planes `ka .. kb` (stored ones).
-    pub fn set_planes(&mut self, ka: usize, kb: usize, data: &[f64]) -> Result<(), String> {
-        if ka < self.lo || kb > self.hi || ka > kb {
-            return Err(format!("planes {ka}..{kb} not stored ({}..{})", self.lo, self.hi));
-        }
-        let (a, b) = (self.pt(0, 0, ka), self.pt(0, 0, kb));
-        if data.len() != 5 * (b - a) {
-            return Err(format!("planes {ka}..{kb}: {} values, expected {}", data.len(), 5 * (b - a)));
-        }
-        self.u[5 * a..5 * b].copy_from_slice(data);
         Ok(())
     }
 
-    /// NPB's `error_norm` sums continued over the owned planes from `acc` (the sums of the
-    /// planes before them): (u - exact)^2 per component, k, j, i order.
+    /// The 5-vectors of a field on the stored points `lo .. hi` (k, j, i order).
+    pub fn region(&self, f: Field, lo: [usize; 3], hi: [usize; 3]) -> Result<Vec<f64>, String> {
+        self.check_region(lo, hi)?;
+        let src = match f {
+            Field::U => &self.u,
+            Field::Rhs => &self.rhs,
+        };
+        let mut v = Vec::with_capacity(5 * (0..3).map(|a| hi[a] - lo[a]).product::<usize>());
+        for k in lo[2]..hi[2] {
+            for j in lo[1]..hi[1] {
+                if hi[0] > lo[0] {
+                    let p = self.pt(lo[0], j, k);
+                    v.extend_from_slice(&src[5 * p..5 * (p + hi[0] - lo[0])]);
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// Writes a field on the stored points `lo .. hi` (as `region` returns it).
+    pub fn set_region(&mut self, f: Field, lo: [usize; 3], hi: [usize; 3], data: &[f64]) -> Result<(), String> {
+        self.check_region(lo, hi)?;
+        let want = 5 * (0..3).map(|a| hi[a] - lo[a]).product::<usize>();
+        if data.len() != want {
+            return Err(format!("region {lo:?}..{hi:?}: {} values, expected {want}", data.len()));
+        }
+        let w = 5 * (hi[0] - lo[0]);
+        let mut off = 0;
+        for k in lo[2]..hi[2] {
+            for j in lo[1]..hi[1] {
+                if w > 0 {
+                    let p = self.pt(lo[0], j, k);
+                    let dst = match f {
+                        Field::U => &mut self.u,
+                        Field::Rhs => &mut self.rhs,
+                    };
+                    dst[5 * p..5 * p + w].copy_from_slice(&data[off..off + w]);
+                    off += w;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// u of whole planes `ka .. kb` (a slab's stored planes).
+    pub fn planes(&self, ka: usize, kb: usize) -> Result<Vec<f64>, String> {
+        self.region(Field::U, [self.s0[0], self.s0[1], ka], [self.s1[0], self.s1[1], kb])
+    }
+
+    /// Writes u of whole planes `ka .. kb`.
+    pub fn set_planes(&mut self, ka: usize, kb: usize, data: &[f64]) -> Result<(), String> {
+        self.set_region(Field::U, [self.s0[0], self.s0[1], ka], [self.s1[0], self.s1[1], kb], data)
+    }
+
+    /// NPB's `error_norm` sums continued over the owned points from `acc` (the sums of the
+    /// points before them in NPB's k, j, i order): (u - exact)^2 per component.
     pub fn error_norm_chain(&self, mut acc: [f64; 5]) -> [f64; 5] {
         let c = &self.c;
-        for k in self.k0..self.k1 {
+        for k in self.o0[2]..self.o1[2] {
             let zeta = k as f64 * c.dnzm1;
-            for j in 0..self.ny {
+            for j in self.o0[1]..self.o1[1] {
                 let eta = j as f64 * c.dnym1;
-                for i in 0..self.nx {
+                for i in self.o0[0]..self.o1[0] {
                     let e = c.exact(i as f64 * c.dnxm1, eta, zeta);
                     let p = self.pt(i, j, k);
                     for m in 0..5 {
@@ -815,7 +1146,7 @@ impl Sp {
         acc
     }
 
-    /// NPB's `rhs_norm` sums continued over the owned interior planes from `acc`.
+    /// NPB's `rhs_norm` sums continued over the owned interior points from `acc`.
     pub fn rhs_norm_chain(&self, mut acc: [f64; 5]) -> [f64; 5] {
         for p in self.interior_points() {
             for m in 0..5 {
