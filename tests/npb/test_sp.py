@@ -1,7 +1,8 @@
 """NPB SP: NPB's verification (residual norms xcr, error norms xce) for class S on 1 rank and
-on every supported rank count (2-10, slabs of k-planes) in threads, identical bit for bit; on
-the TCP mesh (and under MPI when mpiexec is there); the halo and transpose messages;
-refusals. Classes W and A take minutes: test_npb.py's CLUSTERLAB_NPB_SLOW=1 test runs them.
+on every supported rank count in threads (4, 9, 16: NPB's multi-partition; 2, 3, 5-8, 10:
+slabs of k-planes), identical bit for bit; on the TCP mesh (and under MPI when mpiexec is
+there); NPB's cells and the messages of both decompositions; refusals. Classes W and A take
+minutes: test_npb.py's CLUSTERLAB_NPB_SLOW=1 test runs them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def test_class_s_verifies_on_one_rank_with_npbs_values(one_rank):
     assert r.mops > 0 and r.optype == "floating point"
 
 
-@pytest.mark.parametrize("n", range(2, 11))
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9, 10, 16])
 def test_class_s_identical_on_every_supported_rank_count(one_rank, n):
     r = npb.run("sp", "S", n=n, cluster=InProcess())
     assert r.verified and values(r) == values(one_rank)
@@ -49,17 +50,48 @@ def test_slabs_and_rows():
     assert sp.slabs(12, 10) == [(0, 2)] + [(k, k + 1) for k in range(2, 10)] + [(10, 12)]
 
 
-def test_halo_and_transpose_messages():
-    """4 ranks, class S (slabs of 3, 3, 2, 4 planes): per time step each rank sends two planes
-    of u to each neighbour slab (2 x 144 points x 5 values), and two all-to-alls."""
+def test_npbs_cells():
+    """make_set's diagonal multi-partition: each rank's cells take every slice of every axis."""
+    for p in (2, 3, 4):
+        owners = {}
+        for r in range(p * p):
+            cells = sp.cell_coords(r, p)
+            assert all(sorted(c[a] for c in cells) == list(range(p)) for a in range(3))
+            owners.update({c: r for c in cells})
+        assert len(owners) == p ** 3
+    assert [sp.decomposition("W", n) for n in (16, 34, 35, 144, 169)] == ["cells", "slabs", None, "cells", None]
+
+
+def test_multi_partition_messages():
+    """4 ranks (2 x 2 x 2 cells of 6^3, two per rank), class S: per time step each rank sends
+    its cells' faces to each of the 3 ranks owning a neighbouring cell (one message per rank),
+    and per axis one forward message (the last two rows of 5 x 5 lines: 22 values per line)
+    and one backward message (10 values per line) along the pipeline."""
     r = npb.run("sp", "S", n=4, cluster=InProcess(), events=True)
     assert r.verified
     for rank, ev in enumerate(r.events):
+        sends = [e for e in ev if e[2] == "send"]
+        faces = [e for e in sends if e[4] == sp.TAG_HALO]
+        assert len(faces) == 100 * 3 and {e[3] for e in faces} == {0, 1, 2, 3} - {rank}
+        for axis in range(3):
+            fwd = [e for e in sends if e[4] == sp.TAG_FORWARD + axis]
+            bwd = [e for e in sends if e[4] == sp.TAG_BACKWARD + axis]
+            assert len(fwd) == len(bwd) == 100
+            assert {e[5] for e in fwd} == {25 * 22 * 8} and {e[5] for e in bwd} == {25 * 10 * 8}
+        assert len(sends) == 100 * 9
+
+
+def test_slab_halo_and_transpose_messages():
+    """3 ranks, class S (slabs of 4, 3, 5 planes): per time step each rank sends two planes
+    of u to each neighbouring slab (2 x 144 points x 5 values), and two all-to-alls."""
+    r = npb.run("sp", "S", n=3, cluster=InProcess(), events=True)
+    assert r.verified
+    for rank, ev in enumerate(r.events):
         halo = [e for e in ev if e[2] == "send" and e[4] == sp.TAG_HALO]
-        neighbours = {rank - 1, rank + 1} & {0, 1, 2, 3}
+        neighbours = {rank - 1, rank + 1} & {0, 1, 2}
         assert {e[3] for e in halo} == neighbours
         assert len(halo) == 100 * len(neighbours) and {e[5] for e in halo} == {2 * 144 * 5 * 8}
-        assert {e[3] for e in ev if e[2] == "send"} == {0, 1, 2, 3} - {rank}  # the transposes reach every rank
+        assert {e[3] for e in ev if e[2] == "send"} == {0, 1, 2} - {rank}  # the transposes reach every rank
 
 
 def test_tcp_mesh_gives_the_same_values(one_rank):
@@ -74,7 +106,7 @@ def test_mpi_backend(one_rank):
     assert r.verified and r.backend == "mpi" and values(r) == values(one_rank)
 
 
-@pytest.mark.parametrize("cls,n", [("S", 11), ("S", 16), ("W", 35), ("A", 63)])
+@pytest.mark.parametrize("cls,n", [("S", 11), ("S", 25), ("W", 35), ("A", 63)])
 def test_unsupported_rank_counts_are_refused(cls, n):
     with pytest.raises(ConfigError, match="SP class"):
         npb.check("sp", cls, n)
@@ -83,7 +115,7 @@ def test_unsupported_rank_counts_are_refused(cls, n):
 def test_cli_refuses_in_one_line():
     p = subprocess.run([sys.executable, "-m", "clusterlab", "npb", "run", "sp", "-n", "11", "--backend", "inproc"],
                        capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "1 to 10 ranks" in p.stderr, p.stderr
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "up to 16" in p.stderr and "1 to 10 ranks" in p.stderr, p.stderr
     p = subprocess.run([sys.executable, "-m", "clusterlab", "npb", "run", "sp", "--class", "B", "--backend", "inproc"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "S, W, A" in p.stderr, p.stderr

@@ -48,7 +48,8 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
 
     \b
     Rank counts: EP and IS any; CG a power of two; MG 1, 2, 4 or 8; FT a power of two
-    dividing the grid's ny and nz; SP 1 to the grid's size minus 2 (10 in class S).
+    dividing the grid's ny and nz; SP a square (NPB's multi-partition: 1, 4, 9, 16 in class
+    S) or any other count up to the grid's size minus 2 (slabs of k-planes: 10 in class S).
 
     \b
     Examples:

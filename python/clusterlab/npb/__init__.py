@@ -4,7 +4,7 @@ Communicator, so they run on the TCP mesh (with every TCP knob), under MPI, or a
 Compute is in Rust (``clusterlab._core``); communication follows the reference MPI code's
 pattern (EP a final reduction, IS an all-to-all-v of keys, CG row/column exchanges on NPB's
 2-D process grid, MG halo exchanges on its 3-D decomposition, FT transposes by all-to-all,
-SP plane halos on slabs of k-planes and an all-to-all transpose for its z lines).
+SP face exchanges and pipelined line solves on NPB's multi-partition).
 Each run is verified with NPB's own reference values and reports NPB's Mop/s, plus per-rank
 compute time between messages and traffic.
 
