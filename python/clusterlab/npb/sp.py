@@ -84,7 +84,7 @@ def max_cells(cls: str) -> int:
 
 
 def decomposition(cls: str, n: int) -> str | None:
-    """"cells" (NPB's multi-partition) for a square n, "slabs" for other n up to
+    """``"cells"`` (NPB's multi-partition) for a square n, ``"slabs"`` for other n up to
     ``max_ranks``, None where SP does not run here.
 
     >>> [decomposition("S", n) for n in (1, 2, 4, 9, 10, 11, 16, 25)]
@@ -129,7 +129,7 @@ def slabs(n: int, parts: int) -> list[tuple[int, int]]:
     return s
 
 
-class _Rank:
+class _Slabs:
     """One rank's SP process on a slab of k-planes: the Rust state, its slab, its rows of z
     lines."""
 
@@ -406,7 +406,7 @@ def _rms(v: float, n: int) -> float:
 
 
 def run(comm: TracedComm, cls: str) -> Outcome:
-    r = _Cells(comm, cls) if decomposition(cls, comm.size) == "cells" else _Rank(comm, cls)
+    r = _Cells(comm, cls) if decomposition(cls, comm.size) == "cells" else _Slabs(comm, cls)
     r.init("exact_rhs")
     r.init("initialize")
     r.adi()  # NPB's untimed warm-up: one time step, then the initial state again
