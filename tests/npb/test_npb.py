@@ -22,11 +22,11 @@ from clusterlab.errors import ConfigError
 
 # the quantity each kernel verifies, as it appears in the result record
 KEY = {"ep": ("sx", "value"), "is": ("test_key_ranks",), "cg": ("zeta", "value"),
-       "mg": ("l2_norm", "value"), "ft": ("checksums",), "lu": ()}
+       "mg": ("l2_norm", "value"), "ft": ("checksums",), "lu": (), "sp": ()}
 # 8 ranks where the decomposition is new there (CG's non-square 2x4 grid, MG's 2x2x2, LU's 4x2);
 # LU's checked quantity is its whole verification (residual and error norms, surface integral)
 RANKS = {"ep": (1, 3), "is": (1, 3, 4), "cg": (1, 2, 4, 8), "mg": (1, 2, 4, 8), "ft": (1, 2, 4),
-         "lu": (1, 2, 4, 8)}
+         "lu": (1, 2, 4, 8), "sp": (1, 4)}
 
 
 def checked(res) -> object:
@@ -114,15 +114,15 @@ def test_mpi_backend_with_misaligned_messages(kernel, n):
 
 
 @pytest.mark.parametrize("kernel,n", [("cg", 3), ("mg", 16), ("mg", 3), ("ft", 3), ("ep", 0), ("is", 129), ("lu", 3),
-                                      ("lu", 64)])
+                                      ("lu", 64), ("sp", 11)])
 def test_unsupported_rank_counts_are_refused(kernel, n):
     with pytest.raises(ConfigError):
         npb.run(kernel, "S", n=n)
 
 
 def test_bad_kernel_class_backend_refused():
-    with pytest.raises(ConfigError, match="one of ep, is"):
-        npb.run("sp", "S")
+    with pytest.raises(ConfigError, match="one of ep, is, cg, mg, ft, lu, sp"):
+        npb.run("bt", "S")
     with pytest.raises(ConfigError, match="S, W, A"):
         npb.run("cg", "B")
     from clusterlab.cluster import from_options

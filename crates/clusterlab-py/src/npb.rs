@@ -1,9 +1,9 @@
-//! NPB kernels (EP, IS, CG, MG, FT, LU): array conversion, size checks, and the GIL released
+//! NPB kernels (EP, IS, CG, MG, FT, LU, SP): array conversion, size checks, and the GIL released
 //! around every kernel so in-process ranks (threads) compute in parallel. Grids and vectors
 //! are numpy arrays owned by Python and updated in place; complex arrays are passed as their
 //! float64 view (re, im interleaved).
 
-use clusterlab_core::npb::{cg, ep, ft, is, lu, mg, randlc};
+use clusterlab_core::npb::{cg, ep, ft, is, lu, mg, randlc, sp};
 use std::sync::Mutex;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::exceptions::PyValueError;
@@ -285,6 +285,142 @@ fn npb_mg_extremes<'py>(py: Python<'py>, z: PyReadonlyArrayDyn<f64>, n: [usize; 
     Ok((to(hi)?, to(lo)?))
 }
 
+/// One SP process's state (NPB's common blocks for its slab of k-planes): the fields live in
+/// Rust; Python calls the steps of the ADI iteration and moves planes and z lines.
+#[pyclass(module = "clusterlab._core", frozen, name = "NpbSp")]
+struct SpRank {
+    inner: Mutex<sp::Sp>,
+}
+
+fn sp_field(name: &str) -> PyResult<sp::Field> {
+    match name {
+        "u" => Ok(sp::Field::U),
+        "rhs" => Ok(sp::Field::Rhs),
+        _ => Err(err(format!("SP field {name:?}: 'u' or 'rhs'"))),
+    }
+}
+
+impl SpRank {
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut sp::Sp) -> R + Send) -> R {
+        py.detach(|| f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+}
+
+#[pymethods]
+impl SpRank {
+    /// The process owning planes k0 .. k1 of an nx x ny x nz grid, time step dt.
+    #[new]
+    fn new(nx: usize, ny: usize, nz: usize, dt: f64, k0: usize, k1: usize) -> PyResult<Self> {
+        Ok(SpRank { inner: Mutex::new(sp::Sp::new(nx, ny, nz, dt, k0, k1).map_err(err)?) })
+    }
+
+    /// The process's cell o0 .. o1 (per axis x, y, z) of a grid of n points per axis.
+    #[staticmethod]
+    fn cell(n: [usize; 3], dt: f64, o0: [usize; 3], o1: [usize; 3]) -> PyResult<Self> {
+        Ok(SpRank { inner: Mutex::new(sp::Sp::new_box(n, dt, o0, o1).map_err(err)?) })
+    }
+
+    /// The stored box (s0, s1): the owned points and up to two more on each side.
+    fn stored(&self) -> ([usize; 3], [usize; 3]) {
+        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        (s.s0, s.s1)
+    }
+
+    /// The 5-vectors of field ('u' or 'rhs') on stored points lo .. hi (k, j, i order).
+    fn region<'py>(&self, py: Python<'py>, field: &str, lo: [usize; 3], hi: [usize; 3]) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let f = sp_field(field)?;
+        Ok(PyArray1::from_vec(py, self.with(py, |s| s.region(f, lo, hi)).map_err(err)?))
+    }
+
+    /// Writes field on stored points lo .. hi (as `region` returns it).
+    fn set_region(&self, py: Python<'_>, field: &str, lo: [usize; 3], hi: [usize; 3], data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+        let f = sp_field(field)?;
+        let d = data.as_slice()?;
+        self.with(py, |s| s.set_region(f, lo, hi, d)).map_err(err)
+    }
+
+    /// One half of the line solves along axis (0 x, 1 y, 2 z) over the cell: forward
+    /// elimination (incoming: the two last rows per line of the cell before, or empty) or back
+    /// substitution (incoming: the two first solved rows per line of the cell after). Returns
+    /// what goes on along the lines (empty at the grid's end).
+    fn sweep<'py>(&self, py: Python<'py>, axis: usize, forward: bool, incoming: PyReadonlyArrayDyn<f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        if axis > 2 {
+            return Err(err("axis must be 0, 1 or 2"));
+        }
+        let d = incoming.as_slice()?;
+        let out = self.with(py, |s| if forward { s.sweep_forward(axis, d) } else { s.sweep_backward(axis, d) }).map_err(err)?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// One of the steps: exact_rhs, initialize, compute_aux, compute_rhs, txinvr, x_solve
+    /// (with ninvr), y_solve (with pinvr), ninvr, pinvr, tzetar_add.
+    fn step(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let f: fn(&mut sp::Sp) = match name {
+            "exact_rhs" => sp::Sp::exact_rhs,
+            "initialize" => sp::Sp::initialize,
+            "compute_aux" => sp::Sp::compute_aux,
+            "compute_rhs" => sp::Sp::compute_rhs,
+            "txinvr" => sp::Sp::txinvr,
+            "x_solve" => |s| s.xy_solve(0),
+            "y_solve" => |s| s.xy_solve(1),
+            "ninvr" => sp::Sp::ninvr,
+            "pinvr" => sp::Sp::pinvr,
+            "tzetar_add" => sp::Sp::tzetar_add,
+            _ => return Err(err(format!("unknown SP step {name:?}"))),
+        };
+        self.with(py, f);
+        Ok(())
+    }
+
+    /// u of stored planes ka .. kb.
+    fn planes<'py>(&self, py: Python<'py>, ka: usize, kb: usize) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        Ok(PyArray1::from_vec(py, self.with(py, |s| s.planes(ka, kb)).map_err(err)?))
+    }
+
+    /// Writes u of stored planes ka .. kb.
+    fn set_planes(&self, py: Python<'_>, ka: usize, kb: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+        let d = data.as_slice()?;
+        self.with(py, |s| s.set_planes(ka, kb, d)).map_err(err)
+    }
+
+    /// The owned planes' z-line data for rows j0 .. j1 (rhs, ws, rho_i, speed per point).
+    fn pack_z<'py>(&self, py: Python<'py>, j0: usize, j1: usize) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).n[1];
+        if j0 > j1 || j1 > ny {
+            return Err(err(format!("rows {j0}..{j1} outside 0..{ny}")));
+        }
+        Ok(PyArray1::from_vec(py, self.with(py, |s| s.pack_z(j0, j1))))
+    }
+
+    /// Writes the solved rhs of the owned planes, rows j0 .. j1.
+    fn unpack_z(&self, py: Python<'_>, j0: usize, j1: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<()> {
+        let ny = self.inner.lock().unwrap_or_else(|e| e.into_inner()).n[1];
+        if j0 > j1 || j1 > ny {
+            return Err(err(format!("rows {j0}..{j1} outside 0..{ny}")));
+        }
+        let d = data.as_slice()?;
+        self.with(py, |s| s.unpack_z(j0, j1, d)).map_err(err)
+    }
+
+    /// Solves whole z lines of nj rows (every k, pack_z pieces concatenated in k order):
+    /// the solved rhs, 5 per point.
+    fn z_solve<'py>(&self, py: Python<'py>, nj: usize, data: PyReadonlyArrayDyn<f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let d = data.as_slice()?;
+        let out = self.with(py, |s| sp::z_solve_lines(&s.c, s.n[2], nj, s.n[0] - 2, d)).map_err(err)?;
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// error_norm's sums continued over the owned planes from acc.
+    fn error_norm_chain(&self, py: Python<'_>, acc: [f64; 5]) -> [f64; 5] {
+        self.with(py, |s| s.error_norm_chain(acc))
+    }
+
+    /// rhs_norm's sums continued over the owned interior planes from acc.
+    fn rhs_norm_chain(&self, py: Python<'_>, acc: [f64; 5]) -> [f64; 5] {
+        self.with(py, |s| s.rhs_norm_chain(acc))
+    }
+}
+
 /// One LU process's state (NPB's common blocks): its fields live in Rust; Python calls the
 /// steps of the SSOR solver and moves ghost layers between processes.
 #[pyclass(module = "clusterlab._core", frozen, name = "NpbLu")]
@@ -501,6 +637,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(npb_mg_extremes, m)?)?;
     m.add_class::<LuRank>()?;
     m.add_function(wrap_pyfunction!(npb_lu_proc_grid, m)?)?;
+    m.add_class::<SpRank>()?;
     m.add_function(wrap_pyfunction!(npb_ft_roots, m)?)?;
     m.add_function(wrap_pyfunction!(npb_ft_fft, m)?)?;
     m.add_function(wrap_pyfunction!(npb_ft_transpose, m)?)?;

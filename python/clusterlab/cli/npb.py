@@ -1,4 +1,4 @@
-"""``clusterlab npb``: the NAS Parallel Benchmarks (EP, IS, CG, MG, FT, LU) on clusterlab's ranks.
+"""``clusterlab npb``: the NAS Parallel Benchmarks (EP, IS, CG, MG, FT, LU, SP) on clusterlab's ranks.
 
 The command parses and prints; ``clusterlab.npb.run`` does the work.
 """
@@ -14,12 +14,12 @@ from clusterlab.cluster.api import BACKENDS
 from clusterlab.errors import ConfigError
 from clusterlab.units import MAX_SECONDS
 
-KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft", "lu")
+KERNEL_CHOICES = ("ep", "is", "cg", "mg", "ft", "lu", "sp")
 
 
 @click.group()
 def npb():
-    """NAS Parallel Benchmarks (NPB 3.x EP, IS, CG, MG, FT, LU; classes S, W, A) with NPB's
+    """NAS Parallel Benchmarks (NPB 3.x EP, IS, CG, MG, FT, LU, SP; classes S, W, A) with NPB's
     verification and Mop/s, per-rank compute time and traffic.
 
     \b
@@ -48,7 +48,9 @@ def run_cmd(kernel, cls, n, backend, transport, timeout, as_json, trace_path):
 
     \b
     Rank counts: EP and IS any; CG a power of two; MG 1, 2, 4 or 8; FT a power of two
-    dividing the grid's ny and nz; LU NPB's xdim x ydim grids (1, 2, 4, 6, 8, 9, 12, ...).
+    dividing the grid's ny and nz; LU NPB's xdim x ydim grids (1, 2, 4, 6, 8, 9, 12, ...);
+    SP a square (NPB's multi-partition: 1, 4, 9, 16 in class S) or any other count up to
+    the grid's size minus 2 (slabs of k-planes: 10 in class S).
 
     \b
     Examples:

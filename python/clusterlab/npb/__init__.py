@@ -1,10 +1,11 @@
-"""NAS Parallel Benchmarks (NPB 3.x: EP, IS, CG, MG, FT, LU; classes S, W, A) on clusterlab's
+"""NAS Parallel Benchmarks (NPB 3.x: EP, IS, CG, MG, FT, LU, SP; classes S, W, A) on clusterlab's
 Communicator, so they run on the TCP mesh (with every TCP knob), under MPI, or as threads.
 
 Compute is in Rust (``clusterlab._core``); communication follows the reference MPI code's
 pattern (EP a final reduction, IS an all-to-all-v of keys, CG row/column exchanges on NPB's
 2-D process grid, MG halo exchanges on its 3-D decomposition, FT transposes by all-to-all,
-LU a pipelined wavefront of k-planes on its 2-D decomposition).
+LU a pipelined wavefront of k-planes on its 2-D decomposition,
+SP face exchanges and pipelined line solves on NPB's multi-partition).
 Each run is verified with NPB's own reference values and reports NPB's Mop/s, plus per-rank
 compute time between messages and traffic.
 
@@ -22,13 +23,13 @@ from clusterlab.comm.places import InProcess
 from clusterlab.errors import ConfigError
 from clusterlab.npb.common import CLASSES, KERNELS, NpbResult, TracedComm, check_class
 
-_MODULES = {"ep": "ep", "is": "is_", "cg": "cg", "mg": "mg", "ft": "ft", "lu": "lu"}
+_MODULES = {"ep": "ep", "is": "is_", "cg": "cg", "mg": "mg", "ft": "ft", "lu": "lu", "sp": "sp"}
 
 __all__ = ["CLASSES", "KERNELS", "NpbResult", "kernel_module", "run"]
 
 
 def kernel_module(kernel: str):
-    """The module implementing ``kernel`` (ep, is, cg, mg, ft, lu)."""
+    """The module implementing ``kernel`` (ep, is, cg, mg, ft, lu, sp)."""
     k = str(kernel).lower()
     if k not in _MODULES:
         raise ConfigError(f"unknown NPB kernel {kernel!r} (one of {', '.join(KERNELS)})")

@@ -19,7 +19,7 @@ import numpy as np
 from clusterlab.comm.communicator import Communicator, nbytes
 from clusterlab.errors import ConfigError
 
-KERNELS = ("ep", "is", "cg", "mg", "ft", "lu")
+KERNELS = ("ep", "is", "cg", "mg", "ft", "lu", "sp")
 CLASSES = ("S", "W", "A")
 
 

@@ -1,4 +1,4 @@
-//! Compute kernels of the NAS Parallel Benchmarks (NPB 3.x): EP, IS, CG, MG, FT and LU.
+//! Compute kernels of the NAS Parallel Benchmarks (NPB 3.x): EP, IS, CG, MG, FT, LU and SP.
 //!
 //! Only the per-rank computation lives here; the parallel algorithms (who sends what to whom)
 //! are written in Python against clusterlab's `Communicator` (`clusterlab.npb`). Every kernel
@@ -16,6 +16,8 @@
 //! - [`ft`]: initial conditions, the Stockham FFT on blocks of lines, twiddles, transposes.
 //! - [`lu`]: LU's SSOR solver: rhs, erhs, the Jacobians and the triangular sweeps per
 //!   k-plane, the boundary and initial values, and the per-column parts of its norms.
+//! - [`sp`]: SP's ADI solver on a slab of k-planes: compute_rhs, txinvr, the pentadiagonal
+//!   line solves, ninvr/pinvr/tzetar, add, the exact solution and forcing, the norms.
 
 pub mod cg;
 pub mod ep;
@@ -24,6 +26,7 @@ pub mod is;
 pub mod lu;
 pub mod mg;
 pub mod randlc;
+pub mod sp;
 
 /// Combine `v` (length a power of two) pairwise as a binary tree over adjacent entries:
 /// `((v0 + v1) + (v2 + v3)) + ...`. Every rank that owns an aligned run of leaves computes

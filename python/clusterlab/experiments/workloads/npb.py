@@ -41,7 +41,7 @@ refused for MPI points when the study expands).
 >>> npb_wan(kernel="bt")
 Traceback (most recent call last):
 ...
-clusterlab.errors.ConfigError: unknown NPB kernel 'bt' (one of ep, is, cg, mg, ft, lu)
+clusterlab.errors.ConfigError: unknown NPB kernel 'bt' (one of ep, is, cg, mg, ft, lu, sp)
 >>> npb_wan(engine="ucx")
 Traceback (most recent call last):
 ...

@@ -30,7 +30,7 @@ STUDY = Study(
            "emulated network): two cores cannot compute for 8 ranks; the 1-rank CPU time is real. compute_scale 30 "
            "replays every compute gap 30x longer, an assumed (not measured) ratio of this EPYC core to the seed's "
            "733 MHz Xeon: the balance of compute to a 100 Mbit/s / 12 ms network is what Table 3 measures. Class W (S with "
-           "--quick), the seed's Table 3 is class A. SP is not implemented. The seed's PCs ran BSD/OS "
+           "--quick), the seed's Table 3 is class A. SP is not in the grid (at 8 ranks it runs on slabs, not NPB's multi-partition). The seed's PCs ran BSD/OS "
            "TCP and LAM MPI 6.4 over 100Base-T / ATM; ours is Linux TCP in namespaces and clusterlab's mesh, whose "
            "per-message cost (Python) is far above LAM's, so communication-heavy kernels (CG, IS, MG) lose "
            "more to it than the seed's did."),
