@@ -135,7 +135,7 @@ RECORDS = (
            "points held out: parameters, every point's observed and modelled wait", f"{PY} bench/sim_loss_fit.py",
            doc="docs/simulation.md"),
     Record("sim_replay_validation.json", "the same HPA recording (seed000:1M) replayed on the testbed (k = 3) and on the "
-           "simulated cluster (calibrated, uncalibrated) at 8, 16, 32 and 64 hosts: job times, per pass, errors",
+           "simulated cluster (calibrated; flows alone and with the loss model per pass) at 8, 16, 32 and 64 hosts: job times, per pass, errors",
            f"sudo {PY} bench/sim_replay_validation.py", doc="docs/simulation.md"),
     Record("sim_scale.json", "one all-to-all broadcast round simulated on 100, 300 and 1,000 hosts: wall time and "
            "peak memory of the engine", f"{PY} bench/sim_scale.py", doc="docs/simulation.md"),

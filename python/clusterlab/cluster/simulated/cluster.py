@@ -169,8 +169,8 @@ class Simulated:
                 + (f", two sites joined by a {self.topo.wan_rate} line of {self.topo.wan_delay}" if self.topo.sites else "")
                 + f"; latency factor {f['network/latency-factor']:g}, bandwidth factor {f['network/bandwidth-factor']:g}"
                 + f", {self.overhead * 1e6:.3g} us per message and {self.overhead_per_byte * 1e9:.3g} ns per byte "
-                  "and rank in a broadcast; a mining replay: its flows and each rank's recorded computation slept, "
-                  "no loss model"
+                  "and rank in a broadcast; a mining replay: its flows and each rank's recorded computation slept"
+                + (", plus the loss model's wait after each all-at-once exchange" if self.loss_model else "")
                 + (f" (calibration {self.calibration})" if self.calibration else " (uncalibrated)"))
 
     def engine_config(self) -> dict:
@@ -198,8 +198,7 @@ class Simulated:
         """``fn``'s result on each rank, from its model (``MODELS``); ``n`` None: ``n_ranks()``.
         ``transport`` may set only what the loss model takes (``rto_min``, ``rto_max``, ``stack``,
         with ``loss_model`` on): the flow model has no TCP timers or buffers. A replay takes them
-        too (a study's timer axis runs simulated) but has no loss model: they change nothing
-        there, and its per-rank results say so (``time_model``)."""
+        too: each all-at-once exchange pays the loss model's wait (``replay.py``)."""
         from clusterlab.comm.places import has_knobs
 
         timers = self._timers(transport)
@@ -216,7 +215,7 @@ class Simulated:
                               f"({', '.join(MODELS)}), not {name}")
         n = n or self.n_ranks()
         if name == REPLAY:
-            return self._replay(n, *args)
+            return self._replay(n, *args, timers=timers or {})
         if name == BROADCAST:
             rows = self._broadcast(n, *args, timers=timers or {})
         else:
@@ -283,10 +282,12 @@ class Simulated:
                     f.write(json.dumps(row) + "\n")
         return rows
 
-    def _replay(self, n, directory, compute="wall", scale=1.0, runtime_scale=None) -> list:
+    def _replay(self, n, directory, compute="wall", scale=1.0, runtime_scale=None, timers=None) -> list:
         """``replay_rank``'s result on each rank, simulated: the recording's messages as flows,
-        each rank's computation slept (``replay.translate``). Deterministic: the last answer is
-        kept and given again for the same recording and settings (a study's repetitions)."""
+        each rank's computation slept (``replay.translate``), and with ``loss_model`` on the
+        expected RTO wait of each all-at-once exchange (the loss model with ``timers``). Deterministic:
+        the last answer is kept and given again for the same recording and settings (a study's
+        repetitions)."""
         import os
 
         from clusterlab.cluster.simulated.replay import translate
@@ -297,20 +298,24 @@ class Simulated:
         if recorded != n:
             raise ConfigError(f"{directory} was recorded on {recorded} ranks; replay it on as many, not {n}")
         stamp = [os.stat(os.path.join(directory, f"rank{r}.json")).st_mtime_ns for r in range(n)]
+        timers = timers or {}
         key = json.dumps([directory, stamp, compute, scale, runtime_scale, n, self.engine_config(),
-                          self.platform.xml()], sort_keys=True)
+                          self.platform.xml(), self.loss_model, timers], sort_keys=True)
         if self._replayed is not None and self._replayed[0] == key:
             return self._replayed[1]
-        t = translate(directory, compute, scale, runtime_scale)
+        t = translate(directory, compute, scale, runtime_scale,
+                      exchange_loss=(lambda hosts, size: self.loss_wait(hosts, size, timers)) if self.loss_model else None)
         out = self.simulate({"kind": "replay", "ranks": t["ranks"]}, n)
-        model = ("flow time + replayed computation; no loss model for a replay (it is fitted to broadcast rounds): "
-                 "no packet is lost, no RTO waited, and rto_min, rto_max, stack change nothing")
+        model = ("flow time + replayed computation + the fitted loss model's expected RTO wait after each all-at-once "
+                 "exchange, priced as a broadcast round of its fan-in and block (loss.py; streamed blocks not priced)"
+                 if self.loss_model else "flow time + replayed computation (loss_model off: no RTO waited)")
         per_rank = []
         for r, res in enumerate(out["ranks"]):
-            passes = [{**p, "retransmissions": 0, "timeouts": 0, "rto_time_ms": 0} for p in res["passes"]]
+            passes = [{**p, "retransmissions": 0, "timeouts": round(p.get("timeouts", 0.0), 3),
+                       "rto_time_ms": round(p.get("t_rto_wait", 0.0) * 1000.0, 3)} for p in res["passes"]]
             per_rank.append({"rank": r, "job_s": res["job_s"], "passes": passes, "simulated": True,
                              "time_model": model, "compute_s": t["compute_s"][r],
-                             "collectives": t["collectives"], "substituted": t["substituted"],
+                             "collectives": t["collectives"], "substituted": t["substituted"], "loss": t["loss"],
                              "engine_wall_seconds": out["engine"]["wall_seconds"]})
         self._replayed = (key, per_rank)
         return per_rank

@@ -18,9 +18,10 @@ Jobs (``job["kind"]``):
   first barrier to leaving the second (``seconds``: one list per round).
 * ``replay``: a recorded parallel job's operations, one list per rank (``replay.py`` writes
   them: compute ``["c", s]`` slept, eager sends ``["s", mailbox, bytes]``, blocking receives
-  ``["r", mailbox]``, pass marks ``["p", k]``/``["e"]``, the job's clock ``["t0"]``); result:
-  ``ranks``, per rank ``job_s`` (from ``t0`` to its last operation) and ``passes`` (per pass
-  ``t_total``, ``t_wait_compute``, ``t_comm``, ``bytes_sent``, ``messages_sent``).
+  ``["r", mailbox]``, pass marks ``["p", k]``/``["e"]``, the job's clock ``["t0"]``, the loss
+  model's RTO wait ``["w", s, timeouts]`` slept); result: ``ranks``, per rank ``job_s`` (from
+  ``t0`` to its last operation) and ``passes`` (per pass ``t_total``, ``t_wait_compute``,
+  ``t_comm``, ``t_rto_wait``, ``timeouts``, ``bytes_sent``, ``messages_sent``).
 
 Every message carries ``header`` bytes more than its payload (the mesh's frame header), and
 costs its sender ``overhead`` seconds plus ``overhead_per_byte`` per byte before it leaves and
@@ -160,6 +161,11 @@ def main(argv):
                     this_actor.sleep_for(op[1])
                     if row is not None:
                         row["t_wait_compute"] += op[1]
+                elif k == "w":
+                    this_actor.sleep_for(op[1])
+                    if row is not None:
+                        row["t_rto_wait"] += op[1]
+                        row["timeouts"] += op[2]
                 elif k == "s":
                     # the sender goes on at once (the mesh's send returns once the kernel holds the
                     # bytes); detached: nobody waits for it but its receiver
@@ -172,8 +178,8 @@ def main(argv):
                     if row is not None:
                         row["t_comm"] += Engine.clock - t
                 elif k == "p":
-                    row = {"pass": op[1], "t_wait_compute": 0.0, "t_comm": 0.0, "bytes_sent": 0, "messages_sent": 0,
-                           "_t0": t}
+                    row = {"pass": op[1], "t_wait_compute": 0.0, "t_comm": 0.0, "t_rto_wait": 0.0, "timeouts": 0.0,
+                           "bytes_sent": 0, "messages_sent": 0, "_t0": t}
                 elif k == "e":
                     if row is not None:
                         row["t_total"] = t - row.pop("_t0")

@@ -11,7 +11,18 @@ per rank (``engine.py``):
   send returns once the kernel holds the bytes);
 * ``["r", mailbox]``: a blocking receive;
 * ``["p", k]`` / ``["e"]``: pass ``k`` begins / ends; ``["t0"]``: the job's clock starts (after
-  the replay's opening barrier, as ``replay_rank``'s).
+  the replay's opening barrier, as ``replay_rank``'s);
+* ``["w", seconds, timeouts]``: with ``exchange_loss``, the loss/timeout model's expected RTO
+  wait after a collective whose algorithm sends all at once into each rank (every rank waits it:
+  each waits for the exchange's slowest message), with its share of the timeouts.
+
+``exchange_loss`` (``(hosts, size) -> (wait, timeouts)``, the simulated cluster's ``loss_wait``)
+prices the exchanges that have a broadcast round's shape, the one the loss model was fitted
+to: every sender's block leaves at once towards each receiver (``BURSTS``: the direct
+reduce-scatter of an all-reduce, pieces of m / n bytes from n - 1 senders; an all-at-once
+all-to-all; a linear gather into the root). Exchanges without that shape (rings, trees,
+pairwise steps) and HPA's blocks, which stream out while the ranks count, are not priced: the
+model knows nothing of them (docs/simulation.md).
 
 Messages are matched by mailbox name: ``a{dst}.{tag}`` for a tag the receiver takes with
 ``recv_any`` (HPA's blocks: any sender), ``m{dst}.{src}.{tag}`` for ``recv(src, tag)``,
@@ -187,6 +198,30 @@ FALLBACK = {"barrier": "dissemination", "bcast": "binomial", "gather": "linear",
 _COLLECTIVES = {"barrier", "bcast", "gather", "allgather", "alltoall", "allreduce", "reduce"}
 
 
+# The collectives whose algorithm sends a broadcast round's burst into every rank (op.algorithm)
+# -> the block each of the n - 1 senders sends into one receiver, from the largest payload m.
+BURSTS = {"allreduce.reduce_scatter_allgather": lambda m, n: -(-m // n),  # the direct reduce-scatter's piece
+          "alltoall.all_at_once": lambda m, n: m, "gather.linear": lambda m, n: m}
+
+
+def _burst(name: str, events: list, n: int) -> tuple[int, int] | None:
+    """(senders into each receiver, block bytes) of a collective with a burst's shape, else None.
+
+    >>> _burst("allreduce.reduce_scatter_allgather", [["allreduce", ["array", "<u4", [1000]], "sum"]] * 4, 4)
+    (3, 1000)
+    >>> _burst("allgather.ring", [["allgather", ["bytes", 10]]] * 4, 4) is None
+    True
+    """
+    if name not in BURSTS:
+        return None
+    if events[0][0] == "alltoall":
+        m = max(spec_bytes(s) for e in events for s in e[1])
+    else:
+        m = max(spec_bytes(e[1]) for e in events)
+    size = int(BURSTS[name](m, n))
+    return (n - 1, size) if size > 0 else None
+
+
 def _collective(events: list, n: int, model) -> tuple[str, list, Counter]:
     """The k-th collective of every rank (``events[r]``) as each rank's point-to-point ops."""
     op = events[0][0]
@@ -226,11 +261,14 @@ def _opening_barrier(n: int) -> list:
 
 
 def translate(directory, compute: str = "cpu", scale: float = 1.0, runtime_scale: float | None = None,
-              model=None) -> dict:
+              model=None, exchange_loss=None) -> dict:
     """The engine's ``replay`` job for the recording in ``directory``: ``{"ranks": [{"ops",
     "mailboxes"}], "compute_s": [per rank], "collectives": {op.algorithm: count},
-    "substituted": {...}, "messages": total}``. ``model``: the cost model that picks the
-    collectives' algorithms (None: the mesh's current one)."""
+    "substituted": {...}, "messages": total, "loss": [...]}``. ``model``: the cost model that
+    picks the collectives' algorithms (None: the mesh's current one). ``exchange_loss``: the loss
+    model's price of an all-at-once exchange (see the module's docstring); ``loss`` lists each
+    priced collective (its index, algorithm, senders into each rank, block size, wait and
+    timeouts added)."""
     from clusterlab.comm import costmodel
     from clusterlab.mining.parallel.trace import load_trace, recorded_size
 
@@ -255,16 +293,25 @@ def translate(directory, compute: str = "cpu", scale: float = 1.0, runtime_scale
     colls = [[e for e in ev if e[0] in _COLLECTIVES] for ev in traces]
     if len({len(c) for c in colls}) > 1:
         raise ConfigError(f"{directory}: the ranks recorded different numbers of collectives: not a trace of one job")
-    coll_ops, used, substituted = [], Counter(), Counter()
+    coll_ops, used, substituted, waits, loss = [], Counter(), Counter(), [], []
     for k in range(len(colls[0])):
         name, ops, sub = _collective([c[k] for c in colls], n, model)
         coll_ops.append(ops)
         used[name] += 1
         substituted += sub
+        burst = _burst(name, [c[k] for c in colls], n) if exchange_loss is not None and n > 1 else None
+        wait = timeouts = 0.0
+        if burst is not None:
+            wait, timeouts = exchange_loss(burst[0] + 1, burst[1])
+            loss.append({"collective": k, "algorithm": name, "senders": burst[0], "size": burst[1],
+                         "rto_wait_s": wait, "timeouts": timeouts})
+        waits.append((wait, timeouts))
 
-    def coll(r, ops, out):
+    def coll(r, ops, out, k=None):
         for o in ops:
             out.append(["s", f"k{o[1]}.{r}", o[2]] if o[0] == "s" else ["r", f"k{r}.{o[1]}"])
+        if k is not None and (waits[k][0] > 0 or waits[k][1] > 0):
+            out.append(["w", waits[k][0], waits[k][1] / n])
 
     ranks, compute_s, sends, recvs = [], [], Counter(), Counter()
     opening = _opening_barrier(n)
@@ -296,7 +343,7 @@ def translate(directory, compute: str = "cpu", scale: float = 1.0, runtime_scale
                 if e[2]:  # a poll that found nothing is replayed as nothing (as replay_rank does)
                     out.append(["r", f"a{r}.{int(e[1])}"])
             elif kind in _COLLECTIVES:
-                coll(r, coll_ops[k][r], out)
+                coll(r, coll_ops[k][r], out, k)
                 k += 1
             else:
                 raise ConfigError(f"{directory}: unknown event {kind!r} in rank {r}'s trace")
@@ -316,4 +363,5 @@ def translate(directory, compute: str = "cpu", scale: float = 1.0, runtime_scale
                           f"(first: {short[0]}, {recvs[short[0]]} received, {sends[short[0]]} sent): the trace is "
                           "incomplete or not of one job")
     return {"ranks": ranks, "compute_s": compute_s, "collectives": dict(used), "substituted": dict(substituted),
-            "messages": sum(sends.values())}
+            "messages": sum(sends.values()), "loss": loss}
+
