@@ -298,8 +298,8 @@ def test_local_disk_baseline_runs_at_the_backing_stores_rate_and_leaves_nothing(
     (GB/s); its file and cgroup are gone afterwards."""
     with TestbedNetwork(StarTopo(hosts=2, rate=FAST, storage=True), name=name) as tb:
         with IscsiTarget(tb, initiators=1, lun_size=4 << 20, backing_bps=8_000_000) as tgt:
-            r = tgt.local_disk_baseline(4 << 20, 64 << 10)
-            assert r["bad_blocks"] == 0 and r["direct"]
+            r = tgt.local_disk_baseline(4_000_000, 64_000)  # SI sizes: whole 4 KiB pages for direct I/O
+            assert r["bad_blocks"] == 0 and r["direct"] and (r["block"], r["bytes"]) == (65536, 3_997_696)
             for what in ("write_mbps", "read_mbps"):
                 assert 2.0 < r[what] < 16.0, r  # the limit, give or take: not the page cache
             assert "local.img" not in storage_leftovers(name)["files"]

@@ -436,14 +436,19 @@ class IscsiTarget:
         """The local baseline at the backing store's rate: the same block loop on a file beside
         the LUNs (the same disk), opened with O_DIRECT, in a cgroup of its own with the target's
         limit (``backing_bps``; needs one), so that the local file is a disk of that rate as the
-        seed's local RAID was, not the page cache. Write (with fsync) then read; ``{"write_mbps",
-        "read_mbps", "bad_blocks"}``. Run it while no initiator uses the target (it shares the
+        seed's local RAID was, not the page cache. Write (with fsync) then read, the block rounded
+        up to whole 4 KiB pages and the size down to whole blocks: ``{"write_mbps", "read_mbps",
+        "bad_blocks", "bytes", "block"}``. Run it while no initiator uses the target (it shares the
         disk, not the limit). The loop runs in a child process that dies with this one; the file
         and the cgroup go with the target (``clean_storage``), also after a crash."""
         if self.backing_bps is None:
             raise ConfigError("a local disk baseline needs the target's backing store limit (backing_bps)")
-        if block <= 0 or block % 4096 or size % block:
-            raise ConfigError(f"block ({block}) must be a multiple of 4096 dividing size ({size}) for direct I/O")
+        if block <= 0 or size < block:
+            raise ConfigError(f"block ({block}) must be positive and at most size ({size})")
+        # direct I/O moves whole 4 KiB pages: the block rounded up to them, the size down to
+        # whole blocks (a rate is measured; the bytes are reported)
+        block = -(-block // 4096) * 4096
+        size = max(block, size // block * block)
         cg = _local_cgroup(self.name)
         if cg is None:
             raise TestbedError("a throttled local baseline needs the blkio (cgroup v1) or io (v2) controller")
@@ -465,7 +470,7 @@ class IscsiTarget:
                 raise TestbedError(f"the local disk baseline failed: {err.strip()[-300:]}")
             (wn, ws, _), (rn, rs, bad) = json.loads(out)
             return {"write_mbps": round(wn / ws / 1e6, 2), "read_mbps": round(rn / rs / 1e6, 2), "bad_blocks": bad,
-                    "backing_bps": self.backing_bps, "direct": True}
+                    "backing_bps": self.backing_bps, "direct": True, "bytes": size, "block": block}
         except subprocess.TimeoutExpired:
             raise TestbedError(f"the local disk baseline did not finish in {timeout:.0f} s") from None
         finally:
