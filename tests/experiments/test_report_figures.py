@@ -125,6 +125,20 @@ def test_categorical_x_draws_bars_without_joining_lines_and_names_the_legend(tmp
     assert "dilation k=1" in title and "TCP: MIN 5ms" in title
 
 
+def test_an_unset_hue_value_is_named_not_called_median(tmp_path, drawn):
+    """seed003-fig3's last line is rmem None (Linux's own triple): its legend entry says the
+    value is not set; "median" is only the name of a line when there is no hue at all."""
+    from clusterlab.report.study import render
+
+    rows = [_base(i, 0, label=f"rmem={v}", rmem=v, bytes=b, mbps=float(b) / 10)
+            for i, v in enumerate(["4096 4096 4096", None]) for b in (1, 1024)]
+    d = _study_run(tmp_path / "run", rows, [{"kind": "scatter", "x": "bytes", "y": "mbps", "hue": "rmem"}],
+                   {"rmem": ["4096 4096 4096", None]})
+    render(d)
+    ax = drawn["fig1-scatter-mbps.png"].axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["4096 4096 4096", "not set (default)"]
+
+
 def test_improvement_draws_each_setting_against_the_baseline(tmp_path, drawn):
     """Seed 003's Fig. 6(b): each buffer's gain over the default, per direction; the baseline
     itself is no bar, and a setting twice as fast is +100%."""

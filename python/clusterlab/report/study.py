@@ -223,6 +223,14 @@ def _hues(rows, hue):
     return list(dict.fromkeys(_hue_of(r, hue) for r in rows)) if hue else [None]
 
 
+def _hue_label(h, hue) -> str:
+    """A line's legend entry: its hue value; a value left unset (None: the kernel's or the
+    tool's default) says so; no hue at all: the line is the median."""
+    if hue is None:
+        return "median"
+    return _fmt(h) if h is not None else "not set (default)"
+
+
 def _legend(ax, hue, **kw) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, title=hue_name(hue) or None, title_fontsize=7, **kw)
@@ -241,7 +249,7 @@ def plot_scatter(plt, rows, spec, title, path, caption="") -> None:
     for hi, h in enumerate(hues):
         rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y))]
         color = f"C{hi % 10}"
-        name = _fmt(h) if h is not None else "median"
+        name = _hue_label(h, hue)
         shift = (hi - (len(hues) - 1) / 2) * width
         for r in rs:  # every repetition its own mark (marker = repetition number)
             xv = cats.index(str(r[x])) + shift if categorical else r[x]
@@ -295,7 +303,7 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
             ax.scatter([r[x]], [base / r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=24,
                        facecolors="none" if r.get("cpu_bound") else f"C{hi % 10}", edgecolors=f"C{hi % 10}")
         ax.plot(xs, [base / statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs], color=f"C{hi % 10}",
-                label=_fmt(h) if h is not None else "median")
+                label=_hue_label(h, hue))
     if allx:
         ax.plot(allx, allx, ls=":", color="grey", label="ideal")
         ax.set_ylim(0, top * 1.15)  # the data's scale: the ideal line leaves the plot where it outgrows it
@@ -349,7 +357,7 @@ def plot_improvement(plt, rows, spec, title, path, caption="") -> None:
         color, shift = f"C{hi % 10}", (hi - (len(gains) - 1) / 2) * width
         xs = [cats.index(v) + shift for v in per]
         ax.bar(xs, [m for m, _ in per.values()], width * 0.9, color=color, alpha=0.35, edgecolor=color,
-               label=_fmt(h) if h is not None else "median")
+               label=_hue_label(h, hue))
         for xp, (_, reps) in zip(xs, per.values(), strict=True):
             ax.scatter([xp] * len(reps), reps, s=20, color=color, zorder=3)
     ax.axhline(0.0, color="grey", lw=0.8)
@@ -385,7 +393,7 @@ def plot_per_pass(plt, rows, spec, title, path, caption="") -> None:
                            marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], color=f"C{hi % 10}")
             med = [statistics.median(v[i] if i < len(v) else 0 for v in lists) for i in range(n)]
             ax.bar([i + 1 + (hi - (len(hues) - 1) / 2) * width for i in range(n)], med, width, alpha=0.35,
-                   color=f"C{hi % 10}", label=_fmt(h) if h is not None else "median")
+                   color=f"C{hi % 10}", label=_hue_label(h, hue))
         title = f"{title} ({_label(xcol)} = {top})" if top is not None else title
     ax.set_xlabel("pass")
     ax.set_ylabel(_label(y).removesuffix(" per pass") + " (bar = median, marker = repetition)")
