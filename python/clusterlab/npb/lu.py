@@ -154,23 +154,21 @@ class _Rank:
             lu.unpack(field, axis, [n + 2, n + 1], 1, t1, 1, self.nz, c.recv(hi, tag=EX3 + from_hi))
 
     # --- NPB's subroutines ------------------------------------------------------------------
+    def _flux_terms(self, step: str, field: str) -> None:
+        """erhs or rhs: each direction's terms after the ghost layers of ``field`` it reads
+        (x's east/west, then y's north/south; z is not split)."""
+        self.lu.step(f"{step}_init")
+        self._exchange3(field, 0)
+        self.lu.step(f"{step}_xi")
+        self._exchange3(field, 1)
+        self.lu.step(f"{step}_eta")
+        self.lu.step(f"{step}_zeta")
+
     def erhs(self) -> None:
-        lu = self.lu
-        lu.step("erhs_init")
-        self._exchange3("rsd", 0)
-        lu.step("erhs_xi")
-        self._exchange3("rsd", 1)
-        lu.step("erhs_eta")
-        lu.step("erhs_zeta")
+        self._flux_terms("erhs", "rsd")
 
     def rhs(self) -> None:
-        lu = self.lu
-        lu.step("rhs_init")
-        self._exchange3("u", 0)
-        lu.step("rhs_xi")
-        self._exchange3("u", 1)
-        lu.step("rhs_eta")
-        lu.step("rhs_zeta")
+        self._flux_terms("rhs", "u")
 
     def _norm(self, columns: np.ndarray) -> list[float]:
         """sqrt(sum / interior points) per component; the columns summed in global order."""
