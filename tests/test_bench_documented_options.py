@@ -76,11 +76,24 @@ def parser_of(name: str, monkeypatch) -> argparse.ArgumentParser:
     spec = importlib.util.spec_from_file_location(f"bench_{name[:-3]}", ROOT / "bench" / name)
     mod = importlib.util.module_from_spec(spec)
     monkeypatch.setattr(sys, "argv", [str(ROOT / "bench" / name)])
-    spec.loader.exec_module(mod)
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
-    with pytest.raises(_Parsed) as e:
-        mod.main()
+    # As when the script runs: its directory first on sys.path, and the names of its sibling
+    # files (bench/fim.py) free of the installed modules of the same name (pyfim's fim). All of
+    # it undone afterwards, or bench/fim.py would stand in for pyfim's fim in later tests.
+    bench = str(ROOT / "bench")
+    monkeypatch.setattr(sys, "path", [bench, *sys.path])
+    shadowed = {k: sys.modules.pop(k) for k in [f.stem for f in (ROOT / "bench").glob("*.py")] if k in sys.modules}
+    before = set(sys.modules)
+    try:
+        spec.loader.exec_module(mod)
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
+        with pytest.raises(_Parsed) as e:
+            mod.main()
+    finally:
+        for k in set(sys.modules) - before:
+            if str(getattr(sys.modules[k], "__file__", "") or "").startswith(bench):
+                del sys.modules[k]
+        sys.modules.update(shadowed)
     return e.value.parser
 
 
