@@ -194,3 +194,29 @@ def test_a_call_timed_from_its_barrier_pays_the_roots_calibrated_lateness():
     with pytest.raises(ConfigError, match="announce"):
         CostModel(announce={"16": -1e-4})
     assert CostModel.from_dict(CostModel(announce={"6": 1e-4}).to_dict()).announce == {"6": 1e-4}
+
+
+def test_a_switch_port_buffer_keeps_incast_algorithms_out_of_the_picks():
+    """With ``port_buffer`` the pick leaves out algorithms whose ranks all send into one at once
+    beyond it (the direct reduce-scatter, linear gather and reduce, all-at-once all-to-all),
+    unless every candidate overflows; 0 (the default) changes nothing."""
+    from clusterlab.comm import collectives
+
+    fast_links = dict(alpha=30e-6, beta=1e-8, overhead=0, concurrency=0)
+    free, small = CostModel(**fast_links), CostModel(**fast_links, port_buffer=64_000)
+    bursts = {("allreduce", "reduce_scatter_allgather"), ("reduce", "linear"), ("gather", "linear"),
+              ("alltoall", "all_at_once"), ("reduce", "scatter_gather")}
+    for op, names in collectives.ALGORITHMS.items():
+        for name in names:
+            incast = costmodel._patterns(op, name, 1e6, 16)
+            assert all((p.incast > 0) == ((op, name) in bursts) for p in incast.values()), (op, name)
+    assert free.pick("allreduce", 1 << 20, 16) == "reduce_scatter_allgather"  # fewest hops for the bytes
+    assert small.pick("allreduce", 1 << 20, 16) == "ring"  # same bytes, no incast
+    assert small.pick("allreduce", 1 << 20, 16, exact=True) == "allgather"  # the exact one without incast
+    assert small.overflows("alltoall", "all_at_once", 8192, 16) and not small.overflows("alltoall", "all_at_once", 64, 16)
+    assert not free.overflows("alltoall", "all_at_once", 1 << 20, 16)
+    # the pairwise all-to-all sends one chunk at a time: it stays a candidate
+    assert small.pick("alltoall", 1 << 20, 16) == "pairwise"
+    assert CostModel.from_dict(small.to_dict()).port_buffer == 64_000
+    with pytest.raises(ConfigError, match="port_buffer"):
+        CostModel(port_buffer=-1)

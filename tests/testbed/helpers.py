@@ -50,6 +50,16 @@ def host_rto_min_us(comm):
         return {"netns": os.stat("/proc/self/ns/net").st_ino, "rto_min_us": int(f.read())}
 
 
+def rank_cost_model(comm, nbytes):
+    """Each rank: the cost model it picks collective algorithms by, and its all-reduce pick for
+    ``nbytes`` on the job's ranks."""
+    from clusterlab.comm import costmodel
+
+    m = costmodel.current()
+    return {"source": m.source, "port_buffer": m.port_buffer, "beta": m.beta,
+            "pick": m.pick("allreduce", nbytes, comm.size)}
+
+
 def host_congestion(comm):
     """Each rank: the job's size, its namespace, its host's RTO minimum and default congestion
     control, and which communicator it has."""

@@ -14,7 +14,14 @@ from clusterlab.errors import ConfigError
 from clusterlab.net.transport_config import TransportConfig
 from tests.comm.conftest import needs_mpi
 
-from .helpers import assert_nothing_left, host_congestion, host_rto_min_us, networks_brought_up, require_netns
+from .helpers import (
+    assert_nothing_left,
+    host_congestion,
+    host_rto_min_us,
+    networks_brought_up,
+    rank_cost_model,
+    require_netns,
+)
 
 pytestmark = pytest.mark.root
 
@@ -47,4 +54,27 @@ def test_mpi_ranks_of_a_rank_function_run_in_the_hosts(monkeypatch):
     with pytest.raises(ConfigError, match="sndbuf: MPI's sockets are MPICH's"):
         Testbed(tb.topo, mesh="mpi").run(host_congestion, None, transport=TransportConfig(sndbuf="1MiB"))
     assert "tcp_allowed_congestion_control" in mpi_congestion_why_not("nosuchcc")
+    assert_nothing_left(ours)
+
+
+def test_ranks_pick_collectives_by_the_testbeds_links(monkeypatch, tmp_path):
+    """A testbed's ranks get its cost model (link rate after dilation, port buffer), not the
+    loopback fit: a 1.3 MB all-reduce on 155 Mbit/s links is a ring there, where the loopback
+    model sends it whole along a binomial tree; a model the caller names in
+    $CLUSTERLAB_COSTMODEL wins."""
+    from clusterlab.comm import costmodel
+
+    require_netns()
+    ours = networks_brought_up(monkeypatch)
+    monkeypatch.delenv(costmodel.ENV, raising=False)
+    topo = StarTopo(hosts=3, rate="155Mbit", buffer="64KB", dilation=2)
+    out = Testbed(topo).run(rank_cost_model, None, 1_300_000)
+    assert {o["source"] for o in out} == {"testbed links: 155Mbit bridge, k = 2 (clusterlab.cluster.testbed.model)"}
+    assert {(o["port_buffer"], o["pick"]) for o in out} == {(64_000, "ring")}
+    assert out[0]["beta"] == pytest.approx(9014 / 8948 * 8 / 77.5e6)
+    mine = tmp_path / "model.json"
+    costmodel.CostModel(fixed={"allreduce": "reduce_bcast"}, source="mine").save(mine)
+    monkeypatch.setenv(costmodel.ENV, str(mine))
+    out = Testbed(topo).run(rank_cost_model, None, 1_300_000)
+    assert {(o["source"], o["pick"]) for o in out} == {("mine", "reduce_bcast")}
     assert_nothing_left(ours)

@@ -490,8 +490,9 @@ class Testbed:
             from clusterlab.cluster.program import refuse_mpi_program
 
             refuse_mpi_program(argv, n)
-            with tb.from_the_switch(n, transport) as (hosts, config, where):
-                return launch(argv, n, hosts=hosts, config=config, timeout=timeout, rendezvous_host=where, **options)
+            with tb.from_the_switch(n, transport, options.pop("env", None)) as (hosts, config, where, env):
+                return launch(argv, n, hosts=hosts, config=config, timeout=timeout, rendezvous_host=where, env=env,
+                              **options)
 
 
 

@@ -410,27 +410,45 @@ class TestbedNetwork:
     def switch_ns(self) -> str:
         return ns_name(self.name, "sw")
 
+    def cost_model(self):
+        """The cost model this testbed's ranks pick collective algorithms by: its links' rate and
+        port buffer (``testbed.model.link_model``), not the loopback fit."""
+        from clusterlab.cluster.testbed.model import link_model
+
+        return link_model(self.topo, initcwnd=self.transport.initcwnd)
+
     @contextlib.contextmanager
-    def from_the_switch(self, nranks: int | None, transport=None):
+    def from_the_switch(self, nranks: int | None, transport=None, env: dict | None = None):
         """What clusterlab's launcher needs to start ``nranks`` ranks here (rank i in compute host
         i, its mesh on the host's address; None: one per compute host): the ranks' hosts, their
-        TCP settings (this testbed's own unless ``transport``) and the rendezvous address, the
-        switch's, with this thread in the switch's namespace, where every host reaches it. Both
-        ``run`` and ``clusterlab.cluster.Testbed``'s ``launch`` start ranks through it."""
+        TCP settings (this testbed's own unless ``transport``), the rendezvous address, the
+        switch's, and their environment: ``env`` (default ``os.environ``) naming this testbed's
+        cost model (``cost_model``) in ``$CLUSTERLAB_COSTMODEL`` unless it names one already, with
+        this thread in the switch's namespace, where every host reaches it. Both ``run`` and
+        ``clusterlab.cluster.Testbed``'s ``launch`` start ranks through it."""
+        import tempfile
+
         from clusterlab.cluster.local import RankHost
+        from clusterlab.comm import costmodel
 
         hosts = [RankHost(prefix=p["prefix"], bind=p["address"]) for p in self.placement(nranks)]
-        with in_netns(self.switch.ns):
-            yield hosts, self.transport if transport is None else transport, self.topo.switch_address
+        env = dict(os.environ if env is None else env)
+        with tempfile.TemporaryDirectory(prefix="clusterlab-model-") as d:
+            if not env.get(costmodel.ENV):
+                env[costmodel.ENV] = os.path.join(d, "costmodel.json")
+                self.cost_model().save(env[costmodel.ENV])
+            with in_netns(self.switch.ns):
+                yield hosts, self.transport if transport is None else transport, self.topo.switch_address, env
 
     def run(self, fn, nranks: int | None = None, *args, config=None, timeout: float | None = 300.0, **kw) -> list:
         """Run ``fn(comm, *args)`` with rank i in host i (``clusterlab.cluster.local.run``, as
         ``clusterlab.cluster.Testbed(self).run`` does): each rank's mesh listener binds to its
         host's address, the launcher's rendezvous listens on the switch's. ``config``: the
         ranks' transport settings; by default the testbed's own (its per-socket knobs; the RTO
-        bounds are already the hosts' sysctls)."""
+        bounds are already the hosts' sysctls). The ranks pick collective algorithms by the
+        testbed's cost model (``from_the_switch``)."""
         from clusterlab.cluster.local import run as local_run
 
-        with self.from_the_switch(nranks, config) as (hosts, config, where):
+        with self.from_the_switch(nranks, config, kw.pop("env", None)) as (hosts, config, where, env):
             return local_run(fn, len(hosts), *args, config=config, timeout=timeout, hosts=hosts,
-                             rendezvous_host=where, **kw)
+                             rendezvous_host=where, env=env, **kw)

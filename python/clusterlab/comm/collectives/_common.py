@@ -32,7 +32,9 @@ class Pattern:
       one message), both local memory work (gamma each);
     - ``peers``: connections opened one after another when connections are not kept (set-up);
     - ``total`` and ``total_messages``: bytes and messages over all links together, what
-      counts when links are not independent (ranks sharing one host's CPUs and loopback).
+      counts when links are not independent (ranks sharing one host's CPUs and loopback);
+    - ``incast``: bytes that many ranks send into one rank at the same moment (what a switch
+      port must hold: ``CostModel.port_buffer``), 0 when no rank receives from several at once.
     """
 
     hops: float
@@ -43,6 +45,7 @@ class Pattern:
     total: float = 0.0
     total_messages: float = 0.0
     copies: float = 0.0
+    incast: float = 0.0
 
 
 def ceil_log2(n: int) -> int:

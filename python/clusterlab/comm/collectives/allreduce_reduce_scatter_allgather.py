@@ -29,4 +29,5 @@ def run(comm, array, op: str = "sum"):
 
 def pattern(m: float, n: int) -> Pattern:
     f = (n - 1) / n
-    return Pattern(hops=n, sends=4 * (n - 1), bytes=2 * f * m, reduce_bytes=f * m, peers=n - 1, total=2 * (n - 1) * m, total_messages=2 * n * (n - 1))
+    return Pattern(hops=n, sends=4 * (n - 1), bytes=2 * f * m, reduce_bytes=f * m, peers=n - 1, total=2 * (n - 1) * m, total_messages=2 * n * (n - 1),
+                   incast=f * m)

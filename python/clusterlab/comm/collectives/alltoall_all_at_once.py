@@ -20,4 +20,5 @@ def run(comm, chunks):
 
 def pattern(m: float, n: int) -> Pattern:
     """``m`` is the size of one chunk (one pair's message)."""
-    return Pattern(hops=1, sends=2 * (n - 1), bytes=(n - 1) * m, peers=n - 1, total=n * (n - 1) * m, total_messages=n * (n - 1))
+    return Pattern(hops=1, sends=2 * (n - 1), bytes=(n - 1) * m, peers=n - 1, total=n * (n - 1) * m, total_messages=n * (n - 1),
+                   incast=(n - 1) * m)

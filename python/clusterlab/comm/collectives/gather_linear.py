@@ -17,4 +17,5 @@ def run(comm, data, root: int = 0):
 
 def pattern(m: float, n: int) -> Pattern:
     """``m`` is the size of one rank's contribution."""
-    return Pattern(hops=1, sends=n - 1, bytes=(n - 1) * m, peers=n - 1, total=(n - 1) * m, total_messages=n - 1)
+    return Pattern(hops=1, sends=n - 1, bytes=(n - 1) * m, peers=n - 1, total=(n - 1) * m, total_messages=n - 1,
+                   incast=(n - 1) * m)

@@ -23,4 +23,5 @@ def run(comm, array, op: str = "sum", root: int = 0):
 
 
 def pattern(m: float, n: int) -> Pattern:
-    return Pattern(hops=1, sends=n - 1, bytes=(n - 1) * m, reduce_bytes=(n - 1) * m, peers=n - 1, total=(n - 1) * m, total_messages=n - 1)
+    return Pattern(hops=1, sends=n - 1, bytes=(n - 1) * m, reduce_bytes=(n - 1) * m, peers=n - 1, total=(n - 1) * m, total_messages=n - 1,
+                   incast=(n - 1) * m)

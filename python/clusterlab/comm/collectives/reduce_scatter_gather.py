@@ -34,4 +34,4 @@ def run(comm, array, op: str = "sum", root: int = 0):
 def pattern(m: float, n: int) -> Pattern:
     f = (n - 1) / n
     return Pattern(hops=2, sends=3 * (n - 1), bytes=2 * f * m, reduce_bytes=f * m, peers=n - 1, total=(n - 1) * m + f * m,
-                   total_messages=(n + 1) * (n - 1))
+                   total_messages=(n + 1) * (n - 1), incast=f * m)
