@@ -196,14 +196,15 @@ def test_a_call_timed_from_its_barrier_pays_the_roots_calibrated_lateness():
     assert CostModel.from_dict(CostModel(announce={"6": 1e-4}).to_dict()).announce == {"6": 1e-4}
 
 
-def test_a_switch_port_buffer_keeps_incast_algorithms_out_of_the_picks():
-    """With ``port_buffer`` the pick leaves out algorithms whose ranks all send into one at once
-    beyond it (the direct reduce-scatter, linear gather and reduce, all-at-once all-to-all),
-    unless every candidate overflows; 0 (the default) changes nothing."""
+def test_incast_beyond_a_switch_port_buffer_pays_a_loss_penalty():
+    """With ``port_buffer`` a schedule whose ranks all send into one at once beyond it (the
+    direct reduce-scatter, linear gather and reduce, all-at-once all-to-all) pays
+    ``loss_penalty``: an algorithm without incast wins where the bytes are alike, the
+    overflowing one still where the others move far more; 0 (the default) changes nothing."""
     from clusterlab.comm import collectives
 
     fast_links = dict(alpha=30e-6, beta=1e-8, overhead=0, concurrency=0)
-    free, small = CostModel(**fast_links), CostModel(**fast_links, port_buffer=64_000)
+    free, small = CostModel(**fast_links), CostModel(**fast_links, port_buffer=64_000, loss_penalty=0.2)
     bursts = {("allreduce", "reduce_scatter_allgather"), ("reduce", "linear"), ("gather", "linear"),
               ("alltoall", "all_at_once"), ("reduce", "scatter_gather")}
     for op, names in collectives.ALGORITHMS.items():
@@ -212,11 +213,15 @@ def test_a_switch_port_buffer_keeps_incast_algorithms_out_of_the_picks():
             assert all((p.incast > 0) == ((op, name) in bursts) for p in incast.values()), (op, name)
     assert free.pick("allreduce", 1 << 20, 16) == "reduce_scatter_allgather"  # fewest hops for the bytes
     assert small.pick("allreduce", 1 << 20, 16) == "ring"  # same bytes, no incast
-    assert small.pick("allreduce", 1 << 20, 16, exact=True) == "allgather"  # the exact one without incast
+    rsag = free.predict("allreduce", "reduce_scatter_allgather", 1 << 20, 16)
+    assert small.predict("allreduce", "reduce_scatter_allgather", 1 << 20, 16) == pytest.approx(rsag + 0.2)
+    # exact (a float sum): the all-gather moves 15 arrays to every rank, more than a timeout's worth
+    assert small.pick("allreduce", 1 << 24, 16, exact=True) == "reduce_scatter_allgather"
     assert small.overflows("alltoall", "all_at_once", 8192, 16) and not small.overflows("alltoall", "all_at_once", 64, 16)
     assert not free.overflows("alltoall", "all_at_once", 1 << 20, 16)
-    # the pairwise all-to-all sends one chunk at a time: it stays a candidate
-    assert small.pick("alltoall", 1 << 20, 16) == "pairwise"
-    assert CostModel.from_dict(small.to_dict()).port_buffer == 64_000
-    with pytest.raises(ConfigError, match="port_buffer"):
-        CostModel(port_buffer=-1)
+    assert small.pick("alltoall", 1 << 20, 16) == "pairwise"  # one chunk at a time: no incast
+    back = CostModel.from_dict(small.to_dict())
+    assert (back.port_buffer, back.loss_penalty) == (64_000, 0.2)
+    for bad in ("port_buffer", "loss_penalty"):
+        with pytest.raises(ConfigError, match=bad):
+            CostModel(**{bad: -1})

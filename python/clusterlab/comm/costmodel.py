@@ -47,10 +47,13 @@ Two testbed terms, both calibrated on the testbed apart from any collective they
 A switch's output port holds ``port_buffer`` bytes (0: not modelled). An algorithm that has many
 ranks send into one rank at the same moment (the direct reduce-scatter, a linear gather, an
 all-at-once all-to-all: its pattern's ``incast``) overflows that port once the converging bytes
-exceed it, and the losses cost TCP recovery the model does not price: ``pick`` leaves such an
-algorithm out there (unless every candidate overflows). Measured on the testbed (100 hosts,
-155 Mbit/s at k = 3, 64 KB ports, a 1.3 MB all-reduce): ring 0.36 s, the direct reduce-scatter and
-all-gather 0.49 s with the same bytes, the binomial reduce and broadcast 2.1 s.
+exceed it, and a loss there costs TCP's recovery, often a retransmission timeout: such a
+schedule pays ``loss_penalty`` seconds more (a testbed's RTO minimum), so an algorithm without
+incast wins where the bytes are alike and the overflowing one only where the others move far
+more. Measured on the testbed (155 Mbit/s at k = 3, 64 KB ports, a 1.3 MB all-reduce): ring
+0.13 s at 16 hosts and 0.36 s at 100, the direct reduce-scatter and all-gather 0.40 and 0.49 s
+with the same bytes (its slowest repetitions one timeout longer), the binomial reduce and
+broadcast 0.73 and 2.1 s.
 
 ``m`` is what the operation's size means in OSU's benchmarks: the message for bcast, one
 rank's chunk for scatter/gather/allgather/alltoall, the array for reduce/allreduce.
@@ -110,7 +113,8 @@ class CostModel:
     cpu_message: float = 0.0  # CPU seconds per message (both ends), when cpus > 0
     cpu_byte: float = 0.0  # CPU seconds per byte (both ends), when cpus > 0
     window: float = 0.0  # bytes a rank's fan-out leaves in send order (TCP's initial window); 0: none
-    port_buffer: float = 0.0  # bytes a switch output port holds; > 0: ``pick`` avoids incast beyond it
+    port_buffer: float = 0.0  # bytes a switch output port holds; > 0: incast beyond it pays loss_penalty
+    loss_penalty: float = 0.0  # seconds an overflowing schedule pays (a retransmission timeout)
     start_lateness: dict = field(default_factory=dict)  # hosts (str) -> seconds the root leaves a barrier late
     announce: dict = field(default_factory=dict)  # hosts (str) -> seconds of a root's 1-byte word to every rank
     source: str = "default"
@@ -120,7 +124,7 @@ class CostModel:
     def __post_init__(self):
         for k in ("alpha", "beta", "gamma", "setup", "overhead", "concurrency", "setup_cpus", "call_setup", "cpus",
                   "cpu_message",
-                  "cpu_byte", "window", "port_buffer"):
+                  "cpu_byte", "window", "port_buffer", "loss_penalty"):
             v = getattr(self, k)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise ConfigError(f"cost model parameter {k} must be a finite number >= 0, got {v!r}")
@@ -152,7 +156,8 @@ class CostModel:
         ('in_turn', 'at_once')
         """
         key = ("schedule", self.alpha, self.beta, self.gamma, self.setup, self.overhead, self.concurrency, self.cpus,
-               self.cpu_message, self.cpu_byte, self.window, op, algorithm, m, n, connected)
+               self.cpu_message, self.cpu_byte, self.window, self.port_buffer, self.loss_penalty, op, algorithm, m, n,
+               connected)
         hit = _picks.get(key)  # cached: every parent of a call asks (measured: 1.4 ms per 16-host call uncached)
         if hit is None:
             pats = _patterns(op, algorithm, float(m), n, self.window)
@@ -171,6 +176,8 @@ class CostModel:
         if self.cpus > 0 and p.hops > 0 and p.total_messages > 0:
             t = max(t, p.hops * self.cpu_step(p.total_messages / p.hops, p.total / p.total_messages))
         t += self.gamma * (p.reduce_bytes + p.copies)
+        if self.port_buffer > 0 and p.incast > self.port_buffer:
+            t += self.loss_penalty
         return t if connected else t + self.setup * p.peers
 
     def cpu_step(self, messages: float, nbytes: float) -> float:
@@ -201,15 +208,14 @@ class CostModel:
             _module(op, self.fixed[op])  # an unknown name fails here, with the choices
             return self.fixed[op]
         key = (self.alpha, self.beta, self.gamma, self.setup, self.overhead, self.concurrency, self.cpus,
-               self.cpu_message, self.cpu_byte, self.window, self.port_buffer, op, m, n, exact, connected)
+               self.cpu_message, self.cpu_byte, self.window, self.port_buffer, self.loss_penalty, op, m, n, exact,
+               connected)
         hit = _picks.get(key)
         if hit is not None:
             return hit
         names = [x for x in sorted(_ALGORITHMS[_op(op)]) if getattr(_ALGORITHMS[op][x], "AUTO", True)]
         if exact:
             names = [x for x in names if getattr(_ALGORITHMS[op][x], "EXACT", True)] or names
-        if self.port_buffer > 0:
-            names = [x for x in names if not self.overflows(op, x, m, n)] or names
         best = min(names, key=lambda x: (self.predict(op, x, m, n, connected), x))
         if len(_picks) > 4096:
             _picks.clear()
@@ -221,7 +227,7 @@ class CostModel:
         switch port holds (``port_buffer``; never when it is 0).
 
         >>> import clusterlab.comm.collectives
-        >>> m = CostModel(port_buffer=64_000)
+        >>> m = CostModel(port_buffer=64_000, loss_penalty=0.2)
         >>> m.overflows("allreduce", "reduce_scatter_allgather", 1.3e6, 100), m.overflows("allreduce", "ring", 1.3e6, 100)
         (True, False)
         """
@@ -331,7 +337,8 @@ class CostModel:
                        setup_cpus=d.get("setup_cpus", 0.0), call_setup=d.get("call_setup", 0.0),
                        cpus=d.get("cpus", 0.0),
                        cpu_message=d.get("cpu_message", 0.0), cpu_byte=d.get("cpu_byte", 0.0),
-                       window=d.get("window", 0.0), port_buffer=d.get("port_buffer", 0.0), start_lateness=d.get("start_lateness") or {},
+                       window=d.get("window", 0.0), port_buffer=d.get("port_buffer", 0.0),
+                       loss_penalty=d.get("loss_penalty", 0.0), start_lateness=d.get("start_lateness") or {},
                        announce=d.get("announce") or {},
                        source=str(d.get("source", where)), details=dict(d.get("details") or {}),
                        fixed=d.get("fixed") or {})

@@ -415,7 +415,7 @@ class TestbedNetwork:
         port buffer (``testbed.model.link_model``), not the loopback fit."""
         from clusterlab.cluster.testbed.model import link_model
 
-        return link_model(self.topo, initcwnd=self.transport.initcwnd)
+        return link_model(self.topo, initcwnd=self.transport.initcwnd, rto_min=self.transport.rto_min)
 
     @contextlib.contextmanager
     def from_the_switch(self, nranks: int | None, transport=None, env: dict | None = None):
