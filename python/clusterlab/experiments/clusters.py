@@ -131,6 +131,25 @@ class Session:
             return {"cluster": Local(), "transport": None}
         return self.mining_options()
 
+    def recording_cost_model(self):
+        """The cost model the ranks of this point's compute recording pick collective algorithms
+        by (on ``recording_options``' cluster), or None for the process's own: a testbed's
+        (``TestbedNetwork.cost_model``), and for a simulated point the same model of the
+        topology it simulates, so that its recording moves the messages the testbed's would. A
+        file named in ``$CLUSTERLAB_COSTMODEL`` wins everywhere."""
+        from clusterlab.comm import costmodel
+
+        if os.environ.get(costmodel.ENV):
+            return None
+        if self.study_kind.runs_programs:
+            return self.testbed.cost_model() if self.testbed is not None else None
+        topo = getattr(self.cluster, "topo", None)
+        if topo is None:
+            return None
+        from clusterlab.cluster.testbed.model import link_model
+
+        return link_model(topo)
+
     def monitor(self, interval: float):
         """A started monitor of this cluster (testbed: every host and switch port; otherwise the
         machine's loopback, with the packet capture only as root)."""
