@@ -1,6 +1,8 @@
 """``compute_scale``: a replayed job's computation c times slower (seed 000's CPU against
 ours), refused with the reason when the study expands, and really slowing the replay."""
 
+import json
+
 import pytest
 
 from clusterlab.errors import ConfigError
@@ -30,7 +32,14 @@ def test_scale_needs_a_replay():
         study.points()
 
 
-def test_replay_waits_the_scaled_computation(tmp_path):
+def test_replay_waits_the_scaled_computation(tmp_path, monkeypatch, capsys):
+    from clusterlab.experiments import recording_load
+    from clusterlab.report.study import render
+
+    measure = recording_load.measure
+    # as if other processes had taken 40% of the machine while the recording ran (the rest of
+    # what was measured is kept)
+    monkeypatch.setattr(recording_load, "measure", lambda before: {**measure(before), "foreign_cpu_share": 0.4})
     res = run_study(_study(compute_scale=[1, 40]), tmp_path / "run", cache_dir=tmp_path / "cache")
     by = {r["compute_scale"]: r for r in res.rows}
     assert by[1]["itemsets"] == by[40]["itemsets"] > 0
@@ -40,3 +49,17 @@ def test_replay_waits_the_scaled_computation(tmp_path):
     # this small (measured 19x in all)
     assert by[40]["time_compute"] > 10 * by[1]["time_compute"] > 0
     assert by[40]["seconds"] > by[1]["seconds"]
+    # the recording (made once, shared by both points) says how much of the machine other
+    # processes took while it ran, and every replayed row and point carries it
+    (rec,) = (tmp_path / "cache" / "replay").glob("*/recording.json")
+    load = json.loads(rec.read_text())
+    assert set(load) >= {"wall_s", "job_cpu_s", "machine_busy_cpu_s", "foreign_cpu_share", "cpus", "load_before",
+                         "load_after"}
+    assert load["job_cpu_s"] > 0 and load["foreign_cpu_share"] == 0.4
+    assert {r["recording_foreign_cpu"] for r in res.rows} == {0.4}
+    assert all(pm["recording_foreign_cpu"] == 0.4 for pm in res.meta["points"])
+    # said when the recording finished, once, and in the study's report
+    err = capsys.readouterr().err
+    assert err.count("recording of 2 ranks: 40% of the machine's CPU went to other processes") == 1
+    render(tmp_path / "run")
+    assert "**noisy recordings**" in (tmp_path / "run" / "report.md").read_text()

@@ -6,7 +6,8 @@ provenance; everything written as it happens.
 * ``table.parquet`` and ``table.csv``: one row per timed repetition (tidy): the study, the
   point, its label, every setting of the point, the dilation, the repetition number, what the
   workload measured (lists as JSON text), ``cpu_bound`` and the 1-minute load at the point's
-  start;
+  start (a compute replay's rows: ``recording_foreign_cpu``, the share of the machine's CPU
+  other processes took while its recording ran, also in the point's meta);
 * ``monitor.parquet``: the monitor's table (``clusterlab.monitor``) of every point, with a
   ``point`` column (its meta's ``per_point``: each point's dilation and RTT bounds);
 * ``meta.json``: version, git revision, machine, load before and after, the study as data, the
@@ -376,6 +377,11 @@ def run_study(study: Study, out_dir: str | os.PathLike | None = None, *, quick: 
         pm["median_seconds"] = statistics.median(secs) if secs else None
         pm["cpu_bound"] = cpu_bound(pm.get("monitor") or {}, "mean_cpu_spare", "mean_cpu_idle") or any(
             r.get("cpu_bound") for r in res.rows if r["point"] == p.index)
+        # a compute replay: how much of the machine other processes took while its recording ran
+        foreign = [r["recording_foreign_cpu"] for r in res.rows
+                   if r["point"] == p.index and r.get("recording_foreign_cpu") is not None]
+        if foreign:
+            pm["recording_foreign_cpu"] = max(foreign)
         writer.meta(meta)
         if progress:
             progress("point_done", index=p.index, meta=pm)

@@ -700,6 +700,37 @@ def _utc(t) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def noisy_recordings(rows, meta) -> str | None:
+    """The report's line naming the compute replay recordings during which other processes took
+    more than ``FOREIGN_CPU_WARN`` of the machine's CPU (their replays compute too long); None
+    when there are none, or the run's rows do not say (recordings made before it was measured).
+
+    >>> noisy_recordings([{"point": 0, "ranks": 16, "recording_foreign_cpu": 0.28},
+    ...                   {"point": 1, "ranks": 16, "recording_foreign_cpu": 0.28},
+    ...                   {"point": 2, "ranks": 4, "recording_foreign_cpu": 0.02}, {"point": 3}], {}).split("): ")[-1]
+    '16 ranks: 28% of the machine (2 points)'
+    """
+    from clusterlab.experiments.recording_load import FOREIGN_CPU_WARN, is_noisy
+
+    labels = {pm.get("index"): pm.get("label") for pm in meta.get("points", [])}
+    noisy: dict = {}
+    for r in rows:
+        share = r.get("recording_foreign_cpu")
+        if not is_noisy(share):
+            continue
+        ranks = r.get("ranks")
+        key = f"{int(ranks)} ranks" if _num(ranks) else str(labels.get(r.get("point"), f"point {r.get('point')}"))
+        worst, points = noisy.setdefault(key, [0.0, set()])
+        noisy[key] = [max(worst, float(share)), points | {r.get("point")}]
+    if not noisy:
+        return None
+    return (f"- **noisy recordings** (while a compute replay's recording ran, other processes took more than "
+            f"{FOREIGN_CPU_WARN:.0%} of the machine's CPU: its gaps, and every replay of them, are too long; record "
+            "again on a quiet machine): "
+            + "; ".join(f"{k}: {w:.0%} of the machine ({len(ps)} point{'s' if len(ps) != 1 else ''})"
+                        for k, (w, ps) in noisy.items()))
+
+
 def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
     spec = meta.get("spec", {})
     md = [f"# {title}", ""]
@@ -743,6 +774,9 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
         md.append(f"- **CPU-bound** (spare CPU, i.e. idle, I/O wait or niced background work, below {CPU_BOUND_SPARE:.0%}: "
                   "these times measure the CPU as well "
                   f"as the network): {'; '.join(cpu)}")
+    noisy = noisy_recordings(rows, meta)
+    if noisy:
+        md.append(noisy)
     if spec.get("notes"):
         md.append(f"- differences from the paper: {spec['notes']}")
     for kind in ("seed_numbers",):

@@ -19,6 +19,9 @@ same job and ranks); each repetition then
 replays it (``replay_parallel(compute="cpu")``): the same messages over the point's real TCP
 while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
 the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
+Other work on the machine during the recording lengthens its gaps: the share of the machine's
+CPU it took is measured (``recording.json`` in the recording, ``experiments.recording_load``),
+warned of above 10%, and kept in every replayed row as ``recording_foreign_cpu``.
 ``compute_scale`` (replay only) multiplies the recorded mining computation: 1 is this
 machine's CPU; c > 1 emulates a CPU c times slower against the same network (the seed's 200 MHz
 Pentium Pro), which sets the ratio of computation to communication that a speedup curve depends
@@ -45,9 +48,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 
 from clusterlab.errors import ConfigError
+from clusterlab.experiments import recording_load
 from clusterlab.experiments.spec import Workload
 from clusterlab.units import parse_size
 
@@ -186,6 +191,9 @@ def execute(session, params: dict, reps: int, warmup: int):
     config = ParallelConfig(block_bytes=parse_size(params["block_size"]))
     trace = (recording(session, path, params, config, {**kw, **session.recording_options()})
              if params["compute"] == "replay" else None)
+    # the share of the machine's CPU other processes took while the replayed run was recorded
+    # (absent for a recording made before it was measured)
+    foreign = (recording_load.read(trace) or {}).get("foreign_cpu_share") if trace is not None else None
     for i in range(warmup + reps):
         t0 = time.perf_counter()
         if trace is None:
@@ -218,6 +226,8 @@ def execute(session, params: dict, reps: int, warmup: int):
                "retransmissions_by_pass": [p["retransmissions"] for p in passes],
                "timeouts_by_pass": [p["timeouts"] for p in passes],
                "seconds_by_pass": [p["t_total"] for p in passes]}
+        if foreign is not None:
+            row["recording_foreign_cpu"] = foreign
         parts = sorted({k for p in passes for k in p if k.startswith("time_")})
         for part in parts:  # time attribution, when the job reports it
             row[part] = sum(p.get(part, 0.0) for p in passes)
@@ -241,8 +251,15 @@ def recording(session, path: str, params: dict, config, kw: dict) -> str:
     d = os.path.join(session.cache_dir, "replay", f"{params['algorithm']}-{session.ranks}-"
                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}")
     if not os.path.exists(os.path.join(d, "job.json")):
+        # Other work on the machine during the recording makes its gaps too long: measured
+        # (recording.json), warned of, and carried to the rows of every replay of it.
+        before = recording_load.snapshot()
         r = run_parallel(path, nodes=session.ranks, algorithm=params["algorithm"], min_support=params["min_support"],
                          config=config, record=d + ".tmp", **kw)
+        load = recording_load.measure(before)
+        recording_load.write(d + ".tmp", load)
+        if recording_load.is_noisy(load["foreign_cpu_share"]):
+            print(recording_load.warning(session.ranks, load["foreign_cpu_share"]), file=sys.stderr, flush=True)
         with open(os.path.join(d + ".tmp", "itemsets"), "w") as f:
             f.write(str(r.table.num_rows))
         if os.path.exists(d):
