@@ -208,13 +208,19 @@ def test_study_point_replays_hpa_simulated(tmp_path):
     s = Study(name="hpa-sim28", cluster=Simulated(StarTopo(hosts=3, rate="155Mbit")),
               workload=parallel_mining(data="seed000:2K", min_support=0.02, compute="replay", compute_scale=10),
               grid=Grid(ranks=[1, 3]), repeat=2, warmup=0, monitor=False)
-    res = run_study(s, tmp_path / "run")
+    res = run_study(s, tmp_path / "run", cache_dir=tmp_path / "cache")
     assert res.status == "complete" and len(res.rows) == 4
     one, three = res.rows[0], res.rows[2]
     assert one["cluster"] == "simulated" and one["messages_sent"] == 0 and one["seconds"] > 0
     assert three["messages_sent"] > 0 and three["itemsets"] == one["itemsets"]
     assert 0.0 <= three["time_rto_wait"] < three["seconds"]  # the loss model's waits, if an exchange overflows
     assert res.rows[2]["seconds"] == res.rows[3]["seconds"]  # deterministic repetitions
+    # the recordings picked their collectives by the simulated topology's links, as the testbed's ranks would
+    from clusterlab.comm.costmodel import CostModel
+
+    models = [CostModel.load(p) for p in (tmp_path / "cache").rglob("costmodel.json")]
+    assert len(models) == 2  # 1 and 3 ranks
+    assert {m.source for m in models} == {"testbed links: 155Mbit bridge, k = 1 (clusterlab.cluster.testbed.model)"}
     real = Study(name="hpa-sim28", cluster=Simulated(StarTopo(hosts=2)),
                  workload=parallel_mining(data="seed000:2K", compute="real"), repeat=1, monitor=False)
     with pytest.raises(ConfigError, match="use compute=replay"):

@@ -237,20 +237,29 @@ def execute(session, params: dict, reps: int, warmup: int):
 
 def recording(session, path: str, params: dict, config, kw: dict) -> str:
     """The directory of the real run that the point's replays play back: recorded once per
-    input, algorithm, support, block size and rank count (kept in the run cache)."""
+    input, algorithm, support, block size, rank count and the cost model its ranks pick
+    collective algorithms by (``Session.recording_cost_model``: the replays send the messages
+    of the algorithms recorded), kept in the run cache."""
     import hashlib
     import json
 
+    from clusterlab.comm import costmodel
     from clusterlab.mining.parallel import run_parallel
     from clusterlab.mining.parallel.trace import TRACE_FORMAT
 
+    model = session.recording_cost_model()
     # The trace format is part of the key: a recording without the runtime part of its gaps
     # would replay with every gap scaled.
     key = json.dumps([os.path.abspath(path), os.path.getsize(path), params["algorithm"], params["min_support"],
-                      params["block_size"], session.ranks, TRACE_FORMAT])
+                      params["block_size"], session.ranks, TRACE_FORMAT,
+                      None if model is None else model.to_dict()])
     d = os.path.join(session.cache_dir, "replay", f"{params['algorithm']}-{session.ranks}-"
                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}")
     if not os.path.exists(os.path.join(d, "job.json")):
+        if model is not None and "env" not in kw and session.testbed is None:  # a testbed hands its own
+            os.makedirs(d + ".tmp", exist_ok=True)
+            model.save(os.path.join(d + ".tmp", "costmodel.json"))
+            kw = {**kw, "env": {**os.environ, costmodel.ENV: os.path.join(d + ".tmp", "costmodel.json")}}
         # Other work on the machine during the recording makes its gaps too long: measured
         # (recording.json), warned of, and carried to the rows of every replay of it.
         before = recording_load.snapshot()
