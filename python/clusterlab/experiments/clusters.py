@@ -121,25 +121,29 @@ class Session:
         return {"cluster": self.cluster, "transport": self._config}
 
     def recording_options(self) -> dict:
-        """Where a compute replay's recording (one real run) is made: the point's own cluster,
-        or, for a simulated point (whose ranks run no program), this machine's loopback mesh
-        (``Local()``, default transport; the recording is shared with the testbed's points of
-        the same job and rank count, see ``workloads.mining.recording``)."""
-        if not self.study_kind.runs_programs:
-            from clusterlab.cluster import Local
+        """Where a compute replay's recording (one real run) is made: this machine's loopback
+        mesh (``Local()``, default transport) whatever the point's cluster, its ranks picking
+        collective algorithms by the model of the point's cluster (``recording_cost_model``,
+        which ``workloads.mining.recording`` hands them). Not in the testbed itself: the ATM
+        switch forwards cells in a process on the same cores, and a 4-rank recording made
+        through it came out with 1.3x the CPU seconds of one made on the bridge (3.2 -> 4.5 s),
+        which every replay would have waited. A point whose ranks are MPI's records on its own
+        cluster, under MPI."""
+        if getattr(self.cluster, "mesh", "tcp") == "mpi":
+            return self.mining_options()
+        from clusterlab.cluster import Local
 
-            return {"cluster": Local(), "transport": None}
-        return self.mining_options()
+        return {"cluster": Local(), "transport": None}
 
     def recording_cost_model(self):
         """The cost model the ranks of this point's compute recording pick collective algorithms
-        by (on ``recording_options``' cluster), or None for the process's own: a testbed's
-        (``TestbedNetwork.cost_model``), and for a simulated point the same model of the
-        topology it simulates, so that its recording moves the messages the testbed's would. A
-        file named in ``$CLUSTERLAB_COSTMODEL`` wins everywhere."""
+        by, or None for the process's own: a testbed's (``TestbedNetwork.cost_model``), and for
+        a simulated point the same model of the topology it simulates, so that the recording
+        moves the messages the point's ranks would. A file named in ``$CLUSTERLAB_COSTMODEL``
+        wins everywhere; MPI's ranks run MPI's own collectives."""
         from clusterlab.comm import costmodel
 
-        if os.environ.get(costmodel.ENV):
+        if os.environ.get(costmodel.ENV) or getattr(self.cluster, "mesh", "tcp") == "mpi":
             return None
         if self.study_kind.runs_programs:
             return self.testbed.cost_model() if self.testbed is not None else None

@@ -12,10 +12,10 @@ generated once into the run cache (deterministic: the same name gives the same f
 
 ``compute``: ``real`` runs the miners; a real job cannot run dilated (its computation would
 not slow down with the network). ``replay``: one real run per rank count records every rank's
-computation gaps and messages (``run_parallel(record=...)``, on the point's own cluster, kept
-in the run cache and shared by every transport setting and repetition; a simulated point records
-on this machine's loopback, ``Local()``, and shares recordings with the testbed's points of the
-same job and ranks); each repetition then
+computation gaps and messages (``run_parallel(record=...)`` on this machine's loopback,
+``Local()``, its ranks picking collective algorithms by the point's cluster's cost model:
+``Session.recording_options`` and ``recording_cost_model``; kept in the run cache and shared by
+every transport setting and repetition); each repetition then
 replays it (``replay_parallel(compute="cpu")``): the same messages over the point's real TCP
 while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
 the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
@@ -256,7 +256,7 @@ def recording(session, path: str, params: dict, config, kw: dict) -> str:
     d = os.path.join(session.cache_dir, "replay", f"{params['algorithm']}-{session.ranks}-"
                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}")
     if not os.path.exists(os.path.join(d, "job.json")):
-        if model is not None and "env" not in kw and session.testbed is None:  # a testbed hands its own
+        if model is not None and "env" not in kw:
             os.makedirs(d + ".tmp", exist_ok=True)
             model.save(os.path.join(d + ".tmp", "costmodel.json"))
             kw = {**kw, "env": {**os.environ, costmodel.ENV: os.path.join(d + ".tmp", "costmodel.json")}}
