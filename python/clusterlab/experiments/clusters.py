@@ -124,11 +124,11 @@ class Session:
         """Where a compute replay's recording (one real run) is made: this machine's loopback
         mesh (``Local()``, default transport) whatever the point's cluster, its ranks picking
         collective algorithms by the model of the point's cluster (``recording_cost_model``,
-        which ``workloads.mining.recording`` hands them). Not in the testbed itself: the ATM
-        switch forwards cells in a process on the same cores, and a 4-rank recording made
-        through it came out with 1.3x the CPU seconds of one made on the bridge (3.2 -> 4.5 s),
-        which every replay would have waited. A point whose ranks are MPI's records on its own
-        cluster, under MPI."""
+        which ``workloads.mining.recording`` hands them). Not in the testbed itself: there the
+        recorded computation depends on the network (HPA's counting thread works while the main
+        thread waits in a call on the slow dilated links, and that CPU is the call's, not a
+        gap's; the ATM switch's forwarding process shares the cores), docs/studies.md. A point
+        whose ranks are MPI's records on its own cluster, under MPI."""
         if getattr(self.cluster, "mesh", "tcp") == "mpi":
             return self.mining_options()
         from clusterlab.cluster import Local
