@@ -222,6 +222,28 @@ class CostModel:
         _picks[key] = best
         return best
 
+    def picks(self, n: int, largest: int = 1 << 26) -> dict[str, list[str]]:
+        """What this model makes of ``n`` ranks: for every operation, its pick (and that pick's
+        schedule, and for reductions the exact pick) at each power of two from 1 byte to
+        ``largest``. Two models with the same picks run the same messages (sizes between powers
+        of two aside): what a compute recording is keyed by.
+
+        >>> import clusterlab.comm.collectives
+        >>> CostModel().picks(4)["allreduce"][:2]
+        ['allgather/allgather', 'allgather/allgather']
+        """
+        out: dict[str, list[str]] = {}
+        for op in sorted(_ALGORITHMS):
+            row = []
+            for e in range(largest.bit_length()):
+                m = 1 << e
+                name = self.pick(op, m, n)
+                sched = self.schedule(op, name, m, n)
+                exact = self.pick(op, m, n, exact=True) if op in ("allreduce", "reduce") else name
+                row.append(f"{name}{'.' + sched if sched else ''}/{exact}")
+            out[op] = row
+        return out
+
     def overflows(self, op: str, algorithm: str, m: float, n: int) -> bool:
         """Whether every schedule of ``algorithm`` sends more bytes into one rank at once than a
         switch port holds (``port_buffer``; never when it is 0).

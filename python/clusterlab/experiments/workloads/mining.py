@@ -249,10 +249,12 @@ def recording(session, path: str, params: dict, config, kw: dict) -> str:
 
     model = session.recording_cost_model()
     # The trace format is part of the key: a recording without the runtime part of its gaps
-    # would replay with every gap scaled.
+    # would replay with every gap scaled. The model's picks are (not its parameters): points whose
+    # models pick alike (the bridge's and the cell switch's) replay one recording, not two whose
+    # computation differs by a recording's noise (7% between two of 4 ranks).
     key = json.dumps([os.path.abspath(path), os.path.getsize(path), params["algorithm"], params["min_support"],
                       params["block_size"], session.ranks, TRACE_FORMAT,
-                      None if model is None else model.to_dict()])
+                      None if model is None else model.picks(session.ranks)])
     d = os.path.join(session.cache_dir, "replay", f"{params['algorithm']}-{session.ranks}-"
                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}")
     if not os.path.exists(os.path.join(d, "job.json")):
