@@ -9,13 +9,13 @@ In one run, side by side:
 2. On T10I4D100K at 1%: Spark MLlib FPGrowth (pyspark, local[2]: JVM start, then fit +
    count) vs clusterlab PFP on 2 ranks. Target: clusterlab at least 100x faster.
 
-3. ``--seed000 FILE`` (issue 11's targets; minutes, not in CI): the full seed000 file at 0.7%,
+3. ``--seed000 FILE`` (issues 11 and 30's targets; minutes, not in CI): the full seed000 file at 0.7%,
    in one run, every repetition interleaved: the sequential kernels and ``auto`` on one thread
    (read + mine), the parallel algorithms run as ONE rank (``cd@1``, ``hpa@1``, ``pfp@1``: read +
    mine inside the rank; these are sequential runs too, and the best sequential run is the
    best of all of them), and the parallel algorithms on 2 local ranks of one thread each
    (job time inside the ranks, from the start of each rank's read to the result). Targets:
-   best parallel >= 1.7x the best sequential run; HPA with seed 000's scheme (itemset hash,
+   best parallel >= 2.0x the best sequential run (issue 30; issue 11 asked 1.7x); HPA with seed 000's scheme (itemset hash,
    passes 3+ shipped, pass 2's dense pairs counted locally and all-reduced) >= 1.4x
    sequential Apriori; PFP >= 1.5x sequential FP-growth; ``auto`` at least as fast as ``cd@1``
    (``cd1_vs_auto`` >= 1.0); every result checked byte for byte
@@ -195,6 +195,11 @@ def seed000_main(run) -> int:
     return 0
 
 
+# Two ranks of one thread against the best one-process run on a 2-core machine: 2.0x is linear
+# speedup (issue 30), which a shared machine's other work and the mesh's costs can keep it under.
+BEST_PARALLEL_TARGET = 2.0
+
+
 def seed000_summary(res: dict, seq_algs: list, specs: dict) -> dict:
     """Medians, the targets' ratios, scaling and memory from the rows of a --seed000 run."""
     seq, par = res["sequential"], res["parallel"]
@@ -216,7 +221,7 @@ def seed000_summary(res: dict, seq_algs: list, specs: dict) -> dict:
     parallel_rows = [k for k in specs if k not in SEED000_ONE_RANK and k != "hpa-seed000-shipped"]
     best_par = min(parallel_rows, key=times.get)
     targets = {
-        "best_parallel_vs_best_sequential": ratio(best_seq, best_par, 1.7, best_seq_cpu),
+        "best_parallel_vs_best_sequential": ratio(best_seq, best_par, BEST_PARALLEL_TARGET, best_seq_cpu),
         "hpa_seed000_vs_apriori": ratio("apriori", "hpa-seed000", 1.4),
         "hpa_vs_apriori": ratio("apriori", "hpa", 1.4),
     }
