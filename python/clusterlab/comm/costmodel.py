@@ -48,7 +48,7 @@ A switch's output port holds ``port_buffer`` bytes (0: not modelled). An algorit
 ranks send into one rank at the same moment (the direct reduce-scatter, a linear gather, an
 all-at-once all-to-all: its pattern's ``incast``) overflows that port once the converging bytes
 exceed it, and a loss there costs TCP's recovery, often a retransmission timeout: such a
-schedule pays ``loss_penalty`` seconds more (a testbed's RTO minimum), so an algorithm without
+schedule pays ``loss_penalty`` seconds more (on a testbed, Linux's RTO minimum), so an algorithm without
 incast wins where the bytes are alike and the overflowing one only where the others move far
 more. Measured on the testbed (155 Mbit/s at k = 3, 64 KB ports, a 1.3 MB all-reduce): ring
 0.13 s at 16 hosts and 0.36 s at 100, the direct reduce-scatter and all-gather 0.40 and 0.49 s

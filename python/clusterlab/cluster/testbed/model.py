@@ -14,9 +14,10 @@ what the topology says:
   WAN line's one-way delay between two sites);
 - ``concurrency`` 0 (every host has its own link) and ``cpus``: the machine's CPUs, which every
   host's ranks share, each message costing ``TESTBED_CPU_MESSAGE`` of them (``CostModel.cpu_step``);
-- ``port_buffer``: the switch port's buffer, and ``loss_penalty``: the hosts' RTO minimum after
-  dilation (Linux's 200 ms unless the transport sets one), what a schedule whose ranks all send
-  into one at once beyond the buffer pays (``CostModel.overflows``);
+- ``port_buffer``: the switch port's buffer, and ``loss_penalty``: Linux's RTO minimum (200 ms)
+  after dilation, what a schedule whose ranks all send into one at once beyond the buffer pays
+  (``CostModel.overflows``); Linux's whatever the transport's timers, so jobs that differ only in
+  them pick alike;
 - ``window``: TCP's initial window at the MTU.
 
 ``clusterlab.bench.collective_testbed.fit_model`` measures these on a testbed instead; a file
@@ -51,10 +52,9 @@ LINUX_INITCWND = 10
 LINUX_RTO_MIN = 0.2
 
 
-def link_model(topo, cpus: int | None = None, initcwnd: int | None = None, rto_min: float | None = None) -> CostModel:
+def link_model(topo, cpus: int | None = None, initcwnd: int | None = None) -> CostModel:
     """The cost model of ``topo``'s links (a ``StarTopo``), for ranks one per host; ``cpus``:
-    the CPUs the hosts share (default: this process's); ``rto_min``: the hosts' RTO minimum in
-    seconds before dilation (default Linux's 200 ms)."""
+    the CPUs the hosts share (default: this process's)."""
     base = CostModel()
     mtu = int(topo.mtu)
     payload = mtu - IP_TCP_HEADERS
@@ -79,5 +79,5 @@ def link_model(topo, cpus: int | None = None, initcwnd: int | None = None, rto_m
     return CostModel(alpha=alpha, beta=beta, gamma=base.gamma, setup=base.setup, overhead=base.overhead,
                      concurrency=0.0, cpus=float(n_cpus), cpu_message=TESTBED_CPU_MESSAGE,
                      window=float(segments * payload), port_buffer=float(port_buffer),
-                     loss_penalty=(LINUX_RTO_MIN if rto_min is None else rto_min) * topo.dilation,
+                     loss_penalty=LINUX_RTO_MIN * topo.dilation,
                      source=f"testbed links: {topo.rate} {switch}, k = {topo.dilation:g} (clusterlab.cluster.testbed.model)")

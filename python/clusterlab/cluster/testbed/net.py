@@ -412,9 +412,7 @@ class TestbedNetwork:
 
     def cost_model(self):
         """The cost model this testbed's ranks pick collective algorithms by: its links' rate and
-        port buffer (``testbed.model.link_model``), not the loopback fit. Its loss penalty is
-        Linux's RTO minimum whatever the transport's, so jobs that differ only in their timers
-        (seed 000's default and tuned lines) pick alike and can share a compute recording."""
+        port buffer (``testbed.model.link_model``), not the loopback fit."""
         from clusterlab.cluster.testbed.model import link_model
 
         return link_model(self.topo, initcwnd=self.transport.initcwnd)
