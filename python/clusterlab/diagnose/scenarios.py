@@ -162,11 +162,11 @@ def per_call_connections(workdir: str) -> str:
 
 
 def tiny_buffers(workdir: str) -> str:
-    """4 KiB socket buffers; pass 2 all-reduces a 2,000-item pair triangle (16 MB)."""
+    """4 KiB socket buffers; pass 2 all-reduces a 2,800-item pair triangle (16 MB of 32-bit counts)."""
     from clusterlab.net.transport_config import TransportConfig
 
     rng = np.random.default_rng(1)
-    path = _write(os.path.join(workdir, "wide.dat"), (sorted(rng.choice(2000, 8, replace=False)) for _ in range(4000)))
+    path = _write(os.path.join(workdir, "wide.dat"), (sorted(rng.choice(2800, 8, replace=False)) for _ in range(4000)))
     d = os.path.join(workdir, "tiny_buffers")
     record_mining(d, path, min_support=0.0005, transport=TransportConfig(sndbuf="4KiB", rcvbuf="4KiB"))
     return d
