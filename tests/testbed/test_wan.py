@@ -219,6 +219,7 @@ def test_switch_capture_counts_a_wan_frame_once(name):
 
 
 @pytest.mark.root
+@pytest.mark.serial  # alone (make test): its lateness is the line's scheduling; beside two workers (load 3 on 2 cores) the mean came out 2.2 ms late
 @pytest.mark.parametrize("threads", [True, False])
 def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     """A burst across the line: the frames leave in batches (fewer wakeups than frames, fewer
