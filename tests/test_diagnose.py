@@ -502,6 +502,7 @@ def test_the_measured_rtt_is_evidence_of_queueing_and_of_a_wans_round_trips():
     d = diagnose(Job("b", "study", 0.5, passes=[p], nodes=2, cluster=tb, switch_drops=0, monitor=mon))
     q = next(c for c in d["causes"] if c["cause"] == "queueing")
     assert "measured RTT 3 ms (srtt median; max 9) over a floor of 0.1 ms: up to 8.9 ms of queueing" in q["evidence"]
+    assert "no drops at the switch" in q["evidence"] and "buffer" not in q["fix"]  # a buffer cannot help
     wan = {**tb, "sites": "1+1", "wan_delay": 0.006}
     d = diagnose(Job("b", "study", 0.5, passes=[p], nodes=2, cluster=wan, monitor={**mon, "min_rtt_ms": 12.1,
                                                                                       "rtt_ms": 12.5, "rtt_max_ms": 14}))

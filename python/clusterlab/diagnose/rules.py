@@ -86,7 +86,7 @@ CAUSE_TITLES = {
     "slow_link": "one host's link slower than the others'",
     "lossy_link": "a lossy link: its lost frames' RTO waits and recovery",
     "latency": "per-message latency",
-    "queueing": "queueing and recovery from drops",
+    "queueing": "queueing behind other flows at the switch ports (no drops)",
     "comm_wait": "waiting for other ranks' messages",
     "launch": "launch and connection set-up",
 }
@@ -579,8 +579,10 @@ def _rest_cause(job, splits, seconds) -> dict:
     if (job.cluster or {}).get("kind") != "testbed" and not _drops_text(job):
         return _cause("comm_wait", seconds, ev + "; no drops or buffer limits recorded: ranks waiting for each "
                       "other's messages (computation at different times)", None, None, None)
-    return _cause("queueing", seconds, ev + _drops_text(job) + _rtt_seen(job),
-                  _order_fix(job) + " or larger port buffers (buffer=)", None,
+    # Reached only when the switch dropped nothing (drops are the incast's, above): the time beyond
+    # the line rate is flows sharing ports, which a larger buffer cannot shorten.
+    return _cause("queueing", seconds, ev + "; no drops at the switch" + _rtt_seen(job),
+                  _order_fix(job) + " (fewer flows into one port at a time)", None,
                   "no prediction (replay with the change to measure it)")
 
 
