@@ -411,6 +411,36 @@ def test_replay_refuses_what_it_cannot_replay(tmp_path, t10):
         replay_parallel(rec, cluster=InProcess())
 
 
+def test_a_replays_timeout_leaves_room_for_the_computation_it_waits(tmp_path, t10, monkeypatch):
+    """The default timeout of a replay is 300 s plus twice the longest computation a rank waits
+    (its gaps times the scales): a 100x slower CPU, dilated, must not time out where the job is
+    merely long."""
+    import json
+
+    from clusterlab.mining.parallel import replay_parallel, run_parallel
+    from clusterlab.mining.parallel.trace import compute_owed
+
+    rec = tmp_path / "rec"
+    run_parallel(t10, nodes=2, algorithm="cd", min_support=0.02, cluster=InProcess(), record=rec)
+    gaps = [sum(e[2] for e in json.loads((rec / f"rank{r}.json").read_text())["events"] if e[0] == "gap")
+            for r in range(2)]
+    assert compute_owed(rec, "cpu") == pytest.approx(max(gaps))
+    assert compute_owed(rec, "cpu", 1e6, 1e6) == pytest.approx(1e6 * max(gaps)) and max(gaps) > 0
+    seen = {}
+
+    def run(self, fn, n, *args, timeout=None, **kw):
+        seen["timeout"] = timeout
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(InProcess, "run", run)
+    with pytest.raises(RuntimeError, match="stop"):
+        replay_parallel(rec, cluster=InProcess(), compute="cpu", scale=1e6)
+    assert seen["timeout"] == pytest.approx(300.0 + 2.0 * compute_owed(rec, "cpu", 1e6))
+    with pytest.raises(RuntimeError, match="stop"):
+        replay_parallel(rec, cluster=InProcess(), compute="cpu", scale=1e6, timeout=5.0)
+    assert seen["timeout"] == 5.0
+
+
 @pytest.mark.parametrize("spread", [1, 1000, 1 << 20])
 def test_item_counts_dense_and_sparse_agree(spread):
     """Pass 1's two ways (a dense count vector all-reduced, or each rank's (id, count) lists

@@ -25,7 +25,13 @@ from clusterlab.mining.parallel import cd, hpa, hpa_eld, pfp
 from clusterlab.mining.parallel.config import ParallelConfig
 from clusterlab.mining.parallel.passes import STAT_FIELDS, PassStats, as_array, attribute_time
 from clusterlab.mining.parallel.reading import read_fimi_compact
-from clusterlab.mining.parallel.trace import COMPUTE_MODES, TracedComm, recorded_size, replay_rank
+from clusterlab.mining.parallel.trace import (
+    COMPUTE_MODES,
+    TracedComm,
+    compute_owed,
+    recorded_size,
+    replay_rank,
+)
 from clusterlab.mining.parallel.wire import decode_result, encode_result, error_from_record, error_record
 from clusterlab.mining.sequential import min_count_of
 
@@ -551,7 +557,8 @@ def replay_parallel(directory, cluster=None, transport=None, compute: str = "wal
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
     nodes = recorded_size(directory)
-    options.setdefault("timeout", 300.0)
+    if "timeout" not in options:  # room for the calls (as a real run) beyond the computation owed
+        options["timeout"] = 300.0 + 2.0 * compute_owed(directory, compute, scale, runtime_scale)
     cluster = _cluster_or_job(cluster)
     t0 = time.perf_counter()
     per_rank = cluster.run(replay_job, nodes, directory, compute, scale, runtime_scale, transport=transport,

@@ -254,6 +254,23 @@ def recorded_size(directory) -> int:
     return int(load_trace(directory, 0)["size"])
 
 
+def compute_owed(directory, compute: str = "wall", scale: float = 1.0, runtime_scale: float | None = None) -> float:
+    """The longest computation any rank of a recording waits when replayed so (``replay_rank``'s
+    arithmetic, calls not counted): what a replay's timeout must leave room for (a 10M
+    transaction run at 16 ranks, 100x slower and dilated 3x, waits 270 s on its gaps alone)."""
+    runtime_scale = scale if runtime_scale is None else runtime_scale
+    col = 1 if compute == "wall" else 2
+    longest = 0.0
+    for r in range(recorded_size(directory)):
+        owed = 0.0
+        for ev in load_trace(directory, r)["events"]:
+            if ev[0] == "gap":
+                rt = min(ev[3], ev[col]) if len(ev) > 3 else 0.0
+                owed += (ev[col] - rt) * scale + rt * runtime_scale
+        longest = max(longest, owed)
+    return longest
+
+
 # How a replayed rank pays a computation gap: "wall" sleeps the gap as measured, "cpu" sleeps
 # the CPU seconds the rank used in it (a core of its own), "spin" burns those CPU seconds on
 # this machine's cores, and also the CPU the real process used during a call beyond what the
