@@ -429,16 +429,22 @@ def test_a_replays_timeout_leaves_room_for_the_computation_it_waits(tmp_path, t1
     seen = {}
 
     def run(self, fn, n, *args, timeout=None, **kw):
-        seen["timeout"] = timeout
+        seen["timeout"], seen["wait_s"] = timeout, args[-1]
         raise RuntimeError("stop")
 
     monkeypatch.setattr(InProcess, "run", run)
     with pytest.raises(RuntimeError, match="stop"):
         replay_parallel(rec, cluster=InProcess(), compute="cpu", scale=1e6)
     assert seen["timeout"] == pytest.approx(300.0 + 2.0 * compute_owed(rec, "cpu", 1e6))
+    assert seen["wait_s"] == pytest.approx(compute_owed(rec, "cpu", 1e6))
     with pytest.raises(RuntimeError, match="stop"):
         replay_parallel(rec, cluster=InProcess(), compute="cpu", scale=1e6, timeout=5.0)
     assert seen["timeout"] == 5.0
+    # each rank's receives wait as long as a peer's scaled computation may take
+    from clusterlab.comm.inproc import run_threads
+    from clusterlab.mining.parallel.trace import replay_rank
+
+    assert run_threads(lambda c: (replay_rank(c, rec, "cpu", 1.0, None, 1000.0), c.default_timeout)[1], 2) == [2060.0] * 2
 
 
 @pytest.mark.parametrize("spread", [1, 1000, 1 << 20])

@@ -282,7 +282,7 @@ class Simulated:
                     f.write(json.dumps(row) + "\n")
         return rows
 
-    def _replay(self, n, directory, compute="wall", scale=1.0, runtime_scale=None, timers=None) -> list:
+    def _replay(self, n, directory, compute="wall", scale=1.0, runtime_scale=None, wait_s=None, timers=None) -> list:
         """``replay_rank``'s result on each rank, simulated: the recording's messages as flows,
         each rank's computation slept (``replay.translate``), and with ``loss_model`` on the
         expected RTO wait of each all-at-once exchange (the loss model with ``timers``). Deterministic:

@@ -519,9 +519,9 @@ class ReplayRun:
     scale: float
 
 
-def replay_job(comm, directory, compute="wall", scale=1.0, runtime_scale=None):
+def replay_job(comm, directory, compute="wall", scale=1.0, runtime_scale=None, wait_s=None):
     """Module-level entry of launched replay ranks (see ``trace.replay_rank``)."""
-    return replay_rank(comm, directory, compute, scale, runtime_scale)
+    return replay_rank(comm, directory, compute, scale, runtime_scale, wait_s)
 
 
 def combine_replay(per_rank: list[dict]) -> list[dict]:
@@ -557,11 +557,12 @@ def replay_parallel(directory, cluster=None, transport=None, compute: str = "wal
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE_MODES)}, got {compute!r}")
     directory = os.path.abspath(os.fspath(directory))
     nodes = recorded_size(directory)
+    owed = compute_owed(directory, compute, scale, runtime_scale)
     if "timeout" not in options:  # room for the calls (as a real run) beyond the computation owed
-        options["timeout"] = 300.0 + 2.0 * compute_owed(directory, compute, scale, runtime_scale)
+        options["timeout"] = 300.0 + 2.0 * owed
     cluster = _cluster_or_job(cluster)
     t0 = time.perf_counter()
-    per_rank = cluster.run(replay_job, nodes, directory, compute, scale, runtime_scale, transport=transport,
+    per_rank = cluster.run(replay_job, nodes, directory, compute, scale, runtime_scale, owed, transport=transport,
                            **options)
     wall = time.perf_counter() - t0
     return ReplayRun(combine_replay(per_rank), [{"rank": r["rank"], "job_s": r["job_s"]} for r in per_rank],

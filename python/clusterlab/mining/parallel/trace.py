@@ -301,10 +301,12 @@ def burn_cpu(seconds: float) -> float:
 
 
 def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0,
-                runtime_scale: float | None = None) -> dict:
+                runtime_scale: float | None = None, wait_s: float | None = None) -> dict:
     """Play rank ``comm.rank``'s recorded log back on ``comm`` (see the module docstring): each
     gap's mining computation is paid times ``scale``, its runtime part times ``runtime_scale``
-    (None: ``scale``). Returns ``{"rank", "job_s", "passes": [{"pass", "t_total", "t_wait_compute", "t_comm",
+    (None: ``scale``). ``wait_s``: the longest computation any rank waits (``compute_owed``): a
+    receive may wait for a peer's scaled computation, so the comm's timeout is raised to 60 s
+    plus twice it for the replay (a peer that dies still fails the wait at once). Returns ``{"rank", "job_s", "passes": [{"pass", "t_total", "t_wait_compute", "t_comm",
     "bytes_sent", "messages_sent", "retransmissions", "timeouts", "rto_time_ms"}]}``."""
     from clusterlab.mining.parallel.passes import comm_counters
 
@@ -315,6 +317,8 @@ def replay_rank(comm, directory, compute: str = "wall", scale: float = 1.0,
         if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
             raise ConfigError(f"{name} must be a finite number >= 0, got {v!r}")
     trace = load_trace(directory, comm.rank)
+    if wait_s and hasattr(comm, "default_timeout"):
+        comm.default_timeout = max(comm.default_timeout, 60.0 + 2.0 * wait_s)
     if trace["size"] != comm.size:
         raise ConfigError(f"{directory} was recorded on {trace['size']} ranks; replay it on as many, not {comm.size}")
     col = 1 if compute == "wall" else 2
