@@ -852,8 +852,9 @@ def judged_claims(fig: dict, meta: dict, rows: list[dict], catch: bool = False):
 
 
 def _partitions(rows) -> list[tuple[dict, str]]:
-    """The switch x stack x scale combinations the rows hold (only the axes that vary), as filters
-    and words: a claim is judged at each scale on its own (16 hosts and 100 are not pooled).
+    """The switch x stack x scale x data combinations the rows hold (only the axes that vary), as
+    filters and words: a claim is judged at each scale and data size on its own (16 hosts and 100,
+    1M transactions and 10M, are not pooled).
 
     >>> _partitions([{"switch": "atm", "stack": "linux"}, {"switch": "bridge", "stack": "linux"}])
     [({'switch': 'atm'}, 'atm switch'), ({'switch': 'bridge'}, 'bridge switch')]
@@ -861,8 +862,10 @@ def _partitions(rows) -> list[tuple[dict, str]]:
     [({}, '')]
     >>> _partitions([{"stack": "linux", "scale": "16 hosts"}, {"stack": "linux", "scale": "100 hosts"}])[1]
     ({'scale': '100 hosts'}, '100 hosts')
+    >>> _partitions([{"switch": "atm", "data": "seed000:1M"}, {"switch": "atm", "data": "seed000:10M"}])[1]
+    ({'data': 'seed000:10M'}, 'seed000:10M')
     """
-    axes = [(k, w) for k, w in (("switch", "switch"), ("stack", "TCP"), ("scale", ""))
+    axes = [(k, w) for k, w in (("switch", "switch"), ("stack", "TCP"), ("scale", ""), ("data", ""))
             if len({r.get(k) for r in rows if r.get(k)}) > 1]
     combos = list(dict.fromkeys(tuple(r.get(k) for k, _ in axes) for r in rows if all(r.get(k) for k, _ in axes)))
     if not axes or not combos:

@@ -38,7 +38,9 @@ TIMERS = [
 # the same 155 Mbit/s, so the ratio of computation to communication, which decides where the
 # speedup saturates, is the seed's only when each rank's computation is replayed 100x slower.
 SEED_CPU = 100
-HUE = "switch+timers" if COMPUTE == "replay" else "switch+tcp"
+# data too: a record may join runs at two data sizes (1M on both switches, the seed's 10M on the
+# cell switch), each its own lines and its own claim verdicts
+HUE = "switch+timers+data" if COMPUTE == "replay" else "switch+tcp+data"
 
 STUDY = Study(
     name="seed000-fig6",
