@@ -50,3 +50,24 @@ def test_a_run_is_made_the_run_of_a_study_that_reports_the_same_points(tmp_path)
     with pytest.raises(ConfigError, match=r"does not report the runs of seed000-fig3 \(its .*grid"):
         merge_runs([a], tmp_path / "m2", as_study="seed000-fig5")
     assert not (tmp_path / "m2").exists()
+
+
+def test_an_interrupted_run_gives_its_finished_points_only_when_asked(tmp_path):
+    a = _run(tmp_path / "a", "seed000-fig3", ["p", "q"], 100)
+    meta = json.loads((a / "meta.json").read_text())
+    meta["status"] = "running"  # the machine went down: the runner never wrote its end
+    del meta["finished"]
+    meta["points"] = [{**meta["points"][0], "started": 100, "seconds": 7}]  # p finished, q was under way
+    (a / "meta.json").write_text(json.dumps(meta))
+    b = _run(tmp_path / "b", "seed000-fig3", ["q"], 200)
+    with pytest.raises(ConfigError, match="status 'running': only complete runs.*--finished-points"):
+        merge_runs([a, b], tmp_path / "m")
+    rows, merged = load_run(merge_runs([a, b], tmp_path / "m", finished_points=True))
+    assert [pm["label"] for pm in merged["points"]] == ["p", "q"]
+    assert sorted((r["point"], r["seconds"]) for r in rows) == [(0, 1.5), (1, 1.5)]  # a's q repetition left out
+    assert merged["parts"][0]["stopped"] == "running after 1 point; 1 repetition of the next left out"
+    assert merged["parts"][0]["finished"] == 107 and "stopped" not in merged["parts"][1]
+    meta["points"] = []
+    (a / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="no point finished"):
+        merge_runs([a, b], tmp_path / "m2", finished_points=True)

@@ -296,7 +296,10 @@ def report_cmd(run_dir):
 @click.option("--as", "as_study", default=None, metavar="STUDY",
               help="Make the result a run of STUDY, a study that reports the same runs (seed000-fig4 reports "
                    "seed000-fig3's); one run is enough.")
-def merge_cmd(run_dirs, out, report, record, records_root, as_study):
+@click.option("--finished-points", is_flag=True,
+              help="Take the finished points of a run that stopped early (interrupted, or left 'running' by a "
+                   "machine that went down); the repetitions of the point it was in are left out.")
+def merge_cmd(run_dirs, out, report, record, records_root, as_study, finished_points):
     """Merge complete runs (or records) of one study, run in parts, into one run: every point
     once, points renumbered, each part's provenance (commit, load, --set) kept in meta.json
     and told in the report.
@@ -305,10 +308,11 @@ def merge_cmd(run_dirs, out, report, record, records_root, as_study):
     Examples:
       clusterlab experiment merge results/seed000-fig5 runs/seed000-fig5/20260101-120000 -o runs/seed000-fig5-both
       clusterlab experiment merge results/seed000-fig3 --as seed000-fig4 -o runs/seed000-fig4-from-fig3
+      clusterlab experiment merge --finished-points runs/seed000-fig6/a runs/seed000-fig6/b -o runs/seed000-fig6-ab
     """
     from clusterlab.report.merge import merge_runs
 
-    dest = merge_runs(run_dirs, out, as_study=as_study)
+    dest = merge_runs(run_dirs, out, as_study=as_study, finished_points=finished_points)
     click.echo(f"{dest}: {len(run_dirs)} run{'s' if len(run_dirs) > 1 else ''} merged"
                + (f" as {as_study}" if as_study is not None else ""))
     if report or record:

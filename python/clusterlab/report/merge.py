@@ -8,6 +8,11 @@ two sittings are not pooled silently). The merged ``meta.json`` keeps every part
 newest part's. Point numbers are renumbered in part order, and the ``emulated`` descriptions
 that name points ("a 9MB host queue at points 0, 1") are renumbered with them.
 
+A run that stopped before its end (interrupted, or still ``running`` in meta.json after the machine
+went down) is refused unless ``finished_points`` is set: then its finished points (those in its
+meta.json, every repetition recorded) are taken, the repetitions of the point it was in are left
+out, and its part says so (``stopped``).
+
 A study may report the runs of another (seed 000's Fig. 4 is Fig. 3's runs reported for their
 retransmissions): ``as_study`` makes the merged run (of one run or several) that study's, after
 checking that the two run the same points the same way (everything but name, title, report
@@ -86,11 +91,12 @@ def _same_runs(source: str, target: str) -> dict:
     return b
 
 
-def merge_runs(run_dirs, out, as_study: str | None = None) -> Path:
+def merge_runs(run_dirs, out, as_study: str | None = None, finished_points: bool = False) -> Path:
     """Merge the complete runs ``run_dirs`` (run directories or records) of one study into the
     new run directory ``out`` (built beside it and renamed into place); returns ``out``. With
     ``as_study`` (one run is enough) the result is a run of that study, which must report the
-    same runs (``_same_runs``)."""
+    same runs (``_same_runs``). With ``finished_points`` a run that stopped early gives its
+    finished points."""
     from clusterlab._atomic import check_output
     from clusterlab.experiments.runner import rows_table
     from clusterlab.report.study import load_run
@@ -105,8 +111,18 @@ def merge_runs(run_dirs, out, as_study: str | None = None) -> Path:
     runs = []
     for d in dirs:
         rows, meta = load_run(d)
-        if meta.get("status") != "complete":
-            raise ConfigError(f"{d}: status {meta.get('status')!r}: only complete runs are merged")
+        status = meta.get("status")
+        if status != "complete":
+            if not (finished_points and status in ("interrupted", "running")):
+                raise ConfigError(f"{d}: status {status!r}: only complete runs are merged (--finished-points takes "
+                                  "the finished points of an interrupted run)")
+            done = {pm["index"] for pm in meta.get("points", [])}
+            if not done:
+                raise ConfigError(f"{d}: status {status!r} and no point finished: nothing to merge")
+            dropped = len([r for r in rows if r.get("point") not in done])
+            rows = [r for r in rows if r.get("point") in done]
+            meta = {**meta, "stopped": f"{status} after {len(done)} point{'s' if len(done) > 1 else ''}"
+                    + (f"; {dropped} repetition{'s' if dropped > 1 else ''} of the next left out" if dropped else "")}
         if meta.get("quick"):
             raise ConfigError(f"{d}: a --quick run is a smoke test, not a part of a study")
         runs.append((d, rows, meta))
@@ -134,7 +150,12 @@ def merge_runs(run_dirs, out, as_study: str | None = None) -> Path:
             if isinstance(r.get("point"), int):
                 r = {**r, "point": new.get(r["point"], r["point"])}
             rows.append(r)
-        for part in meta.get("parts") or [{k: meta.get(k) for k in PART_KEYS} | {"run": str(d)}]:
+        own = {k: meta.get(k) for k in PART_KEYS} | {"run": str(d)}
+        if meta.get("stopped"):  # its end: when its last finished point ended
+            own["stopped"] = meta["stopped"]
+            own["finished"] = own.get("finished") or max((pm.get("started") or 0) + (pm.get("seconds") or 0)
+                                                         for pm in meta["points"])
+        for part in meta.get("parts") or [own]:
             # a part that was itself merged keeps its own parts, their points renumbered
             parts.append({**part, "points": sorted(new[i] for i in part["points"]) if "points" in part
                           else sorted(new.values())})

@@ -760,7 +760,9 @@ def _markdown(meta, rows, pngs, checks, seeds, title, panels=()) -> str:
                f"{' + local changes' if (p.get('git') or {}).get('dirty') else ''}, "
                f"{(p.get('machine') or {}).get('cpu_model', '?')} (kernel {(p.get('machine') or {}).get('kernel', '?')}), finished "
                f"{_utc(p.get('finished'))}, load average before {p.get('load_before')} / after {p.get('load_after')}"
-               + (f", --set {p['overrides']}" if p.get("overrides") else "") for p in meta["parts"]]
+               + (f", --set {p['overrides']}" if p.get("overrides") else "")
+               + (f" (the run stopped: {p['stopped']}; its finished points are kept)" if p.get("stopped") else "")
+               for p in meta["parts"]]
     md += ["", "## What was emulated", ""]
     md += [f"- {k}: {v}" for k, v in (meta.get("emulated") or {}).items()]
     notes = sorted({n for pm in meta.get("points", []) for n in pm.get("notes", [])})
