@@ -576,3 +576,18 @@ def test_a_search_is_believed_only_when_every_setting_visited_passes():
     rm = search_fidelity([_visit(odd, 0.8)], 1.0, odd)
     assert rm["next_dilation"] == 4.0 and "drop that setting from --grid" in rm["line"]
     assert search_fidelity([], 1.0)["line"].startswith("fidelity: not judged")
+
+
+def test_an_incasts_timeouts_and_its_queueing_keep_their_own_fixes_and_the_gain_says_what_it_covers():
+    # 2 s: rank 0 waits 0.2 s on one timeout; the rest of the 2 s, beyond the 155 Mbit/s line rate, is
+    # queueing at the port. A lower RTO min shortens the timeout, not the queueing: one cause, two fixes.
+    p = Pass("all", 2.0, [rp(0, 2.0, 0.0, rto=0.2, timeouts=1, bytes_=1e6), rp(1, 2.0, 0.0, bytes_=1e6),
+                          rp(2, 2.0, 0.0, bytes_=1e6), rp(3, 2.0, 0.0, bytes_=1e6)])
+    d = diagnose(Job("b", "study", 2.0, passes=[p], nodes=4, switch_drops=30, transport={"rto_min": "200ms"},
+                     cluster={"kind": "testbed", "rate": 155e6, "dilation": 1.0}))
+    dom = d["dominant"]
+    assert dom["cause"] == "incast_switch_drops" and dom["seconds"] > 1.5
+    assert "TransportConfig rto_min=10ms" in dom["fix"] and "larger port buffers" in dom["fix"]
+    assert dom["fix"].count(" of it)") == 2
+    assert 0 < dom["predicted_gain_s"] < 0.2  # the timeout's part only
+    assert "this covers 200.0 ms of the" in dom["method"] and "has no prediction" in dom["method"]

@@ -105,8 +105,10 @@ def monitor_facts(tbl, meta: dict, point=None) -> dict:
     lost = sw[sw.metric == "atm_cells_line_lost"]
     out["line_losses_by_port"] = {str(k): int(v) for k, v in lost.groupby("iface").value.sum().items() if v}
     out["host_queue_drops"] = int(hosts.loc[hosts.metric == "qdisc_drops", "value"].sum())
-    by_port = df[(df.node == "switch") & (df.metric.isin(["qdisc_drops", "atm_cells_dropped"]))]
+    # per port in the total's unit: packets (bridge) or frames lost (ATM; their cells said beside)
+    by_port = df[(df.node == "switch") & (df.metric.isin(["qdisc_drops", "atm_frames_lost"]))]
     out["switch_drops_by_port"] = {str(k): int(v) for k, v in by_port.groupby("iface").value.sum().items() if v}
+    out["switch_cells_dropped"] = int(sw.loc[sw.metric == "atm_cells_dropped", "value"].sum())
     return out
 
 

@@ -409,11 +409,9 @@ def _rto_cause(job, splits, seconds) -> dict:
     if lossy:
         return lossy(seconds, ev)
     name = "rto_wait"
-    ports = {k: v for k, v in (job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}).items() if v}
     if sw and sw >= host:
-        port = max(ports, key=ports.get) if ports else None
         name = "incast_switch_drops"
-        ev += f"; {sw} drops at the switch" + (f", most at port {port} ({ports[port]})" if port else "")
+        ev += _drops_text(job)
     elif host:
         return _cause("host_queue_drops", seconds, ev + _host_drops_text(job), HOST_QUEUE_FIX, seconds,
                       "fitted rule: no tail drops, no timeouts", {"cluster": {"host_queue": "1000p"}})
@@ -657,23 +655,46 @@ def _drops_text(job) -> str:
     sw = job.switch_drops or mon.get("switch_drops") or 0
     ports = {k: v for k, v in (job.switch_drops_by_port or mon.get("switch_drops_by_port") or {}).items() if v}
     port = max(ports, key=ports.get) if ports else None
-    return (f"; {sw} drops at the switch" + (f", most at port {port} ({ports[port]})" if port else "")) if sw else ""
+    cells = mon.get("switch_cells_dropped") or 0
+    return (f"; {sw} {'frames lost' if cells else 'drops'} at the switch" + (f" ({cells} cells dropped)" if cells else "")
+            + (f", most at port {port} ({ports[port]})" if port else "")) if sw else ""
 
 
 def _merged(cs: list[dict]) -> list[dict]:
-    """Causes of the same name (a drop's RTO waits and its other waits) as one."""
-    out: dict[str, dict] = {}
+    """Causes of the same name (a drop's RTO waits and its other waits) as one. Where the parts
+    have different fixes, the merged fix names each with its part's seconds; where only some parts
+    have a predicted gain, the gain stays theirs and its method says which seconds it covers (a
+    10 ms RTO min shortens the timeouts of a 65 s incast, not its 58 s of queueing)."""
+    groups: dict[str, list[dict]] = {}
     for c in cs:
-        if c["cause"] not in out:
-            out[c["cause"]] = dict(c)
+        groups.setdefault(c["cause"], []).append(c)
+    out = []
+    for parts in groups.values():
+        if len(parts) == 1:
+            out.append(dict(parts[0]))
             continue
-        m = out[c["cause"]]
-        m["seconds"] = round(m["seconds"] + c["seconds"], 6)
-        m["evidence"] += "; and " + c["evidence"]
-        m["apply"] = m["apply"] or c["apply"]
-        if m["predicted_gain_s"] is not None and c["predicted_gain_s"] is not None:
-            m["predicted_gain_s"] = round(m["predicted_gain_s"] + c["predicted_gain_s"], 6)
-    return list(out.values())
+        m = dict(parts[0])
+        total = round(sum(c["seconds"] for c in parts), 6)
+        m["seconds"] = total
+        m["evidence"] = "; and ".join(c["evidence"] for c in parts)
+        m["apply"] = next((c["apply"] for c in parts if c["apply"]), None)
+        fixes = list(dict.fromkeys(c["fix"] for c in parts if c["fix"]))
+        if len(fixes) > 1:
+            m["fix"] = "; ".join(f"{f} (for {_fmt(sum(c['seconds'] for c in parts if c['fix'] == f))} of it)"
+                                 for f in fixes)
+        else:
+            m["fix"] = fixes[0] if fixes else None
+        known = [c for c in parts if c["predicted_gain_s"] is not None]
+        m["predicted_gain_s"] = round(sum(c["predicted_gain_s"] for c in known), 6) if known else None
+        if known and len(known) < len(parts):
+            covered = sum(c["seconds"] for c in known)
+            m["method"] = (f"{'; '.join(dict.fromkeys(str(c['method']) for c in known))}; this covers "
+                           f"{_fmt(covered)} of the {_fmt(total)}: the other {_fmt(total - covered)} "
+                           "has no prediction (replay with the change to measure it)")
+        elif known:
+            m["method"] = "; ".join(dict.fromkeys(str(c["method"]) for c in known))
+        out.append(m)
+    return out
 
 
 def diagnose(job) -> dict:
