@@ -292,6 +292,9 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
     fig, ax = plt.subplots(figsize=(6, 4.6))
     allx = sorted({r[x] for r in rows if _num(r.get(x))})
     top = 1.0
+    # each line from its own smallest host count (a line run from 16 hosts starts at speedup 16)
+    starts = {min((r[x] for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y)) and r[y] > 0),
+                  default=None) for h in _hues(rows, hue)} - {None}
     for hi, h in enumerate(_hues(rows, hue)):
         rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y)) and r[y] > 0]
         xs = sorted({r[x] for r in rs})
@@ -303,12 +306,15 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
             ax.scatter([r[x]], [base / r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=24,
                        facecolors="none" if r.get("cpu_bound") else f"C{hi % 10}", edgecolors=f"C{hi % 10}")
         ax.plot(xs, [base / statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs], color=f"C{hi % 10}",
-                label=_hue_label(h, hue))
+                label=_hue_label(h, hue) + (f" (from {_fmt(xs[0])})" if len(starts) > 1 else ""))
     if allx:
         ax.plot(allx, allx, ls=":", color="grey", label="ideal")
         ax.set_ylim(0, top * 1.15)  # the data's scale: the ideal line leaves the plot where it outgrows it
     ax.set_xlabel(_label(x))
-    ax.set_ylabel(f"speedup ({_label(y)} at {allx[0] if allx else 1} host(s) / {_label(y)})")
+    if len(starts) > 1:
+        ax.set_ylabel(f"speedup (from each line's first x: x0 * {_label(y)} at x0 / {_label(y)})")
+    else:
+        ax.set_ylabel(f"speedup ({_label(y)} at {allx[0] if allx else 1} host(s) / {_label(y)})")
     _titled(ax, title, caption)
     ax.grid(alpha=0.3)
     _legend(ax, hue)
