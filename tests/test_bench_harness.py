@@ -82,22 +82,58 @@ def no_atheris(tmp_path_factory) -> Path:
     return d
 
 
-def _script(name: str, *argv: str, path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=f"{path}{os.pathsep}{ROOT / 'python'}")
-    return subprocess.run([sys.executable, str(ROOT / "bench" / name), *argv], capture_output=True, text=True,
-                          timeout=120, env=env)
+# Every moved script's two checks run in one child process (runpy, fds 1 and 2 captured per
+# run): the 72 interpreter starts and imports of a process each took ~75 s of the suite.
+DRIVER = """
+import json, os, runpy, sys, tempfile, traceback
+out = {}
+for name, argv in json.loads(sys.argv[1]):
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        sys.stdout.flush(); sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(fo.fileno(), 1); os.dup2(fe.fileno(), 2)
+        code = 0
+        sys.argv = [name, *argv]
+        try:
+            runpy.run_path(name, run_name="__main__")
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = "exception"
+        sys.stdout.flush(); sys.stderr.flush()
+        os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+        os.close(saved[0]); os.close(saved[1])
+        fo.seek(0); fe.seek(0)
+        out.setdefault(os.path.basename(name), []).append([code, fo.read().decode(), fe.read().decode()])
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def moved_runs(no_atheris) -> dict:
+    """Per moved script: its ``--help`` and its run with a bad output path, each (exit code,
+    stdout, stderr)."""
+    runs = []
+    for name in MOVED:
+        path = str(ROOT / "bench" / name)
+        runs += [(path, ["--help"]), (path, [*NEEDS.get(name, ()), "-o", "/proc/x/r.json"])]
+    env = dict(os.environ, PYTHONPATH=f"{no_atheris}{os.pathsep}{ROOT / 'python'}")
+    r = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(runs)], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("name", MOVED)
-def test_moved_scripts_help_and_bad_output(name, no_atheris):
-    r = _script(name, "--help", path=no_atheris)
-    assert r.returncode == 0, r.stderr
-    assert "-o OUTPUT, --output OUTPUT" in r.stdout and "--json" in r.stdout
-    help_text = " ".join(r.stdout.split())  # a record in bench/results, an A/B in runs/ (results/README.md)
+def test_moved_scripts_help_and_bad_output(name, moved_runs):
+    (code, out, err), (bad_code, bad_out, bad_err) = moved_runs[name]
+    assert code == 0, err
+    assert "-o OUTPUT, --output OUTPUT" in out and "--json" in out
+    help_text = " ".join(out.split())  # a record in bench/results, an A/B in runs/ (results/README.md)
     assert "(default bench/results/" in help_text or "(default runs/" in help_text
-    r = _script(name, *NEEDS.get(name, ()), "-o", "/proc/x/r.json", path=no_atheris)
-    assert r.returncode == 2 and "cannot write in /proc" in r.stderr and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout, (r.stdout, r.stderr)  # one line, no work
+    assert bad_code == 2 and "cannot write in /proc" in bad_err and "Traceback" not in bad_err, bad_err
+    assert len(bad_err.strip().splitlines()) == 1 and not bad_out, (bad_out, bad_err)  # one line, no work
 
 
 def test_moved_list_is_the_scripts_on_the_harness_and_bench_readme_names_them():
