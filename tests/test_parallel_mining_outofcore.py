@@ -83,12 +83,13 @@ def test_merger_gives_every_row_of_sorted_sources_in_order(rows, sources, block,
 @pytest.mark.parametrize("nodes", [1, 3])
 def test_streamed_file_is_the_in_memory_file_byte_for_byte(tmp_path, small_blocks, algorithm, nodes):
     chess = shared_data("chess.dat")
-    ref = run_parallel(chess, nodes, algorithm, 0.75, cluster=InProcess())
+    # 80%: 8,227 itemsets in 17 row groups of 500 (75% gave 20,993 and took HPA 2.4x as long)
+    ref = run_parallel(chess, nodes, algorithm, 0.8, cluster=InProcess())
     pq.write_table(ref.table, tmp_path / "ref.parquet", row_group_size=small_blocks)
-    r = run_parallel(chess, nodes, algorithm, 0.75, cluster=InProcess(), output=tmp_path / "got.parquet",
+    r = run_parallel(chess, nodes, algorithm, 0.8, cluster=InProcess(), output=tmp_path / "got.parquet",
                      memory=4 << 30)
-    assert r.table.num_rows == 0 and r.streamed["itemsets"] == ref.table.num_rows == 20993
-    assert r.streamed["row_groups"] == 42
+    assert r.table.num_rows == 0 and r.streamed["itemsets"] == ref.table.num_rows == 8227
+    assert r.streamed["row_groups"] == 17
     assert (tmp_path / "got.parquet").read_bytes() == (tmp_path / "ref.parquet").read_bytes()
     if algorithm == "pfp":  # every rank's itemsets went through disk: 4 bytes an item, 8 a count
         lens = {int(k): v for k, v in r.streamed["itemsets_by_length"].items()}
