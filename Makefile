@@ -13,7 +13,12 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml pyp
 
 .PHONY: setup run test lint rust-test py-test clean-build bench system-deps
 
+# Bytecode for the package's modules, written here because where PYTHONDONTWRITEBYTECODE is set
+# (this CI's environment) Python never caches it and every rank and CLI process compiled again
+# the modules it imports (`clusterlab mine --nodes 2` on a 5-line file: 2.3 -> 1.2 s; `mine` alone
+# 0.7 -> 0.4 s). compileall writes only what changed; Python still checks each file against its source.
 setup: $(VENV)/.built
+	@$(PY) -m compileall -q python/clusterlab
 
 # System packages some parts need (storage: the tgt iSCSI target, libiscsi, bonnie++, iperf3; the simulated
 # cluster: SimGrid 3.32's Python module, python3-simgrid, bound to Debian's /usr/bin/python3 and run there as
