@@ -106,10 +106,11 @@ def test_broadcast_benchmark_and_monitor(name, tmp_path, monkeypatch):
 
 
 DRIVER = """
-import sys, time
+import subprocess, sys, time
 from clusterlab.cluster.testbed import StarTopo, TestbedNetwork
 tb = TestbedNetwork(StarTopo(hosts=3), name=sys.argv[1]).up()
-p = tb.hosts[1].popen(["sleep", "300"])
+p = tb.hosts[1].popen(["sh", "-c", "echo in; exec sleep 300"], stdout=subprocess.PIPE, text=True)
+p.stdout.readline()  # inside the namespace (ip netns exec has joined it): the pid is there to be found
 print(p.pid, flush=True)
 time.sleep(300)
 """
