@@ -234,8 +234,8 @@ def test_line_wakes_once_per_burst_and_keeps_its_timing(name, threads):
     # The lateness is judged on the better of two bursts: the machine's own scheduling noise only
     # adds to it (in the serial part after the namespace tests, with the kernel still tearing
     # their namespaces down, one burst came out 174 us late on average; alone 3 in 3 passed).
-    for attempt in range(2):
-        with TestbedNetwork(topo, name=f"{name}{attempt}", far_side_threads=threads) as tb:
+    for _ in range(2):
+        with TestbedNetwork(topo, name=name, far_side_threads=threads) as tb:  # down before the next
             tb.hosts[0].run([PYTHON, "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
                              f"[s.sendto(b'x' * 1400, ('{tb.hosts[1].addr}', 9)) for _ in range(1000)]"], timeout=30)
             time.sleep(0.3)

@@ -292,14 +292,15 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
     fig, ax = plt.subplots(figsize=(6, 4.6))
     allx = sorted({r[x] for r in rows if _num(r.get(x))})
     top = 1.0
-    # each line from its own smallest host count (a line run from 16 hosts starts at speedup 16)
-    starts = {min((r[x] for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y)) and r[y] > 0),
-                  default=None) for h in _hues(rows, hue)} - {None}
+    lines = []
     for hi, h in enumerate(_hues(rows, hue)):
         rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y)) and r[y] > 0]
         xs = sorted({r[x] for r in rs})
-        if not xs:
-            continue
+        if xs:
+            lines.append((hi, h, rs, xs))
+    # each line from its own smallest host count (a line run from 16 hosts starts at speedup 16)
+    starts = {xs[0] for _, _, _, xs in lines}
+    for hi, h, rs, xs in lines:
         base = statistics.median(r[y] for r in rs if r[x] == xs[0]) * xs[0]
         top = max(top, *(base / r[y] for r in rs))
         for r in rs:
