@@ -187,7 +187,9 @@ def test_far_side_can_stay_in_the_line(name):
             rtt = float(tb.hosts[0].run([PYTHON, "-c", PING, tb.hosts[1].addr, "100"], timeout=60).stdout)
         finally:
             srv.kill()
-        assert 0.010 <= rtt <= 0.020, rtt
+        # 2 x 5 ms; the fastest of 20 may be early by the line's wakeup correction in each direction
+        # (it leaves `early`, the running mean of its timer lateness, before the due time; CI saw 26 us)
+        assert 0.0098 <= rtt <= 0.020, rtt
     assert not any(leftovers(name)[k] for k in ("namespaces", "processes", "state_files"))
 
 
