@@ -31,6 +31,24 @@ def test_foreign_share_is_the_busy_cpu_the_job_did_not_use():
     assert rl.is_noisy(m["foreign_cpu_share"])
 
 
+def test_only_foreign_cpu_beyond_the_cores_the_ranks_left_idle_displaced_them():
+    """One rank on two cores (the 10M seed000 recording beside a 4-host replay: 4.8 s of other
+    work in 14.4 s) leaves a core to other work: not noisy. Four ranks on two cores: every
+    foreign second displaced them. A rank whose threads kept more cores busy counts those."""
+    before = _snap(wall=0.0)
+    after = _snap(user=2043, idle=800, wall=14.39, children_cpu=15.66)
+    one = rl.foreign_load(before, after, cpus=2, hz=100, ranks=1)
+    assert one["foreign_cpu_share"] == 0.1657 and one["displaced_cpu_share"] == 0.0
+    assert not rl.is_noisy(rl.noisy_share(one))
+    four = rl.foreign_load(before, after, cpus=2, hz=100, ranks=4)
+    assert four["displaced_cpu_share"] == four["foreign_cpu_share"] and rl.is_noisy(rl.noisy_share(four))
+    # one rank whose counting threads kept 1.5 cores busy (21 CPU-s in 14 s) left 7 CPU-s: 10 s of
+    # other work displaced it by 3 s
+    busy_rank = rl.foreign_load(before, _snap(user=3100, wall=14.0, children_cpu=21.0), cpus=2, hz=100, ranks=1)
+    assert busy_rank["foreign_cpu_s"] == 10.0 and busy_rank["displaced_cpu_share"] == round(3.0 / 28, 4)
+    assert rl.noisy_share({"foreign_cpu_share": 0.2}) == 0.2 and rl.noisy_share(None) is None  # an older recording
+
+
 def test_idle_ticks_do_not_count_and_small_negatives_clamp_to_zero():
     before = _snap(user=0, wall=0.0)
     # the job's rusage a little above the ticks (granularity): no foreign CPU, not negative

@@ -37,9 +37,10 @@ def test_replay_waits_the_scaled_computation(tmp_path, monkeypatch, capsys):
     from clusterlab.report.study import render
 
     measure = recording_load.measure
-    # as if other processes had taken 40% of the machine while the recording ran (the rest of
-    # what was measured is kept)
-    monkeypatch.setattr(recording_load, "measure", lambda before: {**measure(before), "foreign_cpu_share": 0.4})
+    # as if other processes had taken 40% of the machine while the recording ran, all of it from
+    # the ranks' cores (the rest of what was measured is kept)
+    monkeypatch.setattr(recording_load, "measure", lambda before, ranks=None: {
+        **measure(before, ranks), "foreign_cpu_share": 0.4, "displaced_cpu_share": 0.4})
     res = run_study(_study(compute_scale=[1, 40]), tmp_path / "run", cache_dir=tmp_path / "cache")
     by = {r["compute_scale"]: r for r in res.rows}
     assert by[1]["itemsets"] == by[40]["itemsets"] > 0
@@ -53,8 +54,8 @@ def test_replay_waits_the_scaled_computation(tmp_path, monkeypatch, capsys):
     # processes took while it ran, and every replayed row and point carries it
     (rec,) = (tmp_path / "cache" / "replay").glob("*/recording.json")
     load = json.loads(rec.read_text())
-    assert set(load) >= {"wall_s", "job_cpu_s", "machine_busy_cpu_s", "foreign_cpu_share", "cpus", "load_before",
-                         "load_after"}
+    assert set(load) >= {"wall_s", "job_cpu_s", "machine_busy_cpu_s", "foreign_cpu_share", "displaced_cpu_share",
+                         "ranks", "cpus", "load_before", "load_after"}
     assert load["job_cpu_s"] > 0 and load["foreign_cpu_share"] == 0.4
     assert {r["recording_foreign_cpu"] for r in res.rows} == {0.4}
     assert all(pm["recording_foreign_cpu"] == 0.4 for pm in res.meta["points"])

@@ -732,7 +732,8 @@ def noisy_recordings(rows, meta) -> str | None:
     if not noisy:
         return None
     return (f"- **noisy recordings** (while a compute replay's recording ran, other processes took more than "
-            f"{FOREIGN_CPU_WARN:.0%} of the machine's CPU: its gaps, and every replay of them, are too long; record "
+            f"{FOREIGN_CPU_WARN:.0%} of the machine's CPU from the cores its ranks used: its gaps, and every replay of "
+            "them, are too long; record "
             "again on a quiet machine): "
             + "; ".join(f"{k}: {w:.0%} of the machine ({len(ps)} point{'s' if len(ps) != 1 else ''})"
                         for k, (w, ps) in noisy.items()))

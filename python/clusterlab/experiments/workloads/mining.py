@@ -20,8 +20,9 @@ replays it (``replay_parallel(compute="cpu")``): the same messages over the poin
 while each rank waits the CPU seconds it computed, as on a host with a core of its own, times
 the dilation. Validated against real runs by ``bench/replay_validation.py`` (docs/studies.md).
 Other work on the machine during the recording lengthens its gaps: the share of the machine's
-CPU it took is measured (``recording.json`` in the recording, ``experiments.recording_load``),
-warned of above 10%, and kept in every replayed row as ``recording_foreign_cpu``.
+CPU it took beyond the cores the ranks left idle is measured (``recording.json`` in the
+recording, ``experiments.recording_load``), warned of above 10%, and kept in every replayed row
+as ``recording_foreign_cpu``.
 ``compute_scale`` (replay only) multiplies the recorded mining computation: 1 is this
 machine's CPU; c > 1 emulates a CPU c times slower against the same network (the seed's 200 MHz
 Pentium Pro), which sets the ratio of computation to communication that a speedup curve depends
@@ -193,7 +194,7 @@ def execute(session, params: dict, reps: int, warmup: int):
              if params["compute"] == "replay" else None)
     # the share of the machine's CPU other processes took while the replayed run was recorded
     # (absent for a recording made before it was measured)
-    foreign = (recording_load.read(trace) or {}).get("foreign_cpu_share") if trace is not None else None
+    foreign = recording_load.noisy_share(recording_load.read(trace)) if trace is not None else None
     for i in range(warmup + reps):
         t0 = time.perf_counter()
         if trace is None:
@@ -267,10 +268,10 @@ def recording(session, path: str, params: dict, config, kw: dict) -> str:
         before = recording_load.snapshot()
         r = run_parallel(path, nodes=session.ranks, algorithm=params["algorithm"], min_support=params["min_support"],
                          config=config, record=d + ".tmp", **kw)
-        load = recording_load.measure(before)
+        load = recording_load.measure(before, ranks=session.ranks)
         recording_load.write(d + ".tmp", load)
-        if recording_load.is_noisy(load["foreign_cpu_share"]):
-            print(recording_load.warning(session.ranks, load["foreign_cpu_share"]), file=sys.stderr, flush=True)
+        if recording_load.is_noisy(recording_load.noisy_share(load)):
+            print(recording_load.warning(session.ranks, recording_load.noisy_share(load)), file=sys.stderr, flush=True)
         with open(os.path.join(d + ".tmp", "itemsets"), "w") as f:
             f.write(str(r.table.num_rows))
         if os.path.exists(d):
