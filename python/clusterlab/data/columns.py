@@ -24,7 +24,6 @@ from typing import NamedTuple, NoReturn
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from clusterlab import _core
 
@@ -91,6 +90,8 @@ def encode_items(values: pa.Array, row_of: Callable[[int], int], fail: Fail) -> 
             bad = int(np.argmax((ints < 0) | (ints > U32_MAX)) if ints.dtype.kind == "i" else np.argmax(ints > U32_MAX))
             fail(row_of(bad), f"item {int(ints[bad])} is outside 0..4294967295")
         return np.ascontiguousarray(ints, dtype=np.uint32), None
+    import pyarrow.compute as pc  # here, not at import: it costs every rank and CLI process 60-80 ms
+
     enc = pc.dictionary_encode(values)
     labels = enc.dictionary.to_pylist()
     order = sorted(range(len(labels)), key=labels.__getitem__)
@@ -145,6 +146,8 @@ def long_form_csr(tids, items, fail_tid: Fail, fail_item: Fail) -> Csr:
     if tids.null_count:
         fail_tid(_first_null(tids) + 1, "null transaction id")
     ids, labels = encode_items(items, lambda k: k + 1, fail_item)
+    import pyarrow.compute as pc
+
     enc = pc.dictionary_encode(_plain(tids))  # codes in order of first appearance
     codes = enc.indices.to_numpy(zero_copy_only=False)
     n_tx = len(enc.dictionary)

@@ -22,7 +22,6 @@ import json
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 META_KEY = b"clusterlab.mining"
 
@@ -118,6 +117,8 @@ def table_csr(table: pa.Table):
     counts = np.asarray(array_numpy(count), dtype=np.uint64)
     labels = None
     if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        import pyarrow.compute as pc  # here, not at import: it costs every rank process 60-80 ms
+
         uniq = values.unique()
         labels_arr = uniq.take(pc.sort_indices(uniq))
         ids = pc.index_in(values, value_set=labels_arr)
