@@ -30,6 +30,9 @@ import struct
 import threading
 import time
 
+import numpy as np
+
+from clusterlab import _core
 from clusterlab.net.netns import in_netns
 
 BUCKET = 64
@@ -129,23 +132,14 @@ class PacketCapture:
                 poller.poll(100)
                 continue
             num, first = unpack("=II", ring, base + 12)
-            off = base + first
-            local: dict[tuple[int, int], list[int]] = {}
-            for _ in range(num):
-                nxt, length = unpack("=I12xI", ring, off)
-                ifindex = unpack("=i", ring, off + 52)[0]
-                key = (ifindex, length // BUCKET if length < 65536 else NBUCKETS - 1)
-                c = local.get(key)
-                if c is None:
-                    local[key] = [1, length]
-                else:
-                    c[0] += 1
-                    c[1] += length
-                off += nxt
+            # the block's packets counted in Rust: the former Python loop per packet took 8.5x the
+            # CPU (2M small packets on loopback in 4 s: the monitor's process 1.36 -> 0.16 CPU-s),
+            # CPU the emulation needs at 100 hosts (2.3M packets a point; the ring overflowed)
+            local = _core.tpacket_block_counts(np.frombuffer(ring, dtype=np.uint8, count=bs, offset=base), first, num)
             struct.pack_into("=I", ring, base + 8, 0)  # hand the block back to the kernel
             with self.lock:
                 self.seen += num
-                for (ifindex, b), (n, nb) in local.items():
+                for ifindex, b, n, nb in local:
                     if ifindex not in self.counts:
                         self.counts[ifindex] = [0] * NBUCKETS
                         self.nbytes[ifindex] = [0] * NBUCKETS
