@@ -479,7 +479,7 @@ def test_mine_auto_dilation_refuses_what_it_cannot_rerun(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "needs --testbed" in r.stderr
 
 
-def test_a_studys_monitor_table_undilates_each_points_rtt_by_its_own_dilation():
+def test_a_studys_monitor_table_undilates_each_points_rtt_by_its_own_dilation_and_interval():
     import pandas as pd
 
     rows = []
@@ -487,12 +487,13 @@ def test_a_studys_monitor_table_undilates_each_points_rtt_by_its_own_dilation():
         for m in fidelity.RTT_METRICS:
             rows.append({"t": 0.1, "node": "h0", "iface": "", "metric": m, "bucket": -1, "value": rtt, "point": point})
     df = pd.DataFrame(rows)
-    meta = {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0},  # the last point's, heading the table
-            "per_point": {"0": {"dilation": 1.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 10.0}},
-                          "1": {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0}}}}
+    meta = {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0}, "interval": 0.5,  # the last point's
+            "per_point": {"0": {"dilation": 1.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 10.0}, "interval": 0.1},
+                          "1": {"dilation": 4.0, "rtt_bounds": {"floor_ms": 0.0, "ceiling_ms": 40.0}, "interval": 0.5}}}
     f0, f1 = (fidelity.monitor_facts(df, meta, point=p) for p in (0, 1))
     assert f0["rtt_ms"] == f1["rtt_ms"] == 2.0 and f0["dilation"] == 1.0
     assert f0["rtt_ceiling_ms"] == 10.0 and f1["rtt_ceiling_ms"] == 40.0
+    assert (f0["interval"], f1["interval"]) == (0.1, 0.5)  # each point's own sampling interval
 
 
 def test_the_measured_rtt_is_evidence_of_queueing_and_of_a_wans_round_trips():

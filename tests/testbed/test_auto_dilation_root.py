@@ -71,7 +71,8 @@ def test_a_study_point_that_fails_fidelity_is_rerun_and_replaced(tmp_path, monke
     assert k >= 4 and pm[0]["dilation"] == k and res.points[0].dilation == k
     assert {r["dilation"] for r in res.rows} == {k} and len(res.rows) == 2  # the kept run's rows only
     tbl, mmeta = read_table(tmp_path / "run" / "monitor.parquet")
-    assert mmeta["per_point"] == {"0": {"dilation": k, "rtt_bounds": mmeta["rtt_bounds"]}}  # the kept run's only
+    assert mmeta["per_point"] == {"0": {"dilation": k, "rtt_bounds": mmeta["rtt_bounds"],  # the kept run's only
+                                        "interval": mmeta["interval"]}}
     assert set(tbl.column("point").to_pylist()) == {0} and tbl.num_rows > 0
     fid = point_fidelity(tmp_path / "run", 0)
     assert fid["ok"] == auto["ok"] and f"({k:g}x dilated)" in fid["line"]

@@ -9,7 +9,7 @@ provenance; everything written as it happens.
   start (a compute replay's rows: ``recording_foreign_cpu``, the share of the machine's CPU
   other processes took while its recording ran, also in the point's meta);
 * ``monitor.parquet``: the monitor's table (``clusterlab.monitor``) of every point, with a
-  ``point`` column (its meta's ``per_point``: each point's dilation and RTT bounds);
+  ``point`` column (its meta's ``per_point``: each point's dilation, RTT bounds and sampling interval);
 * ``meta.json``: version, git revision, machine, load before and after, the study as data, the
   overrides, each point's settings, dilation and why, what was emulated, the testbed's applied
   values, and the status (``running``, ``complete``, ``interrupted``, ``failed``).
@@ -207,9 +207,12 @@ class _Writer:
 
             self.monitor_tables.append(t)
             self.monitor_points.append(point.index)
-            # what differs per point (the last point's meta heads the table): its dilation, its RTT bounds
+            # what differs per point (the last point's meta heads the table): its dilation, its RTT
+            # bounds, its sampling interval (longer with more hosts: the fidelity check's rates and
+            # its sustained-transfer threshold are per interval)
             self.monitor_per_point[str(point.index)] = {"dilation": mon.meta.get("dilation"),
-                                                        "rtt_bounds": mon.meta.get("rtt_bounds")}
+                                                        "rtt_bounds": mon.meta.get("rtt_bounds"),
+                                                        "interval": mon.meta.get("interval")}
             meta = {**mon.meta, "points": len(self.monitor_tables), "per_point": self.monitor_per_point}
             allt = pa.concat_tables(self.monitor_tables).replace_schema_metadata(
                 {"clusterlab.monitor": json.dumps(meta)})
