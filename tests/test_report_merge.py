@@ -67,6 +67,17 @@ def test_an_interrupted_run_gives_its_finished_points_only_when_asked(tmp_path):
     assert sorted((r["point"], r["seconds"]) for r in rows) == [(0, 1.5), (1, 1.5)]  # a's q repetition left out
     assert merged["parts"][0]["stopped"] == "running after 1 point; 1 repetition of the next left out"
     assert merged["parts"][0]["finished"] == 107 and "stopped" not in merged["parts"][1]
+    # interrupted (Ctrl-C): the runner wrote its meta with the point it was in, started, no seconds
+    meta["status"] = "interrupted"
+    meta["points"] = [{**meta["points"][0]}, {"index": 1, "label": "q", "started": 108}]
+    (a / "meta.json").write_text(json.dumps(meta))
+    rows, merged = load_run(merge_runs([a, b], tmp_path / "m1", finished_points=True))
+    assert [pm["label"] for pm in merged["points"]] == ["p", "q"] and len(rows) == 2
+    assert merged["parts"][0]["stopped"] == "interrupted after 1 point; 1 repetition of the next left out"
+    meta["points"] = [{"index": 0, "label": "p", "started": 100}]
+    (a / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="no point finished"):
+        merge_runs([a, b], tmp_path / "m3", finished_points=True)
     meta["points"] = []
     (a / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ConfigError, match="no point finished"):

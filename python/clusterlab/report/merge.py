@@ -116,12 +116,14 @@ def merge_runs(run_dirs, out, as_study: str | None = None, finished_points: bool
             if not (finished_points and status in ("interrupted", "running")):
                 raise ConfigError(f"{d}: status {status!r}: only complete runs are merged (--finished-points takes "
                                   "the finished points of an interrupted run)")
-            done = {pm["index"] for pm in meta.get("points", [])}
+            # an interrupted run lists the point it was in too, started but without its seconds
+            finished = [pm for pm in meta.get("points", []) if pm.get("seconds") is not None]
+            done = {pm["index"] for pm in finished}
             if not done:
                 raise ConfigError(f"{d}: status {status!r} and no point finished: nothing to merge")
             dropped = len([r for r in rows if r.get("point") not in done])
             rows = [r for r in rows if r.get("point") in done]
-            meta = {**meta, "stopped": f"{status} after {len(done)} point{'s' if len(done) > 1 else ''}"
+            meta = {**meta, "points": finished, "stopped": f"{status} after {len(done)} point{'s' if len(done) > 1 else ''}"
                     + (f"; {dropped} repetition{'s' if dropped > 1 else ''} of the next left out" if dropped else "")}
         if meta.get("quick"):
             raise ConfigError(f"{d}: a --quick run is a smoke test, not a part of a study")
