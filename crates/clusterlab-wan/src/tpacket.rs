@@ -20,10 +20,11 @@
 
 use std::collections::BTreeMap;
 
-/// Bucket width in bytes.
-pub const BUCKET: u32 = 64;
-/// The bucket of every length from 65536 bytes on (0..65535 take 1024 buckets).
-pub const LAST_BUCKET: u32 = 1024;
+/// Bucket width in bytes (the line's histogram's).
+pub const BUCKET: u32 = crate::hist::BUCKET as u32;
+/// The bucket of every length from 65536 bytes on, one past the histogram's 1024 for 0..65535
+/// (the line's histogram folds those into its last bucket; the capture keeps them apart).
+pub const LAST_BUCKET: u32 = crate::hist::BUCKETS as u32;
 const HEADER: usize = 56; // the fields read: up to sll_ifindex's end
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

@@ -123,9 +123,10 @@ def is_noisy(share) -> bool:
 
 
 def warning(ranks: int, share: float) -> str:
-    """
+    """The warning for a noisy recording; ``share``: ``noisy_share``'s.
+
     >>> warning(16, 0.283)
     "recording of 16 ranks: 28% of the machine's CPU went to other processes; its replays will be too slow — record on a quiet machine"
     """
     return (f"recording of {ranks} ranks: {share:.0%} of the machine's CPU went to other processes; its replays "
-            "will be too slow — record on a quiet machine")  # share: noisy_share's (beyond the cores the ranks left)
+            "will be too slow — record on a quiet machine")

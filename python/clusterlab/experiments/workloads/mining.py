@@ -192,8 +192,8 @@ def execute(session, params: dict, reps: int, warmup: int):
     config = ParallelConfig(block_bytes=parse_size(params["block_size"]))
     trace = (recording(session, path, params, config, {**kw, **session.recording_options()})
              if params["compute"] == "replay" else None)
-    # the share of the machine's CPU other processes took while the replayed run was recorded
-    # (absent for a recording made before it was measured)
+    # the share of the machine's CPU other processes took from the ranks' cores while the replayed
+    # run was recorded (recording_load.noisy_share; absent for a recording made before it was measured)
     foreign = recording_load.noisy_share(recording_load.read(trace)) if trace is not None else None
     for i in range(warmup + reps):
         t0 = time.perf_counter()
@@ -270,8 +270,9 @@ def recording(session, path: str, params: dict, config, kw: dict) -> str:
                          config=config, record=d + ".tmp", **kw)
         load = recording_load.measure(before, ranks=session.ranks)
         recording_load.write(d + ".tmp", load)
-        if recording_load.is_noisy(recording_load.noisy_share(load)):
-            print(recording_load.warning(session.ranks, recording_load.noisy_share(load)), file=sys.stderr, flush=True)
+        share = recording_load.noisy_share(load)
+        if recording_load.is_noisy(share):
+            print(recording_load.warning(session.ranks, share), file=sys.stderr, flush=True)
         with open(os.path.join(d + ".tmp", "itemsets"), "w") as f:
             f.write(str(r.table.num_rows))
         if os.path.exists(d):
