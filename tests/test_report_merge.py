@@ -11,9 +11,9 @@ from clusterlab.report.merge import merge_runs
 from clusterlab.report.study import load_run
 
 
-def _run(d, study, labels, started):
+def _run(d, study, labels, started, emulated=None):
     d.mkdir(parents=True)
-    meta = {"study": study, "title": load(study).title, "status": "complete", "spec": load(study).to_dict(),
+    meta = {"emulated": emulated or {}, "study": study, "title": load(study).title, "status": "complete", "spec": load(study).to_dict(),
             "started": started, "finished": started + 10, "repetitions": len(labels),
             "git": {"revision": f"{started:040d}"}, "points": [{"index": i, "label": lab} for i, lab in enumerate(labels)]}
     (d / "meta.json").write_text(json.dumps(meta))
@@ -82,3 +82,16 @@ def test_an_interrupted_run_gives_its_finished_points_only_when_asked(tmp_path):
     (a / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ConfigError, match="no point finished"):
         merge_runs([a, b], tmp_path / "m2", finished_points=True)
+
+
+def test_what_was_emulated_is_said_per_point_across_parts_and_merges_of_merges(tmp_path):
+    both = {"network": "a bridge; a host queue at points 0, 1; a cell switch at point 2", "cluster": "testbed"}
+    a = _run(tmp_path / "a", "seed000-fig3", ["p", "q", "r"], 100, both)
+    b = _run(tmp_path / "b", "seed000-fig3", ["s"], 200, {"network": "a cell switch", "cluster": "testbed"})
+    ab = merge_runs([a, b], tmp_path / "ab")
+    _, meta = load_run(ab)
+    assert meta["emulated"] == {"network": "a bridge; a host queue at points 0, 1; a cell switch at points 2, 3",
+                                "cluster": "testbed"}
+    c = _run(tmp_path / "c", "seed000-fig3", ["t"], 300, {"network": "a bridge; a host queue", "cluster": "testbed"})
+    _, again = load_run(merge_runs([ab, c], tmp_path / "abc"))  # no "part 1: part 1: ..."
+    assert again["emulated"]["network"] == "a bridge; a host queue at points 0, 1, 4; a cell switch at points 2, 3"

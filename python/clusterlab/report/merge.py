@@ -6,7 +6,9 @@ Each point is kept once: two parts that ran the same point are refused (the repe
 two sittings are not pooled silently). The merged ``meta.json`` keeps every part's provenance
 (commit, machine, load, settings changed, dates) under ``parts``; the top-level commit is the
 newest part's. Point numbers are renumbered in part order, and the ``emulated`` descriptions
-that name points ("a 9MB host queue at points 0, 1") are renumbered with them.
+that name points ("a 9MB host queue at points 0, 1") are renumbered with them, and said per
+point across the parts: a description every point shares once, else each with its points (not
+"part 1: ...; part 2: ...", which nests when a merged run is merged again).
 
 A run that stopped before its end (interrupted, or still ``running`` in meta.json after the machine
 went down) is refused unless ``finished_points`` is set: then its finished points (those in its
@@ -42,6 +44,41 @@ def _renumber(text: str, new: dict[int, int]) -> str:
         nums = [int(x) for x in re.split(r",\s*", m.group(2))]
         return m.group(1) + ", ".join(str(new.get(n, n)) for n in nums)
     return re.sub(r"(\bpoints? )(\d+(?:,\s*\d+)*)", sub, text)
+
+
+_AT_POINTS = re.compile(r"(.+?) at points? (\d+(?:,\s*\d+)*)(?:; |$)")
+
+
+def _by_point(text: str, indexes) -> dict[int, str]:
+    """Each point's description from a run's ``emulated`` text: the runner writes one that
+    differs between points as "A at points 0, 2; B at point 1" (A and B may hold "; "
+    themselves); any other text holds for every point of the run.
+
+    >>> _by_point("tbf; a host queue at points 0, 2; atm at point 1", [0, 1, 2])
+    {0: 'tbf; a host queue', 2: 'tbf; a host queue', 1: 'atm'}
+    >>> _by_point("atm", [3, 4])
+    {3: 'atm', 4: 'atm'}
+    """
+    out: dict[int, str] = {}
+    matches = list(_AT_POINTS.finditer(text))
+    if matches and matches[0].start() == 0 and matches[-1].end() == len(text) and all(
+            a.end() == b.start() for a, b in zip(matches, matches[1:], strict=False)):
+        for m in matches:
+            for n in re.split(r",\s*", m.group(2)):
+                out[int(n)] = m.group(1)
+        if set(out) == set(indexes):
+            return out
+    return {i: text for i in indexes}
+
+
+def _said_per_point(by_point: dict[int, str]) -> str:
+    """The inverse of ``_by_point``: once when every point agrees, else each with its points."""
+    by: dict[str, list[int]] = {}
+    for i in sorted(by_point):
+        by.setdefault(by_point[i], []).append(i)
+    if len(by) == 1:
+        return next(iter(by))
+    return "; ".join(f"{words} at point{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" for words, ix in by.items())
 
 
 def _overrides(parts: list[dict]) -> dict:
@@ -163,9 +200,9 @@ def merge_runs(run_dirs, out, as_study: str | None = None, finished_points: bool
                           else sorted(new.values())})
         renumbered.append(new)
         for k, v in (meta.get("emulated") or {}).items():
-            emulated.setdefault(k, []).append(_renumber(str(v), new))
-    merged["emulated"] = {k: vs[0] if len(set(vs)) == 1 else "; ".join(f"part {i + 1}: {v}" for i, v in enumerate(vs))
-                          for k, vs in emulated.items()}
+            emulated.setdefault(k, {}).update(_by_point(_renumber(str(v), new), new.values()))
+    # a part without a key (an older run) says nothing about its points for it
+    merged["emulated"] = {k: _said_per_point(by) for k, by in emulated.items()}
     merged.update(points=points, parts=parts, status="complete", repetitions=sum(p.get("repetitions") or 0 for p in parts),
                   started=min(p.get("started") or 0 for p in parts), finished=max(p.get("finished") or 0 for p in parts),
                   load_before=runs[0][2].get("load_before"), load_after=runs[-1][2].get("load_after"),

@@ -884,6 +884,24 @@ def _partitions(rows) -> list[tuple[dict, str]]:
              ", ".join(f"{v} {w}".strip() for (_, w), v in zip(axes, c, strict=True))) for c in combos]
 
 
+def _reps_said(meta, rows) -> str:
+    """How many repetitions each point has, from the rows (a merged run's parts may differ from
+    the spec's and from each other), and the warm-up runs before them.
+
+    >>> _reps_said({"spec": {"repeat": 3, "warmup": 1}}, [{"point": 0}, {"point": 0}, {"point": 1}])
+    '1-2 per point after 1 warm-up'
+    >>> _reps_said({"spec": {"repeat": 2, "warmup": 0}, "overrides": {"warmup": "1 + 0"}}, [{"point": 0}])
+    '1 per point after 1 + 0 warm-up (by part)'
+    """
+    per = {}
+    for r in rows:
+        per[r.get("point")] = per.get(r.get("point"), 0) + 1
+    lo, hi = (min(per.values()), max(per.values())) if per else (meta.get("spec", {}).get("repeat"),) * 2
+    warm = (meta.get("overrides") or {}).get("warmup")
+    warm = f"{warm} warm-up (by part)" if warm and " + " in str(warm) else f"{meta.get('spec', {}).get('warmup')} warm-up"
+    return f"{lo if lo == hi else f'{lo}-{hi}'} per point after {warm}"
+
+
 def _our_setup(meta, rows) -> dict:
     """Our side of the seed's set-up table, from the run's own record."""
     spec = meta.get("spec", {})
@@ -896,7 +914,7 @@ def _our_setup(meta, rows) -> dict:
                     f"({mach.get('cpu_model', '?')}), Linux {mach.get('kernel')}",
            "TCP defaults": "Linux: MIN 200 ms, MAX 120 s (the study sets what it varies)"
                            + (f"; TCP stacks: {', '.join(stacks)} (see What was emulated)" if stacks else ""),
-           "repetitions": f"{spec.get('repeat')} per point after {spec.get('warmup')} warm-up; every one its own mark"}
+           "repetitions": f"{_reps_said(meta, rows)}; every one its own mark"}
     k = kinds.by_name(c.get("kind"))
     if k is not None and k.dilates:
         out["network"] = ((meta.get("emulated") or {}).get("network", "")
