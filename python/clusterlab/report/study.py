@@ -99,7 +99,7 @@ def _list(v):
 def _label(col: str | None) -> str:
     names = {"rto_max_s": "MAX [s]", "rto_min_s": "MIN (X) [s]", "seconds": "time [s]", "ranks": "hosts",
              "retransmissions_per_node": "retransmissions per node", "timeouts_per_node": "RTO timeouts per node",
-             "stack": "TCP stack", "tcp": "TCP settings", "rto_min_jitter": "MIN jitter"}
+             "stack": "TCP stack", "tcp": "TCP settings", "rto_min_jitter": "MIN jitter", "label": "setting"}
     return names.get(col, (col or "").replace("_by_pass", " per pass"))
 
 
@@ -223,17 +223,58 @@ def _hues(rows, hue):
     return list(dict.fromkeys(_hue_of(r, hue) for r in rows)) if hue else [None]
 
 
-def _hue_label(h, hue) -> str:
+def _hue_label(h, hue, among=()) -> str:
     """A line's legend entry: its hue value; a value left unset (None: the kernel's or the
-    tool's default) says so; no hue at all: the line is the median."""
+    tool's default) says so; no hue at all: the line is the median. A hue of whole settings
+    ("a=1, b=2", a point's label) shows only the settings that differ ``among`` the lines.
+
+    >>> _hue_label("op=bcast, connections=persistent, hosts=3", "label",
+    ...            ["op=bcast, connections=persistent, hosts=3", "op=bcast, connections=per_call, hosts=3"])
+    'connections=persistent'
+    """
     if hue is None:
         return "median"
-    return _fmt(h) if h is not None else "not set (default)"
+    if h is None:
+        return "not set (default)"
+    pairs = [str(v).split(", ") for v in among if v is not None]
+    if len(pairs) > 1 and all(all("=" in kv for kv in p) for p in pairs):
+        common = set.intersection(*(set(p) for p in pairs))
+        own = [kv for kv in str(h).split(", ") if kv not in common]
+        if own:
+            return ", ".join(own)
+    return _fmt(h)
 
 
 def _legend(ax, hue, **kw) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, title=hue_name(hue) or None, title_fontsize=7, **kw)
+
+
+BYTE_COLUMNS = ("bytes", "size", "message_bytes", "block")
+
+
+def _bytes_said(v: float) -> str:
+    """A byte count as a reader writes it on an axis.
+
+    >>> [_bytes_said(v) for v in (1, 4096, 65536, 1 << 20, 1536, 3e9)]
+    ['1 B', '4 KiB', '64 KiB', '1 MiB', '1.5 KiB', '2.79 GiB']
+    """
+    for unit, n in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= n:
+            return f"{v / n:.3g} {unit}"
+    return f"{v:g} B"
+
+
+def _plain_log_ticks(axis, at: list, col: str) -> None:
+    """A log axis labelled in plain numbers (0.01, 1, 100; "64 KiB" for bytes) instead of
+    powers of ten; a byte axis ticked at the sizes measured (the seed's sizes), when few."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    byte = col in BYTE_COLUMNS
+    if byte and 1 < len(at) <= 12:
+        axis.set_major_locator(FixedLocator(at))
+        axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _bytes_said(v) if byte else f"{v:g}"))
 
 
 def plot_scatter(plt, rows, spec, title, path, caption="") -> None:
@@ -249,7 +290,7 @@ def plot_scatter(plt, rows, spec, title, path, caption="") -> None:
     for hi, h in enumerate(hues):
         rs = [r for r in rows if (hue is None or _hue_of(r, hue) == h) and _num(r.get(y))]
         color = f"C{hi % 10}"
-        name = _hue_label(h, hue)
+        name = _hue_label(h, hue, hues)
         shift = (hi - (len(hues) - 1) / 2) * width
         for r in rs:  # every repetition its own mark (marker = repetition number)
             xv = cats.index(str(r[x])) + shift if categorical else r[x]
@@ -273,8 +314,10 @@ def plot_scatter(plt, rows, spec, title, path, caption="") -> None:
         category_ticks(ax, cats)
     if spec.get("logx") and not categorical:
         ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis, sorted({r[x] for r in rows if _num(r.get(x))}), x)
     if spec.get("logy"):
         ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis, [], y)
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
     _titled(ax, title, caption)
@@ -307,7 +350,7 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
             ax.scatter([r[x]], [base / r[y]], marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], s=24,
                        facecolors="none" if r.get("cpu_bound") else f"C{hi % 10}", edgecolors=f"C{hi % 10}")
         ax.plot(xs, [base / statistics.median(r[y] for r in rs if r[x] == xx) for xx in xs], color=f"C{hi % 10}",
-                label=_hue_label(h, hue) + (f" (from {_fmt(xs[0])})" if len(starts) > 1 else ""))
+                label=_hue_label(h, hue, [ln[1] for ln in lines]) + (f" (from {_fmt(xs[0])})" if len(starts) > 1 else ""))
     if allx:
         ax.plot(allx, allx, ls=":", color="grey", label="ideal")
         ax.set_ylim(0, top * 1.15)  # the data's scale: the ideal line leaves the plot where it outgrows it
@@ -364,7 +407,7 @@ def plot_improvement(plt, rows, spec, title, path, caption="") -> None:
         color, shift = f"C{hi % 10}", (hi - (len(gains) - 1) / 2) * width
         xs = [cats.index(v) + shift for v in per]
         ax.bar(xs, [m for m, _ in per.values()], width * 0.9, color=color, alpha=0.35, edgecolor=color,
-               label=_hue_label(h, hue))
+               label=_hue_label(h, hue, list(gains)))
         for xp, (_, reps) in zip(xs, per.values(), strict=True):
             ax.scatter([xp] * len(reps), reps, s=20, color=color, zorder=3)
     ax.axhline(0.0, color="grey", lw=0.8)
@@ -400,7 +443,7 @@ def plot_per_pass(plt, rows, spec, title, path, caption="") -> None:
                            marker=MARKERS[int(r.get("rep", 0)) % len(MARKERS)], color=f"C{hi % 10}")
             med = [statistics.median(v[i] if i < len(v) else 0 for v in lists) for i in range(n)]
             ax.bar([i + 1 + (hi - (len(hues) - 1) / 2) * width for i in range(n)], med, width, alpha=0.35,
-                   color=f"C{hi % 10}", label=_hue_label(h, hue))
+                   color=f"C{hi % 10}", label=_hue_label(h, hue, hues))
         title = f"{title} ({_label(xcol)} = {top})" if top is not None else title
     ax.set_xlabel("pass")
     ax.set_ylabel(_label(y).removesuffix(" per pass") + " (bar = median, marker = repetition)")
