@@ -50,6 +50,23 @@ def test_run_record_replaces_the_record_and_lists_it(toy_seed, tmp_path):  # noq
     assert "seed999-fig1" in r.output and "agrees" in r.output and "every run takes some time" in r.output
 
 
+
+def test_a_record_re_rendered_and_recorded_again_stays_its_runs_record(toy_seed, tmp_path):  # noqa: F811
+    import shutil
+
+    res = tmp_path / "results"
+    r = _run("experiment", "run", "seed999-fig1", "--runs", str(tmp_path / "runs"), "--record", "--records", str(res))
+    assert r.exception is None, r.output
+    [run] = (tmp_path / "runs" / "seed999-fig1").iterdir()
+    copy = tmp_path / "copy"
+    shutil.copytree(res / "seed999-fig1", copy)
+    assert _run("report", str(copy)).exception is None  # the report rendered again by today's code
+    r = _run("experiment", "record", str(copy), "--records", str(res))
+    assert r.exception is None, r.output
+    md = (res / "seed999-fig1" / "report.md").read_text()
+    assert md.count("The record of this study: run ") == 1 and f"run `{run.name}`" in md
+    assert json.loads((res / "seed999-fig1" / "meta.json").read_text())["record_of"] == run.name
+
 def test_only_a_complete_full_run_becomes_a_record(toy_seed, tmp_path):  # noqa: F811
     res = tmp_path / "results"
     r = _run("experiment", "run", "seed999-fig1", "--quick", "--record", "--records", str(res))

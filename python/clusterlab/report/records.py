@@ -62,6 +62,8 @@ def write_record(run_dir, root="results") -> Path:
         raise ConfigError(f"{d}: a --quick run is a smoke test, not a record")
     if not (d / "report.md").exists():
         raise ConfigError(f"{d}: no report.md (clusterlab experiment report {d} renders it)")
+    # a record made a record again (re-rendered with `clusterlab report`) stays its run's record
+    run = meta.get("record_of") or d.name
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     check_output(root, "records directory", directory=True)
@@ -77,13 +79,13 @@ def write_record(run_dir, root="results") -> Path:
             elif f == "table.parquet":
                 compact_table(d / f, tmp / f)
             elif f == "meta.json":
-                compact_meta(d / f, tmp / f)
+                compact_meta(d / f, tmp / f, run)
             elif (d / f).exists():
                 shutil.copyfile(d / f, tmp / f)
         md = (d / "report.md").read_text()
         if not _keeps_panels(name):
             md = _without_panels(md)
-        md = _with_record_note(md, d.name)
+        md = _with_record_note(md, run)
         with open(tmp / "report.md", "w") as f:
             f.write(md)
         for png in _figures(md):
@@ -147,7 +149,10 @@ def _without_panels(md: str) -> str:
 def _with_record_note(md: str, run: str) -> str:
     """The report with a line under its title saying it is a record and what stayed behind.
 
-    >>> print(_with_record_note("# seed000-fig3\\n\\ntext", "20260101-120000"))
+    >>> once = _with_record_note("# seed000-fig3\\n\\ntext", "20260101-120000")
+    >>> _with_record_note(once, "20260101-120000") == once
+    True
+    >>> print(once)
     # seed000-fig3
     <BLANKLINE>
     The record of this study: run `20260101-120000`. Kept here: this report, its figures, `table.parquet` (every repetition) and `meta.json` (provenance); the CSV table and the monitor's samples (`monitor.parquet`) stayed in the run directory.
@@ -157,17 +162,22 @@ def _with_record_note(md: str, run: str) -> str:
     note = (f"The record of this study: run `{run}`. Kept here: this report, its figures, `table.parquet` (every "
             "repetition) and `meta.json` (provenance); the CSV table and the monitor's samples (`monitor.parquet`) "
             "stayed in the run directory.")
+    # a record's own report made a record again: its old note goes (the new one says the same run)
+    md = re.sub(r"\n\nThe record of this study: run `[^`]*`\. Kept here:[^\n]*\n", "\n", md, count=1)
     title, sep, rest = md.partition("\n")
     if not title.startswith("# "):
         return note + "\n\n" + md
     return title + "\n\n" + note + "\n" + (rest if rest.startswith("\n") else "\n" + rest)
 
 
-def compact_meta(src: Path, dst: Path) -> None:
+def compact_meta(src: Path, dst: Path, run: str | None = None) -> None:
     """The run's meta.json as the record keeps it: the same content on one line (a 100-host
-    point's per-host settings made the indented form 30% spaces)."""
+    point's per-host settings made the indented form 30% spaces), with the run's name
+    (``record_of``)."""
     with open(src) as f:
         meta = json.load(f)
+    if run is not None:
+        meta["record_of"] = run
     with open(dst, "w") as f:
         json.dump(meta, f, separators=(",", ":"), ensure_ascii=False)
         f.write("\n")
