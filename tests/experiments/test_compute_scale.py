@@ -64,3 +64,22 @@ def test_replay_waits_the_scaled_computation(tmp_path, monkeypatch, capsys):
     assert err.count("recording of 2 ranks: 40% of the machine's CPU went to other processes") == 1
     render(tmp_path / "run")
     assert "**noisy recordings**" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_seed000s_whole_itemset_hash_is_a_setting_with_its_own_recording(tmp_path):
+    """``partition`` (an axis like any other): seed 000's hash of the whole itemset beside
+    clusterlab's prefix partitioning, each replaying its own recording, the same itemsets."""
+    with pytest.raises(ConfigError, match="partition must be one of prefix, itemset, got 'rows'"):
+        _study(partition=["rows"]).points()
+    with pytest.raises(ConfigError, match="partition=itemset is HPA's"):
+        Study(name="cs", cluster=Loopback(ranks=2), workload=hpa_job(data=DATA).with_params(algorithm="cd"),
+              grid=Grid(partition=["itemset"])).points()
+    res = run_study(_study(partition=["prefix", "itemset"]), tmp_path / "run", cache_dir=tmp_path / "cache")
+    by = {r["partition"]: r for r in res.rows}
+    assert by["prefix"]["itemsets"] == by["itemset"]["itemsets"] > 0
+    # the seed's scheme ships every transaction's k-subsets, not each transaction once per owner
+    assert by["itemset"]["bytes_sent"] > by["prefix"]["bytes_sent"]
+    recs = sorted((tmp_path / "cache" / "replay").glob("*/job.json"))
+    assert len(recs) == 2
+    configs = {json.loads(p.with_name("rank0.json").read_text())["meta"]["config"]["partition"] for p in recs}
+    assert configs == {"prefix", "itemset"}

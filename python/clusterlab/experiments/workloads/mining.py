@@ -59,19 +59,23 @@ from clusterlab.units import parse_size
 
 ALGORITHMS = ("hpa", "hpa-eld", "cd", "pfp")
 COMPUTE = ("real", "replay")
+PARTITIONS = ("prefix", "itemset")  # ParallelConfig.partition
 _SIZE = re.compile(r"^([0-9]+)([KkMm]?)$")
 
 
 def parallel_mining(data: str = "seed000:1M", min_support: float = 0.007, algorithm: str = "hpa",
-                    block_size: str = "8KiB", compute: str = "real", compute_scale: float = 1.0) -> Workload:
-    """Mine ``data`` at ``min_support`` with ``algorithm`` on the point's ranks.
+                    block_size: str = "8KiB", compute: str = "real", compute_scale: float = 1.0,
+                    partition: str = "prefix") -> Workload:
+    """Mine ``data`` at ``min_support`` with ``algorithm`` on the point's ranks. ``partition``
+    (HPA): ``prefix`` (clusterlab's: a candidate's owner is its first item's) or ``itemset``
+    (seed 000's: a hash of the whole itemset; every pass ships the transactions' k-subsets).
 
     >>> parallel_mining(compute="real", compute_scale=30)
     Traceback (most recent call last):
     clusterlab.errors.ConfigError: compute_scale 30 needs compute=replay (a real job computes at this machine's speed)
     """
     params = {"data": data, "min_support": check_min_support(min_support), "algorithm": algorithm, "block_size": block_size,
-              "compute": compute, "compute_scale": compute_scale}
+              "compute": compute, "compute_scale": compute_scale, "partition": partition}
     return Workload("parallel_mining", {**params, "compute_scale": check_params(params)},
                     dilatable=compute != "real", check=check_params, dilatable_of=lambda p: p["compute"] != "real")
 
@@ -85,6 +89,12 @@ def check_params(params: dict) -> float:
         raise ConfigError(f"compute must be one of {', '.join(COMPUTE)}, got {params['compute']!r}")
     check_min_support(params["min_support"])
     parse_size(params["block_size"], "block_size", lo=1, hi=1 << 30)
+    partition = params.get("partition", "prefix")
+    if partition not in PARTITIONS:
+        raise ConfigError(f"partition must be one of {', '.join(PARTITIONS)}, got {partition!r}")
+    if partition != "prefix" and params["algorithm"] != "hpa":
+        raise ConfigError(f"partition={partition} is HPA's (how it splits the candidates); {params['algorithm']} "
+                          "takes only prefix (the default)")
     scale = compute_scale_value(params.get("compute_scale", 1.0))
     if scale != 1.0 and params["compute"] != "replay":
         raise ConfigError(f"compute_scale {scale:g} needs compute=replay (a real job computes at this "
@@ -114,9 +124,10 @@ def compute_scale_value(v) -> float:
 
 
 def hpa_job(data: str = "seed000:1M", min_support: float = 0.007, block_size: str = "8KiB",
-            compute: str = "real", compute_scale: float = 1.0) -> Workload:
-    """Seed 000's job: HPA with 8 KB message blocks."""
-    return parallel_mining(data, min_support, "hpa", block_size, compute, compute_scale)
+            compute: str = "real", compute_scale: float = 1.0, partition: str = "prefix") -> Workload:
+    """Seed 000's job: HPA with 8 KB message blocks (``partition="itemset"``: with seed 000's
+    hash of the whole itemset too)."""
+    return parallel_mining(data, min_support, "hpa", block_size, compute, compute_scale, partition)
 
 
 def dataset_file(data: str, cache_dir: str) -> tuple[str, str | None, int | None]:
@@ -189,7 +200,7 @@ def execute(session, params: dict, reps: int, warmup: int):
     if session.testbed is not None:
         kw["setup_timeout"] = max(60.0, 3.0 * session.ranks)  # as Session.run: many ranks start slowly
     path = resolve_data(params["data"], session.cache_dir)
-    config = ParallelConfig(block_bytes=parse_size(params["block_size"]))
+    config = ParallelConfig(block_bytes=parse_size(params["block_size"]), partition=params.get("partition", "prefix"))
     trace = (recording(session, path, params, config, {**kw, **session.recording_options()})
              if params["compute"] == "replay" else None)
     # the share of the machine's CPU other processes took from the ranks' cores while the replayed
@@ -255,7 +266,9 @@ def recording(session, path: str, params: dict, config, kw: dict) -> str:
     # computation differs by a recording's noise (7% between two of 4 ranks).
     key = json.dumps([os.path.abspath(path), os.path.getsize(path), params["algorithm"], params["min_support"],
                       params["block_size"], session.ranks, TRACE_FORMAT,
-                      None if model is None else model.picks(session.ranks)])
+                      None if model is None else model.picks(session.ranks)]
+                     # (the default partition is not in the key: the recordings made before it was a setting stay valid)
+                     + ([params["partition"]] if params.get("partition", "prefix") != "prefix" else []))
     d = os.path.join(session.cache_dir, "replay", f"{params['algorithm']}-{session.ranks}-"
                      f"{hashlib.sha256(key.encode()).hexdigest()[:12]}")
     if not os.path.exists(os.path.join(d, "job.json")):
