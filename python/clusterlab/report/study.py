@@ -933,15 +933,18 @@ def _reps_said(meta, rows) -> str:
 
     >>> _reps_said({"spec": {"repeat": 3, "warmup": 1}}, [{"point": 0}, {"point": 0}, {"point": 1}])
     '1-2 per point after 1 warm-up'
-    >>> _reps_said({"spec": {"repeat": 2, "warmup": 0}, "overrides": {"warmup": "1 + 0"}}, [{"point": 0}])
-    '1 per point after 1 + 0 warm-up (by part)'
+    >>> _reps_said({"spec": {"repeat": 2, "warmup": 1}, "overrides": {"warmup": "(the spec's) + 0 + 0"}}, [{"point": 0}])
+    '1 per point after 0 or 1 warm-up (by part)'
     """
     per = {}
     for r in rows:
         per[r.get("point")] = per.get(r.get("point"), 0) + 1
     lo, hi = (min(per.values()), max(per.values())) if per else (meta.get("spec", {}).get("repeat"),) * 2
-    warm = (meta.get("overrides") or {}).get("warmup")
-    warm = f"{warm} warm-up (by part)" if warm and " + " in str(warm) else f"{meta.get('spec', {}).get('warmup')} warm-up"
+    spec_warm = meta.get("spec", {}).get("warmup")
+    warm = str((meta.get("overrides") or {}).get("warmup", spec_warm))
+    # a merged run's parts may differ: ' + '-joined, "(the spec's)" where a part kept it
+    ws = sorted({str(spec_warm) if w == "(the spec's)" else w for w in warm.split(" + ")})
+    warm = f"{ws[0]} warm-up" if len(ws) == 1 else f"{' or '.join(map(str, ws))} warm-up (by part)"
     return f"{lo if lo == hi else f'{lo}-{hi}'} per point after {warm}"
 
 
