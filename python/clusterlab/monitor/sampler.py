@@ -473,7 +473,8 @@ def read_table(path) -> tuple[pa.Table, dict]:
         else:
             import pyarrow.parquet as pq
 
-            tbl = pq.read_table(path)
+            with pq.ParquetFile(path) as f:  # one file (read_table's dataset layer imports pandas)
+                tbl = f.read()
             meta = json.loads((tbl.schema.metadata or {}).get(b"clusterlab.monitor", b"{}"))
     except (OSError, ValueError, pa.ArrowException) as e:
         raise ConfigError(f"{path}: cannot read a monitor table: {' '.join(str(e).split())}") from None

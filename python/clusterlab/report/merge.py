@@ -103,7 +103,8 @@ def _merge_monitor(dirs: list[Path], renumbered: list[dict[int, int]], dest: Pat
         return
     tables = []
     for p, new in zip(paths, renumbered, strict=True):
-        t = pq.read_table(p)
+        with pq.ParquetFile(p) as f:  # one file (read_table's dataset layer imports pandas)
+            t = f.read()
         if "point" in t.column_names:
             pts = [new.get(x, x) for x in t.column("point").to_pylist()]
             t = t.set_column(t.column_names.index("point"), "point", pa.array(pts, t.schema.field("point").type))

@@ -188,7 +188,8 @@ def compact_table(src: Path, dst: Path) -> None:
     harder than a run writes it (zstd 19: a study's per-rank lists halve; records stay small in git)."""
     import pyarrow.parquet as pq
 
-    pq.write_table(pq.read_table(src), dst, compression="zstd", compression_level=19)
+    with pq.ParquetFile(src) as f:  # one file (read_table's dataset layer imports pandas)
+        pq.write_table(f.read(), dst, compression="zstd", compression_level=19)
 
 
 def _table_parquet(rows: list[dict], path: Path) -> None:
