@@ -592,3 +592,20 @@ def test_an_incasts_timeouts_and_its_queueing_keep_their_own_fixes_and_the_gain_
     assert dom["fix"].count(" of it)") == 2
     assert 0 < dom["predicted_gain_s"] < 0.2  # the timeout's part only
     assert "this covers 200.0 ms of the" in dom["method"] and "has no prediction" in dom["method"]
+
+
+def test_a_study_rows_time_before_pass_1_is_computation_also_from_a_csv_table(tmp_path):
+    """A replayed mining point's row: passes 1-2 and, before them, the read and first count (in
+    the job's seconds, in no pass). Its per-pass lists as a CSV table holds them (JSON text):
+    one rank, nothing sent, so no communication loss is named."""
+    from clusterlab.diagnose.rules import diagnose
+    from clusterlab.diagnose.run import _study_job
+
+    row = {"label": "ranks=1", "ranks": 1, "seconds": 130.0, "seconds_by_pass": "[60.0, 40.0005]",
+           "time_compute_by_pass": "[60.0, 40.0]", "time_rto_wait_by_pass": "[0.0, 0.0]", "time_compute": 100.0,
+           "time_transfer": 0.0005, "time_rto_wait": 0.0, "bytes_sent": 0}
+    job = _study_job(tmp_path, row, {"workload": {"name": "parallel_mining", "params": {}}}, None, None, 0)
+    assert [p.number for p in job.passes] == [0, 1, 2] and job.passes[0].seconds == pytest.approx(29.9995)
+    d = diagnose(job)
+    assert d["dominant"] is None  # 0.5 ms of calls to itself is no loss worth naming
+    assert [c for c in d["causes"] if c["cause"] == "compute"][0]["seconds"] == pytest.approx(129.9995)

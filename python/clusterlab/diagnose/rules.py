@@ -701,7 +701,8 @@ def diagnose(job) -> dict:
     """The diagnosis of one job: fidelity line, causes (largest first), dominant loss, launch."""
     cs = sorted(_merged(causes(job)), key=lambda c: -c["seconds"])
     # the dominant loss: the one whose removal gains most (its seconds where nothing is predicted)
-    losses = sorted((c for c in cs if c["loss"] and c["seconds"] > 0 and c["cause"] not in EXTERNAL),
+    # (a loss under a thousandth of the job is noise, not an answer: a 1-rank job's calls to itself)
+    losses = sorted((c for c in cs if c["loss"] and c["seconds"] > 1e-3 * job.seconds and c["cause"] not in EXTERNAL),
                     key=lambda c: -(c["predicted_gain_s"] if c["predicted_gain_s"] is not None else c["seconds"]))
     out = {"job": job.label, "kind": job.kind, "seconds": round(job.seconds, 6), "nodes": job.nodes,
            "fidelity": fidelity.check(job), "causes": cs, "dominant": losses[0] if losses else None, "warnings": []}

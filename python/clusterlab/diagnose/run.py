@@ -167,6 +167,20 @@ def mining_job(summary: dict, label: str = "job") -> Job:
     return _mining_job(Path(label) / "summary.json", summary)
 
 
+def _listed(v) -> list:
+    """A row's per-pass list as stored: a list, or its JSON text (a CSV table); [] otherwise.
+
+    >>> _listed("[1.5, 2]"), _listed([3]), _listed(None), _listed("n/a")
+    ([1.5, 2], [3], [], [])
+    """
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return []
+    return list(v) if isinstance(v, (list, tuple)) else []
+
+
 def _mining_job(path: Path, s: dict) -> Job:
     passes = []
     for n, p in enumerate(s["passes"]):
@@ -264,10 +278,15 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
             per_rank = None
     seconds = _num(row.get("seconds"))
     passes, unsplit = [], False
-    by_pass = row.get("seconds_by_pass")
-    if isinstance(by_pass, list) and by_pass:  # a mining study: its per-pass split (slowest rank's)
-        comp = row.get("time_compute_by_pass") or [0.0] * len(by_pass)
-        rto = row.get("time_rto_wait_by_pass") or [0.0] * len(by_pass)
+    by_pass = _listed(row.get("seconds_by_pass"))
+    if by_pass:  # a mining study: its per-pass split (slowest rank's)
+        comp = _listed(row.get("time_compute_by_pass")) or [0.0] * len(by_pass)
+        rto = _listed(row.get("time_rto_wait_by_pass")) or [0.0] * len(by_pass)
+        # before pass 1 the job read its data and counted the items (a replay waits that
+        # computation): pass 0, computation, not communication left over
+        before = seconds - sum(_num(t) for t in by_pass)
+        if before > 1e-3 * seconds:
+            passes.append(Pass(0, before, [RankPass(0, before, before, None, 0.0, 0.0)]))
         for i, t in enumerate(by_pass):
             c, w = _num(comp[i]) if i < len(comp) else 0.0, _num(rto[i]) if i < len(rto) else 0.0
             passes.append(Pass(i + 1, _num(t), [RankPass(0, _num(t), c, None, _num(t) - c, w)]))
