@@ -363,7 +363,9 @@ def plot_speedup(plt, rows, spec, title, path, caption="") -> None:
         ax.set_ylabel(f"speedup ({_label(y)} at {allx[0] if allx else 1} host(s) / {_label(y)})")
     _titled(ax, title, caption)
     ax.grid(alpha=0.3)
-    _legend(ax, hue)
+    # many lines: the legend under the axes, where it hides none of them (inside, "best" put it
+    # over the fastest lines' ends)
+    _legend(ax, hue, **({"loc": "upper center", "bbox_to_anchor": (0.5, -0.13)} if len(lines) > 3 else {}))
     _save(plt, fig, path)
 
 
