@@ -167,20 +167,6 @@ def mining_job(summary: dict, label: str = "job") -> Job:
     return _mining_job(Path(label) / "summary.json", summary)
 
 
-def _listed(v) -> list:
-    """A row's per-pass list as stored: a list, or its JSON text (a CSV table); [] otherwise.
-
-    >>> _listed("[1.5, 2]"), _listed([3]), _listed(None), _listed("n/a")
-    ([1.5, 2], [3], [], [])
-    """
-    if isinstance(v, str):
-        try:
-            v = json.loads(v)
-        except ValueError:
-            return []
-    return list(v) if isinstance(v, (list, tuple)) else []
-
-
 def _mining_job(path: Path, s: dict) -> Job:
     passes = []
     for n, p in enumerate(s["passes"]):
@@ -278,10 +264,12 @@ def _study_job(d: Path, row: dict, spec: dict, mon_tbl, mon_meta, point) -> Job:
             per_rank = None
     seconds = _num(row.get("seconds"))
     passes, unsplit = [], False
-    by_pass = _listed(row.get("seconds_by_pass"))
+    from clusterlab.report.study import _list  # a list, or its JSON text (a CSV table), else None
+
+    by_pass = _list(row.get("seconds_by_pass"))
     if by_pass:  # a mining study: its per-pass split (slowest rank's)
-        comp = _listed(row.get("time_compute_by_pass")) or [0.0] * len(by_pass)
-        rto = _listed(row.get("time_rto_wait_by_pass")) or [0.0] * len(by_pass)
+        comp = _list(row.get("time_compute_by_pass")) or [0.0] * len(by_pass)
+        rto = _list(row.get("time_rto_wait_by_pass")) or [0.0] * len(by_pass)
         # before pass 1 the job read its data and counted the items (a replay waits that
         # computation): pass 0, computation, not communication left over
         before = seconds - sum(_num(t) for t in by_pass)

@@ -407,9 +407,19 @@ STACK_WORDS = {
 def _per_point(points, describe, every: str = "") -> str:
     """``describe(point)`` for every point, said once (with ``every``) when they agree, else
     each with its points."""
+    return said_per_point({p.index: describe(p) for p in points}, every)
+
+
+def said_per_point(by_point: dict[int, str], every: str = "") -> str:
+    """Each point's description said once (with ``every``) when they agree, else each with its
+    points (a merged run says its parts' points the same way, report.merge).
+
+    >>> said_per_point({0: "tbf", 2: "tbf", 1: "atm"})
+    'tbf at points 0, 2; atm at points 1'
+    """
     by: dict[str, list[int]] = {}
-    for p in points:
-        by.setdefault(describe(p), []).append(p.index)
+    for i in sorted(by_point):
+        by.setdefault(by_point[i], []).append(i)
     if len(by) <= 1:
         return next(iter(by), "") + (every if by else "")
     return "; ".join(f"{words} at points {', '.join(map(str, ix))}" for words, ix in by.items())

@@ -51,7 +51,7 @@ _AT_POINTS = re.compile(r"(.+?) at points? (\d+(?:,\s*\d+)*)(?:; |$)")
 
 def _by_point(text: str, indexes) -> dict[int, str]:
     """Each point's description from a run's ``emulated`` text: the runner writes one that
-    differs between points as "A at points 0, 2; B at point 1" (A and B may hold "; "
+    differs between points as "A at points 0, 2; B at points 1" (A and B may hold "; "
     themselves); any other text holds for every point of the run.
 
     >>> _by_point("tbf; a host queue at points 0, 2; atm at point 1", [0, 1, 2])
@@ -69,16 +69,6 @@ def _by_point(text: str, indexes) -> dict[int, str]:
         if set(out) == set(indexes):
             return out
     return {i: text for i in indexes}
-
-
-def _said_per_point(by_point: dict[int, str]) -> str:
-    """The inverse of ``_by_point``: once when every point agrees, else each with its points."""
-    by: dict[str, list[int]] = {}
-    for i in sorted(by_point):
-        by.setdefault(by_point[i], []).append(i)
-    if len(by) == 1:
-        return next(iter(by))
-    return "; ".join(f"{words} at point{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" for words, ix in by.items())
 
 
 def _overrides(parts: list[dict]) -> dict:
@@ -136,6 +126,7 @@ def merge_runs(run_dirs, out, as_study: str | None = None, finished_points: bool
     same runs (``_same_runs``). With ``finished_points`` a run that stopped early gives its
     finished points."""
     from clusterlab._atomic import check_output
+    from clusterlab.experiments.kinds import said_per_point
     from clusterlab.experiments.runner import rows_table
     from clusterlab.report.study import load_run
 
@@ -203,7 +194,7 @@ def merge_runs(run_dirs, out, as_study: str | None = None, finished_points: bool
         for k, v in (meta.get("emulated") or {}).items():
             emulated.setdefault(k, {}).update(_by_point(_renumber(str(v), new), new.values()))
     # a part without a key (an older run) says nothing about its points for it
-    merged["emulated"] = {k: _said_per_point(by) for k, by in emulated.items()}
+    merged["emulated"] = {k: said_per_point(by) for k, by in emulated.items()}
     merged.update(points=points, parts=parts, status="complete", repetitions=sum(p.get("repetitions") or 0 for p in parts),
                   started=min(p.get("started") or 0 for p in parts), finished=max(p.get("finished") or 0 for p in parts),
                   load_before=runs[0][2].get("load_before"), load_after=runs[-1][2].get("load_after"),
